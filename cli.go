@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+)
+
+// env is the process's outside world, passed in so commands can be tested.
+type env struct {
+	getenv func(string) string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+const usage = `usage:
+  handoff [serve]   --config FILE --data DIR --addr HOST:PORT
+  handoff verify    FILE
+  handoff version
+environment: HANDOFF_CONFIG, HANDOFF_DATA, HANDOFF_ADDR override the flags;
+HANDOFF_API_TOKEN is accepted as an admin bearer token.`
+
+// run dispatches a sub-command.
+func run(ctx context.Context, args []string, e env) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, e)
+	case "verify":
+		return verify(args, e)
+	case "version":
+		fmt.Fprintln(e.stdout, "handoff", version())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprintln(e.stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string, e env) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+// version is the module version, or the VCS revision of a development build.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 && (v == "" || v == "(devel)") {
+			v = "devel-" + s.Value[:12]
+		}
+	}
+	return v
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/web"
+)
+
+// Shutdown budget: HTTP gets this long to finish requests, then running jobs
+// get as long again before they are released back to the queue.
+const shutdownGrace = 15 * time.Second
+
+// serve runs the server until ctx ends (SIGTERM or SIGINT), then shuts down
+// in order: stop accepting HTTP, drain the workers, stop cron, close the
+// database last.
+func serve(ctx context.Context, args []string, e env) error {
+	fs := newFlagSet("serve", e)
+	cfgPath := fs.String("config", "", "configuration file (YAML); none runs the demo")
+	dataDir := fs.String("data", "", "data folder (default from the config, else ./data)")
+	addr := fs.String("addr", "", "listen address (default from the config, else 127.0.0.1:8080)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if v := e.getenv("HANDOFF_CONFIG"); v != "" {
+		*cfgPath = v
+	}
+	cfg, err := config.Load(*cfgPath, e.getenv)
+	if err != nil {
+		return err
+	}
+	if v := e.getenv("HANDOFF_DATA"); v != "" {
+		*dataDir = v
+	}
+	if v := e.getenv("HANDOFF_ADDR"); v != "" {
+		*addr = v
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	if *addr != "" {
+		cfg.Addr = *addr
+	}
+	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+
+	st, err := store.Open(cfg.DataDir, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	d, err := newDrafter(cfg.Drafter)
+	if err != nil {
+		return err
+	}
+	runner := jobs.NewRunner(st, map[string]jobs.Kind{
+		jobs.KindDraft: &jobs.DraftJob{Store: st, Drafter: d},
+	}, jobs.Options{
+		Workers: cfg.Workers,
+		Lease:   cfg.Drafter.Timeout + cfg.Drafter.Delay + time.Minute,
+		Backoff: jobs.Backoff{Base: cfg.Retry.BaseDelay, Max: cfg.Retry.MaxDelay},
+		Logger:  log,
+	})
+	srv, err := web.New(web.Deps{Config: cfg, Store: st, Jobs: runner, Logger: log, APIToken: e.getenv("HANDOFF_API_TOKEN")})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	httpSrv := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute, // backups stream for a while
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	if err := runner.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	sched := jobs.NewSchedule(log)
+	if err := sched.Add("reap job leases", "@every 1m", time.Minute, runner.Reap); err != nil {
+		return err
+	}
+	sched.Start()
+
+	served := make(chan error, 1)
+	go func() { served <- httpSrv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "data", cfg.DataDir, "version", version())
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-served:
+		if !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", slog.Any("err", err))
+		}
+	}
+	// A fresh context: the signal's context is already done.
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		log.Warn("http shutdown", slog.Any("err", err))
+	}
+	jctx, cancelJobs := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancelJobs()
+	if err := runner.Stop(jctx); err != nil {
+		log.Warn("job runner stop", slog.Any("err", err))
+	}
+	sched.Stop(jctx)
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("close the database: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// newDrafter builds the configured drafter.
+func newDrafter(c config.Drafter) (jobs.Drafter, error) {
+	switch c.Kind {
+	case "template":
+		return drafter.NewTemplate(c.Template, c.PromptVersion, c.Delay)
+	default:
+		return nil, fmt.Errorf("config: drafter.kind: %q is not supported by this build (use template)", c.Kind)
+	}
+}

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Check verifies the file: bbolt's own page check, the schema version, and
+// that every index agrees with its records in both directions. It returns
+// every problem found, joined.
+func (s *Store) Check() error {
+	return s.view(func(tx *bolt.Tx) error {
+		var problems []error
+		for err := range tx.Check() {
+			problems = append(problems, fmt.Errorf("bbolt: %w", err))
+		}
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			return errors.New("check: no meta bucket: this is not a handoff database")
+		}
+		if v := string(meta.Get(keySchema)); v != fmt.Sprint(SchemaVersion) {
+			problems = append(problems, fmt.Errorf("check: schema version %q, want %d", v, SchemaVersion))
+		}
+		for _, b := range allBuckets {
+			if tx.Bucket(b) == nil {
+				problems = append(problems, fmt.Errorf("check: bucket %s is missing", b))
+			}
+		}
+		if len(problems) > 0 {
+			return errors.Join(problems...)
+		}
+		problems = append(problems, checkEvents(tx)...)
+		problems = append(problems, checkJobs(tx)...)
+		problems = append(problems, checkDrafts(tx)...)
+		return errors.Join(problems...)
+	})
+}
+
+func checkEvents(tx *bolt.Tx) []error {
+	var problems []error
+	events, byKey := tx.Bucket(bucketEvents), tx.Bucket(bucketEventsByKey)
+	n := 0
+	_ = events.ForEach(func(k, v []byte) error {
+		n++
+		var ev Event
+		if err := getJSON(events, k, &ev); err != nil {
+			problems = append(problems, fmt.Errorf("check: event %s: %w", k, err))
+			return nil
+		}
+		if !bytes.Equal(byKey.Get([]byte(ev.Key)), k) {
+			problems = append(problems, fmt.Errorf("check: event %s (%s) is not in idx_events_by_key", k, ev.Key))
+		}
+		return nil
+	})
+	if m := byKey.Stats().KeyN; m != n {
+		problems = append(problems, fmt.Errorf("check: %d events but %d keys in idx_events_by_key", n, m))
+	}
+	return problems
+}
+
+func checkJobs(tx *bolt.Tx) []error {
+	var problems []error
+	jobs := tx.Bucket(bucketJobs)
+	ready, leased, unique, byCorr := tx.Bucket(bucketJobsReady), tx.Bucket(bucketJobsLeased), tx.Bucket(bucketJobsUnique), tx.Bucket(bucketJobsByCorr)
+	wantReady, wantLeased, wantUnique := 0, 0, 0
+	_ = jobs.ForEach(func(k, v []byte) error {
+		var j Job
+		if err := getJSON(jobs, k, &j); err != nil {
+			problems = append(problems, fmt.Errorf("check: job %s: %w", k, err))
+			return nil
+		}
+		bad := func(format string, a ...any) {
+			problems = append(problems, fmt.Errorf("check: job %s (%s): "+format, append([]any{j.ID, j.State}, a...)...))
+		}
+		switch j.State {
+		case JobAvailable, JobRetryable:
+			wantReady++
+			if ready.Get(timeKey(j.RunAt, j.ID)) == nil {
+				bad("not in idx_jobs_ready")
+			}
+		case JobRunning:
+			wantLeased++
+			if j.LeaseUntil == nil || leased.Get(timeKey(*j.LeaseUntil, j.ID)) == nil {
+				bad("not in idx_jobs_leased")
+			}
+		}
+		if !j.State.Final() {
+			wantUnique++
+			if !bytes.Equal(unique.Get(uniqueKey(j.Kind, j.Key)), k) {
+				bad("live but not in idx_jobs_unique")
+			}
+		}
+		if byCorr.Get(corrKey(j.CorrelationID, j.ID)) == nil {
+			bad("not in idx_jobs_by_corr")
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		b    *bolt.Bucket
+		name string
+		want int
+	}{{ready, "idx_jobs_ready", wantReady}, {leased, "idx_jobs_leased", wantLeased}, {unique, "idx_jobs_unique", wantUnique}} {
+		if got := c.b.Stats().KeyN; got != c.want {
+			problems = append(problems, fmt.Errorf("check: %s holds %d keys, want %d", c.name, got, c.want))
+		}
+	}
+	return problems
+}
+
+func checkDrafts(tx *bolt.Tx) []error {
+	var problems []error
+	drafts, byEvent, eventsByKey := tx.Bucket(bucketDrafts), tx.Bucket(bucketDraftsByEvent), tx.Bucket(bucketEventsByKey)
+	_ = byEvent.ForEach(func(k, v []byte) error {
+		var d Draft
+		if err := getJSON(drafts, v, &d); err != nil {
+			problems = append(problems, fmt.Errorf("check: draft %s of %s: %w", v, k, err))
+			return nil
+		}
+		if d.EventKey != string(k) {
+			problems = append(problems, fmt.Errorf("check: draft %s belongs to %s, indexed under %s", v, d.EventKey, k))
+		}
+		if eventsByKey.Get(k) == nil {
+			problems = append(problems, fmt.Errorf("check: draft %s has no event %s", v, k))
+		}
+		return nil
+	})
+	if a, b := drafts.Stats().KeyN, byEvent.Stats().KeyN; a != b {
+		problems = append(problems, fmt.Errorf("check: %d drafts but %d keys in idx_drafts_by_event", a, b))
+	}
+	return problems
+}

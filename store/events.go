@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// recordVersion is the version field of every JSON record this binary writes.
+const recordVersion = 1
+
+// Event is one inbound business event, recorded once per event key.
+type Event struct {
+	V               int        `json:"v"`
+	ID              string     `json:"id"`
+	Key             string     `json:"key"`
+	Channel         string     `json:"channel"`
+	MessageID       string     `json:"message_id"`
+	CorrelationID   string     `json:"correlation_id"`
+	ConversationID  string     `json:"conversation_id"`
+	Contact         string     `json:"contact,omitempty"`
+	Name            string     `json:"name,omitempty"`
+	Text            string     `json:"text,omitempty"`
+	ContentType     string     `json:"content_type,omitempty"`
+	Body            string     `json:"body,omitempty"`
+	ReceivedAt      time.Time  `json:"received_at"`
+	Duplicates      int        `json:"duplicates"`
+	LastDuplicateAt *time.Time `json:"last_duplicate_at,omitempty"`
+}
+
+// Recorded is the answer to RecordEvent: the stored event and whether this call created it.
+type Recorded struct {
+	Event   Event
+	Created bool
+	Job     Job
+}
+
+// RecordEvent stores ev and enqueues job for it in one transaction, unless an
+// event with the same key exists: then the first event is returned (with its
+// duplicate count raised) and nothing else is written. ev.ID and
+// ev.CorrelationID are minted by the caller; a duplicate discards them.
+func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded, error) {
+	var out Recorded
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		out = Recorded{}
+		byKey := tx.Bucket(bucketEventsByKey)
+		events := tx.Bucket(bucketEvents)
+		if id := byKey.Get([]byte(ev.Key)); id != nil {
+			var first Event
+			if err := getJSON(events, id, &first); err != nil {
+				return fmt.Errorf("store: event %s indexed but unreadable: %w", ev.Key, err)
+			}
+			first.Duplicates++
+			at := ev.ReceivedAt
+			first.LastDuplicateAt = &at
+			out.Event = first
+			return putJSON(events, id, first)
+		}
+		ev.V = recordVersion
+		if err := putJSON(events, []byte(ev.ID), ev); err != nil {
+			return err
+		}
+		if err := byKey.Put([]byte(ev.Key), []byte(ev.ID)); err != nil {
+			return err
+		}
+		j, _, err := enqueue(tx, job, ev.CorrelationID, ev.ReceivedAt)
+		if err != nil {
+			return err
+		}
+		out = Recorded{Event: ev, Created: true, Job: j}
+		return nil
+	})
+	if err != nil {
+		return Recorded{}, fmt.Errorf("store: record event %s: %w", ev.Key, err)
+	}
+	return out, nil
+}
+
+// EventByKey returns the event recorded under key.
+func (s *Store) EventByKey(key string) (Event, error) {
+	var ev Event
+	err := s.view(func(tx *bolt.Tx) error {
+		id := tx.Bucket(bucketEventsByKey).Get([]byte(key))
+		if id == nil {
+			return ErrNotFound
+		}
+		return getJSON(tx.Bucket(bucketEvents), id, &ev)
+	})
+	if err != nil {
+		return Event{}, fmt.Errorf("store: event %s: %w", key, err)
+	}
+	return ev, nil
+}

@@ -1,0 +1,388 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
+)
+
+// JobState is where a job is in its life; see docs/architecture.md.
+type JobState string
+
+// The job states of the spec.
+const (
+	JobAvailable JobState = "available"
+	JobRunning   JobState = "running"
+	JobRetryable JobState = "retryable"
+	JobCompleted JobState = "completed"
+	JobDiscarded JobState = "discarded"
+	JobCancelled JobState = "cancelled"
+)
+
+// Final reports whether no worker will run the job again.
+func (s JobState) Final() bool {
+	return s == JobCompleted || s == JobDiscarded || s == JobCancelled
+}
+
+// Attempt outcomes, recorded on each attempt when it ends.
+const (
+	OutcomeCompleted    = "completed"
+	OutcomeRetry        = "retry"
+	OutcomeDiscarded    = "discarded"
+	OutcomeLeaseExpired = "lease_expired"
+)
+
+// Attempt is one execution of a job, with its own execution id.
+type Attempt struct {
+	ExecutionID string     `json:"execution_id"`
+	Number      int        `json:"number"`
+	StartedAt   time.Time  `json:"started_at"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	Outcome     string     `json:"outcome"`
+	Error       string     `json:"error,omitempty"`
+	// Raw keeps what the attempt got back when that explains a failure (a model's invalid output).
+	Raw string `json:"raw,omitempty"`
+}
+
+// Job is one unit of queued work on one business key.
+type Job struct {
+	V             int             `json:"v"`
+	ID            string          `json:"id"`
+	Kind          string          `json:"kind"`
+	Key           string          `json:"key"`
+	CorrelationID string          `json:"correlation_id"`
+	State         JobState        `json:"state"`
+	Attempt       int             `json:"attempt"`
+	MaxAttempts   int             `json:"max_attempts"`
+	RunAt         time.Time       `json:"run_at"`
+	LeaseUntil    *time.Time      `json:"lease_until,omitempty"`
+	ExecutionID   string          `json:"execution_id,omitempty"`
+	LastError     string          `json:"last_error,omitempty"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+	Attempts      []Attempt       `json:"attempts"`
+}
+
+// NewJob describes a job to enqueue.
+type NewJob struct {
+	ID          string // a ULID minted by the caller
+	Kind        string
+	Key         string // the business key: at most one live job per kind and key
+	MaxAttempts int
+	RunAt       time.Time
+	Payload     json.RawMessage
+}
+
+func uniqueKey(kind, key string) []byte {
+	return append(append([]byte(kind), 0), key...)
+}
+
+func corrKey(corr, jobID string) []byte {
+	return append([]byte(corr+"|"), jobID...)
+}
+
+// enqueue inserts nj unless a live job of the same kind and key exists, in
+// which case that job is returned with created false.
+func enqueue(tx *bolt.Tx, nj NewJob, corr string, now time.Time) (Job, bool, error) {
+	unique := tx.Bucket(bucketJobsUnique)
+	jobs := tx.Bucket(bucketJobs)
+	if id := unique.Get(uniqueKey(nj.Kind, nj.Key)); id != nil {
+		var live Job
+		if err := getJSON(jobs, id, &live); err != nil {
+			return Job{}, false, fmt.Errorf("unique index points at job %s: %w", id, err)
+		}
+		return live, false, nil
+	}
+	if nj.MaxAttempts < 1 {
+		nj.MaxAttempts = 1
+	}
+	if nj.RunAt.IsZero() {
+		nj.RunAt = now
+	}
+	j := Job{
+		V: recordVersion, ID: nj.ID, Kind: nj.Kind, Key: nj.Key, CorrelationID: corr,
+		State: JobAvailable, MaxAttempts: nj.MaxAttempts, RunAt: nj.RunAt, Payload: nj.Payload,
+		CreatedAt: now, UpdatedAt: now, Attempts: []Attempt{},
+	}
+	if err := putJSON(jobs, []byte(j.ID), j); err != nil {
+		return Job{}, false, err
+	}
+	if err := tx.Bucket(bucketJobsReady).Put(timeKey(j.RunAt, j.ID), nil); err != nil {
+		return Job{}, false, err
+	}
+	if err := unique.Put(uniqueKey(j.Kind, j.Key), []byte(j.ID)); err != nil {
+		return Job{}, false, err
+	}
+	if err := tx.Bucket(bucketJobsByCorr).Put(corrKey(corr, j.ID), nil); err != nil {
+		return Job{}, false, err
+	}
+	return j, true, nil
+}
+
+// Enqueue adds a job unless a live one of the same kind and key exists; it
+// returns the live job and whether this call created it.
+func (s *Store) Enqueue(ctx context.Context, nj NewJob, corr string, now time.Time) (Job, bool, error) {
+	var (
+		out     Job
+		created bool
+	)
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		var err error
+		out, created, err = enqueue(tx, nj, corr, now)
+		return err
+	})
+	if err != nil {
+		return Job{}, false, fmt.Errorf("store: enqueue %s %s: %w", nj.Kind, nj.Key, err)
+	}
+	return out, created, nil
+}
+
+// ClaimJobs leases up to max jobs that are due at now, in one transaction:
+// each moves from the ready index to the leased index, gets a new execution
+// id and an attempt record before any of its work starts.
+func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease time.Duration) ([]Job, error) {
+	var claimed []Job
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		claimed = claimed[:0]
+		ready := tx.Bucket(bucketJobsReady)
+		jobs := tx.Bucket(bucketJobs)
+		leased := tx.Bucket(bucketJobsLeased)
+		limit := timeKey(now, "\xff")
+		var due [][]byte
+		c := ready.Cursor()
+		for k, _ := c.First(); k != nil && len(due) < max && bytes.Compare(k, limit) <= 0; k, _ = c.Next() {
+			due = append(due, bytes.Clone(k))
+		}
+		for _, k := range due {
+			_, id := splitTimeKey(k)
+			if err := ready.Delete(k); err != nil {
+				return err
+			}
+			var j Job
+			if err := getJSON(jobs, []byte(id), &j); err != nil {
+				return fmt.Errorf("ready index points at job %s: %w", id, err)
+			}
+			until := now.Add(lease)
+			j.State = JobRunning
+			j.Attempt++
+			j.ExecutionID = ulid.Make().String()
+			j.LeaseUntil = &until
+			j.UpdatedAt = now
+			j.Attempts = append(j.Attempts, Attempt{ExecutionID: j.ExecutionID, Number: j.Attempt, StartedAt: now})
+			if err := putJSON(jobs, []byte(j.ID), j); err != nil {
+				return err
+			}
+			if err := leased.Put(timeKey(until, j.ID), nil); err != nil {
+				return err
+			}
+			claimed = append(claimed, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claim jobs: %w", err)
+	}
+	return claimed, nil
+}
+
+// NextRunAt is the earliest time a ready job becomes due; ok is false when none waits.
+func (s *Store) NextRunAt() (t time.Time, ok bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bucketJobsReady).Cursor().First()
+		if k != nil {
+			t, _ = splitTimeKey(k)
+			ok = true
+		}
+		return nil
+	})
+	return t, ok, err
+}
+
+// Result is how one attempt ended, as the runner decided it.
+type Result struct {
+	Outcome string    // OutcomeCompleted, OutcomeRetry or OutcomeDiscarded
+	Err     string    // the attempt's error, if any
+	Raw     string    // what the attempt got back, kept for a person to read
+	RetryAt time.Time // for OutcomeRetry
+}
+
+// FinishJob records the end of the attempt execID of job id. A retry past the
+// job's last attempt becomes a discard. It fails with ErrLeaseLost when the
+// lease was taken from this execution (it expired and the job was reaped).
+func (s *Store) FinishJob(ctx context.Context, id, execID string, now time.Time, r Result) (Job, error) {
+	var out Job
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		jobs := tx.Bucket(bucketJobs)
+		var j Job
+		if err := getJSON(jobs, []byte(id), &j); err != nil {
+			return err
+		}
+		if j.State != JobRunning || j.ExecutionID != execID {
+			return ErrLeaseLost
+		}
+		if err := tx.Bucket(bucketJobsLeased).Delete(timeKey(*j.LeaseUntil, j.ID)); err != nil {
+			return err
+		}
+		outcome := r.Outcome
+		if outcome == OutcomeRetry && j.Attempt >= j.MaxAttempts {
+			outcome = OutcomeDiscarded
+		}
+		if err := endAttempt(tx, &j, now, outcome, r.Err, r.Raw, r.RetryAt); err != nil {
+			return err
+		}
+		out = j
+		return nil
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("store: finish job %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// endAttempt closes the running attempt of j with outcome and moves j to the
+// matching state and indexes. The caller has already removed the lease.
+func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome, errText, raw string, retryAt time.Time) error {
+	for i := range j.Attempts {
+		a := &j.Attempts[i]
+		if a.ExecutionID == j.ExecutionID {
+			a.EndedAt = &now
+			a.Outcome = outcome
+			a.Error = errText
+			a.Raw = raw
+		}
+	}
+	j.LeaseUntil = nil
+	j.ExecutionID = ""
+	j.UpdatedAt = now
+	if errText != "" {
+		j.LastError = errText
+	}
+	switch outcome {
+	case OutcomeCompleted:
+		j.State = JobCompleted
+	case OutcomeDiscarded:
+		j.State = JobDiscarded
+	case OutcomeRetry, OutcomeLeaseExpired:
+		j.State = JobRetryable
+		j.RunAt = retryAt
+		if j.RunAt.IsZero() {
+			j.RunAt = now
+		}
+		if err := tx.Bucket(bucketJobsReady).Put(timeKey(j.RunAt, j.ID), nil); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown outcome %q", outcome)
+	}
+	if j.State.Final() {
+		unique := tx.Bucket(bucketJobsUnique)
+		uk := uniqueKey(j.Kind, j.Key)
+		if bytes.Equal(unique.Get(uk), []byte(j.ID)) {
+			if err := unique.Delete(uk); err != nil {
+				return err
+			}
+		}
+	}
+	return putJSON(tx.Bucket(bucketJobs), []byte(j.ID), j)
+}
+
+// reapChunk bounds one reaping transaction so the write lock is held briefly.
+const reapChunk = 256
+
+// ReapLeases returns to the queue every running job whose lease ended by now
+// (all running jobs when all is true: at start, bbolt's file lock proves that
+// no other process is running them). The attempt counts, with outcome
+// lease_expired; a job out of attempts is discarded. It returns how many
+// jobs it reaped.
+func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := s.update(ctx, func(tx *bolt.Tx) error {
+			n = 0
+			leased := tx.Bucket(bucketJobsLeased)
+			jobs := tx.Bucket(bucketJobs)
+			var expired [][]byte
+			c := leased.Cursor()
+			for k, _ := c.First(); k != nil && len(expired) < reapChunk; k, _ = c.Next() {
+				until, _ := splitTimeKey(k)
+				if !all && until.After(now) {
+					break
+				}
+				expired = append(expired, bytes.Clone(k))
+			}
+			for _, k := range expired {
+				_, id := splitTimeKey(k)
+				if err := leased.Delete(k); err != nil {
+					return err
+				}
+				var j Job
+				if err := getJSON(jobs, []byte(id), &j); err != nil {
+					return fmt.Errorf("leased index points at job %s: %w", id, err)
+				}
+				outcome := OutcomeLeaseExpired
+				msg := "the worker's lease expired before it finished (the process stopped or the attempt hung)"
+				if j.Attempt >= j.MaxAttempts {
+					outcome = OutcomeDiscarded
+				}
+				if err := endAttempt(tx, &j, now, outcome, msg, "", now); err != nil {
+					return err
+				}
+				if outcome == OutcomeDiscarded {
+					// Keep the lease_expired reason visible on the attempt itself.
+					j.Attempts[len(j.Attempts)-1].Outcome = OutcomeLeaseExpired
+					if err := putJSON(jobs, []byte(j.ID), j); err != nil {
+						return err
+					}
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("store: reap leases: %w", err)
+		}
+		total += n
+		if n < reapChunk {
+			return total, nil
+		}
+	}
+}
+
+// Job returns one job by id.
+func (s *Store) Job(id string) (Job, error) {
+	var j Job
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketJobs), []byte(id), &j) })
+	if err != nil {
+		return Job{}, fmt.Errorf("store: job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobsByCorrelation returns every job that followed from one event, oldest first.
+func (s *Store) JobsByCorrelation(corr string) ([]Job, error) {
+	var out []Job
+	err := s.view(func(tx *bolt.Tx) error {
+		jobs := tx.Bucket(bucketJobs)
+		prefix := []byte(corr + "|")
+		c := tx.Bucket(bucketJobsByCorr).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			var j Job
+			if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: jobs of %s: %w", corr, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The key layout of the whole database. Every bucket is created at open; a
+// secondary index is written in the same transaction as its record.
+//
+//	meta                 "schema" -> decimal schema version
+//	events               eventID (ULID) -> Event JSON
+//	idx_events_by_key    "<channel>:<message id>" -> eventID          (the dedup index)
+//	jobs                 jobID (ULID) -> Job JSON (attempts inside)
+//	idx_jobs_ready       runAt (8 bytes BE unix ns) | jobID -> ""      (available and retryable jobs)
+//	idx_jobs_leased      leaseUntil (8 bytes BE unix ns) | jobID -> "" (running jobs)
+//	idx_jobs_unique      kind 0x00 business key -> jobID                (live jobs only)
+//	idx_jobs_by_corr     correlation id | jobID -> ""                   (every job of one event)
+//	drafts               draftID -> Draft JSON
+//	idx_drafts_by_event  event key -> draftID                           (the stored model/template output)
+//
+// ULIDs and fixed-width big-endian times sort the way they are read, so the
+// next due job is the first key of idx_jobs_ready and inserts append at the
+// right edge of each B+tree.
+var (
+	bucketMeta             = []byte("meta")
+	bucketEvents           = []byte("events")
+	bucketEventsByKey      = []byte("idx_events_by_key")
+	bucketJobs             = []byte("jobs")
+	bucketJobsReady        = []byte("idx_jobs_ready")
+	bucketJobsLeased       = []byte("idx_jobs_leased")
+	bucketJobsUnique       = []byte("idx_jobs_unique")
+	bucketJobsByCorr       = []byte("idx_jobs_by_corr")
+	bucketDrafts           = []byte("drafts")
+	bucketDraftsByEvent    = []byte("idx_drafts_by_event")
+	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent}
+	keySchema              = []byte("schema")
+	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
+)
+
+// migration moves a database from version to version+1 inside one write transaction.
+type migration struct {
+	version int
+	name    string
+	apply   func(tx *bolt.Tx) error
+}
+
+// migrations is ordered; schemaVersion is the version after the last one.
+// Version 1 is the initial layout, created by ensureBuckets.
+var migrations = []migration{}
+
+// SchemaVersion is the layout version this binary writes.
+const SchemaVersion = 1
+
+// migrate creates the buckets and runs every migration the file has not seen.
+func migrate(tx *bolt.Tx) error {
+	for _, b := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return fmt.Errorf("store: create bucket %s: %w", b, err)
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	v := 0
+	if raw := meta.Get(keySchema); raw != nil {
+		n, err := strconv.Atoi(string(raw))
+		if err != nil {
+			return fmt.Errorf("store: schema version %q: %w", raw, err)
+		}
+		v = n
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("%w (schema %d, this binary knows %d)", errSchemaFromTheFuture, v, SchemaVersion)
+	}
+	if v == 0 {
+		v = 1 // a new file gets the initial layout above
+	}
+	for _, m := range migrations {
+		if m.version < v {
+			continue
+		}
+		if err := m.apply(tx); err != nil {
+			return fmt.Errorf("store: migration %d (%s): %w", m.version, m.name, err)
+		}
+		v = m.version + 1
+	}
+	return meta.Put(keySchema, []byte(strconv.Itoa(v)))
+}
+
+// timeKey is a fixed-width big-endian time followed by an id, so that a cursor
+// from the start visits the earliest time first.
+func timeKey(t time.Time, id string) []byte {
+	k := make([]byte, 8+len(id))
+	binary.BigEndian.PutUint64(k, uint64(t.UnixNano()))
+	copy(k[8:], id)
+	return k
+}
+
+// splitTimeKey undoes timeKey.
+func splitTimeKey(k []byte) (time.Time, string) {
+	if len(k) < 8 {
+		return time.Time{}, ""
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))), string(k[8:])
+}

@@ -1,0 +1,225 @@
+// Package store owns the bbolt file: every record, index and transaction of
+// handoff. Nothing outside this package knows bbolt exists.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Sentinel errors, checked with errors.Is.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrClosed    = errors.New("store: closed")
+	ErrLeaseLost = errors.New("the job's lease belongs to another execution")
+	// ErrUnavailable wraps a commit that failed (disk full, I/O error): the caller's write is not stored.
+	ErrUnavailable = errors.New("store: the database cannot commit")
+)
+
+// FileName is the database file inside the data folder.
+const FileName = "handoff.db"
+
+// maxBatch bounds one group commit, so one round's latency stays bounded
+// under a flood of writers.
+const maxBatch = 512
+
+// Store is the one handle on the database. Writes go through a single
+// committer goroutine that folds every queued caller into one transaction
+// (group commit); reads use their own read transactions.
+type Store struct {
+	db      *bolt.DB
+	path    string
+	writes  chan *writeReq
+	quit    chan struct{}
+	stopped chan struct{}
+}
+
+type writeReq struct {
+	fn   func(tx *bolt.Tx) error
+	done chan error
+}
+
+// Options tunes Open.
+type Options struct {
+	// Timeout waits this long for another process's lock; zero fails at once.
+	Timeout time.Duration
+	// ReadOnly opens without the committer, for verify and backup tools.
+	ReadOnly bool
+}
+
+// Open opens (creating when absent) the database in dir and migrates it.
+func Open(dir string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: create data folder: %w", err)
+	}
+	return OpenFile(filepath.Join(dir, FileName), opts)
+}
+
+// OpenFile opens the database file at path.
+func OpenFile(path string, opts Options) (*Store, error) {
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = 100 * time.Millisecond
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:  timeout,
+		ReadOnly: opts.ReadOnly,
+		// A large initial mmap means a long read transaction (a backup)
+		// never blocks writers on a remap. It is address space, not memory.
+		InitialMmapSize: 1 << 30,
+		// The freelist is rebuilt at open instead of written on every
+		// commit: less to fsync per group commit.
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("store: %s is in use by another process (is a server running?)", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, quit: make(chan struct{}), stopped: make(chan struct{})}
+	if opts.ReadOnly {
+		close(s.stopped)
+		return s, nil
+	}
+	if err := db.Update(migrate); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.writes = make(chan *writeReq)
+	go s.commitLoop()
+	return s, nil
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close stops the committer after the writes already handed to it and closes the file.
+func (s *Store) Close() error {
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	<-s.stopped
+	return s.db.Close()
+}
+
+// update runs fn inside a write transaction shared with every other caller
+// queued at the same moment, and returns fn's own result once the
+// transaction is durable. fn may run more than once (when a neighbour fails
+// the round is retried without it), so it must not touch anything outside tx
+// and must set its outputs afresh on every run.
+func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	req := &writeReq{fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writes <- req:
+	case <-s.stopped:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once handed over the write will be decided; wait for the decision even
+	// if ctx ends, so that the caller never reports failure for a commit.
+	return <-req.done
+}
+
+// commitLoop is the single writer. It blocks for the first request, takes
+// whatever else is already waiting, and commits them together: with one
+// caller it commits at once, with many it commits many at a time; no timer.
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	batch := make([]*writeReq, 0, maxBatch)
+	for {
+		select {
+		case r := <-s.writes:
+			batch = append(batch[:0], r)
+		case <-s.quit:
+			return
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.writes:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// errRollback aborts a round so that it can be run again without a failed caller.
+var errRollback = errors.New("store: roll back the round")
+
+// commit runs one round. bbolt has no savepoints, so a caller that fails may
+// have written half its records into the shared transaction: the round is
+// rolled back and run again without it (as bolt's db.Batch does), and the
+// failed caller gets its own error.
+func (s *Store) commit(batch []*writeReq) {
+	for len(batch) > 0 {
+		failed := -1
+		var failure error
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for i, r := range batch {
+				if err := r.fn(tx); err != nil {
+					failed, failure = i, err
+					return errRollback
+				}
+			}
+			return nil
+		})
+		if failed >= 0 {
+			batch[failed].done <- failure
+			batch = append(batch[:failed], batch[failed+1:]...)
+			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+}
+
+// view runs a read transaction.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	return s.db.View(fn)
+}
+
+// Ping proves the store can commit: a write round trip through the committer.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put([]byte("ping"), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	})
+}
+
+// getJSON decodes the value at key in bucket b into v; ErrNotFound when absent.
+func getJSON(b *bolt.Bucket, key []byte, v any) error {
+	raw := b.Get(key)
+	if raw == nil {
+		return ErrNotFound
+	}
+	// json.Unmarshal copies strings out of raw, so v outlives the transaction.
+	return json.Unmarshal(raw, v)
+}
+
+// putJSON encodes v into bucket b at key.
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, raw)
+}

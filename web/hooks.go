@@ -1,0 +1,107 @@
+package web
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/web/hook"
+)
+
+// hookAnswer is the body of every non-error webhook answer.
+type hookAnswer struct {
+	Status        string `json:"status"`
+	EventKey      string `json:"event_key"`
+	CorrelationID string `json:"correlation_id"`
+}
+
+// receiveHook records an inbound event and enqueues its draft job in one
+// transaction, durable before the answer. Nothing is stored on any error.
+func (s *Server) receiveHook(c *echo.Context) error {
+	name := c.Param("channel")
+	ch, ok := s.cfg.Channel(name)
+	if !ok {
+		return errorf(http.StatusNotFound, "there is no channel named %q", name)
+	}
+	req := c.Request()
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, ch.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, "the body is larger than the %d-byte limit of channel %s", ch.MaxBody, ch.Name)
+		}
+		return &apiError{status: http.StatusBadRequest, msg: "the body could not be read", err: err}
+	}
+	now := s.now().UTC()
+	if v := s.verifiers[ch.Name]; v != nil {
+		if err := v.Verify(req.Header, body, now); err != nil {
+			return hookError(err, http.StatusUnauthorized)
+		}
+	}
+	p, err := hook.Parse(req.Header.Get("Content-Type"), body, req.Header)
+	if err != nil {
+		return hookError(err, http.StatusBadRequest)
+	}
+	msgID, err := hook.MessageID(p, ch.Fields.MessageID)
+	if err != nil {
+		return hookError(err, http.StatusBadRequest)
+	}
+	ev := store.Event{
+		ID: ulid.Make().String(), Key: ch.Name + ":" + msgID, Channel: ch.Name, MessageID: msgID,
+		CorrelationID: ulid.Make().String(), ContentType: req.Header.Get("Content-Type"),
+		Body: string(body), ReceivedAt: now,
+		Contact: optional(p, ch.Fields.Contact), Name: optional(p, ch.Fields.Name), Text: optional(p, ch.Fields.Text),
+	}
+	ev.ConversationID = conversationID(p, ch, ev.Contact, msgID)
+	rec, err := s.st.RecordEvent(req.Context(), ev, store.NewJob{
+		ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: ev.Key, MaxAttempts: s.cfg.Retry.MaxAttempts,
+	})
+	if err != nil {
+		return &apiError{status: http.StatusServiceUnavailable, msg: "the event could not be stored; nothing was recorded, retry later", err: err}
+	}
+	if !rec.Created {
+		return c.JSON(http.StatusOK, hookAnswer{Status: "duplicate", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
+	}
+	s.jobs.Wake()
+	return c.JSON(http.StatusAccepted, hookAnswer{Status: "accepted", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
+}
+
+// hookError maps a hook package error to its answer.
+func hookError(err error, fallback int) error {
+	var he *hook.Error
+	if errors.As(err, &he) {
+		return &apiError{status: he.Status, msg: he.Msg}
+	}
+	return &apiError{status: fallback, msg: err.Error()}
+}
+
+// optional reads a field that may be absent or of the wrong type: a message
+// is never refused over a name that is not a string.
+func optional(p *hook.Payload, source string) string {
+	if source == "" {
+		return ""
+	}
+	v, ok, err := p.Field(source)
+	if !ok || err != nil {
+		return ""
+	}
+	return v
+}
+
+// conversationID is the configured field, else the contact, else the message id.
+func conversationID(p *hook.Payload, ch *config.Channel, contact, msgID string) string {
+	if v := strings.TrimSpace(optional(p, ch.Fields.ConversationID)); v != "" {
+		return v
+	}
+	if contact != "" {
+		return contact
+	}
+	return msgID
+}

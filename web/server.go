@@ -1,0 +1,156 @@
+// Package web owns HTTP: the inbound webhooks, the JSON API, the health
+// routes and (later) the dashboard. Handlers parse, call the store or the
+// jobs, and render; echo.Context never leaves this package.
+package web
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/web/hook"
+)
+
+// Waker is told when new work was committed.
+type Waker interface{ Wake() }
+
+// Deps is what the server needs; every field but Now is required.
+type Deps struct {
+	Config   *config.Config
+	Store    *store.Store
+	Jobs     Waker
+	Logger   *slog.Logger
+	APIToken string // HANDOFF_API_TOKEN; empty disables bearer access
+	Now      func() time.Time
+}
+
+// Server is the HTTP side of handoff.
+type Server struct {
+	e         *echo.Echo
+	cfg       *config.Config
+	st        *store.Store
+	jobs      Waker
+	log       *slog.Logger
+	now       func() time.Time
+	verifiers map[string]hook.Verifier
+	tokenHash []byte
+}
+
+// New builds the server and its routes.
+func New(d Deps) (*Server, error) {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	s := &Server{cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{}}
+	if d.APIToken != "" {
+		sum := sha256.Sum256([]byte(d.APIToken))
+		s.tokenHash = sum[:]
+	}
+	for _, ch := range d.Config.Channels {
+		if ch.Signature == nil {
+			continue
+		}
+		var v hook.Verifier
+		switch ch.Signature.Scheme {
+		case "standard-webhooks":
+			var err error
+			if v, err = hook.NewStandardWebhooks(ch.Signature.Secret, ch.Signature.Tolerance); err != nil {
+				return nil, fmt.Errorf("web: channel %s: %w", ch.Name, err)
+			}
+		case "hmac-sha256":
+			v = hook.NewHMACSHA256([]byte(ch.Signature.Secret), ch.Signature.Header)
+		default:
+			return nil, fmt.Errorf("web: channel %s: unknown signature scheme %q", ch.Name, ch.Signature.Scheme)
+		}
+		s.verifiers[ch.Name] = v
+	}
+	s.e = echo.NewWithConfig(echo.Config{
+		Logger:           d.Logger,
+		HTTPErrorHandler: s.handleError,
+		Router:           echo.NewRouter(echo.RouterConfig{UnescapePathParamValues: true}),
+	})
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP makes the server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHTTP(w, r) }
+
+// apiError is a client-facing failure: a status and one sentence.
+type apiError struct {
+	status int
+	msg    string
+	err    error // the cause, logged but never shown
+}
+
+func (e *apiError) Error() string {
+	if e.err != nil {
+		return e.msg + ": " + e.err.Error()
+	}
+	return e.msg
+}
+
+func (e *apiError) Unwrap() error { return e.err }
+
+func errorf(status int, format string, a ...any) *apiError {
+	return &apiError{status: status, msg: fmt.Sprintf(format, a...)}
+}
+
+// handleError is where every handler error stops travelling: it is logged
+// once here (server errors only) and answered as {"error": "<sentence>"}.
+func (s *Server) handleError(c *echo.Context, err error) {
+	if resp, _ := echo.UnwrapResponse(c.Response()); resp != nil && resp.Committed {
+		return
+	}
+	status, msg := http.StatusInternalServerError, "something went wrong on our side; it has been logged"
+	var ae *apiError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+		status, msg = ae.status, ae.msg
+	case errors.As(err, &he):
+		status = he.Code
+		msg = he.Message
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+	case echo.StatusCode(err) != 0:
+		status = echo.StatusCode(err)
+		msg = http.StatusText(status)
+	}
+	if status >= 500 {
+		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, slog.Any("err", err))
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	_ = c.JSON(status, map[string]string{"error": msg})
+}
+
+// requireToken admits a request that carries the API bearer token.
+func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		const prefix = "Bearer "
+		h := c.Request().Header.Get("Authorization")
+		if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
+			return errorf(http.StatusUnauthorized, "this route needs an Authorization: Bearer <token> header")
+		}
+		if s.tokenHash == nil {
+			return errorf(http.StatusUnauthorized, "the token is not valid")
+		}
+		sum := sha256.Sum256([]byte(h[len(prefix):]))
+		if subtle.ConstantTimeCompare(sum[:], s.tokenHash) != 1 {
+			return errorf(http.StatusUnauthorized, "the token is not valid")
+		}
+		return next(c)
+	}
+}
