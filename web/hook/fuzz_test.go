@@ -1,0 +1,147 @@
+package hook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// FuzzParseAndMessageID checks that no body, content type or source can crash
+// the inbound path or produce an id that breaks the event-key rules.
+// sources is a comma-separated list so composite ids are explored too.
+func FuzzParseAndMessageID(f *testing.F) {
+	f.Add(jsonType, []byte(`{"id":"evt_1"}`), "/id")
+	f.Add(jsonType, []byte(`{"id":12345678901234567890}`), "/id")
+	f.Add(jsonType, []byte(`{"tenant":"acme","lead_id":42}`), "/tenant,/lead_id")
+	f.Add(jsonType, []byte(`{"a/b":{"m~n":[" x ",{"k":null}]}}`), "/a~1b/m~0n/0")
+	f.Add(jsonType, []byte(`{"id":true}`), "/id")
+	f.Add(jsonType, []byte(`{"id":"   "}`), "/id")
+	f.Add(jsonType, []byte(`{"id":"`+strings.Repeat("x", 257)+`"}`), "/id")
+	f.Add("application/cloudevents+json; charset=utf-8", []byte(`{"data":{"id":"ce-1"}}`), "/data/id")
+	f.Add("", []byte(` [{"id":"a"}]`), "/0/id")
+	f.Add("text/plain", []byte(`{"id":"a"}`), "header:X-Id")
+	f.Add(formType, []byte("MessageSid=SM123&From=%2B15551234567&Body=Hi"), "/MessageSid")
+	f.Add(formType, []byte("MessageSid=SM123&AccountSid=AC9"), "/AccountSid,/MessageSid")
+	f.Add(formType, []byte("id=%zz"), "/id")
+	f.Add("application/xml", []byte(`<id>1</id>`), "/id")
+	f.Add("", []byte(""), "")
+	f.Add(jsonType, []byte(`{"id":"a\u0085"}`), "/id")
+	f.Fuzz(func(t *testing.T, contentType string, body []byte, sources string) {
+		header := http.Header{"X-Id": {" hdr-1 "}}
+		p, err := Parse(contentType, body, header)
+		if err != nil {
+			checkClientError(t, err)
+			return
+		}
+		srcs := strings.Split(sources, ",")
+		for _, s := range srcs {
+			v, ok, err := p.Field(s)
+			if ValidateSource(s) != nil {
+				if err == nil {
+					t.Fatalf("Field(%q) accepted a source ValidateSource refuses", s)
+				}
+				continue
+			}
+			if err != nil {
+				checkClientError(t, err)
+			}
+			if err != nil && (ok || v != "") {
+				t.Fatalf("Field(%q) = %q, %v alongside error %v", s, v, ok, err)
+			}
+		}
+		id, err := MessageID(p, srcs)
+		if err != nil {
+			if id != "" {
+				t.Fatalf("MessageID = %q alongside error %v", id, err)
+			}
+			var he *Error
+			if errors.As(err, &he) {
+				checkClientError(t, err)
+			}
+			return
+		}
+		if id == "" || len(id) > MaxIDLen {
+			t.Fatalf("MessageID = %q (%d bytes), want 1..%d bytes", id, len(id), MaxIDLen)
+		}
+		first, _ := utf8.DecodeRuneInString(id)
+		last, _ := utf8.DecodeLastRuneInString(id)
+		if unicode.IsSpace(first) || unicode.IsSpace(last) {
+			t.Fatalf("MessageID = %q has surrounding white space", id)
+		}
+		if !utf8.ValidString(id) || strings.IndexFunc(id, unicode.IsControl) >= 0 {
+			t.Fatalf("MessageID = %q is not clean UTF-8 text", id)
+		}
+	})
+}
+
+func checkClientError(t *testing.T, err error) {
+	t.Helper()
+	var he *Error
+	if !errors.As(err, &he) {
+		t.Fatalf("error %v (%T) is not an *Error", err, err)
+	}
+	if he.Status != http.StatusBadRequest || he.Msg == "" {
+		t.Fatalf("error = %d %q, want 400 with a sentence", he.Status, he.Msg)
+	}
+}
+
+// FuzzStandardWebhooksHeader checks that no forged signature, timestamp or id
+// header is accepted: a request verifies only if one of its v1 entries is
+// exactly the signature of id.timestamp.body under the secret.
+func FuzzStandardWebhooksHeader(f *testing.F) {
+	ts := "1614265330"
+	f.Add(swID, ts, swSig, []byte(swBody))
+	f.Add(swID, ts, "v1,Zm9v "+swSig, []byte(swBody))
+	f.Add(swID, ts, "v2,"+swSig[3:]+" v1a,abc", []byte(swBody))
+	f.Add(swID, ts, swSig, []byte(`{"test": 2432232315}`))
+	f.Add(swID, "1614265630", swSig, []byte(swBody))
+	f.Add(swID, "+1614265330", swSig, []byte(swBody))
+	f.Add(swID, "-1", "v1,", []byte(""))
+	f.Add("", "", "", []byte(nil))
+	f.Add(swID, ts, swSig[:len(swSig)-2]+"F=", []byte(swBody))
+	f.Add(swID, ts, "v1,"+strings.Repeat("A", 44), []byte(swBody))
+	key, err := decodeSecret(swSecret)
+	if err != nil {
+		f.Fatal(err)
+	}
+	v, err := NewStandardWebhooks(swSecret, 5*time.Minute)
+	if err != nil {
+		f.Fatal(err)
+	}
+	now := time.Unix(swTS, 0)
+	f.Fuzz(func(t *testing.T, id, timestamp, signature string, body []byte) {
+		h := http.Header{}
+		h.Set("webhook-id", id)
+		h.Set("webhook-timestamp", timestamp)
+		h.Set("webhook-signature", signature)
+		err := v.Verify(h, body, now)
+		if err != nil {
+			var he *Error
+			if !errors.As(err, &he) || he.Status != http.StatusUnauthorized || he.Msg == "" {
+				t.Fatalf("Verify error = %v (%T), want a 401 *Error", err, err)
+			}
+			if strings.Contains(he.Msg, strings.TrimPrefix(swSecret, "whsec_")) {
+				t.Fatalf("Verify error %q quotes the secret", he.Msg)
+			}
+			return
+		}
+		// Computed here independently of the package's signing code.
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(h.Get("webhook-id") + "." + h.Get("webhook-timestamp") + "."))
+		m.Write(body)
+		want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+		for _, entry := range strings.Fields(h.Get("webhook-signature")) {
+			if entry == want {
+				return
+			}
+		}
+		t.Fatalf("Verify accepted id %q, timestamp %q, signature %q, body %q: no entry is %q", id, timestamp, signature, body, want)
+	})
+}

@@ -1,0 +1,227 @@
+// Package hook holds the pure parts of an inbound webhook: reading the body,
+// picking fields out of it, composing the provider message id, and checking or
+// producing signatures. It knows nothing of HTTP routing or storage, so every
+// rule the dedup key depends on can be tested, and fuzzed, on its own.
+package hook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Error is a client error: the handler answers with Status and Msg as the body,
+// and stores nothing.
+type Error struct {
+	Status int
+	Msg    string
+}
+
+// Error returns the sentence alone, because it goes to the client verbatim.
+func (e *Error) Error() string { return e.Msg }
+
+func badRequest(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+func unauthorized(format string, args ...any) *Error {
+	return &Error{Status: http.StatusUnauthorized, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Payload is one parsed inbound request body plus its headers, so that every
+// configured field source, body or header, is read the same way.
+type Payload struct {
+	isForm bool
+	doc    any        // decoded JSON document when !isForm
+	form   url.Values // form fields when isForm
+	header http.Header
+}
+
+// Parse reads body according to contentType; a missing or text/plain content
+// type is sniffed as JSON because many senders forget to set it.
+func Parse(contentType string, body []byte, header http.Header) (*Payload, error) {
+	mt, err := mediaType(contentType)
+	if err != nil {
+		return nil, err
+	}
+	p := &Payload{header: header.Clone()}
+	switch {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"),
+		(mt == "" || mt == "text/plain") && looksLikeJSON(body):
+		doc, err := decodeJSON(body)
+		if err != nil {
+			return nil, err
+		}
+		p.doc = doc
+	case mt == "application/x-www-form-urlencoded":
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, badRequest("the body is not valid form data: %v", err)
+		}
+		p.isForm = true
+		p.form = form
+	default:
+		return nil, badRequest("the body is neither JSON nor form-encoded")
+	}
+	return p, nil
+}
+
+// mediaType returns the lowercased media type without parameters; a bad
+// parameter is tolerated because only the type decides how the body is read.
+func mediaType(contentType string) (string, error) {
+	if strings.TrimSpace(contentType) == "" {
+		return "", nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil && !errors.Is(err, mime.ErrInvalidMediaParameter) {
+		return "", badRequest("the body is neither JSON nor form-encoded: the Content-Type header is not a valid media type")
+	}
+	return mt, nil
+}
+
+func looksLikeJSON(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// decodeJSON keeps numbers as json.Number so that a 20-digit id is not
+// rounded through float64 into a different, colliding dedup key.
+func decodeJSON(body []byte) (any, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequest("the body is empty")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, badRequest("the body is not valid JSON: it ends too early")
+		}
+		return nil, badRequest("the body is not valid JSON: %v", err)
+	}
+	// A second value after the first means the sender framed the body wrongly;
+	// taking only the first would silently drop data.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest("the body is not valid JSON: there is data after the top-level value")
+	}
+	return doc, nil
+}
+
+// lookup is the outcome of resolving one source against a payload.
+type lookup int
+
+const (
+	absent lookup = iota
+	found
+	notScalar
+)
+
+// Field returns the value at source; a JSON null counts as absent because
+// senders use it interchangeably with leaving the key out.
+func (p *Payload) Field(source string) (value string, ok bool, err error) {
+	v, res, err := p.resolve(source)
+	switch {
+	case err != nil:
+		return "", false, err
+	case res == notScalar:
+		return "", false, badRequest("field %s is not a string or number", source)
+	case res == absent:
+		return "", false, nil
+	}
+	return v, true, nil
+}
+
+// resolve returns an error only for a malformed source, which is a
+// configuration mistake rather than the client's, so it is not an *Error.
+func (p *Payload) resolve(source string) (string, lookup, error) {
+	r, err := parseSource(source)
+	if err != nil {
+		return "", absent, err
+	}
+	if r.isHeader {
+		vs := p.header.Values(r.header)
+		if len(vs) == 0 {
+			return "", absent, nil
+		}
+		return strings.TrimSpace(vs[0]), found, nil
+	}
+	if p.isForm {
+		v, res := lookupForm(p.form, r.tokens)
+		return v, res, nil
+	}
+	v, res := lookupJSON(p.doc, r.tokens)
+	return v, res, nil
+}
+
+// lookupForm treats a form as a flat object: the first value wins when a
+// field repeats, as url.Values.Get does.
+func lookupForm(form url.Values, tokens []string) (string, lookup) {
+	switch len(tokens) {
+	case 0:
+		return "", notScalar
+	case 1:
+		vs, ok := form[tokens[0]]
+		if !ok || len(vs) == 0 {
+			return "", absent
+		}
+		return strings.TrimSpace(vs[0]), found
+	}
+	return "", absent
+}
+
+func lookupJSON(doc any, tokens []string) (string, lookup) {
+	cur := doc
+	for _, tok := range tokens {
+		switch v := cur.(type) {
+		case map[string]any:
+			next, ok := v[tok]
+			if !ok {
+				return "", absent
+			}
+			cur = next
+		case []any:
+			i, ok := arrayIndex(tok, len(v))
+			if !ok {
+				return "", absent
+			}
+			cur = v[i]
+		default:
+			return "", absent
+		}
+	}
+	switch v := cur.(type) {
+	case nil:
+		return "", absent
+	case string:
+		return strings.TrimSpace(v), found
+	case json.Number:
+		return v.String(), found
+	}
+	return "", notScalar
+}
+
+// arrayIndex follows RFC 6901: decimal digits without leading zeros; "-"
+// (one past the end) and anything out of range find nothing.
+func arrayIndex(tok string, n int) (int, bool) {
+	if tok == "" || len(tok) > 1 && tok[0] == '0' {
+		return 0, false
+	}
+	i := 0
+	for j := 0; j < len(tok); j++ {
+		c := tok[j]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		i = i*10 + int(c-'0')
+		if i >= n {
+			return 0, false
+		}
+	}
+	return i, true
+}

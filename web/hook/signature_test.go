@@ -1,0 +1,275 @@
+package hook
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The example from the Standard Webhooks specification and its reference libraries.
+const (
+	swSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	swID     = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+	swTS     = 1614265330
+	swBody   = `{"test": 2432232314}`
+	swSig    = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+	// swOtherSecret signs well-formed v1 signatures that must not pass for swSecret.
+	swOtherSecret = "whsec_" + "c2Vjb25kIHNlY3JldCBmb3IgdGVzdHM=" // base64("second secret for tests")
+)
+
+func swHeader(id, ts, sig string) http.Header {
+	h := http.Header{}
+	if id != "" {
+		h.Set("webhook-id", id)
+	}
+	if ts != "" {
+		h.Set("webhook-timestamp", ts)
+	}
+	if sig != "" {
+		h.Set("webhook-signature", sig)
+	}
+	return h
+}
+
+func TestStandardWebhooksVector(t *testing.T) {
+	got, err := SignStandardWebhooks(swSecret, swID, time.Unix(swTS, 0), []byte(swBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != swSig {
+		t.Errorf("SignStandardWebhooks(spec example) = %q, want %q", got, swSig)
+	}
+}
+
+func TestStandardWebhooksVerify(t *testing.T) {
+	ts := strconv.Itoa(swTS)
+	at := time.Unix(swTS, 0)
+	otherSig, err := SignStandardWebhooks(swOtherSecret, swID, at, []byte(swBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		secret string
+		header http.Header
+		body   string
+		now    time.Time
+		errMsg string // empty: verification must pass
+	}{
+		{name: "valid", header: swHeader(swID, ts, swSig)},
+		{name: "valid, bare base64 secret", secret: "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", header: swHeader(swID, ts, swSig)},
+		{name: "valid at the edge of the past tolerance", header: swHeader(swID, ts, swSig), now: at.Add(5 * time.Minute)},
+		{name: "valid at the edge of the future tolerance", header: swHeader(swID, ts, swSig), now: at.Add(-5 * time.Minute)},
+		{name: "one valid among invalid ones", header: swHeader(swID, ts, "v1,Zm9v "+otherSig+" "+swSig+" v1,notbase64!")},
+		{name: "valid after a v2 entry", header: swHeader(swID, ts, "v2,"+swSig[3:]+" "+swSig)},
+		{name: "valid in a repeated header", header: http.Header{
+			"Webhook-Id":        {swID},
+			"Webhook-Timestamp": {ts},
+			"Webhook-Signature": {otherSig, swSig},
+		}},
+
+		{name: "wrong secret", secret: swOtherSecret, header: swHeader(swID, ts, swSig), errMsg: "the signature does not match"},
+		{name: "tampered body", header: swHeader(swID, ts, swSig), body: `{"test": 2432232315}`, errMsg: "the signature does not match"},
+		{name: "tampered id", header: swHeader("msg_other", ts, swSig), errMsg: "the signature does not match"},
+		{name: "all invalid", header: swHeader(swID, ts, otherSig+" v1,Zm9v v1,"), errMsg: "the signature does not match"},
+		{name: "non-canonical base64", header: swHeader(swID, ts, swSig[:len(swSig)-2]+"F="), errMsg: "the signature does not match"},
+		{name: "only v2 entries", header: swHeader(swID, ts, "v2,"+swSig[3:]), errMsg: "the webhook-signature header has no v1 signature"},
+		{name: "signature without a version", header: swHeader(swID, ts, swSig[3:]), errMsg: "the webhook-signature header has no v1 signature"},
+		{name: "stale", header: swHeader(swID, ts, swSig), now: at.Add(5*time.Minute + time.Second), errMsg: "the webhook timestamp is outside the 5m0s tolerance"},
+		{name: "future", header: swHeader(swID, ts, swSig), now: at.Add(-5*time.Minute - time.Second), errMsg: "the webhook timestamp is outside the 5m0s tolerance"},
+		{name: "far future", header: swHeader(swID, "9223372036854775807", swSig), errMsg: "outside the 5m0s tolerance"},
+		{name: "missing id", header: swHeader("", ts, swSig), errMsg: "the webhook-id header is missing"},
+		{name: "missing timestamp", header: swHeader(swID, "", swSig), errMsg: "the webhook-timestamp header is missing"},
+		{name: "missing signature", header: swHeader(swID, ts, ""), errMsg: "the webhook-signature header is missing"},
+		{name: "no headers", header: http.Header{}, errMsg: "the webhook-id header is missing"},
+		{name: "timestamp in milliseconds text", header: swHeader(swID, "2021-02-21T15:02:10Z", swSig), errMsg: "the webhook-timestamp header is not a unix time"},
+		{name: "timestamp with a plus sign", header: swHeader(swID, "+"+ts, swSig), errMsg: "the webhook-timestamp header is not a unix time"},
+		{name: "timestamp with a leading zero", header: swHeader(swID, "0"+ts, swSig), errMsg: "the webhook-timestamp header is not a unix time"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			secret := tt.secret
+			if secret == "" {
+				secret = swSecret
+			}
+			body := tt.body
+			if body == "" {
+				body = swBody
+			}
+			now := tt.now
+			if now.IsZero() {
+				now = at
+			}
+			v, err := NewStandardWebhooks(secret, 5*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = v.Verify(tt.header, []byte(body), now)
+			if tt.errMsg == "" {
+				if err != nil {
+					t.Errorf("Verify = %v, want nil", err)
+				}
+				return
+			}
+			wantError(t, err, http.StatusUnauthorized, tt.errMsg)
+		})
+	}
+}
+
+func TestStandardWebhooksTolerance(t *testing.T) {
+	at := time.Unix(swTS, 0)
+	h := swHeader(swID, strconv.Itoa(swTS), swSig)
+	tests := []struct {
+		name      string
+		tolerance time.Duration
+		now       time.Time
+		errMsg    string
+	}{
+		{"zero means five minutes, inside", 0, at.Add(4 * time.Minute), ""},
+		{"zero means five minutes, outside", 0, at.Add(6 * time.Minute), "outside the 5m0s tolerance"},
+		{"wider tolerance", time.Hour, at.Add(59 * time.Minute), ""},
+		{"narrower tolerance", 10 * time.Second, at.Add(11 * time.Second), "outside the 10s tolerance"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := NewStandardWebhooks(swSecret, tt.tolerance)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = v.Verify(h, []byte(swBody), tt.now)
+			if tt.errMsg == "" {
+				if err != nil {
+					t.Errorf("Verify = %v, want nil", err)
+				}
+				return
+			}
+			wantError(t, err, http.StatusUnauthorized, tt.errMsg)
+		})
+	}
+}
+
+func TestStandardWebhooksSecret(t *testing.T) {
+	tests := []struct {
+		name   string
+		secret string
+		ok     bool
+	}{
+		{"whsec form", swSecret, true},
+		{"bare base64", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
+		{"unpadded base64", "whsec_" + "c2Vjb25kIHNlY3JldCBmb3IgdGVzdHM", true},
+		{"empty", "", false},
+		{"prefix only", "whsec_", false},
+		{"not base64", "whsec_not base64!", false},
+		{"url alphabet", "whsec_-_-_", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := NewStandardWebhooks(tt.secret, time.Minute)
+			_, signErr := SignStandardWebhooks(tt.secret, swID, time.Unix(swTS, 0), nil)
+			if tt.ok {
+				if err != nil || v == nil || signErr != nil {
+					t.Errorf("NewStandardWebhooks = %v, %v; Sign error %v; want a verifier", v, err, signErr)
+				}
+				return
+			}
+			if err == nil || signErr == nil {
+				t.Fatalf("NewStandardWebhooks error = %v, Sign error = %v; want both to refuse the secret", err, signErr)
+			}
+			if body := strings.TrimPrefix(tt.secret, "whsec_"); body != "" && strings.Contains(err.Error(), body) {
+				t.Errorf("error %q quotes the secret", err)
+			}
+		})
+	}
+}
+
+func TestStandardWebhooksRoundTrip(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name, id, body string
+	}{
+		{"json", "outbox:conv-1:draft-1", `{"client_ref":"conv-1:draft-1","text":"Hi"}`},
+		{"empty body", "msg_1", ""},
+		{"binary body", "msg_2", "\x00\xff\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sig, err := SignStandardWebhooks(swSecret, tt.id, now, []byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := NewStandardWebhooks(swSecret, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := swHeader(tt.id, strconv.FormatInt(now.Unix(), 10), sig)
+			if err := v.Verify(h, []byte(tt.body), now.Add(30*time.Second)); err != nil {
+				t.Errorf("Verify(signed) = %v, want nil", err)
+			}
+			if err := v.Verify(h, []byte(tt.body+"x"), now); err == nil {
+				t.Errorf("Verify(signed, body changed) = nil, want an error")
+			}
+		})
+	}
+}
+
+// The example from GitHub's "Validating webhook deliveries" documentation.
+const (
+	ghSecret = "It's a Secret to Everybody"
+	ghBody   = "Hello, World!"
+	ghHex    = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+)
+
+func TestHMACSHA256(t *testing.T) {
+	tests := []struct {
+		name   string
+		value  string // "" leaves the header out
+		body   string
+		errMsg string
+	}{
+		{name: "valid", value: ghHex},
+		{name: "sha256= prefix", value: "sha256=" + ghHex},
+		{name: "upper-case prefix", value: "SHA256=" + ghHex},
+		{name: "upper-case hex", value: "sha256=" + "757107EA0EB2509FC211221CCE984B8A37570B6D7586C22C46F4379C8B043E17"},
+		{name: "surrounding space", value: " " + ghHex + " "},
+		{name: "wrong", value: "sha256=" + "857107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", errMsg: "the signature does not match"},
+		{name: "tampered body", value: ghHex, body: "Hello, World?", errMsg: "the signature does not match"},
+		{name: "missing header", errMsg: "the X-Hub-Signature-256 header is missing"},
+		{name: "prefix only", value: "sha256=", errMsg: "is not a hex HMAC-SHA256"},
+		{name: "non-hex", value: "sha256=" + "zz7107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", errMsg: "the X-Hub-Signature-256 header is not a hex HMAC-SHA256"},
+		{name: "too short", value: ghHex[:62], errMsg: "is not a hex HMAC-SHA256"},
+		{name: "sha1 prefix", value: "sha1=" + ghHex, errMsg: "is not a hex HMAC-SHA256"},
+	}
+	v := NewHMACSHA256([]byte(ghSecret), "x-hub-signature-256")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			if tt.value != "" {
+				h.Set("X-Hub-Signature-256", tt.value)
+			}
+			body := tt.body
+			if body == "" {
+				body = ghBody
+			}
+			err := v.Verify(h, []byte(body), time.Time{})
+			if tt.errMsg == "" {
+				if err != nil {
+					t.Errorf("Verify = %v, want nil", err)
+				}
+				return
+			}
+			wantError(t, err, http.StatusUnauthorized, tt.errMsg)
+		})
+	}
+}
+
+func TestHMACSHA256CopiesSecret(t *testing.T) {
+	secret := []byte(ghSecret)
+	v := NewHMACSHA256(secret, "X-Signature")
+	secret[0] = 'X'
+	h := http.Header{"X-Signature": {ghHex}}
+	if err := v.Verify(h, []byte(ghBody), time.Time{}); err != nil {
+		t.Errorf("Verify after the caller reused its secret slice = %v, want nil", err)
+	}
+}

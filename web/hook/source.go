@@ -1,0 +1,88 @@
+package hook
+
+import (
+	"fmt"
+	"net/textproto"
+	"strings"
+)
+
+const headerPrefix = "header:"
+
+// ref is a parsed field source.
+type ref struct {
+	isHeader bool
+	header   string   // canonical header name when isHeader
+	tokens   []string // unescaped pointer tokens otherwise; none means the whole document
+}
+
+// ValidateSource reports whether source is a JSON pointer or header:Name, so
+// that a typo in the configuration stops the server at start instead of
+// turning every webhook into a 400.
+func ValidateSource(source string) error {
+	_, err := parseSource(source)
+	return err
+}
+
+func parseSource(source string) (ref, error) {
+	if name, ok := strings.CutPrefix(source, headerPrefix); ok {
+		if name == "" {
+			return ref{}, fmt.Errorf("source %q names no header", source)
+		}
+		for i := 0; i < len(name); i++ {
+			if !isTokenChar(name[i]) {
+				return ref{}, fmt.Errorf("source %q: %q is not a valid header name", source, name)
+			}
+		}
+		return ref{isHeader: true, header: textproto.CanonicalMIMEHeaderKey(name)}, nil
+	}
+	if source == "" {
+		return ref{}, nil
+	}
+	if source[0] != '/' {
+		return ref{}, fmt.Errorf("source %q is neither a JSON pointer (starting with /) nor header:Name", source)
+	}
+	parts := strings.Split(source[1:], "/")
+	for i, p := range parts {
+		t, err := unescapeToken(p)
+		if err != nil {
+			return ref{}, fmt.Errorf("source %q is not a valid JSON pointer: %v", source, err)
+		}
+		parts[i] = t
+	}
+	return ref{tokens: parts}, nil
+}
+
+// unescapeToken decodes ~1 before ~0, as RFC 6901 requires, so that "~01"
+// means the key "~1" and not "/".
+func unescapeToken(tok string) (string, error) {
+	if !strings.Contains(tok, "~") {
+		return tok, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if c != '~' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+1 >= len(tok) || tok[i+1] != '0' && tok[i+1] != '1' {
+			return "", fmt.Errorf("~ must be followed by 0 or 1")
+		}
+		if tok[i+1] == '0' {
+			b.WriteByte('~')
+		} else {
+			b.WriteByte('/')
+		}
+		i++
+	}
+	return b.String(), nil
+}
+
+// isTokenChar reports whether c may appear in an HTTP field name (RFC 9110 tchar).
+func isTokenChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
