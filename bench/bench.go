@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+const (
+	targetHandoff = "handoff"
+	targetBare    = "bare"
+
+	// demoChannel is the one channel of handoff's built-in demo config.
+	demoChannel = "demo"
+)
+
+// measurement is one target's measured run in one round.
+type measurement struct {
+	stats    stats
+	res      result
+	shutdown error      // not nil when the target did not stop cleanly
+	dbFiles  []fileSize // handoff only: the data dir after the run
+	events   int        // handoff only: events the data dir holds
+	dataErr  error      // handoff only: the data dir could not be read
+	logTail  string     // the child's last output, shown when the run failed
+}
+
+type fileSize struct {
+	name string
+	size int64
+}
+
+// bench runs every round and prints the tables. Children and temporary
+// directories are cleaned up on every return path.
+func bench(ctx context.Context, cfg config, out io.Writer) error {
+	parent, err := os.MkdirTemp(cfg.dir, "handoff-bench-")
+	if err != nil {
+		return err
+	}
+	if cfg.keep {
+		defer fmt.Fprintf(out, "\nkept %s\n", parent)
+	} else {
+		defer os.RemoveAll(parent)
+	}
+	printMachine(out, cfg, parent)
+
+	bin := ""
+	if slices.Contains(cfg.targets, targetHandoff) {
+		if bin, err = handoffBinary(ctx, cfg, parent, out); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding the bench binary for the bare target: %w", err)
+	}
+	tpl, err := newBodyTemplate(cfg.size)
+	if err != nil {
+		return err
+	}
+
+	all := map[string][]stats{}
+	for round := 1; round <= cfg.rounds; round++ {
+		// Rotating the order each round spreads drift (a warming disk, a
+		// noisy neighbour, thermal throttling) over both targets.
+		order := slices.Clone(cfg.targets)
+		k := (round - 1) % len(order)
+		order = append(order[k:], order[:k]...)
+
+		runs := map[string]measurement{}
+		for _, target := range order {
+			dir := filepath.Join(parent, fmt.Sprintf("round-%d", round), target)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			var argv []string
+			switch target {
+			case targetHandoff:
+				argv = []string{bin, "serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0"}
+			case targetBare:
+				argv = []string{self, "-" + bareServeFlag, filepath.Join(dir, "addr")}
+			}
+			m, err := measure(ctx, cfg, tpl, target, argv, dir, round)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", round, target, err)
+			}
+			runs[target] = m
+		}
+
+		fmt.Fprintf(out, "\nround %d/%d (order: %s)\n", round, cfg.rounds, strings.Join(order, ", "))
+		var rows []stats
+		for _, target := range cfg.targets {
+			rows = append(rows, runs[target].stats)
+			all[target] = append(all[target], runs[target].stats)
+		}
+		printTable(out, rows)
+		invalid := false
+		for _, target := range cfg.targets {
+			m := runs[target]
+			if target == targetHandoff {
+				printDataDir(out, m)
+			}
+			if m.shutdown != nil {
+				fmt.Fprintf(out, "WARNING: %v\n", m.shutdown)
+			}
+			if m.stats.errors > 0 {
+				invalid = true
+				printFailure(out, target, m, cfg.n)
+			}
+		}
+		if invalid {
+			fmt.Fprintf(out, "\n!!! INVALID RUN: some requests failed; these numbers must not be used. !!!\n")
+			return errInvalidRun
+		}
+	}
+	printSummary(out, cfg, all)
+	return nil
+}
+
+// measure starts one target, warms it up, checks it, loads it, and stops it.
+func measure(ctx context.Context, cfg config, tpl bodyTemplate, target string, argv []string, dir string, round int) (measurement, error) {
+	var m measurement
+	ch, err := startChild(ctx, target, argv, dir)
+	if err != nil {
+		return m, err
+	}
+	defer ch.stop() // on every path; a no-op after the explicit stop below
+
+	base := "http://" + ch.addr
+	url := base + "/hooks/" + demoChannel
+	client := newClient(cfg.c)
+	defer client.CloseIdleConnections()
+
+	if err := waitReady(ctx, client, base+"/readyz", startupTimeout); err != nil {
+		return m, fmt.Errorf("%w%s", err, ch.logTail())
+	}
+	if cfg.warmup > 0 {
+		// Warm-up opens the c connections and lets both runtimes size their
+		// heaps, so the measured run compares steady states.
+		w := runLoad(ctx, client, url, tpl, 'w', round, cfg.warmup, cfg.c)
+		if bad := w.failures(cfg.warmup); bad > 0 {
+			return m, fmt.Errorf("warm-up: %d of %d requests failed, e.g. %s%s", bad, cfg.warmup, strings.Join(w.samples, "; "), ch.logTail())
+		}
+	}
+	if target == targetHandoff {
+		if err := checkDedup(ctx, client, url, demoChannel, tpl, round); err != nil {
+			return m, fmt.Errorf("contract check: %w%s", err, ch.logTail())
+		}
+		m.events = cfg.warmup + 1 + cfg.n
+	}
+
+	m.res = runLoad(ctx, client, url, tpl, 'm', round, cfg.n, cfg.c)
+	if err := ctx.Err(); err != nil {
+		return m, fmt.Errorf("stopped after %d of %d requests: %w", m.res.sent, cfg.n, err)
+	}
+	m.stats = summarize(target, m.res, cfg.n)
+	client.CloseIdleConnections()
+	m.shutdown = ch.stop()
+	if m.stats.errors > 0 {
+		m.logTail = ch.logTail()
+	}
+	if target == targetHandoff {
+		// Read after the stop so the file is final.
+		m.dbFiles, m.dataErr = dataFiles(filepath.Join(dir, "data"))
+	}
+	return m, nil
+}
+
+// dataFiles lists the *.db files under dir, or every regular file when
+// there is none, so the report still says where the bytes went if the
+// store picks another name.
+func dataFiles(dir string) ([]fileSize, error) {
+	var dbs, all []fileSize
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		f := fileSize{name: rel, size: info.Size()}
+		all = append(all, f)
+		if strings.HasSuffix(rel, ".db") {
+			dbs = append(dbs, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the data dir: %w", err)
+	}
+	if len(dbs) > 0 {
+		return dbs, nil
+	}
+	return all, nil
+}
+
+// printDataDir reports the store's file size. bbolt grows its file ahead of
+// use, in chunks (16 MiB by default), so size per event is an upper bound.
+func printDataDir(out io.Writer, m measurement) {
+	switch {
+	case m.dataErr != nil:
+		fmt.Fprintf(out, "WARNING: handoff data: %v\n", m.dataErr)
+	case len(m.dbFiles) == 0:
+		fmt.Fprintf(out, "WARNING: handoff data: the data dir holds no files\n")
+	}
+	for _, f := range m.dbFiles {
+		fmt.Fprintf(out, "handoff data: %s %s for %s events, warm-up included (<= %s/event; the file grows in steps)\n",
+			f.name, byteSize(f.size), thousands(int64(m.events)), byteSize(f.size/int64(max(m.events, 1))))
+	}
+}
+
+func printFailure(out io.Writer, target string, m measurement, n int) {
+	fmt.Fprintf(out, "\n!!! %s: %d of %d requests did not get 202 (%d transport errors; statuses %v)\n",
+		target, m.stats.errors, n, m.res.transportErrs, m.res.statuses)
+	for _, s := range m.res.samples {
+		fmt.Fprintf(out, "    %s\n", s)
+	}
+	if m.logTail != "" {
+		fmt.Fprintln(out, m.logTail)
+	}
+}
+
+func printSummary(out io.Writer, cfg config, all map[string][]stats) {
+	fmt.Fprintf(out, "\nmedian of %d rounds\n", cfg.rounds)
+	var rows []stats
+	for _, target := range cfg.targets {
+		var rate, p50, p99, mx []float64
+		s := stats{target: target}
+		for _, r := range all[target] {
+			rate = append(rate, r.rate)
+			p50 = append(p50, float64(r.p50))
+			p99 = append(p99, float64(r.p99))
+			mx = append(mx, float64(r.max))
+			s.errors += r.errors
+		}
+		s.rate = median(rate)
+		s.p50, s.p99, s.max = durMedian(p50), durMedian(p99), durMedian(mx)
+		rows = append(rows, s)
+	}
+	printTable(out, rows)
+
+	h, b := all[targetHandoff], all[targetBare]
+	if len(h) == 0 || len(b) == 0 {
+		return
+	}
+	// Ratios are taken per round, between runs minutes apart, and then the
+	// median is taken, so one noisy round moves neither number much.
+	var tput, lat50, lat99 []float64
+	for i := range h {
+		tput = append(tput, h[i].rate/b[i].rate)
+		lat50 = append(lat50, float64(h[i].p50)/float64(b[i].p50))
+		lat99 = append(lat99, float64(h[i].p99)/float64(b[i].p99))
+	}
+	fmt.Fprintf(out, "ratio handoff/bare (median of %d rounds): throughput %.2f, p50 %.2fx, p99 %.2fx\n",
+		cfg.rounds, median(tput), median(lat50), median(lat99))
+}
+
+func durMedian(xs []float64) time.Duration { return time.Duration(median(xs)) }
+
+func printMachine(out io.Writer, cfg config, dir string) {
+	fmt.Fprintf(out, "machine: %d CPUs, GOMAXPROCS %d, %s %s/%s\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fstype := "unknown filesystem"
+	if mounts, err := os.ReadFile("/proc/self/mounts"); err == nil {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			if t := fsType(string(mounts), real); t != "" {
+				fstype = t
+			}
+		}
+	}
+	fmt.Fprintf(out, "temp dir: %s (%s)\n", dir, fstype)
+	if fstype == "tmpfs" || fstype == "ramfs" {
+		fmt.Fprintf(out, "WARNING: the data dir is in memory, where fsync costs nothing; use -dir on a real disk to measure durability.\n")
+	}
+	fmt.Fprintf(out, "load: %s unique events per run, %d connections, %d-byte bodies, %d warm-up requests, %d rounds, targets %s\n",
+		thousands(int64(cfg.n)), cfg.c, cfg.size, cfg.warmup, cfg.rounds, strings.Join(cfg.targets, ", "))
+}
+
+// fsType returns the type of the filesystem holding path, given the text of
+// /proc/self/mounts: the entry with the longest mount point that contains it.
+func fsType(mounts, path string) string {
+	best, bestLen := "", -1
+	for line := range strings.Lines(mounts) {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		// The kernel escapes spaces and such in mount points as octal.
+		mp := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(f[1])
+		inside := path == mp || mp == "/" || strings.HasPrefix(path, strings.TrimSuffix(mp, "/")+"/")
+		// A later entry for the same mount point shadows the earlier one.
+		if inside && len(mp) >= bestLen {
+			best, bestLen = f[2], len(mp)
+		}
+	}
+	return best
+}
+
+// handoffBinary returns -bin, or builds the repository into dir.
+func handoffBinary(ctx context.Context, cfg config, dir string, out io.Writer) (string, error) {
+	if cfg.bin != "" {
+		// Absolute, because the child runs in its own directory.
+		bin, err := filepath.Abs(cfg.bin)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("-bin: %w", err)
+		}
+		return bin, nil
+	}
+	root := cfg.repo
+	if root == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		if root, err = repoRoot(wd); err != nil {
+			return "", err
+		}
+	}
+	bin := filepath.Join(dir, "handoff")
+	fmt.Fprintf(out, "building handoff from %s\n", root)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build in %s: %w\n%s", root, err, b)
+	}
+	return bin, nil
+}
+
+// repoRoot walks up from dir to the first directory holding go.mod.
+func repoRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("no go.mod above the working directory; pass -repo or -bin")
+		}
+		dir = up
+	}
+}

@@ -1,0 +1,125 @@
+// Command bench measures durable webhook ingest of the real handoff binary
+// against a bare net/http server, side by side in one run, and prints ratios.
+//
+//	go run ./bench [flags]
+//
+// See README.md for how to read the output.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		if !errors.Is(err, errInvalidRun) {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// errInvalidRun means the measurements exist but must not be trusted; the
+// details have already been printed loudly.
+var errInvalidRun = errors.New("invalid run")
+
+// bareServeFlag re-executes the bench binary as the bare target. It is
+// handled before the normal flag set so that it stays out of -help: it is a
+// contract between the bench and its own child, not a user option.
+const bareServeFlag = "bare-serve"
+
+// config is the parsed command line.
+type config struct {
+	n, c, size, rounds, warmup int
+	bin, repo, dir             string
+	targets                    []string
+	keep                       bool
+	timeout                    time.Duration
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && strings.TrimLeft(args[0], "-") == bareServeFlag {
+		fs := flag.NewFlagSet(bareServeFlag, flag.ContinueOnError)
+		addrFile := fs.String(bareServeFlag, "", "write the listening address to this file")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		return serveBare(ctx, *addrFile, os.Stderr)
+	}
+
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	return bench(ctx, cfg, stdout)
+}
+
+func parseFlags(args []string) (config, error) {
+	var cfg config
+	var targets string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&cfg.n, "n", 20000, "unique events per measured run")
+	fs.IntVar(&cfg.c, "c", 64, "concurrent keep-alive connections")
+	fs.IntVar(&cfg.size, "size", 512, "request body size in bytes")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds; each runs every target once and the summary takes the median")
+	fs.IntVar(&cfg.warmup, "warmup", 500, "unmeasured requests (separate ids) sent to each target before measuring")
+	fs.StringVar(&cfg.bin, "bin", "", "prebuilt handoff binary (default: go build the repository)")
+	fs.StringVar(&cfg.repo, "repo", "", "repository root to build from (default: walk up from the working directory to go.mod)")
+	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories; put it on the disk you want to measure (default: $TMPDIR)")
+	fs.StringVar(&targets, "targets", "handoff,bare", "comma-separated targets to run: handoff, bare")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (data, child logs)")
+	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "upper bound for the whole run")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./bench [flags]\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+
+	// The upper bounds keep event ids fixed-width (see eventID), which keeps
+	// every body exactly -size bytes.
+	switch {
+	case cfg.n < 1 || cfg.n > maxSeq:
+		return cfg, fmt.Errorf("-n must be between 1 and %d", maxSeq)
+	case cfg.warmup < 0 || cfg.warmup > maxSeq:
+		return cfg, fmt.Errorf("-warmup must be between 0 and %d", maxSeq)
+	case cfg.c < 1 || cfg.c > 4096:
+		return cfg, errors.New("-c must be between 1 and 4096")
+	case cfg.rounds < 1 || cfg.rounds > maxRound:
+		return cfg, fmt.Errorf("-rounds must be between 1 and %d", maxRound)
+	case cfg.size < minBodySize || cfg.size > maxBodySize:
+		return cfg, fmt.Errorf("-size must be between %d and %d bytes", minBodySize, maxBodySize)
+	case cfg.timeout <= 0:
+		return cfg, errors.New("-timeout must be positive")
+	}
+	seen := map[string]bool{}
+	for _, t := range strings.Split(targets, ",") {
+		t = strings.TrimSpace(t)
+		if t != targetHandoff && t != targetBare {
+			return cfg, fmt.Errorf("-targets: unknown target %q (want %s or %s)", t, targetHandoff, targetBare)
+		}
+		if !seen[t] {
+			seen[t] = true
+			cfg.targets = append(cfg.targets, t)
+		}
+	}
+	return cfg, nil
+}
