@@ -1,0 +1,128 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidSource(t *testing.T) {
+	tests := []struct {
+		source string
+		want   string // "" for valid, else a substring of the error
+	}{
+		{"", ""},
+		{"/", ""},
+		{"/id", ""},
+		{"/a/b/0", ""},
+		{"/a~0b/c~1d", ""},
+		{"/with space/ünïcode", ""},
+		{"header:X-Message-Id", ""},
+		{"header:x_custom.v2", ""},
+		{"id", `"id" is not a JSON pointer (it must start with "/") or header:Name`},
+		{"a/b", "is not a JSON pointer"},
+		{"#/id", "is not a JSON pointer"},
+		{"/a~", `"~" must be followed by 0 or 1`},
+		{"/a~2", `"~" must be followed by 0 or 1`},
+		{"/~~0", `"~" must be followed by 0 or 1`},
+		{"header:", "does not name a request header"},
+		{"header:X Message", "does not name a request header"},
+		{"header:X:Y", "does not name a request header"},
+		{"Header:X-Id", "is not a JSON pointer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.source, func(t *testing.T) {
+			err := validSource(tt.source)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("validSource(%q) = %v; want nil", tt.source, err)
+			case tt.want != "" && err == nil:
+				t.Errorf("validSource(%q) = nil; want an error containing %q", tt.source, tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Errorf("validSource(%q) = %v; want it to contain %q", tt.source, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"https://example.com/a?b=c", "https://example.com/a?b=c"},
+		{"https://user@example.com/", "https://user@example.com/"},
+		{"https://user:pw@example.com/a", "https://user:[redacted]@example.com/a"},
+		{"https://user:p@ss@example.com", "https://user:[redacted]@example.com"},
+		{"http://u:pw@host:8080?x=a@b", "http://u:[redacted]@host:8080?x=a@b"},
+		{"https://u:pw@exa mple.com/{ref}", "https://u:[redacted]@exa mple.com/{ref}"},
+		{"https://example.com/p?mail=a:b@c", "https://example.com/p?mail=a:b@c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := redactURL(tt.in); got != tt.want {
+				t.Errorf("redactURL(%q) = %q; want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckWebhookSecret(t *testing.T) {
+	tests := []struct {
+		secret string
+		ok     bool
+	}{
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
+		{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
+		{"whsec_c2VjcmV0", true},
+		{"whsec_c2VjcmV0LQ", true}, // unpadded
+		{"whsec_", false},
+		{"whsec_not base64!", false},
+		{"plain words", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.secret, func(t *testing.T) {
+			err := checkWebhookSecret(tt.secret)
+			if (err == nil) != tt.ok {
+				t.Fatalf("checkWebhookSecret(%q) = %v; want ok %v", tt.secret, err, tt.ok)
+			}
+			if err != nil && len(tt.secret) > len("whsec_") && strings.Contains(err.Error(), tt.secret) {
+				t.Errorf("error repeats the secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestFmtDuration(t *testing.T) {
+	tests := []struct {
+		in   time.Duration
+		want string
+	}{
+		{time.Hour, "1h"},
+		{90 * time.Minute, "1h30m"},
+		{10 * time.Minute, "10m"},
+		{2 * time.Second, "2s"},
+		{time.Hour + time.Second, "1h0m1s"},
+		{1500 * time.Millisecond, "1.5s"},
+	}
+	for _, tt := range tests {
+		if got := fmtDuration(tt.in); got != tt.want {
+			t.Errorf("fmtDuration(%v) = %q; want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestEditDistanceSuggest(t *testing.T) {
+	hs := handlers{"channels": nil, "workers": nil, "addr": nil, "name": nil, "kind": nil}
+	tests := []struct{ key, want string }{
+		{"chanels", ` (did you mean "channels"?)`},
+		{"worker", ` (did you mean "workers"?)`},
+		{"zzz", ""},
+		{"ad", ""}, // two edits from "addr": too many for so short a key
+		{"nmae", ` (did you mean "name"?)`},
+		{"id", ""}, // not "kind"
+	}
+	for _, tt := range tests {
+		if got := suggest(tt.key, hs); got != tt.want {
+			t.Errorf("suggest(%q) = %q; want %q", tt.key, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+// Package config reads handoff's YAML configuration file once, validates all of
+// it, and hands the result to the rest of the program as a plain struct.
+//
+// Nothing here is global: Load and Parse return a fresh *Config and the caller
+// passes it on explicitly. Secrets named by *_env keys are resolved at load
+// time through the getenv function the caller supplies, so tests never touch
+// the process environment.
+package config
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// Config is the whole validated configuration of one handoff process.
+type Config struct {
+	Addr      string    // default "127.0.0.1:8080"
+	DataDir   string    // default "./data"
+	BaseURL   string    // optional; absolute http(s) URL, stored without a trailing slash
+	Workers   int       // default 4; 1..256
+	Channels  []Channel // never empty: the demo channel when the file lists none
+	Drafter   Drafter
+	Routing   Routing
+	Providers []Provider // "sandbox" is always available built-in and need not be listed
+	Retry     Retry
+	Stuck     Stuck
+	Backups   Backups
+	Retention Retention
+}
+
+// Channel is one inbound webhook source, served at POST /hooks/{name}.
+type Channel struct {
+	Name        string     // [a-z0-9-]+, unique
+	Signature   *Signature // nil: unsigned (allowed; Warnings() mentions it)
+	Fields      Fields
+	Provider    string // default "sandbox"; names a defined provider or "sandbox"
+	AutoApprove bool
+	MaxBody     int64 // yaml key max_body, bytes; default 1 MiB (1<<20)
+}
+
+// Signature says how a channel's requests are authenticated.
+type Signature struct {
+	Scheme    string        // "standard-webhooks" | "hmac-sha256"
+	Secret    string        // from `secret:` or the env var named by `secret_env:`; never printed
+	SecretEnv string        // yaml secret_env
+	Header    string        // hmac-sha256 only, required there
+	Tolerance time.Duration // standard-webhooks only; default 5m
+}
+
+// Fields are the sources an event's fields are read from: RFC 6901 JSON
+// pointers into the body, or "header:Name" for a request header. An empty
+// source (set explicitly with "") means the field is not read.
+type Fields struct {
+	MessageID      []string // yaml message_id: a string or a list of strings; required
+	ConversationID string   // optional; empty: the contact, else the message id
+	Contact        string   // default "/from"
+	Name           string   // default "/name"
+	Text           string   // default "/text"
+}
+
+// Drafter configures how reply drafts are written.
+type Drafter struct {
+	Kind          string        // "template" (default) | "openai"
+	BaseURL       string        // openai: required, absolute URL, stored without a trailing slash
+	Model         string        // openai: required
+	APIKeyEnv     string        // yaml api_key_env
+	APIKey        string        // resolved from APIKeyEnv at load (may be empty for local servers); never printed
+	PromptVersion string        // default "v1"
+	SystemPrompt  string        // yaml system_prompt
+	Template      string        // default "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly."; parses as text/template
+	Timeout       time.Duration // default 30s
+	Delay         time.Duration // optional: an artificial delay before each template draft, for drills and crash tests
+}
+
+// Routing assigns an owner to each lead: the first matching rule wins, else DefaultOwner.
+type Routing struct {
+	Version      string // default "r1"
+	DefaultOwner string // default "sales"
+	Rules        []Rule
+}
+
+// Rule routes the leads that match When to Owner.
+type Rule struct {
+	When  When
+	Owner string // required
+}
+
+// When holds a rule's conditions; every condition that is set must match, and at least one is set.
+type When struct {
+	TextContains string // yaml text_contains (case-insensitive match at run time)
+	Intent       string
+	Channel      string // names a defined channel
+	Has          string // a field that must be present: name, email, phone or contact
+}
+
+// Provider is an outbound destination for approved replies.
+type Provider struct {
+	Name                   string        // [a-z0-9-]+, unique, not "sandbox"
+	Kind                   string        // "http" | "sandbox"
+	URL                    string        // http: required absolute http(s) URL
+	SigningSecretEnv       string        // yaml signing_secret_env
+	SigningSecret          string        // resolved from SigningSecretEnv at load; never printed
+	SupportsIdempotencyKey bool          // yaml supports_idempotency_key
+	LookupURL              string        // yaml lookup_url; optional; contains "{ref}"
+	Timeout                time.Duration // default 10s
+}
+
+// Retry bounds the retries of a failing job.
+type Retry struct {
+	MaxAttempts int           // yaml max_attempts; default 8; 1..100
+	BaseDelay   time.Duration // yaml base_delay; default 2s: the first retry waits about this long, doubling each attempt, with jitter
+	MaxDelay    time.Duration // yaml max_delay; default 1h; >= BaseDelay
+}
+
+// Stuck holds how long a lead may stay in each status before it alerts.
+type Stuck struct {
+	Received time.Duration // default 10m
+	Matched  time.Duration // default 30m
+	Owned    time.Duration // default 4h
+}
+
+// Backups configures the scheduled backups.
+type Backups struct {
+	Schedule string // default "0 3 * * *"; a standard 5-field cron expression or a descriptor like @daily
+	Keep     int    // default 7; at least 1
+}
+
+// Retention holds how long records are kept.
+type Retention struct {
+	Events time.Duration // default 720h: the dedup window
+	Keys   time.Duration // default 72h: completed idempotency keys of the key API
+}
+
+// defaultTemplate is the reply template of the built-in template drafter.
+const defaultTemplate = "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly."
+
+// sandboxProvider is the name of the built-in provider that is always available.
+const sandboxProvider = "sandbox"
+
+const (
+	defaultMaxBody   = 1 << 20
+	defaultTolerance = 5 * time.Minute
+	providerTimeout  = 10 * time.Second
+	redactedValue    = "[redacted]"
+)
+
+// defaults returns every default except the channels, which depend on
+// whether the file lists any.
+func defaults() *Config {
+	return &Config{
+		Addr:    "127.0.0.1:8080",
+		DataDir: "./data",
+		Workers: 4,
+		Drafter: Drafter{
+			Kind:          "template",
+			PromptVersion: "v1",
+			Template:      defaultTemplate,
+			Timeout:       30 * time.Second,
+		},
+		Routing:   Routing{Version: "r1", DefaultOwner: "sales"},
+		Retry:     Retry{MaxAttempts: 8, BaseDelay: 2 * time.Second, MaxDelay: time.Hour},
+		Stuck:     Stuck{Received: 10 * time.Minute, Matched: 30 * time.Minute, Owned: 4 * time.Hour},
+		Backups:   Backups{Schedule: "0 3 * * *", Keep: 7},
+		Retention: Retention{Events: 720 * time.Hour, Keys: 72 * time.Hour},
+	}
+}
+
+// newChannel returns a channel with every per-channel default filled in
+// except the message id, which a configured channel must name itself.
+func newChannel() Channel {
+	return Channel{
+		Provider: sandboxProvider,
+		MaxBody:  defaultMaxBody,
+		Fields:   Fields{Contact: "/from", Name: "/name", Text: "/text"},
+	}
+}
+
+func demoChannel() Channel {
+	ch := newChannel()
+	ch.Name = "demo"
+	ch.Fields.MessageID = []string{"/id"}
+	ch.Fields.ConversationID = "/conversation_id"
+	return ch
+}
+
+// Default returns the zero-config demo: one unsigned channel "demo", the
+// template drafter, the sandbox provider and every default.
+func Default() *Config {
+	c := defaults()
+	c.Channels = []Channel{demoChannel()}
+	return c
+}
+
+// Load reads and validates the file at path; path "" returns Default().
+func Load(path string, getenv func(string) string) (*Config, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, getenv)
+}
+
+// Channel finds a channel by name.
+func (c *Config) Channel(name string) (*Channel, bool) {
+	for i := range c.Channels {
+		if c.Channels[i].Name == name {
+			return &c.Channels[i], true
+		}
+	}
+	return nil, false
+}
