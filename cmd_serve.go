@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/handoff/handoff/config"
@@ -65,8 +67,13 @@ func serve(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	draftJob := &jobs.DraftJob{Store: st, Drafter: d, Router: jobs.NewRouter(cfg.Routing)}
+	if e.getenv("HANDOFF_FAULT") == "exit-after-draft-commit" {
+		// Crash tests: die the hardest way right after a draft commits.
+		draftJob.AfterSave = func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+	}
 	runner := jobs.NewRunner(st, map[string]jobs.Kind{
-		jobs.KindDraft: &jobs.DraftJob{Store: st, Drafter: d},
+		jobs.KindDraft: draftJob,
 	}, jobs.Options{
 		Workers: cfg.Workers,
 		Lease:   cfg.Drafter.Timeout + cfg.Drafter.Delay + time.Minute,
@@ -136,7 +143,12 @@ func newDrafter(c config.Drafter) (jobs.Drafter, error) {
 	switch c.Kind {
 	case "template":
 		return drafter.NewTemplate(c.Template, c.PromptVersion, c.Delay)
+	case "openai":
+		return drafter.NewOpenAI(drafter.OpenAIConfig{
+			BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, PromptVersion: c.PromptVersion,
+			SystemPrompt: c.SystemPrompt, Timeout: c.Timeout,
+		})
 	default:
-		return nil, fmt.Errorf("config: drafter.kind: %q is not supported by this build (use template)", c.Kind)
+		return nil, fmt.Errorf("config: drafter.kind: %q is not a drafter (use template or openai)", c.Kind)
 	}
 }

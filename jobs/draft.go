@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/store"
@@ -12,17 +13,25 @@ import (
 // KindDraft is the job that turns an event into a stored draft.
 const KindDraft = "draft"
 
+// historyLimit bounds the earlier messages a drafter sees.
+const historyLimit = 10
+
 // Drafter writes a reply for one message.
 type Drafter interface {
 	Draft(ctx context.Context, in drafter.Input) (drafter.Output, error)
 }
 
-// DraftJob drafts a reply to an event and stores it against the event key.
-// The stored draft is the record of the drafting call: an attempt that finds
-// it reuses it and never calls the drafter again.
+// DraftJob drafts a reply to an event, routes it, and stores the result
+// against the event key together with the lead's new status. The stored
+// draft is the record of the drafting call: an attempt that finds it reuses
+// it and never calls the drafter again.
 type DraftJob struct {
 	Store   *store.Store
 	Drafter Drafter
+	Router  Router
+	// AfterSave, when set, runs right after the draft commits (crash tests
+	// kill the process there).
+	AfterSave func()
 }
 
 // Run drafts the event job.Key unless its draft is already stored.
@@ -39,19 +48,83 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return err
 	}
+	history, err := k.history(ev)
+	if err != nil {
+		return err
+	}
+	// The owner is a hint for the drafter (the template names it); the
+	// recorded decision is made again below on the drafter's validated fields.
+	hint := k.Router.Route(ev.Channel, ev.Text, routingFields(drafter.Extract(ev.Text), ev))
 	out, err := k.Drafter.Draft(ctx, drafter.Input{
 		EventKey: ev.Key, Channel: ev.Channel, ConversationID: ev.ConversationID,
-		Contact: ev.Contact, Name: ev.Name, Text: ev.Text,
+		Contact: ev.Contact, Name: ev.Name, Text: ev.Text, Owner: hint.Owner,
+		History: history, CorrelationID: ev.CorrelationID,
 	})
-	if err != nil {
+	var invalid *drafter.InvalidOutput
+	var permanent *drafter.PermanentError
+	switch {
+	case errors.As(err, &invalid):
+		return &WithRaw{Err: err, Raw: invalid.Raw}
+	case errors.As(err, &permanent):
+		return &Discard{Err: err}
+	case err != nil:
 		return fmt.Errorf("draft %s: %w", ev.Key, err)
 	}
+	dec := k.Router.Route(ev.Channel, ev.Text, routingFields(out.Fields, ev))
 	_, _, err = k.Store.SaveDraft(ctx, store.Draft{
 		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
 		ConversationID: ev.ConversationID, Text: out.Text, Drafter: out.Drafter,
 		Model: out.Model, Template: out.Template, PromptVersion: out.PromptVersion,
 		InputHash: out.InputHash, Raw: out.Raw, Fields: out.Fields,
+		Owner: dec.Owner, RuleVersion: dec.Version, Rule: dec.Rule,
+		PromptTokens: out.PromptTokens, OutputTokens: out.OutputTokens,
 		ExecutionID: job.ExecutionID, CreatedAt: job.Attempts[len(job.Attempts)-1].StartedAt,
 	})
+	if err == nil && k.AfterSave != nil {
+		k.AfterSave()
+	}
 	return err
+}
+
+// routingFields adds the event's contact to the extracted fields, so a rule
+// can ask for `has: contact`.
+func routingFields(fields map[string]string, ev store.Event) map[string]string {
+	f := maps.Clone(fields)
+	if f == nil {
+		f = map[string]string{}
+	}
+	if ev.Contact != "" {
+		f["contact"] = ev.Contact
+	}
+	if ev.Name != "" && f["name"] == "" {
+		f["name"] = ev.Name
+	}
+	return f
+}
+
+// history is the lead's earlier messages and the replies approved for them,
+// newest last, bounded.
+func (k *DraftJob) history(ev store.Event) ([]drafter.Message, error) {
+	earlier, err := k.Store.Conversation(store.LeadKey(ev.Channel, ev.ConversationID), ev.ID, historyLimit)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []drafter.Message
+	for _, e := range earlier {
+		msgs = append(msgs, drafter.Message{From: "customer", Text: e.Text})
+		d, err := k.Store.DraftByEvent(e.Key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if d.Status == store.DraftApproved {
+			msgs = append(msgs, drafter.Message{From: "agent", Text: d.Text})
+		}
+	}
+	if len(msgs) > historyLimit {
+		msgs = msgs[len(msgs)-historyLimit:]
+	}
+	return msgs, nil
 }

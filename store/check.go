@@ -35,6 +35,7 @@ func (s *Store) Check() error {
 		problems = append(problems, checkEvents(tx)...)
 		problems = append(problems, checkJobs(tx)...)
 		problems = append(problems, checkDrafts(tx)...)
+		problems = append(problems, checkHandoffs(tx)...)
 		return errors.Join(problems...)
 	})
 }
@@ -129,6 +130,29 @@ func checkDrafts(tx *bolt.Tx) []error {
 	})
 	if a, b := drafts.Stats().KeyN, byEvent.Stats().KeyN; a != b {
 		problems = append(problems, fmt.Errorf("check: %d drafts but %d keys in idx_drafts_by_event", a, b))
+	}
+	return problems
+}
+
+func checkHandoffs(tx *bolt.Tx) []error {
+	var problems []error
+	handoffs, byStatus := tx.Bucket(bucketHandoffs), tx.Bucket(bucketHandoffsByStatus)
+	_ = handoffs.ForEach(func(k, v []byte) error {
+		var h Handoff
+		if err := getJSON(handoffs, k, &h); err != nil {
+			problems = append(problems, fmt.Errorf("check: lead %s: %w", k, err))
+			return nil
+		}
+		if byStatus.Get(handoffStatusKey(h.Status, h.Since, h.Key)) == nil {
+			problems = append(problems, fmt.Errorf("check: lead %s (%s) is not in idx_handoffs_by_status", k, h.Status))
+		}
+		return nil
+	})
+	if a, b := handoffs.Stats().KeyN, byStatus.Stats().KeyN; a != b {
+		problems = append(problems, fmt.Errorf("check: %d leads but %d keys in idx_handoffs_by_status", a, b))
+	}
+	if a, b := tx.Bucket(bucketEvents).Stats().KeyN, tx.Bucket(bucketEventsByConv).Stats().KeyN; a != b {
+		problems = append(problems, fmt.Errorf("check: %d events but %d keys in idx_events_by_conv", a, b))
 	}
 	return problems
 }

@@ -39,6 +39,10 @@ type Draft struct {
 	Raw            string            `json:"raw,omitempty"`
 	Fields         map[string]string `json:"fields,omitempty"`
 	Owner          string            `json:"owner,omitempty"`
+	RuleVersion    string            `json:"rule_version,omitempty"`
+	Rule           string            `json:"rule,omitempty"`
+	PromptTokens   int64             `json:"prompt_tokens,omitempty"`
+	OutputTokens   int64             `json:"output_tokens,omitempty"`
 	ExecutionID    string            `json:"execution_id"`
 	CreatedAt      time.Time         `json:"created_at"`
 }
@@ -52,7 +56,9 @@ func DraftID(eventKey string) string {
 
 // SaveDraft stores d against its event key unless a draft is already stored
 // there; it returns the stored draft and whether this call stored it. The
-// first draft wins: a retry that raced a slower attempt reuses it.
+// first draft wins: a retry that raced a slower attempt reuses it. The same
+// transaction moves the lead forward (matched, owned), so its status never
+// claims more than what is stored.
 func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 	var (
 		out     Draft
@@ -65,8 +71,13 @@ func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 		if id := byEvent.Get([]byte(d.EventKey)); id != nil {
 			return getJSON(drafts, id, &out)
 		}
-		if tx.Bucket(bucketEventsByKey).Get([]byte(d.EventKey)) == nil {
+		evID := tx.Bucket(bucketEventsByKey).Get([]byte(d.EventKey))
+		if evID == nil {
 			return fmt.Errorf("event %s: %w", d.EventKey, ErrNotFound)
+		}
+		var ev Event
+		if err := getJSON(tx.Bucket(bucketEvents), evID, &ev); err != nil {
+			return err
 		}
 		d.V = recordVersion
 		d.ID = DraftID(d.EventKey)
@@ -77,6 +88,9 @@ func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 			return err
 		}
 		if err := byEvent.Put([]byte(d.EventKey), []byte(d.ID)); err != nil {
+			return err
+		}
+		if err := advanceOnDraft(tx, d, ev.Contact, d.CreatedAt); err != nil {
 			return err
 		}
 		out, created = d, true

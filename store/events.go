@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -65,6 +67,12 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded
 		if err := byKey.Put([]byte(ev.Key), []byte(ev.ID)); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketEventsByConv).Put(convKey(LeadKey(ev.Channel, ev.ConversationID), ev.ID), nil); err != nil {
+			return err
+		}
+		if err := receiveOnHandoff(tx, ev); err != nil {
+			return err
+		}
 		j, _, err := enqueue(tx, job, ev.CorrelationID, ev.ReceivedAt)
 		if err != nil {
 			return err
@@ -92,4 +100,38 @@ func (s *Store) EventByKey(key string) (Event, error) {
 		return Event{}, fmt.Errorf("store: event %s: %w", key, err)
 	}
 	return ev, nil
+}
+
+func convKey(lead, eventID string) []byte {
+	return append(append([]byte(lead), 0), eventID...)
+}
+
+// Conversation returns up to limit events of the lead that came before the
+// event beforeID, newest last: the context a drafter sees.
+func (s *Store) Conversation(lead, beforeID string, limit int) ([]Event, error) {
+	var out []Event
+	err := s.view(func(tx *bolt.Tx) error {
+		events := tx.Bucket(bucketEvents)
+		c := tx.Bucket(bucketEventsByConv).Cursor()
+		prefix := append([]byte(lead), 0)
+		k, _ := c.Seek(convKey(lead, beforeID))
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Prev() {
+			var ev Event
+			if err := getJSON(events, k[len(prefix):], &ev); err != nil {
+				return err
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: conversation %s: %w", lead, err)
+	}
+	slices.Reverse(out)
+	return out, nil
 }

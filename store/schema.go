@@ -22,6 +22,9 @@ import (
 //	idx_jobs_by_corr     correlation id | jobID -> ""                   (every job of one event)
 //	drafts               draftID -> Draft JSON
 //	idx_drafts_by_event  event key -> draftID                           (the stored model/template output)
+//	idx_events_by_conv   lead key 0x00 eventID -> ""                    (a conversation's messages, oldest first)
+//	handoffs             lead key "<channel>:<conversation id>" -> Handoff JSON (status and history)
+//	idx_handoffs_by_status status 0x00 since (8 bytes BE) | lead key -> "" (leads by status, longest waiting first)
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
 // next due job is the first key of idx_jobs_ready and inserts append at the
@@ -37,7 +40,10 @@ var (
 	bucketJobsByCorr       = []byte("idx_jobs_by_corr")
 	bucketDrafts           = []byte("drafts")
 	bucketDraftsByEvent    = []byte("idx_drafts_by_event")
-	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent}
+	bucketEventsByConv     = []byte("idx_events_by_conv")
+	bucketHandoffs         = []byte("handoffs")
+	bucketHandoffsByStatus = []byte("idx_handoffs_by_status")
+	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus}
 	keySchema              = []byte("schema")
 	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
 )

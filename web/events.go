@@ -13,7 +13,8 @@ import (
 type timeline struct {
 	Event store.Event  `json:"event"`
 	Jobs  []store.Job  `json:"jobs"`
-	Draft *store.Draft `json:"draft"`
+	Draft   *store.Draft   `json:"draft"`
+	Handoff *store.Handoff `json:"handoff"`
 }
 
 // eventTimeline answers GET /api/v1/events/{event key}.
@@ -38,6 +39,13 @@ func (s *Server) eventTimeline(c *echo.Context) error {
 	switch {
 	case err == nil:
 		t.Draft = &d
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	h, err := s.st.Handoff(store.LeadKey(ev.Channel, ev.ConversationID))
+	switch {
+	case err == nil:
+		t.Handoff = &h
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}

@@ -10,4 +10,5 @@ func (s *Server) routes() {
 
 	api := e.Group("/api/v1", s.requireToken)
 	api.GET("/events/*", s.eventTimeline)
+	api.GET("/handoffs", s.listHandoffs)
 }

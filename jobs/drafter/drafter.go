@@ -26,12 +26,18 @@ type Input struct {
 	Text           string    `json:"text"`
 	Owner          string    `json:"owner,omitempty"`
 	History        []Message `json:"history,omitempty"`
+	// CorrelationID is sent as X-Correlation-ID; it is not part of the hashed input.
+	CorrelationID string `json:"-"`
 }
 
 // Hash is a stable digest of the exact input, recorded with the draft.
 func (in Input) Hash() string {
 	raw, _ := json.Marshal(in) // a struct of strings always marshals
-	sum := sha256.Sum256(raw)
+	return hashBytes(raw)
+}
+
+func hashBytes(b []byte) string {
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
@@ -46,4 +52,6 @@ type Output struct {
 	PromptVersion string
 	InputHash     string
 	Raw           string // the model's raw answer, or the rendered template
+	PromptTokens  int64  // as the server reported them; 0 when it did not
+	OutputTokens  int64
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"text/template"
@@ -23,6 +24,10 @@ type Template struct {
 func NewTemplate(src, promptVersion string, delay time.Duration) (*Template, error) {
 	t, err := template.New("reply").Option("missingkey=zero").Parse(src)
 	if err != nil {
+		return nil, fmt.Errorf("drafter: template: %w", err)
+	}
+	// A misspelt field ({{.Nmae}}) only fails when executed: find out at start.
+	if err := t.Execute(io.Discard, templateData{}); err != nil {
 		return nil, fmt.Errorf("drafter: template: %w", err)
 	}
 	return &Template{source: src, tmpl: t, promptVersion: promptVersion, delay: delay}, nil

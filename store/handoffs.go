@@ -1,0 +1,169 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// HandoffStatus is how far one lead's current cycle has got.
+type HandoffStatus string
+
+// The handoff states of the spec, in order.
+const (
+	HandoffReceived HandoffStatus = "received"
+	HandoffMatched  HandoffStatus = "matched"
+	HandoffOwned    HandoffStatus = "owned"
+	HandoffReplied  HandoffStatus = "replied"
+)
+
+// Transition is one status change of a lead, kept forever in its history.
+type Transition struct {
+	Cycle    int           `json:"cycle"`
+	Status   HandoffStatus `json:"status"`
+	At       time.Time     `json:"at"`
+	EventKey string        `json:"event_key,omitempty"`
+	Note     string        `json:"note,omitempty"`
+}
+
+// Handoff is the one status record of a lead, keyed "<channel>:<conversation id>".
+type Handoff struct {
+	V              int           `json:"v"`
+	Key            string        `json:"key"`
+	Channel        string        `json:"channel"`
+	ConversationID string        `json:"conversation_id"`
+	Status         HandoffStatus `json:"status"`
+	Since          time.Time     `json:"since"`
+	Cycle          int           `json:"cycle"`
+	Owner          string        `json:"owner,omitempty"`
+	Contact        string        `json:"contact,omitempty"`
+	LastEventKey   string        `json:"last_event_key"`
+	History        []Transition  `json:"history"`
+}
+
+// LeadKey names the lead an event belongs to.
+func LeadKey(channel, conversationID string) string { return channel + ":" + conversationID }
+
+// moveHandoff puts h into status at now, recording the transition and
+// keeping idx_handoffs_by_status in step. It is only ever called inside the
+// transaction that stores what justifies the move.
+func moveHandoff(tx *bolt.Tx, h *Handoff, status HandoffStatus, now time.Time, eventKey, note string) error {
+	idx := tx.Bucket(bucketHandoffsByStatus)
+	if h.Status != "" {
+		if err := idx.Delete(handoffStatusKey(h.Status, h.Since, h.Key)); err != nil {
+			return err
+		}
+	}
+	h.Status, h.Since = status, now
+	h.History = append(h.History, Transition{Cycle: h.Cycle, Status: status, At: now, EventKey: eventKey, Note: note})
+	if err := idx.Put(handoffStatusKey(status, now, h.Key), nil); err != nil {
+		return err
+	}
+	return putJSON(tx.Bucket(bucketHandoffs), []byte(h.Key), h)
+}
+
+func handoffStatusKey(s HandoffStatus, since time.Time, key string) []byte {
+	return append(append([]byte(s), 0), timeKey(since, key)...)
+}
+
+// receiveOnHandoff records a new inbound event on its lead: a new lead or a
+// replied one starts a cycle at received; a lead still in progress keeps its
+// status and notes the newer message.
+func receiveOnHandoff(tx *bolt.Tx, ev Event) error {
+	b := tx.Bucket(bucketHandoffs)
+	key := LeadKey(ev.Channel, ev.ConversationID)
+	var h Handoff
+	err := getJSON(b, []byte(key), &h)
+	switch {
+	case err == ErrNotFound:
+		h = Handoff{V: recordVersion, Key: key, Channel: ev.Channel, ConversationID: ev.ConversationID, Cycle: 1}
+	case err != nil:
+		return err
+	case h.Status == HandoffReplied:
+		h.Cycle++
+	default:
+		h.LastEventKey = ev.Key
+		return putJSON(b, []byte(key), h)
+	}
+	h.LastEventKey = ev.Key
+	h.Contact = ev.Contact
+	return moveHandoff(tx, &h, HandoffReceived, ev.ReceivedAt, ev.Key, "message received")
+}
+
+// advanceOnDraft moves a lead forward once a draft is stored: matched when a
+// contact is identified, owned when routing named an owner.
+func advanceOnDraft(tx *bolt.Tx, d Draft, contact string, now time.Time) error {
+	var h Handoff
+	if err := getJSON(tx.Bucket(bucketHandoffs), []byte(LeadKey(d.Channel, d.ConversationID)), &h); err != nil {
+		return fmt.Errorf("lead of %s: %w", d.EventKey, err)
+	}
+	if h.Status == HandoffReceived && (contact != "" || d.Fields["email"] != "" || d.Fields["phone"] != "") {
+		if contact == "" {
+			contact = d.Fields["email"] + d.Fields["phone"]
+		}
+		h.Contact = contact
+		if err := moveHandoff(tx, &h, HandoffMatched, now, d.EventKey, "contact identified"); err != nil {
+			return err
+		}
+	}
+	if h.Status == HandoffMatched && d.Owner != "" {
+		h.Owner = d.Owner
+		return moveHandoff(tx, &h, HandoffOwned, now, d.EventKey, "routed to "+d.Owner+" by "+d.RuleVersion+" "+d.Rule)
+	}
+	return nil
+}
+
+// Handoff returns one lead by key.
+func (s *Store) Handoff(key string) (Handoff, error) {
+	var h Handoff
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketHandoffs), []byte(key), &h) })
+	if err != nil {
+		return Handoff{}, fmt.Errorf("store: lead %s: %w", key, err)
+	}
+	return h, nil
+}
+
+// HandoffFilter selects leads for Handoffs.
+type HandoffFilter struct {
+	Status HandoffStatus // empty: every status
+	// SinceBefore keeps only leads that entered their status before this time (stuck leads).
+	SinceBefore time.Time
+	Limit       int
+}
+
+// Handoffs lists leads by status, longest in their status first.
+func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
+	statuses := []HandoffStatus{HandoffReceived, HandoffMatched, HandoffOwned, HandoffReplied}
+	if f.Status != "" {
+		statuses = []HandoffStatus{f.Status}
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	out := []Handoff{}
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketHandoffs)
+		c := tx.Bucket(bucketHandoffsByStatus).Cursor()
+		for _, st := range statuses {
+			prefix := append([]byte(st), 0)
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < f.Limit; k, _ = c.Next() {
+				since, key := splitTimeKey(k[len(prefix):])
+				if !f.SinceBefore.IsZero() && !since.Before(f.SinceBefore) {
+					break
+				}
+				var h Handoff
+				if err := getJSON(b, []byte(key), &h); err != nil {
+					return fmt.Errorf("status index points at lead %s: %w", key, err)
+				}
+				out = append(out, h)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list leads: %w", err)
+	}
+	return out, nil
+}
