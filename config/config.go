@@ -104,6 +104,12 @@ type Provider struct {
 	SupportsIdempotencyKey bool          // yaml supports_idempotency_key
 	LookupURL              string        // yaml lookup_url; optional; contains "{ref}"
 	Timeout                time.Duration // default 10s
+	// Sandbox-only knobs, for tests and drills.
+	Fail               string        // "" | "permanent" | "ambiguous": how a send fails
+	FailFirst          int           // yaml fail_first: only the first N sends of each reference fail (0: all, when Fail is set)
+	TimeoutAfterAccept bool          // yaml timeout_after_accept: record the message, then answer as a timeout would
+	Delay              time.Duration // every send takes this long
+	NoLookup           bool          // yaml lookup: false turns the sandbox's lookup off
 }
 
 // Retry bounds the retries of a failing job.

@@ -475,10 +475,27 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 				}
 				p.LookupURL = s
 			},
-			"timeout": func(k string, v *yaml.Node) { d.duration(k, v, &p.Timeout, false) },
+			"timeout":              func(k string, v *yaml.Node) { d.duration(k, v, &p.Timeout, false) },
+			"fail":                 func(k string, v *yaml.Node) { d.oneOf(k, v, &p.Fail, "a failure kind", "permanent", "ambiguous") },
+			"fail_first":           func(k string, v *yaml.Node) { d.intIn(k, v, &p.FailFirst, 0, 1000) },
+			"timeout_after_accept": func(k string, v *yaml.Node) { d.boolean(k, v, &p.TimeoutAfterAccept) },
+			"delay":                func(k string, v *yaml.Node) { d.duration(k, v, &p.Delay, true) },
+			"lookup": func(k string, v *yaml.Node) {
+				lookup := true
+				if d.boolean(k, v, &lookup) {
+					p.NoLookup = !lookup
+				}
+			},
 		})
 		if !ok {
 			return
+		}
+		if p.Kind != "sandbox" {
+			for _, knob := range []string{"fail", "fail_first", "timeout_after_accept", "delay", "lookup"} {
+				if set[knob] != nil {
+					d.fail(joinPath(path, knob), set[knob], "only a sandbox provider takes %s (it is for tests and drills)", knob)
+				}
+			}
 		}
 		if set["name"] == nil {
 			d.fail(joinPath(path, "name"), n, "missing; every provider needs a name ([a-z0-9-]+)")
