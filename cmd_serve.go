@@ -11,9 +11,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/web"
 )
@@ -67,16 +70,18 @@ func serve(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	draftJob := &jobs.DraftJob{Store: st, Drafter: d, Router: jobs.NewRouter(cfg.Routing)}
+	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: st})
+	if err != nil {
+		return err
+	}
+	kinds, draftJob := jobs.Kinds(st, cfg, d, providers)
 	if e.getenv("HANDOFF_FAULT") == "exit-after-draft-commit" {
 		// Crash tests: die the hardest way right after a draft commits.
 		draftJob.AfterSave = func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 	}
-	runner := jobs.NewRunner(st, map[string]jobs.Kind{
-		jobs.KindDraft: draftJob,
-	}, jobs.Options{
+	runner := jobs.NewRunner(st, kinds, jobs.Options{
 		Workers: cfg.Workers,
-		Lease:   cfg.Drafter.Timeout + cfg.Drafter.Delay + time.Minute,
+		Lease:   lease(cfg),
 		Backoff: jobs.Backoff{Base: cfg.Retry.BaseDelay, Max: cfg.Retry.MaxDelay},
 		Logger:  log,
 	})
@@ -103,6 +108,20 @@ func serve(ctx context.Context, args []string, e env) error {
 	}
 	sched := jobs.NewSchedule(log)
 	if err := sched.Add("reap job leases", "@every 1m", time.Minute, runner.Reap); err != nil {
+		return err
+	}
+	ensure := func(ctx context.Context) error {
+		n, err := st.EnsureDelivery(ctx, time.Now(), cfg.Retry.MaxAttempts, func() string { return ulid.Make().String() })
+		if n > 0 {
+			log.Warn("requeued replies left without a delivery job", "rows", n)
+			runner.Wake()
+		}
+		return err
+	}
+	if err := ensure(ctx); err != nil {
+		return err
+	}
+	if err := sched.Add("resolve unfinished deliveries", "@every 5m", time.Minute, ensure); err != nil {
 		return err
 	}
 	sched.Start()
@@ -151,4 +170,14 @@ func newDrafter(c config.Drafter) (jobs.Drafter, error) {
 	default:
 		return nil, fmt.Errorf("config: drafter.kind: %q is not a drafter (use template or openai)", c.Kind)
 	}
+}
+
+// lease outlasts the slowest call a job makes (the model, or a provider),
+// so the reaper only takes jobs whose worker is truly gone or hung.
+func lease(cfg *config.Config) time.Duration {
+	longest := cfg.Drafter.Timeout + cfg.Drafter.Delay
+	for _, p := range cfg.Providers {
+		longest = max(longest, 2*p.Timeout+p.Delay) // a lookup and a send
+	}
+	return longest + time.Minute
 }

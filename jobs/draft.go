@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/store"
@@ -29,6 +32,10 @@ type DraftJob struct {
 	Store   *store.Store
 	Drafter Drafter
 	Router  Router
+	// AutoApprove maps each channel with auto_approve to its provider.
+	AutoApprove map[string]string
+	// MaxAttempts is given to the delivery job an auto-approval enqueues.
+	MaxAttempts int
 	// AfterSave, when set, runs right after the draft commits (crash tests
 	// kill the process there).
 	AfterSave func()
@@ -36,8 +43,8 @@ type DraftJob struct {
 
 // Run drafts the event job.Key unless its draft is already stored.
 func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
-	if _, err := k.Store.DraftByEvent(job.Key); err == nil {
-		return nil
+	if d, err := k.Store.DraftByEvent(job.Key); err == nil {
+		return k.autoApprove(ctx, d) // a crash may have come between save and approval
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -71,7 +78,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		return fmt.Errorf("draft %s: %w", ev.Key, err)
 	}
 	dec := k.Router.Route(ev.Channel, ev.Text, routingFields(out.Fields, ev))
-	_, _, err = k.Store.SaveDraft(ctx, store.Draft{
+	d, _, err := k.Store.SaveDraft(ctx, store.Draft{
 		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
 		ConversationID: ev.ConversationID, Text: out.Text, Drafter: out.Drafter,
 		Model: out.Model, Template: out.Template, PromptVersion: out.PromptVersion,
@@ -80,9 +87,27 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		PromptTokens: out.PromptTokens, OutputTokens: out.OutputTokens,
 		ExecutionID: job.ExecutionID, CreatedAt: job.Attempts[len(job.Attempts)-1].StartedAt,
 	})
-	if err == nil && k.AfterSave != nil {
+	if err != nil {
+		return err
+	}
+	if k.AfterSave != nil {
 		k.AfterSave()
 	}
+	return k.autoApprove(ctx, d)
+}
+
+// autoApprove approves d when its channel says so; approval is idempotent,
+// so a retry that finds it approved changes nothing.
+func (k *DraftJob) autoApprove(ctx context.Context, d store.Draft) error {
+	prov, ok := k.AutoApprove[d.Channel]
+	if !ok || d.Status != store.DraftPending {
+		return nil
+	}
+	now := time.Now().UTC()
+	_, err := k.Store.ApproveDraft(ctx, d.ID, store.Approval{
+		Decision: store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel},
+		Provider: prov, JobID: ulid.Make().String(), MaxAttempts: k.MaxAttempts,
+	})
 	return err
 }
 

@@ -203,10 +203,14 @@ func (r *Runner) execute(ctx context.Context, j store.Job, freed chan<- struct{}
 	}()
 	log := r.opt.Logger.With("job_id", j.ID, "kind", j.Kind, "key", j.Key,
 		"correlation_id", j.CorrelationID, "execution_id", j.ExecutionID, "attempt", j.Attempt)
-	deadline := j.LeaseUntil.Add(-leaseMargin)
-	if d := j.LeaseUntil.Sub(r.opt.Now()); d < 2*leaseMargin {
-		deadline = j.LeaseUntil.Add(-d / 2)
+	// The lease is in the runner's clock; the context needs a wall-clock deadline.
+	left := j.LeaseUntil.Sub(r.opt.Now())
+	if left < 2*leaseMargin {
+		left /= 2
+	} else {
+		left -= leaseMargin
 	}
+	deadline := time.Now().Add(left)
 	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	started := time.Now()
 	err := r.run(runCtx, j)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -45,6 +46,20 @@ type Draft struct {
 	OutputTokens   int64             `json:"output_tokens,omitempty"`
 	ExecutionID    string            `json:"execution_id"`
 	CreatedAt      time.Time         `json:"created_at"`
+	// Decision is the person's approval or rejection; nil while pending.
+	Decision *Decision `json:"decision,omitempty"`
+	// OutboxID is set by approval.
+	OutboxID string `json:"outbox_id,omitempty"`
+}
+
+// Decision records who decided a draft, when, from where, and the final text.
+type Decision struct {
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	From   string    `json:"from,omitempty"` // the client address
+	Text   string    `json:"text,omitempty"` // the reply as approved (edited or not)
+	Edited bool      `json:"edited,omitempty"`
+	Reason string    `json:"reason,omitempty"` // why it was rejected
 }
 
 // DraftID derives the draft id from the event key, so the same event always
@@ -90,6 +105,9 @@ func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 		if err := byEvent.Put([]byte(d.EventKey), []byte(d.ID)); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketDraftsByStatus).Put(draftStatusKey(d), nil); err != nil {
+			return err
+		}
 		if err := advanceOnDraft(tx, d, ev.Contact, d.CreatedAt); err != nil {
 			return err
 		}
@@ -116,4 +134,190 @@ func (s *Store) DraftByEvent(eventKey string) (Draft, error) {
 		return Draft{}, fmt.Errorf("store: draft for %s: %w", eventKey, err)
 	}
 	return d, nil
+}
+
+func draftStatusKey(d Draft) []byte {
+	return append(append([]byte(d.Status), 0), timeKey(d.CreatedAt, d.ID)...)
+}
+
+// Draft returns one draft by id.
+func (s *Store) Draft(id string) (Draft, error) {
+	var d Draft
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketDrafts), []byte(id), &d) })
+	if err != nil {
+		return Draft{}, fmt.Errorf("store: draft %s: %w", id, err)
+	}
+	return d, nil
+}
+
+// setDraftStatus moves d to status, keeping idx_drafts_by_status in step.
+func setDraftStatus(tx *bolt.Tx, d *Draft, status DraftStatus) error {
+	idx := tx.Bucket(bucketDraftsByStatus)
+	if err := idx.Delete(draftStatusKey(*d)); err != nil {
+		return err
+	}
+	d.Status = status
+	if err := idx.Put(draftStatusKey(*d), nil); err != nil {
+		return err
+	}
+	return putJSON(tx.Bucket(bucketDrafts), []byte(d.ID), d)
+}
+
+// ConflictError is a decision that contradicts an earlier one (reject after
+// approve, approve after reject). It names the earlier decision.
+type ConflictError struct {
+	Draft Draft
+}
+
+func (e *ConflictError) Error() string {
+	d := e.Draft.Decision
+	return fmt.Sprintf("draft %s was already %s by %s at %s", e.Draft.ID, e.Draft.Status, d.By, d.At.UTC().Format(time.RFC3339))
+}
+
+// Approval asks for a draft to be approved and sent.
+type Approval struct {
+	Decision
+	Provider    string // the channel's provider
+	JobID       string // a ULID for the delivery job, minted by the caller
+	MaxAttempts int
+}
+
+// Approved is the answer to ApproveDraft.
+type Approved struct {
+	Draft   Draft
+	Outbox  Outbox
+	Created bool // false: an earlier approval made the outbox row; Draft.Decision says who
+}
+
+// ApproveDraft approves draft id and, in the same transaction, creates its
+// outbox row ("<conversation id>:<draft id>") and delivery job, unless an
+// approval already did: then the existing row is returned and nothing is
+// written. Approving a rejected draft is a *ConflictError.
+func (s *Store) ApproveDraft(ctx context.Context, id string, a Approval) (Approved, error) {
+	var out Approved
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		out = Approved{}
+		var d Draft
+		if err := getJSON(tx.Bucket(bucketDrafts), []byte(id), &d); err != nil {
+			return err
+		}
+		switch d.Status {
+		case DraftRejected:
+			return &ConflictError{Draft: d}
+		case DraftApproved:
+			var o Outbox
+			if err := getJSON(tx.Bucket(bucketOutbox), []byte(d.OutboxID), &o); err != nil {
+				return fmt.Errorf("approved draft's outbox row %s: %w", d.OutboxID, err)
+			}
+			out = Approved{Draft: d, Outbox: o}
+			return nil
+		}
+		if a.Text == "" {
+			a.Text = d.Text
+		}
+		a.Edited = a.Text != d.Text
+		evID := tx.Bucket(bucketEventsByKey).Get([]byte(d.EventKey))
+		var ev Event
+		if err := getJSON(tx.Bucket(bucketEvents), evID, &ev); err != nil {
+			return fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
+		}
+		dec := a.Decision
+		d.Decision = &dec
+		d.OutboxID = OutboxID(d.ConversationID, d.ID)
+		o := Outbox{
+			V: recordVersion, ID: d.OutboxID, DraftID: d.ID, EventKey: d.EventKey, CorrelationID: d.CorrelationID,
+			Channel: d.Channel, ConversationID: d.ConversationID, To: ev.Contact, Text: a.Text,
+			Provider: a.Provider, Status: OutboxPending, CreatedAt: a.At, UpdatedAt: a.At,
+			ApprovedBy: a.By, Attempts: []OutboxAttempt{},
+		}
+		if err := insertOutbox(tx, o); err != nil {
+			return err
+		}
+		if _, _, err := enqueue(tx, NewJob{ID: a.JobID, Kind: KindDeliver, Key: o.ID, MaxAttempts: a.MaxAttempts}, d.CorrelationID, a.At); err != nil {
+			return err
+		}
+		if err := setDraftStatus(tx, &d, DraftApproved); err != nil {
+			return err
+		}
+		out = Approved{Draft: d, Outbox: o, Created: true}
+		return nil
+	})
+	if err != nil {
+		return Approved{}, fmt.Errorf("store: approve draft %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// RejectDraft rejects draft id. Rejecting it again returns it unchanged;
+// rejecting an approved draft is a *ConflictError.
+func (s *Store) RejectDraft(ctx context.Context, id string, dec Decision) (Draft, error) {
+	var out Draft
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		var d Draft
+		if err := getJSON(tx.Bucket(bucketDrafts), []byte(id), &d); err != nil {
+			return err
+		}
+		switch d.Status {
+		case DraftApproved:
+			return &ConflictError{Draft: d}
+		case DraftRejected:
+			out = d
+			return nil
+		}
+		d.Decision = &dec
+		if err := setDraftStatus(tx, &d, DraftRejected); err != nil {
+			return err
+		}
+		out = d
+		return nil
+	})
+	if err != nil {
+		return Draft{}, fmt.Errorf("store: reject draft %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// DraftFilter selects drafts for Drafts.
+type DraftFilter struct {
+	Status DraftStatus
+	After  []byte // a cursor from the previous page
+	Limit  int
+}
+
+// Drafts lists drafts in one status, oldest first, a page at a time; next
+// is the cursor of the following page (nil at the end).
+func (s *Store) Drafts(f DraftFilter) (page []Draft, next []byte, err error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	page = []Draft{}
+	err = s.view(func(tx *bolt.Tx) error {
+		drafts := tx.Bucket(bucketDrafts)
+		prefix := append([]byte(f.Status), 0)
+		c := tx.Bucket(bucketDraftsByStatus).Cursor()
+		k, _ := c.Seek(prefix)
+		if f.After != nil {
+			k, _ = c.Seek(f.After)
+			if bytes.Equal(k, f.After) {
+				k, _ = c.Next()
+			}
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if len(page) == f.Limit {
+				next = draftStatusKey(page[len(page)-1])
+				return nil
+			}
+			_, id := splitTimeKey(k[len(prefix):])
+			var d Draft
+			if err := getJSON(drafts, []byte(id), &d); err != nil {
+				return fmt.Errorf("status index points at draft %s: %w", id, err)
+			}
+			page = append(page, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: list drafts: %w", err)
+	}
+	return page, next, nil
 }

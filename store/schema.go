@@ -24,6 +24,10 @@ import (
 //	idx_drafts_by_event  event key -> draftID                           (the stored model/template output)
 //	idx_events_by_conv   lead key 0x00 eventID -> ""                    (a conversation's messages, oldest first)
 //	handoffs             lead key "<channel>:<conversation id>" -> Handoff JSON (status and history)
+//	idx_drafts_by_status status 0x00 createdAt (8 bytes BE) | draftID -> "" (the approval queue, oldest first)
+//	outbox               outbox id "<conversation id>:<draft id>" -> Outbox JSON
+//	idx_outbox_by_status status 0x00 outbox id -> ""
+//	sandbox              client reference -> SandboxMessage JSON (what the built-in provider received)
 //	idx_handoffs_by_status status 0x00 since (8 bytes BE) | lead key -> "" (leads by status, longest waiting first)
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
@@ -43,7 +47,11 @@ var (
 	bucketEventsByConv     = []byte("idx_events_by_conv")
 	bucketHandoffs         = []byte("handoffs")
 	bucketHandoffsByStatus = []byte("idx_handoffs_by_status")
-	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus}
+	bucketDraftsByStatus   = []byte("idx_drafts_by_status")
+	bucketOutbox           = []byte("outbox")
+	bucketOutboxByStatus   = []byte("idx_outbox_by_status")
+	bucketSandbox          = []byte("sandbox")
+	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox}
 	keySchema              = []byte("schema")
 	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
 )

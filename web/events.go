@@ -11,10 +11,11 @@ import (
 
 // timeline is everything known about one event.
 type timeline struct {
-	Event store.Event  `json:"event"`
-	Jobs  []store.Job  `json:"jobs"`
+	Event   store.Event    `json:"event"`
+	Jobs    []store.Job    `json:"jobs"`
 	Draft   *store.Draft   `json:"draft"`
 	Handoff *store.Handoff `json:"handoff"`
+	Outbox  *store.Outbox  `json:"outbox"`
 }
 
 // eventTimeline answers GET /api/v1/events/{event key}.
@@ -41,6 +42,13 @@ func (s *Server) eventTimeline(c *echo.Context) error {
 		t.Draft = &d
 	case !errors.Is(err, store.ErrNotFound):
 		return err
+	}
+	if t.Draft != nil && t.Draft.OutboxID != "" {
+		o, err := s.st.OutboxRow(t.Draft.OutboxID)
+		if err != nil {
+			return err
+		}
+		t.Outbox = &o
 	}
 	h, err := s.st.Handoff(store.LeadKey(ev.Channel, ev.ConversationID))
 	switch {

@@ -11,4 +11,10 @@ func (s *Server) routes() {
 	api := e.Group("/api/v1", s.requireToken)
 	api.GET("/events/*", s.eventTimeline)
 	api.GET("/handoffs", s.listHandoffs)
+	api.GET("/drafts", s.listDrafts)
+	api.POST("/drafts/:id/approve", s.approveDraft)
+	api.POST("/drafts/:id/reject", s.rejectDraft)
+	api.GET("/outbox/*", s.outboxRow)
+	api.POST("/reconcile/*", s.reconcile)
+	api.GET("/sandbox/messages", s.sandboxMessages)
 }

@@ -151,6 +151,7 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if subtle.ConstantTimeCompare(sum[:], s.tokenHash) != 1 {
 			return errorf(http.StatusUnauthorized, "the token is not valid")
 		}
+		c.Set(actorKey, "api-token")
 		return next(c)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/store"
 )
 
@@ -42,7 +43,12 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := jobs.NewRunner(st, map[string]jobs.Kind{jobs.KindDraft: &jobs.DraftJob{Store: st, Drafter: d}},
+	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds, _ := jobs.Kinds(st, cfg, d, providers)
+	runner := jobs.NewRunner(st, kinds,
 		jobs.Options{Workers: 2, Backoff: jobs.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}, Logger: log})
 	if err := runner.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -81,6 +81,8 @@ var (
 	emailRe = regexp.MustCompile(`(?i)\b[a-z0-9][a-z0-9._%+\-]*@[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*\.[a-z]{2,}\b`)
 	// A phone number: optional +country code, digits in groups separated by spaces, dots, dashes or brackets.
 	phoneRe = regexp.MustCompile(`(?:\+|\b00)?\(?\d[\d\s().\-]{6,}\d`)
+	// Dates look like numbers with separators too: 2026-11-29, 12.05.2024, 29/11/2026.
+	dateRe = regexp.MustCompile(`^(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})$`)
 )
 
 // Extract finds an email address and a phone number in free text. Phone
@@ -102,6 +104,9 @@ func Extract(text string) map[string]string {
 
 func normalizePhone(s string) (string, bool) {
 	s = strings.TrimSpace(s)
+	if dateRe.MatchString(s) {
+		return "", false
+	}
 	var b strings.Builder
 	digits := 0
 	for i, r := range s {

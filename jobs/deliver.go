@@ -1,0 +1,120 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/store"
+)
+
+// KindDeliver is the job that sends one approved reply.
+const KindDeliver = store.KindDeliver
+
+// Sender is what the delivery job needs of a provider.
+type Sender interface {
+	Send(ctx context.Context, m provider.Message) (string, error)
+	Lookup(ctx context.Context, ref string) (string, bool, error)
+	Capabilities() provider.Capabilities
+}
+
+// DeliverJob sends the outbox row job.Key once. It claims the row
+// (effect_pending, with its execution id) in one transaction before the
+// call and records the outcome in another; an outcome it cannot know is
+// resolved by resending with the same key (only where the provider honours
+// it), by lookup (where the provider supports it), or else parked for a
+// person as needs_reconciliation. It never resends blindly.
+type DeliverJob struct {
+	Store     *store.Store
+	Providers map[string]Sender
+	Now       func() time.Time
+}
+
+// Run delivers one outbox row.
+func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
+	now := k.now
+	row, prev, err := k.Store.ClaimOutbox(ctx, job.Key, job.ExecutionID, now())
+	if errors.Is(err, store.ErrNotFound) {
+		return &Discard{Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	if row.Status != store.OutboxEffectPending {
+		return nil // sent, failed or waiting for a person: nothing to do
+	}
+	finish := func(status store.OutboxStatus, providerID, note string, a store.OutboxAttempt) error {
+		a.ExecutionID, a.At = job.ExecutionID, now()
+		_, err := k.Store.FinishOutbox(ctx, row.ID, job.ExecutionID, now(), store.OutboxResult{Status: status, ProviderID: providerID, Note: note, Attempt: a})
+		return err
+	}
+	p, ok := k.Providers[row.Provider]
+	if !ok {
+		note := fmt.Sprintf("provider %q is not configured; nothing was sent", row.Provider)
+		if err := finish(store.OutboxFailed, "", note, store.OutboxAttempt{Action: "send", Outcome: "permanent", Error: note}); err != nil {
+			return err
+		}
+		return nil
+	}
+	caps := p.Capabilities()
+	last := job.Attempt >= job.MaxAttempts
+	action := "send"
+	if prev == store.OutboxEffectPending {
+		// An earlier attempt may have delivered: find out before sending.
+		switch {
+		case caps.IdempotencyKey:
+			action = "resend"
+		case caps.Lookup:
+			id, found, err := p.Lookup(ctx, row.ID)
+			switch {
+			case err != nil:
+				return k.unknown(finish, last, "lookup", err)
+			case found:
+				return finish(store.OutboxSent, id, "", store.OutboxAttempt{Action: "lookup", Outcome: "sent", ProviderID: id})
+			}
+			// The provider says it never got it: sending is safe.
+		default:
+			note := fmt.Sprintf("an earlier attempt's outcome is unknown and provider %s can neither deduplicate nor look a message up: check whether %s arrived, then reconcile", row.Provider, row.ID)
+			return finish(store.OutboxNeedsReconciliation, "", note, store.OutboxAttempt{Action: "check", Outcome: "ambiguous", Error: note})
+		}
+	}
+	id, err := p.Send(ctx, provider.Message{Ref: row.ID, ConversationID: row.ConversationID, To: row.To, Text: row.Text, CorrelationID: row.CorrelationID})
+	var perm *provider.Permanent
+	switch {
+	case err == nil:
+		return finish(store.OutboxSent, id, "", store.OutboxAttempt{Action: action, Outcome: "sent", ProviderID: id})
+	case errors.As(err, &perm):
+		return finish(store.OutboxFailed, "", err.Error(), store.OutboxAttempt{Action: action, Outcome: "permanent", Error: err.Error()})
+	case caps.IdempotencyKey || caps.Lookup:
+		return k.unknown(finish, last, action, err)
+	default:
+		note := fmt.Sprintf("the provider's answer was lost (%v) and provider %s can neither deduplicate nor look a message up: check whether %s arrived, then reconcile", err, row.Provider, row.ID)
+		return finish(store.OutboxNeedsReconciliation, "", note, store.OutboxAttempt{Action: action, Outcome: "ambiguous", Error: err.Error()})
+	}
+}
+
+// unknown handles an outcome that a later attempt can resolve: the row stays
+// effect_pending and the job retries, unless this was its last attempt.
+func (k *DeliverJob) unknown(finish func(store.OutboxStatus, string, string, store.OutboxAttempt) error, last bool, action string, cause error) error {
+	a := store.OutboxAttempt{Action: action, Outcome: "ambiguous", Error: cause.Error()}
+	if last {
+		return finish(store.OutboxNeedsReconciliation, "", "the outcome is still unknown after the last attempt: check with the provider, then reconcile", a)
+	}
+	if err := finish(store.OutboxEffectPending, "", "", a); err != nil {
+		return err
+	}
+	var amb *provider.Ambiguous
+	if errors.As(cause, &amb) && amb.RetryAfter > 0 {
+		return &RetryLater{Err: cause, After: amb.RetryAfter}
+	}
+	return cause
+}
+
+func (k *DeliverJob) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
+}

@@ -1,0 +1,115 @@
+// Package provider delivers approved replies: the built-in sandbox and the
+// outbound HTTP call of the spec. Each kind lives in its own file and
+// registers itself, so adding SMTP or SMS later touches only its own file
+// and the config.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/handoff/handoff/config"
+)
+
+// Message is one reply to deliver. Ref is the outbox id: the provider's
+// idempotency key and our client reference.
+type Message struct {
+	Ref            string `json:"client_ref"`
+	ConversationID string `json:"conversation_id"`
+	To             string `json:"to"`
+	Text           string `json:"text"`
+	CorrelationID  string `json:"correlation_id"`
+}
+
+// Capabilities say what a provider lets us do after an ambiguous outcome.
+type Capabilities struct {
+	// IdempotencyKey: resending with the same key cannot deliver twice.
+	IdempotencyKey bool
+	// Lookup: a send can be found by our reference.
+	Lookup bool
+}
+
+// Provider delivers messages. Send returns the provider's id for the
+// message, or a *Permanent or *Ambiguous error (any other error is treated
+// as ambiguous: we cannot know whether the provider acted).
+type Provider interface {
+	Send(ctx context.Context, m Message) (providerID string, err error)
+	// Lookup finds a send by our reference; ErrNoLookup when unsupported.
+	Lookup(ctx context.Context, ref string) (providerID string, found bool, err error)
+	Capabilities() Capabilities
+}
+
+// ErrNoLookup is returned by Lookup on a provider that cannot look sends up.
+var ErrNoLookup = errors.New("provider: this provider cannot look a message up")
+
+// Permanent is a refusal that resending cannot change (a 4xx other than 408,
+// 409 and 429): the message was not delivered and will not be.
+type Permanent struct {
+	Status int
+	Err    error
+}
+
+func (e *Permanent) Error() string { return fmt.Sprintf("permanent failure (%d): %v", e.Status, e.Err) }
+func (e *Permanent) Unwrap() error { return e.Err }
+
+// Ambiguous is an outcome that cannot be known: a timeout, a broken
+// connection, 408, 409, 429 or 5xx. The provider may have delivered.
+type Ambiguous struct {
+	Status     int // 0 when there was no answer
+	Err        error
+	RetryAfter time.Duration // from a Retry-After header, if any
+}
+
+func (e *Ambiguous) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("outcome unknown (no answer): %v", e.Err)
+	}
+	return fmt.Sprintf("outcome unknown (%d): %v", e.Status, e.Err)
+}
+func (e *Ambiguous) Unwrap() error { return e.Err }
+
+// Deps are what provider kinds may need from the process.
+type Deps struct {
+	// Sandbox is the sandbox's storage; only the sandbox kind uses it.
+	Sandbox SandboxStore
+	Now     func() time.Time
+}
+
+// factory builds one configured provider.
+type factory func(cfg config.Provider, d Deps) (Provider, error)
+
+// kinds is filled by each kind's init and never changed after.
+var kinds = map[string]factory{}
+
+func register(kind string, f factory) { kinds[kind] = f }
+
+// Kinds lists the provider kinds this binary knows.
+func Kinds() []string {
+	out := make([]string, 0, len(kinds))
+	for k := range kinds {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open builds every configured provider plus the built-in "sandbox".
+func Open(cfgs []config.Provider, d Deps) (map[string]Provider, error) {
+	out := map[string]Provider{}
+	all := append([]config.Provider{{Name: "sandbox", Kind: "sandbox"}}, cfgs...)
+	for _, c := range all {
+		f, ok := kinds[c.Kind]
+		if !ok {
+			return nil, fmt.Errorf("provider %s: unknown kind %q (known: %v)", c.Name, c.Kind, Kinds())
+		}
+		p, err := f(c, d)
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: %w", c.Name, err)
+		}
+		out[c.Name] = p
+	}
+	return out, nil
+}

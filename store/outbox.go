@@ -1,0 +1,295 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// KindDeliver is the job kind that delivers one outbox row. It is named here
+// because approval enqueues it in the approval's own transaction.
+const KindDeliver = "deliver"
+
+// OutboxStatus is where a reply is on its way out.
+type OutboxStatus string
+
+// The outbox states of the spec.
+const (
+	OutboxPending             OutboxStatus = "pending"
+	OutboxEffectPending       OutboxStatus = "effect_pending"
+	OutboxSent                OutboxStatus = "sent"
+	OutboxNeedsReconciliation OutboxStatus = "needs_reconciliation"
+	OutboxFailed              OutboxStatus = "failed"
+)
+
+// OutboxAttempt is one call to the provider (a send, a resend with the same
+// key, or a lookup) and what came of it.
+type OutboxAttempt struct {
+	ExecutionID string    `json:"execution_id"`
+	At          time.Time `json:"at"`
+	Action      string    `json:"action"`  // send, resend, lookup
+	Outcome     string    `json:"outcome"` // sent, not_found, ambiguous, permanent
+	Error       string    `json:"error,omitempty"`
+	ProviderID  string    `json:"provider_id,omitempty"`
+}
+
+// Reconciliation is a person's verdict on a reply whose outcome was unknown.
+type Reconciliation struct {
+	By         string    `json:"by"`
+	At         time.Time `json:"at"`
+	Outcome    string    `json:"outcome"` // sent or not_sent
+	ProviderID string    `json:"provider_id,omitempty"`
+	From       string    `json:"from,omitempty"`
+}
+
+// Outbox is one reply to send, created by approval with an id derived from
+// the approved draft, so it can exist once.
+type Outbox struct {
+	V               int              `json:"v"`
+	ID              string           `json:"id"`
+	DraftID         string           `json:"draft_id"`
+	EventKey        string           `json:"event_key"`
+	CorrelationID   string           `json:"correlation_id"`
+	Channel         string           `json:"channel"`
+	ConversationID  string           `json:"conversation_id"`
+	To              string           `json:"to"`
+	Text            string           `json:"text"`
+	Provider        string           `json:"provider"`
+	Status          OutboxStatus     `json:"status"`
+	ProviderID      string           `json:"provider_id,omitempty"`
+	ExecutionID     string           `json:"execution_id,omitempty"` // the attempt that holds the claim
+	Note            string           `json:"note,omitempty"`         // why it failed or needs a person
+	ApprovedBy      string           `json:"approved_by"`
+	CreatedAt       time.Time        `json:"created_at"`
+	UpdatedAt       time.Time        `json:"updated_at"`
+	SentAt          *time.Time       `json:"sent_at,omitempty"`
+	Attempts        []OutboxAttempt  `json:"attempts"`
+	Reconciliations []Reconciliation `json:"reconciliations,omitempty"`
+}
+
+// OutboxID is the idempotency key of a reply: the conversation and the approved draft.
+func OutboxID(conversationID, draftID string) string { return conversationID + ":" + draftID }
+
+func outboxStatusKey(status OutboxStatus, id string) []byte {
+	return append(append([]byte(status), 0), id...)
+}
+
+func insertOutbox(tx *bolt.Tx, o Outbox) error {
+	b := tx.Bucket(bucketOutbox)
+	if b.Get([]byte(o.ID)) != nil {
+		return fmt.Errorf("outbox row %s exists without its approval", o.ID)
+	}
+	if err := putJSON(b, []byte(o.ID), o); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketOutboxByStatus).Put(outboxStatusKey(o.Status, o.ID), nil)
+}
+
+// setOutbox writes o, moving its status index entry from old.
+func setOutbox(tx *bolt.Tx, o *Outbox, old OutboxStatus) error {
+	idx := tx.Bucket(bucketOutboxByStatus)
+	if old != o.Status {
+		if err := idx.Delete(outboxStatusKey(old, o.ID)); err != nil {
+			return err
+		}
+		if err := idx.Put(outboxStatusKey(o.Status, o.ID), nil); err != nil {
+			return err
+		}
+	}
+	return putJSON(tx.Bucket(bucketOutbox), []byte(o.ID), o)
+}
+
+// ClaimOutbox marks row id effect_pending for execution execID before the
+// provider is called. prev is the status found: pending for a first send,
+// effect_pending when an earlier attempt's outcome is unknown (it failed
+// ambiguously or its process died mid-call). A row in any other status is
+// returned unchanged: there is nothing to send.
+func (s *Store) ClaimOutbox(ctx context.Context, id, execID string, now time.Time) (row Outbox, prev OutboxStatus, err error) {
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &row); err != nil {
+			return err
+		}
+		prev = row.Status
+		if row.Status != OutboxPending && row.Status != OutboxEffectPending {
+			return nil
+		}
+		row.Status, row.ExecutionID, row.UpdatedAt = OutboxEffectPending, execID, now
+		return setOutbox(tx, &row, prev)
+	})
+	if err != nil {
+		return Outbox{}, "", fmt.Errorf("store: claim outbox %s: %w", id, err)
+	}
+	return row, prev, nil
+}
+
+// OutboxResult is how a delivery attempt ended.
+type OutboxResult struct {
+	Status     OutboxStatus // sent, failed, needs_reconciliation, or effect_pending (unknown; will retry)
+	ProviderID string
+	Note       string
+	Attempt    OutboxAttempt
+}
+
+// FinishOutbox records an attempt on row id held by execID and moves the
+// row to r.Status. A sent row moves its lead to replied in the same
+// transaction. ErrLeaseLost when another execution holds the row.
+func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Time, r OutboxResult) (Outbox, error) {
+	var out Outbox
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		var o Outbox
+		if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &o); err != nil {
+			return err
+		}
+		if o.Status != OutboxEffectPending || o.ExecutionID != execID {
+			return ErrLeaseLost
+		}
+		o.Attempts = append(o.Attempts, r.Attempt)
+		o.UpdatedAt = now
+		if r.Note != "" {
+			o.Note = r.Note
+		}
+		o.Status = r.Status
+		if r.Status == OutboxSent {
+			if err := markSent(tx, &o, r.ProviderID, now); err != nil {
+				return err
+			}
+		}
+		out = o
+		return setOutbox(tx, &o, OutboxEffectPending)
+	})
+	if err != nil {
+		return Outbox{}, fmt.Errorf("store: finish outbox %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// markSent records the provider id and moves the lead to replied.
+func markSent(tx *bolt.Tx, o *Outbox, providerID string, now time.Time) error {
+	o.ProviderID, o.SentAt, o.ExecutionID, o.Note = providerID, &now, "", ""
+	var h Handoff
+	if err := getJSON(tx.Bucket(bucketHandoffs), []byte(LeadKey(o.Channel, o.ConversationID)), &h); err != nil {
+		return fmt.Errorf("lead of %s: %w", o.ID, err)
+	}
+	if h.Status == HandoffReplied {
+		return nil
+	}
+	return moveHandoff(tx, &h, HandoffReplied, now, o.EventKey, "reply "+o.ID+" sent")
+}
+
+// Reconcile applies a person's verdict on a row that needs reconciliation
+// (or failed): sent records the provider id they found and moves the lead to
+// replied; not_sent puts the same row back to pending with a new delivery
+// job (jobID), so the reply keeps its id and key.
+func (s *Store) Reconcile(ctx context.Context, id string, rec Reconciliation, jobID string, maxAttempts int) (Outbox, error) {
+	var out Outbox
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		var o Outbox
+		if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &o); err != nil {
+			return err
+		}
+		if o.Status != OutboxNeedsReconciliation && o.Status != OutboxFailed {
+			return &StateError{What: "outbox row " + id, State: string(o.Status), Want: "needs_reconciliation or failed"}
+		}
+		old := o.Status
+		o.Reconciliations = append(o.Reconciliations, rec)
+		o.UpdatedAt = rec.At
+		switch rec.Outcome {
+		case "sent":
+			o.Status = OutboxSent
+			if err := markSent(tx, &o, rec.ProviderID, rec.At); err != nil {
+				return err
+			}
+		case "not_sent":
+			o.Status, o.ExecutionID, o.Note = OutboxPending, "", ""
+			if _, _, err := enqueue(tx, NewJob{ID: jobID, Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, rec.At); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("outcome %q is not sent or not_sent", rec.Outcome)
+		}
+		out = o
+		return setOutbox(tx, &o, old)
+	})
+	if err != nil {
+		return Outbox{}, fmt.Errorf("store: reconcile %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// StateError is a transition the record's current state does not allow.
+type StateError struct {
+	What, State, Want string
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("%s is %s; this needs it to be %s", e.What, e.State, e.Want)
+}
+
+// OutboxRow returns one outbox row.
+func (s *Store) OutboxRow(id string) (Outbox, error) {
+	var o Outbox
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketOutbox), []byte(id), &o) })
+	if err != nil {
+		return Outbox{}, fmt.Errorf("store: outbox %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// OutboxByStatus lists up to limit rows in status, by id.
+func (s *Store) OutboxByStatus(status OutboxStatus, limit int) ([]Outbox, error) {
+	out := []Outbox{}
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketOutbox)
+		prefix := append([]byte(status), 0)
+		c := tx.Bucket(bucketOutboxByStatus).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
+			var o Outbox
+			if err := getJSON(b, k[len(prefix):], &o); err != nil {
+				return err
+			}
+			out = append(out, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: outbox rows %s: %w", status, err)
+	}
+	return out, nil
+}
+
+// EnsureDelivery enqueues a delivery job for every row left effect_pending
+// or pending without a live job (a job discarded by a crash loop, a bug):
+// the job then resolves it by the usual rules. It returns how many it
+// enqueued. newID mints job ids.
+func (s *Store) EnsureDelivery(ctx context.Context, now time.Time, maxAttempts int, newID func() string) (int, error) {
+	n := 0
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		n = 0
+		b := tx.Bucket(bucketOutbox)
+		c := tx.Bucket(bucketOutboxByStatus).Cursor()
+		for _, st := range []OutboxStatus{OutboxPending, OutboxEffectPending} {
+			prefix := append([]byte(st), 0)
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				var o Outbox
+				if err := getJSON(b, k[len(prefix):], &o); err != nil {
+					return err
+				}
+				_, created, err := enqueue(tx, NewJob{ID: newID(), Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, now)
+				if err != nil {
+					return err
+				}
+				if created {
+					n++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: ensure delivery jobs: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,171 @@
+package web
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/store"
+)
+
+// draftPage is the answer of GET /api/v1/drafts.
+type draftPage struct {
+	Drafts     []store.Draft `json:"drafts"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
+// listDrafts answers GET /api/v1/drafts?status=&limit=&cursor=: oldest first
+// (newest last), a page at a time.
+func (s *Server) listDrafts(c *echo.Context) error {
+	status := store.DraftStatus(c.QueryParamOr("status", string(store.DraftPending)))
+	switch status {
+	case store.DraftPending, store.DraftApproved, store.DraftRejected:
+	default:
+		return errorf(http.StatusBadRequest, "status %q is not one of pending_approval, approved, rejected", status)
+	}
+	limit, err := queryLimit(c)
+	if err != nil {
+		return err
+	}
+	var after []byte
+	if v := c.QueryParam("cursor"); v != "" {
+		after, err = base64.RawURLEncoding.DecodeString(v)
+		if err != nil || !strings.HasPrefix(string(after), string(status)+"\x00") {
+			return errorf(http.StatusBadRequest, "cursor %q is not a cursor this list gave out for status %s", v, status)
+		}
+	}
+	page, next, err := s.st.Drafts(store.DraftFilter{Status: status, After: after, Limit: limit})
+	if err != nil {
+		return err
+	}
+	out := draftPage{Drafts: page}
+	if next != nil {
+		out.NextCursor = base64.RawURLEncoding.EncodeToString(next)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// approveBody is the optional body of an approval.
+type approveBody struct {
+	Text *string `json:"text"`
+}
+
+// approveAnswer says what an approval did, and who approved first.
+type approveAnswer struct {
+	Status     string          `json:"status"` // approved (this call) or already_approved
+	DraftID    string          `json:"draft_id"`
+	OutboxID   string          `json:"outbox_id"`
+	ApprovedBy string          `json:"approved_by"`
+	ApprovedAt string          `json:"approved_at"`
+	Edited     bool            `json:"edited"`
+	Outbox     *store.Outbox   `json:"outbox"`
+	Decision   *store.Decision `json:"decision"`
+}
+
+// approveDraft answers POST /api/v1/drafts/{id}/approve.
+func (s *Server) approveDraft(c *echo.Context) error {
+	var body approveBody
+	if err := decodeOptionalJSON(c, &body); err != nil {
+		return err
+	}
+	text := ""
+	if body.Text != nil {
+		text = strings.TrimSpace(*body.Text)
+		if text == "" {
+			return errorf(http.StatusBadRequest, "text is empty; leave it out to approve the draft as written")
+		}
+		if len(text) > 4000 {
+			return errorf(http.StatusBadRequest, "text is %d bytes; a reply may be at most 4000", len(text))
+		}
+	}
+	res, err := s.approve(c, c.Param("id"), text)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, approvedAnswer(res))
+}
+
+// approve runs the one idempotent approval shared by the API and the dashboard.
+func (s *Server) approve(c *echo.Context, id, text string) (store.Approved, error) {
+	d, err := s.st.Draft(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Approved{}, errorf(http.StatusNotFound, "there is no draft %q", id)
+	}
+	if err != nil {
+		return store.Approved{}, err
+	}
+	ch, ok := s.cfg.Channel(d.Channel)
+	if !ok {
+		return store.Approved{}, errorf(http.StatusConflict, "draft %s belongs to channel %q, which is no longer configured", id, d.Channel)
+	}
+	res, err := s.st.ApproveDraft(c.Request().Context(), id, store.Approval{
+		Decision:    store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Text: text},
+		Provider:    ch.Provider,
+		JobID:       ulid.Make().String(),
+		MaxAttempts: s.cfg.Retry.MaxAttempts,
+	})
+	if err != nil {
+		return store.Approved{}, decisionError(err)
+	}
+	if res.Created {
+		s.jobs.Wake()
+	}
+	return res, nil
+}
+
+func approvedAnswer(res store.Approved) approveAnswer {
+	a := approveAnswer{Status: "approved", DraftID: res.Draft.ID, OutboxID: res.Outbox.ID, Outbox: &res.Outbox, Decision: res.Draft.Decision}
+	if !res.Created {
+		a.Status = "already_approved"
+	}
+	if d := res.Draft.Decision; d != nil {
+		a.ApprovedBy, a.ApprovedAt, a.Edited = d.By, d.At.Format("2006-01-02T15:04:05Z07:00"), d.Edited
+	}
+	return a
+}
+
+// rejectBody is the optional body of a rejection.
+type rejectBody struct {
+	Reason string `json:"reason"`
+}
+
+// rejectDraft answers POST /api/v1/drafts/{id}/reject.
+func (s *Server) rejectDraft(c *echo.Context) error {
+	var body rejectBody
+	if err := decodeOptionalJSON(c, &body); err != nil {
+		return err
+	}
+	d, err := s.reject(c, c.Param("id"), body.Reason)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": d.Status, "draft_id": d.ID, "decision": d.Decision})
+}
+
+// reject is the one rejection shared by the API and the dashboard.
+func (s *Server) reject(c *echo.Context, id, reason string) (store.Draft, error) {
+	if len(reason) > 1000 {
+		return store.Draft{}, errorf(http.StatusBadRequest, "the reason is %d bytes; keep it under 1000", len(reason))
+	}
+	d, err := s.st.RejectDraft(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(reason)})
+	if err != nil {
+		return store.Draft{}, decisionError(err)
+	}
+	return d, nil
+}
+
+// decisionError turns the store's refusals into answers.
+func decisionError(err error) error {
+	var conflict *store.ConflictError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errorf(http.StatusNotFound, "there is no such draft")
+	case errors.As(err, &conflict):
+		return &apiError{status: http.StatusConflict, msg: conflict.Error() + "; that decision stands"}
+	}
+	return err
+}
