@@ -36,6 +36,7 @@ func (s *Store) Check() error {
 		problems = append(problems, checkJobs(tx)...)
 		problems = append(problems, checkDrafts(tx)...)
 		problems = append(problems, checkHandoffs(tx)...)
+		problems = append(problems, checkOutbox(tx)...)
 		return errors.Join(problems...)
 	})
 }
@@ -128,6 +129,17 @@ func checkDrafts(tx *bolt.Tx) []error {
 		}
 		return nil
 	})
+	byStatus := tx.Bucket(bucketDraftsByStatus)
+	_ = drafts.ForEach(func(k, v []byte) error {
+		var d Draft
+		if err := getJSON(drafts, k, &d); err == nil && byStatus.Get(draftStatusKey(d)) == nil {
+			problems = append(problems, fmt.Errorf("check: draft %s (%s) is not in idx_drafts_by_status", k, d.Status))
+		}
+		return nil
+	})
+	if a, b := drafts.Stats().KeyN, byStatus.Stats().KeyN; a != b {
+		problems = append(problems, fmt.Errorf("check: %d drafts but %d keys in idx_drafts_by_status", a, b))
+	}
 	if a, b := drafts.Stats().KeyN, byEvent.Stats().KeyN; a != b {
 		problems = append(problems, fmt.Errorf("check: %d drafts but %d keys in idx_drafts_by_event", a, b))
 	}
@@ -153,6 +165,30 @@ func checkHandoffs(tx *bolt.Tx) []error {
 	}
 	if a, b := tx.Bucket(bucketEvents).Stats().KeyN, tx.Bucket(bucketEventsByConv).Stats().KeyN; a != b {
 		problems = append(problems, fmt.Errorf("check: %d events but %d keys in idx_events_by_conv", a, b))
+	}
+	return problems
+}
+
+func checkOutbox(tx *bolt.Tx) []error {
+	var problems []error
+	outbox, byStatus, drafts := tx.Bucket(bucketOutbox), tx.Bucket(bucketOutboxByStatus), tx.Bucket(bucketDrafts)
+	_ = outbox.ForEach(func(k, v []byte) error {
+		var o Outbox
+		if err := getJSON(outbox, k, &o); err != nil {
+			problems = append(problems, fmt.Errorf("check: outbox row %s: %w", k, err))
+			return nil
+		}
+		if byStatus.Get(outboxStatusKey(o.Status, o.ID)) == nil {
+			problems = append(problems, fmt.Errorf("check: outbox row %s (%s) is not in idx_outbox_by_status", k, o.Status))
+		}
+		var d Draft
+		if err := getJSON(drafts, []byte(o.DraftID), &d); err != nil || d.Status != DraftApproved || d.OutboxID != o.ID {
+			problems = append(problems, fmt.Errorf("check: outbox row %s has no approved draft %s pointing at it", k, o.DraftID))
+		}
+		return nil
+	})
+	if a, b := outbox.Stats().KeyN, byStatus.Stats().KeyN; a != b {
+		problems = append(problems, fmt.Errorf("check: %d outbox rows but %d keys in idx_outbox_by_status", a, b))
 	}
 	return problems
 }
