@@ -1,0 +1,326 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/web/hook"
+)
+
+func init() { register("http", newHTTP) }
+
+const (
+	// defaultHTTPTimeout matches config's default, for providers built
+	// without going through config.Load (tests, Open with a bare struct).
+	defaultHTTPTimeout = 10 * time.Second
+	// maxAnswer bounds what we read of a provider's answer: an id fits in
+	// far less, and a misbehaving server must not exhaust our memory.
+	maxAnswer = 1 << 20
+	// maxExcerpt bounds how much of a refusal's body goes into the error,
+	// which ends up in logs and on the reconciliation page.
+	maxExcerpt = 300
+	// drainLimit is how much of an unread body we discard so the
+	// connection can be reused; past it, closing is cheaper.
+	drainLimit = 64 << 10
+	userAgent  = "handoff"
+)
+
+// HTTP is the outbound HTTP call of the spec: one JSON POST per message,
+// keyed by our reference so a receiver can deduplicate resends.
+type HTTP struct {
+	name      string
+	url       string
+	lookupURL string
+	secret    string // never formatted into an error or a log
+	idemKey   bool
+	timeout   time.Duration
+	now       func() time.Time
+	client    *http.Client
+}
+
+func newHTTP(cfg config.Provider, d Deps) (Provider, error) {
+	if err := checkURL(cfg.URL); err != nil {
+		return nil, fmt.Errorf("http: url: %w", err)
+	}
+	if cfg.LookupURL != "" {
+		if err := checkURL(strings.ReplaceAll(cfg.LookupURL, "{ref}", "x")); err != nil {
+			return nil, fmt.Errorf("http: lookup_url: %w", err)
+		}
+	}
+	if cfg.SigningSecret != "" {
+		// Signing once now turns a malformed secret into a startup error
+		// instead of a failure on every send. The hook package's errors
+		// never quote the secret.
+		if _, err := hook.SignStandardWebhooks(cfg.SigningSecret, "probe", time.Unix(0, 0), nil); err != nil {
+			return nil, fmt.Errorf("http: signing secret: %w", err)
+		}
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = defaultHTTPTimeout
+	}
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &HTTP{
+		name:      cfg.Name,
+		url:       cfg.URL,
+		lookupURL: cfg.LookupURL,
+		secret:    cfg.SigningSecret,
+		idemKey:   cfg.SupportsIdempotencyKey,
+		timeout:   timeout,
+		now:       now,
+		client: &http.Client{
+			Timeout:       timeout,
+			CheckRedirect: checkRedirect,
+		},
+	}, nil
+}
+
+// checkRedirect never follows a redirect of a POST: the client would replay
+// the message to a URL nobody configured (or, for 301-303, turn it into a
+// GET and lose it), so the 3xx itself is returned and judged permanent. A
+// lookup is a GET and may follow a moved resource as browsers do.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if via[0].Method != http.MethodGet {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("not an absolute http(s) URL")
+	}
+	return nil
+}
+
+// Send posts m once. The same m.Ref goes out as Idempotency-Key and
+// webhook-id on every resend, so a receiver that deduplicates on either
+// delivers at most once however often an ambiguous send is retried.
+func (h *HTTP) Send(ctx context.Context, m Message) (string, error) {
+	// Nothing has been sent yet, so these are permanent rather than
+	// ambiguous: no resend can fix a message that cannot be keyed.
+	if m.Ref == "" {
+		return "", &Permanent{Err: fmt.Errorf("%s: the message has no reference to key it by", h.name)}
+	}
+	if !headerSafe(m.Ref) || !headerSafe(m.CorrelationID) {
+		return "", &Permanent{Err: fmt.Errorf("%s: the reference or correlation id has control characters", h.name)}
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return "", &Permanent{Err: fmt.Errorf("%s: encode message: %w", h.name, err)}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return "", &Permanent{Err: fmt.Errorf("%s: build request: %w", h.name, err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set("Idempotency-Key", m.Ref)
+	if m.CorrelationID != "" {
+		req.Header.Set("X-Correlation-ID", m.CorrelationID)
+	}
+	if h.secret != "" {
+		ts := h.now()
+		sig, err := hook.SignStandardWebhooks(h.secret, m.Ref, ts, body)
+		if err != nil {
+			return "", &Permanent{Err: fmt.Errorf("%s: sign: %w", h.name, err)}
+		}
+		req.Header.Set("webhook-id", m.Ref)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
+		req.Header.Set("webhook-signature", sig)
+	}
+
+	resp, err := h.client.Do(req)
+	if err != nil {
+		// The request may have reached the provider before the connection
+		// broke or the clock ran out: only a resend or a lookup can tell.
+		return "", &Ambiguous{Err: fmt.Errorf("%s: POST: %w", h.name, transportErr(err))}
+	}
+	defer closeBody(resp.Body)
+
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		if err != nil {
+			// The provider accepted, but its id was lost on the way; a
+			// resend with the same key or a lookup recovers it.
+			return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: read answer: %w", h.name, transportErr(err))}
+		}
+		// A 2xx is a delivery whatever the body says; the id is a bonus
+		// for the operator, so an answer without one is still sent.
+		id, _ := answerID(answer)
+		return id, nil
+	case c >= 300 && c < 400:
+		return "", &Permanent{Status: c, Err: fmt.Errorf("%s: POST answered %s (redirected to %q; fix the url): %s",
+			h.name, resp.Status, resp.Header.Get("Location"), excerpt(resp.Body))}
+	case c == http.StatusRequestTimeout || c == http.StatusConflict || c == http.StatusTooManyRequests || c >= 500:
+		return "", &Ambiguous{Status: c, RetryAfter: retryAfter(resp.Header.Get("Retry-After"), h.now()),
+			Err: fmt.Errorf("%s: POST answered %s: %s", h.name, resp.Status, excerpt(resp.Body))}
+	case c >= 400:
+		return "", &Permanent{Status: c, Err: fmt.Errorf("%s: POST answered %s: %s", h.name, resp.Status, excerpt(resp.Body))}
+	default:
+		// An unexpected 1xx or non-standard code says nothing about delivery.
+		return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: POST answered %s", h.name, resp.Status)}
+	}
+}
+
+// Lookup asks lookup_url whether a send with our reference arrived. Only a
+// 200 with an id or a 404 is an answer; anything else is an error so that
+// the caller asks again later rather than guessing.
+func (h *HTTP) Lookup(ctx context.Context, ref string) (string, bool, error) {
+	if h.lookupURL == "" {
+		return "", false, ErrNoLookup
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	u := strings.ReplaceAll(h.lookupURL, "{ref}", url.QueryEscape(ref))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: lookup %s: %w", h.name, ref, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: lookup %s: %w", h.name, ref, transportErr(err))
+	}
+	defer closeBody(resp.Body)
+
+	switch resp.StatusCode {
+	case http.StatusOK:
+		answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		if err != nil {
+			return "", false, fmt.Errorf("%s: lookup %s: read answer: %w", h.name, ref, transportErr(err))
+		}
+		id, ok := answerID(answer)
+		if !ok {
+			// Some APIs answer 200 with an empty list for "none": that is
+			// not the 404 the spec promises, so it decides nothing.
+			return "", false, fmt.Errorf("%s: lookup %s: a 200 without an id: %s", h.name, ref, excerpt(bytes.NewReader(answer)))
+		}
+		return id, true, nil
+	case http.StatusNotFound:
+		return "", false, nil
+	default:
+		return "", false, fmt.Errorf("%s: lookup %s: answered %s: %s", h.name, ref, resp.Status, excerpt(resp.Body))
+	}
+}
+
+// Capabilities follow the configuration: only the operator knows whether
+// the receiver honours Idempotency-Key.
+func (h *HTTP) Capabilities() Capabilities {
+	return Capabilities{IdempotencyKey: h.idemKey, Lookup: h.lookupURL != ""}
+}
+
+// answerID reads {"id": …} where the id is a string or a number (many
+// receivers use database integers); ok is false when there is none.
+func answerID(answer []byte) (id string, ok bool) {
+	var v struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if err := json.Unmarshal(answer, &v); err != nil || len(v.ID) == 0 {
+		return "", false
+	}
+	var s string
+	if err := json.Unmarshal(v.ID, &s); err == nil {
+		return s, s != ""
+	}
+	var n json.Number
+	if err := json.Unmarshal(v.ID, &n); err == nil {
+		return n.String(), true
+	}
+	return "", false
+}
+
+// retryAfter reads Retry-After as delay-seconds or an HTTP-date; a missing,
+// malformed or past value is 0 (no advice).
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	// 32 bits of seconds (136 years) is more than any real advice and
+	// cannot overflow a Duration.
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// excerpt returns the start of a refusal's body, cleaned so it can sit on
+// one log line; receivers usually explain a 4xx there.
+func excerpt(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, maxExcerpt))
+	// ToValidUTF8 and Map never lengthen it: a rune cut in half by the
+	// limit becomes one "?", a control character one space.
+	s := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(string(b), "?"))
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "(empty body)"
+	}
+	return s
+}
+
+// transportErr drops the *url.Error wrapper, whose message repeats the
+// whole URL (query tokens included) in every log line; the error chain
+// underneath, timeouts included, is kept for errors.Is.
+func transportErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// closeBody discards a little of what is left so the connection can be
+// reused for the next send.
+func closeBody(b io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(b, drainLimit))
+	_ = b.Close()
+}
+
+// headerSafe reports whether s can travel as a header value unchanged;
+// the transport would otherwise refuse the request after we had already
+// decided to send it.
+func headerSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
