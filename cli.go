@@ -12,6 +12,7 @@ import (
 // env is the process's outside world, passed in so commands can be tested.
 type env struct {
 	getenv func(string) string
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -19,6 +20,7 @@ type env struct {
 const usage = `usage:
   handoff [serve]   --config FILE --data DIR --addr HOST:PORT
   handoff verify    FILE
+  handoff user add  --data DIR NAME --role admin|approver   (password from stdin or generated)
   handoff version
 environment: HANDOFF_CONFIG, HANDOFF_DATA, HANDOFF_ADDR override the flags;
 HANDOFF_API_TOKEN is accepted as an admin bearer token.`
@@ -34,6 +36,8 @@ func run(ctx context.Context, args []string, e env) error {
 		return serve(ctx, args, e)
 	case "verify":
 		return verify(args, e)
+	case "user":
+		return userCmd(ctx, args, e, e.stdin)
 	case "version":
 		fmt.Fprintln(e.stdout, "handoff", version())
 		return nil

@@ -66,6 +66,9 @@ func serve(ctx context.Context, args []string, e env) error {
 	}
 	defer st.Close()
 
+	if err := firstAdmin(ctx, st, e); err != nil {
+		return err
+	}
 	d, err := newDrafter(cfg.Drafter)
 	if err != nil {
 		return err
@@ -180,4 +183,30 @@ func lease(cfg *config.Config) time.Duration {
 		longest = max(longest, 2*p.Timeout+p.Delay) // a lookup and a send
 	}
 	return longest + time.Minute
+}
+
+// firstAdmin creates the admin user "admin" on a database with no users:
+// with HANDOFF_ADMIN_PASSWORD, or a generated password printed once.
+func firstAdmin(ctx context.Context, st *store.Store, e env) error {
+	users, err := st.Users()
+	if err != nil || len(users) > 0 {
+		return err
+	}
+	pw, generated := e.getenv("HANDOFF_ADMIN_PASSWORD"), false
+	if pw == "" {
+		pw, generated = web.GeneratePassword(), true
+	}
+	hash, err := web.HashPassword(pw)
+	if err != nil {
+		return fmt.Errorf("HANDOFF_ADMIN_PASSWORD: %w", err)
+	}
+	err = st.CreateUser(ctx, store.User{Name: "admin", Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: time.Now().UTC()})
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		return err
+	}
+	if generated {
+		// Printed, not logged: it must not end up in a log collector.
+		fmt.Fprintf(e.stderr, "created the admin user \"admin\" with password %s (shown once; set HANDOFF_ADMIN_PASSWORD to choose it)\n", pw)
+	}
+	return nil
 }

@@ -156,7 +156,15 @@ func (r *Runner) dispatch(claimCtx, jobCtx context.Context) {
 		if free > 0 {
 			jobs, err := r.st.ClaimJobs(claimCtx, r.opt.Now(), free, r.opt.Lease)
 			if err != nil && claimCtx.Err() == nil {
+				// Log and wait: a store that cannot claim must not spin the loop.
 				r.opt.Logger.Error("claim jobs", slog.Any("err", err))
+				timer.Reset(time.Second)
+				select {
+				case <-timer.C:
+				case <-claimCtx.Done():
+					return
+				}
+				continue
 			}
 			for _, j := range jobs {
 				busy++
@@ -265,7 +273,7 @@ func (r *Runner) decide(j store.Job, err error, abandoned bool) store.Result {
 		res.Outcome = store.OutcomeDiscarded
 	case abandoned:
 		// Shutdown: hand the job straight back; the attempt still counts.
-		res.Outcome, res.RetryAt = store.OutcomeRetry, now
+		res.Outcome, res.RetryAt, res.Released = store.OutcomeRetry, now, true
 		res.Err = "released at shutdown: " + res.Err
 	case errors.As(err, &later):
 		res.Outcome, res.RetryAt = store.OutcomeRetry, now.Add(later.After)

@@ -67,7 +67,8 @@ func checkJobs(tx *bolt.Tx) []error {
 	var problems []error
 	jobs := tx.Bucket(bucketJobs)
 	ready, leased, unique, byCorr := tx.Bucket(bucketJobsReady), tx.Bucket(bucketJobsLeased), tx.Bucket(bucketJobsUnique), tx.Bucket(bucketJobsByCorr)
-	wantReady, wantLeased, wantUnique := 0, 0, 0
+	dead := tx.Bucket(bucketJobsDead)
+	wantReady, wantLeased, wantUnique, wantDead := 0, 0, 0, 0
 	_ = jobs.ForEach(func(k, v []byte) error {
 		var j Job
 		if err := getJSON(jobs, k, &j); err != nil {
@@ -82,6 +83,11 @@ func checkJobs(tx *bolt.Tx) []error {
 			wantReady++
 			if ready.Get(timeKey(j.RunAt, j.ID)) == nil {
 				bad("not in idx_jobs_ready")
+			}
+		case JobDiscarded:
+			wantDead++
+			if dead.Get(k) == nil {
+				bad("not in idx_jobs_dead")
 			}
 		case JobRunning:
 			wantLeased++
@@ -104,7 +110,7 @@ func checkJobs(tx *bolt.Tx) []error {
 		b    *bolt.Bucket
 		name string
 		want int
-	}{{ready, "idx_jobs_ready", wantReady}, {leased, "idx_jobs_leased", wantLeased}, {unique, "idx_jobs_unique", wantUnique}} {
+	}{{ready, "idx_jobs_ready", wantReady}, {leased, "idx_jobs_leased", wantLeased}, {unique, "idx_jobs_unique", wantUnique}, {byCorr, "idx_jobs_by_corr", jobs.Stats().KeyN}, {dead, "idx_jobs_dead", wantDead}} {
 		if got := c.b.Stats().KeyN; got != c.want {
 			problems = append(problems, fmt.Errorf("check: %s holds %d keys, want %d", c.name, got, c.want))
 		}

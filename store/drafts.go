@@ -96,6 +96,7 @@ func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 		}
 		d.V = recordVersion
 		d.ID = DraftID(d.EventKey)
+		d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
 		if d.Status == "" {
 			d.Status = DraftPending
 		}
@@ -239,6 +240,13 @@ func (s *Store) ApproveDraft(ctx context.Context, id string, a Approval) (Approv
 		if err := setDraftStatus(tx, &d, DraftApproved); err != nil {
 			return err
 		}
+		detail := "approved as written"
+		if a.Edited {
+			detail = "approved with edited text"
+		}
+		if err := writeAudit(tx, AuditEntry{At: a.At, Who: a.By, From: a.From, Action: "approve draft", Target: d.ID, Detail: detail + "; outbox " + o.ID}); err != nil {
+			return err
+		}
 		out = Approved{Draft: d, Outbox: o, Created: true}
 		return nil
 	})
@@ -266,6 +274,9 @@ func (s *Store) RejectDraft(ctx context.Context, id string, dec Decision) (Draft
 		}
 		d.Decision = &dec
 		if err := setDraftStatus(tx, &d, DraftRejected); err != nil {
+			return err
+		}
+		if err := writeAudit(tx, AuditEntry{At: dec.At, Who: dec.By, From: dec.From, Action: "reject draft", Target: d.ID, Detail: dec.Reason}); err != nil {
 			return err
 		}
 		out = d

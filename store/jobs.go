@@ -210,6 +210,9 @@ type Result struct {
 	Err     string    // the attempt's error, if any
 	Raw     string    // what the attempt got back, kept for a person to read
 	RetryAt time.Time // for OutcomeRetry
+	// Released marks an attempt handed back at shutdown: it is recorded but
+	// never turns into a discard, since the job did not fail.
+	Released bool
 }
 
 // FinishJob records the end of the attempt execID of job id. A retry past the
@@ -230,7 +233,7 @@ func (s *Store) FinishJob(ctx context.Context, id, execID string, now time.Time,
 			return err
 		}
 		outcome := r.Outcome
-		if outcome == OutcomeRetry && j.Attempt >= j.MaxAttempts {
+		if outcome == OutcomeRetry && j.Attempt >= j.MaxAttempts && !r.Released {
 			outcome = OutcomeDiscarded
 		}
 		if err := endAttempt(tx, &j, now, outcome, r.Err, r.Raw, r.RetryAt); err != nil {
@@ -279,6 +282,11 @@ func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome, errText, raw string
 		}
 	default:
 		return fmt.Errorf("unknown outcome %q", outcome)
+	}
+	if j.State == JobDiscarded {
+		if err := tx.Bucket(bucketJobsDead).Put([]byte(j.ID), nil); err != nil {
+			return err
+		}
 	}
 	if j.State.Final() {
 		unique := tx.Bucket(bucketJobsUnique)

@@ -211,6 +211,9 @@ func (s *Store) Reconcile(ctx context.Context, id string, rec Reconciliation, jo
 			return fmt.Errorf("outcome %q is not sent or not_sent", rec.Outcome)
 		}
 		out = o
+		if err := writeAudit(tx, AuditEntry{At: rec.At, Who: rec.By, From: rec.From, Action: "reconcile", Target: o.ID, Detail: rec.Outcome + " " + rec.ProviderID}); err != nil {
+			return err
+		}
 		return setOutbox(tx, &o, old)
 	})
 	if err != nil {

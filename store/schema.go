@@ -19,6 +19,7 @@ import (
 //	idx_jobs_ready       runAt (8 bytes BE unix ns) | jobID -> ""      (available and retryable jobs)
 //	idx_jobs_leased      leaseUntil (8 bytes BE unix ns) | jobID -> "" (running jobs)
 //	idx_jobs_unique      kind 0x00 business key -> jobID                (live jobs only)
+//	idx_jobs_dead        jobID -> ""                                    (discarded jobs: the dead-letter list)
 //	idx_jobs_by_corr     correlation id | jobID -> ""                   (every job of one event)
 //	drafts               draftID -> Draft JSON
 //	idx_drafts_by_event  event key -> draftID                           (the stored model/template output)
@@ -28,6 +29,11 @@ import (
 //	outbox               outbox id "<conversation id>:<draft id>" -> Outbox JSON
 //	idx_outbox_by_status status 0x00 outbox id -> ""
 //	sandbox              client reference -> SandboxMessage JSON (what the built-in provider received)
+//	users                user name -> User JSON (bcrypt password hash)
+//	sessions             sha256(session secret) -> Session JSON
+//	tokens               sha256(token secret) -> Token JSON
+//	idx_tokens_by_id     token id (ULID) -> sha256(token secret)
+//	audit                entry id (ULID) -> AuditEntry JSON (every human action)
 //	idx_handoffs_by_status status 0x00 since (8 bytes BE) | lead key -> "" (leads by status, longest waiting first)
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
@@ -51,7 +57,13 @@ var (
 	bucketOutbox           = []byte("outbox")
 	bucketOutboxByStatus   = []byte("idx_outbox_by_status")
 	bucketSandbox          = []byte("sandbox")
-	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox}
+	bucketUsers            = []byte("users")
+	bucketSessions         = []byte("sessions")
+	bucketTokens           = []byte("tokens")
+	bucketTokensByID       = []byte("idx_tokens_by_id")
+	bucketAudit            = []byte("audit")
+	bucketJobsDead         = []byte("idx_jobs_dead")
+	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox, bucketUsers, bucketSessions, bucketTokens, bucketTokensByID, bucketAudit, bucketJobsDead}
 	keySchema              = []byte("schema")
 	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
 )

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/web"
+)
+
+var userNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// userCmd runs `handoff user add --data DIR NAME --role admin|approver`
+// with the server stopped; the password comes from stdin or is generated.
+func userCmd(ctx context.Context, args []string, e env, stdin io.Reader) error {
+	if len(args) == 0 || args[0] != "add" {
+		return errors.New("usage: handoff user add --data DIR NAME --role admin|approver [--owner NAME]")
+	}
+	fs := newFlagSet("user add", e)
+	dataDir := fs.String("data", "./data", "data folder")
+	role := fs.String("role", "approver", "admin or approver")
+	owner := fs.String("owner", "", "the routing owner this person works as (their \"mine\" filter)")
+	name, rest := "", args[1:]
+	// Accept the name before or after the flags.
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		name, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return err
+	}
+	if name == "" && fs.NArg() == 1 {
+		name = fs.Arg(0)
+	}
+	if v := e.getenv("HANDOFF_DATA"); v != "" {
+		*dataDir = v
+	}
+	if !userNameRe.MatchString(name) {
+		return fmt.Errorf("user name %q: use 1 to 64 lowercase letters, digits, '.', '_' or '-'", name)
+	}
+	if *role != string(store.RoleAdmin) && *role != string(store.RoleApprover) {
+		return fmt.Errorf("--role %q: use admin or approver", *role)
+	}
+	pw, generated, err := readPassword(stdin)
+	if err != nil {
+		return err
+	}
+	hash, err := web.HashPassword(pw)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(*dataDir, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	err = st.CreateUser(ctx, store.User{Name: name, Role: store.Role(*role), PasswordHash: hash, Owner: *owner, CreatedAt: time.Now().UTC()})
+	if errors.Is(err, store.ErrExists) {
+		return fmt.Errorf("a user named %q already exists", name)
+	}
+	if err != nil {
+		return err
+	}
+	if generated {
+		fmt.Fprintf(e.stdout, "created %s %s with password: %s\n(shown once; it is stored hashed)\n", *role, name, pw)
+	} else {
+		fmt.Fprintf(e.stdout, "created %s %s\n", *role, name)
+	}
+	return st.Audit(ctx, store.AuditEntry{At: time.Now().UTC(), Who: "handoff user add", Action: "create user", Target: name, Detail: *role})
+}
+
+// readPassword takes the first line of stdin when stdin is not a terminal,
+// else generates one.
+func readPassword(stdin io.Reader) (pw string, generated bool, err error) {
+	if f, ok := stdin.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return web.GeneratePassword(), true, nil
+		}
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", false, fmt.Errorf("read the password from stdin: %w", err)
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return web.GeneratePassword(), true, nil
+	}
+	return line, false, nil
+}

@@ -1,0 +1,381 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/handoff/handoff/store"
+)
+
+func TestRunnerAttempts(t *testing.T) {
+	tests := []struct {
+		name         string
+		maxAttempts  int
+		fn           func(ctx context.Context, call int, job store.Job) error
+		wantState    store.JobState
+		wantOutcomes []string
+		wantErrors   []string // substrings of each attempt's error; "" means no error
+		wantRaw      []string
+	}{
+		{
+			name: "fails twice then succeeds", maxAttempts: 5,
+			fn: func(_ context.Context, call int, _ store.Job) error {
+				if call <= 2 {
+					return fmt.Errorf("flaky %d", call)
+				}
+				return nil
+			},
+			wantState:    store.JobCompleted,
+			wantOutcomes: []string{store.OutcomeRetry, store.OutcomeRetry, store.OutcomeCompleted},
+			wantErrors:   []string{"flaky 1", "flaky 2", ""},
+		},
+		{
+			name: "always fails", maxAttempts: 3,
+			fn:           func(_ context.Context, call int, _ store.Job) error { return fmt.Errorf("boom %d", call) },
+			wantState:    store.JobDiscarded,
+			wantOutcomes: []string{store.OutcomeRetry, store.OutcomeRetry, store.OutcomeDiscarded},
+			wantErrors:   []string{"boom 1", "boom 2", "boom 3"},
+		},
+		{
+			name: "discard error ends at once", maxAttempts: 5,
+			fn:           func(context.Context, int, store.Job) error { return &Discard{Err: errors.New("invalid input")} },
+			wantState:    store.JobDiscarded,
+			wantOutcomes: []string{store.OutcomeDiscarded},
+			wantErrors:   []string{"invalid input"},
+		},
+		{
+			name: "wrapped discard error", maxAttempts: 5,
+			fn: func(context.Context, int, store.Job) error {
+				return fmt.Errorf("send: %w", &Discard{Err: errors.New("number unknown")})
+			},
+			wantState:    store.JobDiscarded,
+			wantOutcomes: []string{store.OutcomeDiscarded},
+			wantErrors:   []string{"number unknown"},
+		},
+		{
+			name: "panic is a failed attempt", maxAttempts: 3,
+			fn: func(_ context.Context, call int, _ store.Job) error {
+				if call == 1 {
+					panic("nil map somewhere")
+				}
+				return nil
+			},
+			wantState:    store.JobCompleted,
+			wantOutcomes: []string{store.OutcomeRetry, store.OutcomeCompleted},
+			wantErrors:   []string{"panicked: nil map somewhere", ""},
+		},
+		{
+			name: "panic on the last attempt discards", maxAttempts: 1,
+			fn:           func(context.Context, int, store.Job) error { panic(errors.New("always")) },
+			wantState:    store.JobDiscarded,
+			wantOutcomes: []string{store.OutcomeDiscarded},
+			wantErrors:   []string{"panicked: always"},
+		},
+		{
+			name: "raw kept on the attempt", maxAttempts: 2,
+			fn: func(_ context.Context, call int, _ store.Job) error {
+				if call == 1 {
+					return &WithRaw{Err: errors.New("the answer is not JSON"), Raw: `{"reply": "Hi`}
+				}
+				return nil
+			},
+			wantState:    store.JobCompleted,
+			wantOutcomes: []string{store.OutcomeRetry, store.OutcomeCompleted},
+			wantErrors:   []string{"the answer is not JSON", ""},
+			wantRaw:      []string{`{"reply": "Hi`, ""},
+		},
+		{
+			name: "raw kept on a discard", maxAttempts: 3,
+			fn: func(context.Context, int, store.Job) error {
+				return &Discard{Err: &WithRaw{Err: errors.New("refused"), Raw: "I cannot help with that"}}
+			},
+			wantState:    store.JobDiscarded,
+			wantOutcomes: []string{store.OutcomeDiscarded},
+			wantErrors:   []string{"refused"},
+			wantRaw:      []string{"I cannot help with that"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := openStore(t)
+			kind := &kindFunc{fn: tt.fn}
+			opt := testOptions()
+			j := enqueue(t, st, "test", "web:1", tt.maxAttempts, time.Now())
+			startRunner(t, st, map[string]Kind{"test": kind}, opt)
+			got := waitFinal(t, st, j.ID, tt.wantState)
+
+			if !slices.Equal(outcomes(got), tt.wantOutcomes) {
+				t.Errorf("attempt outcomes = %v, want %v", outcomes(got), tt.wantOutcomes)
+			}
+			if got.Attempt != len(tt.wantOutcomes) || len(got.Attempts) != len(tt.wantOutcomes) {
+				t.Fatalf("Attempt = %d with %d records, want %d", got.Attempt, len(got.Attempts), len(tt.wantOutcomes))
+			}
+			calls := kind.Calls()
+			if len(calls) != len(tt.wantOutcomes) {
+				t.Errorf("kind ran %d times, want %d", len(calls), len(tt.wantOutcomes))
+			}
+			execs := map[string]bool{}
+			for i, a := range got.Attempts {
+				if a.Number != i+1 || a.EndedAt == nil || a.EndedAt.Before(a.StartedAt) {
+					t.Errorf("attempt %d = number %d started %s ended %v, want numbered and ended", i+1, a.Number, a.StartedAt, a.EndedAt)
+				}
+				if a.ExecutionID == "" || execs[a.ExecutionID] {
+					t.Errorf("attempt %d execution id %q is empty or reused", i+1, a.ExecutionID)
+				}
+				execs[a.ExecutionID] = true
+				if i < len(calls) && calls[i].ExecutionID != a.ExecutionID {
+					t.Errorf("call %d ran as execution %s, attempt %d records %s", i+1, calls[i].ExecutionID, i+1, a.ExecutionID)
+				}
+				if want := tt.wantErrors[i]; (want == "") != (a.Error == "") || !strings.Contains(a.Error, want) {
+					t.Errorf("attempt %d error = %q, want it to contain %q", i+1, a.Error, want)
+				}
+				if tt.wantRaw != nil && a.Raw != tt.wantRaw[i] {
+					t.Errorf("attempt %d raw = %q, want %q", i+1, a.Raw, tt.wantRaw[i])
+				}
+				if i > 0 {
+					// The retry waited at least the backoff after the attempt before it.
+					prev := got.Attempts[i-1]
+					if wait := a.StartedAt.Sub(prev.StartedAt); wait < opt.Backoff.Delay(i, 0) {
+						t.Errorf("attempt %d started %s after attempt %d, want at least the backoff %s", i+1, wait, i, opt.Backoff.Delay(i, 0))
+					}
+				}
+			}
+			if tt.wantState == store.JobDiscarded {
+				if last := got.Attempts[len(got.Attempts)-1].Error; got.LastError != last {
+					t.Errorf("LastError = %q, want the last attempt's error %q", got.LastError, last)
+				}
+			}
+		})
+	}
+}
+
+func TestRunnerUnknownKindDiscards(t *testing.T) {
+	st := openStore(t)
+	j := enqueue(t, st, "from-a-newer-binary", "web:1", 3, time.Now())
+	startRunner(t, st, map[string]Kind{}, testOptions())
+	got := waitFinal(t, st, j.ID, store.JobDiscarded)
+	if len(got.Attempts) != 1 || !strings.Contains(got.LastError, "from-a-newer-binary") {
+		t.Errorf("job = %d attempts, last error %q; want one attempt naming the kind", len(got.Attempts), got.LastError)
+	}
+}
+
+// TestRunnerWakeStartsWork shows that Wake, not a timer, starts new work:
+// the runner is asleep on a 1-hour timer (its only job is due in an hour of
+// its clock) when the clock moves on and Wake is called.
+func TestRunnerWakeStartsWork(t *testing.T) {
+	st := openStore(t)
+	clock := &fakeClock{now: time.Now()}
+	kind := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
+	j, _, err := st.Enqueue(context.Background(), store.NewJob{ID: "01JTESTWAKE0000000000000000", Kind: "test", Key: "web:1", MaxAttempts: 1, RunAt: clock.now.Add(time.Hour)}, "c", clock.now)
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	opt := testOptions()
+	opt.Now = clock.Now
+	r := startRunner(t, st, map[string]Kind{"test": kind}, opt)
+	// Start reads the clock to reap, the dispatcher to claim and to set its
+	// timer for the job an hour away; after that it sleeps.
+	waitFor(t, "the runner to set its timer", func() bool { return clock.Reads() >= 3 })
+	if n := len(kind.Calls()); n != 0 {
+		t.Fatalf("the job ran %d times before it was due", n)
+	}
+	clock.Advance(time.Hour)
+	r.Wake()
+	waitFinal(t, st, j.ID, store.JobCompleted)
+}
+
+// TestRunnerRunsRetryAtItsTime: nothing wakes the runner; it must set its
+// own timer for the retry.
+func TestRunnerRunsRetryAtItsTime(t *testing.T) {
+	st := openStore(t)
+	kind := &kindFunc{fn: func(_ context.Context, call int, _ store.Job) error {
+		if call == 1 {
+			return &RetryLater{Err: errors.New("429"), After: 20 * time.Millisecond}
+		}
+		return nil
+	}}
+	j := enqueue(t, st, "test", "web:1", 3, time.Now())
+	startRunner(t, st, map[string]Kind{"test": kind}, testOptions())
+	got := waitFinal(t, st, j.ID, store.JobCompleted)
+	if wait := got.Attempts[1].StartedAt.Sub(got.Attempts[0].StartedAt); wait < 20*time.Millisecond {
+		t.Errorf("retry started %s after the first attempt, want at least the 20ms asked for", wait)
+	}
+}
+
+func TestRunnerManyJobs(t *testing.T) {
+	st := openStore(t)
+	kind := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error {
+		if j.Attempt == 1 && strings.HasSuffix(j.Key, "7") {
+			return errors.New("first try fails")
+		}
+		return nil
+	}}
+	var ids []string
+	for i := range 40 {
+		ids = append(ids, enqueue(t, st, "test", fmt.Sprint("web:", i), 3, time.Now()).ID)
+	}
+	opt := testOptions()
+	opt.Workers = 4
+	startRunner(t, st, map[string]Kind{"test": kind}, opt)
+	for _, id := range ids {
+		waitFinal(t, st, id, store.JobCompleted)
+	}
+	if n := len(kind.Calls()); n != 44 {
+		t.Errorf("kind ran %d times, want 44 (40 jobs, 4 of them twice)", n)
+	}
+}
+
+func TestRunnerStopReleasesBlockedJob(t *testing.T) {
+	st := openStore(t)
+	started := make(chan struct{})
+	kind := &kindFunc{fn: func(ctx context.Context, _ int, _ store.Job) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}}
+	j := enqueue(t, st, "test", "web:1", 3, time.Now())
+	r := NewRunner(st, map[string]Kind{"test": kind}, testOptions())
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the job did not start within 10s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(ctx) }()
+	var err error
+	select {
+	case err = <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Stop did not return within 10s of its 50ms context")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop = %v, want an error wrapping context.DeadlineExceeded (a job had to be cancelled)", err)
+	}
+	got, jerr := st.Job(j.ID)
+	if jerr != nil {
+		t.Fatalf("Job: %v", jerr)
+	}
+	if got.State != store.JobRetryable || got.LeaseUntil != nil {
+		t.Fatalf("after Stop the job is %s (lease %v), want retryable without a lease", got.State, got.LeaseUntil)
+	}
+	if len(got.Attempts) != 1 {
+		t.Fatalf("job has %d attempts, want 1", len(got.Attempts))
+	}
+	if a := got.Attempts[0]; a.Outcome != store.OutcomeRetry || !strings.Contains(a.Error, "shutdown") || a.EndedAt == nil {
+		t.Errorf("attempt = %+v, want outcome retry with an error mentioning shutdown", a)
+	}
+	if s, err := st.Stats(); err != nil || s.Leased != 0 {
+		t.Errorf("Stats = %+v, %v; want no job leased after Stop", s, err)
+	}
+	// A second Stop is harmless.
+	if err := r.Stop(context.Background()); err != nil {
+		t.Errorf("second Stop = %v, want nil", err)
+	}
+}
+
+func TestRunnerStopWaitsForJobsThatFinish(t *testing.T) {
+	st := openStore(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	kind := &kindFunc{fn: func(ctx context.Context, _ int, _ store.Job) error {
+		close(started)
+		<-release
+		return ctx.Err() // nil unless Stop cancelled it
+	}}
+	j := enqueue(t, st, "test", "web:1", 3, time.Now())
+	r := NewRunner(st, map[string]Kind{"test": kind}, testOptions())
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(context.Background()) }()
+	close(release)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("Stop = %v, want nil (the job finished)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Stop did not return within 10s")
+	}
+	if got, _ := st.Job(j.ID); got.State != store.JobCompleted {
+		t.Errorf("job = %s, want completed (Stop waits for running jobs)", got.State)
+	}
+}
+
+// TestRunnerStartReapsJobsLeftRunning simulates a process that died with a
+// job claimed: the next runner's Start gives it back and runs it again.
+func TestRunnerStartReapsJobsLeftRunning(t *testing.T) {
+	st := openStore(t)
+	now := time.Now()
+	j := enqueue(t, st, "test", "web:1", 3, now)
+	dead, err := st.ClaimJobs(context.Background(), now, 1, time.Hour)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("ClaimJobs = %d jobs, %v; want 1", len(dead), err)
+	}
+	kind := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
+	startRunner(t, st, map[string]Kind{"test": kind}, testOptions())
+	got := waitFinal(t, st, j.ID, store.JobCompleted)
+	if want := []string{store.OutcomeLeaseExpired, store.OutcomeCompleted}; !slices.Equal(outcomes(got), want) {
+		t.Errorf("attempt outcomes = %v, want %v", outcomes(got), want)
+	}
+	calls := kind.Calls()
+	if len(calls) != 1 || calls[0].ExecutionID == dead[0].ExecutionID || calls[0].Attempt != 2 {
+		t.Errorf("kind calls = %d, want one new execution as attempt 2 (dead execution %s)", len(calls), dead[0].ExecutionID)
+	}
+	if got.Attempts[0].ExecutionID != dead[0].ExecutionID {
+		t.Errorf("first attempt execution = %s, want the dead one %s", got.Attempts[0].ExecutionID, dead[0].ExecutionID)
+	}
+}
+
+// TestRunnerJobContextFollowsInjectedClock: the job's context must end a
+// little before its lease, measured on the runner's clock. With a clock that
+// is not the wall clock (tests, replays), the deadline must still be
+// "lease minus margin from now", not an absolute wall-clock time computed
+// from the injected clock.
+func TestRunnerJobContextFollowsInjectedClock(t *testing.T) {
+	for _, offset := range []time.Duration{-24 * time.Hour, 0} {
+		t.Run(fmt.Sprint("clock offset ", offset), func(t *testing.T) {
+			st := openStore(t)
+			clock := &fakeClock{now: time.Now().Add(offset)}
+			type seen struct {
+				err  error
+				left time.Duration
+			}
+			got := make(chan seen, 1)
+			kind := &kindFunc{fn: func(ctx context.Context, _ int, _ store.Job) error {
+				dl, _ := ctx.Deadline()
+				got <- seen{ctx.Err(), time.Until(dl)}
+				return nil
+			}}
+			j := enqueue(t, st, "test", "web:1", 1, clock.now)
+			opt := testOptions()
+			opt.Now = clock.Now
+			opt.Lease = time.Minute
+			startRunner(t, st, map[string]Kind{"test": kind}, opt)
+			var s seen
+			select {
+			case s = <-got:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the job did not run within 10s")
+			}
+			if s.err != nil {
+				t.Errorf("job context at the start of Run: %v, want live (lease 1m)", s.err)
+			}
+			if s.left <= 50*time.Second || s.left > 55*time.Second {
+				t.Errorf("job context ends in %s, want about 55s (lease 1m minus the 5s margin)", s.left)
+			}
+			waitFinal(t, st, j.ID, store.JobCompleted)
+		})
+	}
+}

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestSaveDraftFirstWinsUnderConcurrency(t *testing.T) {
+	st := openTest(t)
+	rec := record(t, st, "web:lead-7", t0)
+	const n = 20
+	got := make([]Draft, n)
+	created := make([]bool, n)
+	errs := make([]error, n)
+	together(n, func(i int) {
+		got[i], created[i], errs[i] = st.SaveDraft(context.Background(), Draft{
+			EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID,
+			Channel: rec.Event.Channel, ConversationID: rec.Event.ConversationID,
+			Text: fmt.Sprint("draft from caller ", i), Drafter: "template",
+			Fields: map[string]string{"caller": fmt.Sprint(i)}, ExecutionID: fmt.Sprint("exec-", i), CreatedAt: t0,
+		})
+	})
+	winner := -1
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: SaveDraft: %v", i, errs[i])
+		}
+		if created[i] {
+			if winner >= 0 {
+				t.Fatalf("callers %d and %d both stored a draft", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no caller stored the draft")
+	}
+	want := fmt.Sprint("draft from caller ", winner)
+	for i, d := range got {
+		if d.Text != want || d.ExecutionID != fmt.Sprint("exec-", winner) || d.Fields["caller"] != fmt.Sprint(winner) || len(d.Fields) != 1 {
+			t.Errorf("caller %d got draft %q exec %s fields %v, want the first one %q", i, d.Text, d.ExecutionID, d.Fields, want)
+		}
+		if d.ID != DraftID(rec.Event.Key) || d.Status != DraftPending {
+			t.Errorf("caller %d got id %s status %s, want %s %s", i, d.ID, d.Status, DraftID(rec.Event.Key), DraftPending)
+		}
+	}
+	stored, err := st.DraftByEvent(rec.Event.Key)
+	if err != nil {
+		t.Fatalf("DraftByEvent: %v", err)
+	}
+	if stored.Text != want {
+		t.Errorf("stored draft = %q, want %q", stored.Text, want)
+	}
+	if k := countKeys(t, st, bucketDrafts); k != 1 {
+		t.Errorf("drafts bucket holds %d drafts, want 1", k)
+	}
+}
+
+func TestSaveDraftUnknownEvent(t *testing.T) {
+	st := openTest(t)
+	record(t, st, "web:known", t0)
+	_, created, err := st.SaveDraft(context.Background(), Draft{EventKey: "web:unknown", Text: "hi"})
+	if !errors.Is(err, ErrNotFound) || created {
+		t.Fatalf("SaveDraft for an unknown event = created %v err %v, want ErrNotFound", created, err)
+	}
+	if _, err := st.DraftByEvent("web:unknown"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DraftByEvent(unknown) err = %v, want ErrNotFound", err)
+	}
+	if _, err := st.DraftByEvent("web:known"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DraftByEvent(known, no draft yet) err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestDraftID(t *testing.T) {
+	keys := []string{"web:1", "web:2", "sms:1", "web:1 ", ""}
+	seen := map[string]string{}
+	for _, k := range keys {
+		t.Run(fmt.Sprintf("%q", k), func(t *testing.T) {
+			id := DraftID(k)
+			if again := DraftID(k); again != id {
+				t.Errorf("DraftID(%q) = %s then %s, want the same", k, id, again)
+			}
+			if len(id) != 21 || id[0] != 'd' {
+				t.Errorf("DraftID(%q) = %q, want 'd' and 20 hex digits", k, id)
+			}
+			if other, dup := seen[id]; dup {
+				t.Errorf("DraftID(%q) = DraftID(%q) = %s", k, other, id)
+			}
+			seen[id] = k
+		})
+	}
+	st := openTest(t)
+	rec := record(t, st, "web:1", t0)
+	d, _, err := st.SaveDraft(context.Background(), draftFor(rec.Event, "hi", "ignored"))
+	if err != nil {
+		t.Fatalf("SaveDraft: %v", err)
+	}
+	if d.ID != DraftID("web:1") {
+		t.Errorf("stored draft id = %s, want DraftID = %s", d.ID, DraftID("web:1"))
+	}
+}
+
+// draftFor is a draft of ev as the draft job stores it.
+func draftFor(ev Event, text, id string) Draft {
+	return Draft{
+		ID: id, EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
+		ConversationID: ev.ConversationID, Text: text, Drafter: "template", CreatedAt: ev.ReceivedAt,
+	}
+}

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// t0 is the fixed clock every store test starts from; times are passed
+// explicitly, never read from the wall clock.
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// openTest opens a store on a real bbolt file in a fresh temporary folder.
+// Its cleanup checks the file's consistency, then closes it.
+func openTest(t testing.TB) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := st.Check(); err != nil {
+			t.Errorf("Check at the end of the test: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return st
+}
+
+// newEvent returns an event for key with fresh ids, received at at.
+func newEvent(key string, at time.Time) Event {
+	return Event{
+		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key,
+		CorrelationID: ulid.Make().String(), ConversationID: "conv-" + key,
+		Contact: "ada@example.com", Name: "Ada", Text: "hello from " + key, ReceivedAt: at,
+	}
+}
+
+// draftJobFor is the job RecordEvent enqueues with an event.
+func draftJobFor(key string, maxAttempts int) NewJob {
+	return NewJob{ID: ulid.Make().String(), Kind: "draft", Key: key, MaxAttempts: maxAttempts}
+}
+
+// record stores one event and its job, failing the test on error.
+func record(t testing.TB, st *Store, key string, at time.Time) Recorded {
+	t.Helper()
+	rec, err := st.RecordEvent(context.Background(), newEvent(key, at), draftJobFor(key, 3))
+	if err != nil {
+		t.Fatalf("RecordEvent(%s): %v", key, err)
+	}
+	return rec
+}
+
+// enqueueAt adds a job of kind "k" with a fresh key, due at runAt.
+func enqueueAt(t testing.TB, st *Store, runAt time.Time, maxAttempts int) Job {
+	t.Helper()
+	nj := NewJob{ID: ulid.Make().String(), Kind: "k", Key: ulid.Make().String(), MaxAttempts: maxAttempts, RunAt: runAt}
+	j, created, err := st.Enqueue(context.Background(), nj, "corr-"+nj.Key, t0)
+	if err != nil || !created {
+		t.Fatalf("Enqueue(%s) = created %v, err %v; want a new job", nj.Key, created, err)
+	}
+	return j
+}
+
+// claimOne claims exactly one job at now, failing the test otherwise.
+func claimOne(t testing.TB, st *Store, now time.Time, lease time.Duration) Job {
+	t.Helper()
+	got, err := st.ClaimJobs(context.Background(), now, 1, lease)
+	if err != nil {
+		t.Fatalf("ClaimJobs(%s): %v", now, err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("ClaimJobs(%s) claimed %d jobs, want 1", now, len(got))
+	}
+	return got[0]
+}
+
+// mustJob reads a job back.
+func mustJob(t testing.TB, st *Store, id string) Job {
+	t.Helper()
+	j, err := st.Job(id)
+	if err != nil {
+		t.Fatalf("Job(%s): %v", id, err)
+	}
+	return j
+}
+
+// together runs n goroutines that all start at the same moment (a closed
+// channel releases them) and waits for every one of them.
+func together(n int, fn func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
+
+func key(i int) string { return fmt.Sprintf("web:msg-%03d", i) }

@@ -1,0 +1,508 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
+	st := openTest(t)
+	const n = 50
+	jobs := make([]Job, n)
+	created := make([]bool, n)
+	errs := make([]error, n)
+	together(n, func(i int) {
+		nj := NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1", MaxAttempts: 3}
+		jobs[i], created[i], errs[i] = st.Enqueue(context.Background(), nj, "corr-1", t0)
+	})
+	nCreated := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: Enqueue: %v", i, errs[i])
+		}
+		if created[i] {
+			nCreated++
+		}
+		if jobs[i].ID != jobs[0].ID {
+			t.Errorf("caller %d got job %s, caller 0 got %s: want the same live job", i, jobs[i].ID, jobs[0].ID)
+		}
+	}
+	if nCreated != 1 {
+		t.Fatalf("%d callers created a job, want exactly 1", nCreated)
+	}
+	if got := countKeys(t, st, bucketJobs); got != 1 {
+		t.Fatalf("jobs bucket holds %d jobs, want 1", got)
+	}
+	first := jobs[0]
+
+	// A running job is still live: enqueueing again returns it.
+	run := claimOne(t, st, t0, time.Minute)
+	again, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0)
+	if err != nil || ok || again.ID != first.ID {
+		t.Fatalf("Enqueue while running = %s created %v err %v, want the running job %s", again.ID, ok, err, first.ID)
+	}
+	// The same key under another kind is another job.
+	other, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:lead-1"}, "corr-1", t0)
+	if err != nil || !ok || other.ID == first.ID {
+		t.Fatalf("Enqueue of another kind = %s created %v err %v, want a new job", other.ID, ok, err)
+	}
+
+	if _, err := st.FinishJob(context.Background(), run.ID, run.ExecutionID, t0.Add(time.Second), Result{Outcome: OutcomeCompleted}); err != nil {
+		t.Fatalf("FinishJob: %v", err)
+	}
+	next, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0.Add(2*time.Second))
+	if err != nil || !ok || next.ID == first.ID {
+		t.Fatalf("Enqueue after the job completed = %s created %v err %v, want a new job", next.ID, ok, err)
+	}
+	if next.State != JobAvailable || !next.RunAt.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("new job state %s run at %s, want available at %s (RunAt defaults to now)", next.State, next.RunAt, t0.Add(2*time.Second))
+	}
+}
+
+func TestClaimJobs(t *testing.T) {
+	now := t0.Add(time.Hour)
+	// Offsets of RunAt from now; positive ones are not due.
+	offsets := []time.Duration{3 * time.Second, -time.Second, 0, -10 * time.Minute, 10 * time.Second, -2 * time.Second, time.Nanosecond}
+	tests := []struct {
+		name string
+		max  int
+		want []time.Duration // the RunAt offsets claimed, in order
+	}{
+		{"all due", 10, []time.Duration{-10 * time.Minute, -2 * time.Second, -time.Second, 0}},
+		{"at most max", 2, []time.Duration{-10 * time.Minute, -2 * time.Second}},
+		{"one", 1, []time.Duration{-10 * time.Minute}},
+		{"none asked", 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := openTest(t)
+			byRunAt := map[time.Time]Job{}
+			for _, off := range offsets {
+				j := enqueueAt(t, st, now.Add(off), 3)
+				byRunAt[j.RunAt] = j
+			}
+			const lease = 90 * time.Second
+			got, err := st.ClaimJobs(context.Background(), now, tt.max, lease)
+			if err != nil {
+				t.Fatalf("ClaimJobs: %v", err)
+			}
+			var gotOffsets []time.Duration
+			for _, j := range got {
+				gotOffsets = append(gotOffsets, j.RunAt.Sub(now))
+			}
+			if !slices.Equal(gotOffsets, tt.want) {
+				t.Fatalf("claimed jobs due at %v, want %v", gotOffsets, tt.want)
+			}
+			execs := map[string]bool{}
+			for _, j := range got {
+				checkClaimed(t, j, now, lease, 1)
+				if execs[j.ExecutionID] {
+					t.Errorf("execution id %s given to two jobs", j.ExecutionID)
+				}
+				execs[j.ExecutionID] = true
+				if stored := mustJob(t, st, j.ID); stored.State != JobRunning || stored.ExecutionID != j.ExecutionID || len(stored.Attempts) != 1 {
+					t.Errorf("stored job %s = %s exec %s attempts %d, want running exec %s with 1 attempt", j.ID, stored.State, stored.ExecutionID, len(stored.Attempts), j.ExecutionID)
+				}
+			}
+			// What was not claimed is still available, and the not-due jobs are never claimed now.
+			claimed := len(got)
+			rest, err := st.ClaimJobs(context.Background(), now, 100, lease)
+			if err != nil {
+				t.Fatalf("second ClaimJobs: %v", err)
+			}
+			if want := 4 - claimed; len(rest) != want {
+				t.Errorf("second ClaimJobs claimed %d, want the %d due jobs left", len(rest), want)
+			}
+			for _, j := range rest {
+				if j.RunAt.After(now) {
+					t.Errorf("claimed job %s due at %s, after now %s", j.ID, j.RunAt, now)
+				}
+			}
+			for _, off := range offsets {
+				if off > 0 {
+					if j := mustJob(t, st, byRunAt[now.Add(off)].ID); j.State != JobAvailable {
+						t.Errorf("job due at now%+v is %s, want available", off, j.State)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestClaimJobsSameRunAtInIDOrder(t *testing.T) {
+	st := openTest(t)
+	var ids []string
+	for range 5 {
+		ids = append(ids, enqueueAt(t, st, t0, 1).ID)
+	}
+	got, err := st.ClaimJobs(context.Background(), t0, 10, time.Minute)
+	if err != nil {
+		t.Fatalf("ClaimJobs: %v", err)
+	}
+	var gotIDs []string
+	for _, j := range got {
+		gotIDs = append(gotIDs, j.ID)
+	}
+	if !slices.Equal(gotIDs, ids) {
+		t.Errorf("claimed %v, want %v (ULID order)", gotIDs, ids)
+	}
+}
+
+func checkClaimed(t *testing.T, j Job, now time.Time, lease time.Duration, attempt int) {
+	t.Helper()
+	if j.State != JobRunning {
+		t.Errorf("claimed job %s state = %s, want running", j.ID, j.State)
+	}
+	if j.Attempt != attempt {
+		t.Errorf("claimed job %s Attempt = %d, want %d", j.ID, j.Attempt, attempt)
+	}
+	if j.ExecutionID == "" {
+		t.Errorf("claimed job %s has no execution id", j.ID)
+	}
+	if j.LeaseUntil == nil || !j.LeaseUntil.Equal(now.Add(lease)) {
+		t.Errorf("claimed job %s LeaseUntil = %v, want %s", j.ID, j.LeaseUntil, now.Add(lease))
+	}
+	if len(j.Attempts) != attempt {
+		t.Fatalf("claimed job %s has %d attempt records, want %d", j.ID, len(j.Attempts), attempt)
+	}
+	a := j.Attempts[attempt-1]
+	if a.ExecutionID != j.ExecutionID || a.Number != attempt || !a.StartedAt.Equal(now) || a.EndedAt != nil || a.Outcome != "" {
+		t.Errorf("claimed job %s attempt record = %+v, want execution %s number %d started %s, not ended", j.ID, a, j.ExecutionID, attempt, now)
+	}
+}
+
+func TestFinishJobLeaseLost(t *testing.T) {
+	st := openTest(t)
+	j := enqueueAt(t, st, t0, 3)
+	run := claimOne(t, st, t0, time.Minute)
+	ctx := context.Background()
+
+	_, err := st.FinishJob(ctx, j.ID, "not-the-execution", t0.Add(time.Second), Result{Outcome: OutcomeCompleted})
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("FinishJob with a wrong execution id: err = %v, want ErrLeaseLost", err)
+	}
+	if got := mustJob(t, st, j.ID); got.State != JobRunning || got.ExecutionID != run.ExecutionID {
+		t.Fatalf("after a refused FinishJob the job is %s exec %s, want still running exec %s", got.State, got.ExecutionID, run.ExecutionID)
+	}
+	done, err := st.FinishJob(ctx, j.ID, run.ExecutionID, t0.Add(time.Second), Result{Outcome: OutcomeCompleted})
+	if err != nil {
+		t.Fatalf("FinishJob: %v", err)
+	}
+	if done.State != JobCompleted || done.LeaseUntil != nil || done.ExecutionID != "" {
+		t.Errorf("finished job = %s lease %v exec %q, want completed with no lease", done.State, done.LeaseUntil, done.ExecutionID)
+	}
+	if a := done.Attempts[0]; a.Outcome != OutcomeCompleted || a.EndedAt == nil || !a.EndedAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("attempt = %+v, want completed, ended at %s", a, t0.Add(time.Second))
+	}
+	_, err = st.FinishJob(ctx, j.ID, run.ExecutionID, t0.Add(2*time.Second), Result{Outcome: OutcomeCompleted})
+	if !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("second FinishJob of the same execution: err = %v, want ErrLeaseLost", err)
+	}
+	_, err = st.FinishJob(ctx, "no-such-job", "x", t0, Result{Outcome: OutcomeCompleted})
+	if !errors.Is(err, ErrNotFound) {
+		t.Errorf("FinishJob of an unknown job: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestRetryIsNotClaimableBeforeRunAt(t *testing.T) {
+	st := openTest(t)
+	j := enqueueAt(t, st, t0, 3)
+	first := claimOne(t, st, t0, time.Minute)
+	retryAt := t0.Add(10 * time.Second)
+	got, err := st.FinishJob(context.Background(), j.ID, first.ExecutionID, t0.Add(time.Second),
+		Result{Outcome: OutcomeRetry, Err: "provider said 503", RetryAt: retryAt})
+	if err != nil {
+		t.Fatalf("FinishJob(retry): %v", err)
+	}
+	if got.State != JobRetryable || !got.RunAt.Equal(retryAt) || got.LastError != "provider said 503" {
+		t.Fatalf("after retry job = %s run at %s last error %q, want retryable at %s with the error", got.State, got.RunAt, got.LastError, retryAt)
+	}
+	if a := got.Attempts[0]; a.Outcome != OutcomeRetry || a.Error != "provider said 503" {
+		t.Errorf("attempt = %+v, want outcome retry with the error", a)
+	}
+	if next, ok, err := st.NextRunAt(); err != nil || !ok || !next.Equal(retryAt) {
+		t.Errorf("NextRunAt = %s %v %v, want %s", next, ok, err, retryAt)
+	}
+	for _, at := range []time.Time{t0.Add(time.Second), retryAt.Add(-time.Nanosecond)} {
+		early, err := st.ClaimJobs(context.Background(), at, 10, time.Minute)
+		if err != nil || len(early) != 0 {
+			t.Fatalf("ClaimJobs at %s (before RunAt %s) = %d jobs, err %v; want none", at, retryAt, len(early), err)
+		}
+	}
+	second := claimOne(t, st, retryAt, time.Minute)
+	checkClaimed(t, second, retryAt, time.Minute, 2)
+	if second.ExecutionID == first.ExecutionID {
+		t.Errorf("second attempt reused execution id %s", first.ExecutionID)
+	}
+	if _, err := st.FinishJob(context.Background(), j.ID, second.ExecutionID, retryAt, Result{Outcome: OutcomeCompleted}); err != nil {
+		t.Fatalf("FinishJob: %v", err)
+	}
+}
+
+func TestRetryOnLastAttemptDiscards(t *testing.T) {
+	for _, maxAttempts := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint("max ", maxAttempts), func(t *testing.T) {
+			st := openTest(t)
+			j := enqueueAt(t, st, t0, maxAttempts)
+			now := t0
+			var last Job
+			for a := 1; a <= maxAttempts; a++ {
+				run := claimOne(t, st, now, time.Minute)
+				var err error
+				last, err = st.FinishJob(context.Background(), j.ID, run.ExecutionID, now,
+					Result{Outcome: OutcomeRetry, Err: fmt.Sprint("failure ", a), RetryAt: now.Add(time.Second)})
+				if err != nil {
+					t.Fatalf("attempt %d: FinishJob: %v", a, err)
+				}
+				want := JobRetryable
+				if a == maxAttempts {
+					want = JobDiscarded
+				}
+				if last.State != want {
+					t.Fatalf("after attempt %d of %d the job is %s, want %s", a, maxAttempts, last.State, want)
+				}
+				now = now.Add(time.Second)
+			}
+			var outcomes []string
+			for _, a := range last.Attempts {
+				outcomes = append(outcomes, a.Outcome)
+			}
+			wantOutcomes := append(slices.Repeat([]string{OutcomeRetry}, maxAttempts-1), OutcomeDiscarded)
+			if !slices.Equal(outcomes, wantOutcomes) {
+				t.Errorf("attempt outcomes = %v, want %v", outcomes, wantOutcomes)
+			}
+			if want := fmt.Sprint("failure ", maxAttempts); last.LastError != want {
+				t.Errorf("LastError = %q, want %q", last.LastError, want)
+			}
+			if got, err := st.ClaimJobs(context.Background(), now.Add(time.Hour), 10, time.Minute); err != nil || len(got) != 0 {
+				t.Errorf("ClaimJobs after discard = %d jobs, err %v; want none", len(got), err)
+			}
+			// A discarded job no longer holds its key.
+			_, created, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: j.Kind, Key: j.Key}, "c", now)
+			if err != nil || !created {
+				t.Errorf("Enqueue after discard: created %v err %v, want a new job", created, err)
+			}
+		})
+	}
+}
+
+func TestDiscardOutcomeEndsAtOnce(t *testing.T) {
+	st := openTest(t)
+	j := enqueueAt(t, st, t0, 5)
+	run := claimOne(t, st, t0, time.Minute)
+	got, err := st.FinishJob(context.Background(), j.ID, run.ExecutionID, t0, Result{Outcome: OutcomeDiscarded, Err: "invalid input"})
+	if err != nil {
+		t.Fatalf("FinishJob: %v", err)
+	}
+	if got.State != JobDiscarded || got.Attempt != 1 {
+		t.Errorf("job = %s after attempt %d, want discarded after attempt 1", got.State, got.Attempt)
+	}
+}
+
+func TestReapLeases(t *testing.T) {
+	type leased struct {
+		name  string
+		lease time.Duration // claimed at t0 with this lease
+	}
+	tests := []struct {
+		name   string
+		jobs   []leased
+		at     time.Duration // reap at t0+at
+		all    bool
+		reaped []string
+	}{
+		{"lease running", []leased{{"a", time.Minute}}, 30 * time.Second, false, nil},
+		{"lease expired", []leased{{"a", time.Minute}}, 61 * time.Second, false, []string{"a"}},
+		{"only the expired", []leased{{"a", time.Minute}, {"b", 10 * time.Minute}, {"c", 30 * time.Second}}, 61 * time.Second, false, []string{"a", "c"}},
+		{"all at start", []leased{{"a", time.Minute}, {"b", 10 * time.Minute}, {"c", time.Hour}}, 0, true, []string{"a", "b", "c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := openTest(t)
+			ids := map[string]string{}
+			execs := map[string]string{}
+			for _, l := range tt.jobs {
+				j := enqueueAt(t, st, t0, 3)
+				run := claimOne(t, st, t0, l.lease)
+				ids[l.name], execs[l.name] = j.ID, run.ExecutionID
+			}
+			now := t0.Add(tt.at)
+			n, err := st.ReapLeases(context.Background(), now, tt.all)
+			if err != nil {
+				t.Fatalf("ReapLeases: %v", err)
+			}
+			if n != len(tt.reaped) {
+				t.Errorf("ReapLeases reaped %d, want %d", n, len(tt.reaped))
+			}
+			for _, l := range tt.jobs {
+				j := mustJob(t, st, ids[l.name])
+				if !slices.Contains(tt.reaped, l.name) {
+					if j.State != JobRunning || j.ExecutionID != execs[l.name] {
+						t.Errorf("job %s = %s exec %s, want still running", l.name, j.State, j.ExecutionID)
+					}
+					continue
+				}
+				if j.State != JobRetryable || !j.RunAt.Equal(now) || j.LeaseUntil != nil || j.ExecutionID != "" {
+					t.Errorf("reaped job %s = %s run at %s lease %v, want retryable at %s without a lease", l.name, j.State, j.RunAt, j.LeaseUntil, now)
+				}
+				if len(j.Attempts) != 1 {
+					t.Fatalf("reaped job %s has %d attempts, want 1", l.name, len(j.Attempts))
+				}
+				if a := j.Attempts[0]; a.Outcome != OutcomeLeaseExpired || a.EndedAt == nil || a.Error == "" {
+					t.Errorf("reaped job %s attempt = %+v, want outcome lease_expired, ended, with a reason", l.name, a)
+				}
+				if _, err := st.FinishJob(context.Background(), j.ID, execs[l.name], now, Result{Outcome: OutcomeCompleted}); !errors.Is(err, ErrLeaseLost) {
+					t.Errorf("FinishJob from the reaped execution of %s: err = %v, want ErrLeaseLost", l.name, err)
+				}
+			}
+		})
+	}
+}
+
+func TestReapedJobRunsAgainAndOldExecutionIsRefused(t *testing.T) {
+	st := openTest(t)
+	j := enqueueAt(t, st, t0, 3)
+	old := claimOne(t, st, t0, time.Minute)
+	if n, err := st.ReapLeases(context.Background(), t0.Add(61*time.Second), false); err != nil || n != 1 {
+		t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
+	}
+	now := t0.Add(62 * time.Second)
+	fresh := claimOne(t, st, now, time.Minute)
+	checkClaimed(t, fresh, now, time.Minute, 2)
+	if fresh.ExecutionID == old.ExecutionID {
+		t.Fatalf("new execution reuses the old id %s", old.ExecutionID)
+	}
+	// The hung worker wakes up and reports: it must not overwrite the new execution.
+	if _, err := st.FinishJob(context.Background(), j.ID, old.ExecutionID, now, Result{Outcome: OutcomeCompleted}); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("FinishJob from the old execution: err = %v, want ErrLeaseLost", err)
+	}
+	if got := mustJob(t, st, j.ID); got.State != JobRunning || got.ExecutionID != fresh.ExecutionID {
+		t.Fatalf("job after the refused finish = %s exec %s, want running exec %s", got.State, got.ExecutionID, fresh.ExecutionID)
+	}
+	done, err := st.FinishJob(context.Background(), j.ID, fresh.ExecutionID, now, Result{Outcome: OutcomeCompleted})
+	if err != nil {
+		t.Fatalf("FinishJob: %v", err)
+	}
+	var outcomes []string
+	for _, a := range done.Attempts {
+		outcomes = append(outcomes, a.Outcome)
+	}
+	if want := []string{OutcomeLeaseExpired, OutcomeCompleted}; !slices.Equal(outcomes, want) {
+		t.Errorf("attempt outcomes = %v, want %v", outcomes, want)
+	}
+}
+
+func TestLastAttemptLeaseExpiryDiscards(t *testing.T) {
+	st := openTest(t)
+	j := enqueueAt(t, st, t0, 1)
+	run := claimOne(t, st, t0, time.Minute)
+	if n, err := st.ReapLeases(context.Background(), t0.Add(2*time.Minute), false); err != nil || n != 1 {
+		t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
+	}
+	got := mustJob(t, st, j.ID)
+	if got.State != JobDiscarded {
+		t.Fatalf("job after its last lease expired = %s, want discarded", got.State)
+	}
+	if a := got.Attempts[0]; a.Outcome != OutcomeLeaseExpired || a.ExecutionID != run.ExecutionID || a.EndedAt == nil {
+		t.Errorf("attempt = %+v, want the lease_expired end of %s", a, run.ExecutionID)
+	}
+	if !strings.Contains(got.LastError, "lease expired") {
+		t.Errorf("LastError = %q, want it to say the lease expired", got.LastError)
+	}
+	if c, err := st.ClaimJobs(context.Background(), t0.Add(time.Hour), 10, time.Minute); err != nil || len(c) != 0 {
+		t.Errorf("ClaimJobs after discard = %d jobs, err %v; want none", len(c), err)
+	}
+	if _, err := st.FinishJob(context.Background(), j.ID, run.ExecutionID, t0.Add(3*time.Minute), Result{Outcome: OutcomeCompleted}); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("FinishJob after discard: err = %v, want ErrLeaseLost", err)
+	}
+}
+
+func TestReapLeasesMoreThanOneChunk(t *testing.T) {
+	st := openTest(t)
+	const n = reapChunk + 3
+	for range n {
+		enqueueAt(t, st, t0, 2)
+	}
+	got, err := st.ClaimJobs(context.Background(), t0, n, time.Minute)
+	if err != nil || len(got) != n {
+		t.Fatalf("ClaimJobs = %d jobs, err %v; want %d", len(got), err, n)
+	}
+	reaped, err := st.ReapLeases(context.Background(), t0, true)
+	if err != nil || reaped != n {
+		t.Fatalf("ReapLeases(all) = %d, %v; want %d", reaped, err, n)
+	}
+	if k := countKeys(t, st, bucketJobsLeased); k != 0 {
+		t.Errorf("idx_jobs_leased holds %d keys after reaping all, want 0", k)
+	}
+}
+
+func TestNextRunAt(t *testing.T) {
+	st := openTest(t)
+	if _, ok, err := st.NextRunAt(); err != nil || ok {
+		t.Fatalf("NextRunAt on an empty queue = ok %v err %v, want none", ok, err)
+	}
+	steps := []struct {
+		name string
+		do   func(t *testing.T)
+		want time.Time
+	}{
+		{"one job", func(t *testing.T) { enqueueAt(t, st, t0.Add(5*time.Second), 2) }, t0.Add(5 * time.Second)},
+		{"an earlier job", func(t *testing.T) { enqueueAt(t, st, t0.Add(2*time.Second), 2) }, t0.Add(2 * time.Second)},
+		{"a later job", func(t *testing.T) { enqueueAt(t, st, t0.Add(9*time.Second), 2) }, t0.Add(2 * time.Second)},
+		{"earliest claimed", func(t *testing.T) { claimOne(t, st, t0.Add(2*time.Second), time.Minute) }, t0.Add(5 * time.Second)},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			s.do(t)
+			got, ok, err := st.NextRunAt()
+			if err != nil || !ok || !got.Equal(s.want) {
+				t.Errorf("NextRunAt = %s ok %v err %v, want %s", got, ok, err, s.want)
+			}
+		})
+	}
+}
+
+func TestJobsByCorrelation(t *testing.T) {
+	st := openTest(t)
+	a := record(t, st, "web:a", t0)
+	b := record(t, st, "web:b", t0)
+	corr := a.Event.CorrelationID
+	send, created, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:a"}, corr, t0.Add(time.Second))
+	if err != nil || !created {
+		t.Fatalf("Enqueue: created %v err %v", created, err)
+	}
+	tests := []struct {
+		corr string
+		want []string
+	}{
+		{corr, []string{a.Job.ID, send.ID}},
+		{b.Event.CorrelationID, []string{b.Job.ID}},
+		{"no-such-correlation", nil},
+		{corr[:5], nil}, // a prefix of a correlation id is not that correlation
+	}
+	for _, tt := range tests {
+		t.Run(tt.corr, func(t *testing.T) {
+			got, err := st.JobsByCorrelation(tt.corr)
+			if err != nil {
+				t.Fatalf("JobsByCorrelation: %v", err)
+			}
+			var ids []string
+			for _, j := range got {
+				ids = append(ids, j.ID)
+				if j.CorrelationID != tt.corr {
+					t.Errorf("job %s has correlation %s, want %s", j.ID, j.CorrelationID, tt.corr)
+				}
+			}
+			if !slices.Equal(ids, tt.want) {
+				t.Errorf("JobsByCorrelation(%s) = %v, want %v", tt.corr, ids, tt.want)
+			}
+		})
+	}
+}

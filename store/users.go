@@ -1,0 +1,231 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Role is what a person may do.
+type Role string
+
+// The roles of the spec.
+const (
+	RoleAdmin    Role = "admin"
+	RoleApprover Role = "approver"
+)
+
+// ErrExists is an insert of a name that is taken.
+var ErrExists = errors.New("already exists")
+
+// User is a person who logs in to the dashboard.
+type User struct {
+	V            int       `json:"v"`
+	Name         string    `json:"name"`
+	Role         Role      `json:"role"`
+	PasswordHash []byte    `json:"password_hash"`   // bcrypt
+	Owner        string    `json:"owner,omitempty"` // the routing owner this person works as ("mine")
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// CreateUser adds u; ErrExists when the name is taken.
+func (s *Store) CreateUser(ctx context.Context, u User) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketUsers)
+		if b.Get([]byte(u.Name)) != nil {
+			return ErrExists
+		}
+		u.V = recordVersion
+		return putJSON(b, []byte(u.Name), u)
+	})
+	if err != nil {
+		return fmt.Errorf("store: create user %s: %w", u.Name, err)
+	}
+	return nil
+}
+
+// User returns one user.
+func (s *Store) User(name string) (User, error) {
+	var u User
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketUsers), []byte(name), &u) })
+	if err != nil {
+		return User{}, fmt.Errorf("store: user %s: %w", name, err)
+	}
+	return u, nil
+}
+
+// Users lists every user by name.
+func (s *Store) Users() ([]User, error) {
+	out := []User{}
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketUsers).ForEach(func(k, v []byte) error {
+			var u User
+			if err := getJSON(tx.Bucket(bucketUsers), k, &u); err != nil {
+				return err
+			}
+			out = append(out, u)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Session is one logged-in browser, keyed by the SHA-256 of its cookie
+// value: a copied database holds no usable session.
+type Session struct {
+	V         int       `json:"v"`
+	User      string    `json:"user"`
+	Role      Role      `json:"role"`
+	CSRF      string    `json:"csrf"`
+	From      string    `json:"from"`
+	CreatedAt time.Time `json:"created_at"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// CreateSession stores a session under the hash of its secret.
+func (s *Store) CreateSession(ctx context.Context, hash []byte, sess Session) error {
+	sess.V = recordVersion
+	return s.update(ctx, func(tx *bolt.Tx) error { return putJSON(tx.Bucket(bucketSessions), hash, sess) })
+}
+
+// Session finds a session by the hash of its secret.
+func (s *Store) Session(hash []byte) (Session, error) {
+	var sess Session
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketSessions), hash, &sess) })
+	return sess, err
+}
+
+// TouchSession records activity, so the idle expiry moves.
+func (s *Store) TouchSession(ctx context.Context, hash []byte, now time.Time) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		var sess Session
+		if err := getJSON(tx.Bucket(bucketSessions), hash, &sess); err != nil {
+			return err
+		}
+		sess.LastSeen = now
+		return putJSON(tx.Bucket(bucketSessions), hash, sess)
+	})
+}
+
+// DeleteSession ends a session (logout, expiry).
+func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
+	return s.update(ctx, func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Delete(hash) })
+}
+
+// Token is an API token, stored by the SHA-256 of its secret; the secret is
+// shown once, when it is created.
+type Token struct {
+	V         int        `json:"v"`
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	User      string     `json:"user"`
+	Role      Role       `json:"role"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// CreateToken stores a token under the hash of its secret.
+func (s *Store) CreateToken(ctx context.Context, hash []byte, t Token) error {
+	t.V = recordVersion
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		if err := putJSON(tx.Bucket(bucketTokens), hash, t); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketTokensByID).Put([]byte(t.ID), hash)
+	})
+}
+
+// TokenByHash finds a token by the hash of its secret.
+func (s *Store) TokenByHash(hash []byte) (Token, error) {
+	var t Token
+	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketTokens), hash, &t) })
+	return t, err
+}
+
+// RevokeToken marks a token revoked; revoking twice keeps the first time.
+func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time) (Token, error) {
+	var t Token
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		hash := tx.Bucket(bucketTokensByID).Get([]byte(id))
+		if hash == nil {
+			return ErrNotFound
+		}
+		if err := getJSON(tx.Bucket(bucketTokens), hash, &t); err != nil {
+			return err
+		}
+		if t.RevokedAt == nil {
+			t.RevokedAt = &now
+		}
+		return putJSON(tx.Bucket(bucketTokens), bytes.Clone(hash), t)
+	})
+	if err != nil {
+		return Token{}, fmt.Errorf("store: revoke token %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// Tokens lists every token, oldest first.
+func (s *Store) Tokens() ([]Token, error) {
+	out := []Token{}
+	err := s.view(func(tx *bolt.Tx) error {
+		toks := tx.Bucket(bucketTokens)
+		return tx.Bucket(bucketTokensByID).ForEach(func(id, hash []byte) error {
+			var t Token
+			if err := getJSON(toks, hash, &t); err != nil {
+				return err
+			}
+			out = append(out, t)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// AuditEntry is one human action: who, what, when, from where.
+type AuditEntry struct {
+	V      int       `json:"v"`
+	ID     string    `json:"id"`
+	At     time.Time `json:"at"`
+	Who    string    `json:"who"`
+	From   string    `json:"from,omitempty"`
+	Action string    `json:"action"`
+	Target string    `json:"target,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// writeAudit appends e inside the transaction of the action it describes.
+func writeAudit(tx *bolt.Tx, e AuditEntry) error {
+	e.V = recordVersion
+	if e.ID == "" {
+		e.ID = ulid.MustNew(ulid.Timestamp(e.At), ulid.DefaultEntropy()).String()
+	}
+	return putJSON(tx.Bucket(bucketAudit), []byte(e.ID), e)
+}
+
+// Audit records an action that has no record of its own (a login, a token created).
+func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	return s.update(ctx, func(tx *bolt.Tx) error { return writeAudit(tx, e) })
+}
+
+// AuditLog lists the newest limit entries, newest first.
+func (s *Store) AuditLog(limit int) ([]AuditEntry, error) {
+	out := []AuditEntry{}
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketAudit).Cursor()
+		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
+			_ = v
+			var e AuditEntry
+			if err := getJSON(tx.Bucket(bucketAudit), k, &e); err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
+}
