@@ -5,7 +5,6 @@ package web
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +41,9 @@ type Server struct {
 	now       func() time.Time
 	verifiers map[string]hook.Verifier
 	tokenHash []byte
+
+	loginsByUser *limiter
+	loginsByIP   *limiter
 }
 
 // New builds the server and its routes.
@@ -49,7 +51,10 @@ func New(d Deps) (*Server, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	s := &Server{cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{}}
+	s := &Server{
+		cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{},
+		loginsByUser: newLimiter(5, 15*time.Minute), loginsByIP: newLimiter(20, 15*time.Minute),
+	}
 	if d.APIToken != "" {
 		sum := sha256.Sum256([]byte(d.APIToken))
 		s.tokenHash = sum[:]
@@ -134,24 +139,4 @@ func (s *Server) handleError(c *echo.Context, err error) {
 		return
 	}
 	_ = c.JSON(status, map[string]string{"error": msg})
-}
-
-// requireToken admits a request that carries the API bearer token.
-func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c *echo.Context) error {
-		const prefix = "Bearer "
-		h := c.Request().Header.Get("Authorization")
-		if len(h) <= len(prefix) || h[:len(prefix)] != prefix {
-			return errorf(http.StatusUnauthorized, "this route needs an Authorization: Bearer <token> header")
-		}
-		if s.tokenHash == nil {
-			return errorf(http.StatusUnauthorized, "the token is not valid")
-		}
-		sum := sha256.Sum256([]byte(h[len(prefix):]))
-		if subtle.ConstantTimeCompare(sum[:], s.tokenHash) != 1 {
-			return errorf(http.StatusUnauthorized, "the token is not valid")
-		}
-		c.Set(actorKey, "api-token")
-		return next(c)
-	}
 }

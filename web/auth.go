@@ -1,0 +1,301 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/handoff/handoff/store"
+)
+
+// Session lifetimes: an idle session ends after sessionIdle, any session
+// after sessionMax.
+const (
+	sessionCookie = "handoff_session"
+	sessionIdle   = 12 * time.Hour
+	sessionMax    = 7 * 24 * time.Hour
+	touchEvery    = time.Minute // LastSeen is written at most this often per session
+)
+
+// principal is who a request acts as.
+type principal struct {
+	Name    string
+	Role    store.Role
+	Owner   string // the routing owner of a person ("mine")
+	Session *store.Session
+	hash    []byte // the session's key
+}
+
+const principalKey = "handoff.principal"
+
+// who returns the request's principal; nil when nobody is logged in.
+func who(c *echo.Context) *principal {
+	p, _ := c.Get(principalKey).(*principal)
+	return p
+}
+
+func (s *Server) setPrincipal(c *echo.Context, p *principal) {
+	c.Set(principalKey, p)
+	c.Set(actorKey, p.Name)
+}
+
+// newSecret returns 32 random bytes, URL-safe.
+func newSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func hashSecret(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+// bearer authenticates an Authorization: Bearer header: the HANDOFF_API_TOKEN
+// (admin) or a token an admin created. ok is false when the header is absent.
+func (s *Server) bearer(c *echo.Context) (p *principal, ok bool, err error) {
+	h := c.Request().Header.Get("Authorization")
+	if h == "" {
+		return nil, false, nil
+	}
+	const prefix = "Bearer "
+	if !strings.HasPrefix(h, prefix) || len(h) == len(prefix) {
+		return nil, true, errorf(http.StatusUnauthorized, "the Authorization header must be \"Bearer <token>\"")
+	}
+	hash := hashSecret(h[len(prefix):])
+	if s.tokenHash != nil && subtle.ConstantTimeCompare(hash, s.tokenHash) == 1 {
+		return &principal{Name: "api-token", Role: store.RoleAdmin}, true, nil
+	}
+	t, err := s.st.TokenByHash(hash)
+	if err != nil || t.RevokedAt != nil {
+		return nil, true, errorf(http.StatusUnauthorized, "the token is not valid (unknown or revoked)")
+	}
+	return &principal{Name: "token:" + t.Name + " (" + t.User + ")", Role: t.Role}, true, nil
+}
+
+// session authenticates the session cookie; nil when there is none or it expired.
+func (s *Server) session(c *echo.Context) *principal {
+	ck, err := c.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" {
+		return nil
+	}
+	hash := hashSecret(ck.Value)
+	sess, err := s.st.Session(hash)
+	if err != nil {
+		return nil
+	}
+	now := s.now()
+	if now.Sub(sess.LastSeen) > sessionIdle || now.Sub(sess.CreatedAt) > sessionMax {
+		_ = s.st.DeleteSession(c.Request().Context(), hash)
+		return nil
+	}
+	if now.Sub(sess.LastSeen) > touchEvery {
+		_ = s.st.TouchSession(c.Request().Context(), hash, now)
+	}
+	u, err := s.st.User(sess.User)
+	if err != nil {
+		return nil // the user was removed
+	}
+	return &principal{Name: u.Name, Role: u.Role, Owner: u.Owner, Session: &sess, hash: hash}
+}
+
+// requireAPI admits a bearer token or a session (whose unsafe requests must
+// carry the CSRF token).
+func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		p, present, err := s.bearer(c)
+		if err != nil {
+			return err
+		}
+		if !present {
+			p = s.session(c)
+			if p == nil {
+				return errorf(http.StatusUnauthorized, "this route needs an Authorization: Bearer <token> header or a dashboard session")
+			}
+			if err := checkCSRF(c, p); err != nil {
+				return err
+			}
+		}
+		s.setPrincipal(c, p)
+		return next(c)
+	}
+}
+
+// requirePage admits a logged-in person, sending anyone else to /login.
+func (s *Server) requirePage(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		p := s.session(c)
+		if p == nil {
+			if c.Request().Method != http.MethodGet {
+				return errorf(http.StatusUnauthorized, "your session has ended; log in again")
+			}
+			return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
+		}
+		if err := checkCSRF(c, p); err != nil {
+			return err
+		}
+		s.setPrincipal(c, p)
+		return next(c)
+	}
+}
+
+// requireAdmin refuses approvers (403).
+func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if p := who(c); p == nil || p.Role != store.RoleAdmin {
+			return errorf(http.StatusForbidden, "only an admin may do this")
+		}
+		return next(c)
+	}
+}
+
+// checkCSRF requires the session's token on every unsafe request: as the
+// X-CSRF-Token header (htmx sends it) or the csrf form field.
+func checkCSRF(c *echo.Context, p *principal) error {
+	switch c.Request().Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	if p.Session == nil {
+		return nil
+	}
+	got := c.Request().Header.Get("X-CSRF-Token")
+	if got == "" {
+		got = c.FormValue("csrf")
+	}
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(p.Session.CSRF)) != 1 {
+		return errorf(http.StatusForbidden, "the form's security token is missing or stale; reload the page and try again")
+	}
+	return nil
+}
+
+// crossOrigin refuses unsafe cross-origin browser requests before anything
+// else runs (Go's own Sec-Fetch-Site / Origin check).
+func crossOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	cop := http.NewCrossOriginProtection()
+	return func(c *echo.Context) error {
+		if err := cop.Check(c.Request()); err != nil {
+			return errorf(http.StatusForbidden, "cross-site requests are refused: %v", err)
+		}
+		return next(c)
+	}
+}
+
+// limiter counts failed logins per key in a sliding window.
+type limiter struct {
+	mu     sync.Mutex
+	max    int
+	window time.Duration
+	fails  map[string][]time.Time
+}
+
+func newLimiter(max int, window time.Duration) *limiter {
+	return &limiter{max: max, window: window, fails: map[string][]time.Time{}}
+}
+
+// blocked reports whether key has used up its failures at now.
+func (l *limiter) blocked(key string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.prune(key, now)) >= l.max
+}
+
+func (l *limiter) fail(key string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fails[key] = append(l.prune(key, now), now)
+}
+
+func (l *limiter) reset(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.fails, key)
+}
+
+func (l *limiter) prune(key string, now time.Time) []time.Time {
+	fs := l.fails[key]
+	i := 0
+	for i < len(fs) && now.Sub(fs[i]) > l.window {
+		i++
+	}
+	fs = fs[i:]
+	if len(fs) == 0 {
+		delete(l.fails, key)
+	} else {
+		l.fails[key] = fs
+	}
+	return fs
+}
+
+// errLoginFailed never says which part was wrong.
+var errLoginFailed = errors.New("the name or password is wrong")
+
+// dummyHash makes a login for an unknown user cost as much as a real one,
+// so timing does not tell which names exist.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("handoff-dummy-password"), bcrypt.DefaultCost)
+
+// login checks a name and password and starts a session. It returns the
+// session secret for the cookie.
+func (s *Server) login(c *echo.Context, name, password string) (string, error) {
+	now := s.now()
+	ip := c.RealIP()
+	if s.loginsByUser.blocked(name, now) || s.loginsByIP.blocked(ip, now) {
+		return "", errorf(http.StatusTooManyRequests, "too many failed logins; wait 15 minutes and try again")
+	}
+	u, err := s.st.User(name)
+	hash := dummyHash
+	if err == nil {
+		hash = u.PasswordHash
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
+		s.loginsByUser.fail(name, now)
+		s.loginsByIP.fail(ip, now)
+		_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: name, From: ip, Action: "login failed"})
+		return "", &apiError{status: http.StatusUnauthorized, msg: errLoginFailed.Error()}
+	}
+	s.loginsByUser.reset(name)
+	secret := newSecret()
+	sess := store.Session{User: u.Name, Role: u.Role, CSRF: newSecret(), From: ip, CreatedAt: now, LastSeen: now}
+	if err := s.st.CreateSession(c.Request().Context(), hashSecret(secret), sess); err != nil {
+		return "", err
+	}
+	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: u.Name, From: ip, Action: "login"})
+	return secret, nil
+}
+
+// sessionCookieFor builds the session cookie: HttpOnly, SameSite=Lax,
+// Secure when the configured base URL is https.
+func (s *Server) sessionCookieFor(value string, maxAge int) *http.Cookie {
+	return &http.Cookie{
+		Name: sessionCookie, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: strings.HasPrefix(s.cfg.BaseURL, "https://"),
+	}
+}
+
+// MinPasswordLen is the shortest password accepted.
+const MinPasswordLen = 10
+
+// HashPassword checks a new password's length and hashes it with bcrypt.
+func HashPassword(pw string) ([]byte, error) {
+	if len(pw) < MinPasswordLen {
+		return nil, errorf(http.StatusBadRequest, "the password must be at least %d characters", MinPasswordLen)
+	}
+	if len(pw) > 72 {
+		return nil, errorf(http.StatusBadRequest, "the password must be at most 72 bytes (bcrypt's limit)")
+	}
+	return bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+}
+
+// GeneratePassword returns a random password for a new account.
+func GeneratePassword() string { return newSecret()[:20] }
