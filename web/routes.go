@@ -8,7 +8,7 @@ func (s *Server) routes() {
 
 	e.POST("/hooks/:channel", s.receiveHook)
 
-	api := e.Group("/api/v1", s.requireToken)
+	api := e.Group("/api/v1", crossOrigin, s.requireAPI)
 	api.GET("/events/*", s.eventTimeline)
 	api.GET("/handoffs", s.listHandoffs)
 	api.GET("/drafts", s.listDrafts)
