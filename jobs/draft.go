@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,7 +15,7 @@ import (
 )
 
 // KindDraft is the job that turns an event into a stored draft.
-const KindDraft = "draft"
+const KindDraft = store.KindDraft
 
 // historyLimit bounds the earlier messages a drafter sees.
 const historyLimit = 10
@@ -43,9 +44,17 @@ type DraftJob struct {
 
 // Run drafts the event job.Key unless its draft is already stored.
 func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
-	if d, err := k.Store.DraftByEvent(job.Key); err == nil {
+	var p struct {
+		RegenerateVersion int `json:"regenerate_version"`
+	}
+	if len(job.Payload) > 0 {
+		if err := json.Unmarshal(job.Payload, &p); err != nil {
+			return &Discard{Err: fmt.Errorf("job payload: %w", err)}
+		}
+	}
+	if d, err := k.Store.DraftByEvent(job.Key); err == nil && d.Version >= p.RegenerateVersion {
 		return k.autoApprove(ctx, d) // a crash may have come between save and approval
-	} else if !errors.Is(err, store.ErrNotFound) {
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	ev, err := k.Store.EventByKey(job.Key)
@@ -78,7 +87,13 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		return fmt.Errorf("draft %s: %w", ev.Key, err)
 	}
 	dec := k.Router.Route(ev.Channel, ev.Text, routingFields(out.Fields, ev))
-	d, _, err := k.Store.SaveDraft(ctx, store.Draft{
+	save := func(ctx context.Context, d store.Draft) (store.Draft, bool, error) { return k.Store.SaveDraft(ctx, d) }
+	if p.RegenerateVersion > 1 {
+		save = func(ctx context.Context, d store.Draft) (store.Draft, bool, error) {
+			return k.Store.SaveDraftVersion(ctx, d, p.RegenerateVersion)
+		}
+	}
+	d, _, err := save(ctx, store.Draft{
 		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
 		ConversationID: ev.ConversationID, Text: out.Text, Drafter: out.Drafter,
 		Model: out.Model, Template: out.Template, PromptVersion: out.PromptVersion,
@@ -145,7 +160,11 @@ func (k *DraftJob) history(ev store.Event) ([]drafter.Message, error) {
 			return nil, err
 		}
 		if d.Status == store.DraftApproved {
-			msgs = append(msgs, drafter.Message{From: "agent", Text: d.Text})
+			text := d.Text
+			if d.Decision != nil && d.Decision.Text != "" {
+				text = d.Decision.Text // what was approved, edits included
+			}
+			msgs = append(msgs, drafter.Message{From: "agent", Text: text})
 		}
 	}
 	if len(msgs) > historyLimit {

@@ -50,6 +50,10 @@ type Draft struct {
 	Decision *Decision `json:"decision,omitempty"`
 	// OutboxID is set by approval.
 	OutboxID string `json:"outbox_id,omitempty"`
+	// Version counts regenerations: 1 for the first draft of an event.
+	Version int `json:"version"`
+	// Replaces names the draft a regeneration replaced.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // Decision records who decided a draft, when, from where, and the final text.
@@ -94,7 +98,7 @@ func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 		if err := getJSON(tx.Bucket(bucketEvents), evID, &ev); err != nil {
 			return err
 		}
-		d.V = recordVersion
+		d.V, d.Version = recordVersion, 1
 		d.ID = DraftID(d.EventKey)
 		d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
 		if d.Status == "" {
@@ -331,4 +335,90 @@ func (s *Store) Drafts(f DraftFilter) (page []Draft, next []byte, err error) {
 		return nil, nil, fmt.Errorf("store: list drafts: %w", err)
 	}
 	return page, next, nil
+}
+
+// SaveDraftVersion stores a regenerated draft as version n of its event,
+// unless version n (or later) is stored: then that one is returned. The
+// draft it replaces is kept, rejected with a note if it was pending, and
+// the event's index points at the new one.
+func (s *Store) SaveDraftVersion(ctx context.Context, d Draft, n int) (Draft, bool, error) {
+	var (
+		out     Draft
+		created bool
+	)
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		created = false
+		byEvent, drafts := tx.Bucket(bucketDraftsByEvent), tx.Bucket(bucketDrafts)
+		var cur Draft
+		curID := byEvent.Get([]byte(d.EventKey))
+		if curID != nil {
+			if err := getJSON(drafts, curID, &cur); err != nil {
+				return err
+			}
+			if cur.Version >= n {
+				out = cur
+				return nil
+			}
+			if cur.Status == DraftApproved {
+				return &StateError{What: "draft " + cur.ID, State: "approved", Want: "pending or rejected to be regenerated"}
+			}
+		}
+		evID := tx.Bucket(bucketEventsByKey).Get([]byte(d.EventKey))
+		var ev Event
+		if err := getJSON(tx.Bucket(bucketEvents), evID, &ev); err != nil {
+			return fmt.Errorf("event %s: %w", d.EventKey, err)
+		}
+		d.V, d.Version, d.Status = recordVersion, n, DraftPending
+		d.ID = fmt.Sprintf("%s-v%d", DraftID(d.EventKey), n)
+		d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
+		if curID != nil {
+			d.Replaces = cur.ID
+			if cur.Status == DraftPending {
+				cur.Decision = &Decision{By: "regeneration", At: d.CreatedAt, Reason: "replaced by " + d.ID}
+				if err := setDraftStatus(tx, &cur, DraftRejected); err != nil {
+					return err
+				}
+			}
+		}
+		if err := putJSON(drafts, []byte(d.ID), d); err != nil {
+			return err
+		}
+		if err := byEvent.Put([]byte(d.EventKey), []byte(d.ID)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketDraftsByStatus).Put(draftStatusKey(d), nil); err != nil {
+			return err
+		}
+		if err := advanceOnDraft(tx, d, ev.Contact, d.CreatedAt); err != nil {
+			return err
+		}
+		out, created = d, true
+		return nil
+	})
+	if err != nil {
+		return Draft{}, false, fmt.Errorf("store: save draft version %d for %s: %w", n, d.EventKey, err)
+	}
+	return out, created, nil
+}
+
+// DraftVersions lists every stored draft of an event, oldest first.
+func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
+	var out []Draft
+	err := s.view(func(tx *bolt.Tx) error {
+		drafts := tx.Bucket(bucketDrafts)
+		base := DraftID(eventKey)
+		var d Draft
+		if getJSON(drafts, []byte(base), &d) != nil {
+			return nil
+		}
+		out = append(out, d)
+		for n := 2; ; n++ {
+			var v Draft
+			if getJSON(drafts, []byte(fmt.Sprintf("%s-v%d", base, n)), &v) != nil {
+				return nil
+			}
+			out = append(out, v)
+		}
+	})
+	return out, err
 }

@@ -67,6 +67,8 @@ type Job struct {
 	CreatedAt     time.Time       `json:"created_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
 	Attempts      []Attempt       `json:"attempts"`
+	Replays       []Replay        `json:"replays,omitempty"`
+	Dismissed     *Dismissal      `json:"dismissed,omitempty"`
 }
 
 // NewJob describes a job to enqueue.

@@ -9,9 +9,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// KindDeliver is the job kind that delivers one outbox row. It is named here
-// because approval enqueues it in the approval's own transaction.
-const KindDeliver = "deliver"
+// Job kinds the store enqueues itself, inside the transaction that makes
+// them necessary (an event enqueues its draft job, an approval its delivery).
+const (
+	KindDraft   = "draft"
+	KindDeliver = "deliver"
+)
 
 // OutboxStatus is where a reply is on its way out.
 type OutboxStatus string
@@ -68,6 +71,8 @@ type Outbox struct {
 	SentAt          *time.Time       `json:"sent_at,omitempty"`
 	Attempts        []OutboxAttempt  `json:"attempts"`
 	Reconciliations []Reconciliation `json:"reconciliations,omitempty"`
+	Replays         []Replay         `json:"replays,omitempty"`
+	Dismissed       *Dismissal       `json:"dismissed,omitempty"`
 }
 
 // OutboxID is the idempotency key of a reply: the conversation and the approved draft.
