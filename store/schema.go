@@ -34,6 +34,7 @@ import (
 //	tokens               sha256(token secret) -> Token JSON
 //	idx_tokens_by_id     token id (ULID) -> sha256(token secret)
 //	audit                entry id (ULID) -> AuditEntry JSON (every human action)
+//	keys                 caller's idempotency key -> IdemKey JSON (the key API)
 //	idx_handoffs_by_status status 0x00 since (8 bytes BE) | lead key -> "" (leads by status, longest waiting first)
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
@@ -63,7 +64,8 @@ var (
 	bucketTokensByID       = []byte("idx_tokens_by_id")
 	bucketAudit            = []byte("audit")
 	bucketJobsDead         = []byte("idx_jobs_dead")
-	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox, bucketUsers, bucketSessions, bucketTokens, bucketTokensByID, bucketAudit, bucketJobsDead}
+	bucketKeys             = []byte("keys")
+	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox, bucketUsers, bucketSessions, bucketTokens, bucketTokensByID, bucketAudit, bucketJobsDead, bucketKeys}
 	keySchema              = []byte("schema")
 	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
 )

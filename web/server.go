@@ -44,6 +44,7 @@ type Server struct {
 
 	loginsByUser *limiter
 	loginsByIP   *limiter
+	bulk         bulkRuns
 }
 
 // New builds the server and its routes.
@@ -54,6 +55,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{
 		cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{},
 		loginsByUser: newLimiter(5, 15*time.Minute), loginsByIP: newLimiter(20, 15*time.Minute),
+		bulk: bulkRuns{runs: map[string]*bulkRun{}},
 	}
 	if d.APIToken != "" {
 		sum := sha256.Sum256([]byte(d.APIToken))
