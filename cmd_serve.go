@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/jobs/drafter"
@@ -77,7 +75,9 @@ func serve(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	metrics := web.NewMetrics(st, cfg, time.Now)
 	kinds, draftJob := jobs.Kinds(st, cfg, d, providers)
+	draftJob.Observe = metrics.ModelCall
 	if e.getenv("HANDOFF_FAULT") == "exit-after-draft-commit" {
 		// Crash tests: die the hardest way right after a draft commits.
 		draftJob.AfterSave = func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
@@ -87,8 +87,9 @@ func serve(ctx context.Context, args []string, e env) error {
 		Lease:   lease(cfg),
 		Backoff: jobs.Backoff{Base: cfg.Retry.BaseDelay, Max: cfg.Retry.MaxDelay},
 		Logger:  log,
+		Observe: metrics.JobAttempt,
 	})
-	srv, err := web.New(web.Deps{Config: cfg, Store: st, Jobs: runner, Logger: log, APIToken: e.getenv("HANDOFF_API_TOKEN")})
+	srv, err := web.New(web.Deps{Config: cfg, Store: st, Jobs: runner, Logger: log, APIToken: e.getenv("HANDOFF_API_TOKEN"), Metrics: metrics})
 	if err != nil {
 		return err
 	}
@@ -113,19 +114,22 @@ func serve(ctx context.Context, args []string, e env) error {
 	if err := sched.Add("reap job leases", "@every 1m", time.Minute, runner.Reap); err != nil {
 		return err
 	}
-	ensure := func(ctx context.Context) error {
-		n, err := st.EnsureDelivery(ctx, time.Now(), cfg.Retry.MaxAttempts, func() string { return ulid.Make().String() })
-		if n > 0 {
-			log.Warn("requeued replies left without a delivery job", "rows", n)
-			runner.Wake()
+	maint := &jobs.Maintenance{Store: st, Config: cfg, Log: log, Backups: metrics, Wake: runner.Wake}
+	if err := maint.EnsureDelivery(ctx); err != nil {
+		return err
+	}
+	for _, task := range []struct {
+		name, spec string
+		fn         func(context.Context) error
+	}{
+		{"resolve unfinished deliveries", "@every 5m", maint.EnsureDelivery},
+		{"flag stuck leads", "@every 1m", maint.FlagStuck},
+		{"prune by retention", "@every 1h", maint.Prune},
+		{"scheduled backup", cfg.Backups.Schedule, maint.Backup},
+	} {
+		if err := sched.Add(task.name, task.spec, 30*time.Minute, task.fn); err != nil {
+			return fmt.Errorf("schedule %s: %w", task.name, err)
 		}
-		return err
-	}
-	if err := ensure(ctx); err != nil {
-		return err
-	}
-	if err := sched.Add("resolve unfinished deliveries", "@every 5m", time.Minute, ensure); err != nil {
-		return err
 	}
 	sched.Start()
 

@@ -124,6 +124,7 @@ type Stuck struct {
 	Received time.Duration // default 10m
 	Matched  time.Duration // default 30m
 	Owned    time.Duration // default 4h
+	Alert    string        // optional: the provider that announces each newly stuck lead once
 }
 
 // Backups configures the scheduled backups.

@@ -84,6 +84,17 @@ func (d *decoder) config(n *yaml.Node) *Config {
 				"received": func(p string, v *yaml.Node) { d.duration(p, v, &c.Stuck.Received, false) },
 				"matched":  func(p string, v *yaml.Node) { d.duration(p, v, &c.Stuck.Matched, false) },
 				"owned":    func(p string, v *yaml.Node) { d.duration(p, v, &c.Stuck.Owned, false) },
+				"alert": func(p string, v *yaml.Node) {
+					if !d.text(p, v, &c.Stuck.Alert) {
+						return
+					}
+					name := c.Stuck.Alert
+					d.later(func() {
+						if !providerNames[name] {
+							d.fail(p, v, "provider %q is not defined (define it under providers, e.g. an http provider pointing at a Slack-compatible webhook)", name)
+						}
+					})
+				},
 			})
 		},
 		"backups": func(p string, v *yaml.Node) {

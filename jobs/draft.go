@@ -40,6 +40,10 @@ type DraftJob struct {
 	// AfterSave, when set, runs right after the draft commits (crash tests
 	// kill the process there).
 	AfterSave func()
+	// Observe, when set, is told of every drafter call (metrics).
+	Observe func(drafter, outcome string, promptTokens, outputTokens int64)
+	// DrafterName labels the drafter in metrics (template, openai).
+	DrafterName string
 }
 
 // Run drafts the event job.Key unless its draft is already stored.
@@ -78,6 +82,15 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	})
 	var invalid *drafter.InvalidOutput
 	var permanent *drafter.PermanentError
+	if k.Observe != nil {
+		outcome := "ok"
+		if errors.As(err, &invalid) {
+			outcome = "invalid"
+		} else if err != nil {
+			outcome = "error"
+		}
+		k.Observe(k.DrafterName, outcome, out.PromptTokens, out.OutputTokens)
+	}
 	switch {
 	case errors.As(err, &invalid):
 		return &WithRaw{Err: err, Raw: invalid.Raw}

@@ -18,7 +18,7 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 	for name, p := range providers {
 		senders[name] = p
 	}
-	draft := &DraftJob{Store: st, Drafter: d, Router: NewRouter(cfg.Routing), AutoApprove: auto, MaxAttempts: cfg.Retry.MaxAttempts}
+	draft := &DraftJob{Store: st, Drafter: d, Router: NewRouter(cfg.Routing), AutoApprove: auto, MaxAttempts: cfg.Retry.MaxAttempts, DrafterName: cfg.Drafter.Kind}
 	return map[string]Kind{
 		KindDraft:   draft,
 		KindDeliver: &DeliverJob{Store: st, Providers: senders},

@@ -32,6 +32,8 @@ type Options struct {
 	Now func() time.Time
 	// Jitter returns a number in [0,1); nil means random.
 	Jitter func() float64
+	// Observe, when set, is told of every finished attempt (metrics).
+	Observe func(kind string, state store.JobState, d time.Duration)
 }
 
 // Runner claims due jobs and runs them on a pool of worker goroutines. It
@@ -228,6 +230,9 @@ func (r *Runner) execute(ctx context.Context, j store.Job, freed chan<- struct{}
 	if ferr != nil {
 		log.Error("record the end of a job attempt", slog.Any("err", ferr))
 		return
+	}
+	if r.opt.Observe != nil {
+		r.opt.Observe(j.Kind, fin.State, time.Since(started))
 	}
 	attrs := []any{"state", fin.State, "duration", time.Since(started)}
 	switch fin.State {

@@ -405,20 +405,8 @@ func (s *Store) SaveDraftVersion(ctx context.Context, d Draft, n int) (Draft, bo
 func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
 	var out []Draft
 	err := s.view(func(tx *bolt.Tx) error {
-		drafts := tx.Bucket(bucketDrafts)
-		base := DraftID(eventKey)
-		var d Draft
-		if getJSON(drafts, []byte(base), &d) != nil {
-			return nil
-		}
-		out = append(out, d)
-		for n := 2; ; n++ {
-			var v Draft
-			if getJSON(drafts, []byte(fmt.Sprintf("%s-v%d", base, n)), &v) != nil {
-				return nil
-			}
-			out = append(out, v)
-		}
+		out = draftsOf(tx, eventKey)
+		return nil
 	})
 	return out, err
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"time"
 
@@ -41,7 +42,14 @@ type Handoff struct {
 	Contact        string        `json:"contact,omitempty"`
 	LastEventKey   string        `json:"last_event_key"`
 	History        []Transition  `json:"history"`
+	// StuckSince is the Since of the stay that was flagged stuck: each stay
+	// in a status is flagged (and alerted) once.
+	StuckSince *time.Time `json:"stuck_since,omitempty"`
+	StuckAt    *time.Time `json:"stuck_at,omitempty"`
 }
+
+// Stuck reports whether the lead's current stay has been flagged.
+func (h Handoff) Stuck() bool { return h.StuckSince != nil && h.StuckSince.Equal(h.Since) }
 
 // LeadKey names the lead an event belongs to.
 func LeadKey(channel, conversationID string) string { return channel + ":" + conversationID }
@@ -101,7 +109,10 @@ func advanceOnDraft(tx *bolt.Tx, d Draft, contact string, now time.Time) error {
 	}
 	if h.Status == HandoffReceived && (contact != "" || d.Fields["email"] != "" || d.Fields["phone"] != "") {
 		if contact == "" {
-			contact = d.Fields["email"] + d.Fields["phone"]
+			contact = d.Fields["email"]
+		}
+		if contact == "" {
+			contact = d.Fields["phone"]
 		}
 		h.Contact = contact
 		if err := moveHandoff(tx, &h, HandoffMatched, now, d.EventKey, "contact identified"); err != nil {
@@ -166,4 +177,93 @@ func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
 		return nil, fmt.Errorf("store: list leads: %w", err)
 	}
 	return out, nil
+}
+
+// StuckAlert asks FlagStuck to announce each newly stuck lead through a provider.
+type StuckAlert struct {
+	Provider    string
+	MaxAttempts int
+	NewJobID    func() string
+}
+
+// FlagStuck flags every lead that has been in a status longer than its
+// threshold and was not flagged for this stay yet, in small transactions.
+// With alert set, the same transaction creates an alert outbox row
+// ("stuck:<lead>:<since>") and its delivery job, so an alert is sent once
+// even across restarts. It returns the leads it flagged.
+func (s *Store) FlagStuck(ctx context.Context, now time.Time, after map[HandoffStatus]time.Duration, alert *StuckAlert) ([]Handoff, error) {
+	var flagged []Handoff
+	for _, st := range []HandoffStatus{HandoffReceived, HandoffMatched, HandoffOwned} {
+		d, ok := after[st]
+		if !ok || d <= 0 {
+			continue
+		}
+		cutoff := now.Add(-d)
+		for {
+			var chunk []Handoff
+			err := s.update(ctx, func(tx *bolt.Tx) error {
+				chunk = chunk[:0]
+				b := tx.Bucket(bucketHandoffs)
+				prefix := append([]byte(st), 0)
+				c := tx.Bucket(bucketHandoffsByStatus).Cursor()
+				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(chunk) < retentionChunk; k, _ = c.Next() {
+					since, key := splitTimeKey(k[len(prefix):])
+					if !since.Before(cutoff) {
+						break
+					}
+					var h Handoff
+					if err := getJSON(b, []byte(key), &h); err != nil {
+						return err
+					}
+					if h.Stuck() {
+						continue
+					}
+					h.StuckSince, h.StuckAt = &h.Since, &now
+					if err := putJSON(b, []byte(key), h); err != nil {
+						return err
+					}
+					if alert != nil {
+						if err := enqueueAlert(tx, h, now, *alert); err != nil {
+							return err
+						}
+					}
+					chunk = append(chunk, h)
+				}
+				return nil
+			})
+			if err != nil {
+				return flagged, fmt.Errorf("store: flag stuck leads: %w", err)
+			}
+			flagged = append(flagged, chunk...)
+			if len(chunk) < retentionChunk {
+				break
+			}
+		}
+	}
+	return flagged, nil
+}
+
+func enqueueAlert(tx *bolt.Tx, h Handoff, now time.Time, a StuckAlert) error {
+	id := fmt.Sprintf("stuck:%s:%d", h.Key, h.Since.Unix())
+	if tx.Bucket(bucketOutbox).Get([]byte(id)) != nil {
+		return nil
+	}
+	text := fmt.Sprintf("Lead %s has been %s since %s (owner: %s).", h.Key, h.Status, h.Since.UTC().Format(time.RFC3339), orNone(h.Owner))
+	o := Outbox{
+		V: recordVersion, ID: id, Kind: OutboxAlert, EventKey: h.LastEventKey, Channel: h.Channel,
+		ConversationID: h.ConversationID, To: "team", Text: text, Provider: a.Provider, Status: OutboxPending,
+		CreatedAt: now, UpdatedAt: now, ApprovedBy: "stuck-lead alert", Attempts: []OutboxAttempt{},
+	}
+	if err := insertOutbox(tx, o); err != nil {
+		return err
+	}
+	_, _, err := enqueue(tx, NewJob{ID: a.NewJobID(), Kind: KindDeliver, Key: id, MaxAttempts: a.MaxAttempts}, "alert:"+h.Key, now)
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none yet"
+	}
+	return s
 }

@@ -53,7 +53,8 @@ type Reconciliation struct {
 type Outbox struct {
 	V               int              `json:"v"`
 	ID              string           `json:"id"`
-	DraftID         string           `json:"draft_id"`
+	Kind            string           `json:"kind,omitempty"` // "" for a reply, OutboxAlert for a stuck-lead alert
+	DraftID         string           `json:"draft_id,omitempty"`
 	EventKey        string           `json:"event_key"`
 	CorrelationID   string           `json:"correlation_id"`
 	Channel         string           `json:"channel"`
@@ -74,6 +75,9 @@ type Outbox struct {
 	Replays         []Replay         `json:"replays,omitempty"`
 	Dismissed       *Dismissal       `json:"dismissed,omitempty"`
 }
+
+// OutboxAlert marks an outbox row that announces a stuck lead to the team.
+const OutboxAlert = "alert"
 
 // OutboxID is the idempotency key of a reply: the conversation and the approved draft.
 func OutboxID(conversationID, draftID string) string { return conversationID + ":" + draftID }
@@ -174,11 +178,16 @@ func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Ti
 // markSent records the provider id and moves the lead to replied.
 func markSent(tx *bolt.Tx, o *Outbox, providerID string, now time.Time) error {
 	o.ProviderID, o.SentAt, o.ExecutionID, o.Note = providerID, &now, "", ""
+	if o.Kind == OutboxAlert {
+		return nil // an alert to the team is not a reply to the lead
+	}
 	var h Handoff
 	if err := getJSON(tx.Bucket(bucketHandoffs), []byte(LeadKey(o.Channel, o.ConversationID)), &h); err != nil {
 		return fmt.Errorf("lead of %s: %w", o.ID, err)
 	}
-	if h.Status == HandoffReplied {
+	if h.Status == HandoffReplied || h.LastEventKey != o.EventKey {
+		// Replied already, or a newer message is still unanswered: the lead
+		// must not look done.
 		return nil
 	}
 	return moveHandoff(tx, &h, HandoffReplied, now, o.EventKey, "reply "+o.ID+" sent")

@@ -52,3 +52,52 @@ func countPrefix(b *bolt.Bucket, prefix, limit []byte) int {
 	}
 	return n
 }
+
+// JobCount is how many jobs of a kind are in a state.
+type JobCount struct {
+	Kind  string
+	State JobState
+	N     int
+}
+
+// JobCounts counts the jobs that are waiting, running or discarded (and not
+// yet dismissed), by kind: the live part of the queue, read from its indexes.
+func (s *Store) JobCounts() ([]JobCount, error) {
+	counts := map[[2]string]int{}
+	err := s.view(func(tx *bolt.Tx) error {
+		jobs := tx.Bucket(bucketJobs)
+		count := func(id []byte) error {
+			var j Job
+			if err := getJSON(jobs, id, &j); err != nil {
+				return err
+			}
+			counts[[2]string{j.Kind, string(j.State)}]++
+			return nil
+		}
+		for _, b := range [][]byte{bucketJobsReady, bucketJobsLeased} {
+			if err := tx.Bucket(b).ForEach(func(k, _ []byte) error { _, id := splitTimeKey(k); return count([]byte(id)) }); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketJobsDead).ForEach(func(k, _ []byte) error { return count(k) })
+	})
+	out := make([]JobCount, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, JobCount{Kind: k[0], State: JobState(k[1]), N: n})
+	}
+	return out, err
+}
+
+// OutboxCounts counts outbox rows by status.
+func (s *Store) OutboxCounts() (map[OutboxStatus]int, error) {
+	out := map[OutboxStatus]int{}
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketOutboxByStatus).ForEach(func(k, _ []byte) error {
+			if i := bytes.IndexByte(k, 0); i > 0 {
+				out[OutboxStatus(k[:i])]++
+			}
+			return nil
+		})
+	})
+	return out, err
+}

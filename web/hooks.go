@@ -26,32 +26,39 @@ type hookAnswer struct {
 // transaction, durable before the answer. Nothing is stored on any error.
 func (s *Server) receiveHook(c *echo.Context) error {
 	name := c.Param("channel")
+	outcome, err := s.receive(c, name)
+	s.metrics.Webhook(name, outcome)
+	return err
+}
+
+// receive does the work of receiveHook and names the outcome for metrics.
+func (s *Server) receive(c *echo.Context, name string) (string, error) {
 	ch, ok := s.cfg.Channel(name)
 	if !ok {
-		return errorf(http.StatusNotFound, "there is no channel named %q", name)
+		return "rejected_unknown_channel", errorf(http.StatusNotFound, "there is no channel named %q", name)
 	}
 	req := c.Request()
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, ch.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return errorf(http.StatusRequestEntityTooLarge, "the body is larger than the %d-byte limit of channel %s", ch.MaxBody, ch.Name)
+			return "rejected_too_large", errorf(http.StatusRequestEntityTooLarge, "the body is larger than the %d-byte limit of channel %s", ch.MaxBody, ch.Name)
 		}
-		return &apiError{status: http.StatusBadRequest, msg: "the body could not be read", err: err}
+		return "rejected_unreadable", &apiError{status: http.StatusBadRequest, msg: "the body could not be read", err: err}
 	}
 	now := s.now().UTC()
 	if v := s.verifiers[ch.Name]; v != nil {
 		if err := v.Verify(req.Header, body, now); err != nil {
-			return hookError(err, http.StatusUnauthorized)
+			return "rejected_signature", hookError(err, http.StatusUnauthorized)
 		}
 	}
 	p, err := hook.Parse(req.Header.Get("Content-Type"), body, req.Header)
 	if err != nil {
-		return hookError(err, http.StatusBadRequest)
+		return "rejected_body", hookError(err, http.StatusBadRequest)
 	}
 	msgID, err := hook.MessageID(p, ch.Fields.MessageID)
 	if err != nil {
-		return hookError(err, http.StatusBadRequest)
+		return "rejected_message_id", hookError(err, http.StatusBadRequest)
 	}
 	ev := store.Event{
 		ID: ulid.Make().String(), Key: ch.Name + ":" + msgID, Channel: ch.Name, MessageID: msgID,
@@ -64,13 +71,13 @@ func (s *Server) receiveHook(c *echo.Context) error {
 		ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: ev.Key, MaxAttempts: s.cfg.Retry.MaxAttempts,
 	})
 	if err != nil {
-		return &apiError{status: http.StatusServiceUnavailable, msg: "the event could not be stored; nothing was recorded, retry later", err: err}
+		return "rejected_unavailable", &apiError{status: http.StatusServiceUnavailable, msg: "the event could not be stored; nothing was recorded, retry later", err: err}
 	}
 	if !rec.Created {
-		return c.JSON(http.StatusOK, hookAnswer{Status: "duplicate", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
+		return "duplicate", c.JSON(http.StatusOK, hookAnswer{Status: "duplicate", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
 	}
 	s.jobs.Wake()
-	return c.JSON(http.StatusAccepted, hookAnswer{Status: "accepted", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
+	return "accepted", c.JSON(http.StatusAccepted, hookAnswer{Status: "accepted", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
 }
 
 // hookError maps a hook package error to its answer.

@@ -29,6 +29,7 @@ type Deps struct {
 	Logger   *slog.Logger
 	APIToken string // HANDOFF_API_TOKEN; empty disables bearer access
 	Now      func() time.Time
+	Metrics  *Metrics // nil: no metrics (tests)
 }
 
 // Server is the HTTP side of handoff.
@@ -45,6 +46,7 @@ type Server struct {
 	loginsByUser *limiter
 	loginsByIP   *limiter
 	bulk         bulkRuns
+	metrics      *Metrics
 }
 
 // New builds the server and its routes.
@@ -55,7 +57,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{
 		cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{},
 		loginsByUser: newLimiter(5, 15*time.Minute), loginsByIP: newLimiter(20, 15*time.Minute),
-		bulk: bulkRuns{runs: map[string]*bulkRun{}},
+		bulk: bulkRuns{runs: map[string]*bulkRun{}}, metrics: d.Metrics,
 	}
 	if d.APIToken != "" {
 		sum := sha256.Sum256([]byte(d.APIToken))

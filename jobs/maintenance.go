@@ -1,0 +1,105 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/store"
+)
+
+// BackupRecorder is told how each backup went (metrics, the overview).
+type BackupRecorder interface {
+	Backup(ok bool, at time.Time)
+}
+
+// Maintenance is the periodic housekeeping the cron schedule runs.
+type Maintenance struct {
+	Store   *store.Store
+	Config  *config.Config
+	Log     *slog.Logger
+	Backups BackupRecorder // may be nil
+	Wake    func()         // tells the runner new jobs exist; may be nil
+	Now     func() time.Time
+}
+
+func (m *Maintenance) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// BackupDir is where scheduled backups go: a folder inside the data folder,
+// so the temp file and the rename stay on one file system.
+func BackupDir(dataDir string) string { return filepath.Join(dataDir, "backups") }
+
+// Backup writes a scheduled backup and keeps the newest backups.keep.
+func (m *Maintenance) Backup(ctx context.Context) error {
+	now := m.now()
+	f, sum, err := m.Store.BackupToDir(BackupDir(m.Config.DataDir), now, m.Config.Backups.Keep)
+	if m.Backups != nil {
+		m.Backups.Backup(err == nil, now)
+	}
+	if err != nil {
+		return fmt.Errorf("scheduled backup: %w", err)
+	}
+	m.Log.Info("backup written", "file", f.Name, "bytes", f.Size, "sha256", sum)
+	return nil
+}
+
+// FlagStuck flags leads stuck past their thresholds, each once per stay,
+// and enqueues the alert when stuck.alert names a provider.
+func (m *Maintenance) FlagStuck(ctx context.Context) error {
+	var alert *store.StuckAlert
+	if m.Config.Stuck.Alert != "" {
+		alert = &store.StuckAlert{Provider: m.Config.Stuck.Alert, MaxAttempts: m.Config.Retry.MaxAttempts, NewJobID: func() string { return ulid.Make().String() }}
+	}
+	flagged, err := m.Store.FlagStuck(ctx, m.now(), map[store.HandoffStatus]time.Duration{
+		store.HandoffReceived: m.Config.Stuck.Received,
+		store.HandoffMatched:  m.Config.Stuck.Matched,
+		store.HandoffOwned:    m.Config.Stuck.Owned,
+	}, alert)
+	for _, h := range flagged {
+		m.Log.Warn("lead stuck", "lead", h.Key, "status", h.Status, "since", h.Since, "owner", h.Owner, "event_key", h.LastEventKey)
+	}
+	if len(flagged) > 0 && alert != nil && m.Wake != nil {
+		m.Wake()
+	}
+	return err
+}
+
+// Prune applies the retention windows: events (and what hangs off them)
+// after retention.events, completed idempotency keys after retention.keys.
+func (m *Maintenance) Prune(ctx context.Context) error {
+	now := m.now()
+	events, err := m.Store.PruneEvents(ctx, now.Add(-m.Config.Retention.Events))
+	if err != nil {
+		return err
+	}
+	keys, err := m.Store.PruneKeys(ctx, now, 200)
+	if err != nil {
+		return err
+	}
+	if events+keys > 0 {
+		m.Log.Info("retention pruned records", "events", events, "keys", keys)
+	}
+	return nil
+}
+
+// EnsureDelivery requeues replies left without a delivery job.
+func (m *Maintenance) EnsureDelivery(ctx context.Context) error {
+	n, err := m.Store.EnsureDelivery(ctx, m.now(), m.Config.Retry.MaxAttempts, func() string { return ulid.Make().String() })
+	if n > 0 {
+		m.Log.Warn("requeued replies left without a delivery job", "rows", n)
+		if m.Wake != nil {
+			m.Wake()
+		}
+	}
+	return err
+}

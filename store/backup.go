@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// BackupPrefix starts the name of every backup file the scheduler writes.
+const BackupPrefix = "handoff-backup-"
+
+// Backup streams a consistent snapshot of the live database to w from one
+// read transaction; writers go on meanwhile. It returns the bytes written
+// and their SHA-256.
+func (s *Store) Backup(w io.Writer) (int64, string, error) {
+	h := sha256.New()
+	var n int64
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		n, err = tx.WriteTo(io.MultiWriter(w, h))
+		return err
+	})
+	if err != nil {
+		return n, "", fmt.Errorf("store: backup: %w", err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// BackupFile is one backup on disk.
+type BackupFile struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"-"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// BackupToDir writes a snapshot into dir as BackupPrefix+<time>.db: to a
+// temporary file first, fsynced, renamed, and the folder fsynced, so a crash
+// never leaves a half-written file under a backup's name. It keeps the
+// newest keep backups and deletes older ones.
+func (s *Store) BackupToDir(dir string, now time.Time, keep int) (BackupFile, string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return BackupFile{}, "", err
+	}
+	tmp, err := os.CreateTemp(dir, ".backup-*.tmp")
+	if err != nil {
+		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
+	n, sum, err := s.Backup(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
+	}
+	name := BackupPrefix + now.UTC().Format("20060102T150405Z") + ".db"
+	final := filepath.Join(dir, name)
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return BackupFile{}, "", err
+	}
+	if err := pruneBackups(dir, keep); err != nil {
+		return BackupFile{}, "", err
+	}
+	return BackupFile{Name: name, Path: final, Size: n, ModTime: now}, sum, nil
+}
+
+// Backups lists the backups in dir, newest first.
+func Backups(dir string) ([]BackupFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []BackupFile
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasPrefix(e.Name(), BackupPrefix) || !strings.HasSuffix(e.Name(), ".db") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		out = append(out, BackupFile{Name: e.Name(), Path: filepath.Join(dir, e.Name()), Size: info.Size(), ModTime: info.ModTime()})
+	}
+	// The name holds the time, so names sort like times.
+	sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name })
+	return out, nil
+}
+
+func pruneBackups(dir string, keep int) error {
+	all, err := Backups(dir)
+	if err != nil {
+		return err
+	}
+	for i := keep; i < len(all); i++ {
+		if err := os.Remove(all[i].Path); err != nil {
+			return fmt.Errorf("store: remove old backup %s: %w", all[i].Name, err)
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Restore replaces the database in dataDir with the verified file src. It
+// refuses while a server holds the database, verifies src first, and keeps
+// the old database beside the new one. It returns the old file's new name.
+func Restore(ctx context.Context, dataDir, src string) (string, error) {
+	check, err := OpenFile(src, Options{ReadOnly: true})
+	if err != nil {
+		return "", fmt.Errorf("restore: %s cannot be opened: %w", src, err)
+	}
+	err = check.Check()
+	check.Close()
+	if err != nil {
+		return "", fmt.Errorf("restore: %s failed verification, nothing was changed:\n%w", src, err)
+	}
+	live := filepath.Join(dataDir, FileName)
+	kept := ""
+	if _, err := os.Stat(live); err == nil {
+		// Holding the lock while we swap proves no server has the file.
+		cur, err := OpenFile(live, Options{Timeout: 200 * time.Millisecond})
+		if err != nil {
+			return "", fmt.Errorf("restore: %w; stop the server first", err)
+		}
+		kept = live + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+		if err := copyFile(live, kept); err != nil {
+			cur.Close()
+			return "", err
+		}
+		cur.Close()
+	} else if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", err
+	}
+	tmp := live + ".restore.tmp"
+	if err := copyFile(src, tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, live); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	return kept, syncDir(dataDir)
+}
+
+// copyFile copies src to dst and fsyncs it.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// Size is the database file's size and its free pages, for the settings page and metrics.
+type Size struct {
+	Bytes     int64 `json:"bytes"`
+	FreePages int   `json:"free_pages"`
+	PageSize  int   `json:"page_size"`
+}
+
+// Size reports the file's size and free pages.
+func (s *Store) Size() (Size, error) {
+	var sz Size
+	err := s.view(func(tx *bolt.Tx) error {
+		sz.Bytes = tx.Size()
+		return nil
+	})
+	st := s.db.Stats()
+	sz.FreePages, sz.PageSize = st.FreePageN, s.db.Info().PageSize
+	return sz, err
+}

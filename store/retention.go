@@ -1,0 +1,192 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// retentionChunk bounds one pruning transaction, so webhooks never wait
+// long behind it for the write lock.
+const retentionChunk = 200
+
+// PruneEvents deletes events received before cutoff together with their
+// finished jobs, decided drafts and finished replies, a chunk per
+// transaction. An event whose work is still in flight (a live job, a draft
+// waiting for a person, a reply not yet sent or failed) is kept whatever its
+// age. Leads and their history are kept. Deleting an event forgets its
+// dedup key: that is the end of the dedup window. It returns how many
+// events it deleted.
+func (s *Store) PruneEvents(ctx context.Context, cutoff time.Time) (int, error) {
+	total := 0
+	var after []byte
+	for {
+		n, last, err := s.pruneEventsChunk(ctx, cutoff, after)
+		total += n
+		if err != nil || last == nil {
+			return total, err
+		}
+		after = last
+	}
+}
+
+func (s *Store) pruneEventsChunk(ctx context.Context, cutoff time.Time, after []byte) (int, []byte, error) {
+	var (
+		n    int
+		last []byte
+	)
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		n, last = 0, nil
+		events := tx.Bucket(bucketEvents)
+		c := events.Cursor()
+		k, v := c.First()
+		if after != nil {
+			k, v = c.Seek(after)
+			if bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		var doomed []Event
+		seen := 0
+		for ; k != nil && seen < retentionChunk; k, v = c.Next() {
+			_ = v
+			var ev Event
+			if err := getJSON(events, k, &ev); err != nil {
+				return err
+			}
+			if !ev.ReceivedAt.Before(cutoff) {
+				last = nil
+				break
+			}
+			seen++
+			last = bytes.Clone(k)
+			if ok, err := finished(tx, ev); err != nil {
+				return err
+			} else if ok {
+				doomed = append(doomed, ev)
+			}
+		}
+		for _, ev := range doomed {
+			if err := deleteEvent(tx, ev); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		if seen < retentionChunk {
+			last = nil
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("store: prune events: %w", err)
+	}
+	return n, last, nil
+}
+
+// finished reports whether nothing about ev is still in flight.
+func finished(tx *bolt.Tx, ev Event) (bool, error) {
+	jobs := tx.Bucket(bucketJobs)
+	prefix := []byte(ev.CorrelationID + "|")
+	c := tx.Bucket(bucketJobsByCorr).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var j Job
+		if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
+			return false, err
+		}
+		if !j.State.Final() || (j.State == JobDiscarded && j.Dismissed == nil) {
+			return false, nil // live, or on the dead-letter list
+		}
+	}
+	for _, d := range draftsOf(tx, ev.Key) {
+		if d.Status == DraftPending {
+			return false, nil
+		}
+		if d.OutboxID != "" {
+			var o Outbox
+			if err := getJSON(tx.Bucket(bucketOutbox), []byte(d.OutboxID), &o); err != nil {
+				return false, err
+			}
+			if o.Status != OutboxSent && !(o.Status == OutboxFailed && o.Dismissed != nil) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// draftsOf returns every draft version of an event.
+func draftsOf(tx *bolt.Tx, eventKey string) []Draft {
+	drafts := tx.Bucket(bucketDrafts)
+	var out []Draft
+	base := DraftID(eventKey)
+	for n := 1; ; n++ {
+		id := base
+		if n > 1 {
+			id = fmt.Sprintf("%s-v%d", base, n)
+		}
+		var d Draft
+		if getJSON(drafts, []byte(id), &d) != nil {
+			return out
+		}
+		out = append(out, d)
+	}
+}
+
+// deleteEvent removes an event and everything that hangs off it but its lead.
+func deleteEvent(tx *bolt.Tx, ev Event) error {
+	prefix := []byte(ev.CorrelationID + "|")
+	byCorr := tx.Bucket(bucketJobsByCorr)
+	var jobKeys [][]byte
+	c := byCorr.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		jobKeys = append(jobKeys, bytes.Clone(k))
+	}
+	for _, k := range jobKeys {
+		if err := byCorr.Delete(k); err != nil {
+			return err
+		}
+		id := k[len(prefix):]
+		if err := tx.Bucket(bucketJobsDead).Delete(id); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketJobs).Delete(id); err != nil {
+			return err
+		}
+	}
+	for _, d := range draftsOf(tx, ev.Key) {
+		if d.OutboxID != "" {
+			var o Outbox
+			if err := getJSON(tx.Bucket(bucketOutbox), []byte(d.OutboxID), &o); err == nil {
+				if err := tx.Bucket(bucketOutboxByStatus).Delete(outboxStatusKey(o.Status, o.ID)); err != nil {
+					return err
+				}
+				if err := tx.Bucket(bucketOutbox).Delete([]byte(o.ID)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.Bucket(bucketDraftsByStatus).Delete(draftStatusKey(d)); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketDrafts).Delete([]byte(d.ID)); err != nil {
+			return err
+		}
+	}
+	for _, del := range []struct {
+		b []byte
+		k []byte
+	}{
+		{bucketDraftsByEvent, []byte(ev.Key)},
+		{bucketEventsByKey, []byte(ev.Key)},
+		{bucketEventsByConv, convKey(LeadKey(ev.Channel, ev.ConversationID), ev.ID)},
+		{bucketEvents, []byte(ev.ID)},
+	} {
+		if err := tx.Bucket(del.b).Delete(del.k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

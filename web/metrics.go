@@ -1,0 +1,166 @@
+package web
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/store"
+)
+
+// Metrics are handoff's Prometheus metrics. Counters are bumped where things
+// happen; the state of the database (queue, outbox, stuck leads, size) is
+// read from the store at scrape time, so it cannot drift.
+type Metrics struct {
+	reg          *prometheus.Registry
+	webhooks     *prometheus.CounterVec
+	jobsFinished *prometheus.CounterVec
+	jobDuration  *prometheus.HistogramVec
+	modelCalls   *prometheus.CounterVec
+	modelTokens  *prometheus.CounterVec
+	backups      *prometheus.CounterVec
+
+	mu           sync.Mutex
+	lastBackupOK time.Time
+	lastBackup   float64 // 1 ok, 0 failed, -1 none yet
+}
+
+// NewMetrics registers every metric; st and cfg feed the scrape-time gauges.
+func NewMetrics(st *store.Store, cfg *config.Config, now func() time.Time) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_webhooks_total", Help: "Inbound webhooks by channel and outcome (accepted, duplicate, rejected_<reason>).",
+		}, []string{"channel", "outcome"}),
+		jobsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_job_attempts_total", Help: "Finished job attempts by kind and the state they left the job in.",
+		}, []string{"kind", "state"}),
+		jobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "handoff_job_duration_seconds", Help: "Duration of job attempts by kind.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"kind"}),
+		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_model_calls_total", Help: "Drafter calls by drafter and outcome (ok, invalid, error).",
+		}, []string{"drafter", "outcome"}),
+		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_model_tokens_total", Help: "Tokens the model server reported, by direction (prompt, output).",
+		}, []string{"direction"}),
+		backups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_backups_total", Help: "Scheduled and downloaded backups by result.",
+		}, []string{"result"}),
+		lastBackup: -1,
+	}
+	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.backups,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&storeCollector{st: st, cfg: cfg, now: now, m: m})
+	return m
+}
+
+// Webhook counts one inbound webhook.
+func (m *Metrics) Webhook(channel, outcome string) {
+	if m != nil {
+		m.webhooks.WithLabelValues(channel, outcome).Inc()
+	}
+}
+
+// JobAttempt counts one finished attempt (the jobs runner calls it).
+func (m *Metrics) JobAttempt(kind string, state store.JobState, d time.Duration) {
+	if m != nil {
+		m.jobsFinished.WithLabelValues(kind, string(state)).Inc()
+		m.jobDuration.WithLabelValues(kind).Observe(d.Seconds())
+	}
+}
+
+// ModelCall counts one drafter call and its tokens.
+func (m *Metrics) ModelCall(drafter, outcome string, promptTokens, outputTokens int64) {
+	if m != nil {
+		m.modelCalls.WithLabelValues(drafter, outcome).Inc()
+		m.modelTokens.WithLabelValues("prompt").Add(float64(promptTokens))
+		m.modelTokens.WithLabelValues("output").Add(float64(outputTokens))
+	}
+}
+
+// Backup records a backup's result.
+func (m *Metrics) Backup(ok bool, at time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ok {
+		m.backups.WithLabelValues("ok").Inc()
+		m.lastBackupOK, m.lastBackup = at, 1
+	} else {
+		m.backups.WithLabelValues("failed").Inc()
+		m.lastBackup = 0
+	}
+}
+
+// LastBackup is the time of the last good backup and the last result (1, 0, or -1 for none).
+func (m *Metrics) LastBackup() (time.Time, float64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastBackupOK, m.lastBackup
+}
+
+// storeCollector reads the database's state at scrape time.
+type storeCollector struct {
+	st  *store.Store
+	cfg *config.Config
+	now func() time.Time
+	m   *Metrics
+}
+
+var (
+	descJobs       = prometheus.NewDesc("handoff_jobs", "Jobs waiting, running or discarded, by kind and state.", []string{"kind", "state"}, nil)
+	descOutbox     = prometheus.NewDesc("handoff_outbox_rows", "Outbox rows by status.", []string{"status"}, nil)
+	descStuck      = prometheus.NewDesc("handoff_stuck_leads", "Leads longer than their status's stuck threshold.", nil, nil)
+	descWaiting    = prometheus.NewDesc("handoff_drafts_waiting", "Drafts waiting for approval.", nil, nil)
+	descDBSize     = prometheus.NewDesc("handoff_db_size_bytes", "Size of the database file.", nil, nil)
+	descBackupAge  = prometheus.NewDesc("handoff_backup_age_seconds", "Seconds since the last good backup (absent before the first).", nil, nil)
+	descBackupLast = prometheus.NewDesc("handoff_backup_last_result", "Result of the last backup: 1 ok, 0 failed, -1 none yet.", nil, nil)
+)
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descJobs, descOutbox, descStuck, descWaiting, descDBSize, descBackupAge, descBackupLast} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	if jobs, err := c.st.JobCounts(); err == nil {
+		for _, j := range jobs {
+			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(j.N), j.Kind, string(j.State))
+		}
+	}
+	if rows, err := c.st.OutboxCounts(); err == nil {
+		for _, st := range []store.OutboxStatus{store.OutboxPending, store.OutboxEffectPending, store.OutboxSent, store.OutboxNeedsReconciliation, store.OutboxFailed} {
+			ch <- prometheus.MustNewConstMetric(descOutbox, prometheus.GaugeValue, float64(rows[st]), string(st))
+		}
+	}
+	now := c.now()
+	if counts, err := c.st.Counts(stuckBefore(c.cfg, now)); err == nil {
+		ch <- prometheus.MustNewConstMetric(descStuck, prometheus.GaugeValue, float64(counts.StuckLeads))
+		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(counts.DraftsWaiting))
+	}
+	if sz, err := c.st.Size(); err == nil {
+		ch <- prometheus.MustNewConstMetric(descDBSize, prometheus.GaugeValue, float64(sz.Bytes))
+	}
+	at, last := c.m.LastBackup()
+	if !at.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descBackupAge, prometheus.GaugeValue, now.Sub(at).Seconds())
+	}
+	ch <- prometheus.MustNewConstMetric(descBackupLast, prometheus.GaugeValue, last)
+}
+
+// stuckBefore turns the stuck thresholds into cut-off times at now.
+func stuckBefore(cfg *config.Config, now time.Time) map[store.HandoffStatus]time.Time {
+	return map[store.HandoffStatus]time.Time{
+		store.HandoffReceived: now.Add(-cfg.Stuck.Received),
+		store.HandoffMatched:  now.Add(-cfg.Stuck.Matched),
+		store.HandoffOwned:    now.Add(-cfg.Stuck.Owned),
+	}
+}
