@@ -19,6 +19,8 @@ type env struct {
 
 const usage = `usage:
   handoff [serve]   --config FILE --data DIR --addr HOST:PORT
+  handoff backup    --url URL --token TOKEN -o FILE     (from a running server)
+  handoff restore   --data DIR FILE                     (server stopped; verifies first, keeps the old file)
   handoff verify    FILE
   handoff user add  --data DIR NAME --role admin|approver   (password from stdin or generated)
   handoff version
@@ -38,6 +40,10 @@ func run(ctx context.Context, args []string, e env) error {
 		return verify(args, e)
 	case "user":
 		return userCmd(ctx, args, e, e.stdin)
+	case "backup":
+		return backupCmd(ctx, args, e)
+	case "restore":
+		return restoreCmd(ctx, args, e)
 	case "version":
 		fmt.Fprintln(e.stdout, "handoff", version())
 		return nil

@@ -137,7 +137,7 @@ func TestBodyTemplate(t *testing.T) {
 		if err := json.Unmarshal(b, &v); err != nil {
 			t.Fatalf("size %d: body is not JSON: %v\n%s", size, err, b)
 		}
-		if v.ID != id || v.From != "+15550001234" || v.Name != "Ada" {
+		if v.ID != id || v.From != "lead-"+id+"@example.com" || v.Name != "Ada" {
 			t.Errorf("size %d: got %+v", size, v)
 		}
 	}

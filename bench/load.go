@@ -24,10 +24,14 @@ const (
 	// maxBodySize is handoff's default body limit; anything larger is a 413.
 	maxBodySize = 1 << 20
 
+	// Every event comes from its own lead (from derives from the id), as
+	// most webhooks of a busy inbox do: one shared conversation would make
+	// every draft read the whole history of that one lead.
 	bodyHead    = `{"id":"`
-	bodyMiddle  = `","from":"+15550001234","name":"Ada","text":"Hello, I would like a quote for 3 rooms`
+	bodyFrom    = `","from":"lead-`
+	bodyMiddle  = `@example.com","name":"Ada","text":"Hello, I would like a quote for 3 rooms`
 	bodyTail    = `"}`
-	minBodySize = len(bodyHead) + idLen + len(bodyMiddle) + len(bodyTail)
+	minBodySize = len(bodyHead) + 2*idLen + len(bodyFrom) + len(bodyMiddle) + len(bodyTail)
 
 	// padding is plain text without JSON escapes, so the body size is exact.
 	padding = ", and a kitchen, a hallway and a small garden office if you do those too"
@@ -64,6 +68,8 @@ func newBodyTemplate(size int) (bodyTemplate, error) {
 func (t bodyTemplate) body(id string) []byte {
 	b := make([]byte, 0, t.size)
 	b = append(b, bodyHead...)
+	b = append(b, id...)
+	b = append(b, bodyFrom...)
 	b = append(b, id...)
 	return append(b, t.tail...)
 }

@@ -237,7 +237,9 @@ func (r *Runner) execute(ctx context.Context, j store.Job, freed chan<- struct{}
 	attrs := []any{"state", fin.State, "duration", time.Since(started)}
 	switch fin.State {
 	case store.JobCompleted:
-		log.Info("job completed", attrs...)
+		// Debug: at thousands of events a minute one line per success is noise;
+		// failures, retries and discards are logged at Warn and Error.
+		log.Debug("job completed", attrs...)
 	case store.JobDiscarded:
 		log.Error("job discarded after its last attempt", append(attrs, slog.Any("err", err))...)
 	default:

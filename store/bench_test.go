@@ -19,7 +19,7 @@ import (
 const benchWriters = 64
 
 // benchBody is a 512-byte payload, the size of a typical webhook body.
-var benchBody = strings.Repeat("x", 512)
+var benchBody = json.RawMessage(`{"text":"` + strings.Repeat("x", 500) + `"}`)
 
 func setWriters(b *testing.B) {
 	p := (benchWriters + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0)

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -15,21 +16,24 @@ const recordVersion = 1
 
 // Event is one inbound business event, recorded once per event key.
 type Event struct {
-	V               int        `json:"v"`
-	ID              string     `json:"id"`
-	Key             string     `json:"key"`
-	Channel         string     `json:"channel"`
-	MessageID       string     `json:"message_id"`
-	CorrelationID   string     `json:"correlation_id"`
-	ConversationID  string     `json:"conversation_id"`
-	Contact         string     `json:"contact,omitempty"`
-	Name            string     `json:"name,omitempty"`
-	Text            string     `json:"text,omitempty"`
-	ContentType     string     `json:"content_type,omitempty"`
-	Body            string     `json:"body,omitempty"`
-	ReceivedAt      time.Time  `json:"received_at"`
-	Duplicates      int        `json:"duplicates"`
-	LastDuplicateAt *time.Time `json:"last_duplicate_at,omitempty"`
+	V              int    `json:"v"`
+	ID             string `json:"id"`
+	Key            string `json:"key"`
+	Channel        string `json:"channel"`
+	MessageID      string `json:"message_id"`
+	CorrelationID  string `json:"correlation_id"`
+	ConversationID string `json:"conversation_id"`
+	Contact        string `json:"contact,omitempty"`
+	Name           string `json:"name,omitempty"`
+	Text           string `json:"text,omitempty"`
+	ContentType    string `json:"content_type,omitempty"`
+	// Body is the request body as received: JSON kept as JSON (no escaping,
+	// half the bytes), anything else in BodyText.
+	Body            json.RawMessage `json:"body,omitempty"`
+	BodyText        string          `json:"body_text,omitempty"`
+	ReceivedAt      time.Time       `json:"received_at"`
+	Duplicates      int             `json:"duplicates"`
+	LastDuplicateAt *time.Time      `json:"last_duplicate_at,omitempty"`
 }
 
 // Recorded is the answer to RecordEvent: the stored event and whether this call created it.

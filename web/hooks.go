@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -63,10 +64,15 @@ func (s *Server) receive(c *echo.Context, name string) (string, error) {
 	ev := store.Event{
 		ID: ulid.Make().String(), Key: ch.Name + ":" + msgID, Channel: ch.Name, MessageID: msgID,
 		CorrelationID: ulid.Make().String(), ContentType: req.Header.Get("Content-Type"),
-		Body: string(body), ReceivedAt: now,
-		Contact: optional(p, ch.Fields.Contact), Name: optional(p, ch.Fields.Name), Text: optional(p, ch.Fields.Text),
+		ReceivedAt: now,
+		Contact:    optional(p, ch.Fields.Contact), Name: optional(p, ch.Fields.Name), Text: optional(p, ch.Fields.Text),
 	}
 	ev.ConversationID = conversationID(p, ch, ev.Contact, msgID)
+	if p.IsJSON() && json.Valid(body) {
+		ev.Body = body
+	} else {
+		ev.BodyText = string(body)
+	}
 	rec, err := s.st.RecordEvent(req.Context(), ev, store.NewJob{
 		ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: ev.Key, MaxAttempts: s.cfg.Retry.MaxAttempts,
 	})

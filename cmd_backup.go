@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/handoff/handoff/store"
+)
+
+// backupCmd runs `handoff backup --url URL --token TOKEN -o FILE`: it
+// downloads a consistent snapshot from a running server, writes it to a
+// temporary file beside FILE, verifies it, and renames it into place.
+func backupCmd(ctx context.Context, args []string, e env) error {
+	fs := newFlagSet("backup", e)
+	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
+	token := fs.String("token", "", "an admin API token (or HANDOFF_API_TOKEN)")
+	out := fs.String("o", "", "the file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *token == "" {
+		*token = e.getenv("HANDOFF_API_TOKEN")
+	}
+	if *out == "" {
+		return errors.New("backup needs -o FILE")
+	}
+	if *token == "" {
+		return errors.New("backup needs --token (or HANDOFF_API_TOKEN)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(*base, "/")+"/api/v1/backup", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+*token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("download the backup: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return fmt.Errorf("the server answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(*out), ".handoff-backup-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	n, err := io.Copy(tmp, resp.Body)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write the backup: %w", err)
+	}
+	st, err := store.OpenFile(tmp.Name(), store.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("the downloaded file is not a database: %w", err)
+	}
+	err = st.Check()
+	st.Close()
+	if err != nil {
+		return fmt.Errorf("the downloaded backup failed verification: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), *out); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: %d bytes, verified (sha256 %s)\n", *out, n, resp.Header.Get("X-Backup-SHA256"))
+	return nil
+}
+
+// restoreCmd runs `handoff restore --data DIR FILE` with the server stopped.
+func restoreCmd(ctx context.Context, args []string, e env) error {
+	fs := newFlagSet("restore", e)
+	dataDir := fs.String("data", "./data", "the data folder to restore into")
+	file := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	}
+	if file == "" {
+		return errors.New("restore needs the backup FILE")
+	}
+	if v := e.getenv("HANDOFF_DATA"); v != "" {
+		*dataDir = v
+	}
+	kept, err := store.Restore(ctx, *dataDir, file)
+	if err != nil {
+		return err
+	}
+	if kept != "" {
+		fmt.Fprintf(e.stdout, "restored %s into %s; the previous database is kept as %s\n", file, *dataDir, kept)
+	} else {
+		fmt.Fprintf(e.stdout, "restored %s into %s\n", file, *dataDir)
+	}
+	return nil
+}
