@@ -23,6 +23,7 @@ const usage = `usage:
   handoff restore   --data DIR FILE                     (server stopped; verifies first, keeps the old file)
   handoff verify    FILE
   handoff user add  --data DIR NAME --role admin|approver   (password from stdin or generated)
+  handoff health    --addr HOST:PORT                    (exit 0 when the server is ready; for health checks)
   handoff version
 environment: HANDOFF_CONFIG, HANDOFF_DATA, HANDOFF_ADDR override the flags;
 HANDOFF_API_TOKEN is accepted as an admin bearer token.`
@@ -44,6 +45,8 @@ func run(ctx context.Context, args []string, e env) error {
 		return backupCmd(ctx, args, e)
 	case "restore":
 		return restoreCmd(ctx, args, e)
+	case "health":
+		return healthCmd(ctx, args, e)
 	case "version":
 		fmt.Fprintln(e.stdout, "handoff", version())
 		return nil

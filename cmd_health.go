@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// healthCmd runs `handoff health [--addr HOST:PORT]`: exit 0 when the
+// server's /readyz answers 200. The container's health check uses it, so the
+// image needs no curl.
+func healthCmd(ctx context.Context, args []string, e env) error {
+	fs := newFlagSet("health", e)
+	addr := fs.String("addr", "127.0.0.1:8080", "the server's address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if v := e.getenv("HANDOFF_ADDR"); v != "" {
+		*addr = v
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("not ready: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("not ready: /readyz answered %s", resp.Status)
+	}
+	fmt.Fprintln(e.stdout, "ready")
+	return nil
+}
