@@ -164,7 +164,11 @@ func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 		return Output{}, &InvalidOutput{Raw: raw, Err: err}
 	}
 	fields := map[string]string{"intent": a.Intent, "summary": a.Summary, "confidence": strconv.FormatFloat(a.Confidence, 'f', -1, 64)}
-	for k, v := range map[string]string{"name": a.Name, "email": strings.ToLower(a.Email), "phone": a.Phone} {
+	phone := a.Phone
+	if p, ok := normalizePhone(phone); ok {
+		phone = p // the same form the template drafter stores
+	}
+	for k, v := range map[string]string{"name": a.Name, "email": strings.ToLower(a.Email), "phone": phone} {
 		if strings.TrimSpace(v) != "" {
 			fields[k] = strings.TrimSpace(v)
 		}

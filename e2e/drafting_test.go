@@ -1,0 +1,303 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ---- a fake OpenAI-compatible model, in the test process ----
+
+// dfModel answers POST /v1/chat/completions with a valid draft that is
+// different on every call ("draft #N") and records each call's
+// X-Correlation-ID, so calls can be counted per event.
+type dfModel struct {
+	srv *httptest.Server
+
+	mu    sync.Mutex
+	calls []dfModelCall
+}
+
+type dfModelCall struct {
+	N           int
+	Correlation string
+	Body        []byte
+}
+
+func newDFModel(t *testing.T) *dfModel {
+	t.Helper()
+	m := &dfModel{}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func (m *dfModel) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	m.mu.Lock()
+	n := len(m.calls) + 1
+	m.calls = append(m.calls, dfModelCall{N: n, Correlation: r.Header.Get("X-Correlation-ID"), Body: body})
+	m.mu.Unlock()
+	content := fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"Ada","email":"","phone":"","summary":"call %d","confidence":0.9}`, n, n)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
+		"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+	})
+}
+
+func (m *dfModel) Calls() []dfModelCall {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]dfModelCall(nil), m.calls...)
+}
+
+// callsFor counts the calls made for one event (by its correlation id).
+func (m *dfModel) callsFor(corr string) []dfModelCall {
+	var out []dfModelCall
+	for _, c := range m.Calls() {
+		if c.Correlation == corr {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ---- starting the binary with extra environment ----
+
+// startInstanceWithEnv is startInstance whose first run gets extra
+// environment variables (a fault hook); restart() starts later runs
+// without them.
+func startInstanceWithEnv(t *testing.T, configYAML string, extraEnv ...string) *instance {
+	t.Helper()
+	requireBinary(t)
+	dir := t.TempDir()
+	logDir, err := os.MkdirTemp("", "handoff-e2e-"+sanitize(t.Name())+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := &instance{
+		t:       t,
+		dataDir: filepath.Join(dir, "data"),
+		token:   randomHex(t, 24),
+		logDir:  logDir,
+		client:  &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+	}
+	inst.config = filepath.Join(dir, "handoff.yaml")
+	if err := os.WriteFile(inst.config, []byte(configYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(inst.cleanup)
+	inst.startWithEnv(extraEnv)
+	return inst
+}
+
+// startWithEnv is start() with extra environment variables for this run.
+func (i *instance) startWithEnv(extraEnv []string) {
+	t := i.t
+	t.Helper()
+	n := len(i.runs) + 1
+	f, err := os.Create(filepath.Join(i.logDir, fmt.Sprintf("run-%d.log", n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := &runLog{f: f}
+	cmd := exec.Command(binPath, "serve", "--data", i.dataDir, "--addr", "127.0.0.1:0", "--config", i.config)
+	cmd.Env = append(childEnv(i.token, randomHex(t, 12)), extraEnv...)
+	addrCh := make(chan string, 1)
+	stderr := &lineWriter{log: rl, onLine: func(line []byte) {
+		if addr, ok := listeningAddr(line); ok {
+			select {
+			case addrCh <- addr:
+			default:
+			}
+		}
+	}}
+	stdout := &lineWriter{log: rl, prefix: "stdout: "}
+	cmd.Stderr, cmd.Stdout = stderr, stdout
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", binPath, err)
+	}
+	p := &process{n: n, cmd: cmd, log: rl, done: make(chan struct{})}
+	i.runs = append(i.runs, p)
+	go func() {
+		_ = cmd.Wait()
+		stderr.flush()
+		stdout.flush()
+		p.state = cmd.ProcessState
+		close(p.done)
+	}()
+	timer := time.NewTimer(startTimeout)
+	defer timer.Stop()
+	select {
+	case addr := <-addrCh:
+		p.baseURL = "http://" + addr
+	case <-p.done:
+		t.Fatalf("handoff run %d exited (%s) before logging its address", n, p.exitDesc())
+	case <-timer.C:
+		t.Fatalf("handoff run %d logged no address within %v", n, startTimeout)
+	}
+	if err := i.waitReady(p, time.Now().Add(startTimeout)); err != nil {
+		t.Fatalf("handoff run %d: %v", n, err)
+	}
+}
+
+// dfWaitDrafted polls one event until its draft job completed and its draft
+// waits for approval; a discarded job fails at once.
+func dfWaitDrafted(t *testing.T, inst *instance, key string, timeout time.Duration) eventView {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		v, err := inst.event(key)
+		if err != nil {
+			t.Fatalf("polling %s: %v", key, err)
+		}
+		done := len(v.Jobs) > 0 && v.Draft != nil && v.Draft.Status == draftPendingApproval
+		for _, j := range v.Jobs {
+			if j.State == jobDiscarded || j.State == jobCancelled {
+				t.Fatalf("event %s: job %s is %s (%q): %s", key, j.ID, j.State, j.LastError, describe(v))
+			}
+			if j.State != jobCompleted {
+				done = false
+			}
+		}
+		if done {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event %s not drafted within %v: %s", key, timeout, describe(v))
+		}
+		<-tick.C
+	}
+}
+
+// TestDraftStoredBeforeCrashIsReused kills the process (SIGKILL, by
+// itself) right after a draft commits and before its job is marked done.
+// The restarted process must finish the job from the stored draft without
+// calling the model again. Then a burst of duplicates of another event
+// must cost one model call.
+func TestDraftStoredBeforeCrashIsReused(t *testing.T) {
+	model := newDFModel(t)
+	cfg := fmt.Sprintf(`workers: 2
+drafter: {kind: openai, base_url: %s/v1, model: m, prompt_version: p1, timeout: 10s}
+retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
+`, model.srv.URL)
+	inst := startInstanceWithEnv(t, cfg, "HANDOFF_FAULT=exit-after-draft-commit")
+	faulty := inst.cur()
+
+	// The event is committed before the answer; the draft job then runs,
+	// commits its draft, and the process kills itself. The answer may or
+	// may not get out first.
+	res, err := inst.postHook("crash-draft-1")
+	if err == nil && res.code != http.StatusAccepted {
+		t.Fatalf("POST /hooks/demo = %s, want 202", res)
+	}
+	select {
+	case <-faulty.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the process with HANDOFF_FAULT=exit-after-draft-commit still runs 20s after the event; model calls: %d", len(model.Calls()))
+	}
+	inst.client.CloseIdleConnections()
+	if ws, ok := faulty.state.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("run %d ended with %s, want killed by SIGKILL right after the draft commit", faulty.n, faulty.exitDesc())
+	}
+	if n := len(model.Calls()); n != 1 {
+		t.Fatalf("model called %d times before the crash, want 1", n)
+	}
+
+	inst.restart() // without the fault
+	const key = "demo:crash-draft-1"
+	v := dfWaitDrafted(t, inst, key, 20*time.Second)
+	if err == nil && v.Event.CorrelationID != res.reply.CorrelationID {
+		t.Errorf("event correlation id %q, the webhook answered %q", v.Event.CorrelationID, res.reply.CorrelationID)
+	}
+	calls := model.callsFor(v.Event.CorrelationID)
+	if len(calls) != 1 || len(model.Calls()) != 1 {
+		t.Errorf("model called %d times for %s (%d in all) across the crash, want exactly 1: the stored draft is reused",
+			len(calls), key, len(model.Calls()))
+	}
+	if v.Draft.Text != "draft #1" {
+		t.Errorf("stored draft text %q, want the first (and only) answer %q", v.Draft.Text, "draft #1")
+	}
+	if len(v.Jobs) != 1 {
+		t.Fatalf("event has %d jobs, want 1: %s", len(v.Jobs), describe(v))
+	}
+	j := v.Jobs[0]
+	// Attempt 1 stored the draft and died; the restart released it
+	// (lease_expired); a later attempt found the draft and completed.
+	if len(j.Attempts) < 2 || j.Attempts[0].Outcome != outcomeLeaseExpired || j.Attempts[len(j.Attempts)-1].Outcome != outcomeCompleted {
+		t.Errorf("attempts: %s; want the killed attempt lease_expired, then completed", describe(v))
+	}
+	if len(j.Attempts) > 0 && v.Draft.ExecutionID != j.Attempts[0].ExecutionID {
+		t.Errorf("draft stored by execution %s, want the killed first attempt %s", v.Draft.ExecutionID, j.Attempts[0].ExecutionID)
+	}
+	if len(calls) > 0 && !strings.Contains(string(calls[0].Body), `"model":"m"`) {
+		t.Errorf("model request %s does not name model m", calls[0].Body)
+	}
+
+	// 30 deliveries of another event at once: one event, one model call.
+	const copies = 30
+	results := make([]delivery, copies)
+	start := make(chan struct{})
+	var ready, wg sync.WaitGroup
+	for n := range copies {
+		ready.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ready.Done()
+			<-start
+			r, err := inst.postHook("storm-draft-1")
+			results[n] = delivery{id: "storm-draft-1", res: r, err: err}
+		}()
+	}
+	ready.Wait()
+	close(start)
+	wg.Wait()
+	accepted, dups := 0, 0
+	for _, d := range results {
+		switch {
+		case d.err != nil:
+			t.Errorf("delivery: %v", d.err)
+		case d.res.code == http.StatusAccepted:
+			accepted++
+		case d.res.code == http.StatusOK && d.res.reply.Status == "duplicate":
+			dups++
+		default:
+			t.Errorf("delivery: got %s, want 202 or 200 duplicate", d.res)
+		}
+	}
+	if accepted != 1 || dups != copies-1 {
+		t.Errorf("%d accepted and %d duplicates of %d deliveries, want 1 and %d", accepted, dups, copies, copies-1)
+	}
+	sv := dfWaitDrafted(t, inst, "demo:storm-draft-1", 20*time.Second)
+	if n := len(model.callsFor(sv.Event.CorrelationID)); n != 1 {
+		t.Errorf("model called %d times for one event delivered %d times, want 1", n, copies)
+	}
+	if n := len(model.Calls()); n != 2 {
+		t.Errorf("model called %d times in all for 2 events, want 2", n)
+	}
+	if sv.Draft.Text != "draft #2" || sv.Event.Duplicates != copies-1 || len(sv.Jobs) != 1 {
+		t.Errorf("storm event: draft %q, %d duplicates, %d jobs; want %q, %d, 1", sv.Draft.Text, sv.Event.Duplicates, len(sv.Jobs), "draft #2", copies-1)
+	}
+
+	inst.stopCleanly()
+}

@@ -1,0 +1,618 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/store"
+)
+
+// ---- a fake OpenAI-compatible server (the model) ----
+
+// How oaFakeModel answers.
+const (
+	oaOK            = "ok"             // valid, different on every call: "draft #N"
+	oaStatus500     = "500"            // server error
+	oaStatus401     = "401"            // wrong key: permanent
+	oaStall         = "stall"          // accepts and never answers until the request's context ends
+	oaBadJSON       = "bad-json"       // content that is not JSON
+	oaBadConfidence = "bad-confidence" // JSON breaking the schema: confidence 7
+	oaMissingReply  = "missing-reply"  // JSON breaking the schema: no reply
+)
+
+type oaCall struct {
+	N      int
+	Header http.Header
+	Body   []byte
+	Req    oaChatRequest
+}
+
+type oaChatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+// oaMsg is one prompt message as role and text.
+type oaMsg struct{ Role, Text string }
+
+func (r oaChatRequest) msgs() []oaMsg {
+	out := make([]oaMsg, len(r.Messages))
+	for i, m := range r.Messages {
+		var s string
+		if json.Unmarshal(m.Content, &s) != nil {
+			var parts []struct {
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(m.Content, &parts)
+			for _, p := range parts {
+				s += p.Text
+			}
+		}
+		out[i] = oaMsg{Role: m.Role, Text: s}
+	}
+	return out
+}
+
+// oaFakeModel is an httptest server for POST /v1/chat/completions that
+// records each request and answers according to its mode.
+type oaFakeModel struct {
+	srv  *httptest.Server
+	quit chan struct{}
+
+	mu       sync.Mutex
+	mode     string
+	calls    []oaCall
+	contents map[int]string
+}
+
+func newOAFakeModel(t *testing.T, mode string) *oaFakeModel {
+	t.Helper()
+	f := &oaFakeModel{mode: mode, quit: make(chan struct{}), contents: map[int]string{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(func() {
+		close(f.quit)
+		f.srv.Close()
+	})
+	return f
+}
+
+func (f *oaFakeModel) Calls() []oaCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]oaCall(nil), f.calls...)
+}
+
+func (f *oaFakeModel) Content(n int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.contents[n]
+}
+
+func (f *oaFakeModel) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	c := oaCall{Header: r.Header.Clone(), Body: body}
+	_ = json.Unmarshal(body, &c.Req)
+	f.mu.Lock()
+	c.N = len(f.calls) + 1
+	f.calls = append(f.calls, c)
+	mode := f.mode
+	f.mu.Unlock()
+
+	var content string
+	switch mode {
+	case oaStatus500, oaStatus401:
+		code := http.StatusInternalServerError
+		if mode == oaStatus401 {
+			code = http.StatusUnauthorized
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"error":{"message":"fake %s","type":"test"}}`, mode)
+		return
+	case oaStall:
+		select {
+		case <-r.Context().Done():
+		case <-f.quit:
+		}
+		return
+	case oaOK:
+		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"support","name":"Ada","email":"ada@example.com","phone":"","summary":"call %d","confidence":0.8}`, c.N, c.N)
+	case oaBadJSON:
+		content = fmt.Sprintf("I think the reply is draft #%d {", c.N)
+	case oaBadConfidence:
+		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":7}`, c.N)
+	case oaMissingReply:
+		content = fmt.Sprintf(`{"intent":"sales","name":"","email":"","phone":"","summary":"call %d","confidence":0.5}`, c.N)
+	default:
+		http.Error(w, "unknown fake mode "+mode, http.StatusTeapot)
+		return
+	}
+	f.mu.Lock()
+	f.contents[c.N] = content
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
+		"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+	})
+}
+
+// ---- wiring ----
+
+// oaStore opens a real bbolt store; its cleanup (registered first, so run
+// last) checks the file and closes it.
+func oaStore(t *testing.T) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Check(); err != nil {
+			t.Errorf("store check at the end: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return st
+}
+
+// oaConfig routes support intents to "support", everything else to "sales".
+func oaConfig() *config.Config {
+	cfg := config.Default()
+	cfg.Routing = config.Routing{Version: "r9", DefaultOwner: "sales", Rules: []config.Rule{
+		{When: config.When{Intent: "support"}, Owner: "support"},
+	}}
+	return cfg
+}
+
+// oaKinds wires the real job kinds with an OpenAI drafter against f and the sandbox provider.
+func oaKinds(t *testing.T, st *store.Store, f *oaFakeModel, timeout time.Duration) (map[string]Kind, *DraftJob) {
+	t.Helper()
+	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: f.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: timeout})
+	if err != nil {
+		t.Fatalf("NewOpenAI: %v", err)
+	}
+	providers, err := provider.Open(nil, provider.Deps{Sandbox: st})
+	if err != nil {
+		t.Fatalf("provider.Open: %v", err)
+	}
+	return Kinds(st, oaConfig(), d, providers)
+}
+
+// oaStartRunner starts a runner with fast retries and stops it at cleanup.
+func oaStartRunner(t *testing.T, st *store.Store, kinds map[string]Kind) *Runner {
+	t.Helper()
+	r := NewRunner(st, kinds, Options{
+		Workers: 4,
+		Backoff: Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Jitter:  func() float64 { return 0 },
+	})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return r
+}
+
+// oaWait polls cond until it holds or 10s pass.
+func oaWait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("timed out after 10s waiting for %s", what)
+		}
+	}
+}
+
+// oaWaitJob waits until job id is final and returns it.
+func oaWaitJob(t *testing.T, st *store.Store, id string) store.Job {
+	t.Helper()
+	var j store.Job
+	oaWait(t, "job "+id+" to end", func() bool {
+		var err error
+		if j, err = st.Job(id); err != nil {
+			t.Fatalf("Job(%s): %v", id, err)
+		}
+		return j.State.Final()
+	})
+	return j
+}
+
+// oaEvent is an inbound message on the web channel, received now.
+func oaEvent(key, conv, contact, text string) store.Event {
+	return store.Event{
+		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: strings.TrimPrefix(key, "web:"),
+		CorrelationID: ulid.Make().String(), ConversationID: conv, Contact: contact, Name: "Ada",
+		Text: text, ReceivedAt: time.Now().UTC(),
+	}
+}
+
+// oaRecord records ev with its draft job (maxAttempts attempts) and wakes r.
+func oaRecord(t *testing.T, st *store.Store, r *Runner, ev store.Event, maxAttempts int) store.Recorded {
+	t.Helper()
+	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: maxAttempts})
+	if err != nil || !rec.Created {
+		t.Fatalf("RecordEvent(%s) = created %v, %v", ev.Key, rec.Created, err)
+	}
+	if r != nil {
+		r.Wake()
+	}
+	return rec
+}
+
+// ---- tests ----
+
+// TestDraftOpenAIDuplicatesCallModelOnce: 20 deliveries of one event race
+// into the store; one event, one job, one model call, one draft.
+func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
+	st := oaStore(t)
+	f := newOAFakeModel(t, oaOK)
+	kinds, _ := oaKinds(t, st, f, 5*time.Second)
+	r := oaStartRunner(t, st, kinds)
+
+	const copies = 20
+	recs := make([]store.Recorded, copies)
+	errs := make([]error, copies)
+	start := make(chan struct{})
+	var ready, wg sync.WaitGroup
+	for i := range copies {
+		ready.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev := oaEvent("web:dup-1", "conv-dup", "+15550001234", "Hello, my site is down")
+			nj := store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: 3}
+			ready.Done()
+			<-start
+			recs[i], errs[i] = st.RecordEvent(context.Background(), ev, nj)
+			r.Wake()
+		}()
+	}
+	ready.Wait()
+	close(start)
+	wg.Wait()
+
+	var first store.Recorded
+	created := 0
+	for i := range copies {
+		if errs[i] != nil {
+			t.Fatalf("RecordEvent %d: %v", i, errs[i])
+		}
+		if recs[i].Created {
+			created++
+			first = recs[i]
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d of %d concurrent deliveries created the event, want exactly 1", created, copies)
+	}
+	for i := range copies {
+		if recs[i].Event.ID != first.Event.ID || recs[i].Event.CorrelationID != first.Event.CorrelationID {
+			t.Errorf("delivery %d got event %s / %s, want the first one's %s / %s", i,
+				recs[i].Event.ID, recs[i].Event.CorrelationID, first.Event.ID, first.Event.CorrelationID)
+		}
+	}
+
+	job := oaWaitJob(t, st, first.Job.ID)
+	if job.State != store.JobCompleted || len(job.Attempts) != 1 {
+		t.Fatalf("job %s ended %s after %d attempts (last error %q), want completed after 1", job.ID, job.State, len(job.Attempts), job.LastError)
+	}
+	jobs, err := st.JobsByCorrelation(first.Event.CorrelationID)
+	if err != nil || len(jobs) != 1 {
+		t.Errorf("JobsByCorrelation = %d jobs, %v; want the one draft job", len(jobs), err)
+	}
+	calls := f.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("model called %d times for one event delivered %d times, want 1", len(calls), copies)
+	}
+	if got := calls[0].Header.Get("X-Correlation-ID"); got != first.Event.CorrelationID {
+		t.Errorf("model call X-Correlation-ID = %q, want the event's %q", got, first.Event.CorrelationID)
+	}
+
+	d, err := st.DraftByEvent("web:dup-1")
+	if err != nil {
+		t.Fatalf("DraftByEvent: %v", err)
+	}
+	want := store.Draft{
+		Text: "draft #1", Drafter: "openai", Model: "m", PromptVersion: "p1", Raw: f.Content(1),
+		Owner: "support", RuleVersion: "r9", Rule: "rules[0]", PromptTokens: 11, OutputTokens: 7,
+		ExecutionID: job.Attempts[0].ExecutionID, CorrelationID: first.Event.CorrelationID, Status: store.DraftPending,
+	}
+	got := store.Draft{
+		Text: d.Text, Drafter: d.Drafter, Model: d.Model, PromptVersion: d.PromptVersion, Raw: d.Raw,
+		Owner: d.Owner, RuleVersion: d.RuleVersion, Rule: d.Rule, PromptTokens: d.PromptTokens, OutputTokens: d.OutputTokens,
+		ExecutionID: d.ExecutionID, CorrelationID: d.CorrelationID, Status: d.Status,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("stored draft =\n %+v\nwant\n %+v", got, want)
+	}
+	if d.Fields["intent"] != "support" || d.Fields["email"] != "ada@example.com" || d.Fields["confidence"] != "0.8" || len(d.InputHash) != 64 {
+		t.Errorf("stored fields %v / input hash %q, want the model's validated fields and a hash", d.Fields, d.InputHash)
+	}
+	drafts, _, err := st.Drafts(store.DraftFilter{Status: store.DraftPending})
+	if err != nil || len(drafts) != 1 {
+		t.Errorf("pending drafts = %d, %v; want 1", len(drafts), err)
+	}
+	ev, err := st.EventByKey("web:dup-1")
+	if err != nil || ev.Duplicates != copies-1 {
+		t.Errorf("event duplicates = %d, %v; want %d", ev.Duplicates, err, copies-1)
+	}
+	h, err := st.Handoff(store.LeadKey("web", "conv-dup"))
+	if err != nil || h.Status != store.HandoffOwned || h.Owner != "support" {
+		t.Errorf("lead = %s owner %q, %v; want owned by support", h.Status, h.Owner, err)
+	}
+}
+
+// TestDraftOpenAIRetryReusesStoredDraft: once the draft is stored, no
+// later attempt of the job calls the model again, whether the attempt that
+// stored it died right after (a panic in AfterSave, standing in for a crash)
+// or the job is run again by hand.
+func TestDraftOpenAIRetryReusesStoredDraft(t *testing.T) {
+	st := oaStore(t)
+	f := newOAFakeModel(t, oaOK)
+	kinds, dj := oaKinds(t, st, f, 5*time.Second)
+	var saves atomic.Int64
+	dj.AfterSave = func() {
+		if saves.Add(1) == 1 {
+			panic("the process dies right after the draft commit")
+		}
+	}
+	r := oaStartRunner(t, st, kinds)
+	rec := oaRecord(t, st, r, oaEvent("web:retry-1", "conv-retry", "+15550001234", "Hello"), 3)
+
+	job := oaWaitJob(t, st, rec.Job.ID)
+	if job.State != store.JobCompleted {
+		t.Fatalf("job ended %s (last error %q), want completed", job.State, job.LastError)
+	}
+	if len(job.Attempts) != 2 || job.Attempts[0].Outcome != store.OutcomeRetry || !strings.Contains(job.Attempts[0].Error, "panicked") ||
+		job.Attempts[1].Outcome != store.OutcomeCompleted {
+		t.Fatalf("attempts = %+v, want a failed first attempt (after the save) and a completed second", job.Attempts)
+	}
+	if n := len(f.Calls()); n != 1 {
+		t.Errorf("model called %d times, want 1: the retry must reuse the stored draft", n)
+	}
+	if n := saves.Load(); n != 1 {
+		t.Errorf("AfterSave ran %d times, want 1: the retry stores nothing", n)
+	}
+	stored, err := st.DraftByEvent("web:retry-1")
+	if err != nil {
+		t.Fatalf("DraftByEvent: %v", err)
+	}
+	if stored.Text != "draft #1" || stored.ExecutionID != job.Attempts[0].ExecutionID {
+		t.Errorf("draft = %q by %s, want %q by the first attempt %s", stored.Text, stored.ExecutionID, "draft #1", job.Attempts[0].ExecutionID)
+	}
+
+	// A forced rerun, as a replay would do: a new execution of the same job.
+	rerun := job
+	rerun.ExecutionID = ulid.Make().String()
+	rerun.Attempt++
+	rerun.Attempts = append(rerun.Attempts, store.Attempt{ExecutionID: rerun.ExecutionID, Number: rerun.Attempt, StartedAt: time.Now().UTC()})
+	if err := dj.Run(context.Background(), rerun); err != nil {
+		t.Fatalf("Run again: %v", err)
+	}
+	if n := len(f.Calls()); n != 1 {
+		t.Errorf("model called %d times after a forced rerun, want still 1", n)
+	}
+	again, err := st.DraftByEvent("web:retry-1")
+	if err != nil {
+		t.Fatalf("DraftByEvent: %v", err)
+	}
+	if !reflect.DeepEqual(again, stored) {
+		t.Errorf("draft changed by the rerun:\n got %+v\nwant %+v", again, stored)
+	}
+}
+
+// TestDraftOpenAIModelFailures: a model that keeps failing uses up the
+// job's attempts (each recorded with its execution id and error, the
+// invalid answers kept raw), stores no draft and leaves the lead received.
+func TestDraftOpenAIModelFailures(t *testing.T) {
+	tests := []struct {
+		mode     string
+		attempts int  // the model is called once per attempt
+		raw      bool // attempts keep the model's raw answer
+		errHas   string
+	}{
+		{mode: oaStatus500, attempts: 3, errHas: "500"},
+		{mode: oaStall, attempts: 3, errHas: "call the model"},
+		{mode: oaBadJSON, attempts: 3, raw: true, errHas: "not JSON"},
+		{mode: oaBadConfidence, attempts: 3, raw: true, errHas: "schema"},
+		{mode: oaMissingReply, attempts: 3, raw: true, errHas: "schema"},
+		{mode: oaStatus401, attempts: 1, errHas: "401"}, // permanent: discarded at once
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			st := oaStore(t)
+			f := newOAFakeModel(t, tt.mode)
+			kinds, _ := oaKinds(t, st, f, 150*time.Millisecond)
+			r := oaStartRunner(t, st, kinds)
+			key := "web:fail-" + tt.mode
+			rec := oaRecord(t, st, r, oaEvent(key, "conv-fail", "+15550001234", "Hello"), 3)
+
+			job := oaWaitJob(t, st, rec.Job.ID)
+			if job.State != store.JobDiscarded {
+				t.Fatalf("job ended %s, want discarded", job.State)
+			}
+			if len(job.Attempts) != tt.attempts || job.Attempt != tt.attempts {
+				t.Fatalf("job has %d attempt records (counter %d), want %d: %+v", len(job.Attempts), job.Attempt, tt.attempts, job.Attempts)
+			}
+			calls := f.Calls()
+			if len(calls) != tt.attempts {
+				t.Errorf("model called %d times, want %d (one per attempt, no hidden retries)", len(calls), tt.attempts)
+			}
+			for _, c := range calls {
+				if got := c.Header.Get("X-Correlation-ID"); got != rec.Event.CorrelationID {
+					t.Errorf("call %d X-Correlation-ID = %q, want %q", c.N, got, rec.Event.CorrelationID)
+				}
+			}
+			seen := map[string]bool{}
+			for i, a := range job.Attempts {
+				wantOutcome := store.OutcomeRetry
+				if i == len(job.Attempts)-1 {
+					wantOutcome = store.OutcomeDiscarded
+				}
+				if a.Number != i+1 || a.Outcome != wantOutcome || a.EndedAt == nil {
+					t.Errorf("attempt %d = number %d outcome %q ended %v, want number %d outcome %q and an end", i, a.Number, a.Outcome, a.EndedAt, i+1, wantOutcome)
+				}
+				if _, err := ulid.ParseStrict(a.ExecutionID); err != nil || seen[a.ExecutionID] {
+					t.Errorf("attempt %d execution id %q is not a fresh ULID", i+1, a.ExecutionID)
+				}
+				seen[a.ExecutionID] = true
+				if !strings.Contains(a.Error, tt.errHas) {
+					t.Errorf("attempt %d error %q does not say %q", i+1, a.Error, tt.errHas)
+				}
+				wantRaw := ""
+				if tt.raw {
+					wantRaw = f.Content(i + 1)
+				}
+				if a.Raw != wantRaw {
+					t.Errorf("attempt %d raw = %q, want %q", i+1, a.Raw, wantRaw)
+				}
+			}
+			if last := job.Attempts[len(job.Attempts)-1]; tt.raw && (last.Raw == "" || last.Raw != f.Content(len(calls))) {
+				t.Errorf("last attempt raw = %q, want the model's last answer %q", last.Raw, f.Content(len(calls)))
+			}
+			if _, err := st.DraftByEvent(key); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("DraftByEvent after failures = %v, want ErrNotFound: no draft from a failing model", err)
+			}
+			h, err := st.Handoff(store.LeadKey("web", "conv-fail"))
+			if err != nil || h.Status != store.HandoffReceived || len(h.History) != 1 {
+				t.Errorf("lead = %s with %d transitions, %v; want still received", h.Status, len(h.History), err)
+			}
+		})
+	}
+}
+
+// TestDraftOpenAIConversationContext: a later message of the same lead is
+// drafted with the earlier messages and the replies approved for them,
+// newest last; a rejected draft is not a reply. When the approver edited
+// the reply, the model must see what was sent, not the first draft.
+func TestDraftOpenAIConversationContext(t *testing.T) {
+	tests := []struct {
+		name     string
+		edit     string // the approver's text; "" approves the draft as is
+		wantSent string
+	}{
+		{name: "approved as drafted", wantSent: "draft #1"},
+		{name: "approved edited", edit: "Edited: we will call you at 5pm.", wantSent: "Edited: we will call you at 5pm."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := oaStore(t)
+			f := newOAFakeModel(t, oaOK)
+			kinds, _ := oaKinds(t, st, f, 5*time.Second)
+			r := oaStartRunner(t, st, kinds)
+			ctx := context.Background()
+			const conv, contact = "conv-ctx", "+15550001234"
+			lead := store.LeadKey("web", conv)
+
+			// 1: drafted, approved (maybe edited), sent through the sandbox.
+			rec1 := oaRecord(t, st, r, oaEvent("web:ctx-1", conv, contact, "First: my site is down."), 3)
+			if j := oaWaitJob(t, st, rec1.Job.ID); j.State != store.JobCompleted {
+				t.Fatalf("draft job 1 ended %s (%q)", j.State, j.LastError)
+			}
+			d1, err := st.DraftByEvent("web:ctx-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ap, err := st.ApproveDraft(ctx, d1.ID, store.Approval{
+				Decision: store.Decision{By: "tester", At: time.Now().UTC(), Text: tt.edit},
+				Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3,
+			})
+			if err != nil {
+				t.Fatalf("ApproveDraft: %v", err)
+			}
+			r.Wake()
+			oaWait(t, "the reply to be sent", func() bool {
+				o, err := st.OutboxRow(ap.Outbox.ID)
+				return err == nil && o.Status == store.OutboxSent
+			})
+			if h, err := st.Handoff(lead); err != nil || h.Status != store.HandoffReplied {
+				t.Fatalf("lead after the reply = %s, %v; want replied", h.Status, err)
+			}
+
+			// 2: a new cycle; its draft is rejected.
+			rec2 := oaRecord(t, st, r, oaEvent("web:ctx-2", conv, contact, "Second: still down."), 3)
+			if j := oaWaitJob(t, st, rec2.Job.ID); j.State != store.JobCompleted {
+				t.Fatalf("draft job 2 ended %s (%q)", j.State, j.LastError)
+			}
+			d2, err := st.DraftByEvent("web:ctx-2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.RejectDraft(ctx, d2.ID, store.Decision{By: "tester", At: time.Now().UTC(), Reason: "no"}); err != nil {
+				t.Fatalf("RejectDraft: %v", err)
+			}
+
+			// 3: drafted with everything before it as context.
+			rec3 := oaRecord(t, st, r, oaEvent("web:ctx-3", conv, contact, "Third: hello?"), 3)
+			if j := oaWaitJob(t, st, rec3.Job.ID); j.State != store.JobCompleted {
+				t.Fatalf("draft job 3 ended %s (%q)", j.State, j.LastError)
+			}
+			calls := f.Calls()
+			if len(calls) != 3 {
+				t.Fatalf("model called %d times for 3 events, want 3", len(calls))
+			}
+			if got := calls[0].Req.msgs(); len(got) != 2 {
+				t.Errorf("first message's prompt has %d messages, want system + the message: %+v", len(got), got)
+			}
+			got := calls[2].Req.msgs()
+			want := []oaMsg{
+				{"user", "First: my site is down."},
+				{"assistant", tt.wantSent},
+				{"user", "Second: still down."},
+			}
+			if len(got) != len(want)+2 || got[0].Role != "system" {
+				t.Fatalf("third prompt = %+v, want system, %d history messages, the new message", got, len(want))
+			}
+			if !reflect.DeepEqual(got[1:len(got)-1], want) {
+				t.Errorf("third prompt history =\n %+v\nwant (newest last)\n %+v", got[1:len(got)-1], want)
+			}
+			if last := got[len(got)-1]; last.Role != "user" || !strings.HasSuffix(last.Text, "Message:\nThird: hello?") {
+				t.Errorf("last prompt message = %+v, want the new message", last)
+			}
+			if got := calls[2].Header.Get("X-Correlation-ID"); got != rec3.Event.CorrelationID {
+				t.Errorf("third call X-Correlation-ID = %q, want %q", got, rec3.Event.CorrelationID)
+			}
+		})
+	}
+}

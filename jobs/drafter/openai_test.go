@@ -1,0 +1,481 @@
+package drafter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// ---- a fake OpenAI-compatible server ----
+
+// How the fake model answers.
+const (
+	fmOK            = "ok"             // a valid answer, different on every call ("draft #N")
+	fmStatus500     = "500"            // a server error
+	fmStatus401     = "401"            // a wrong key
+	fmStatus429     = "429"            // rate limited: retrying can help
+	fmStall         = "stall"          // accepts, then never answers until the request's context ends
+	fmBadJSON       = "bad-json"       // content that is not JSON
+	fmBadConfidence = "bad-confidence" // JSON that breaks the schema: confidence 7
+	fmMissingReply  = "missing-reply"  // JSON that breaks the schema: no reply
+	fmExtraKey      = "extra-key"      // JSON that breaks the schema: a key the schema does not allow
+	fmNoChoices     = "no-choices"     // a completion with no choices at all
+	fmBlankReply    = "blank-reply"    // a reply of only spaces: passes minLength, nothing after trimming
+)
+
+// fmCall is one request the fake model received.
+type fmCall struct {
+	N      int
+	Path   string
+	Header http.Header
+	Body   []byte
+	Req    fmChatRequest
+}
+
+// fmChatRequest is the part of a chat completions request the tests look at.
+type fmChatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	ResponseFormat struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Name   string         `json:"name"`
+			Strict bool           `json:"strict"`
+			Schema map[string]any `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+}
+
+// text is message i's content, whether sent as a string or as text parts.
+func (r fmChatRequest) text(i int) string {
+	var s string
+	if json.Unmarshal(r.Messages[i].Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(r.Messages[i].Content, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// fakeModel is an httptest server speaking POST /v1/chat/completions. It
+// records every request and answers according to its mode; a valid answer
+// is different on every call, so a reused draft is told from a new one.
+type fakeModel struct {
+	srv  *httptest.Server
+	quit chan struct{}
+
+	mu       sync.Mutex
+	mode     string
+	calls    []fmCall
+	contents map[int]string // call number -> the content the model answered
+}
+
+func newFakeModel(t *testing.T, mode string) *fakeModel {
+	t.Helper()
+	f := &fakeModel{mode: mode, quit: make(chan struct{}), contents: map[int]string{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(func() {
+		close(f.quit) // releases a stalled handler whose client never hung up
+		f.srv.Close()
+	})
+	return f
+}
+
+// BaseURL is what a drafter is configured with.
+func (f *fakeModel) BaseURL() string { return f.srv.URL + "/v1" }
+
+func (f *fakeModel) setMode(m string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mode = m
+}
+
+func (f *fakeModel) Calls() []fmCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fmCall(nil), f.calls...)
+}
+
+// Content is what the model answered on call n (1-based).
+func (f *fakeModel) Content(n int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.contents[n]
+}
+
+func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	call := fmCall{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	_ = json.Unmarshal(body, &call.Req)
+	f.mu.Lock()
+	call.N = len(f.calls) + 1
+	f.calls = append(f.calls, call)
+	mode := f.mode
+	f.mu.Unlock()
+	n := call.N
+
+	var content string
+	switch mode {
+	case fmStatus500:
+		fmWriteError(w, http.StatusInternalServerError, "the model crashed", "server_error")
+		return
+	case fmStatus401:
+		fmWriteError(w, http.StatusUnauthorized, "Incorrect API key provided", "invalid_request_error")
+		return
+	case fmStatus429:
+		fmWriteError(w, http.StatusTooManyRequests, "slow down", "rate_limit_error")
+		return
+	case fmStall:
+		select {
+		case <-r.Context().Done():
+		case <-f.quit:
+		}
+		return
+	case fmNoChoices:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":0,"total_tokens":11}}`)
+		return
+	case fmOK:
+		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"support","name":" Ada Lovelace ","email":"Ada@Example.COM","phone":"+44 20 7946 0958","summary":"wants help (call %d)","confidence":0.75}`, n, n)
+	case fmBadJSON:
+		content = fmt.Sprintf("Sure! Here is draft #%d: {\"reply\": ", n)
+	case fmBadConfidence:
+		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":7}`, n)
+	case fmMissingReply:
+		content = fmt.Sprintf(`{"intent":"sales","name":"","email":"","phone":"","summary":"call %d","confidence":0.5}`, n)
+	case fmExtraKey:
+		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":0.5,"price":"free"}`, n)
+	case fmBlankReply:
+		content = `{"reply":"   ","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":0.5}`
+	default:
+		fmWriteError(w, http.StatusTeapot, "unknown fake mode "+mode, "test_error")
+		return
+	}
+	f.mu.Lock()
+	f.contents[n] = content
+	f.mu.Unlock()
+	resp := map[string]any{
+		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+		"choices": []any{map[string]any{
+			"index":         0,
+			"message":       map[string]any{"role": "assistant", "content": content},
+			"finish_reason": "stop",
+		}},
+		"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+func fmWriteError(w http.ResponseWriter, code int, msg, typ string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ}})
+}
+
+// newTestOpenAI is a drafter against f.
+func newTestOpenAI(t *testing.T, f *fakeModel, timeout time.Duration) *OpenAI {
+	t.Helper()
+	o, err := NewOpenAI(OpenAIConfig{
+		BaseURL: f.BaseURL(), APIKey: "sk-test-123", Model: "m", PromptVersion: "p1",
+		SystemPrompt: "You are the test prompt.", Timeout: timeout,
+	})
+	if err != nil {
+		t.Fatalf("NewOpenAI: %v", err)
+	}
+	return o
+}
+
+// oaInput is a message with two earlier messages of context.
+func oaInput() Input {
+	return Input{
+		EventKey: "web:m2", Channel: "web", ConversationID: "conv-1", Contact: "+15550001234", Name: "Ada",
+		Text: "Can you also fix the invoice?", Owner: "sales", CorrelationID: "01JCORRELATION0000000000000",
+		History: []Message{
+			{From: "customer", Text: "My site is down."},
+			{From: "agent", Text: "Sorry to hear it, we are on it."},
+		},
+	}
+}
+
+// ---- tests ----
+
+func TestOpenAIRequest(t *testing.T) {
+	f := newFakeModel(t, fmOK)
+	o := newTestOpenAI(t, f, 5*time.Second)
+	in := oaInput()
+	if _, err := o.Draft(context.Background(), in); err != nil {
+		t.Fatalf("Draft: %v", err)
+	}
+	calls := f.Calls()
+	if len(calls) != 1 {
+		t.Fatalf("model called %d times, want 1", len(calls))
+	}
+	c := calls[0]
+	if got := c.Header.Get("Authorization"); got != "Bearer sk-test-123" {
+		t.Errorf("Authorization = %q, want %q", got, "Bearer sk-test-123")
+	}
+	if got := c.Header.Get("X-Correlation-ID"); got != in.CorrelationID {
+		t.Errorf("X-Correlation-ID = %q, want %q", got, in.CorrelationID)
+	}
+	req := c.Req
+	if req.Model != "m" {
+		t.Errorf("model = %q, want m", req.Model)
+	}
+	// system, the two history messages, the new message: newest last.
+	wantRoles := []string{"system", "user", "assistant", "user"}
+	if len(req.Messages) != len(wantRoles) {
+		t.Fatalf("got %d messages, want %d: %s", len(req.Messages), len(wantRoles), c.Body)
+	}
+	for i, role := range wantRoles {
+		if req.Messages[i].Role != role {
+			t.Errorf("message %d role = %q, want %q", i, req.Messages[i].Role, role)
+		}
+	}
+	if got := req.text(0); !strings.HasPrefix(got, "You are the test prompt.") {
+		t.Errorf("system message = %q, want the configured prompt first", got)
+	}
+	if got := req.text(1); got != "My site is down." {
+		t.Errorf("history message 1 = %q", got)
+	}
+	if got := req.text(2); got != "Sorry to hear it, we are on it." {
+		t.Errorf("history message 2 = %q", got)
+	}
+	last := req.text(3)
+	for _, want := range []string{"Channel: web", "Sender name: Ada", "Sender contact: +15550001234", "message 2 of the conversation", "Message:\nCan you also fix the invoice?"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("new message %q lacks %q", last, want)
+		}
+	}
+	rf := req.ResponseFormat
+	if rf.Type != "json_schema" || rf.JSONSchema.Name != "handoff_draft" || !rf.JSONSchema.Strict {
+		t.Errorf("response_format = %+v, want a strict json_schema named handoff_draft", rf)
+	}
+	props, _ := rf.JSONSchema.Schema["properties"].(map[string]any)
+	for _, k := range []string{"reply", "intent", "name", "email", "phone", "summary", "confidence"} {
+		if _, ok := props[k]; !ok {
+			t.Errorf("schema sent has no property %q: %v", k, rf.JSONSchema.Schema)
+		}
+	}
+	if rf.JSONSchema.Schema["additionalProperties"] != false {
+		t.Errorf("schema sent allows additional properties: %v", rf.JSONSchema.Schema)
+	}
+	if _, ok := rf.JSONSchema.Schema["$schema"]; ok {
+		t.Errorf("schema sent still has $schema, which strict servers refuse")
+	}
+}
+
+func TestOpenAINoKeyStillSendsABearer(t *testing.T) {
+	f := newFakeModel(t, fmOK)
+	o, err := NewOpenAI(OpenAIConfig{BaseURL: f.BaseURL(), Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := oaInput()
+	in.CorrelationID = ""
+	if _, err := o.Draft(context.Background(), in); err != nil {
+		t.Fatalf("Draft: %v", err)
+	}
+	c := f.Calls()[0]
+	if got := c.Header.Get("Authorization"); got != "Bearer none" {
+		t.Errorf("Authorization without a key = %q, want a placeholder bearer", got)
+	}
+	if got, ok := c.Header["X-Correlation-Id"]; ok {
+		t.Errorf("X-Correlation-ID sent without a correlation id: %q", got)
+	}
+	if got := c.Req.text(0); !strings.HasPrefix(got, defaultSystemPrompt) {
+		t.Errorf("system message = %q, want the default prompt", got)
+	}
+}
+
+func TestOpenAIValidOutput(t *testing.T) {
+	f := newFakeModel(t, fmOK)
+	o := newTestOpenAI(t, f, 5*time.Second)
+	in := oaInput()
+	out, err := o.Draft(context.Background(), in)
+	if err != nil {
+		t.Fatalf("Draft: %v", err)
+	}
+	if out.Text != "draft #1" {
+		t.Errorf("Text = %q, want %q", out.Text, "draft #1")
+	}
+	wantFields := map[string]string{
+		"intent": "support", "name": "Ada Lovelace", "email": "ada@example.com",
+		"phone": "+442079460958" /* normalised like the template drafter does */, "summary": "wants help (call 1)", "confidence": "0.75",
+	}
+	if len(out.Fields) != len(wantFields) {
+		t.Errorf("Fields = %v, want %v", out.Fields, wantFields)
+	}
+	for k, v := range wantFields {
+		if out.Fields[k] != v {
+			t.Errorf("Fields[%s] = %q, want %q", k, out.Fields[k], v)
+		}
+	}
+	if out.Drafter != "openai" || out.Model != "m" || out.PromptVersion != "p1" {
+		t.Errorf("provenance = %q %q %q, want openai m p1", out.Drafter, out.Model, out.PromptVersion)
+	}
+	if out.PromptTokens != 11 || out.OutputTokens != 7 {
+		t.Errorf("tokens = %d/%d, want 11/7", out.PromptTokens, out.OutputTokens)
+	}
+	if out.Raw != f.Content(1) {
+		t.Errorf("Raw = %q, want the model's answer %q", out.Raw, f.Content(1))
+	}
+	if len(out.InputHash) != 64 {
+		t.Errorf("InputHash = %q, want a sha256 hex digest", out.InputHash)
+	}
+
+	// The hash names the input, not the call: the same input (even under
+	// another correlation id) hashes the same although the model answers
+	// differently; a different input hashes differently.
+	same := in
+	same.CorrelationID = "01JOTHERCORRELATION00000000"
+	again, err := o.Draft(context.Background(), same)
+	if err != nil {
+		t.Fatalf("Draft again: %v", err)
+	}
+	if again.Text != "draft #2" {
+		t.Errorf("second answer = %q, want the fake's next reply %q", again.Text, "draft #2")
+	}
+	if again.InputHash != out.InputHash {
+		t.Errorf("same input hashed %s then %s", out.InputHash, again.InputHash)
+	}
+	changes := []struct {
+		name   string
+		change func(*Input)
+	}{
+		{"text", func(in *Input) { in.Text += "!" }},
+		{"history", func(in *Input) { in.History = in.History[:1] }},
+		{"name", func(in *Input) { in.Name = "Grace" }},
+		{"contact", func(in *Input) { in.Contact = "+15550009999" }},
+		{"channel", func(in *Input) { in.Channel = "sms" }},
+	}
+	for _, tt := range changes {
+		t.Run(tt.name, func(t *testing.T) {
+			other := oaInput()
+			tt.change(&other)
+			o2, err := o.Draft(context.Background(), other)
+			if err != nil {
+				t.Fatalf("Draft: %v", err)
+			}
+			if o2.InputHash == out.InputHash {
+				t.Errorf("a different %s hashed the same: %s", tt.name, o2.InputHash)
+			}
+		})
+	}
+}
+
+func TestOpenAIErrors(t *testing.T) {
+	tests := []struct {
+		mode      string
+		invalid   bool // *InvalidOutput with the raw answer
+		permanent bool // *PermanentError
+		wantErr   string
+	}{
+		{mode: fmBadJSON, invalid: true, wantErr: "not JSON"},
+		{mode: fmBadConfidence, invalid: true, wantErr: "schema"},
+		{mode: fmMissingReply, invalid: true, wantErr: "schema"},
+		{mode: fmExtraKey, invalid: true, wantErr: "schema"},
+		{mode: fmNoChoices, invalid: true, wantErr: "no choices"},
+		{mode: fmStatus401, permanent: true, wantErr: "401"},
+		{mode: fmStatus500, wantErr: "500"},
+		{mode: fmStatus429, wantErr: "429"},
+		{mode: fmStall},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			f := newFakeModel(t, tt.mode)
+			// A long timeout leaves room for the SDK's own retries (about
+			// 0.5s and 1s apart), so that any would be counted below.
+			timeout := 10 * time.Second
+			if tt.mode == fmStall {
+				timeout = 300 * time.Millisecond
+			}
+			o := newTestOpenAI(t, f, timeout)
+			started := time.Now()
+			out, err := o.Draft(context.Background(), oaInput())
+			if err == nil {
+				t.Fatalf("Draft = %+v, nil error; want a failure", out)
+			}
+			if tt.mode == fmStall && time.Since(started) > 5*time.Second {
+				t.Errorf("a stalled model held Draft for %v with a 300ms timeout", time.Since(started))
+			}
+			var inv *InvalidOutput
+			var perm *PermanentError
+			if got := errors.As(err, &inv); got != tt.invalid {
+				t.Errorf("errors.As(*InvalidOutput) = %v, want %v (err %v)", got, tt.invalid, err)
+			}
+			if got := errors.As(err, &perm); got != tt.permanent {
+				t.Errorf("errors.As(*PermanentError) = %v, want %v (err %v)", got, tt.permanent, err)
+			}
+			if tt.invalid && inv != nil && tt.mode != fmNoChoices && inv.Raw != f.Content(1) {
+				t.Errorf("InvalidOutput.Raw = %q, want what the model said: %q", inv.Raw, f.Content(1))
+			}
+			if tt.mode == fmNoChoices && inv != nil && !strings.Contains(inv.Raw, `"choices"`) {
+				t.Errorf("InvalidOutput.Raw = %q, want the whole answer", inv.Raw)
+			}
+			if tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %q does not mention %q", err, tt.wantErr)
+			}
+			// The job queue owns retries: the SDK must not retry on its own.
+			if n := len(f.Calls()); n != 1 {
+				t.Errorf("model called %d times for one Draft, want exactly 1 (no SDK retries)", n)
+			}
+		})
+	}
+}
+
+func TestOpenAIContextEndsStalledCall(t *testing.T) {
+	f := newFakeModel(t, fmStall)
+	o := newTestOpenAI(t, f, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := o.Draft(ctx, oaInput())
+	var inv *InvalidOutput
+	var perm *PermanentError
+	if err == nil || errors.As(err, &inv) || errors.As(err, &perm) {
+		t.Fatalf("Draft on a stalled model = %v, want a plain (retryable) error", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
+	}
+	if n := len(f.Calls()); n != 1 {
+		t.Errorf("model called %d times, want 1", n)
+	}
+}
+
+// TestOpenAIBlankReplyIsInvalid: a reply of only spaces passes the schema's
+// minLength but is nothing once trimmed; it must not become an empty draft
+// that a person could approve and send.
+func TestOpenAIBlankReplyIsInvalid(t *testing.T) {
+	f := newFakeModel(t, fmBlankReply)
+	o := newTestOpenAI(t, f, 5*time.Second)
+	out, err := o.Draft(context.Background(), oaInput())
+	var inv *InvalidOutput
+	if !errors.As(err, &inv) {
+		t.Fatalf("Draft with a blank reply = (text %q, err %v), want *InvalidOutput", out.Text, err)
+	}
+	if inv.Raw != f.Content(1) {
+		t.Errorf("Raw = %q, want %q", inv.Raw, f.Content(1))
+	}
+}
