@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 
@@ -10,35 +11,43 @@ import (
 
 // Check verifies the file: bbolt's own page check, the schema version, and
 // that every index agrees with its records in both directions. It returns
-// every problem found, joined.
+// every problem found, joined. bbolt's page check is not safe beside a
+// writer, so on a live store it runs inside a write transaction (writing
+// nothing); a read-only store has no writer.
 func (s *Store) Check() error {
-	return s.view(func(tx *bolt.Tx) error {
-		var problems []error
-		for err := range tx.Check() {
-			problems = append(problems, fmt.Errorf("bbolt: %w", err))
+	if s.writes == nil {
+		return s.view(check)
+	}
+	return s.update(context.Background(), check)
+}
+
+// check is Check inside a transaction.
+func check(tx *bolt.Tx) error {
+	var problems []error
+	for err := range tx.Check() {
+		problems = append(problems, fmt.Errorf("bbolt: %w", err))
+	}
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return errors.New("check: no meta bucket: this is not a handoff database")
+	}
+	if v := string(meta.Get(keySchema)); v != fmt.Sprint(SchemaVersion) {
+		problems = append(problems, fmt.Errorf("check: schema version %q, want %d", v, SchemaVersion))
+	}
+	for _, b := range allBuckets {
+		if tx.Bucket(b) == nil {
+			problems = append(problems, fmt.Errorf("check: bucket %s is missing", b))
 		}
-		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			return errors.New("check: no meta bucket: this is not a handoff database")
-		}
-		if v := string(meta.Get(keySchema)); v != fmt.Sprint(SchemaVersion) {
-			problems = append(problems, fmt.Errorf("check: schema version %q, want %d", v, SchemaVersion))
-		}
-		for _, b := range allBuckets {
-			if tx.Bucket(b) == nil {
-				problems = append(problems, fmt.Errorf("check: bucket %s is missing", b))
-			}
-		}
-		if len(problems) > 0 {
-			return errors.Join(problems...)
-		}
-		problems = append(problems, checkEvents(tx)...)
-		problems = append(problems, checkJobs(tx)...)
-		problems = append(problems, checkDrafts(tx)...)
-		problems = append(problems, checkHandoffs(tx)...)
-		problems = append(problems, checkOutbox(tx)...)
+	}
+	if len(problems) > 0 {
 		return errors.Join(problems...)
-	})
+	}
+	problems = append(problems, checkEvents(tx)...)
+	problems = append(problems, checkJobs(tx)...)
+	problems = append(problems, checkDrafts(tx)...)
+	problems = append(problems, checkHandoffs(tx)...)
+	problems = append(problems, checkOutbox(tx)...)
+	return errors.Join(problems...)
 }
 
 func checkEvents(tx *bolt.Tx) []error {

@@ -1,0 +1,364 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// slowSendConfig auto-approves every draft of the demo channel to a sandbox
+// provider that takes 2s per send, on 2 workers: a kill lands on sends in
+// flight, with rows effect_pending.
+const slowSendConfig = `workers: 2
+channels:
+  - name: demo
+    fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
+    provider: slow
+    auto_approve: true
+providers:
+  - {name: slow, kind: sandbox, delay: 2s}
+retry: {base_delay: 100ms, max_delay: 1s}
+`
+
+// dlvOutbox is GET /api/v1/outbox/{id}, as far as these tests look.
+type dlvOutbox struct {
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	Provider   string `json:"provider"`
+	ProviderID string `json:"provider_id"`
+	ApprovedBy string `json:"approved_by"`
+	Note       string `json:"note"`
+	Attempts   []struct {
+		ExecutionID string `json:"execution_id"`
+		Action      string `json:"action"`
+		Outcome     string `json:"outcome"`
+	} `json:"attempts"`
+}
+
+// dlvTimeline is the part of GET /api/v1/events/{key} about the reply.
+type dlvTimeline struct {
+	Jobs    []jobView  `json:"jobs"`
+	Draft   *draftView `json:"draft"`
+	Outbox  *dlvOutbox `json:"outbox"`
+	Handoff *struct {
+		Status string `json:"status"`
+	} `json:"handoff"`
+}
+
+// dlvSandboxMessage is one entry of GET /api/v1/sandbox/messages.
+type dlvSandboxMessage struct {
+	Ref     string `json:"client_ref"`
+	ID      string `json:"id"`
+	Repeats int    `json:"repeats"`
+}
+
+// dlvGet fetches path from the current process with the API token into v;
+// it returns the status code (v is filled only on 200).
+func dlvGet(i *instance, path string, v any) (int, error) {
+	req, err := http.NewRequest(http.MethodGet, i.cur().baseURL+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+i.token)
+	resp, err := i.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, v); err != nil {
+			return resp.StatusCode, fmt.Errorf("GET %s: decoding %s: %w", path, raw, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// dlvOutboxPath escapes the '+' and ':' of an outbox id.
+func dlvOutboxPath(id string) string {
+	return "/api/v1/outbox/" + strings.NewReplacer("+", "%2B", ":", "%3A").Replace(url.PathEscape(id))
+}
+
+// dlvWait polls cond every pollInterval until it holds or timeout passes;
+// cond may fail the test itself.
+func dlvWait(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// TestDeliveryCrashResolvesInFlightSends kills the server with SIGKILL while
+// replies are effect_pending (the provider call under way), restarts it on
+// the same data, and checks that every reply ends sent exactly once, by the
+// same delivery job, whose killed attempt the restart released.
+//
+// The slow sandbox waits before it accepts, so the kill lands before the
+// message arrived and a blind resend would pass here too; that a restart
+// looks a delivered message up instead of resending it is what
+// TestDeliveryCrashAfterAcceptedSend proves.
+func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
+	inst := startInstance(t, slowSendConfig)
+	const n = 10
+	keys := make([]string, n)
+	for k := range n {
+		id := fmt.Sprintf("dlv-%02d", k)
+		conv := fmt.Sprintf("+1555010%04d", k)
+		keys[k] = "demo:" + id
+		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "hi"})
+		resp, err := inst.client.Post(inst.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("POST /hooks/demo %s: %v", id, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("POST /hooks/demo %s: %d, want 202", id, resp.StatusCode)
+		}
+	}
+
+	// Wait for a send in flight, seen through GET /api/v1/outbox/{id}.
+	inFlight := ""
+	dlvWait(t, "a reply to be effect_pending", 20*time.Second, func() bool {
+		for _, key := range keys {
+			var tl dlvTimeline
+			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
+				t.Fatalf("GET event %s: %d %v", key, code, err)
+			}
+			if tl.Outbox == nil {
+				continue
+			}
+			var row dlvOutbox
+			if code, err := dlvGet(inst, dlvOutboxPath(tl.Outbox.ID), &row); err != nil || code != http.StatusOK {
+				t.Fatalf("GET outbox %s: %d %v", tl.Outbox.ID, code, err)
+			}
+			if row.Status == "effect_pending" {
+				inFlight = key
+				return true
+			}
+		}
+		return false
+	})
+	inst.kill()
+	inst.restart()
+
+	// Every reply ends sent, and nothing else, with its jobs finished.
+	final := map[string]dlvTimeline{}
+	dlvWait(t, "every reply to be sent after the restart", 40*time.Second, func() bool {
+		for _, key := range keys {
+			if _, done := final[key]; done {
+				continue
+			}
+			var tl dlvTimeline
+			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
+				t.Fatalf("GET event %s: %d %v", key, code, err)
+			}
+			if tl.Outbox == nil {
+				return false
+			}
+			switch tl.Outbox.Status {
+			case "sent":
+				// The row is sent a moment before its job records its end.
+				for _, j := range tl.Jobs {
+					if j.State != jobCompleted && j.State != jobDiscarded && j.State != jobCancelled {
+						return false
+					}
+				}
+				final[key] = tl
+			case "failed", "needs_reconciliation":
+				t.Fatalf("reply of %s ended %s (%s); want sent", key, tl.Outbox.Status, tl.Outbox.Note)
+			default:
+				return false
+			}
+		}
+		return true
+	})
+
+	var box struct {
+		Messages []dlvSandboxMessage `json:"messages"`
+	}
+	if code, err := dlvGet(inst, "/api/v1/sandbox/messages?limit=1000", &box); err != nil || code != http.StatusOK {
+		t.Fatalf("GET sandbox messages: %d %v", code, err)
+	}
+	byRef := map[string][]dlvSandboxMessage{}
+	for _, m := range box.Messages {
+		byRef[m.Ref] = append(byRef[m.Ref], m)
+	}
+	if len(box.Messages) != n {
+		t.Errorf("the sandbox received %d messages, want %d (one per reply)", len(box.Messages), n)
+	}
+	for _, key := range keys {
+		o := final[key].Outbox
+		msgs := byRef[o.ID]
+		if len(msgs) != 1 {
+			t.Errorf("%s: %d sandbox messages for %s, want 1", key, len(msgs), o.ID)
+			continue
+		}
+		if msgs[0].Repeats != 0 {
+			t.Errorf("%s: sandbox message %s was sent %d more times; want 0 (a restart must look it up, not resend)", key, o.ID, msgs[0].Repeats)
+		}
+		if o.ProviderID != msgs[0].ID || o.Provider != "slow" || o.ApprovedBy != "auto-approve" {
+			t.Errorf("%s: row sent through %s as %q approved by %q; want slow, the sandbox's id %q, auto-approve", key, o.Provider, o.ProviderID, o.ApprovedBy, msgs[0].ID)
+		}
+		if h := final[key].Handoff; h == nil || h.Status != "replied" {
+			t.Errorf("%s: lead is %+v, want replied", key, h)
+		}
+		deliveries := 0
+		for _, j := range final[key].Jobs {
+			if j.Kind == "deliver" {
+				deliveries++
+			}
+		}
+		if deliveries != 1 {
+			t.Errorf("%s: %d delivery jobs, want 1", key, deliveries)
+		}
+	}
+
+	// The send that was under way when the process died was an attempt of
+	// its own that the restart released, and the row was resolved after it.
+	killed := final[inFlight]
+	var lost bool
+	for _, j := range killed.Jobs {
+		if j.Kind != "deliver" {
+			continue
+		}
+		for _, a := range j.Attempts {
+			if a.Outcome == outcomeLeaseExpired {
+				lost = true
+			}
+		}
+		if j.State != jobCompleted {
+			t.Errorf("%s: delivery job is %s, want completed", inFlight, j.State)
+		}
+	}
+	if !lost {
+		t.Errorf("%s: no delivery attempt was released by the restart (jobs %+v); the kill did not land mid-send", inFlight, killed.Jobs)
+	}
+	inst.stopCleanly()
+}
+
+// acceptedThenLostConfig auto-approves to a sandbox that records each
+// message and then answers like a timeout, with retries far enough apart
+// that a reply sits effect_pending, already delivered, for seconds.
+const acceptedThenLostConfig = `workers: 2
+channels:
+  - name: demo
+    fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
+    provider: accepts
+    auto_approve: true
+providers:
+  - {name: accepts, kind: sandbox, timeout_after_accept: true}
+retry: {base_delay: 4s, max_delay: 4s}
+`
+
+// TestDeliveryCrashAfterAcceptedSend kills the server while replies that
+// the provider did receive are effect_pending (their answer was lost), and
+// checks that the restarted server finds them by lookup instead of sending
+// them again: the sandbox refuses and counts a second copy, so a blind
+// resend shows as a failed row and a repeat.
+func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
+	inst := startInstance(t, acceptedThenLostConfig)
+	const n = 3
+	keys := make([]string, n)
+	for k := range n {
+		id := fmt.Sprintf("acc-%02d", k)
+		conv := fmt.Sprintf("+1555020%04d", k)
+		keys[k] = "demo:" + id
+		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "hi"})
+		resp, err := inst.client.Post(inst.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("POST /hooks/demo %s: %v", id, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("POST /hooks/demo %s: %d, want 202", id, resp.StatusCode)
+		}
+	}
+	ids := map[string]string{}
+	dlvWait(t, "every reply to be effect_pending after an accepted send", 20*time.Second, func() bool {
+		for _, key := range keys {
+			var tl dlvTimeline
+			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
+				t.Fatalf("GET event %s: %d %v", key, code, err)
+			}
+			if tl.Outbox == nil {
+				return false
+			}
+			var row dlvOutbox
+			if code, err := dlvGet(inst, dlvOutboxPath(tl.Outbox.ID), &row); err != nil || code != http.StatusOK {
+				t.Fatalf("GET outbox %s: %d %v", tl.Outbox.ID, code, err)
+			}
+			switch {
+			case row.Status == "effect_pending" && len(row.Attempts) == 1:
+				ids[key] = row.ID
+			case row.Status == "effect_pending" || row.Status == "pending":
+				return false
+			default:
+				t.Fatalf("%s: row is %s with %d attempts before the kill; want effect_pending after one ambiguous send (is retry.base_delay too short?)", key, row.Status, len(row.Attempts))
+			}
+		}
+		return len(ids) == n
+	})
+	inst.kill()
+	inst.restart()
+
+	final := map[string]dlvOutbox{}
+	dlvWait(t, "every reply to be resolved after the restart", 30*time.Second, func() bool {
+		for _, key := range keys {
+			var row dlvOutbox
+			if code, err := dlvGet(inst, dlvOutboxPath(ids[key]), &row); err != nil || code != http.StatusOK {
+				t.Fatalf("GET outbox %s: %d %v", ids[key], code, err)
+			}
+			switch row.Status {
+			case "sent", "failed", "needs_reconciliation":
+				final[key] = row
+			default:
+				return false
+			}
+		}
+		return true
+	})
+	var box struct {
+		Messages []dlvSandboxMessage `json:"messages"`
+	}
+	if code, err := dlvGet(inst, "/api/v1/sandbox/messages?limit=1000", &box); err != nil || code != http.StatusOK {
+		t.Fatalf("GET sandbox messages: %d %v", code, err)
+	}
+	byRef := map[string]dlvSandboxMessage{}
+	for _, m := range box.Messages {
+		byRef[m.Ref] = m
+	}
+	if len(box.Messages) != n {
+		t.Errorf("the sandbox received %d messages, want %d", len(box.Messages), n)
+	}
+	for _, key := range keys {
+		row, m := final[key], byRef[ids[key]]
+		var steps []string
+		for _, a := range row.Attempts {
+			steps = append(steps, a.Action+":"+a.Outcome)
+		}
+		if row.Status != "sent" || strings.Join(steps, ",") != "send:ambiguous,lookup:sent" {
+			t.Errorf("%s: row %s (%s) after %v; want sent, found by lookup after the ambiguous send", key, row.Status, row.Note, steps)
+		}
+		if m.ID == "" || m.Repeats != 0 || row.ProviderID != m.ID {
+			t.Errorf("%s: sandbox message %+v, row sent as %q; want it received once, never again, and its id on the row", key, m, row.ProviderID)
+		}
+	}
+	inst.stopCleanly()
+}

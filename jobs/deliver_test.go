@@ -1,0 +1,490 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/store"
+)
+
+// crmPost is one POST the fake CRM received.
+type crmPost struct {
+	key, corr string
+	msg       provider.Message
+}
+
+// fakeCRM is an outbound HTTP provider for tests. It records every POST
+// and lookup, keeps the messages it accepted by Idempotency-Key (a resend
+// with a known key is answered with the first id and stores nothing), and
+// answers POST number n as script[n-1] says, the last entry repeating:
+// "stall" accepts the message and then never answers (until the caller
+// hangs up), "ok" answers 200 {"id":…}, a number answers that status
+// without accepting anything.
+type fakeCRM struct {
+	srv     *httptest.Server
+	script  []string
+	release chan struct{}
+
+	mu      sync.Mutex
+	posts   []crmPost
+	held    map[string]string // Idempotency-Key -> id
+	lookups []string          // the refs asked for
+}
+
+func newFakeCRM(t *testing.T, script ...string) *fakeCRM {
+	t.Helper()
+	f := &fakeCRM{script: script, release: make(chan struct{}), held: map[string]string{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /messages", f.post)
+	mux.HandleFunc("GET /lookup", f.lookup)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(func() {
+		close(f.release)
+		f.srv.Close()
+	})
+	return f
+}
+
+func (f *fakeCRM) post(w http.ResponseWriter, r *http.Request) {
+	var m provider.Message
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(body, &m)
+	}
+	if err != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	f.mu.Lock()
+	f.posts = append(f.posts, crmPost{key: key, corr: r.Header.Get("X-Correlation-ID"), msg: m})
+	n := len(f.posts)
+	answer := f.script[min(n, len(f.script))-1]
+	accept := func() string {
+		id, ok := f.held[key]
+		if !ok {
+			id = fmt.Sprintf("crm-%d", n)
+			f.held[key] = id
+		}
+		return id
+	}
+	var id string
+	if answer == "stall" || answer == "ok" {
+		id = accept()
+	}
+	f.mu.Unlock()
+
+	switch answer {
+	case "stall":
+		select {
+		case <-r.Context().Done():
+		case <-f.release:
+		}
+	case "ok":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q}`, id)
+	default:
+		var code int
+		fmt.Sscan(answer, &code)
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"error":"scripted %d"}`, code)
+	}
+}
+
+func (f *fakeCRM) lookup(w http.ResponseWriter, r *http.Request) {
+	ref := r.URL.Query().Get("client_ref")
+	f.mu.Lock()
+	f.lookups = append(f.lookups, ref)
+	id, ok := f.held[ref]
+	f.mu.Unlock()
+	if !ok {
+		http.Error(w, `{"error":"no such message"}`, http.StatusNotFound)
+		return
+	}
+	fmt.Fprintf(w, `{"id":%q}`, id)
+}
+
+// seen returns copies of what the fake received.
+func (f *fakeCRM) seen() (posts []crmPost, held map[string]string, lookups []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	held = make(map[string]string, len(f.held))
+	for k, v := range f.held {
+		held[k] = v
+	}
+	return slices.Clone(f.posts), held, slices.Clone(f.lookups)
+}
+
+// deliveryRig is one event on a channel that auto-approves to the provider
+// under test, with the real job kinds running it end to end.
+type deliveryRig struct {
+	st       *store.Store
+	runner   *Runner
+	ev       store.Event
+	outboxID string
+}
+
+// deliverConv is the conversation every rig's event belongs to; the '+'
+// and ':' of real ids go through the whole path.
+const deliverConv = "+15550001234"
+
+// startDelivery records one event on a channel that auto-approves to prov
+// and runs the real job kinds over it (built by Kinds from the config, with
+// providers from provider.Open), as serve does. The store must have been
+// opened by the caller with openStore, before any fake server.
+func startDelivery(t *testing.T, st *store.Store, prov config.Provider, maxAttempts int) *deliveryRig {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Channels[0].AutoApprove = true
+	cfg.Channels[0].Provider = prov.Name
+	cfg.Providers = []config.Provider{prov}
+	cfg.Retry.MaxAttempts = maxAttempts
+	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: st})
+	if err != nil {
+		t.Fatalf("provider.Open: %v", err)
+	}
+	d, err := drafter.NewTemplate(cfg.Drafter.Template, cfg.Drafter.PromptVersion, 0)
+	if err != nil {
+		t.Fatalf("NewTemplate: %v", err)
+	}
+	kinds, _ := Kinds(st, cfg, d, providers)
+	key := "demo:msg-1"
+	rec, err := st.RecordEvent(context.Background(), store.Event{
+		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: "msg-1", CorrelationID: ulid.Make().String(),
+		ConversationID: deliverConv, Contact: deliverConv, Name: "Ada", Text: "Hello, do you ship to Lisbon?",
+		ReceivedAt: time.Now().UTC(),
+	}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: maxAttempts})
+	if err != nil {
+		t.Fatalf("RecordEvent: %v", err)
+	}
+	r := startRunner(t, st, kinds, testOptions())
+	return &deliveryRig{st: st, runner: r, ev: rec.Event, outboxID: store.OutboxID(deliverConv, store.DraftID(key))}
+}
+
+// settle waits until the outbox row exists, is out of pending and
+// effect_pending, and its delivery jobs have all finished; it returns the
+// row and those jobs.
+func (g *deliveryRig) settle(t *testing.T) (store.Outbox, []store.Job) {
+	t.Helper()
+	var (
+		row  store.Outbox
+		jobs []store.Job
+	)
+	waitFor(t, "the reply to settle", func() bool {
+		var err error
+		if row, err = g.st.OutboxRow(g.outboxID); err != nil {
+			return false
+		}
+		if row.Status == store.OutboxPending || row.Status == store.OutboxEffectPending {
+			return false
+		}
+		jobs = g.deliverJobs(t)
+		for _, j := range jobs {
+			if !j.State.Final() {
+				return false
+			}
+		}
+		return len(jobs) > 0
+	})
+	return row, jobs
+}
+
+func (g *deliveryRig) deliverJobs(t *testing.T) []store.Job {
+	t.Helper()
+	all, err := g.st.JobsByCorrelation(g.ev.CorrelationID)
+	if err != nil {
+		t.Fatalf("JobsByCorrelation: %v", err)
+	}
+	var out []store.Job
+	for _, j := range all {
+		if j.Kind == KindDeliver {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// checkConsistent checks that the lead is replied exactly when the reply
+// was sent.
+func (g *deliveryRig) checkConsistent(t *testing.T) {
+	t.Helper()
+	row, err := g.st.OutboxRow(g.outboxID)
+	if err != nil {
+		t.Fatalf("OutboxRow: %v", err)
+	}
+	h, err := g.st.Handoff(store.LeadKey(g.ev.Channel, g.ev.ConversationID))
+	if err != nil {
+		t.Fatalf("Handoff: %v", err)
+	}
+	if sent, replied := row.Status == store.OutboxSent, h.Status == store.HandoffReplied; sent != replied {
+		t.Errorf("outbox row is %s but the lead is %s: replied iff sent", row.Status, h.Status)
+	}
+}
+
+// finish stops the runner and checks the file. bbolt's page check is not
+// safe beside a writer (the runner's claims keep writing), so it runs once
+// the runner has stopped; stopping again at cleanup is harmless.
+func (g *deliveryRig) finish(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.runner.Stop(ctx); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	g.checkConsistent(t)
+	if err := g.st.Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+}
+
+// attemptSummary is each attempt as "action:outcome".
+func attemptSummary(row store.Outbox) []string {
+	var out []string
+	for _, a := range row.Attempts {
+		out = append(out, a.Action+":"+a.Outcome)
+	}
+	return out
+}
+
+// checkAttemptsMatchJobs checks that each recorded provider call names an
+// execution of a delivery job, in order.
+func checkAttemptsMatchJobs(t *testing.T, row store.Outbox, jobs []store.Job) {
+	t.Helper()
+	var execs []string
+	for _, j := range jobs {
+		for _, a := range j.Attempts {
+			execs = append(execs, a.ExecutionID)
+		}
+	}
+	for i, a := range row.Attempts {
+		if !slices.Contains(execs, a.ExecutionID) {
+			t.Errorf("outbox attempt %d (%s) names execution %q, which no delivery job ran (%v)", i, a.Action, a.ExecutionID, execs)
+		}
+	}
+}
+
+func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
+	tests := []struct {
+		name        string
+		idemKey     bool
+		lookup      bool
+		script      []string
+		maxAttempts int
+
+		wantStatus   store.OutboxStatus
+		wantPosts    int
+		wantLookups  bool
+		wantAttempts []string
+	}{
+		{
+			name: "accepted then stalled, resent with the same key", idemKey: true,
+			script: []string{"stall", "ok"}, maxAttempts: 5,
+			wantStatus: store.OutboxSent, wantPosts: 2,
+			wantAttempts: []string{"send:ambiguous", "resend:sent"},
+		},
+		{
+			name: "accepted then stalled, found by lookup", lookup: true,
+			script: []string{"stall", "ok"}, maxAttempts: 5,
+			wantStatus: store.OutboxSent, wantPosts: 1, wantLookups: true,
+			wantAttempts: []string{"send:ambiguous", "lookup:sent"},
+		},
+		{
+			name:   "accepted then stalled, neither key nor lookup",
+			script: []string{"stall", "ok"}, maxAttempts: 5,
+			wantStatus: store.OutboxNeedsReconciliation, wantPosts: 1,
+			wantAttempts: []string{"send:ambiguous"},
+		},
+		{
+			name: "400 is permanent", idemKey: true, lookup: true,
+			script: []string{"400", "ok"}, maxAttempts: 5,
+			wantStatus: store.OutboxFailed, wantPosts: 1,
+			wantAttempts: []string{"send:permanent"},
+		},
+		{
+			name: "429 then 200, resent with the same key", idemKey: true,
+			script: []string{"429", "ok"}, maxAttempts: 5,
+			wantStatus: store.OutboxSent, wantPosts: 2,
+			wantAttempts: []string{"send:ambiguous", "resend:sent"},
+		},
+		{
+			name: "500 on every call until the last attempt", idemKey: true,
+			script: []string{"500"}, maxAttempts: 3,
+			wantStatus: store.OutboxNeedsReconciliation, wantPosts: 3,
+			wantAttempts: []string{"send:ambiguous", "resend:ambiguous", "resend:ambiguous"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := openStore(t)
+			crm := newFakeCRM(t, tt.script...)
+			prov := config.Provider{
+				Name: "crm", Kind: "http", URL: crm.srv.URL + "/messages",
+				SupportsIdempotencyKey: tt.idemKey, Timeout: 100 * time.Millisecond,
+			}
+			if tt.lookup {
+				prov.LookupURL = crm.srv.URL + "/lookup?client_ref={ref}"
+			}
+			g := startDelivery(t, st, prov, tt.maxAttempts)
+			row, jobs := g.settle(t)
+
+			if row.Status != tt.wantStatus {
+				t.Errorf("row is %s (note %q), want %s", row.Status, row.Note, tt.wantStatus)
+			}
+			if got := attemptSummary(row); !slices.Equal(got, tt.wantAttempts) {
+				t.Errorf("attempts %v, want %v", got, tt.wantAttempts)
+			}
+			checkAttemptsMatchJobs(t, row, jobs)
+			for _, j := range jobs {
+				if j.State != store.JobCompleted {
+					t.Errorf("delivery job %s ended %s (%s), want completed: the row records the outcome", j.ID, j.State, j.LastError)
+				}
+			}
+
+			posts, held, lookups := crm.seen()
+			if len(posts) != tt.wantPosts {
+				t.Errorf("the provider got %d POSTs, want %d", len(posts), tt.wantPosts)
+			}
+			for i, p := range posts {
+				if p.key != g.outboxID || p.msg.Ref != g.outboxID || p.corr != g.ev.CorrelationID || p.msg.To != deliverConv {
+					t.Errorf("POST %d: key %q client_ref %q correlation %q to %q; want the outbox id %q, correlation %q, to %q",
+						i+1, p.key, p.msg.Ref, p.corr, p.msg.To, g.outboxID, g.ev.CorrelationID, deliverConv)
+				}
+			}
+			if tt.wantLookups != (len(lookups) > 0) {
+				t.Errorf("lookups %v, want some: %v", lookups, tt.wantLookups)
+			}
+			for _, ref := range lookups {
+				if ref != g.outboxID {
+					t.Errorf("looked up %q, want the outbox id %q", ref, g.outboxID)
+				}
+			}
+			switch row.Status {
+			case store.OutboxSent:
+				if len(held) != 1 || held[g.outboxID] == "" || row.ProviderID != held[g.outboxID] {
+					t.Errorf("provider holds %v and the row was sent as %q; want one message whose id the row records", held, row.ProviderID)
+				}
+			case store.OutboxFailed:
+				if len(held) != 0 || row.Note == "" {
+					t.Errorf("provider holds %v, row note %q; want nothing held and the refusal noted", held, row.Note)
+				}
+			case store.OutboxNeedsReconciliation:
+				if row.ProviderID != "" || row.Note == "" {
+					t.Errorf("row provider id %q note %q; want no id and a note for the person", row.ProviderID, row.Note)
+				}
+			}
+			g.checkConsistent(t)
+
+			if row.Status == store.OutboxSent {
+				g.finish(t)
+				return
+			}
+			// Running the delivery again must never send it again.
+			again, _, err := st.Enqueue(context.Background(), store.NewJob{ID: ulid.Make().String(), Kind: KindDeliver, Key: g.outboxID, MaxAttempts: 3}, g.ev.CorrelationID, time.Now())
+			if err != nil {
+				t.Fatalf("Enqueue: %v", err)
+			}
+			g.runner.Wake()
+			waitFinal(t, st, again.ID, store.JobCompleted)
+			if posts2, _, _ := crm.seen(); len(posts2) != len(posts) {
+				t.Errorf("running the job again sent %d more POSTs", len(posts2)-len(posts))
+			}
+			if after, _ := st.OutboxRow(g.outboxID); after.Status != row.Status || len(after.Attempts) != len(row.Attempts) {
+				t.Errorf("running the job again moved the row from %s (%d attempts) to %s (%d attempts)", row.Status, len(row.Attempts), after.Status, len(after.Attempts))
+			}
+			g.finish(t)
+		})
+	}
+}
+
+func TestDeliverSandboxTimeoutAfterAccept(t *testing.T) {
+	tests := []struct {
+		name         string
+		prov         config.Provider
+		wantStatus   store.OutboxStatus
+		wantRepeats  int
+		wantAttempts []string
+	}{
+		{
+			name:       "idempotency key: the resend is deduplicated",
+			prov:       config.Provider{SupportsIdempotencyKey: true},
+			wantStatus: store.OutboxSent, wantRepeats: 1,
+			wantAttempts: []string{"send:ambiguous", "resend:sent"},
+		},
+		{
+			name:       "lookup: found without a resend",
+			prov:       config.Provider{},
+			wantStatus: store.OutboxSent, wantRepeats: 0,
+			wantAttempts: []string{"send:ambiguous", "lookup:sent"},
+		},
+		{
+			name:       "no lookup, no key: parked for a person",
+			prov:       config.Provider{NoLookup: true},
+			wantStatus: store.OutboxNeedsReconciliation, wantRepeats: 0,
+			wantAttempts: []string{"send:ambiguous"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := openStore(t)
+			prov := tt.prov
+			prov.Name, prov.Kind, prov.TimeoutAfterAccept, prov.Timeout = "flaky", "sandbox", true, 10*time.Second
+			g := startDelivery(t, st, prov, 5)
+			row, jobs := g.settle(t)
+			if row.Status != tt.wantStatus {
+				t.Errorf("row is %s (note %q), want %s", row.Status, row.Note, tt.wantStatus)
+			}
+			if got := attemptSummary(row); !slices.Equal(got, tt.wantAttempts) {
+				t.Errorf("attempts %v, want %v", got, tt.wantAttempts)
+			}
+			checkAttemptsMatchJobs(t, row, jobs)
+
+			msgs, err := st.SandboxMessages(100)
+			if err != nil {
+				t.Fatalf("SandboxMessages: %v", err)
+			}
+			if len(msgs) != 1 || msgs[0].Ref != g.outboxID || msgs[0].Provider != "flaky" {
+				t.Fatalf("sandbox messages %+v, want one for %s from flaky", msgs, g.outboxID)
+			}
+			m := msgs[0]
+			if m.Repeats != tt.wantRepeats {
+				t.Errorf("sandbox message repeated %d times, want %d", m.Repeats, tt.wantRepeats)
+			}
+			if row.Status == store.OutboxSent && row.ProviderID != m.ID {
+				t.Errorf("row sent as %q, want the sandbox's id %q", row.ProviderID, m.ID)
+			}
+			g.finish(t)
+		})
+	}
+}
+
+// TestDeliverSandboxPermanentFailure checks a refusal through the sandbox
+// too: it is final, nothing is held, and the lead is not replied.
+func TestDeliverSandboxPermanentFailure(t *testing.T) {
+	st := openStore(t)
+	g := startDelivery(t, st, config.Provider{Name: "refuses", Kind: "sandbox", Fail: "permanent", Timeout: 10 * time.Second}, 5)
+	row, _ := g.settle(t)
+	if row.Status != store.OutboxFailed || !strings.Contains(row.Note, "refuse") {
+		t.Errorf("row is %s (note %q), want failed with the refusal", row.Status, row.Note)
+	}
+	if got := attemptSummary(row); !slices.Equal(got, []string{"send:permanent"}) {
+		t.Errorf("attempts %v, want one permanent send", got)
+	}
+	if msgs, _ := st.SandboxMessages(100); len(msgs) != 0 {
+		t.Errorf("sandbox holds %d messages after a refusal, want 0", len(msgs))
+	}
+	g.finish(t)
+}

@@ -1,0 +1,211 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/store"
+)
+
+// reconcileConfig is the demo plus two channels whose sandbox providers
+// leave a reply needing a person: "stall" accepts the message and then
+// answers like a timeout; "flaky" fails its first send ambiguously. Neither
+// can look a message up or honours an idempotency key.
+func reconcileConfig() *config.Config {
+	cfg := config.Default()
+	cfg.Providers = []config.Provider{
+		{Name: "stall", Kind: "sandbox", TimeoutAfterAccept: true, NoLookup: true, Timeout: 10 * time.Second},
+		{Name: "flaky", Kind: "sandbox", Fail: "ambiguous", FailFirst: 1, NoLookup: true, Timeout: 10 * time.Second},
+	}
+	for _, name := range []string{"stall", "flaky"} {
+		ch := cfg.Channels[0]
+		ch.Name, ch.Provider = name, name
+		cfg.Channels = append(cfg.Channels, ch)
+	}
+	return cfg
+}
+
+// parkedReply sends a message on channel, approves its draft and waits until
+// the reply needs reconciliation; it returns the outbox row.
+func parkedReply(t *testing.T, e *testEnv, channel, id, conv string) map[string]any {
+	t.Helper()
+	sendLead(t, e, channel, id, conv)
+	draftID := waitDraft(t, e, channel+":"+id)["id"].(string)
+	code, ans := apiPost(t, e, "/api/v1/drafts/"+draftID+"/approve", "")
+	if code != http.StatusOK {
+		t.Fatalf("approve: got %d %v", code, ans)
+	}
+	outboxID := ans["outbox_id"].(string)
+	var row map[string]any
+	eventually(t, outboxID+" to need reconciliation", func() bool {
+		row = apiGet(t, e, outboxPath(outboxID))
+		if s := row["status"]; s != string(store.OutboxPending) && s != string(store.OutboxEffectPending) && s != string(store.OutboxNeedsReconciliation) {
+			t.Fatalf("row went %v, want needs_reconciliation: %v", s, row)
+		}
+		return row["status"] == string(store.OutboxNeedsReconciliation)
+	})
+	return row
+}
+
+// attemptExecs lists the execution ids of a timeline's deliver jobs.
+func attemptExecs(tl map[string]any) []string {
+	var out []string
+	jobs, _ := tl["jobs"].([]any)
+	for _, j := range jobs {
+		jm := j.(map[string]any)
+		if jm["kind"] != "deliver" {
+			continue
+		}
+		as, _ := jm["attempts"].([]any)
+		for _, a := range as {
+			out = append(out, a.(map[string]any)["execution_id"].(string))
+		}
+	}
+	return out
+}
+
+func TestReconcileSent(t *testing.T) {
+	e := newTestEnv(t, reconcileConfig())
+	row := parkedReply(t, e, "stall", "s-1", leadContact)
+	id := row["id"].(string)
+	if !strings.HasPrefix(id, leadContact+":d") {
+		t.Fatalf("outbox id %q, want %s:<draft id>", id, leadContact)
+	}
+	msgs := sandboxFor(t, e, id)
+	if len(msgs) != 1 || msgs[0]["repeats"] != float64(0) {
+		t.Fatalf("sandbox messages %v, want the one accepted before the timeout", msgs)
+	}
+	providerID := msgs[0]["id"].(string)
+
+	// The row as a person sees it, by an escaped and an unescaped id.
+	for _, path := range []string{outboxPath(id), "/api/v1/outbox/" + id, "/api/v1/outbox/" + url.PathEscape(id)} {
+		got := apiGet(t, e, path)
+		if got["id"] != id {
+			t.Errorf("GET %s answered row %v, want %s", path, got["id"], id)
+		}
+	}
+	attempts, _ := row["attempts"].([]any)
+	tl := apiGet(t, e, timelinePath("stall:s-1"))
+	execs := attemptExecs(tl)
+	if len(attempts) != 1 || len(execs) != 1 {
+		t.Fatalf("row attempts %v and delivery executions %v, want one of each", attempts, execs)
+	}
+	a := attempts[0].(map[string]any)
+	if a["execution_id"] != execs[0] || a["action"] != "send" || a["outcome"] != "ambiguous" {
+		t.Errorf("attempt %v, want the ambiguous send of execution %s", a, execs[0])
+	}
+	if note, _ := row["note"].(string); !strings.Contains(note, "reconcile") {
+		t.Errorf("note %q, want it to tell a person to reconcile", note)
+	}
+
+	path := "/api/v1/reconcile/" + strings.NewReplacer("+", "%2B", ":", "%3A").Replace(id)
+	bad := []struct {
+		name, body, want string
+	}{
+		{"no body", "", "JSON body"},
+		{"unknown outcome", `{"outcome":"maybe"}`, `"maybe"`},
+		{"no outcome", `{"provider_id":"x"}`, "outcome"},
+		{"sent without provider_id", `{"outcome":"sent"}`, "provider_id"},
+		{"sent with a blank provider_id", `{"outcome":"sent","provider_id":"  "}`, "provider_id"},
+		{"not_sent with provider_id", `{"outcome":"not_sent","provider_id":"x"}`, "provider_id"},
+		{"unknown field", `{"outcome":"sent","provider_id":"x","by":"me"}`, `"by"`},
+		{"not JSON", `outcome=sent`, "JSON"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			before := apiGet(t, e, outboxPath(id))
+			code, ans := apiPost(t, e, path, tt.body)
+			msg, _ := ans["error"].(string)
+			if code != http.StatusBadRequest || !strings.Contains(msg, tt.want) {
+				t.Errorf("got %d %v, want 400 naming %s", code, ans, tt.want)
+			}
+			if after := apiGet(t, e, outboxPath(id)); !reflect.DeepEqual(before, after) {
+				t.Errorf("a refused reconciliation changed the row:\n before %v\n after  %v", before, after)
+			}
+		})
+	}
+	for _, p := range []string{"/api/v1/reconcile/nobody%3Ad0", "/api/v1/outbox/nobody%3Ad0"} {
+		method, body := http.MethodPost, `{"outcome":"not_sent"}`
+		if strings.Contains(p, "outbox") {
+			method, body = http.MethodGet, ""
+		}
+		var raw []byte
+		if body != "" {
+			raw = []byte(body)
+		}
+		code, ans := e.do(t, method, p, "application/json", raw, tokenHeader())
+		if msg, _ := ans["error"].(string); code != http.StatusNotFound || !strings.Contains(msg, "nobody:d0") {
+			t.Errorf("%s %s: got %d %v, want 404 naming the id", method, p, code, ans)
+		}
+	}
+
+	code, ans := apiPost(t, e, path, `{"outcome":"sent","provider_id":"`+providerID+`"}`)
+	if code != http.StatusOK || ans["status"] != string(store.OutboxSent) || ans["provider_id"] != providerID {
+		t.Fatalf("reconcile sent: got %d %v, want 200 sent as %s", code, ans, providerID)
+	}
+	got := apiGet(t, e, outboxPath(id))
+	recs, _ := got["reconciliations"].([]any)
+	if got["status"] != string(store.OutboxSent) || got["provider_id"] != providerID || len(recs) != 1 {
+		t.Fatalf("row after reconcile %v, want sent as %s with one reconciliation", got, providerID)
+	}
+	if r := recs[0].(map[string]any); r["by"] != "api-token" || r["outcome"] != "sent" || r["provider_id"] != providerID || r["at"] == nil {
+		t.Errorf("reconciliation %v, want sent %s by api-token", r, providerID)
+	}
+	if s := leadStatusOf(apiGet(t, e, timelinePath("stall:s-1"))); s != string(store.HandoffReplied) {
+		t.Errorf("lead is %v after reconciling sent, want replied", s)
+	}
+	code, ans = apiPost(t, e, path, `{"outcome":"not_sent"}`)
+	if msg, _ := ans["error"].(string); code != http.StatusConflict || !strings.Contains(msg, "sent") {
+		t.Errorf("reconciling a sent row: got %d %v, want 409", code, ans)
+	}
+	if m := sandboxFor(t, e, id); len(m) != 1 || m[0]["repeats"] != float64(0) {
+		t.Errorf("sandbox messages %v, want still one, never repeated", m)
+	}
+}
+
+func TestReconcileNotSentDeliversOnce(t *testing.T) {
+	e := newTestEnv(t, reconcileConfig())
+	row := parkedReply(t, e, "flaky", "f-1", leadContact)
+	id := row["id"].(string)
+	if m := sandboxFor(t, e, id); len(m) != 0 {
+		t.Fatalf("sandbox holds %v after a failed send, want nothing", m)
+	}
+	if s := leadStatusOf(apiGet(t, e, timelinePath("flaky:f-1"))); s == string(store.HandoffReplied) {
+		t.Fatalf("lead is replied before anything was sent")
+	}
+
+	code, ans := apiPost(t, e, "/api/v1/reconcile/"+url.PathEscape(id), `{"outcome":"not_sent"}`)
+	if code != http.StatusOK || ans["id"] != id || ans["status"] != string(store.OutboxPending) {
+		t.Fatalf("reconcile not_sent: got %d %v, want 200 with row %s pending", code, ans, id)
+	}
+	sent := waitSent(t, e, id)
+	msgs := sandboxFor(t, e, id)
+	if len(msgs) != 1 || msgs[0]["repeats"] != float64(0) || sent["provider_id"] != msgs[0]["id"] {
+		t.Fatalf("sandbox messages %v, row sent as %v; want exactly one, never repeated, with that id", msgs, sent["provider_id"])
+	}
+	recs, _ := sent["reconciliations"].([]any)
+	if len(recs) != 1 || recs[0].(map[string]any)["by"] != "api-token" || recs[0].(map[string]any)["outcome"] != "not_sent" {
+		t.Errorf("reconciliations %v, want one not_sent by api-token", recs)
+	}
+	attempts, _ := sent["attempts"].([]any)
+	var summary []string
+	for _, a := range attempts {
+		am := a.(map[string]any)
+		summary = append(summary, am["action"].(string)+":"+am["outcome"].(string))
+	}
+	if strings.Join(summary, ",") != "send:ambiguous,send:sent" {
+		t.Errorf("attempts %v, want the ambiguous send and, after the person's not_sent, one send", summary)
+	}
+	tl := apiGet(t, e, timelinePath("flaky:f-1"))
+	if s := leadStatusOf(tl); s != string(store.HandoffReplied) {
+		t.Errorf("lead is %v, want replied", s)
+	}
+	if kinds := jobKinds(tl); len(kinds) != 3 {
+		t.Errorf("jobs %v, want the draft, the first delivery and the one reconciliation enqueued", kinds)
+	}
+}
