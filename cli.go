@@ -23,6 +23,7 @@ const usage = `usage:
   handoff restore   --data DIR FILE                     (server stopped; verifies first, keeps the old file)
   handoff verify    FILE
   handoff user add  --data DIR NAME --role admin|approver   (password from stdin or generated)
+  handoff drill     [--keep]                            (duplicate, timeout and crash fixtures against a temporary instance)
   handoff health    --addr HOST:PORT                    (exit 0 when the server is ready; for health checks)
   handoff version
 environment: HANDOFF_CONFIG, HANDOFF_DATA, HANDOFF_ADDR override the flags;
@@ -47,6 +48,8 @@ func run(ctx context.Context, args []string, e env) error {
 		return restoreCmd(ctx, args, e)
 	case "health":
 		return healthCmd(ctx, args, e)
+	case "drill":
+		return drillCmd(ctx, args, e)
 	case "version":
 		fmt.Fprintln(e.stdout, "handoff", version())
 		return nil

@@ -122,7 +122,7 @@ func serve(ctx context.Context, args []string, e env) error {
 		name, spec string
 		fn         func(context.Context) error
 	}{
-		{"resolve unfinished deliveries", "@every 5m", maint.EnsureDelivery},
+		{"resolve unfinished deliveries", "@every 1m", maint.EnsureDelivery},
 		{"flag stuck leads", "@every 1m", maint.FlagStuck},
 		{"prune by retention", "@every 1h", maint.Prune},
 		{"scheduled backup", cfg.Backups.Schedule, maint.Backup},

@@ -1,5 +1,7 @@
 package web
 
+import "github.com/labstack/echo/v5"
+
 // routes lists every route of the server in one place.
 func (s *Server) routes() {
 	e := s.e
@@ -17,4 +19,30 @@ func (s *Server) routes() {
 	api.GET("/outbox/*", s.outboxRow)
 	api.POST("/reconcile/*", s.reconcile)
 	api.GET("/sandbox/messages", s.sandboxMessages)
+
+	// The dashboard. Pages answer errors as HTML; a page needs a session
+	// (GET without one goes to /login), and every POST also needs the
+	// session's CSRF token and a same-origin browser. POST /login has no
+	// session yet, so only the origin check.
+	e.GET("/static/:name", s.staticFile)
+	e.GET("/login", s.loginForm, s.pageErrors)
+	e.POST("/login", s.loginSubmit, s.pageErrors, crossOrigin)
+	page := []echo.MiddlewareFunc{s.pageErrors, crossOrigin, s.requirePage}
+	admin := []echo.MiddlewareFunc{s.pageErrors, crossOrigin, s.requirePage, requireAdmin}
+	e.POST("/logout", s.logout, page...)
+	e.GET("/", s.overviewPage, page...)
+	e.GET("/search", s.search, page...)
+	e.GET("/drafts", s.draftsPage, page...)
+	e.POST("/drafts/:id/approve", s.approveFromQueue, page...)
+	e.POST("/drafts/:id/reject", s.rejectFromQueue, page...)
+	e.GET("/handoffs", s.handoffsPage, page...)
+	e.GET("/events/*", s.timelinePage, page...)
+	e.GET("/reconcile", s.reconcilePage, admin...)
+	e.POST("/reconcile/*", s.reconcileSubmit, admin...)
+	e.GET("/users", s.usersPage, admin...)
+	e.POST("/users", s.createUser, admin...)
+	e.POST("/users/tokens", s.createToken, admin...)
+	e.POST("/users/tokens/:id/revoke", s.revokeToken, admin...)
+	e.GET("/settings", s.settingsPage, admin...)
+	e.GET("/audit", s.auditPage, admin...)
 }
