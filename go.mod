@@ -3,6 +3,7 @@ module github.com/handoff/handoff
 go 1.26.8
 
 require (
+	github.com/a-h/templ v0.3.1100
 	github.com/labstack/echo/v5 v5.4.4
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/openai/openai-go/v3 v3.98.0
@@ -16,7 +17,6 @@ require (
 
 require (
 	github.com/a-h/parse v0.0.0-20250122154542-74294addb73e // indirect
-	github.com/a-h/templ v0.3.1100 // indirect
 	github.com/andybalholm/brotli v1.2.7 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect

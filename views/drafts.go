@@ -1,0 +1,117 @@
+package views
+
+import (
+	"net/url"
+	"time"
+
+	"github.com/handoff/handoff/store"
+)
+
+// QueueFilter is the approval queue's filters and page. The decision forms
+// carry it, so the answer to a decision is the next draft of the same view.
+type QueueFilter struct {
+	Owner   string // "", "mine" or an owner name
+	Channel string // "" or a channel name
+	Cursor  string // the page's cursor (base64url); "" for the first page
+}
+
+// URL links to the queue with this filter, showing draft id when given.
+func (f QueueFilter) URL(id string) string {
+	q := url.Values{}
+	if f.Owner != "" {
+		q.Set("owner", f.Owner)
+	}
+	if f.Channel != "" {
+		q.Set("channel", f.Channel)
+	}
+	if f.Cursor != "" {
+		q.Set("cursor", f.Cursor)
+	}
+	if id != "" {
+		q.Set("id", id)
+	}
+	if len(q) == 0 {
+		return "/drafts"
+	}
+	return "/drafts?" + q.Encode()
+}
+
+// Card states.
+const (
+	CardPending = "pending" // the draft waits: show the decision forms
+	CardDecided = "decided" // someone decided it: say who, offer the next
+	CardEmpty   = "empty"   // nothing waits in this view
+)
+
+// DraftCard is the one draft a person is deciding.
+type DraftCard struct {
+	State   string
+	Draft   store.Draft
+	Event   store.Event
+	Earlier []store.Event // the lead's messages before this one, oldest first
+	Filter  QueueFilter
+	CSRF    string
+	Prev    string // URL of the previous draft in the list; "" when none
+	Next    string // URL of the next draft (or page); "" when none
+	Notice  *Notice
+	Now     time.Time
+}
+
+// QueueItem is one line of the list of upcoming drafts.
+type QueueItem struct {
+	ID      string
+	Channel string
+	Owner   string
+	Name    string
+	Age     string
+	Line    string // the first line of the customer's message
+	URL     string
+	Current bool
+}
+
+// DraftQueue is the approval queue page.
+type DraftQueue struct {
+	Filter    QueueFilter
+	Owners    []string // choices of the owner filter
+	Channels  []string
+	HasOwner  bool // the person has a routing owner, so "mine" means something
+	Card      DraftCard
+	Items     []QueueItem
+	NextPage  string // "" at the end
+	FirstPage string // "" on the first page
+	Partial   bool   // the filter looked at many drafts without filling the page
+}
+
+// QueueAnswer is the answer to a decision made through htmx: the next card,
+// and the list and count brought up to date out of band.
+type QueueAnswer struct {
+	Card    DraftCard
+	Items   []QueueItem
+	Waiting int
+}
+
+// EventURL links to the timeline of an event key.
+func EventURL(key string) string { return "/events/" + url.PathEscape(key) }
+
+// draftFacts are what a person checks before approving: who it was routed
+// to and why, and what wrote it.
+func draftFacts(d store.Draft) []Fact {
+	owner := d.Owner
+	if d.Rule != "" || d.RuleVersion != "" {
+		owner += " (routing " + d.RuleVersion
+		if d.Rule != "" {
+			owner += ": " + d.Rule
+		}
+		owner += ")"
+	}
+	drafter := d.Drafter
+	if d.Model != "" {
+		drafter += " · " + d.Model
+	}
+	return []Fact{
+		{Label: "Owner", Value: owner},
+		{Label: "Drafted by", Value: drafter + " · prompt " + d.PromptVersion},
+		{Label: "Drafted", Value: when(d.CreatedAt)},
+		{Label: "Draft", Value: d.ID, Mono: true},
+	}
+}

@@ -1,0 +1,162 @@
+package views
+
+import (
+	"net/url"
+	"time"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/store"
+)
+
+// HandoffRow is one lead in a list.
+type HandoffRow struct {
+	Key        string
+	Channel    string
+	Contact    string
+	Owner      string
+	Status     store.HandoffStatus
+	Since      time.Time
+	InStatus   string // how long it has been in its status
+	StuckAfter string // the status's threshold; "" for replied
+	Stuck      bool
+	Cycle      int
+	EventURL   string // the timeline of its last event
+}
+
+// Overview is the front page: counts and the leads that are stuck.
+type Overview struct {
+	Counts     store.Counts
+	Stuck      []HandoffRow
+	Thresholds []Fact
+}
+
+// HandoffList is the handoffs page.
+type HandoffList struct {
+	Status string // "" for every status
+	Stuck  bool
+	Rows   []HandoffRow
+	Limit  int
+	More   bool // the list was cut at Limit
+}
+
+// Entry is one moment of an event's timeline.
+type Entry struct {
+	At    time.Time
+	Kind  string // event, job, attempt, draft, decision, outbox, send, reconcile, lead
+	Title string
+	Facts []Fact
+	Text  string // a message, a reply, a model's raw output
+	Error string
+	Tone  string // "", ok, warn, error
+}
+
+// Timeline is everything known about one event, in time order.
+type Timeline struct {
+	Event   store.Event
+	Draft   *store.Draft
+	Outbox  *store.Outbox
+	Handoff *store.Handoff
+	Jobs    []store.Job
+	Entries []Entry
+}
+
+// ReconcileRows is the reconcile page.
+type ReconcileRows struct {
+	Rows   []store.Outbox
+	Notice *Notice
+	Limit  int
+}
+
+// Secret is a password or token shown once, right after it was made.
+type Secret struct {
+	What  string // "Password of dana", "Token ci-bot"
+	Value string
+}
+
+// UsersPage lists people and API tokens, with the forms to add them.
+type UsersPage struct {
+	Users  []store.User
+	Tokens []store.Token
+	Secret *Secret
+	Notice *Notice
+	Owners []string // routing owners, suggested for a new user
+}
+
+// Settings is the read-only configuration, secrets already redacted.
+type Settings struct {
+	Config   config.Config
+	Warnings []string
+}
+
+// NothingFound answers a search that matched nothing.
+type NothingFound struct {
+	Query string
+}
+
+// stuckRule says when a lead counts as stuck.
+func stuckRule(ts []Fact) string {
+	s := "A lead is stuck when it stays longer than"
+	for i, t := range ts {
+		switch {
+		case i == 0:
+			s += " "
+		case i == len(ts)-1:
+			s += " or "
+		default:
+			s += ", "
+		}
+		s += t.Value + " in " + t.Label
+	}
+	return s + "."
+}
+
+// handoffsURL links to the handoffs page; a replied lead is never stuck,
+// so the stuck filter drops that status.
+func handoffsURL(status string, stuck bool) string {
+	q := url.Values{}
+	if stuck && status == string(store.HandoffReplied) {
+		status = ""
+	}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if stuck {
+		q.Set("stuck", "true")
+	}
+	if len(q) == 0 {
+		return "/handoffs"
+	}
+	return "/handoffs?" + q.Encode()
+}
+
+// eventFacts describe an inbound event.
+func eventFacts(ev store.Event) []Fact {
+	dups := "none"
+	if ev.Duplicates > 0 {
+		dups = itoa(ev.Duplicates) + ", the last at " + whenPtr(ev.LastDuplicateAt)
+	}
+	return []Fact{
+		{Label: "Channel", Value: ev.Channel},
+		{Label: "Message id", Value: ev.MessageID, Mono: true},
+		{Label: "Conversation", Value: ev.ConversationID, Mono: true},
+		{Label: "Correlation id", Value: ev.CorrelationID, Mono: true},
+		{Label: "From", Value: joinNonEmpty(" · ", ev.Name, ev.Contact)},
+		{Label: "Received", Value: when(ev.ReceivedAt)},
+		{Label: "Duplicates", Value: dups},
+	}
+}
+
+// joinNonEmpty joins the values that are set.
+func joinNonEmpty(sep string, vs ...string) string {
+	out := ""
+	for _, v := range vs {
+		if v == "" {
+			continue
+		}
+		if out != "" {
+			out += sep
+		}
+		out += v
+	}
+	return out
+}

@@ -1,0 +1,310 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
+)
+
+// pageCSP allows only this origin's scripts and styles: the dashboard has
+// no inline script, and htmx is told not to inject its indicator styles.
+const pageCSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
+
+// render writes a page: rendered to a buffer first, so a failed render
+// becomes an error page rather than half a page.
+func render(c *echo.Context, status int, page templ.Component) error {
+	var buf bytes.Buffer
+	if err := page.Render(c.Request().Context(), &buf); err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	h.Set("Content-Security-Policy", pageCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// isHX reports whether htmx sent the request (it then wants a fragment).
+func isHX(c *echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
+
+// wantsHTML reports whether the client reads HTML: a browser or htmx.
+func wantsHTML(r *http.Request) bool {
+	return r.Header.Get("HX-Request") == "true" || strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// pageErrors answers a page's error as HTML to browsers: a small page, or
+// for htmx a sentence that lands in #flash. Other clients get the JSON of
+// the server's error handler. It wraps the session and CSRF checks, so
+// their refusals read as pages too.
+func (s *Server) pageErrors(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		err := next(c)
+		if err == nil || !wantsHTML(c.Request()) {
+			return err
+		}
+		if resp, _ := echo.UnwrapResponse(c.Response()); resp != nil && resp.Committed {
+			return err
+		}
+		status, msg := errorAnswer(err)
+		if status >= 500 {
+			s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, slog.Any("err", err))
+		}
+		if isHX(c) {
+			c.Response().Header().Set("HX-Retarget", "#flash")
+			c.Response().Header().Set("HX-Reswap", "innerHTML")
+			return render(c, status, views.ErrorFragment(msg))
+		}
+		return render(c, status, views.Error(views.ErrorPage{Status: status, Message: msg, LoggedIn: who(c) != nil}))
+	}
+}
+
+// errorAnswer is the status and sentence an error is answered with; it
+// words errors as handleError does.
+func errorAnswer(err error) (int, string) {
+	var ae *apiError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.msg
+	case errors.As(err, &he):
+		if he.Message == "" {
+			return he.Code, http.StatusText(he.Code)
+		}
+		return he.Code, he.Message
+	case echo.StatusCode(err) != 0:
+		return echo.StatusCode(err), http.StatusText(echo.StatusCode(err))
+	}
+	return http.StatusInternalServerError, "something went wrong on our side; it has been logged"
+}
+
+// stuckBefore gives, per status, the time before which a lead in it is stuck.
+func (s *Server) stuckBefore(now time.Time) map[store.HandoffStatus]time.Time {
+	out := map[store.HandoffStatus]time.Time{}
+	for st, d := range s.stuckAfter() {
+		out[st] = now.Add(-d)
+	}
+	return out
+}
+
+// layout gathers what every page shows around its content: who is logged
+// in and the counts of the navigation.
+func (s *Server) layout(c *echo.Context, title, active string) (views.Layout, error) {
+	now := s.now()
+	counts, err := s.st.Counts(s.stuckBefore(now))
+	if err != nil {
+		return views.Layout{}, err
+	}
+	l := views.Layout{Title: title, Active: active, Counts: counts, Now: now}
+	if p := who(c); p != nil {
+		l.User, l.Role = p.Name, p.Role
+		if p.Session != nil {
+			l.CSRF = p.Session.CSRF
+		}
+	}
+	return l, nil
+}
+
+// safeNext keeps a post-login destination only when it is a path on this
+// site: "/drafts", never "//evil.example" or "https://evil.example".
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n\t") {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" {
+		return "/"
+	}
+	return next
+}
+
+// loginForm answers GET /login.
+func (s *Server) loginForm(c *echo.Context) error {
+	next := safeNext(c.QueryParam("next"))
+	if s.session(c) != nil {
+		return c.Redirect(http.StatusSeeOther, next)
+	}
+	return render(c, http.StatusOK, views.Login(views.LoginPage{Next: next}))
+}
+
+// loginSubmit answers POST /login: a wrong name or password (or too many
+// of them) shows the form again with one sentence; success sets the
+// session cookie and goes where the person was headed.
+func (s *Server) loginSubmit(c *echo.Context) error {
+	name := strings.TrimSpace(c.FormValue("name"))
+	next := safeNext(c.FormValue("next"))
+	secret, err := s.login(c, name, c.FormValue("password"))
+	var ae *apiError
+	if errors.As(err, &ae) && (ae.status == http.StatusUnauthorized || ae.status == http.StatusTooManyRequests) {
+		return render(c, ae.status, views.Login(views.LoginPage{Name: name, Next: next, Error: ae.msg}))
+	}
+	if err != nil {
+		return err
+	}
+	c.SetCookie(s.sessionCookieFor(secret, int(sessionMax.Seconds())))
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// logout answers POST /logout: the session is deleted, not just forgotten
+// by the browser, so a copied cookie stops working too.
+func (s *Server) logout(c *echo.Context) error {
+	p := who(c)
+	if p.hash != nil {
+		if err := s.st.DeleteSession(c.Request().Context(), p.hash); err != nil {
+			return err
+		}
+	}
+	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: s.now(), Who: p.Name, From: c.RealIP(), Action: "logout"})
+	c.SetCookie(s.sessionCookieFor("", -1))
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// overviewPage answers GET /: the counts and the leads that are stuck.
+func (s *Server) overviewPage(c *echo.Context) error {
+	l, err := s.layout(c, "Overview", "overview")
+	if err != nil {
+		return err
+	}
+	o := views.Overview{Counts: l.Counts, Stuck: []views.HandoffRow{}}
+	after := s.stuckAfter()
+	for _, st := range stuckStatuses {
+		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})
+		hs, err := s.st.Handoffs(store.HandoffFilter{Status: st, SinceBefore: l.Now.Add(-after[st]), Limit: 5})
+		if err != nil {
+			return err
+		}
+		o.Stuck = append(o.Stuck, s.handoffRows(hs, l.Now)...)
+	}
+	return render(c, http.StatusOK, views.OverviewPage(l, o))
+}
+
+// stuckStatuses are the statuses a lead can be stuck in, in order.
+var stuckStatuses = []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned}
+
+func (s *Server) handoffRows(hs []store.Handoff, now time.Time) []views.HandoffRow {
+	after := s.stuckAfter()
+	rows := make([]views.HandoffRow, 0, len(hs))
+	for _, h := range hs {
+		r := views.HandoffRow{
+			Key: h.Key, Channel: h.Channel, Contact: h.Contact, Owner: h.Owner, Status: h.Status,
+			Since: h.Since, InStatus: views.Age(now.Sub(h.Since)), Cycle: h.Cycle,
+		}
+		if d, ok := after[h.Status]; ok {
+			r.StuckAfter = views.Age(d)
+			r.Stuck = h.Since.Before(now.Add(-d))
+		}
+		if h.LastEventKey != "" {
+			r.EventURL = views.EventURL(h.LastEventKey)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// handoffsLimit bounds the handoffs page.
+const handoffsLimit = 200
+
+// handoffsPage answers GET /handoffs?status=&stuck=true.
+func (s *Server) handoffsPage(c *echo.Context) error {
+	status := store.HandoffStatus(c.QueryParam("status"))
+	switch status {
+	case "", store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied:
+	default:
+		return errorf(http.StatusBadRequest, "status %q is not one of received, matched, owned, replied", status)
+	}
+	stuck := false
+	if v := c.QueryParam("stuck"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "stuck must be true or false, not %q", v)
+		}
+		stuck = b
+	}
+	if stuck && status == store.HandoffReplied {
+		return errorf(http.StatusBadRequest, "a replied lead is never stuck; ask for received, matched or owned")
+	}
+	l, err := s.layout(c, "Handoffs", "handoffs")
+	if err != nil {
+		return err
+	}
+	var hs []store.Handoff
+	if !stuck {
+		if hs, err = s.st.Handoffs(store.HandoffFilter{Status: status, Limit: handoffsLimit + 1}); err != nil {
+			return err
+		}
+	} else {
+		after := s.stuckAfter()
+		for _, st := range stuckStatuses {
+			if status != "" && st != status {
+				continue
+			}
+			got, err := s.st.Handoffs(store.HandoffFilter{Status: st, SinceBefore: l.Now.Add(-after[st]), Limit: handoffsLimit + 1 - len(hs)})
+			if err != nil {
+				return err
+			}
+			if hs = append(hs, got...); len(hs) > handoffsLimit {
+				break
+			}
+		}
+	}
+	list := views.HandoffList{Status: string(status), Stuck: stuck, Limit: handoffsLimit}
+	if len(hs) > handoffsLimit {
+		hs, list.More = hs[:handoffsLimit], true
+	}
+	list.Rows = s.handoffRows(hs, l.Now)
+	return render(c, http.StatusOK, views.HandoffsPage(l, list))
+}
+
+// search answers GET /search?q=: an event key, a draft id, an outbox id or
+// a lead key leads to the event's timeline; anything else finds nothing.
+func (s *Server) search(c *echo.Context) error {
+	q := strings.TrimSpace(c.QueryParam("q"))
+	if q == "" {
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+	key, err := s.findEventKey(q)
+	if err != nil {
+		return err
+	}
+	if key != "" {
+		return c.Redirect(http.StatusSeeOther, views.EventURL(key))
+	}
+	l, err := s.layout(c, "Nothing found", "")
+	if err != nil {
+		return err
+	}
+	l.Query = q
+	return render(c, http.StatusNotFound, views.SearchEmpty(l, views.NothingFound{Query: q}))
+}
+
+// findEventKey returns the event key q names, or "" when it names nothing.
+func (s *Server) findEventKey(q string) (string, error) {
+	lookups := []func() (string, error){
+		func() (string, error) { ev, err := s.st.EventByKey(q); return ev.Key, err },
+		func() (string, error) { d, err := s.st.Draft(q); return d.EventKey, err },
+		func() (string, error) { o, err := s.st.OutboxRow(q); return o.EventKey, err },
+		func() (string, error) { h, err := s.st.Handoff(q); return h.LastEventKey, err },
+	}
+	for _, look := range lookups {
+		key, err := look()
+		switch {
+		case err == nil && key != "":
+			return key, nil
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return "", err
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,399 @@
+package web
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
+)
+
+const (
+	// queuePage is how many waiting drafts the queue lists at a time.
+	queuePage = 20
+	// queueScan bounds how many drafts one request reads while filtering,
+	// so a filter that matches little stays as fast with 100,000 drafts
+	// waiting as with 10: the page then ends early with a cursor to go on.
+	queueScan = 2000
+	// earlierMessages is how much of a lead's history the card shows.
+	earlierMessages = 5
+	// maxReply is the longest reply a person may approve (as the API).
+	maxReply = 4000
+)
+
+// queueView is one view of the approval queue: its filters and its page.
+type queueView struct {
+	filter views.QueueFilter // as asked (Owner may be "mine")
+	after  []byte            // the decoded cursor; nil for the first page
+	owner  string            // the owner to match; "" matches any
+	none   bool              // "mine" for a person with no owner: matches nothing
+}
+
+// newQueueView reads the queue's filters, from the query or a form.
+func newQueueView(p *principal, owner, channel, cursor string) (queueView, error) {
+	v := queueView{filter: views.QueueFilter{Owner: owner, Channel: channel, Cursor: cursor}, owner: owner}
+	if owner == "mine" {
+		v.owner, v.none = p.Owner, p.Owner == ""
+	}
+	if cursor != "" {
+		after, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil || !strings.HasPrefix(string(after), string(store.DraftPending)+"\x00") {
+			return queueView{}, errorf(http.StatusBadRequest, "cursor %q is not a cursor this queue gave out", cursor)
+		}
+		v.after = after
+	}
+	return v, nil
+}
+
+func (v queueView) filtered() bool { return v.owner != "" || v.filter.Channel != "" || v.none }
+
+func (v queueView) keep(d store.Draft) bool {
+	return !v.none && (v.owner == "" || d.Owner == v.owner) && (v.filter.Channel == "" || d.Channel == v.filter.Channel)
+}
+
+// withCursor is the same view at another page.
+func (v queueView) withCursor(after []byte) queueView {
+	v.after, v.filter.Cursor = after, ""
+	if after != nil {
+		v.filter.Cursor = base64.RawURLEncoding.EncodeToString(after)
+	}
+	return v
+}
+
+// pendingPage returns up to n waiting drafts of view v, oldest first, and
+// the cursor after the last one (nil at the end of the queue). Filters are
+// applied here, over the store's pages; partial says the scan budget ran
+// out before the page filled (next then continues the scan).
+func (s *Server) pendingPage(v queueView, n int) (out []store.Draft, next []byte, partial bool, err error) {
+	if !v.filtered() {
+		out, next, err = s.st.Drafts(store.DraftFilter{Status: store.DraftPending, After: v.after, Limit: n})
+		return out, next, false, err
+	}
+	if v.none {
+		return []store.Draft{}, nil, false, nil
+	}
+	out = []store.Draft{}
+	cur := v.after
+	for scanned := 0; scanned < queueScan; {
+		page, nx, err := s.st.Drafts(store.DraftFilter{Status: store.DraftPending, After: cur, Limit: 200})
+		if err != nil {
+			return nil, nil, false, err
+		}
+		for i, d := range page {
+			if !v.keep(d) {
+				continue
+			}
+			if out = append(out, d); len(out) < n {
+				continue
+			}
+			if i == len(page)-1 {
+				return out, nx, false, nil // nx is d's own cursor, or nil at the end
+			}
+			// The cursor just after d: the store names it as the end of a
+			// page that ends with d.
+			_, at, err := s.st.Drafts(store.DraftFilter{Status: store.DraftPending, After: cur, Limit: i + 1})
+			return out, at, false, err
+		}
+		scanned += len(page)
+		if nx == nil {
+			return out, nil, false, nil
+		}
+		cur = nx
+	}
+	return out, cur, true, nil
+}
+
+// later reports whether a comes after b in the queue's order.
+func later(a, b store.Draft) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.After(b.CreatedAt)
+	}
+	return a.ID > b.ID
+}
+
+// pendingCard builds the card of waiting draft d, which is page[i] (i is
+// -1 when d is not on the page: its next is then the page's first).
+func (s *Server) pendingCard(c *echo.Context, v queueView, page []store.Draft, next []byte, i int, d store.Draft) (views.DraftCard, error) {
+	card := views.DraftCard{State: views.CardPending, Draft: d, Filter: v.filter, CSRF: csrfOf(c), Now: s.now()}
+	if i > 0 {
+		card.Prev = v.filter.URL(page[i-1].ID)
+	}
+	switch {
+	case i+1 < len(page):
+		card.Next = v.filter.URL(page[i+1].ID)
+	case next != nil:
+		card.Next = v.withCursor(next).filter.URL("")
+	}
+	ev, err := s.st.EventByKey(d.EventKey)
+	if err != nil {
+		return card, err
+	}
+	card.Event = ev
+	card.Earlier, err = s.st.Conversation(store.LeadKey(ev.Channel, ev.ConversationID), ev.ID, earlierMessages)
+	return card, err
+}
+
+// decidedCard says who decided d, and offers the next waiting draft.
+func (s *Server) decidedCard(c *echo.Context, v queueView, d store.Draft, page []store.Draft, n *views.Notice) (views.DraftCard, error) {
+	card := views.DraftCard{State: views.CardDecided, Draft: d, Filter: v.filter, CSRF: csrfOf(c), Now: s.now(), Notice: n}
+	if card.Notice == nil {
+		card.Notice = decisionNotice(d, "")
+	}
+	if len(page) > 0 {
+		card.Next = v.filter.URL(page[0].ID)
+	}
+	ev, err := s.st.EventByKey(d.EventKey)
+	card.Event = ev
+	return card, err
+}
+
+// decisionNotice says who decided a draft and when; me is the person
+// asking ("" when unknown), so a second approval reads "already".
+func decisionNotice(d store.Draft, me string) *views.Notice {
+	dec := d.Decision
+	if dec == nil {
+		return nil
+	}
+	verb := "approved"
+	if d.Status == store.DraftRejected {
+		verb = "rejected"
+	}
+	text := "Already " + verb + " by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC, 2 Jan") + "."
+	if me != "" && dec.By == me {
+		text = strings.ToUpper(verb[:1]) + verb[1:] + " by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + "."
+	}
+	if dec.Reason != "" {
+		text += " Reason: " + dec.Reason
+	}
+	if me != "" && dec.By == me {
+		return &views.Notice{Tone: "ok", Text: text}
+	}
+	return &views.Notice{Tone: "warn", Text: text}
+}
+
+// queueItems lists a page for the side of the queue.
+func (s *Server) queueItems(v queueView, page []store.Draft, current string, now time.Time) ([]views.QueueItem, error) {
+	items := make([]views.QueueItem, 0, len(page))
+	for _, d := range page {
+		ev, err := s.st.EventByKey(d.EventKey)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		items = append(items, views.QueueItem{
+			ID: d.ID, Channel: d.Channel, Owner: d.Owner, Name: ev.Name,
+			Age: views.Age(now.Sub(ev.ReceivedAt)), Line: views.FirstLine(ev.Text, 90),
+			URL: v.filter.URL(d.ID), Current: d.ID == current,
+		})
+	}
+	return items, nil
+}
+
+func csrfOf(c *echo.Context) string {
+	if p := who(c); p != nil && p.Session != nil {
+		return p.Session.CSRF
+	}
+	return ""
+}
+
+// owners are the routing owners the configuration can assign.
+func (s *Server) owners() []string {
+	out := []string{s.cfg.Routing.DefaultOwner}
+	for _, r := range s.cfg.Routing.Rules {
+		out = append(out, r.Owner)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// draftsPage answers GET /drafts?owner=&channel=&cursor=&id=: the approval
+// queue, oldest first, showing draft id (or the page's first) as the card.
+func (s *Server) draftsPage(c *echo.Context) error {
+	p := who(c)
+	v, err := newQueueView(p, c.QueryParam("owner"), c.QueryParam("channel"), c.QueryParam("cursor"))
+	if err != nil {
+		return err
+	}
+	page, next, partial, err := s.pendingPage(v, queuePage)
+	if err != nil {
+		return err
+	}
+	l, err := s.layout(c, "Drafts", "drafts")
+	if err != nil {
+		return err
+	}
+	card, err := s.focusCard(c, v, page, next, c.QueryParam("id"))
+	if err != nil {
+		return err
+	}
+	if v.none {
+		card.Notice = &views.Notice{Tone: "warn", Text: "Your account has no routing owner, so “mine” matches nothing; an admin can add a person with an owner on Users."}
+	}
+	items, err := s.queueItems(v, page, card.Draft.ID, l.Now)
+	if err != nil {
+		return err
+	}
+	q := views.DraftQueue{
+		Filter: v.filter, Owners: s.owners(), HasOwner: p.Owner != "", Card: card, Items: items, Partial: partial,
+	}
+	for _, ch := range s.cfg.Channels {
+		q.Channels = append(q.Channels, ch.Name)
+	}
+	if next != nil {
+		q.NextPage = v.withCursor(next).filter.URL("")
+	}
+	if v.after != nil {
+		q.FirstPage = v.withCursor(nil).filter.URL("")
+	}
+	return render(c, http.StatusOK, views.Drafts(l, q))
+}
+
+// focusCard is the card of draft id (when given) or of the page's first draft.
+func (s *Server) focusCard(c *echo.Context, v queueView, page []store.Draft, next []byte, id string) (views.DraftCard, error) {
+	if id == "" {
+		if len(page) == 0 {
+			return views.DraftCard{State: views.CardEmpty, Filter: v.filter}, nil
+		}
+		return s.pendingCard(c, v, page, next, 0, page[0])
+	}
+	if i := slices.IndexFunc(page, func(d store.Draft) bool { return d.ID == id }); i >= 0 {
+		return s.pendingCard(c, v, page, next, i, page[i])
+	}
+	d, err := s.st.Draft(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return views.DraftCard{}, errorf(http.StatusNotFound, "there is no draft %q", id)
+	}
+	if err != nil {
+		return views.DraftCard{}, err
+	}
+	if d.Status != store.DraftPending {
+		return s.decidedCard(c, v, d, page, nil)
+	}
+	return s.pendingCard(c, v, page, next, -1, d) // waiting, but not on this page or in this view
+}
+
+// approveFromQueue answers POST /drafts/{id}/approve (form: action, text,
+// owner, channel, cursor). It runs the same idempotent approval as the
+// API and answers htmx with the next card.
+func (s *Server) approveFromQueue(c *echo.Context) error {
+	v, err := newQueueView(who(c), c.FormValue("owner"), c.FormValue("channel"), c.FormValue("cursor"))
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	text := ""
+	if c.FormValue("action") == "edit" {
+		if text = strings.TrimSpace(c.FormValue("text")); text == "" {
+			return errorf(http.StatusBadRequest, "the reply is empty; write one, or approve the draft as written")
+		}
+		if len(text) > maxReply {
+			return errorf(http.StatusBadRequest, "the reply is %d bytes; a reply may be at most %d", len(text), maxReply)
+		}
+	}
+	res, err := s.approve(c, id, text)
+	if err != nil {
+		return s.refusedDecision(c, v, id, err)
+	}
+	if !isHX(c) {
+		return c.Redirect(http.StatusSeeOther, v.filter.URL(""))
+	}
+	if !res.Created {
+		return s.answerDecision(c, v, res.Draft, decisionNotice(res.Draft, ""), http.StatusOK, true)
+	}
+	dec := res.Draft.Decision
+	text = "Approved by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + res.Outbox.To + " is on its way."
+	if dec.Edited {
+		text = "Approved with your edit by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + res.Outbox.To + " is on its way."
+	}
+	return s.answerDecision(c, v, res.Draft, &views.Notice{Tone: "ok", Text: text}, http.StatusOK, false)
+}
+
+// rejectFromQueue answers POST /drafts/{id}/reject (form: reason, owner,
+// channel, cursor) with the next card.
+func (s *Server) rejectFromQueue(c *echo.Context) error {
+	p := who(c)
+	v, err := newQueueView(p, c.FormValue("owner"), c.FormValue("channel"), c.FormValue("cursor"))
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	d, err := s.reject(c, id, c.FormValue("reason"))
+	if err != nil {
+		return s.refusedDecision(c, v, id, err)
+	}
+	if !isHX(c) {
+		return c.Redirect(http.StatusSeeOther, v.filter.URL(""))
+	}
+	if d.Decision.By != p.Name {
+		return s.answerDecision(c, v, d, decisionNotice(d, ""), http.StatusOK, true)
+	}
+	return s.answerDecision(c, v, d, decisionNotice(d, p.Name), http.StatusOK, false)
+}
+
+// refusedDecision answers a decision the store refused: a conflict with
+// an earlier decision (409) shows that decision's card with its sentence.
+func (s *Server) refusedDecision(c *echo.Context, v queueView, id string, err error) error {
+	var ae *apiError
+	if !isHX(c) || !errors.As(err, &ae) || ae.status != http.StatusConflict {
+		return err
+	}
+	d, derr := s.st.Draft(id)
+	if derr != nil {
+		return err
+	}
+	return s.answerDecision(c, v, d, &views.Notice{Tone: "error", Text: ae.msg}, ae.status, true)
+}
+
+// answerDecision renders the answer to a decision on draft decided: the
+// card of the next waiting draft (or, when showDecided, the decided
+// draft's card with a link to it), the refreshed list and the nav count.
+func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draft, n *views.Notice, status int, showDecided bool) error {
+	page, next, _, err := s.pendingPage(v, queuePage)
+	if err != nil {
+		return err
+	}
+	if len(page) == 0 && v.after != nil { // this page is done: start over
+		v = v.withCursor(nil)
+		if page, next, _, err = s.pendingPage(v, queuePage); err != nil {
+			return err
+		}
+	}
+	// Next is the first waiting draft after the decided one; drafts
+	// skipped before it come round again at the end of the page.
+	i := slices.IndexFunc(page, func(d store.Draft) bool { return later(d, decided) })
+	if i < 0 && len(page) > 0 {
+		i = 0
+	}
+	var card views.DraftCard
+	switch {
+	case showDecided:
+		if card, err = s.decidedCard(c, v, decided, page, n); err != nil {
+			return err
+		}
+		if i >= 0 {
+			card.Next = v.filter.URL(page[i].ID)
+		}
+	case i >= 0:
+		if card, err = s.pendingCard(c, v, page, next, i, page[i]); err != nil {
+			return err
+		}
+		card.Notice = n
+	default:
+		card = views.DraftCard{State: views.CardEmpty, Filter: v.filter, Notice: n}
+	}
+	now := s.now()
+	items, err := s.queueItems(v, page, card.Draft.ID, now)
+	if err != nil {
+		return err
+	}
+	counts, err := s.st.Counts(s.stuckBefore(now))
+	if err != nil {
+		return err
+	}
+	return render(c, status, views.QueueAnswered(views.QueueAnswer{Card: card, Items: items, Waiting: counts.DraftsWaiting}))
+}

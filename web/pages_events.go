@@ -1,0 +1,238 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
+)
+
+// loadTimeline gathers what GET /api/v1/events/{key} answers, for the page.
+func (s *Server) loadTimeline(key string) (timeline, error) {
+	ev, err := s.st.EventByKey(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return timeline{}, errorf(http.StatusNotFound, "no event has the key %q", key)
+	}
+	if err != nil {
+		return timeline{}, err
+	}
+	t := timeline{Event: ev}
+	if t.Jobs, err = s.st.JobsByCorrelation(ev.CorrelationID); err != nil {
+		return timeline{}, err
+	}
+	d, err := s.st.DraftByEvent(ev.Key)
+	switch {
+	case err == nil:
+		t.Draft = &d
+	case !errors.Is(err, store.ErrNotFound):
+		return timeline{}, err
+	}
+	if t.Draft != nil && t.Draft.OutboxID != "" {
+		o, err := s.st.OutboxRow(t.Draft.OutboxID)
+		if err != nil {
+			return timeline{}, err
+		}
+		t.Outbox = &o
+	}
+	h, err := s.st.Handoff(store.LeadKey(ev.Channel, ev.ConversationID))
+	switch {
+	case err == nil:
+		t.Handoff = &h
+	case !errors.Is(err, store.ErrNotFound):
+		return timeline{}, err
+	}
+	return t, nil
+}
+
+// timelinePage answers GET /events/{event key}: the event and everything
+// that followed from it, in time order.
+func (s *Server) timelinePage(c *echo.Context) error {
+	key := c.Param("*")
+	t, err := s.loadTimeline(key)
+	if err != nil {
+		return err
+	}
+	l, err := s.layout(c, "Event "+key, "")
+	if err != nil {
+		return err
+	}
+	l.Query = key
+	return render(c, http.StatusOK, views.TimelinePage(l, views.Timeline{
+		Event: t.Event, Draft: t.Draft, Outbox: t.Outbox, Handoff: t.Handoff, Jobs: t.Jobs, Entries: entries(t),
+	}))
+}
+
+// entries lays a timeline out as moments, oldest first.
+func entries(t timeline) []views.Entry {
+	ev := t.Event
+	out := []views.Entry{{
+		At: ev.ReceivedAt, Kind: "event", Title: "Message received on " + ev.Channel,
+		Facts: []views.Fact{
+			{Label: "From", Value: joinSet(" · ", ev.Name, ev.Contact)},
+			{Label: "Event key", Value: ev.Key, Mono: true},
+			{Label: "Correlation id", Value: ev.CorrelationID, Mono: true},
+		},
+		Text: ev.Text,
+	}}
+	if ev.Duplicates > 0 && ev.LastDuplicateAt != nil {
+		out = append(out, views.Entry{
+			At: *ev.LastDuplicateAt, Kind: "event", Tone: "warn",
+			Title: fmt.Sprintf("The same event arrived again (%d duplicate(s) in all, the last here); nothing was done twice", ev.Duplicates),
+		})
+	}
+	for _, j := range t.Jobs {
+		out = append(out, views.Entry{
+			At: j.CreatedAt, Kind: "job", Title: "Job " + j.Kind + " queued",
+			Facts: []views.Fact{
+				{Label: "Job", Value: j.ID, Mono: true},
+				{Label: "Key", Value: j.Key, Mono: true},
+				{Label: "State now", Value: string(j.State)},
+				{Label: "Attempts", Value: strconv.Itoa(j.Attempt) + " of at most " + strconv.Itoa(j.MaxAttempts)},
+			},
+		})
+		for _, a := range j.Attempts {
+			e := views.Entry{
+				At: a.StartedAt, Kind: "attempt", Error: a.Error, Text: a.Raw,
+				Title: fmt.Sprintf("%s attempt %d: %s", j.Kind, a.Number, orRunning(a.Outcome)),
+				Facts: []views.Fact{
+					{Label: "Execution", Value: a.ExecutionID, Mono: true},
+					{Label: "Started", Value: a.StartedAt.UTC().Format("15:04:05.000 UTC")},
+				},
+			}
+			if a.EndedAt != nil {
+				e.Facts = append(e.Facts,
+					views.Fact{Label: "Ended", Value: a.EndedAt.UTC().Format("15:04:05.000 UTC")},
+					views.Fact{Label: "Took", Value: a.EndedAt.Sub(a.StartedAt).String()})
+			}
+			switch a.Outcome {
+			case store.OutcomeCompleted:
+				e.Tone = "ok"
+			case store.OutcomeRetry:
+				e.Tone = "warn"
+			case store.OutcomeDiscarded, store.OutcomeLeaseExpired:
+				e.Tone = "error"
+			}
+			out = append(out, e)
+		}
+	}
+	if d := t.Draft; d != nil {
+		facts := []views.Fact{
+			{Label: "Draft", Value: d.ID, Mono: true},
+			{Label: "Drafter", Value: joinSet(" · ", d.Drafter, d.Model)},
+			{Label: "Prompt version", Value: d.PromptVersion},
+			{Label: "Input hash", Value: d.InputHash, Mono: true},
+			{Label: "Routing", Value: joinSet(" · ", d.RuleVersion, d.Rule)},
+			{Label: "Owner", Value: d.Owner},
+			{Label: "Execution", Value: d.ExecutionID, Mono: true},
+		}
+		if d.PromptTokens+d.OutputTokens > 0 {
+			facts = append(facts, views.Fact{Label: "Tokens", Value: fmt.Sprintf("%d in, %d out", d.PromptTokens, d.OutputTokens)})
+		}
+		for _, k := range sortedKeys(d.Fields) {
+			facts = append(facts, views.Fact{Label: "Field " + k, Value: d.Fields[k]})
+		}
+		out = append(out, views.Entry{At: d.CreatedAt, Kind: "draft", Title: "Reply drafted", Facts: facts, Text: d.Text})
+		if dec := d.Decision; dec != nil {
+			e := views.Entry{At: dec.At, Kind: "decision", Facts: []views.Fact{{Label: "From", Value: dec.From}}}
+			switch d.Status {
+			case store.DraftRejected:
+				e.Title, e.Tone = "Rejected by "+dec.By, "warn"
+				e.Facts = append(e.Facts, views.Fact{Label: "Reason", Value: dec.Reason})
+			default:
+				e.Title, e.Tone = "Approved by "+dec.By, "ok"
+				if dec.Edited {
+					e.Title += ", with an edit"
+					e.Text = dec.Text
+				}
+			}
+			out = append(out, e)
+		}
+	}
+	if o := t.Outbox; o != nil {
+		out = append(out, views.Entry{
+			At: o.CreatedAt, Kind: "outbox", Title: "Reply queued to be sent",
+			Facts: []views.Fact{
+				{Label: "Outbox id", Value: o.ID, Mono: true},
+				{Label: "To", Value: o.To},
+				{Label: "Provider", Value: o.Provider},
+				{Label: "Status now", Value: string(o.Status)},
+				{Label: "Provider's id", Value: o.ProviderID, Mono: true},
+			},
+			Text: o.Text,
+		})
+		for _, a := range o.Attempts {
+			e := views.Entry{
+				At: a.At, Kind: "send", Title: "Provider " + a.Action + ": " + a.Outcome, Error: a.Error,
+				Facts: []views.Fact{
+					{Label: "Execution", Value: a.ExecutionID, Mono: true},
+					{Label: "Provider's id", Value: a.ProviderID, Mono: true},
+				},
+			}
+			switch a.Outcome {
+			case "sent":
+				e.Tone = "ok"
+			case "ambiguous":
+				e.Tone = "warn"
+			case "permanent":
+				e.Tone = "error"
+			}
+			out = append(out, e)
+		}
+		for _, r := range o.Reconciliations {
+			out = append(out, views.Entry{
+				At: r.At, Kind: "reconcile", Title: "Reconciled by " + r.By + ": " + r.Outcome, Tone: "ok",
+				Facts: []views.Fact{{Label: "Provider's id", Value: r.ProviderID, Mono: true}, {Label: "From", Value: r.From}},
+			})
+		}
+		if o.Note != "" && (o.Status == store.OutboxNeedsReconciliation || o.Status == store.OutboxFailed) {
+			out = append(out, views.Entry{At: o.UpdatedAt, Kind: "outbox", Title: "Waiting for a person: " + string(o.Status), Error: o.Note, Tone: "error"})
+		}
+	}
+	if h := t.Handoff; h != nil {
+		for _, tr := range h.History {
+			out = append(out, views.Entry{
+				At: tr.At, Kind: "lead", Title: fmt.Sprintf("Lead %s (cycle %d)", tr.Status, tr.Cycle),
+				Facts: []views.Fact{{Label: "Why", Value: tr.Note}, {Label: "Event", Value: tr.EventKey, Mono: true}},
+			})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+func orRunning(outcome string) string {
+	if outcome == "" {
+		return "running"
+	}
+	return outcome
+}
+
+// joinSet joins the values that are set.
+func joinSet(sep string, vs ...string) string {
+	out := ""
+	for _, v := range vs {
+		if v == "" {
+			continue
+		}
+		if out != "" {
+			out += sep
+		}
+		out += v
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

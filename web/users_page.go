@@ -1,0 +1,155 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
+)
+
+// usersPage answers GET /users.
+func (s *Server) usersPage(c *echo.Context) error {
+	var n *views.Notice
+	if id := c.QueryParam("revoked"); id != "" {
+		tokens, err := s.st.Tokens()
+		if err != nil {
+			return err
+		}
+		// Only a token that is revoked is named: the link cannot be made to say anything else.
+		if i := slices.IndexFunc(tokens, func(t store.Token) bool { return t.ID == id && t.RevokedAt != nil }); i >= 0 {
+			n = &views.Notice{Tone: "ok", Text: "Token " + tokens[i].Name + " is revoked: it no longer opens the API."}
+		}
+	}
+	return s.renderUsers(c, http.StatusOK, nil, n)
+}
+
+// renderUsers shows the users page, with a secret shown once or a notice.
+func (s *Server) renderUsers(c *echo.Context, status int, secret *views.Secret, n *views.Notice) error {
+	users, err := s.st.Users()
+	if err != nil {
+		return err
+	}
+	tokens, err := s.st.Tokens()
+	if err != nil {
+		return err
+	}
+	l, err := s.layout(c, "Users", "users")
+	if err != nil {
+		return err
+	}
+	return render(c, status, views.UsersPageView(l, views.UsersPage{Users: users, Tokens: tokens, Secret: secret, Notice: n, Owners: s.owners()}))
+}
+
+// validName is a user or token name: 1 to 64 letters, digits and . _ - @.
+func validName(s string) bool {
+	return len(s) >= 1 && len(s) <= 64 && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@", r))
+	})
+}
+
+func formRole(c *echo.Context) (store.Role, bool) {
+	r := store.Role(c.FormValue("role"))
+	return r, r == store.RoleAdmin || r == store.RoleApprover
+}
+
+// createUser answers POST /users (form: name, role, owner, password). An
+// empty password is generated and shown once.
+func (s *Server) createUser(c *echo.Context) error {
+	name, owner, password := strings.TrimSpace(c.FormValue("name")), strings.TrimSpace(c.FormValue("owner")), c.FormValue("password")
+	role, ok := formRole(c)
+	switch {
+	case !validName(name):
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "A name is 1 to 64 letters, digits, dots, dashes, underscores or @."})
+	case !ok:
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
+	case len(owner) > 64:
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The owner is at most 64 characters."})
+	}
+	generated := password == ""
+	if generated {
+		password = GeneratePassword()
+	}
+	hash, err := HashPassword(password)
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return s.renderUsers(c, ae.status, nil, &views.Notice{Tone: "error", Text: "Not added: " + ae.msg + "."})
+	}
+	if err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	err = s.st.CreateUser(c.Request().Context(), store.User{Name: name, Role: role, Owner: owner, PasswordHash: hash, CreatedAt: now})
+	if errors.Is(err, store.ErrExists) {
+		return s.renderUsers(c, http.StatusConflict, nil, &views.Notice{Tone: "error", Text: "There is already a person named " + name + "."})
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.audit(c, "create user", name, "role "+string(role)+", owner "+owner); err != nil {
+		return err
+	}
+	var secret *views.Secret
+	if generated {
+		secret = &views.Secret{What: "Password of " + name, Value: password}
+	}
+	return s.renderUsers(c, http.StatusOK, secret, &views.Notice{Tone: "ok", Text: "Added " + name + " as " + string(role) + "."})
+}
+
+// createToken answers POST /users/tokens (form: name, role): the secret is
+// shown once; only its SHA-256 is stored.
+func (s *Server) createToken(c *echo.Context) error {
+	name := strings.TrimSpace(c.FormValue("name"))
+	role, ok := formRole(c)
+	switch {
+	case !validName(name):
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "A token name is 1 to 64 letters, digits, dots, dashes, underscores or @."})
+	case !ok:
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
+	}
+	tokens, err := s.st.Tokens()
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(tokens, func(t store.Token) bool { return t.Name == name && t.RevokedAt == nil }) {
+		return s.renderUsers(c, http.StatusConflict, nil, &views.Notice{Tone: "error", Text: "A live token is already named " + name + "; revoke it first or choose another name."})
+	}
+	secret := newSecret()
+	t := store.Token{ID: ulid.Make().String(), Name: name, User: who(c).Name, Role: role, CreatedAt: s.now().UTC()}
+	if err := s.st.CreateToken(c.Request().Context(), hashSecret(secret), t); err != nil {
+		return err
+	}
+	if err := s.audit(c, "create token", t.ID, name+" ("+string(role)+")"); err != nil {
+		return err
+	}
+	return s.renderUsers(c, http.StatusOK, &views.Secret{What: "API token " + name, Value: secret},
+		&views.Notice{Tone: "ok", Text: "Created token " + name + ". Send it as Authorization: Bearer <token>."})
+}
+
+// revokeToken answers POST /users/tokens/{id}/revoke.
+func (s *Server) revokeToken(c *echo.Context) error {
+	id := c.Param("id")
+	t, err := s.st.RevokeToken(c.Request().Context(), id, s.now().UTC())
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(http.StatusNotFound, "there is no token %q", id)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.audit(c, "revoke token", id, t.Name); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/users?revoked="+id)
+}
+
+// audit records a dashboard action that has no record of its own.
+func (s *Server) audit(c *echo.Context, action, target, detail string) error {
+	return s.st.Audit(c.Request().Context(), store.AuditEntry{
+		At: s.now().UTC(), Who: who(c).Name, From: c.RealIP(), Action: action, Target: target, Detail: detail,
+	})
+}
