@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,13 +58,30 @@ type replayBody struct {
 	Regenerate bool   `json:"regenerate"`
 }
 
+// deadLetterAction routes POST /api/v1/dead-letters/{id}/replay and
+// /{id}/cancel: ids (outbox ids) may hold '/', so the action is the last segment.
+func (s *Server) deadLetterAction(c *echo.Context) error {
+	rest := c.Param("*")
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return errorf(http.StatusNotFound, "use /api/v1/dead-letters/{id}/replay or /{id}/cancel")
+	}
+	id, action := rest[:i], rest[i+1:]
+	switch action {
+	case "replay":
+		return s.replayDeadLetter(c, id)
+	case "cancel":
+		return s.cancelDeadLetter(c, id)
+	}
+	return errorf(http.StatusNotFound, "%q is not an action on a dead letter (use replay or cancel)", action)
+}
+
 // replayDeadLetter answers POST /api/v1/dead-letters/{id}/replay.
-func (s *Server) replayDeadLetter(c *echo.Context) error {
+func (s *Server) replayDeadLetter(c *echo.Context, id string) error {
 	var body replayBody
 	if err := decodeOptionalJSON(c, &body); err != nil {
 		return err
 	}
-	id := c.Param("*")
 	if body.Confirm != "" && body.Confirm != id {
 		return errorf(http.StatusBadRequest, "confirm must repeat the id being replayed (%q), not %q", id, body.Confirm)
 	}
@@ -99,7 +117,7 @@ type cancelBody struct {
 }
 
 // cancelDeadLetter answers POST /api/v1/dead-letters/{id}/cancel.
-func (s *Server) cancelDeadLetter(c *echo.Context) error {
+func (s *Server) cancelDeadLetter(c *echo.Context, id string) error {
 	var body cancelBody
 	if err := decodeJSON(c, &body); err != nil {
 		return err
@@ -107,7 +125,6 @@ func (s *Server) cancelDeadLetter(c *echo.Context) error {
 	if body.Reason == "" {
 		return errorf(http.StatusBadRequest, "a cancel needs a reason")
 	}
-	id := c.Param("*")
 	err := s.st.DismissDeadLetter(c.Request().Context(), id, store.Dismissal{By: actor(c), At: s.now().UTC(), Reason: body.Reason})
 	var state *store.StateError
 	switch {

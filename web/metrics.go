@@ -4,8 +4,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
@@ -57,6 +59,12 @@ func NewMetrics(st *store.Store, cfg *config.Config, now func() time.Time) *Metr
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{st: st, cfg: cfg, now: now, m: m})
 	return m
+}
+
+// metricsHandler answers GET /metrics in the Prometheus text format.
+func (s *Server) metricsHandler(c *echo.Context) error {
+	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(c.Response(), c.Request())
+	return nil
 }
 
 // Webhook counts one inbound webhook.

@@ -8,8 +8,12 @@ func (s *Server) routes() {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 
+	e.GET("/metrics", s.metricsHandler)
+
 	e.POST("/hooks/:channel", s.receiveHook)
 
+	// The JSON API: a bearer token or a session. Approvers work drafts,
+	// leads and timelines; everything else is for admins.
 	api := e.Group("/api/v1", crossOrigin, s.requireAPI)
 	api.GET("/events/*", s.eventTimeline)
 	api.GET("/handoffs", s.listHandoffs)
@@ -17,8 +21,19 @@ func (s *Server) routes() {
 	api.POST("/drafts/:id/approve", s.approveDraft)
 	api.POST("/drafts/:id/reject", s.rejectDraft)
 	api.GET("/outbox/*", s.outboxRow)
-	api.POST("/reconcile/*", s.reconcile)
-	api.GET("/sandbox/messages", s.sandboxMessages)
+	api.POST("/reconcile/*", s.reconcile, requireAdmin)
+	api.GET("/sandbox/messages", s.sandboxMessages, requireAdmin)
+	api.GET("/dead-letters", s.listDeadLetters, requireAdmin)
+	api.POST("/dead-letters/replay", s.startBulkReplay, requireAdmin)
+	api.GET("/dead-letters/bulk/:id", s.bulkReplayStatus, requireAdmin)
+	api.POST("/dead-letters/bulk/:id/cancel", s.cancelBulkReplay, requireAdmin)
+	api.POST("/dead-letters/*", s.deadLetterAction, requireAdmin) // {id}/replay, {id}/cancel
+	api.GET("/keys/:key", s.getKey, requireAdmin)
+	api.POST("/keys/:key/claim", s.claimKey, requireAdmin)
+	api.POST("/keys/:key/effect-pending", s.keyEffectPending, requireAdmin)
+	api.POST("/keys/:key/complete", s.completeKey, requireAdmin)
+	api.POST("/keys/:key/reconcile", s.reconcileKey, requireAdmin)
+	api.GET("/backup", s.downloadBackup, requireAdmin)
 
 	// The dashboard. Pages answer errors as HTML; a page needs a session
 	// (GET without one goes to /login), and every POST also needs the

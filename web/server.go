@@ -57,8 +57,12 @@ func New(d Deps) (*Server, error) {
 	s := &Server{
 		cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{},
 		loginsByUser: newLimiter(5, 15*time.Minute), loginsByIP: newLimiter(20, 15*time.Minute),
-		bulk: bulkRuns{runs: map[string]*bulkRun{}}, metrics: d.Metrics,
+		bulk: bulkRuns{runs: map[string]*bulkRun{}},
 	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(d.Store, d.Config, d.Now)
+	}
+	s.metrics = d.Metrics
 	if d.APIToken != "" {
 		sum := sha256.Sum256([]byte(d.APIToken))
 		s.tokenHash = sum[:]
