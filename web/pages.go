@@ -92,11 +92,7 @@ func errorAnswer(err error) (int, string) {
 
 // stuckBefore gives, per status, the time before which a lead in it is stuck.
 func (s *Server) stuckBefore(now time.Time) map[store.HandoffStatus]time.Time {
-	out := map[store.HandoffStatus]time.Time{}
-	for st, d := range s.stuckAfter() {
-		out[st] = now.Add(-d)
-	}
-	return out
+	return stuckBefore(s.cfg, now)
 }
 
 // layout gathers what every page shows around its content: who is logged

@@ -5,7 +5,6 @@ package web
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -123,22 +122,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if resp, _ := echo.UnwrapResponse(c.Response()); resp != nil && resp.Committed {
 		return
 	}
-	status, msg := http.StatusInternalServerError, "something went wrong on our side; it has been logged"
-	var ae *apiError
-	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &ae):
-		status, msg = ae.status, ae.msg
-	case errors.As(err, &he):
-		status = he.Code
-		msg = he.Message
-		if msg == "" {
-			msg = http.StatusText(status)
-		}
-	case echo.StatusCode(err) != 0:
-		status = echo.StatusCode(err)
-		msg = http.StatusText(status)
-	}
+	status, msg := errorAnswer(err)
 	if status >= 500 {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, slog.Any("err", err))
 	}
