@@ -79,7 +79,9 @@ func (s *Sandbox) Send(ctx context.Context, m Message) (string, error) {
 		return "", &Ambiguous{Err: err}
 	}
 	if dup && !s.cfg.SupportsIdempotencyKey {
-		return "", &Permanent{Status: http.StatusConflict, Err: fmt.Errorf("sandbox: reference %s was already delivered as %s; refusing a second copy", m.Ref, got.ID)}
+		// 409 is ambiguous by the spec's rules: the message may well have
+		// arrived (here it did), so the row must not read "failed".
+		return "", &Ambiguous{Status: http.StatusConflict, Err: fmt.Errorf("sandbox: reference %s was already delivered as %s; refusing a second copy", m.Ref, got.ID)}
 	}
 	if s.cfg.TimeoutAfterAccept && !dup {
 		return "", &Ambiguous{Err: errors.New("sandbox: accepted the message, then timed out before answering")}

@@ -1,0 +1,131 @@
+package drill
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildBinary builds the handoff command from the repository root, so the
+// drill runs exactly what a user would install.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the real binary; skipped with -short")
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal(errors.New("no go.mod above the drill package"))
+		}
+		dir = parent
+	}
+	bin := filepath.Join(t.TempDir(), "handoff")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/handoff/handoff")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -o %s github.com/handoff/handoff (in %s): %v\n%s", bin, dir, err, bytes.TrimSpace(out))
+	}
+	return bin
+}
+
+// verdicts reads the result column of the printed table, by fixture label.
+func verdicts(out string) map[string]string {
+	got := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) < 7 {
+			continue
+		}
+		got[strings.TrimSpace(cells[0])] = strings.TrimSpace(cells[len(cells)-1])
+	}
+	return got
+}
+
+func TestDrill(t *testing.T) {
+	bin := buildBinary(t)
+	tests := []struct {
+		name     string
+		sabotage string
+		wantOK   bool
+		wantFail string // the one fixture that must fail; every other must pass
+	}{
+		{name: "healthy instance", wantOK: true},
+		{name: "no idempotency key support", sabotage: "idempotency", wantFail: "3 timeout after accept, idempotency key"},
+		{name: "no lookup after a crash", sabotage: "lookup", wantFail: "5 SIGKILL mid-delivery"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			ok, err := Run(ctx, Options{Binary: bin, Break: tt.sabotage, Out: &out})
+			t.Logf("drill output:\n%s", out.String())
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if ok != tt.wantOK {
+				t.Errorf("Run ok = %v, want %v", ok, tt.wantOK)
+			}
+			got := verdicts(out.String())
+			for _, f := range fixtures {
+				want := "PASS"
+				if f.label == tt.wantFail {
+					want = "FAIL"
+				}
+				if got[f.label] != want {
+					t.Errorf("fixture %q: table says %q, want %s", f.label, got[f.label], want)
+				}
+			}
+		})
+	}
+}
+
+// TestRunRefusesUnknownNames checks the options that stop a drill before it
+// starts anything.
+func TestRunRefusesUnknownNames(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  Options
+		want string
+	}{
+		{"no binary", Options{}, "no binary"},
+		{"unknown sabotage", Options{Binary: "handoff", Break: "everything"}, `"everything" is not a sabotage`},
+		{"unknown fixture", Options{Binary: "handoff", Only: []string{"nope"}}, `there is no fixture "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok, err := Run(context.Background(), tt.opt)
+			if ok || err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Run = %v, %v; want false and an error containing %q", ok, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSelectFixturesAddsWhatTheyBuildOn(t *testing.T) {
+	got, err := selectFixtures([]string{"replay-reply"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range got {
+		names = append(names, f.name)
+	}
+	if want := "no-key,replay-reply"; strings.Join(names, ",") != want {
+		t.Errorf("selectFixtures(replay-reply) = %v, want %s", names, want)
+	}
+}
