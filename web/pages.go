@@ -287,20 +287,5 @@ func (s *Server) search(c *echo.Context) error {
 
 // findEventKey returns the event key q names, or "" when it names nothing.
 func (s *Server) findEventKey(q string) (string, error) {
-	lookups := []func() (string, error){
-		func() (string, error) { ev, err := s.st.EventByKey(q); return ev.Key, err },
-		func() (string, error) { d, err := s.st.Draft(q); return d.EventKey, err },
-		func() (string, error) { o, err := s.st.OutboxRow(q); return o.EventKey, err },
-		func() (string, error) { h, err := s.st.Handoff(q); return h.LastEventKey, err },
-	}
-	for _, look := range lookups {
-		key, err := look()
-		switch {
-		case err == nil && key != "":
-			return key, nil
-		case err != nil && !errors.Is(err, store.ErrNotFound):
-			return "", err
-		}
-	}
-	return "", nil
+	return s.st.FindEvent(q)
 }
