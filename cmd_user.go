@@ -27,17 +27,24 @@ func userCmd(ctx context.Context, args []string, e env, stdin io.Reader) error {
 	dataDir := fs.String("data", "./data", "data folder")
 	role := fs.String("role", "approver", "admin or approver")
 	owner := fs.String("owner", "", "the routing owner this person works as (their \"mine\" filter)")
-	name, rest := "", args[1:]
-	// Accept the name before or after the flags.
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		name, rest = rest[0], rest[1:]
+	// Flags may come before and after NAME (the spec writes
+	// `user add --data DIR NAME --role R`); the flag package stops at the
+	// first non-flag, so parse again after each one.
+	var names []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		names, rest = append(names, fs.Arg(0)), fs.Args()[1:]
 	}
-	if err := fs.Parse(rest); err != nil {
-		return err
+	if len(names) != 1 {
+		return fmt.Errorf("user add needs exactly one NAME, got %d", len(names))
 	}
-	if name == "" && fs.NArg() == 1 {
-		name = fs.Arg(0)
-	}
+	name := names[0]
 	if v := e.getenv("HANDOFF_DATA"); v != "" {
 		*dataDir = v
 	}

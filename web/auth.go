@@ -185,7 +185,7 @@ func crossOrigin(next echo.HandlerFunc) echo.HandlerFunc {
 	cop := http.NewCrossOriginProtection()
 	return func(c *echo.Context) error {
 		if err := cop.Check(c.Request()); err != nil {
-			return errorf(http.StatusForbidden, "cross-site requests are refused: %v", err)
+			return &apiError{status: http.StatusForbidden, msg: "this request came from another site, so it was refused; use the dashboard's own pages", err: err}
 		}
 		return next(c)
 	}
