@@ -205,21 +205,21 @@ func deadOutbox(tx *bolt.Tx, id string) (DeadLetter, error) {
 // outboxSafety says whether resending a reply is safe, and why.
 func outboxSafety(o Outbox) (bool, string, []string) {
 	effects := []string{"outbox row " + o.ID + " exists (" + string(o.Status) + ")"}
-	switch o.Status {
-	case OutboxFailed:
-		return true, "the provider refused it permanently, so it was not delivered; a replay sends it again with the same key", effects
-	case OutboxPending:
-		return true, "it was never sent", effects
-	case OutboxSent:
-		return false, "it was sent (provider id " + o.ProviderID + "); there is nothing to replay", append(effects, "delivered as "+o.ProviderID)
-	}
-	n := 0
+	unknown := 0
 	for _, a := range o.Attempts {
-		if a.Action == "send" || a.Action == "resend" {
-			n++
+		if a.Outcome == "ambiguous" {
+			unknown++
 		}
 	}
-	return false, fmt.Sprintf("the provider may already have this message (%d send attempt(s) with unknown outcome): check it first, then confirm the replay or reconcile", n), append(effects, "sent to the provider with an unknown outcome")
+	switch {
+	case o.Status == OutboxFailed && unknown == 0:
+		return true, "the provider refused it permanently, so it was not delivered; a replay sends it again with the same key", effects
+	case o.Status == OutboxPending:
+		return true, "it was never sent", effects
+	case o.Status == OutboxSent:
+		return false, "it was sent (provider id " + o.ProviderID + "); there is nothing to replay", append(effects, "delivered as "+o.ProviderID)
+	}
+	return false, fmt.Sprintf("the provider may already have this message (%d attempt(s) with an unknown outcome): check it first, then confirm the replay or reconcile", unknown), append(effects, "sent to the provider with an unknown outcome")
 }
 
 // ErrUnconfirmed refuses a replay that may repeat a side effect.

@@ -104,16 +104,7 @@ func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 		if d.Status == "" {
 			d.Status = DraftPending
 		}
-		if err := putJSON(drafts, []byte(d.ID), d); err != nil {
-			return err
-		}
-		if err := byEvent.Put([]byte(d.EventKey), []byte(d.ID)); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketDraftsByStatus).Put(draftStatusKey(d), nil); err != nil {
-			return err
-		}
-		if err := advanceOnDraft(tx, d, ev.Contact, d.CreatedAt); err != nil {
+		if err := insertDraft(tx, d, ev); err != nil {
 			return err
 		}
 		out, created = d, true
@@ -380,16 +371,7 @@ func (s *Store) SaveDraftVersion(ctx context.Context, d Draft, n int) (Draft, bo
 				}
 			}
 		}
-		if err := putJSON(drafts, []byte(d.ID), d); err != nil {
-			return err
-		}
-		if err := byEvent.Put([]byte(d.EventKey), []byte(d.ID)); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketDraftsByStatus).Put(draftStatusKey(d), nil); err != nil {
-			return err
-		}
-		if err := advanceOnDraft(tx, d, ev.Contact, d.CreatedAt); err != nil {
+		if err := insertDraft(tx, d, ev); err != nil {
 			return err
 		}
 		out, created = d, true
@@ -409,4 +391,19 @@ func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
 		return nil
 	})
 	return out, err
+}
+
+// insertDraft writes d as the current draft of its event with its indexes,
+// and moves the lead forward in the same transaction.
+func insertDraft(tx *bolt.Tx, d Draft, ev Event) error {
+	if err := putJSON(tx.Bucket(bucketDrafts), []byte(d.ID), d); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketDraftsByEvent).Put([]byte(d.EventKey), []byte(d.ID)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketDraftsByStatus).Put(draftStatusKey(d), nil); err != nil {
+		return err
+	}
+	return advanceOnDraft(tx, d, ev.Contact, d.CreatedAt)
 }

@@ -32,8 +32,8 @@ func (s *Store) Counts(stuckBefore map[HandoffStatus]time.Time) (Counts, error) 
 		}
 		c.DeadJobs = tx.Bucket(bucketJobsDead).Stats().KeyN
 		ob := tx.Bucket(bucketOutboxByStatus)
-		c.FailedReplies = countPrefix(ob, append([]byte(OutboxFailed), 0), nil)
-		c.NeedsReconciliation = countPrefix(ob, append([]byte(OutboxNeedsReconciliation), 0), nil)
+		c.FailedReplies = countUndismissed(tx, OutboxFailed)
+		c.NeedsReconciliation = countUndismissed(tx, OutboxNeedsReconciliation)
 		c.EffectPending = countPrefix(ob, append([]byte(OutboxEffectPending), 0), nil)
 		return nil
 	})
@@ -100,4 +100,20 @@ func (s *Store) OutboxCounts() (map[OutboxStatus]int, error) {
 		})
 	})
 	return out, err
+}
+
+// countUndismissed counts the rows in status that a person has not taken
+// off the dead-letter list. These lists are short, so reading each row is fine.
+func countUndismissed(tx *bolt.Tx, status OutboxStatus) int {
+	n := 0
+	rows := tx.Bucket(bucketOutbox)
+	prefix := append([]byte(status), 0)
+	c := tx.Bucket(bucketOutboxByStatus).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var o Outbox
+		if getJSON(rows, k[len(prefix):], &o) == nil && o.Dismissed == nil {
+			n++
+		}
+	}
+	return n
 }

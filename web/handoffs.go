@@ -17,51 +17,68 @@ type handoffList struct {
 
 // listHandoffs answers GET /api/v1/handoffs?status=&stuck=true&limit=.
 func (s *Server) listHandoffs(c *echo.Context) error {
-	status := store.HandoffStatus(c.QueryParam("status"))
-	switch status {
-	case "", store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied:
-	default:
-		return errorf(http.StatusBadRequest, "status %q is not one of received, matched, owned, replied", status)
-	}
-	stuck := false
-	if v := c.QueryParam("stuck"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errorf(http.StatusBadRequest, "stuck must be true or false, not %q", v)
-		}
-		stuck = b
+	q, err := parseHandoffQuery(c)
+	if err != nil {
+		return err
 	}
 	limit, err := queryLimit(c)
 	if err != nil {
 		return err
 	}
-	if !stuck {
-		hs, err := s.st.Handoffs(store.HandoffFilter{Status: status, Limit: limit})
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, handoffList{Handoffs: hs})
+	hs, err := s.handoffs(q, s.now(), limit)
+	if err != nil {
+		return err
 	}
-	if status == store.HandoffReplied {
-		return errorf(http.StatusBadRequest, "a replied lead is never stuck; ask for received, matched or owned")
+	return c.JSON(http.StatusOK, handoffList{Handoffs: hs})
+}
+
+// handoffQuery is a list of leads by status, optionally only the stuck ones.
+type handoffQuery struct {
+	Status store.HandoffStatus
+	Stuck  bool
+}
+
+// parseHandoffQuery reads ?status= and ?stuck= for the API and the page.
+func parseHandoffQuery(c *echo.Context) (handoffQuery, error) {
+	q := handoffQuery{Status: store.HandoffStatus(c.QueryParam("status"))}
+	switch q.Status {
+	case "", store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied:
+	default:
+		return q, errorf(http.StatusBadRequest, "status %q is not one of received, matched, owned, replied", q.Status)
+	}
+	if v := c.QueryParam("stuck"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return q, errorf(http.StatusBadRequest, "stuck must be true or false, not %q", v)
+		}
+		q.Stuck = b
+	}
+	if q.Stuck && q.Status == store.HandoffReplied {
+		return q, errorf(http.StatusBadRequest, "a replied lead is never stuck; ask for received, matched or owned")
+	}
+	return q, nil
+}
+
+// handoffs lists up to limit leads matching q at now, longest waiting first per status.
+func (s *Server) handoffs(q handoffQuery, now time.Time, limit int) ([]store.Handoff, error) {
+	if !q.Stuck {
+		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit})
 	}
 	out := []store.Handoff{}
-	now := s.now()
 	after := s.stuckAfter()
-	for _, st := range []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned} {
-		if status != "" && st != status {
+	for _, st := range stuckStatuses {
+		if q.Status != "" && st != q.Status {
 			continue
 		}
 		hs, err := s.st.Handoffs(store.HandoffFilter{Status: st, SinceBefore: now.Add(-after[st]), Limit: limit - len(out)})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		out = append(out, hs...)
-		if len(out) >= limit {
+		if out = append(out, hs...); len(out) >= limit {
 			break
 		}
 	}
-	return c.JSON(http.StatusOK, handoffList{Handoffs: out})
+	return out, nil
 }
 
 // stuckAfter is how long a lead may stay in each status before it is stuck.

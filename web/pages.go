@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -214,48 +213,19 @@ const handoffsLimit = 200
 
 // handoffsPage answers GET /handoffs?status=&stuck=true.
 func (s *Server) handoffsPage(c *echo.Context) error {
-	status := store.HandoffStatus(c.QueryParam("status"))
-	switch status {
-	case "", store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied:
-	default:
-		return errorf(http.StatusBadRequest, "status %q is not one of received, matched, owned, replied", status)
-	}
-	stuck := false
-	if v := c.QueryParam("stuck"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errorf(http.StatusBadRequest, "stuck must be true or false, not %q", v)
-		}
-		stuck = b
-	}
-	if stuck && status == store.HandoffReplied {
-		return errorf(http.StatusBadRequest, "a replied lead is never stuck; ask for received, matched or owned")
+	q, err := parseHandoffQuery(c)
+	if err != nil {
+		return err
 	}
 	l, err := s.layout(c, "Handoffs", "handoffs")
 	if err != nil {
 		return err
 	}
-	var hs []store.Handoff
-	if !stuck {
-		if hs, err = s.st.Handoffs(store.HandoffFilter{Status: status, Limit: handoffsLimit + 1}); err != nil {
-			return err
-		}
-	} else {
-		after := s.stuckAfter()
-		for _, st := range stuckStatuses {
-			if status != "" && st != status {
-				continue
-			}
-			got, err := s.st.Handoffs(store.HandoffFilter{Status: st, SinceBefore: l.Now.Add(-after[st]), Limit: handoffsLimit + 1 - len(hs)})
-			if err != nil {
-				return err
-			}
-			if hs = append(hs, got...); len(hs) > handoffsLimit {
-				break
-			}
-		}
+	hs, err := s.handoffs(q, l.Now, handoffsLimit+1)
+	if err != nil {
+		return err
 	}
-	list := views.HandoffList{Status: string(status), Stuck: stuck, Limit: handoffsLimit}
+	list := views.HandoffList{Status: string(q.Status), Stuck: q.Stuck, Limit: handoffsLimit}
 	if len(hs) > handoffsLimit {
 		hs, list.More = hs[:handoffsLimit], true
 	}
