@@ -47,7 +47,7 @@ func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
 	}
 	finish := func(status store.OutboxStatus, providerID, note string, a store.OutboxAttempt) error {
 		a.ExecutionID, a.At = job.ExecutionID, now()
-		_, err := k.Store.FinishOutbox(ctx, row.ID, job.ExecutionID, now(), store.OutboxResult{Status: status, ProviderID: providerID, Note: note, Attempt: a})
+		_, err := k.Store.FinishOutbox(ctx, row.ID, job.ExecutionID, now(), store.OutboxResult{Status: status, ProviderID: providerID, Note: note, Attempt: a, JobID: job.ID})
 		return err
 	}
 	p, ok := k.Providers[row.Provider]

@@ -48,6 +48,7 @@ type Replay struct {
 type Dismissal struct {
 	By     string    `json:"by"`
 	At     time.Time `json:"at"`
+	From   string    `json:"from,omitempty"`
 	Reason string    `json:"reason"`
 }
 
@@ -363,6 +364,6 @@ func (s *Store) DismissDeadLetter(ctx context.Context, id string, d Dismissal) e
 				return err
 			}
 		}
-		return writeAudit(tx, AuditEntry{At: d.At, Who: d.By, Action: "cancel " + dl.Kind, Target: id, Detail: d.Reason})
+		return writeAudit(tx, AuditEntry{At: d.At, Who: d.By, From: d.From, Action: "cancel " + dl.Kind, Target: id, Detail: d.Reason})
 	})
 }

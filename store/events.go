@@ -29,11 +29,12 @@ type Event struct {
 	ContentType    string `json:"content_type,omitempty"`
 	// Body is the request body as received: JSON kept as JSON (no escaping,
 	// half the bytes), anything else in BodyText.
-	Body            json.RawMessage `json:"body,omitempty"`
-	BodyText        string          `json:"body_text,omitempty"`
-	ReceivedAt      time.Time       `json:"received_at"`
-	Duplicates      int             `json:"duplicates"`
-	LastDuplicateAt *time.Time      `json:"last_duplicate_at,omitempty"`
+	Body             json.RawMessage `json:"body,omitempty"`
+	BodyText         string          `json:"body_text,omitempty"`
+	ReceivedAt       time.Time       `json:"received_at"`
+	Duplicates       int             `json:"duplicates"`
+	FirstDuplicateAt *time.Time      `json:"first_duplicate_at,omitempty"`
+	LastDuplicateAt  *time.Time      `json:"last_duplicate_at,omitempty"`
 }
 
 // Recorded is the answer to RecordEvent: the stored event and whether this call created it.
@@ -61,6 +62,9 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded
 			first.Duplicates++
 			at := ev.ReceivedAt
 			first.LastDuplicateAt = &at
+			if first.FirstDuplicateAt == nil {
+				first.FirstDuplicateAt = &at
+			}
 			out.Event = first
 			return putJSON(events, id, first)
 		}

@@ -140,6 +140,11 @@ type OutboxResult struct {
 	ProviderID string
 	Note       string
 	Attempt    OutboxAttempt
+	// JobID, when set, completes the delivery job (held by the same
+	// execution) in the same transaction once the row leaves effect_pending,
+	// so a replay or reconciliation right after always finds no live job and
+	// enqueues a fresh one.
+	JobID string
 }
 
 // FinishOutbox records an attempt on row id held by execID and moves the
@@ -163,6 +168,11 @@ func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Ti
 		o.Status = r.Status
 		if r.Status == OutboxSent {
 			if err := markSent(tx, &o, r.ProviderID, now); err != nil {
+				return err
+			}
+		}
+		if r.JobID != "" && r.Status != OutboxEffectPending {
+			if err := completeJob(tx, r.JobID, execID, now); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -82,29 +83,61 @@ func (s *Server) replayDeadLetter(c *echo.Context, id string) error {
 	if err := decodeOptionalJSON(c, &body); err != nil {
 		return err
 	}
-	if body.Confirm != "" && body.Confirm != id {
-		return errorf(http.StatusBadRequest, "confirm must repeat the id being replayed (%q), not %q", id, body.Confirm)
-	}
-	dl, err := s.replay(c.Request().Context(), id, store.Replay{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Regenerate: body.Regenerate, Confirmed: body.Confirm == id})
+	dl, err := s.replayItem(c.Request().Context(), id, body.Confirm, body.Regenerate, actor(c), c.RealIP())
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "replayed", "id": id, "kind": dl.Kind, "why": dl.Why})
 }
 
-// replay is the one replay shared by the API, the bulk replay and the dashboard.
-func (s *Server) replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
-	dl, err := s.st.ReplayDeadLetter(ctx, id, r, s.cfg.Retry.MaxAttempts, ulid.Make().String())
+// replayItem is a person's replay of one item, shared by the API and the
+// dashboard: confirm, when given, must repeat the id (it is what makes an
+// unsafe item replayable), and only a draft job can be regenerated.
+func (s *Server) replayItem(ctx context.Context, id, confirm string, regenerate bool, by, from string) (store.DeadLetter, error) {
+	if confirm != "" && confirm != id {
+		return store.DeadLetter{}, errorf(http.StatusBadRequest, "confirm must repeat the id being replayed (%q), not %q", id, confirm)
+	}
+	if regenerate {
+		dl, err := s.st.DeadLetter(id)
+		if err := deadLetterError(id, err); err != nil {
+			return dl, err
+		}
+		if dl.Kind != store.DeadJob || dl.Job.Kind != store.KindDraft {
+			return dl, errorf(http.StatusBadRequest, "only a draft job can be regenerated; %s is a %s", id, describeKind(dl))
+		}
+	}
+	return s.replay(ctx, id, store.Replay{By: by, At: s.now().UTC(), From: from, Regenerate: regenerate, Confirmed: confirm == id})
+}
+
+// describeKind names what a dead letter is, for a sentence.
+func describeKind(dl store.DeadLetter) string {
+	if dl.Job != nil {
+		return dl.Job.Kind + " job"
+	}
+	return "reply (outbox row)"
+}
+
+// deadLetterError words the store's refusals of a dead-letter action.
+func deadLetterError(id string, err error) error {
 	var unsafe *store.UnsafeReplayError
 	var state *store.StateError
 	switch {
+	case err == nil:
+		return nil
 	case errors.As(err, &unsafe):
-		return dl, &apiError{status: http.StatusConflict, msg: unsafe.Error()}
+		return &apiError{status: http.StatusConflict, msg: unsafe.Error()}
 	case errors.As(err, &state):
-		return dl, &apiError{status: http.StatusConflict, msg: state.Error()}
+		return &apiError{status: http.StatusConflict, msg: state.Error()}
 	case errors.Is(err, store.ErrNotFound):
-		return dl, errorf(http.StatusNotFound, "there is no dead letter %q", id)
-	case err != nil:
+		return errorf(http.StatusNotFound, "there is no dead letter %q", id)
+	}
+	return err
+}
+
+// replay is the one replay shared by the API, the bulk replay and the dashboard.
+func (s *Server) replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
+	dl, err := s.st.ReplayDeadLetter(ctx, id, r, s.cfg.Retry.MaxAttempts, ulid.Make().String())
+	if err := deadLetterError(id, err); err != nil {
 		return dl, err
 	}
 	s.jobs.Wake()
@@ -122,33 +155,38 @@ func (s *Server) cancelDeadLetter(c *echo.Context, id string) error {
 	if err := decodeJSON(c, &body); err != nil {
 		return err
 	}
-	if body.Reason == "" {
-		return errorf(http.StatusBadRequest, "a cancel needs a reason")
-	}
-	err := s.st.DismissDeadLetter(c.Request().Context(), id, store.Dismissal{By: actor(c), At: s.now().UTC(), Reason: body.Reason})
-	var state *store.StateError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return errorf(http.StatusNotFound, "there is no dead letter %q", id)
-	case errors.As(err, &state):
-		return &apiError{status: http.StatusConflict, msg: state.Error()}
-	case err != nil:
+	if err := s.cancelItem(c.Request().Context(), id, body.Reason, actor(c), c.RealIP()); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "cancelled", "id": id})
 }
 
+// cancelItem takes one item off the list with a reason, shared by the API
+// and the dashboard.
+func (s *Server) cancelItem(ctx context.Context, id, reason, by, from string) error {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return errorf(http.StatusBadRequest, "a cancel needs a reason")
+	}
+	err := s.st.DismissDeadLetter(ctx, id, store.Dismissal{By: by, At: s.now().UTC(), From: from, Reason: reason})
+	return deadLetterError(id, err)
+}
+
 // bulkRun is one bulk replay, running in the background so it can be cancelled.
 type bulkRun struct {
+	mu     sync.Mutex
+	st     bulkStatus
+	cancel context.CancelFunc
+}
+
+// bulkStatus is what a bulk replay has done so far.
+type bulkStatus struct {
 	ID       string        `json:"id"`
 	State    string        `json:"state"` // running, done, cancelled
+	Total    int           `json:"total"`
 	Replayed []string      `json:"replayed"`
 	Skipped  []bulkSkipped `json:"skipped"`
 	Failed   []bulkSkipped `json:"failed"`
-	Total    int           `json:"total"`
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
 }
 
 type bulkSkipped struct {
@@ -156,17 +194,24 @@ type bulkSkipped struct {
 	Why string `json:"why"`
 }
 
-func (b *bulkRun) snapshot() map[string]any {
+// status is a copy of the run's progress, safe to read while it goes on.
+func (b *bulkRun) status() bulkStatus {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return map[string]any{"id": b.ID, "state": b.State, "total": b.Total,
-		"replayed": append([]string{}, b.Replayed...), "skipped": append([]bulkSkipped{}, b.Skipped...), "failed": append([]bulkSkipped{}, b.Failed...)}
+	out := b.st
+	out.Replayed = append([]string{}, b.st.Replayed...)
+	out.Skipped = append([]bulkSkipped{}, b.st.Skipped...)
+	out.Failed = append([]bulkSkipped{}, b.st.Failed...)
+	return out
 }
 
 // bulkRuns keeps the bulk replays of this process.
 type bulkRuns struct {
 	mu   sync.Mutex
 	runs map[string]*bulkRun
+	// pause, when set (tests only), runs before item i of every run is
+	// looked at, so a test can hold a run at a known point.
+	pause func(i int)
 }
 
 // startBulkReplay answers POST /api/v1/dead-letters/replay with a filter:
@@ -177,79 +222,101 @@ func (s *Server) startBulkReplay(c *echo.Context) error {
 	if err := decodeOptionalJSON(c, &body); err != nil {
 		return err
 	}
-	f, err := s.storeFilter(body)
+	run, err := s.startBulk(body, actor(c), c.RealIP())
 	if err != nil {
 		return err
+	}
+	return c.JSON(http.StatusAccepted, run.status())
+}
+
+// startBulk selects the items matching f and replays the safe ones in the
+// background, one at a time, as by; shared by the API and the dashboard.
+// The run outlives the request that started it.
+func (s *Server) startBulk(body deadLetterFilter, by, from string) (*bulkRun, error) {
+	f, err := s.storeFilter(body)
+	if err != nil {
+		return nil, err
 	}
 	items, err := s.st.DeadLetters(f)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Request().Context()))
-	run := &bulkRun{ID: ulid.Make().String(), State: "running", Total: len(items), Replayed: []string{}, Skipped: []bulkSkipped{}, Failed: []bulkSkipped{}, cancel: cancel}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &bulkRun{cancel: cancel, st: bulkStatus{
+		ID: ulid.Make().String(), State: "running", Total: len(items),
+		Replayed: []string{}, Skipped: []bulkSkipped{}, Failed: []bulkSkipped{},
+	}}
 	s.bulk.mu.Lock()
-	s.bulk.runs[run.ID] = run
+	s.bulk.runs[run.st.ID] = run
+	pause := s.bulk.pause
 	s.bulk.mu.Unlock()
-	by, from := actor(c), c.RealIP()
 	go func() {
 		defer cancel()
-		for _, it := range items {
+		for i, it := range items {
+			if pause != nil {
+				pause(i)
+			}
 			if ctx.Err() != nil {
 				break
 			}
-			run.mu.Lock()
 			if !it.Safe {
-				run.Skipped = append(run.Skipped, bulkSkipped{ID: it.ID, Why: it.Why})
+				run.mu.Lock()
+				run.st.Skipped = append(run.st.Skipped, bulkSkipped{ID: it.ID, Why: it.Why})
 				run.mu.Unlock()
 				continue
 			}
-			run.mu.Unlock()
-			_, err := s.replay(ctx, it.ID, store.Replay{By: by, At: s.now().UTC(), From: from})
+			// The item under way finishes even when the run is cancelled meanwhile.
+			_, err := s.replay(context.WithoutCancel(ctx), it.ID, store.Replay{By: by, At: s.now().UTC(), From: from})
 			run.mu.Lock()
 			if err != nil {
-				run.Failed = append(run.Failed, bulkSkipped{ID: it.ID, Why: err.Error()})
+				status, msg := errorAnswer(err)
+				if status >= 500 {
+					s.log.Error("bulk replay: item failed", "run", run.st.ID, "item", it.ID, slog.Any("err", err))
+				}
+				run.st.Failed = append(run.st.Failed, bulkSkipped{ID: it.ID, Why: msg})
 			} else {
-				run.Replayed = append(run.Replayed, it.ID)
+				run.st.Replayed = append(run.st.Replayed, it.ID)
 			}
 			run.mu.Unlock()
 		}
 		run.mu.Lock()
 		if ctx.Err() != nil {
-			run.State = "cancelled"
+			run.st.State = "cancelled"
 		} else {
-			run.State = "done"
+			run.st.State = "done"
 		}
 		run.mu.Unlock()
 	}()
-	return c.JSON(http.StatusAccepted, run.snapshot())
+	return run, nil
 }
 
-func (s *Server) bulkRun(c *echo.Context) (*bulkRun, error) {
+// lookupBulk finds a bulk replay of this process.
+func (s *Server) lookupBulk(id string) (*bulkRun, error) {
 	s.bulk.mu.Lock()
 	defer s.bulk.mu.Unlock()
-	run, ok := s.bulk.runs[c.Param("id")]
+	run, ok := s.bulk.runs[id]
 	if !ok {
-		return nil, errorf(http.StatusNotFound, "there is no bulk replay %q in this process", c.Param("id"))
+		return nil, errorf(http.StatusNotFound, "there is no bulk replay %q in this process", id)
 	}
 	return run, nil
 }
 
 // bulkReplayStatus answers GET /api/v1/dead-letters/bulk/{id}.
 func (s *Server) bulkReplayStatus(c *echo.Context) error {
-	run, err := s.bulkRun(c)
+	run, err := s.lookupBulk(c.Param("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, run.snapshot())
+	return c.JSON(http.StatusOK, run.status())
 }
 
 // cancelBulkReplay answers POST /api/v1/dead-letters/bulk/{id}/cancel: the
 // item in progress finishes, no further item starts.
 func (s *Server) cancelBulkReplay(c *echo.Context) error {
-	run, err := s.bulkRun(c)
+	run, err := s.lookupBulk(c.Param("id"))
 	if err != nil {
 		return err
 	}
 	run.cancel()
-	return c.JSON(http.StatusOK, run.snapshot())
+	return c.JSON(http.StatusOK, run.status())
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -32,10 +33,15 @@ type keyAnswer struct {
 
 func (s *Server) keyParam(c *echo.Context) (string, error) {
 	k := c.Param("key")
+	return k, checkKey(k)
+}
+
+// checkKey refuses a key that is empty or too long.
+func checkKey(k string) error {
 	if k == "" || len(k) > maxKeyLen {
-		return "", errorf(http.StatusBadRequest, "the key must be 1 to %d bytes", maxKeyLen)
+		return errorf(http.StatusBadRequest, "the key must be 1 to %d bytes", maxKeyLen)
 	}
-	return k, nil
+	return nil
 }
 
 // claimKey answers POST /api/v1/keys/{key}/claim?lease=5m.
@@ -127,17 +133,32 @@ func (s *Server) reconcileKey(c *echo.Context) error {
 	if err := decodeJSON(c, &body); err != nil {
 		return err
 	}
-	switch body.Outcome {
-	case "completed":
-		result, err := canonicalJSON(body.Result)
-		if err != nil {
-			return err
-		}
-		return s.moveKey(c, store.KeyTransition{To: store.KeyCompleted, Result: result, Keep: s.cfg.Retention.Keys})
-	case "not_done":
-		return s.moveKey(c, store.KeyTransition{Reset: true})
+	key, err := s.keyParam(c)
+	if err != nil {
+		return err
 	}
-	return errorf(http.StatusBadRequest, `outcome must be "completed" (with the result) or "not_done", not %q`, body.Outcome)
+	k, err := s.settleKey(c.Request().Context(), key, body.Outcome, body.Result, actor(c), c.RealIP())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, keyAnswer{Key: key, State: k.State, Result: k.Result, Record: k, Message: k.Note})
+}
+
+// settleKey is a person's verdict on a key whose effect is unknown, shared
+// by the API and the dashboard: "completed" with the effect's result (JSON;
+// empty is null), or "not_done", which releases the key to be claimed afresh.
+func (s *Server) settleKey(ctx context.Context, key, outcome string, result []byte, by, from string) (store.IdemKey, error) {
+	switch outcome {
+	case "completed":
+		canon, err := canonicalJSON(result)
+		if err != nil {
+			return store.IdemKey{}, err
+		}
+		return s.applyKey(ctx, key, store.KeyTransition{To: store.KeyCompleted, Result: canon, Keep: s.cfg.Retention.Keys}, by, from)
+	case "not_done":
+		return s.applyKey(ctx, key, store.KeyTransition{Reset: true}, by, from)
+	}
+	return store.IdemKey{}, errorf(http.StatusBadRequest, `outcome must be "completed" (with the result) or "not_done", not %q`, outcome)
 }
 
 func (s *Server) moveKey(c *echo.Context, t store.KeyTransition) error {
@@ -145,18 +166,34 @@ func (s *Server) moveKey(c *echo.Context, t store.KeyTransition) error {
 	if err != nil {
 		return err
 	}
-	k, err := s.st.MoveKey(c.Request().Context(), key, t, s.now().UTC())
+	k, err := s.applyKey(c.Request().Context(), key, t, actor(c), c.RealIP())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, keyAnswer{Key: key, State: k.State, Result: k.Result, Record: k, Message: k.Note})
+}
+
+// applyKey moves key by t and audits it as by.
+func (s *Server) applyKey(ctx context.Context, key string, t store.KeyTransition, by, from string) (store.IdemKey, error) {
+	if err := checkKey(key); err != nil {
+		return store.IdemKey{}, err
+	}
+	k, err := s.st.MoveKey(ctx, key, t, s.now().UTC())
 	var state *store.StateError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return errorf(http.StatusNotFound, "key %q was never claimed (or has expired); claim it first", key)
+		return k, errorf(http.StatusNotFound, "key %q was never claimed (or has expired); claim it first", key)
 	case errors.As(err, &state):
-		return &apiError{status: http.StatusConflict, msg: state.Error()}
+		return k, &apiError{status: http.StatusConflict, msg: state.Error()}
 	case err != nil:
-		return err
+		return k, err
 	}
-	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: s.now().UTC(), Who: actor(c), From: c.RealIP(), Action: "key " + string(k.State), Target: key})
-	return c.JSON(http.StatusOK, keyAnswer{Key: key, State: k.State, Result: k.Result, Record: k, Message: k.Note})
+	action := "key " + string(k.State)
+	if t.Reset {
+		action = "key released (reconciled as not done)"
+	}
+	_ = s.st.Audit(ctx, store.AuditEntry{At: s.now().UTC(), Who: by, From: from, Action: action, Target: key})
+	return k, nil
 }
 
 // getKey answers GET /api/v1/keys/{key}.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v5"
 
@@ -26,12 +27,21 @@ func (s *Server) loadTimeline(key string) (timeline, error) {
 	if t.Jobs, err = s.st.JobsByCorrelation(ev.CorrelationID); err != nil {
 		return timeline{}, err
 	}
+	if t.Jobs == nil {
+		t.Jobs = []store.Job{}
+	}
 	d, err := s.st.DraftByEvent(ev.Key)
 	switch {
 	case err == nil:
 		t.Draft = &d
 	case !errors.Is(err, store.ErrNotFound):
 		return timeline{}, err
+	}
+	if t.Drafts, err = s.st.DraftVersions(ev.Key); err != nil {
+		return timeline{}, err
+	}
+	if t.Drafts == nil {
+		t.Drafts = []store.Draft{}
 	}
 	if t.Draft != nil && t.Draft.OutboxID != "" {
 		o, err := s.st.OutboxRow(t.Draft.OutboxID)
@@ -81,9 +91,21 @@ func entries(t timeline) []views.Entry {
 		Text: ev.Text,
 	}}
 	if ev.Duplicates > 0 && ev.LastDuplicateAt != nil {
+		first := ev.LastDuplicateAt
+		if ev.FirstDuplicateAt != nil {
+			first = ev.FirstDuplicateAt
+		}
+		title := "The same event arrived again (1 duplicate); nothing was done twice"
+		if ev.Duplicates > 1 {
+			title = fmt.Sprintf("The same event arrived again (%d duplicates, the first here); nothing was done twice", ev.Duplicates)
+		}
 		out = append(out, views.Entry{
-			At: *ev.LastDuplicateAt, Kind: "event", Tone: "warn",
-			Title: fmt.Sprintf("The same event arrived again (%d duplicate(s) in all, the last here); nothing was done twice", ev.Duplicates),
+			At: *first, Kind: "event", Tone: "warn", Title: title,
+			Facts: []views.Fact{
+				{Label: "Duplicates", Value: strconv.Itoa(ev.Duplicates)},
+				{Label: "First arrived", Value: first.UTC().Format("2006-01-02 15:04:05.000 UTC")},
+				{Label: "Last arrived", Value: ev.LastDuplicateAt.UTC().Format("2006-01-02 15:04:05.000 UTC")},
+			},
 		})
 	}
 	for _, j := range t.Jobs {
@@ -120,40 +142,29 @@ func entries(t timeline) []views.Entry {
 			}
 			out = append(out, e)
 		}
-	}
-	if d := t.Draft; d != nil {
-		facts := []views.Fact{
-			{Label: "Draft", Value: d.ID, Mono: true},
-			{Label: "Drafter", Value: joinSet(" · ", d.Drafter, d.Model)},
-			{Label: "Prompt version", Value: d.PromptVersion},
-			{Label: "Input hash", Value: d.InputHash, Mono: true},
-			{Label: "Routing", Value: joinSet(" · ", d.RuleVersion, d.Rule)},
-			{Label: "Owner", Value: d.Owner},
-			{Label: "Execution", Value: d.ExecutionID, Mono: true},
+		for _, r := range j.Replays {
+			out = append(out, replayEntry("Job "+j.Kind+" "+j.ID, r))
 		}
-		if d.PromptTokens+d.OutputTokens > 0 {
-			facts = append(facts, views.Fact{Label: "Tokens", Value: fmt.Sprintf("%d in, %d out", d.PromptTokens, d.OutputTokens)})
-		}
-		for _, k := range sortedKeys(d.Fields) {
-			facts = append(facts, views.Fact{Label: "Field " + k, Value: d.Fields[k]})
-		}
-		out = append(out, views.Entry{At: d.CreatedAt, Kind: "draft", Title: "Reply drafted", Facts: facts, Text: d.Text})
-		if dec := d.Decision; dec != nil {
-			e := views.Entry{At: dec.At, Kind: "decision", Facts: []views.Fact{{Label: "From", Value: dec.From}}}
-			switch d.Status {
-			case store.DraftRejected:
-				e.Title, e.Tone = "Rejected by "+dec.By, "warn"
-				e.Facts = append(e.Facts, views.Fact{Label: "Reason", Value: dec.Reason})
-			default:
-				e.Title, e.Tone = "Approved by "+dec.By, "ok"
-				if dec.Edited {
-					e.Title += ", with an edit"
-					e.Text = dec.Text
-				}
-			}
-			out = append(out, e)
+		if d := j.Dismissed; d != nil {
+			out = append(out, views.Entry{
+				At: d.At, Kind: "job", Tone: "warn", Title: "Job " + j.Kind + " cancelled by " + d.By,
+				Facts: []views.Fact{{Label: "Job", Value: j.ID, Mono: true}, {Label: "Reason", Value: d.Reason}},
+			})
 		}
 	}
+	drafts := t.Drafts
+	if len(drafts) == 0 && t.Draft != nil {
+		drafts = []store.Draft{*t.Draft}
+	}
+	// Every version's drafting before any decision: a regeneration rejects
+	// the version it replaces at the very moment the new one is drafted.
+	var decisions []views.Entry
+	for _, d := range drafts {
+		drafted, decided := draftEntries(d, len(drafts) > 1)
+		out = append(out, drafted)
+		decisions = append(decisions, decided...)
+	}
+	out = append(out, decisions...)
 	if o := t.Outbox; o != nil {
 		out = append(out, views.Entry{
 			At: o.CreatedAt, Kind: "outbox", Title: "Reply queued to be sent",
@@ -184,6 +195,15 @@ func entries(t timeline) []views.Entry {
 			}
 			out = append(out, e)
 		}
+		for _, r := range o.Replays {
+			out = append(out, replayEntry("Reply "+o.ID, r))
+		}
+		if d := o.Dismissed; d != nil {
+			out = append(out, views.Entry{
+				At: d.At, Kind: "outbox", Tone: "warn", Title: "Reply taken off the dead-letter list by " + d.By,
+				Facts: []views.Fact{{Label: "Reason", Value: d.Reason}},
+			})
+		}
 		for _, r := range o.Reconciliations {
 			out = append(out, views.Entry{
 				At: r.At, Kind: "reconcile", Title: "Reconciled by " + r.By + ": " + r.Outcome, Tone: "ok",
@@ -204,6 +224,82 @@ func entries(t timeline) []views.Entry {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out
+}
+
+// draftEntries are the moments of one draft version: drafted, and decided
+// when it was. versioned says the event has several, so each names its version.
+func draftEntries(d store.Draft, versioned bool) (views.Entry, []views.Entry) {
+	facts := []views.Fact{
+		{Label: "Draft", Value: d.ID, Mono: true},
+		{Label: "Drafter", Value: joinSet(" · ", d.Drafter, d.Model)},
+		{Label: "Prompt version", Value: d.PromptVersion},
+		{Label: "Input hash", Value: d.InputHash, Mono: true},
+		{Label: "Routing", Value: joinSet(" · ", d.RuleVersion, d.Rule)},
+		{Label: "Owner", Value: d.Owner},
+		{Label: "Execution", Value: d.ExecutionID, Mono: true},
+	}
+	version := max(d.Version, 1)
+	title := "Reply drafted"
+	if versioned || version > 1 {
+		title = fmt.Sprintf("Reply drafted (version %d)", version)
+		facts = append(facts, views.Fact{Label: "Version", Value: strconv.Itoa(version)})
+	}
+	if d.Replaces != "" {
+		title += ", replacing " + d.Replaces
+		facts = append(facts, views.Fact{Label: "Replaces", Value: d.Replaces, Mono: true})
+	}
+	if d.PromptTokens+d.OutputTokens > 0 {
+		facts = append(facts, views.Fact{Label: "Tokens", Value: fmt.Sprintf("%d in, %d out", d.PromptTokens, d.OutputTokens)})
+	}
+	for _, k := range sortedKeys(d.Fields) {
+		facts = append(facts, views.Fact{Label: "Field " + k, Value: d.Fields[k]})
+	}
+	drafted := views.Entry{At: d.CreatedAt, Kind: "draft", Title: title, Facts: facts, Text: d.Text}
+	dec := d.Decision
+	if dec == nil {
+		return drafted, nil
+	}
+	e := views.Entry{At: dec.At, Kind: "decision", Facts: []views.Fact{{Label: "Draft", Value: d.ID, Mono: true}, {Label: "From", Value: dec.From}}}
+	what := ""
+	if versioned {
+		what = fmt.Sprintf("Version %d ", version)
+	}
+	switch d.Status {
+	case store.DraftRejected:
+		e.Title, e.Tone = strings.TrimSpace(what+"rejected by "+dec.By), "warn"
+		e.Facts = append(e.Facts, views.Fact{Label: "Reason", Value: dec.Reason})
+	default:
+		e.Title, e.Tone = strings.TrimSpace(what+"approved by "+dec.By), "ok"
+		if dec.Edited {
+			e.Title += ", with an edit"
+			e.Text = dec.Text
+		}
+	}
+	e.Title = strings.ToUpper(e.Title[:1]) + e.Title[1:]
+	return drafted, []views.Entry{e}
+}
+
+// replayEntry is a person's replay of a dead letter.
+func replayEntry(what string, r store.Replay) views.Entry {
+	title := what + " replayed by " + r.By
+	var how []string
+	if r.Regenerate {
+		how = append(how, "to be drafted afresh")
+	}
+	if r.Confirmed {
+		how = append(how, "confirmed after a check")
+	}
+	if len(how) > 0 {
+		title += " (" + strings.Join(how, ", ") + ")"
+	}
+	return views.Entry{
+		At: r.At, Kind: "replay", Tone: "warn", Title: title,
+		Facts: []views.Fact{
+			{Label: "Regenerate", Value: strconv.FormatBool(r.Regenerate)},
+			{Label: "Confirmed", Value: strconv.FormatBool(r.Confirmed)},
+			{Label: "From", Value: r.From},
+		},
+	}
 }
 
 func orRunning(outcome string) string {

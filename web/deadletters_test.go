@@ -1,0 +1,614 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/store"
+)
+
+// envOptions are what newEnv takes beyond a config.
+type envOptions struct {
+	now   func() time.Time // the server's clock; nil: time.Now
+	pause func(item int)   // holds every bulk replay before each item
+}
+
+// newEnv is newTestEnv with the configured drafter (an OpenAI-compatible
+// one when cfg says so), a clock and a bulk-replay hook; it also returns
+// the server.
+func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := discardLogger()
+	var d jobs.Drafter
+	switch cfg.Drafter.Kind {
+	case "openai":
+		d, err = drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: cfg.Drafter.BaseURL, Model: cfg.Drafter.Model, PromptVersion: cfg.Drafter.PromptVersion, Timeout: cfg.Drafter.Timeout})
+	default:
+		d, err = drafter.NewTemplate(cfg.Drafter.Template, cfg.Drafter.PromptVersion, 0)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds, _ := jobs.Kinds(st, cfg, d, providers)
+	runner := jobs.NewRunner(st, kinds, jobs.Options{Workers: 2, Backoff: jobs.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}, Logger: log})
+	if err := runner.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Deps{Config: cfg, Store: st, Jobs: runner, Logger: log, APIToken: testToken, Now: o.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.bulk.pause = o.pause
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := runner.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := st.Check(); err != nil {
+			t.Errorf("store check after test: %v", err)
+		}
+		st.Close()
+	})
+	return &testEnv{url: hs.URL, st: st, runner: runner, cfg: cfg}, srv
+}
+
+// fakeModel is an OpenAI-compatible chat completions server that fails
+// (500) while told to and answers a valid draft otherwise, counting both.
+type fakeModel struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	failNext int // calls still to fail; -1: every call
+	calls    int
+	ok       int
+}
+
+func newFakeModel(t *testing.T, failNext int) *fakeModel {
+	t.Helper()
+	f := &fakeModel{failNext: failNext}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
+		return
+	}
+	f.mu.Lock()
+	f.calls++
+	fail := f.failNext != 0
+	if f.failNext > 0 {
+		f.failNext--
+	}
+	if !fail {
+		f.ok++
+	}
+	n := f.calls
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if fail {
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":{"message":"fake model is down","type":"server_error"}}`)
+		return
+	}
+	content := fmt.Sprintf(`{"reply":"Model reply #%d","intent":"support","name":"Ada","email":"","phone":"","summary":"asks about shipping","confidence":0.9}`, n)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
+		"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+	})
+}
+
+// set makes the next n calls fail (-1: all of them, 0: none).
+func (f *fakeModel) set(failNext int) { f.mu.Lock(); f.failNext = failNext; f.mu.Unlock() }
+
+// counts returns every call and the successful ones.
+func (f *fakeModel) counts() (calls, ok int) { f.mu.Lock(); defer f.mu.Unlock(); return f.calls, f.ok }
+
+// fakeProvider is an http provider's receiver: it refuses every message
+// with 400 while told to, and otherwise keeps each reference once.
+type fakeProvider struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	refuse   bool
+	keys     []string          // the Idempotency-Key of every request
+	accepted map[string]string // client_ref -> our id
+}
+
+func newFakeProvider(t *testing.T, refuse bool) *fakeProvider {
+	t.Helper()
+	f := &fakeProvider{refuse: refuse, accepted: map[string]string{}}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
+	var m struct {
+		Ref string `json:"client_ref"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&m)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, r.Header.Get("Idempotency-Key"))
+	w.Header().Set("Content-Type", "application/json")
+	if f.refuse {
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":"the number is not reachable"}`)
+		return
+	}
+	id, ok := f.accepted[m.Ref]
+	if !ok {
+		id = fmt.Sprintf("prov-%d", len(f.accepted)+1)
+		f.accepted[m.Ref] = id
+	}
+	fmt.Fprintf(w, `{"id":%q}`, id)
+}
+
+func (f *fakeProvider) set(refuse bool) { f.mu.Lock(); f.refuse = refuse; f.mu.Unlock() }
+
+func (f *fakeProvider) seen() (keys []string, accepted map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	acc := map[string]string{}
+	for k, v := range f.accepted {
+		acc[k] = v
+	}
+	return append([]string(nil), f.keys...), acc
+}
+
+// dlConfig drafts with model and delivers on four channels: "auto" to the
+// sandbox, "crm" to an http provider at prov, "stall" to a sandbox that
+// accepts and then times out and can look nothing up (all three approved
+// automatically), and "manual" (approved by a person) to the same stalling
+// sandbox. Jobs get two attempts.
+func dlConfig(model *fakeModel, prov *fakeProvider) *config.Config {
+	cfg := config.Default()
+	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
+	cfg.Retry.MaxAttempts = 2
+	cfg.Providers = []config.Provider{
+		{Name: "stall", Kind: "sandbox", TimeoutAfterAccept: true, NoLookup: true, Timeout: 5 * time.Second},
+	}
+	if prov != nil {
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "crm", Kind: "http", URL: prov.srv.URL + "/messages", Timeout: 5 * time.Second})
+	}
+	base := cfg.Channels[0]
+	cfg.Channels = nil
+	for _, ch := range []struct {
+		name, provider string
+		auto           bool
+	}{{"auto", "sandbox", true}, {"crm", "crm", true}, {"stall", "stall", true}, {"manual", "stall", false}} {
+		if ch.provider == "crm" && prov == nil {
+			continue
+		}
+		c := base
+		c.Name, c.Provider, c.AutoApprove = ch.name, ch.provider, ch.auto
+		cfg.Channels = append(cfg.Channels, c)
+	}
+	return cfg
+}
+
+// deadLetterPath is the API path of an action on item id.
+func deadLetterPath(id, action string) string {
+	return "/api/v1/dead-letters/" + strings.NewReplacer("+", "%2B", ":", "%3A").Replace(url.PathEscape(id)) + "/" + action
+}
+
+// deadLetters lists the dead letters through the API.
+func deadLetters(t *testing.T, e *testEnv, query string) []map[string]any {
+	t.Helper()
+	ans := apiGet(t, e, "/api/v1/dead-letters?"+query)
+	var out []map[string]any
+	items, _ := ans["dead_letters"].([]any)
+	for _, it := range items {
+		out = append(out, it.(map[string]any))
+	}
+	return out
+}
+
+// waitDeadLetter waits until the item of eventKey in state is on the list
+// and every job of the event has ended. (A reply is parked before its
+// delivery job finishes; a replay in between is lost until the minutely
+// sweep: see TestReplayWhileDeliveryJobFinishes in store.)
+func waitDeadLetter(t *testing.T, e *testEnv, eventKey, state string) map[string]any {
+	t.Helper()
+	var got map[string]any
+	eventually(t, eventKey+" to be a dead letter in "+state, func() bool {
+		got = nil
+		for _, it := range deadLetters(t, e, "") {
+			if it["event_key"] == eventKey && it["state"] == state {
+				got = it
+			}
+		}
+		return got != nil && settled(t, e, eventKey)
+	})
+	return got
+}
+
+// settled reports whether every job of an event has ended.
+func settled(t *testing.T, e *testEnv, eventKey string) bool {
+	t.Helper()
+	for _, j := range list(apiGet(t, e, timelinePath(eventKey))["jobs"]) {
+		switch j.(map[string]any)["state"] {
+		case "completed", "discarded", "cancelled":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// rowOf returns the outbox row of an event's reply through the API.
+func rowOf(t *testing.T, e *testEnv, eventKey string) map[string]any {
+	t.Helper()
+	tl := apiGet(t, e, timelinePath(eventKey))
+	o, _ := tl["outbox"].(map[string]any)
+	return o
+}
+
+// waitRow waits until the reply of eventKey is in status.
+func waitRow(t *testing.T, e *testEnv, eventKey, status string) map[string]any {
+	t.Helper()
+	var o map[string]any
+	eventually(t, "the reply of "+eventKey+" to be "+status, func() bool {
+		o = rowOf(t, e, eventKey)
+		return o != nil && o["status"] == status
+	})
+	return o
+}
+
+func errorOf(ans map[string]any) string { s, _ := ans["error"].(string); return s }
+
+// jobOf returns an event's job of kind from its timeline.
+func jobOf(tl map[string]any, kind string) map[string]any {
+	jobs, _ := tl["jobs"].([]any)
+	for _, j := range jobs {
+		if jm := j.(map[string]any); jm["kind"] == kind {
+			return jm
+		}
+	}
+	return nil
+}
+
+func list(v any) []any { l, _ := v.([]any); return l }
+
+// TestReplayAfterModelFailure: a model that always fails discards the draft
+// job; once the model works, a replay drafts once and the reply goes out once.
+func TestReplayAfterModelFailure(t *testing.T) {
+	t.Parallel()
+	model := newFakeModel(t, -1)
+	e, _ := newEnv(t, dlConfig(model, nil), envOptions{})
+	sendLead(t, e, "auto", "m-1", leadContact)
+	key := "auto:m-1"
+	dl := waitDeadLetter(t, e, key, "discarded")
+	job, _ := dl["job"].(map[string]any)
+	attempts := list(job["attempts"])
+	if dl["kind"] != "job" || dl["safe"] != true || !strings.Contains(dl["why"].(string), "no draft was stored") || len(attempts) != 2 {
+		t.Fatalf("dead letter %v, want a safe discarded job after 2 attempts", dl)
+	}
+	if !strings.Contains(dl["error"].(string), "500") {
+		t.Errorf("error %q, want the model's 500", dl["error"])
+	}
+	calls, ok := model.counts()
+	if calls != 2 || ok != 0 {
+		t.Fatalf("model calls %d (ok %d), want 2 failed", calls, ok)
+	}
+
+	model.set(0)
+	code, ans := apiPost(t, e, deadLetterPath(dl["id"].(string), "replay"), "")
+	if code != http.StatusOK || ans["status"] != "replayed" {
+		t.Fatalf("replay: %d %v", code, ans)
+	}
+	row := waitRow(t, e, key, "sent")
+	if calls, ok := model.counts(); calls != 3 || ok != 1 {
+		t.Errorf("model calls %d (ok %d), want exactly one more, successful", calls, ok)
+	}
+	msgs := sandboxFor(t, e, row["id"].(string))
+	if len(msgs) != 1 || msgs[0]["repeats"] != float64(0) {
+		t.Errorf("sandbox messages %v, want exactly one", msgs)
+	}
+	tl := apiGet(t, e, timelinePath(key))
+	dj := jobOf(tl, "draft")
+	as := list(dj["attempts"])
+	replays := list(dj["replays"])
+	if dj["id"] != dl["id"] || dj["state"] != "completed" || len(as) != 3 || len(replays) != 1 || replays[0].(map[string]any)["by"] != "api-token" {
+		t.Fatalf("draft job after replay: %v", dj)
+	}
+	execs := map[any]bool{}
+	for _, a := range as {
+		execs[a.(map[string]any)["execution_id"]] = true
+	}
+	if len(execs) != 3 || as[2].(map[string]any)["outcome"] != "completed" {
+		t.Errorf("attempts %v, want three execution ids, the last completed", as)
+	}
+	if d, _ := tl["draft"].(map[string]any); d["execution_id"] != as[2].(map[string]any)["execution_id"] || d["text"] != "Model reply #3" {
+		t.Errorf("draft %v, want the replay's", d)
+	}
+	if rest := deadLetters(t, e, ""); len(rest) != 0 {
+		t.Errorf("dead letters left: %v", rest)
+	}
+}
+
+// TestReplayRefusedReply: a provider that answers 400 fails the reply; once
+// it is fixed, a replay sends it with the same key, once.
+func TestReplayRefusedReply(t *testing.T) {
+	t.Parallel()
+	prov := newFakeProvider(t, true)
+	e, _ := newEnv(t, dlConfig(newFakeModel(t, 0), prov), envOptions{})
+	sendLead(t, e, "crm", "c-1", leadContact)
+	key := "crm:c-1"
+	dl := waitDeadLetter(t, e, key, "failed")
+	id := dl["id"].(string)
+	if dl["kind"] != "outbox" || dl["safe"] != true || !strings.Contains(dl["error"].(string), "400") {
+		t.Fatalf("dead letter %v, want a safe failed reply naming the 400", dl)
+	}
+	prov.set(false)
+	if code, ans := apiPost(t, e, deadLetterPath(id, "replay"), `{}`); code != http.StatusOK {
+		t.Fatalf("replay: %d %v", code, ans)
+	}
+	row := waitRow(t, e, key, "sent")
+	keys, accepted := prov.seen()
+	if len(keys) != 2 || keys[0] != id || keys[1] != id {
+		t.Errorf("Idempotency-Key of each request %v, want %s twice", keys, id)
+	}
+	if len(accepted) != 1 || accepted[id] == "" || row["provider_id"] != accepted[id] {
+		t.Errorf("provider holds %v, row says %v; want exactly one message, under %s", accepted, row["provider_id"], id)
+	}
+	if row["id"] != id || len(list(row["replays"])) != 1 {
+		t.Errorf("row %v, want the same id with one replay", row)
+	}
+}
+
+// TestReplayUnknownOutcome: a provider that timed out and cannot be asked
+// leaves the reply needing reconciliation; a replay is refused until a
+// person confirms, and then the provider gets the same reference again and
+// refuses it visibly.
+func TestReplayUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	e, _ := newEnv(t, dlConfig(newFakeModel(t, 0), nil), envOptions{})
+	sendLead(t, e, "stall", "s-1", leadContact)
+	key := "stall:s-1"
+	dl := waitDeadLetter(t, e, key, "needs_reconciliation")
+	id := dl["id"].(string)
+	if dl["safe"] != false || len(list(dl["effects"])) < 2 {
+		t.Fatalf("dead letter %v, want unsafe with its effects", dl)
+	}
+	path := deadLetterPath(id, "replay")
+	code, ans := apiPost(t, e, path, "")
+	if code != http.StatusConflict || !strings.Contains(errorOf(ans), "may already have this message") || !strings.Contains(errorOf(ans), `"confirm"`) {
+		t.Fatalf("unconfirmed replay: %d %v, want 409 naming the reason", code, ans)
+	}
+	if code, ans := apiPost(t, e, path, `{"confirm":"somebody else"}`); code != http.StatusBadRequest {
+		t.Errorf("confirm with another id: %d %v, want 400", code, ans)
+	}
+	if code, ans := apiPost(t, e, path, `{"regenerate":true}`); code != http.StatusBadRequest || !strings.Contains(errorOf(ans), "only a draft job") {
+		t.Errorf("regenerating a reply: %d %v, want 400", code, ans)
+	}
+	if msgs := sandboxFor(t, e, id); len(msgs) != 1 || msgs[0]["repeats"] != float64(0) {
+		t.Fatalf("after refused replays, sandbox %v; want the one message, no repeat", msgs)
+	}
+	if row := rowOf(t, e, key); row["status"] != "needs_reconciliation" || len(list(row["attempts"])) != 1 {
+		t.Fatalf("refused replays changed the row: %v", row)
+	}
+
+	code, ans = apiPost(t, e, path, fmt.Sprintf(`{"confirm":%q}`, id))
+	if code != http.StatusOK {
+		t.Fatalf("confirmed replay: %d %v", code, ans)
+	}
+	// The sandbox refuses the second copy with a 409, which is ambiguous
+	// by the spec: the reply needs a person again, and says why.
+	var row map[string]any
+	eventually(t, "the replayed reply to be parked again", func() bool {
+		row = rowOf(t, e, key)
+		return len(list(row["attempts"])) == 2 && row["status"] == "needs_reconciliation" && settled(t, e, key)
+	})
+	msgs := sandboxFor(t, e, id)
+	if len(msgs) != 1 || msgs[0]["repeats"] != float64(1) {
+		t.Errorf("sandbox %v, want one message for %s and its refused repeat", msgs, id)
+	}
+	if row["id"] != id || !strings.Contains(row["note"].(string), "refusing a second copy") {
+		t.Errorf("row %v, want the same reference sent twice, the second refused visibly", row)
+	}
+	if r := list(row["replays"]); len(r) != 1 || r[0].(map[string]any)["confirmed"] != true {
+		t.Errorf("replays %v, want one confirmed", r)
+	}
+}
+
+// TestReplayRegenerate: a draft job discarded by the model, replayed to be
+// drafted afresh, stores a draft; the replay says so on the timeline.
+func TestReplayRegenerate(t *testing.T) {
+	t.Parallel()
+	model := newFakeModel(t, -1)
+	e, _ := newEnv(t, dlConfig(model, nil), envOptions{})
+	sendLead(t, e, "manual", "g-1", leadContact)
+	key := "manual:g-1"
+	dl := waitDeadLetter(t, e, key, "discarded")
+	model.set(0)
+	if code, ans := apiPost(t, e, deadLetterPath(dl["id"].(string), "replay"), `{"regenerate":true}`); code != http.StatusOK {
+		t.Fatalf("replay: %d %v", code, ans)
+	}
+	d := waitDraft(t, e, key)
+	tl := apiGet(t, e, timelinePath(key))
+	r := list(jobOf(tl, "draft")["replays"])
+	if len(r) != 1 || r[0].(map[string]any)["regenerate"] != true || d["status"] != "pending_approval" || d["model"] != "m" {
+		t.Errorf("replays %v draft %v, want a regenerate replay and a pending draft", r, d)
+	}
+	if ds := list(tl["drafts"]); len(ds) != 1 {
+		t.Errorf("drafts %v, want one", ds)
+	}
+	if _, ok := model.counts(); ok != 1 {
+		t.Errorf("successful model calls %d, want 1", ok)
+	}
+}
+
+// TestBulkReplayMixed: over a safe job, a failed reply and a reply that may
+// have been sent, the bulk replay replays the first two and skips the third
+// saying why.
+func TestBulkReplayMixed(t *testing.T) {
+	t.Parallel()
+	model := newFakeModel(t, -1)
+	prov := newFakeProvider(t, true)
+	e, _ := newEnv(t, dlConfig(model, prov), envOptions{})
+	sendLead(t, e, "auto", "b-1", "+15550000001")
+	job := waitDeadLetter(t, e, "auto:b-1", "discarded")
+	model.set(0)
+	sendLead(t, e, "crm", "b-2", "+15550000002")
+	sendLead(t, e, "stall", "b-3", "+15550000003")
+	failed := waitDeadLetter(t, e, "crm:b-2", "failed")
+	unsure := waitDeadLetter(t, e, "stall:b-3", "needs_reconciliation")
+	prov.set(false)
+
+	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{}`)
+	if code != http.StatusAccepted || ans["state"] != "running" || ans["total"] != float64(3) {
+		t.Fatalf("bulk: %d %v", code, ans)
+	}
+	status := "/api/v1/dead-letters/bulk/" + ans["id"].(string)
+	var st map[string]any
+	eventually(t, "the bulk replay to end", func() bool {
+		st = apiGet(t, e, status)
+		return st["state"] != "running"
+	})
+	replayed := list(st["replayed"])
+	skipped := list(st["skipped"])
+	if st["state"] != "done" || len(replayed) != 2 || replayed[0] != job["id"] || replayed[1] != failed["id"] || len(list(st["failed"])) != 0 {
+		t.Fatalf("bulk status %v, want %v and %v replayed", st, job["id"], failed["id"])
+	}
+	if len(skipped) != 1 || skipped[0].(map[string]any)["id"] != unsure["id"] || !strings.Contains(skipped[0].(map[string]any)["why"].(string), "may already have this message") {
+		t.Errorf("skipped %v, want %v with its why", skipped, unsure["id"])
+	}
+	waitRow(t, e, "auto:b-1", "sent")
+	waitRow(t, e, "crm:b-2", "sent")
+	if row := rowOf(t, e, "stall:b-3"); row["status"] != "needs_reconciliation" || len(list(row["replays"])) != 0 {
+		t.Errorf("the skipped reply changed: %v", row)
+	}
+	if msgs := sandboxFor(t, e, unsure["id"].(string)); len(msgs) != 1 || msgs[0]["repeats"] != float64(0) {
+		t.Errorf("the skipped reply reached the sandbox again: %v", msgs)
+	}
+	if code, ans := e.do(t, http.MethodGet, "/api/v1/dead-letters/bulk/nope", "", nil, tokenHeader()); code != http.StatusNotFound {
+		t.Errorf("unknown run: %d %v", code, ans)
+	}
+	if code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"older_than":"soon"}`); code != http.StatusBadRequest {
+		t.Errorf("bad filter: %d %v", code, ans)
+	}
+}
+
+// TestBulkReplayCancel holds a bulk run before its second item, cancels it
+// there, and checks that no further item was replayed.
+func TestBulkReplayCancel(t *testing.T) {
+	t.Parallel()
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	model := newFakeModel(t, -1)
+	e, _ := newEnv(t, dlConfig(model, nil), envOptions{pause: func(i int) {
+		if i == 1 {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+	}})
+	const n = 12
+	for i := range n {
+		sendLead(t, e, "manual", fmt.Sprintf("k-%02d", i), fmt.Sprintf("+1555000%04d", i))
+	}
+	eventually(t, "every draft job to be discarded", func() bool { return len(deadLetters(t, e, "kind=job")) == n })
+	model.set(0)
+
+	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`)
+	if code != http.StatusAccepted || ans["total"] != float64(n) {
+		t.Fatalf("bulk: %d %v", code, ans)
+	}
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bulk replay never reached its second item")
+	}
+	path := "/api/v1/dead-letters/bulk/" + ans["id"].(string)
+	if code, ans := apiPost(t, e, path+"/cancel", ""); code != http.StatusOK || ans["state"] != "running" {
+		t.Errorf("cancel: %d %v, want 200 while the run winds down", code, ans)
+	}
+	close(release)
+	var st map[string]any
+	eventually(t, "the bulk replay to stop", func() bool {
+		st = apiGet(t, e, path)
+		return st["state"] != "running"
+	})
+	if st["state"] != "cancelled" || len(list(st["replayed"])) != 1 || st["total"] != float64(n) {
+		t.Fatalf("after cancel: %v, want cancelled after one of %d", st, n)
+	}
+	if rest := deadLetters(t, e, "kind=job"); len(rest) != n-1 {
+		t.Errorf("%d jobs left on the list, want %d", len(rest), n-1)
+	}
+	wantAudit(t, e.st, "api-token", "replay job")
+}
+
+// TestCancelDeadLetterAPI: a cancel needs a reason and takes the item off the list.
+func TestCancelDeadLetterAPI(t *testing.T) {
+	t.Parallel()
+	e, _ := newEnv(t, dlConfig(newFakeModel(t, -1), nil), envOptions{})
+	sendLead(t, e, "manual", "x-1", leadContact)
+	dl := waitDeadLetter(t, e, "manual:x-1", "discarded")
+	path := deadLetterPath(dl["id"].(string), "cancel")
+	for _, body := range []string{"", `{}`, `{"reason":"  "}`, `{"reason":"x","by":"me"}`} {
+		if code, ans := apiPost(t, e, path, body); code != http.StatusBadRequest {
+			t.Errorf("cancel with %q: %d %v, want 400", body, code, ans)
+		}
+	}
+	if code, ans := apiPost(t, e, path, `{"reason":"the lead wrote again by phone"}`); code != http.StatusOK || ans["status"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", code, ans)
+	}
+	if rest := deadLetters(t, e, ""); len(rest) != 0 {
+		t.Errorf("still listed: %v", rest)
+	}
+	if code, _ := apiPost(t, e, deadLetterPath(dl["id"].(string), "replay"), ""); code != http.StatusConflict && code != http.StatusNotFound {
+		t.Errorf("replaying a cancelled job: %d, want 409 or 404", code)
+	}
+	if code, _ := apiPost(t, e, deadLetterPath("nope", "cancel"), `{"reason":"x"}`); code != http.StatusNotFound {
+		t.Errorf("unknown id: %d, want 404", code)
+	}
+	if code, _ := apiPost(t, e, deadLetterPath("nope", "dance"), ""); code != http.StatusNotFound {
+		t.Errorf("unknown action: %d, want 404", code)
+	}
+	wantAuditBy(t, e.st, "api-token", "cancel job", dl["id"].(string))
+}
+
+// wantAuditBy checks that who did action on target. (A cancel records no
+// client address: store.Dismissal has no From.)
+func wantAuditBy(t *testing.T, st *store.Store, who, action, target string) {
+	t.Helper()
+	log, err := st.AuditLog(500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range log {
+		if en.Action == action && en.Who == who && en.Target == target {
+			return
+		}
+	}
+	t.Errorf("no audit entry %q by %s on %s in %+v", action, who, target, log)
+}

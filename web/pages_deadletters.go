@@ -1,0 +1,195 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
+)
+
+// deadLettersLimit bounds the dead-letter page.
+const deadLettersLimit = 200
+
+// deadLettersPage answers GET /dead-letters?kind=&channel=&error=&older_than=:
+// the list with what is known about each item and its actions.
+func (s *Server) deadLettersPage(c *echo.Context) error {
+	vf := views.DeadLetterFilter{
+		Kind: c.QueryParam("kind"), Channel: c.QueryParam("channel"),
+		Error: strings.TrimSpace(c.QueryParam("error")), OlderThan: strings.TrimSpace(c.QueryParam("older_than")),
+	}
+	f, err := s.storeFilter(deadLetterFilter{Kind: vf.Kind, Channel: vf.Channel, Error: vf.Error, OlderThan: vf.OlderThan})
+	if err != nil {
+		return err
+	}
+	f.Limit = deadLettersLimit + 1
+	items, err := s.st.DeadLetters(f)
+	if err != nil {
+		return err
+	}
+	l, err := s.layout(c, "Dead letters", "dead-letters")
+	if err != nil {
+		return err
+	}
+	list := views.DeadLetterList{Filter: vf, Limit: deadLettersLimit}
+	if len(items) > deadLettersLimit {
+		items, list.More = items[:deadLettersLimit], true
+	}
+	list.Items = items
+	for _, it := range items {
+		if it.Safe {
+			list.Safe++
+		}
+	}
+	for _, ch := range s.cfg.Channels {
+		list.Channels = append(list.Channels, ch.Name)
+	}
+	list.Notice = s.deadLetterNotice(c.QueryParam("done"), c.QueryParam("action"))
+	return render(c, http.StatusOK, views.DeadLettersPage(l, list))
+}
+
+// deadLetterNotice words what happened to item id after an action without
+// htmx. It is read back from the item's record, so a crafted link cannot
+// make the page say anything the record does not bear out.
+func (s *Server) deadLetterNotice(id, action string) *views.Notice {
+	if id == "" {
+		return nil
+	}
+	var replays []store.Replay
+	var dismissed *store.Dismissal
+	if j, err := s.st.Job(id); err == nil {
+		replays, dismissed = j.Replays, j.Dismissed
+	} else if o, err := s.st.OutboxRow(id); err == nil {
+		replays, dismissed = o.Replays, o.Dismissed
+	} else {
+		return nil
+	}
+	switch {
+	case action == "replay" && len(replays) > 0:
+		r := replays[len(replays)-1]
+		n := replayNotice(id, r)
+		return &n
+	case action == "cancel" && dismissed != nil:
+		return &views.Notice{Tone: "ok", Text: id + " was cancelled by " + dismissed.By + ": " + dismissed.Reason}
+	}
+	return nil
+}
+
+func replayNotice(id string, r store.Replay) views.Notice {
+	text := id + " was replayed by " + r.By
+	if r.Regenerate {
+		text += ", to be drafted afresh"
+	}
+	if r.Confirmed {
+		text += ", confirmed after a check"
+	}
+	return views.Notice{Tone: "ok", Text: text + ". Follow it on its timeline."}
+}
+
+// deadLetterSubmit answers POST /dead-letters/{id}/replay (form: confirm,
+// regenerate) and /dead-letters/{id}/cancel (form: reason), through the
+// same code as the API. htmx gets the item's replacement; a plain form
+// goes back to the list.
+func (s *Server) deadLetterSubmit(c *echo.Context) error {
+	rest := c.Param("*")
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return errorf(http.StatusNotFound, "use /dead-letters/{id}/replay or /{id}/cancel")
+	}
+	id, action := rest[:i], rest[i+1:]
+	ctx := c.Request().Context()
+	var notice views.Notice
+	switch action {
+	case "replay":
+		regenerate := false
+		if v := c.FormValue("regenerate"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errorf(http.StatusBadRequest, "regenerate must be true or false, not %q", v)
+			}
+			regenerate = b
+		}
+		confirm := strings.TrimSpace(c.FormValue("confirm"))
+		if _, err := s.replayItem(ctx, id, confirm, regenerate, actor(c), c.RealIP()); err != nil {
+			return err
+		}
+		notice = replayNotice(id, store.Replay{By: actor(c), Regenerate: regenerate, Confirmed: confirm == id})
+	case "cancel":
+		if err := s.cancelItem(ctx, id, c.FormValue("reason"), actor(c), c.RealIP()); err != nil {
+			return err
+		}
+		notice = views.Notice{Tone: "ok", Text: id + " was cancelled by " + actor(c) + ": " + strings.TrimSpace(c.FormValue("reason"))}
+	default:
+		return errorf(http.StatusNotFound, "%q is not an action on a dead letter (use replay or cancel)", action)
+	}
+	if isHX(c) {
+		return render(c, http.StatusOK, views.DeadLetterDone(id, notice))
+	}
+	return c.Redirect(http.StatusSeeOther, "/dead-letters?"+url.Values{"done": {id}, "action": {action}}.Encode())
+}
+
+// bulkView is a run's status for the page.
+func bulkView(st bulkStatus, csrf string) views.BulkStatus {
+	b := views.BulkStatus{ID: st.ID, State: st.State, Total: st.Total, Replayed: st.Replayed, CSRF: csrf}
+	for _, it := range st.Skipped {
+		b.Skipped = append(b.Skipped, views.BulkItem{ID: it.ID, Why: it.Why})
+	}
+	for _, it := range st.Failed {
+		b.Failed = append(b.Failed, views.BulkItem{ID: it.ID, Why: it.Why})
+	}
+	return b
+}
+
+// bulkReplaySubmit answers POST /dead-letters/replay (form: the list's
+// filters): the bulk replay of the API, started as the person. htmx gets
+// the status, which then polls; a plain form goes to the run's page.
+func (s *Server) bulkReplaySubmit(c *echo.Context) error {
+	run, err := s.startBulk(deadLetterFilter{
+		Kind: c.FormValue("kind"), Channel: c.FormValue("channel"),
+		Error: strings.TrimSpace(c.FormValue("error")), OlderThan: strings.TrimSpace(c.FormValue("older_than")),
+	}, actor(c), c.RealIP())
+	if err != nil {
+		return err
+	}
+	st := run.status()
+	if isHX(c) {
+		return render(c, http.StatusOK, views.BulkStatusFragment(bulkView(st, csrfOf(c))))
+	}
+	return c.Redirect(http.StatusSeeOther, views.BulkStatus{ID: st.ID}.URL())
+}
+
+// bulkStatusPage answers GET /dead-letters/bulk/{id}: the fragment htmx
+// polls, or a page of its own.
+func (s *Server) bulkStatusPage(c *echo.Context) error {
+	run, err := s.lookupBulk(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	b := bulkView(run.status(), csrfOf(c))
+	if isHX(c) {
+		return render(c, http.StatusOK, views.BulkStatusFragment(b))
+	}
+	l, err := s.layout(c, "Bulk replay", "dead-letters")
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.BulkPage(l, b))
+}
+
+// bulkCancelSubmit answers POST /dead-letters/bulk/{id}/cancel: the item
+// under way finishes, no further item starts.
+func (s *Server) bulkCancelSubmit(c *echo.Context) error {
+	run, err := s.lookupBulk(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	run.cancel()
+	if isHX(c) {
+		return render(c, http.StatusOK, views.BulkStatusFragment(bulkView(run.status(), csrfOf(c))))
+	}
+	return c.Redirect(http.StatusSeeOther, views.BulkStatus{ID: run.status().ID}.URL())
+}
