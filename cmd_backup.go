@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +57,8 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	n, err := io.Copy(tmp, resp.Body)
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), resp.Body)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -64,6 +67,17 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 	}
 	if err != nil {
 		return fmt.Errorf("write the backup: %w", err)
+	}
+	// The server sends the snapshot's SHA-256 as a trailer once the whole
+	// file is out: another sum means the bytes are not the snapshot it
+	// took. Some proxies drop trailers, so a missing one is only a warning;
+	// the verification below still checks the whole file.
+	sum := hex.EncodeToString(h.Sum(nil))
+	switch want := resp.Trailer.Get("X-Backup-SHA256"); {
+	case want == "":
+		fmt.Fprintln(e.stderr, "warning: the server sent no X-Backup-SHA256 trailer (a proxy may have dropped it); the file's checksum could not be compared, only verified")
+	case want != sum:
+		return fmt.Errorf("the download's SHA-256 is %s but the server sent %s: the file was damaged in transit; nothing was written", sum, want)
 	}
 	st, err := store.OpenFile(tmp.Name(), store.Options{ReadOnly: true})
 	if err != nil {
@@ -77,7 +91,7 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s: %d bytes, verified (sha256 %s)\n", *out, n, resp.Header.Get("X-Backup-SHA256"))
+	fmt.Fprintf(e.stdout, "%s: %d bytes, verified (sha256 %s)\n", *out, n, sum)
 	return nil
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -143,38 +145,70 @@ func Restore(ctx context.Context, dataDir, src string) (string, error) {
 	live := filepath.Join(dataDir, FileName)
 	kept := ""
 	if _, err := os.Stat(live); err == nil {
-		// Holding the lock while we swap proves no server has the file.
-		cur, err := OpenFile(live, Options{Timeout: 200 * time.Millisecond})
-		if err != nil {
-			return "", fmt.Errorf("restore: %w; stop the server first", err)
+		// A shared lock proves no server has the file, and keeps one from
+		// opening it until the new file is in place. It is taken read-only
+		// and without the store's migrations: the old file is kept exactly
+		// as it was, and a file too damaged to open (the usual reason to
+		// restore) can still be replaced.
+		cur, err := bolt.Open(live, 0o600, &bolt.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
+		switch {
+		case errors.Is(err, bolt.ErrTimeout):
+			return "", fmt.Errorf("restore: %s is in use by another process: stop the server first, then restore", live)
+		case err == nil:
+			defer cur.Close()
 		}
-		kept = live + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
-		if err := copyFile(live, kept); err != nil {
-			cur.Close()
-			return "", err
+		if kept, err = keepCopy(live, time.Now().UTC()); err != nil {
+			return "", fmt.Errorf("restore: keep the current database: %w", err)
 		}
-		cur.Close()
 	} else if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", err
 	}
 	tmp := live + ".restore.tmp"
-	if err := copyFile(src, tmp); err != nil {
+	if err := copyFile(src, tmp, false); err != nil {
+		os.Remove(tmp)
 		return "", err
 	}
 	if err := os.Rename(tmp, live); err != nil {
+		os.Remove(tmp)
 		return "", fmt.Errorf("restore: %w", err)
 	}
 	return kept, syncDir(dataDir)
 }
 
-// copyFile copies src to dst and fsyncs it.
-func copyFile(src, dst string) error {
+// keepCopy copies the live database to a new file beside it named for the
+// time; it never overwrites an earlier copy, so two restores in the same
+// second keep both older databases.
+func keepCopy(live string, now time.Time) (string, error) {
+	base := live + ".before-restore-" + now.Format("20060102T150405Z")
+	for n := 1; ; n++ {
+		name := base
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d", base, n)
+		}
+		err := copyFile(live, name, true)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			os.Remove(name) // a partial copy is no copy
+			return "", err
+		}
+		return name, nil
+	}
+}
+
+// copyFile copies src to dst and fsyncs it; with excl it refuses an existing dst.
+func copyFile(src, dst string, excl bool) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	flags := os.O_CREATE | os.O_TRUNC | os.O_WRONLY
+	if excl {
+		flags = os.O_CREATE | os.O_EXCL | os.O_WRONLY
+	}
+	out, err := os.OpenFile(dst, flags, 0o600)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -23,6 +24,11 @@ func (s *Store) Check() error {
 
 // check is Check inside a transaction.
 func check(tx *bolt.Tx) error {
+	// A truncated file (a broken download) would make bbolt's page walk read
+	// past the end of the mapping and die with SIGBUS: refuse it first.
+	if fi, err := os.Stat(tx.DB().Path()); err == nil && fi.Size() < tx.Size() {
+		return fmt.Errorf("check: the file is truncated: it has %d bytes but its pages reach %d", fi.Size(), tx.Size())
+	}
 	var problems []error
 	for err := range tx.Check() {
 		problems = append(problems, fmt.Errorf("bbolt: %w", err))

@@ -415,10 +415,11 @@ func TestReplayWhileDeliveryJobFinishes(t *testing.T) {
 			if _, _, err := st.ClaimOutbox(ctx, a.Outbox.ID, deliver.ExecutionID, t0); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.FinishOutbox(ctx, a.Outbox.ID, deliver.ExecutionID, t0, OutboxResult{Status: OutboxNeedsReconciliation, Note: "unknown", Attempt: OutboxAttempt{ExecutionID: deliver.ExecutionID, At: t0, Action: "send", Outcome: "ambiguous"}}); err != nil {
+			// The delivery job's protocol: the outcome and the job's end in one transaction.
+			if _, err := st.FinishOutbox(ctx, a.Outbox.ID, deliver.ExecutionID, t0, OutboxResult{Status: OutboxNeedsReconciliation, Note: "unknown", JobID: deliver.ID, Attempt: OutboxAttempt{ExecutionID: deliver.ExecutionID, At: t0, Action: "send", Outcome: "ambiguous"}}); err != nil {
 				t.Fatal(err)
 			}
-			// Here, between the delivery job's two transactions, a person acts.
+			// Here, before the runner records the attempt's end, a person acts.
 			if err := rq.run(st, a.Outbox.ID); err != nil {
 				t.Fatal(err)
 			}

@@ -26,9 +26,11 @@ func (s *Server) downloadBackup(c *echo.Context) error {
 	_, sum, err := s.st.Backup(w)
 	s.metrics.Backup(err == nil, s.now())
 	if err != nil {
-		// The status is sent; a broken stream is all the client can be told.
+		// The status is sent; a broken stream is all the client can be
+		// told. Abort the connection rather than end the body cleanly, so
+		// no client takes a truncated snapshot for a whole one.
 		s.log.Error("backup download failed", "err", err)
-		return nil
+		panic(http.ErrAbortHandler)
 	}
 	h.Set("X-Backup-SHA256", sum)
 	return nil

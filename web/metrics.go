@@ -24,6 +24,7 @@ type Metrics struct {
 	modelCalls   *prometheus.CounterVec
 	modelTokens  *prometheus.CounterVec
 	backups      *prometheus.CounterVec
+	cfg          *config.Config
 
 	mu           sync.Mutex
 	lastBackupOK time.Time
@@ -54,6 +55,7 @@ func NewMetrics(st *store.Store, cfg *config.Config, now func() time.Time) *Metr
 			Name: "handoff_backups_total", Help: "Scheduled and downloaded backups by result.",
 		}, []string{"result"}),
 		lastBackup: -1,
+		cfg:        cfg,
 	}
 	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.backups,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -67,9 +69,17 @@ func (s *Server) metricsHandler(c *echo.Context) error {
 	return nil
 }
 
+// unknownChannel labels webhooks to a channel that is not configured: the
+// name comes from the URL, and every name anyone tries must not become a
+// time series of its own.
+const unknownChannel = "(unknown)"
+
 // Webhook counts one inbound webhook.
 func (m *Metrics) Webhook(channel, outcome string) {
 	if m != nil {
+		if _, ok := m.cfg.Channel(channel); !ok {
+			channel = unknownChannel
+		}
 		m.webhooks.WithLabelValues(channel, outcome).Inc()
 	}
 }

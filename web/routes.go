@@ -60,4 +60,14 @@ func (s *Server) routes() {
 	e.POST("/users/tokens/:id/revoke", s.revokeToken, admin...)
 	e.GET("/settings", s.settingsPage, admin...)
 	e.GET("/audit", s.auditPage, admin...)
+	e.GET("/dead-letters", s.deadLettersPage, admin...)
+	e.POST("/dead-letters/replay", s.bulkReplaySubmit, admin...)
+	e.GET("/dead-letters/bulk/:id", s.bulkStatusPage, admin...)
+	e.POST("/dead-letters/bulk/:id/cancel", s.bulkCancelSubmit, admin...)
+	e.POST("/dead-letters/*", s.deadLetterSubmit, admin...) // {id}/replay, {id}/cancel
+	e.GET("/keys", s.keysPage, admin...)
+	e.POST("/keys/:key/reconcile", s.keyReconcileSubmit, admin...)
+	e.GET("/backups", s.backupsPage, admin...)
+	e.GET("/backups/download", s.downloadBackup, admin...)
+	e.GET("/backups/file/:name", s.backupFile, admin...)
 }

@@ -1,0 +1,312 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/store"
+)
+
+// mt0 is the injected clock's start in the maintenance tests.
+var mt0 = time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+
+// backupLog records what Maintenance.Backup reports.
+type backupLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (b *backupLog) Backup(ok bool, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, fmt.Sprintf("%v@%s", ok, at.Format(time.RFC3339)))
+}
+
+func (b *backupLog) all() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.calls...)
+}
+
+// receiveHeld records a demo-channel event at at whose draft job is due
+// only far in the future: the lead stays received while the test runs.
+func receiveHeld(t *testing.T, st *store.Store, id string, at time.Time) store.Event {
+	t.Helper()
+	key := "demo:" + id
+	rec, err := st.RecordEvent(context.Background(), store.Event{
+		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: id, CorrelationID: ulid.Make().String(),
+		ConversationID: "conv-" + id, Contact: "+15550001234", Name: "Ada", Text: "hello", ReceivedAt: at,
+	}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
+	if err != nil || !rec.Created {
+		t.Fatalf("RecordEvent(%s) = %v, %v", key, rec.Created, err)
+	}
+	return rec.Event
+}
+
+// alertRig is a store with the real delivery job and the sandbox provider
+// running on an injected clock, and the Maintenance that flags stuck leads.
+type alertRig struct {
+	dir    string
+	st     *store.Store
+	cfg    *config.Config
+	clock  *fakeClock
+	runner *Runner
+	maint  *Maintenance
+}
+
+func startAlertRig(t *testing.T, dir string, clock *fakeClock) *alertRig {
+	t.Helper()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = dir
+	cfg.Stuck.Alert = "sandbox"
+	cfg.Retry.MaxAttempts = 3
+	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: st, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	senders := map[string]Sender{}
+	for name, p := range providers {
+		senders[name] = p
+	}
+	opt := testOptions()
+	opt.Now = clock.Now
+	r := NewRunner(st, map[string]Kind{KindDeliver: &DeliverJob{Store: st, Providers: senders, Now: clock.Now}}, opt)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	g := &alertRig{dir: dir, st: st, cfg: cfg, clock: clock, runner: r}
+	g.maint = &Maintenance{Store: st, Config: cfg, Log: discardLogger(), Wake: r.Wake, Now: clock.Now}
+	return g
+}
+
+// stop stops the runner, checks the file and closes the store: a clean restart's first half.
+func (g *alertRig) stop(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.runner.Stop(ctx); err != nil {
+		t.Errorf("runner Stop: %v", err)
+	}
+	if err := g.st.Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	if err := g.st.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// TestStuckAlertDeliveredOnce: a lead received at t0 with stuck.received
+// 10m is flagged between t0+10m and t0+11m, its alert goes out once through
+// the sandbox (the real delivery job, on the runner), and neither flagging
+// again nor a restart sends a second one. The alert is a message to the
+// team, not a reply: the lead stays received.
+func TestStuckAlertDeliveredOnce(t *testing.T) {
+	dir := t.TempDir()
+	clock := &fakeClock{now: mt0}
+	g := startAlertRig(t, dir, clock)
+	ev := receiveHeld(t, g.st, "lead-1", mt0)
+	lead := store.LeadKey("demo", ev.ConversationID)
+	alertID := fmt.Sprintf("stuck:%s:%d", lead, mt0.Unix())
+
+	clock.Advance(9 * time.Minute)
+	if err := g.maint.FlagStuck(context.Background()); err != nil {
+		t.Fatalf("FlagStuck at t0+9m: %v", err)
+	}
+	if _, err := g.st.OutboxRow(alertID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an alert exists at t0+9m (%v); the lead is not stuck yet", err)
+	}
+
+	clock.Advance(2 * time.Minute)
+	if err := g.maint.FlagStuck(context.Background()); err != nil {
+		t.Fatalf("FlagStuck at t0+11m: %v", err)
+	}
+	var row store.Outbox
+	waitFor(t, "the alert to be sent and its job to complete", func() bool {
+		var err error
+		if row, err = g.st.OutboxRow(alertID); err != nil || row.Status != store.OutboxSent {
+			return false
+		}
+		jobs, err := g.st.JobsByCorrelation("alert:" + lead)
+		return err == nil && len(jobs) == 1 && jobs[0].State.Final()
+	})
+	if row.Kind != store.OutboxAlert || row.Provider != "sandbox" {
+		t.Errorf("alert row %+v; want kind alert through the sandbox", row)
+	}
+	checkOneMessage := func(when string) {
+		t.Helper()
+		msgs, err := g.st.SandboxMessages(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 1 || msgs[0].Ref != alertID || msgs[0].Repeats != 0 {
+			t.Fatalf("%s: sandbox holds %+v; want one message for %s, never repeated", when, msgs, alertID)
+		}
+		if !strings.Contains(msgs[0].Text, lead) {
+			t.Errorf("%s: the alert %q does not name the lead %s", when, msgs[0].Text, lead)
+		}
+		jobs, err := g.st.JobsByCorrelation("alert:" + lead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) != 1 || jobs[0].State != store.JobCompleted {
+			t.Fatalf("%s: alert jobs %+v; want one, completed", when, jobs)
+		}
+		h, err := g.st.Handoff(lead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Status != store.HandoffReceived || !h.Stuck() {
+			t.Errorf("%s: lead is %s (stuck %v); the alert must leave it received and stuck", when, h.Status, h.Stuck())
+		}
+	}
+	checkOneMessage("after the alert")
+
+	clock.Advance(9 * time.Minute)
+	if err := g.maint.FlagStuck(context.Background()); err != nil {
+		t.Fatalf("FlagStuck at t0+20m: %v", err)
+	}
+	checkOneMessage("after flagging again at t0+20m")
+
+	// A restart: everything closed, opened again, flagged again.
+	g.stop(t)
+	clock.Advance(time.Minute)
+	g = startAlertRig(t, dir, clock)
+	t.Cleanup(func() { g.stop(t) })
+	if err := g.maint.FlagStuck(context.Background()); err != nil {
+		t.Fatalf("FlagStuck after a restart: %v", err)
+	}
+	checkOneMessage("after a restart")
+}
+
+// TestStuckWithoutAlertSendsNothing: with no stuck.alert a stuck lead is
+// flagged and logged, and nothing goes to the outbox.
+func TestStuckWithoutAlertSendsNothing(t *testing.T) {
+	clock := &fakeClock{now: mt0}
+	g := startAlertRig(t, t.TempDir(), clock)
+	t.Cleanup(func() { g.stop(t) })
+	g.cfg.Stuck.Alert = ""
+	ev := receiveHeld(t, g.st, "quiet", mt0)
+	clock.Advance(11 * time.Minute)
+	if err := g.maint.FlagStuck(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h, err := g.st.Handoff(store.LeadKey("demo", ev.ConversationID))
+	if err != nil || !h.Stuck() {
+		t.Fatalf("lead: stuck %v, %v; want flagged", h.Stuck(), err)
+	}
+	for _, s := range []store.OutboxStatus{store.OutboxPending, store.OutboxSent} {
+		if rows, err := g.st.OutboxByStatus(s, 10); err != nil || len(rows) != 0 {
+			t.Errorf("outbox %s: %d rows, %v; want none without stuck.alert", s, len(rows), err)
+		}
+	}
+}
+
+// TestMaintenanceBackup writes scheduled backups into the data folder's
+// backups folder, keeps backups.keep, and reports each result, a failure
+// included.
+func TestMaintenanceBackup(t *testing.T) {
+	st := openStore(t)
+	dataDir := t.TempDir()
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	cfg.Backups.Keep = 2
+	clock := &fakeClock{now: mt0}
+	rec := &backupLog{}
+	m := &Maintenance{Store: st, Config: cfg, Log: discardLogger(), Backups: rec, Now: clock.Now}
+	receiveHeld(t, st, "b-1", mt0)
+
+	var want []string
+	for range 3 {
+		if err := m.Backup(context.Background()); err != nil {
+			t.Fatalf("Backup: %v", err)
+		}
+		want = append(want, "true@"+clock.Now().Format(time.RFC3339))
+		clock.Advance(time.Hour)
+	}
+	files, err := store.Backups(BackupDir(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || files[0].Name != store.BackupPrefix+"20260601T110000Z.db" || files[1].Name != store.BackupPrefix+"20260601T100000Z.db" {
+		t.Errorf("backups %+v; want the newest 2 of 3", files)
+	}
+	if BackupDir(dataDir) != filepath.Join(dataDir, "backups") {
+		t.Errorf("BackupDir(%s) = %s; want the backups folder inside it", dataDir, BackupDir(dataDir))
+	}
+
+	// The folder cannot be made: the backup fails, and says so.
+	if err := os.RemoveAll(BackupDir(dataDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(BackupDir(dataDir), []byte("in the way"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = m.Backup(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "scheduled backup") {
+		t.Errorf("Backup into a blocked folder = %v; want a scheduled backup error", err)
+	}
+	want = append(want, "false@"+clock.Now().Format(time.RFC3339))
+	if got := rec.all(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("reported %v, want %v", got, want)
+	}
+}
+
+// TestMaintenancePrune applies retention.events and retention.keys at the
+// injected time.
+func TestMaintenancePrune(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Retention.Events, cfg.Retention.Keys = 720*time.Hour, 72*time.Hour
+	clock := &fakeClock{now: mt0}
+	m := &Maintenance{Store: st, Config: cfg, Log: discardLogger(), Now: clock.Now}
+
+	ev := receiveHeld(t, st, "p-1", mt0)
+	// Its work finished: the draft job ran (nothing else hangs off it).
+	jobs, err := st.ClaimJobs(ctx, mt0.Add(1000*time.Hour), 10, time.Minute)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("ClaimJobs = %d, %v", len(jobs), err)
+	}
+	if _, err := st.FinishJob(ctx, jobs[0].ID, jobs[0].ExecutionID, mt0, store.Result{Outcome: store.OutcomeCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.ClaimKey(ctx, "n8n-run-1", "h", mt0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MoveKey(ctx, "n8n-run-1", store.KeyTransition{To: store.KeyCompleted, Result: []byte(`{}`), Keep: cfg.Retention.Keys}, mt0); err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Advance(719 * time.Hour)
+	if err := m.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.EventByKey(ev.Key); err != nil {
+		t.Errorf("the event inside retention.events was pruned: %v", err)
+	}
+	if _, err := st.Key("n8n-run-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a key completed 719h ago with retention.keys 72h: %v; want pruned", err)
+	}
+	clock.Advance(2 * time.Hour)
+	if err := m.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.EventByKey(ev.Key); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the finished event past retention.events: %v; want pruned", err)
+	}
+}

@@ -1,0 +1,570 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/web"
+)
+
+// childArgsEnv, when set, makes the test binary run the CLI with these
+// arguments (a JSON list) instead of the tests: a command that may crash
+// the process is run in a child, so a crash fails one test, not all.
+const childArgsEnv = "HANDOFF_TEST_CLI_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childArgsEnv); args != "" {
+		var list []string
+		if err := json.Unmarshal([]byte(args), &list); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		err := run(context.Background(), list, env{getenv: func(string) string { return "" }, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "handoff:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// cli is one run of the command line with buffers for its streams.
+type cli struct {
+	stdout, stderr bytes.Buffer
+	err            error
+}
+
+// runCLI runs args with stdin and the given environment (nil: empty).
+func runCLI(t *testing.T, stdin string, vars map[string]string, args ...string) *cli {
+	t.Helper()
+	c := &cli{}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c.err = run(ctx, args, env{
+		getenv: func(k string) string { return vars[k] },
+		stdin:  strings.NewReader(stdin),
+		stdout: &c.stdout,
+		stderr: &c.stderr,
+	})
+	return c
+}
+
+func (c *cli) wantOK(t *testing.T) {
+	t.Helper()
+	if c.err != nil {
+		t.Fatalf("got error %v; want success (stdout %q, stderr %q)", c.err, c.stdout.String(), c.stderr.String())
+	}
+}
+
+func (c *cli) wantErr(t *testing.T, parts ...string) {
+	t.Helper()
+	if c.err == nil {
+		t.Fatalf("succeeded (stdout %q); want an error mentioning %q", c.stdout.String(), parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(c.err.Error(), p) {
+			t.Errorf("error %q does not mention %q", c.err, p)
+		}
+	}
+}
+
+// database makes a data folder with a closed database holding n events.
+func database(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Recorded from several goroutines, so group commit keeps it quick.
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				k := fmt.Sprintf("demo:m-%d", i)
+				_, err := st.RecordEvent(context.Background(), store.Event{
+					ID: ulid.Make().String(), Key: k, Channel: "demo", MessageID: k, CorrelationID: ulid.Make().String(),
+					ConversationID: fmt.Sprintf("c-%d", i), Text: strings.Repeat("lorem ipsum ", 10), ReceivedAt: time.Now().UTC(),
+				}, store.NewJob{ID: ulid.Make().String(), Kind: "draft", Key: k, MaxAttempts: 3})
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func dbFile(dir string) string { return filepath.Join(dir, store.FileName) }
+
+func sha256File(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// damagedCopy copies a database and deletes one entry of an index behind
+// the store's back: a valid bbolt file whose index no longer agrees.
+func damagedCopy(t *testing.T, src string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "damaged.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("idx_events_by_key")).Delete([]byte("demo:m-1"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func randomFile(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32<<10)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "random.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestVersion(t *testing.T) {
+	c := runCLI(t, "", nil, "version")
+	c.wantOK(t)
+	if !regexp.MustCompile(`^handoff \S+\n$`).MatchString(c.stdout.String()) {
+		t.Errorf("version printed %q; want \"handoff <version>\"", c.stdout.String())
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	c := runCLI(t, "", nil, "frobnicate", "--now")
+	c.wantErr(t, `unknown command "frobnicate"`, "usage:", "handoff backup", "handoff verify")
+	if c.stdout.Len() != 0 {
+		t.Errorf("an unknown command printed %q to stdout", c.stdout.String())
+	}
+}
+
+func TestVerify(t *testing.T) {
+	good := dbFile(database(t, 3))
+	c := runCLI(t, "", nil, "verify", good)
+	c.wantOK(t)
+	if want := fmt.Sprintf("%s: ok (schema %d)\n", good, store.SchemaVersion); c.stdout.String() != want {
+		t.Errorf("verify printed %q, want %q", c.stdout.String(), want)
+	}
+	before := sha256File(t, good)
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"random bytes", []string{randomFile(t)}, []string{"random.db"}},
+		{"damaged index", []string{damagedCopy(t, good)}, []string{"damaged.db failed verification", "idx_events_by_key"}},
+		{"missing file", []string{filepath.Join(t.TempDir(), "nope.db")}, []string{"nope.db"}},
+		{"no file", nil, []string{"verify needs exactly one FILE"}},
+		{"two files", []string{good, good}, []string{"verify needs exactly one FILE"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runCLI(t, "", nil, append([]string{"verify"}, tc.args...)...).wantErr(t, tc.want...)
+		})
+	}
+	if sha256File(t, good) != before {
+		t.Errorf("verify modified the file it checked")
+	}
+}
+
+// TestVerifyTruncatedFile runs verify on a backup cut in half (a broken
+// download) in a child process: it must fail with a clear error, not crash.
+func TestVerifyTruncatedFile(t *testing.T) {
+	// A backup file ends at the database's last page (a live file may
+	// have room to spare), so half of it surely loses pages.
+	st, err := store.Open(database(t, 2000), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full bytes.Buffer
+	_, _, err = st.Backup(&full)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := full.Bytes()
+	half := filepath.Join(t.TempDir(), "half.db")
+	if err := os.WriteFile(half, b[:len(b)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"verify", half}, {"restore", "--data", t.TempDir(), half}} {
+		t.Run(args[0], func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			list, err := json.Marshal(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Env = append(os.Environ(), childArgsEnv+"="+string(list))
+			out, err := cmd.CombinedOutput()
+			code := cmd.ProcessState.ExitCode()
+			if code != 1 || bytes.Contains(out, []byte("fatal error")) || bytes.Contains(out, []byte("SIGBUS")) {
+				t.Fatalf("handoff %s on a truncated file: exit %d (%v); want exit 1 with an error, got:\n%.600s", args[0], code, err, out)
+			}
+			if !bytes.Contains(out, []byte("half.db")) {
+				t.Errorf("the error does not name the file:\n%s", out)
+			}
+		})
+	}
+}
+
+// userOf reads a user back from a closed data folder.
+func userOf(t *testing.T, dir, name string) (store.User, error) {
+	t.Helper()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	return st.User(name)
+}
+
+func TestUserAdd(t *testing.T) {
+	dir := t.TempDir()
+
+	// A password from stdin.
+	c := runCLI(t, "correct horse battery\n", nil, "user", "add", "--data", dir, "dana", "--role", "approver")
+	c.wantOK(t)
+	if c.stdout.String() != "created approver dana\n" {
+		t.Errorf("stdout %q", c.stdout.String())
+	}
+	u, err := userOf(t, dir, "dana")
+	if err != nil {
+		t.Fatalf("dana: %v", err)
+	}
+	if u.Role != store.RoleApprover || bcrypt.CompareHashAndPassword(u.PasswordHash, []byte("correct horse battery")) != nil {
+		t.Errorf("dana: role %s, and the stdin password does not match her hash", u.Role)
+	}
+
+	// A generated password, printed once; HANDOFF_DATA overrides --data.
+	c = runCLI(t, "", map[string]string{"HANDOFF_DATA": dir}, "user", "add", "--data", t.TempDir(), "--role", "admin", "root")
+	c.wantOK(t)
+	m := regexp.MustCompile(`^created admin root with password: (\S+)\n\(shown once; it is stored hashed\)\n$`).FindStringSubmatch(c.stdout.String())
+	if m == nil {
+		t.Fatalf("stdout %q; want the generated password shown once", c.stdout.String())
+	}
+	pw := m[1]
+	if len(pw) < web.MinPasswordLen || strings.Count(c.stdout.String()+c.stderr.String(), pw) != 1 {
+		t.Errorf("generated password %q: too short, or printed more than once", pw)
+	}
+	u, err = userOf(t, dir, "root")
+	if err != nil {
+		t.Fatalf("root (in HANDOFF_DATA): %v", err)
+	}
+	if u.Role != store.RoleAdmin || bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(pw)) != nil {
+		t.Errorf("root: role %s, and the printed password does not match the hash", u.Role)
+	}
+
+	for _, tc := range []struct {
+		name, stdin string
+		args        []string
+		want        []string
+	}{
+		{"bad role", "correct horse battery\n", []string{"--role", "boss", "erin"}, []string{`--role "boss"`, "admin or approver"}},
+		{"bad name", "correct horse battery\n", []string{"Erin Smith", "--role", "admin"}, []string{`user name "Erin Smith"`}},
+		{"name with a slash", "correct horse battery\n", []string{"../erin"}, []string{`user name "../erin"`}},
+		{"no name", "correct horse battery\n", []string{"--role", "admin"}, []string{"exactly one NAME"}},
+		{"two names", "correct horse battery\n", []string{"erin", "--role", "admin", "fay"}, []string{"exactly one NAME"}},
+		{"duplicate", "another password 1\n", []string{"dana"}, []string{`a user named "dana" already exists`}},
+		{"short password", "short\n", []string{"erin"}, []string{"at least 10 characters"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"user", "add", "--data", dir}, tc.args...)
+			runCLI(t, tc.stdin, nil, args...).wantErr(t, tc.want...)
+		})
+	}
+	runCLI(t, "", nil, "user", "remove", "dana").wantErr(t, "usage: handoff user add")
+
+	// Nothing was created by the refusals, and dana is unchanged.
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := st.Users()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range users {
+		names = append(names, u.Name)
+	}
+	if strings.Join(names, ",") != "dana,root" {
+		t.Errorf("users %v, want dana and root only", names)
+	}
+	if u, _ := st.User("dana"); bcrypt.CompareHashAndPassword(u.PasswordHash, []byte("correct horse battery")) != nil {
+		t.Errorf("the duplicate add changed dana's password")
+	}
+
+	// With the database held (a server running), it refuses.
+	runCLI(t, "correct horse battery\n", nil, "user", "add", "--data", dir, "erin").wantErr(t, "in use")
+	st.Close()
+}
+
+// noWake is a Waker for a server without workers.
+type noWake struct{}
+
+func (noWake) Wake() {}
+
+// liveServer runs the real web.Server over a store in a fresh data folder,
+// with API token token, and records n events.
+func liveServer(t *testing.T, token string, n int) (*httptest.Server, *store.Store) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	st, err := store.Open(cfg.DataDir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := web.New(web.Deps{Config: cfg, Store: st, Jobs: noWake{}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), APIToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		if err := st.Check(); err != nil {
+			t.Errorf("Check: %v", err)
+		}
+		st.Close()
+	})
+	for i := range n {
+		resp, err := http.Post(hs.URL+"/hooks/demo", "application/json", strings.NewReader(fmt.Sprintf(`{"id":"b-%d","from":"x%d@example.com"}`, i, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("hook %d: %d", i, resp.StatusCode)
+		}
+	}
+	return hs, st
+}
+
+func TestBackupCommand(t *testing.T) {
+	const token = "T-backup-token-123"
+	hs, _ := liveServer(t, token, 20)
+	out := filepath.Join(t.TempDir(), "snap.db")
+
+	c := runCLI(t, "", nil, "backup", "--url", hs.URL, "--token", token, "-o", out)
+	c.wantOK(t)
+	if c.stderr.Len() != 0 {
+		t.Errorf("backup from the real server warned: %q", c.stderr.String())
+	}
+	sum := sha256File(t, out)
+	if want := regexp.MustCompile(`^` + regexp.QuoteMeta(out) + `: \d+ bytes, verified \(sha256 ` + sum + `\)\n$`); !want.MatchString(c.stdout.String()) {
+		t.Errorf("stdout %q; want the file, its size and its sha256 %s", c.stdout.String(), sum)
+	}
+	runCLI(t, "", nil, "verify", out).wantOK(t)
+	ro, err := store.OpenFile(out, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ro.EventByKey("demo:b-19"); err != nil {
+		t.Errorf("the backup lacks an event: %v", err)
+	}
+	ro.Close()
+
+	// The token may come from the environment, and the URL may end in a slash.
+	out2 := filepath.Join(t.TempDir(), "snap2.db")
+	runCLI(t, "", map[string]string{"HANDOFF_API_TOKEN": token}, "backup", "--url", hs.URL+"/", "-o", out2).wantOK(t)
+	runCLI(t, "", nil, "verify", out2).wantOK(t)
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"wrong token", []string{"--url", hs.URL, "--token", "nope", "-o", "X"}, []string{"401"}},
+		{"no token", []string{"--url", hs.URL, "-o", "X"}, []string{"--token"}},
+		{"no output", []string{"--url", hs.URL, "--token", token}, []string{"-o FILE"}},
+		{"no server", []string{"--url", "http://127.0.0.1:1", "--token", token, "-o", "X"}, []string{"download the backup"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"backup"}, tc.args...)
+			for i, a := range args {
+				if a == "X" {
+					args[i] = filepath.Join(dir, "x.db")
+				}
+			}
+			runCLI(t, "", nil, args...).wantErr(t, tc.want...)
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("a failed backup left %d files behind", len(entries))
+			}
+		})
+	}
+}
+
+// TestBackupCommandRefusesAnUnconfirmedDownload: a stream that ends early
+// or carries another SHA-256 than the bytes is not written; one without the
+// trailer (proxies drop trailers) is verified, written and warned about.
+func TestBackupCommandRefusesAnUnconfirmedDownload(t *testing.T) {
+	good, err := os.ReadFile(dbFile(database(t, 5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goodSum := sha256.Sum256(good)
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		want    string
+	}{
+		{"no trailer (a proxy dropped it): written, with a warning", func(w http.ResponseWriter, r *http.Request) {
+			w.Write(good)
+		}, ""},
+		{"another sum", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Backup-SHA256")
+			w.Write(good)
+			w.Header().Set("X-Backup-SHA256", strings.Repeat("0", 64))
+		}, "damaged in transit"},
+		{"cut short", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Backup-SHA256")
+			w.Write(good[:len(good)/2])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}, "write the backup"},
+		{"a good download", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Backup-SHA256")
+			w.Write(good)
+			w.Header().Set("X-Backup-SHA256", hex.EncodeToString(goodSum[:]))
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs := httptest.NewServer(tc.handler)
+			defer hs.Close()
+			dir := t.TempDir()
+			out := filepath.Join(dir, "snap.db")
+			c := runCLI(t, "", nil, "backup", "--url", hs.URL, "--token", "t", "-o", out)
+			if tc.want == "" {
+				c.wantOK(t)
+				if got := sha256File(t, out); got != hex.EncodeToString(goodSum[:]) {
+					t.Errorf("the file written is not the download")
+				}
+				if warned := strings.Contains(c.stderr.String(), "no X-Backup-SHA256 trailer"); warned != strings.Contains(tc.name, "warning") {
+					t.Errorf("warning on stderr: %v (%q)", warned, c.stderr.String())
+				}
+				return
+			}
+			c.wantErr(t, tc.want)
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("a refused download left %d files behind", len(entries))
+			}
+		})
+	}
+}
+
+func TestRestoreCommand(t *testing.T) {
+	backup := dbFile(database(t, 4))
+	backupSum := sha256File(t, backup)
+
+	// Into an empty folder.
+	fresh := filepath.Join(t.TempDir(), "data")
+	c := runCLI(t, "", nil, "restore", "--data", fresh, backup)
+	c.wantOK(t)
+	if c.stdout.String() != fmt.Sprintf("restored %s into %s\n", backup, fresh) {
+		t.Errorf("stdout %q", c.stdout.String())
+	}
+	if sha256File(t, dbFile(fresh)) != backupSum {
+		t.Errorf("the restored database is not the backup")
+	}
+	runCLI(t, "", nil, "verify", dbFile(fresh)).wantOK(t)
+
+	// Over an existing database, FILE before the flags: the old one is kept.
+	existing := database(t, 1)
+	oldSum := sha256File(t, dbFile(existing))
+	c = runCLI(t, "", nil, "restore", backup, "--data", existing)
+	c.wantOK(t)
+	m := regexp.MustCompile(`the previous database is kept as (\S+)\n$`).FindStringSubmatch(c.stdout.String())
+	if m == nil {
+		t.Fatalf("stdout %q; want where the previous database is kept", c.stdout.String())
+	}
+	if sha256File(t, m[1]) != oldSum || sha256File(t, dbFile(existing)) != backupSum {
+		t.Errorf("after restore: kept copy or live file is not what it should be")
+	}
+
+	// HANDOFF_DATA overrides --data.
+	viaEnv := filepath.Join(t.TempDir(), "env-data")
+	runCLI(t, "", map[string]string{"HANDOFF_DATA": viaEnv}, "restore", "--data", fresh, backup).wantOK(t)
+	if _, err := os.Stat(dbFile(viaEnv)); err != nil {
+		t.Errorf("HANDOFF_DATA was not used: %v", err)
+	}
+
+	runCLI(t, "", nil, "restore", "--data", fresh).wantErr(t, "restore needs the backup FILE")
+	before := sha256File(t, dbFile(fresh))
+	runCLI(t, "", nil, "restore", "--data", fresh, randomFile(t)).wantErr(t, "random.db")
+	damaged := damagedCopy(t, backup)
+	runCLI(t, "", nil, "restore", "--data", fresh, damaged).wantErr(t, "failed verification", "nothing was changed", "idx_events_by_key")
+	if sha256File(t, dbFile(fresh)) != before {
+		t.Errorf("a refused restore changed the database")
+	}
+
+	// A server holds the database: refused, with what to do.
+	st, err := store.Open(fresh, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	runCLI(t, "", nil, "restore", "--data", fresh, backup).wantErr(t, "stop the server")
+}
