@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -54,6 +55,12 @@ func serve(ctx context.Context, args []string, e env) error {
 		cfg.Addr = *addr
 	}
 	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
+	if e.getenv("GOGC") == "" {
+		// Every webhook allocates a few short-lived records; with memory to
+		// spare on one box, collecting a quarter as often buys throughput
+		// (measured with bench/: about +15% accepted/s). GOGC overrides.
+		debug.SetGCPercent(400)
+	}
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
