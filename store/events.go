@@ -49,8 +49,20 @@ type Recorded struct {
 // duplicate count raised) and nothing else is written. ev.ID and
 // ev.CorrelationID are minted by the caller; a duplicate discards them.
 func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded, error) {
+	// Encode the new records here, in the caller's goroutine: the committer
+	// is the one serial step of every webhook, so it only copies bytes.
+	ev.V = recordVersion
+	evRaw, err := json.Marshal(ev)
+	if err != nil {
+		return Recorded{}, fmt.Errorf("store: record event %s: %w", ev.Key, err)
+	}
+	j := newJob(job, ev.CorrelationID, ev.ReceivedAt)
+	jobRaw, err := json.Marshal(j)
+	if err != nil {
+		return Recorded{}, fmt.Errorf("store: record event %s: %w", ev.Key, err)
+	}
 	var out Recorded
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err = s.update(ctx, func(tx *bolt.Tx) error {
 		out = Recorded{}
 		byKey := tx.Bucket(bucketEventsByKey)
 		events := tx.Bucket(bucketEvents)
@@ -68,8 +80,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded
 			out.Event = first
 			return putJSON(events, id, first)
 		}
-		ev.V = recordVersion
-		if err := putJSON(events, []byte(ev.ID), ev); err != nil {
+		if err := events.Put([]byte(ev.ID), evRaw); err != nil {
 			return err
 		}
 		if err := byKey.Put([]byte(ev.Key), []byte(ev.ID)); err != nil {
@@ -81,7 +92,7 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded
 		if err := receiveOnHandoff(tx, ev); err != nil {
 			return err
 		}
-		j, _, err := enqueue(tx, job, ev.CorrelationID, ev.ReceivedAt)
+		j, _, err := enqueueEncoded(tx, j, jobRaw)
 		if err != nil {
 			return err
 		}

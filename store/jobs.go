@@ -92,27 +92,44 @@ func corrKey(corr, jobID string) []byte {
 // enqueue inserts nj unless a live job of the same kind and key exists, in
 // which case that job is returned with created false.
 func enqueue(tx *bolt.Tx, nj NewJob, corr string, now time.Time) (Job, bool, error) {
-	unique := tx.Bucket(bucketJobsUnique)
-	jobs := tx.Bucket(bucketJobs)
-	if id := unique.Get(uniqueKey(nj.Kind, nj.Key)); id != nil {
-		var live Job
-		if err := getJSON(jobs, id, &live); err != nil {
-			return Job{}, false, fmt.Errorf("unique index points at job %s: %w", id, err)
-		}
-		return live, false, nil
-	}
+	return enqueueEncoded(tx, newJob(nj, corr, now), nil)
+}
+
+// newJob builds the record of a job to enqueue.
+func newJob(nj NewJob, corr string, now time.Time) Job {
 	if nj.MaxAttempts < 1 {
 		nj.MaxAttempts = 1
 	}
 	if nj.RunAt.IsZero() {
 		nj.RunAt = now
 	}
-	j := Job{
+	return Job{
 		V: recordVersion, ID: nj.ID, Kind: nj.Kind, Key: nj.Key, CorrelationID: corr,
 		State: JobAvailable, MaxAttempts: nj.MaxAttempts, RunAt: nj.RunAt, Payload: nj.Payload,
 		CreatedAt: now, UpdatedAt: now, Attempts: []Attempt{},
 	}
-	if err := putJSON(jobs, []byte(j.ID), j); err != nil {
+}
+
+// enqueueEncoded inserts j (raw is its JSON when the caller encoded it
+// outside the transaction, else nil) unless a live job of the same kind and
+// key exists, which is then returned with created false.
+func enqueueEncoded(tx *bolt.Tx, j Job, raw []byte) (Job, bool, error) {
+	unique := tx.Bucket(bucketJobsUnique)
+	jobs := tx.Bucket(bucketJobs)
+	if id := unique.Get(uniqueKey(j.Kind, j.Key)); id != nil {
+		var live Job
+		if err := getJSON(jobs, id, &live); err != nil {
+			return Job{}, false, fmt.Errorf("unique index points at job %s: %w", id, err)
+		}
+		return live, false, nil
+	}
+	var err error
+	if raw == nil {
+		if raw, err = json.Marshal(j); err != nil {
+			return Job{}, false, err
+		}
+	}
+	if err := jobs.Put([]byte(j.ID), raw); err != nil {
 		return Job{}, false, err
 	}
 	if err := tx.Bucket(bucketJobsReady).Put(timeKey(j.RunAt, j.ID), nil); err != nil {
@@ -121,7 +138,7 @@ func enqueue(tx *bolt.Tx, nj NewJob, corr string, now time.Time) (Job, bool, err
 	if err := unique.Put(uniqueKey(j.Kind, j.Key), []byte(j.ID)); err != nil {
 		return Job{}, false, err
 	}
-	if err := tx.Bucket(bucketJobsByCorr).Put(corrKey(corr, j.ID), nil); err != nil {
+	if err := tx.Bucket(bucketJobsByCorr).Put(corrKey(j.CorrelationID, j.ID), nil); err != nil {
 		return Job{}, false, err
 	}
 	return j, true, nil
