@@ -28,6 +28,7 @@ type Overview struct {
 	Counts     store.Counts
 	Stuck      []HandoffRow
 	Thresholds []Fact
+	Backup     *Notice // the last backup failed; nil otherwise
 }
 
 // HandoffList is the handoffs page.
@@ -86,6 +87,7 @@ type UsersPage struct {
 type Settings struct {
 	Config   config.Config
 	Warnings []string
+	Database []Fact // the file's size and free pages
 }
 
 // NothingFound answers a search that matched nothing.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -61,7 +62,16 @@ func (s *Server) settingsPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.SettingsPage(l, views.Settings{Config: s.cfg.Redacted(), Warnings: s.cfg.Warnings()}))
+	sz, err := s.st.Size()
+	if err != nil {
+		return err
+	}
+	db := []views.Fact{
+		{Label: "file", Value: s.st.Path(), Mono: true},
+		{Label: "size", Value: fmt.Sprintf("%.1f MiB (%d bytes)", float64(sz.Bytes)/(1<<20), sz.Bytes)},
+		{Label: "free pages", Value: fmt.Sprintf("%d of %d bytes each (%.1f MiB reusable)", sz.FreePages, sz.PageSize, float64(sz.FreePages*sz.PageSize)/(1<<20))},
+	}
+	return render(c, http.StatusOK, views.SettingsPage(l, views.Settings{Config: s.cfg.Redacted(), Warnings: s.cfg.Warnings(), Database: db}))
 }
 
 // auditLimit is how many entries the audit page shows.

@@ -26,6 +26,7 @@ type testEnv struct {
 	st     *store.Store
 	runner *jobs.Runner
 	cfg    *config.Config
+	srv    *Server
 }
 
 // newTestEnv starts the whole HTTP side with cfg (nil: the demo config).
@@ -70,7 +71,7 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 		}
 		st.Close()
 	})
-	return &testEnv{url: hs.URL, st: st, runner: runner, cfg: cfg}
+	return &testEnv{url: hs.URL, st: st, runner: runner, cfg: cfg, srv: srv}
 }
 
 // do sends a request and decodes a JSON answer into a map.
