@@ -35,10 +35,10 @@ func (s *Server) backupsPage(c *echo.Context) error {
 		s.log.Error("list backups", "dir", dir, "err", err)
 		b.ListError = "The backup folder cannot be read: " + err.Error()
 	}
-	backupSums.retain(dir, files)
+	s.backupSums.retain(dir, files)
 	for _, f := range files {
 		row := views.BackupRow{Name: f.Name, Size: f.Size, ModTime: f.ModTime}
-		sum, err := backupSums.sumOf(f.Path)
+		sum, err := s.backupSums.sumOf(f.Path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // pruned by a backup that finished meanwhile
@@ -83,7 +83,7 @@ func (s *Server) backupFile(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	sum, err := backupSums.sumOfOpen(path, f, info)
+	sum, err := s.backupSums.sumOfOpen(path, f, info)
 	if err != nil {
 		return err
 	}
@@ -97,13 +97,9 @@ func (s *Server) backupFile(c *echo.Context) error {
 	return nil
 }
 
-// backupSums remembers the SHA-256 of scheduled backups, so the page hashes
-// each file once rather than on every view. It is package state, against
-// the house rule, because a Server has no field for it; it holds only
-// derived values keyed by path, size and modification time, so sharing it
-// between servers cannot mix them up.
-var backupSums = &sumCache{sums: map[sumKey]string{}}
-
+// sumCache remembers the SHA-256 of scheduled backups by path, size and
+// modification time, so the page hashes each file once rather than on
+// every view.
 type sumCache struct {
 	mu   sync.Mutex
 	sums map[sumKey]string
