@@ -172,7 +172,7 @@ func startDelivery(t *testing.T, st *store.Store, prov config.Provider, maxAttem
 		t.Fatalf("RecordEvent: %v", err)
 	}
 	r := startRunner(t, st, kinds, testOptions())
-	return &deliveryRig{st: st, runner: r, ev: rec.Event, outboxID: store.OutboxID(deliverConv, store.DraftID(key))}
+	return &deliveryRig{st: st, runner: r, ev: rec.Event, outboxID: store.OutboxID(deliverConv, store.DraftID(rec.Event.ID))}
 }
 
 // settle waits until the outbox row exists, is out of pending and

@@ -3,8 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -66,11 +64,19 @@ type Decision struct {
 	Reason string    `json:"reason,omitempty"` // why it was rejected
 }
 
-// DraftID derives the draft id from the event key, so the same event always
-// names the same draft (and so the same outbox row) whoever stores it.
-func DraftID(eventKey string) string {
-	sum := sha256.Sum256([]byte(eventKey))
-	return "d" + hex.EncodeToString(sum[:10])
+// DraftID names the first draft of the event with ULID eventID: the same
+// event always names the same draft (and so the same outbox row) whoever
+// stores it, and draft ids sort by time like the events they answer, so
+// inserts append at the right edge of the drafts tree instead of landing on
+// a random page each.
+func DraftID(eventID string) string { return "d" + eventID }
+
+// draftVersionID names version n of a draft.
+func draftVersionID(eventID string, n int) string {
+	if n <= 1 {
+		return DraftID(eventID)
+	}
+	return fmt.Sprintf("%s-v%d", DraftID(eventID), n)
 }
 
 // SaveDraft stores d against its event key unless a draft is already stored
@@ -99,7 +105,7 @@ func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 			return err
 		}
 		d.V, d.Version = recordVersion, 1
-		d.ID = DraftID(d.EventKey)
+		d.ID = DraftID(ev.ID)
 		d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
 		if d.Status == "" {
 			d.Status = DraftPending
@@ -360,7 +366,7 @@ func (s *Store) SaveDraftVersion(ctx context.Context, d Draft, n int) (Draft, bo
 			return fmt.Errorf("event %s: %w", d.EventKey, err)
 		}
 		d.V, d.Version, d.Status = recordVersion, n, DraftPending
-		d.ID = fmt.Sprintf("%s-v%d", DraftID(d.EventKey), n)
+		d.ID = draftVersionID(ev.ID, n)
 		d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
 		if curID != nil {
 			d.Replaces = cur.ID

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 )
 
 func TestSaveDraftFirstWinsUnderConcurrency(t *testing.T) {
@@ -42,8 +44,8 @@ func TestSaveDraftFirstWinsUnderConcurrency(t *testing.T) {
 		if d.Text != want || d.ExecutionID != fmt.Sprint("exec-", winner) || d.Fields["caller"] != fmt.Sprint(winner) || len(d.Fields) != 1 {
 			t.Errorf("caller %d got draft %q exec %s fields %v, want the first one %q", i, d.Text, d.ExecutionID, d.Fields, want)
 		}
-		if d.ID != DraftID(rec.Event.Key) || d.Status != DraftPending {
-			t.Errorf("caller %d got id %s status %s, want %s %s", i, d.ID, d.Status, DraftID(rec.Event.Key), DraftPending)
+		if d.ID != DraftID(rec.Event.ID) || d.Status != DraftPending {
+			t.Errorf("caller %d got id %s status %s, want %s %s", i, d.ID, d.Status, DraftID(rec.Event.ID), DraftPending)
 		}
 	}
 	stored, err := st.DraftByEvent(rec.Event.Key)
@@ -73,32 +75,29 @@ func TestSaveDraftUnknownEvent(t *testing.T) {
 	}
 }
 
+// TestDraftID: a draft's id follows from its event (the same event always
+// names the same draft), differs between events, and sorts like the events,
+// so that drafts append at the right edge of their tree.
 func TestDraftID(t *testing.T) {
-	keys := []string{"web:1", "web:2", "sms:1", "web:1 ", ""}
-	seen := map[string]string{}
-	for _, k := range keys {
-		t.Run(fmt.Sprintf("%q", k), func(t *testing.T) {
-			id := DraftID(k)
-			if again := DraftID(k); again != id {
-				t.Errorf("DraftID(%q) = %s then %s, want the same", k, id, again)
-			}
-			if len(id) != 21 || id[0] != 'd' {
-				t.Errorf("DraftID(%q) = %q, want 'd' and 20 hex digits", k, id)
-			}
-			if other, dup := seen[id]; dup {
-				t.Errorf("DraftID(%q) = DraftID(%q) = %s", k, other, id)
-			}
-			seen[id] = k
-		})
-	}
 	st := openTest(t)
-	rec := record(t, st, "web:1", t0)
-	d, _, err := st.SaveDraft(context.Background(), draftFor(rec.Event, "hi", "ignored"))
-	if err != nil {
-		t.Fatalf("SaveDraft: %v", err)
+	var ids []string
+	for i, key := range []string{"web:1", "web:2", "sms:1"} {
+		rec := record(t, st, key, t0.Add(time.Duration(i)*time.Millisecond))
+		d, _, err := st.SaveDraft(context.Background(), draftFor(rec.Event, "hi", "ignored"))
+		if err != nil {
+			t.Fatalf("SaveDraft: %v", err)
+		}
+		if d.ID != DraftID(rec.Event.ID) || DraftID(rec.Event.ID) != DraftID(rec.Event.ID) {
+			t.Errorf("stored draft id = %s, want DraftID(%s) = %s", d.ID, rec.Event.ID, DraftID(rec.Event.ID))
+		}
+		again, _, err := st.SaveDraft(context.Background(), draftFor(rec.Event, "other", "ignored"))
+		if err != nil || again.ID != d.ID {
+			t.Errorf("a second SaveDraft for %s named draft %s, %v; want %s", key, again.ID, err, d.ID)
+		}
+		ids = append(ids, d.ID)
 	}
-	if d.ID != DraftID("web:1") {
-		t.Errorf("stored draft id = %s, want DraftID = %s", d.ID, DraftID("web:1"))
+	if !slices.IsSorted(ids) || len(slices.Compact(slices.Clone(ids))) != len(ids) {
+		t.Errorf("draft ids %v: want distinct and in the order their events arrived", ids)
 	}
 }
 

@@ -119,16 +119,15 @@ func finished(tx *bolt.Tx, ev Event) (bool, error) {
 
 // draftsOf returns every draft version of an event.
 func draftsOf(tx *bolt.Tx, eventKey string) []Draft {
+	evID := tx.Bucket(bucketEventsByKey).Get([]byte(eventKey))
+	if evID == nil {
+		return nil
+	}
 	drafts := tx.Bucket(bucketDrafts)
 	var out []Draft
-	base := DraftID(eventKey)
 	for n := 1; ; n++ {
-		id := base
-		if n > 1 {
-			id = fmt.Sprintf("%s-v%d", base, n)
-		}
 		var d Draft
-		if getJSON(drafts, []byte(id), &d) != nil {
+		if getJSON(drafts, []byte(draftVersionID(string(evID), n)), &d) != nil {
 			return out
 		}
 		out = append(out, d)

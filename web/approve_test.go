@@ -442,7 +442,11 @@ func TestAutoApproveChannelSendsWithoutAPI(t *testing.T) {
 
 	sendLead(t, e, "demo", "manual-1", "+15550002222")
 	sendLead(t, e, "auto", "a-1", leadContact)
-	id := leadContact + ":" + store.DraftID("auto:a-1")
+	ev, err := e.st.EventByKey("auto:a-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := leadContact + ":" + store.DraftID(ev.ID)
 	row := waitSent(t, e, id)
 	msgs := sandboxFor(t, e, id)
 	if len(msgs) != 1 || msgs[0]["repeats"] != float64(0) || row["provider_id"] != msgs[0]["id"] {
