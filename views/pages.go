@@ -142,14 +142,14 @@ func eventFacts(ev store.Event) []Fact {
 		{Label: "Message id", Value: ev.MessageID, Mono: true},
 		{Label: "Conversation", Value: ev.ConversationID, Mono: true},
 		{Label: "Correlation id", Value: ev.CorrelationID, Mono: true},
-		{Label: "From", Value: joinNonEmpty(" · ", ev.Name, ev.Contact)},
+		{Label: "From", Value: JoinSet(" · ", ev.Name, ev.Contact)},
 		{Label: "Received", Value: when(ev.ReceivedAt)},
 		{Label: "Duplicates", Value: dups},
 	}
 }
 
-// joinNonEmpty joins the values that are set.
-func joinNonEmpty(sep string, vs ...string) string {
+// JoinSet joins the values that are set.
+func JoinSet(sep string, vs ...string) string {
 	out := ""
 	for _, v := range vs {
 		if v == "" {

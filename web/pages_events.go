@@ -84,7 +84,7 @@ func entries(t timeline) []views.Entry {
 	out := []views.Entry{{
 		At: ev.ReceivedAt, Kind: "event", Title: "Message received on " + ev.Channel,
 		Facts: []views.Fact{
-			{Label: "From", Value: joinSet(" · ", ev.Name, ev.Contact)},
+			{Label: "From", Value: views.JoinSet(" · ", ev.Name, ev.Contact)},
 			{Label: "Event key", Value: ev.Key, Mono: true},
 			{Label: "Correlation id", Value: ev.CorrelationID, Mono: true},
 		},
@@ -231,10 +231,10 @@ func entries(t timeline) []views.Entry {
 func draftEntries(d store.Draft, versioned bool) (views.Entry, []views.Entry) {
 	facts := []views.Fact{
 		{Label: "Draft", Value: d.ID, Mono: true},
-		{Label: "Drafter", Value: joinSet(" · ", d.Drafter, d.Model)},
+		{Label: "Drafter", Value: views.JoinSet(" · ", d.Drafter, d.Model)},
 		{Label: "Prompt version", Value: d.PromptVersion},
 		{Label: "Input hash", Value: d.InputHash, Mono: true},
-		{Label: "Routing", Value: joinSet(" · ", d.RuleVersion, d.Rule)},
+		{Label: "Routing", Value: views.JoinSet(" · ", d.RuleVersion, d.Rule)},
 		{Label: "Owner", Value: d.Owner},
 		{Label: "Execution", Value: d.ExecutionID, Mono: true},
 	}
@@ -307,21 +307,6 @@ func orRunning(outcome string) string {
 		return "running"
 	}
 	return outcome
-}
-
-// joinSet joins the values that are set.
-func joinSet(sep string, vs ...string) string {
-	out := ""
-	for _, v := range vs {
-		if v == "" {
-			continue
-		}
-		if out != "" {
-			out += sep
-		}
-		out += v
-	}
-	return out
 }
 
 func sortedKeys(m map[string]string) []string {
