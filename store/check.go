@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -37,8 +38,10 @@ func check(tx *bolt.Tx) error {
 	if meta == nil {
 		return errors.New("check: no meta bucket: this is not a handoff database")
 	}
-	if v := string(meta.Get(keySchema)); v != fmt.Sprint(SchemaVersion) {
-		problems = append(problems, fmt.Errorf("check: schema version %q, want %d", v, SchemaVersion))
+	// An older schema is fine: Open migrates it. A newer one is not ours to read.
+	schema, err := strconv.Atoi(string(meta.Get(keySchema)))
+	if err != nil || schema < 1 || schema > SchemaVersion {
+		problems = append(problems, fmt.Errorf("check: schema version %q, want 1 to %d", meta.Get(keySchema), SchemaVersion))
 	}
 	for _, b := range allBuckets {
 		if tx.Bucket(b) == nil {
@@ -50,7 +53,7 @@ func check(tx *bolt.Tx) error {
 	}
 	problems = append(problems, checkEvents(tx)...)
 	problems = append(problems, checkJobs(tx)...)
-	problems = append(problems, checkDrafts(tx)...)
+	problems = append(problems, checkDrafts(tx, schema >= 2)...)
 	problems = append(problems, checkHandoffs(tx)...)
 	problems = append(problems, checkOutbox(tx)...)
 	return errors.Join(problems...)
@@ -133,7 +136,7 @@ func checkJobs(tx *bolt.Tx) []error {
 	return problems
 }
 
-func checkDrafts(tx *bolt.Tx) []error {
+func checkDrafts(tx *bolt.Tx, counted bool) []error {
 	var problems []error
 	drafts, byEvent, eventsByKey := tx.Bucket(bucketDrafts), tx.Bucket(bucketDraftsByEvent), tx.Bucket(bucketEventsByKey)
 	_ = byEvent.ForEach(func(k, v []byte) error {
@@ -160,6 +163,11 @@ func checkDrafts(tx *bolt.Tx) []error {
 	})
 	if a, b := drafts.Stats().KeyN, byStatus.Stats().KeyN; a != b {
 		problems = append(problems, fmt.Errorf("check: %d drafts but %d keys in idx_drafts_by_status", a, b))
+	}
+	for st, n := range recountDrafts(tx) {
+		if got := count(tx, draftCountKey(st)); counted && got != n {
+			problems = append(problems, fmt.Errorf("check: the %s draft count says %d, idx_drafts_by_status holds %d", st, got, n))
+		}
 	}
 	versions := 0
 	_ = drafts.ForEach(func(k, v []byte) error {

@@ -152,17 +152,33 @@ func (s *Store) Draft(id string) (Draft, error) {
 	return d, nil
 }
 
-// setDraftStatus moves d to status, keeping idx_drafts_by_status in step.
+// setDraftStatus moves d to status, keeping idx_drafts_by_status and the
+// per-status counts in step.
 func setDraftStatus(tx *bolt.Tx, d *Draft, status DraftStatus) error {
-	idx := tx.Bucket(bucketDraftsByStatus)
-	if err := idx.Delete(draftStatusKey(*d)); err != nil {
+	if err := unindexDraft(tx, *d); err != nil {
 		return err
 	}
 	d.Status = status
-	if err := idx.Put(draftStatusKey(*d), nil); err != nil {
+	if err := indexDraft(tx, *d); err != nil {
 		return err
 	}
 	return putJSON(tx.Bucket(bucketDrafts), []byte(d.ID), d)
+}
+
+// indexDraft adds d to idx_drafts_by_status and its status's count.
+func indexDraft(tx *bolt.Tx, d Draft) error {
+	if err := tx.Bucket(bucketDraftsByStatus).Put(draftStatusKey(d), nil); err != nil {
+		return err
+	}
+	return addCount(tx, draftCountKey(d.Status), 1)
+}
+
+// unindexDraft removes d from idx_drafts_by_status and its status's count.
+func unindexDraft(tx *bolt.Tx, d Draft) error {
+	if err := tx.Bucket(bucketDraftsByStatus).Delete(draftStatusKey(d)); err != nil {
+		return err
+	}
+	return addCount(tx, draftCountKey(d.Status), -1)
 }
 
 // ConflictError is a decision that contradicts an earlier one (reject after
@@ -408,7 +424,7 @@ func insertDraft(tx *bolt.Tx, d Draft, ev Event) error {
 	if err := tx.Bucket(bucketDraftsByEvent).Put([]byte(d.EventKey), []byte(d.ID)); err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketDraftsByStatus).Put(draftStatusKey(d), nil); err != nil {
+	if err := indexDraft(tx, d); err != nil {
 		return err
 	}
 	return advanceOnDraft(tx, d, ev.Contact, d.CreatedAt)

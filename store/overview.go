@@ -25,7 +25,7 @@ func (c Counts) DeadLetters() int { return c.DeadJobs + c.FailedReplies + c.Need
 func (s *Store) Counts(stuckBefore map[HandoffStatus]time.Time) (Counts, error) {
 	var c Counts
 	err := s.view(func(tx *bolt.Tx) error {
-		c.DraftsWaiting = countPrefix(tx.Bucket(bucketDraftsByStatus), append([]byte(DraftPending), 0), nil)
+		c.DraftsWaiting = count(tx, draftCountKey(DraftPending))
 		for st, before := range stuckBefore {
 			prefix := append([]byte(st), 0)
 			c.StuckLeads += countPrefix(tx.Bucket(bucketHandoffsByStatus), prefix, append(bytes.Clone(prefix), timeKey(before, "")...))

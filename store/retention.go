@@ -167,7 +167,7 @@ func deleteEvent(tx *bolt.Tx, ev Event) error {
 				}
 			}
 		}
-		if err := tx.Bucket(bucketDraftsByStatus).Delete(draftStatusKey(d)); err != nil {
+		if err := unindexDraft(tx, d); err != nil {
 			return err
 		}
 		if err := tx.Bucket(bucketDrafts).Delete([]byte(d.ID)); err != nil {

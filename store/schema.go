@@ -12,7 +12,7 @@ import (
 // The key layout of the whole database. Every bucket is created at open; a
 // secondary index is written in the same transaction as its record.
 //
-//	meta                 "schema" -> decimal schema version
+//	meta                 "schema" -> decimal schema version; "count:drafts:<status>" -> 8-byte BE count
 //	events               eventID (ULID) -> Event JSON
 //	idx_events_by_key    "<channel>:<message id>" -> eventID          (the dedup index)
 //	jobs                 jobID (ULID) -> Job JSON (attempts inside)
@@ -77,12 +77,23 @@ type migration struct {
 	apply   func(tx *bolt.Tx) error
 }
 
-// migrations is ordered; schemaVersion is the version after the last one.
-// Version 1 is the initial layout, created by ensureBuckets.
-var migrations = []migration{}
+// migrations is ordered; SchemaVersion is the version after the last one.
+// Version 1 is the initial layout, created by migrate.
+var migrations = []migration{
+	{version: 1, name: "count drafts by status in meta", apply: func(tx *bolt.Tx) error {
+		for st, n := range recountDrafts(tx) {
+			var buf [8]byte
+			binary.BigEndian.PutUint64(buf[:], uint64(n))
+			if err := tx.Bucket(bucketMeta).Put(draftCountKey(st), buf[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}},
+}
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate creates the buckets and runs every migration the file has not seen.
 func migrate(tx *bolt.Tx) error {
