@@ -310,11 +310,25 @@ type DraftFilter struct {
 	Status DraftStatus
 	After  []byte // a cursor from the previous page
 	Limit  int
+	// Keep, when set, keeps only the drafts it accepts (the queue's owner and
+	// channel filters), reading at most Scan drafts (0: no bound) in the
+	// same read transaction, so the cursor is exact.
+	Keep func(Draft) bool
+	Scan int
 }
 
 // Drafts lists drafts in one status, oldest first, a page at a time; next
-// is the cursor of the following page (nil at the end).
+// is the cursor of the following page (nil at the end). With a filter whose
+// scan budget ran out before the page filled, partial is true and next
+// continues the scan.
 func (s *Store) Drafts(f DraftFilter) (page []Draft, next []byte, err error) {
+	page, next, _, err = s.DraftsWhere(f)
+	return page, next, err
+}
+
+// DraftsWhere is Drafts that also says whether the page ended early because
+// the scan budget ran out.
+func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial bool, err error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
@@ -330,9 +344,20 @@ func (s *Store) Drafts(f DraftFilter) (page []Draft, next []byte, err error) {
 				k, _ = c.Next()
 			}
 		}
+		scanned := 0
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 			if len(page) == f.Limit {
 				next = draftStatusKey(page[len(page)-1])
+				return nil
+			}
+			if f.Keep != nil && f.Scan > 0 && scanned == f.Scan {
+				next, partial = bytes.Clone(k), true
+				// k itself is not read yet: step back so the next page starts at it.
+				if pk, _ := c.Prev(); pk != nil && bytes.HasPrefix(pk, prefix) {
+					next = bytes.Clone(pk)
+				} else {
+					next = prefix
+				}
 				return nil
 			}
 			_, id := splitTimeKey(k[len(prefix):])
@@ -340,14 +365,17 @@ func (s *Store) Drafts(f DraftFilter) (page []Draft, next []byte, err error) {
 			if err := getJSON(drafts, []byte(id), &d); err != nil {
 				return fmt.Errorf("status index points at draft %s: %w", id, err)
 			}
-			page = append(page, d)
+			scanned++
+			if f.Keep == nil || f.Keep(d) {
+				page = append(page, d)
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("store: list drafts: %w", err)
+		return nil, nil, false, fmt.Errorf("store: list drafts: %w", err)
 	}
-	return page, next, nil
+	return page, next, partial, nil
 }
 
 // SaveDraftVersion stores a regenerated draft as version n of its event,

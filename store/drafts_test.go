@@ -108,3 +108,50 @@ func draftFor(ev Event, text, id string) Draft {
 		ConversationID: ev.ConversationID, Text: text, Drafter: "template", CreatedAt: ev.ReceivedAt,
 	}
 }
+
+// TestDraftsWhere: a filter keeps only what it accepts, pages with exact
+// cursors, and a scan budget ends a page early with a cursor that resumes
+// exactly where the scan stopped.
+func TestDraftsWhere(t *testing.T) {
+	st := openTest(t)
+	var want []string
+	for i := range 12 {
+		rec := record(t, st, fmt.Sprintf("web:w-%02d", i), t0.Add(time.Duration(i)*time.Second))
+		d, _, err := st.SaveDraft(context.Background(), Draft{EventKey: rec.Event.Key, Text: "hi", Owner: []string{"ann", "bob", "cy"}[i%3], CreatedAt: rec.Event.ReceivedAt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Owner == "bob" {
+			want = append(want, d.ID)
+		}
+	}
+	bob := func(d Draft) bool { return d.Owner == "bob" }
+	for _, tt := range []struct {
+		name        string
+		limit, scan int
+	}{{"pages of 2, no budget", 2, 0}, {"pages of 3, budget 4", 3, 4}, {"pages of 10, budget 1", 10, 1}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			var after []byte
+			for pages := 0; pages < 50; pages++ {
+				page, next, partial, err := st.DraftsWhere(DraftFilter{Status: DraftPending, After: after, Limit: tt.limit, Keep: bob, Scan: tt.scan})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page) > tt.limit || (!partial && next != nil && len(page) != tt.limit) {
+					t.Fatalf("page of %d (partial %v) with limit %d", len(page), partial, tt.limit)
+				}
+				for _, d := range page {
+					got = append(got, d.ID)
+				}
+				if next == nil {
+					break
+				}
+				after = next
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("walked %v, want every bob draft once, in order: %v", got, want)
+			}
+		})
+	}
+}

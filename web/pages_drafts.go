@@ -71,42 +71,14 @@ func (v queueView) withCursor(after []byte) queueView {
 // applied here, over the store's pages; partial says the scan budget ran
 // out before the page filled (next then continues the scan).
 func (s *Server) pendingPage(v queueView, n int) (out []store.Draft, next []byte, partial bool, err error) {
-	if !v.filtered() {
-		out, next, err = s.st.Drafts(store.DraftFilter{Status: store.DraftPending, After: v.after, Limit: n})
-		return out, next, false, err
-	}
 	if v.none {
 		return []store.Draft{}, nil, false, nil
 	}
-	out = []store.Draft{}
-	cur := v.after
-	for scanned := 0; scanned < queueScan; {
-		page, nx, err := s.st.Drafts(store.DraftFilter{Status: store.DraftPending, After: cur, Limit: 200})
-		if err != nil {
-			return nil, nil, false, err
-		}
-		for i, d := range page {
-			if !v.keep(d) {
-				continue
-			}
-			if out = append(out, d); len(out) < n {
-				continue
-			}
-			if i == len(page)-1 {
-				return out, nx, false, nil // nx is d's own cursor, or nil at the end
-			}
-			// The cursor just after d: the store names it as the end of a
-			// page that ends with d.
-			_, at, err := s.st.Drafts(store.DraftFilter{Status: store.DraftPending, After: cur, Limit: i + 1})
-			return out, at, false, err
-		}
-		scanned += len(page)
-		if nx == nil {
-			return out, nil, false, nil
-		}
-		cur = nx
+	f := store.DraftFilter{Status: store.DraftPending, After: v.after, Limit: n}
+	if v.filtered() {
+		f.Keep, f.Scan = v.keep, queueScan
 	}
-	return out, cur, true, nil
+	return s.st.DraftsWhere(f)
 }
 
 // later reports whether a comes after b in the queue's order.
