@@ -86,8 +86,12 @@ func (m *Maintenance) Prune(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if events+keys > 0 {
-		m.Log.Info("retention pruned records", "events", events, "keys", keys)
+	other, err := m.Store.PruneOutside(ctx, now.Add(-m.Config.Retention.Events))
+	if err != nil {
+		return err
+	}
+	if events+keys+other > 0 {
+		m.Log.Info("retention pruned records", "events", events, "keys", keys, "alerts_and_sandbox", other)
 	}
 	return nil
 }

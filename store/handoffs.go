@@ -250,14 +250,14 @@ func enqueueAlert(tx *bolt.Tx, h Handoff, now time.Time, a StuckAlert) error {
 	}
 	text := fmt.Sprintf("Lead %s has been %s since %s (owner: %s).", h.Key, h.Status, h.Since.UTC().Format(time.RFC3339), orNone(h.Owner))
 	o := Outbox{
-		V: recordVersion, ID: id, Kind: OutboxAlert, EventKey: h.LastEventKey, Channel: h.Channel,
+		V: recordVersion, ID: id, Kind: OutboxAlert, EventKey: h.LastEventKey, Channel: h.Channel, CorrelationID: "alert:" + h.Key,
 		ConversationID: h.ConversationID, To: "team", Text: text, Provider: a.Provider, Status: OutboxPending,
 		CreatedAt: now, UpdatedAt: now, ApprovedBy: "stuck-lead alert", Attempts: []OutboxAttempt{},
 	}
 	if err := insertOutbox(tx, o); err != nil {
 		return err
 	}
-	_, _, err := enqueue(tx, NewJob{ID: a.NewJobID(), Kind: KindDeliver, Key: id, MaxAttempts: a.MaxAttempts}, "alert:"+h.Key, now)
+	_, _, err := enqueue(tx, NewJob{ID: a.NewJobID(), Kind: KindDeliver, Key: id, MaxAttempts: a.MaxAttempts}, o.CorrelationID, now)
 	return err
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -188,4 +189,88 @@ func deleteEvent(tx *bolt.Tx, ev Event) error {
 		}
 	}
 	return nil
+}
+
+// PruneOutside deletes what retention would otherwise never reach, older
+// than cutoff: finished stuck-lead alerts (their outbox rows and delivery
+// jobs; they hang off no event) and the sandbox's record of what it
+// received. It returns how many records it deleted.
+func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error) {
+	n := 0
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		n = 0
+		rows := tx.Bucket(bucketOutbox)
+		var alerts []Outbox
+		for _, st := range []OutboxStatus{OutboxSent, OutboxFailed} {
+			prefix := append([]byte(st), 0)
+			c := tx.Bucket(bucketOutboxByStatus).Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(alerts) < retentionChunk; k, _ = c.Next() {
+				var o Outbox
+				if err := getJSON(rows, k[len(prefix):], &o); err != nil {
+					return err
+				}
+				if o.Kind == OutboxAlert && o.UpdatedAt.Before(cutoff) && (st == OutboxSent || o.Dismissed != nil) {
+					alerts = append(alerts, o)
+				}
+			}
+		}
+		for _, o := range alerts {
+			if err := deleteAlert(tx, o); err != nil {
+				return err
+			}
+			n++
+		}
+		sandbox := tx.Bucket(bucketSandbox)
+		var old [][]byte
+		err := sandbox.ForEach(func(k, v []byte) error {
+			var m SandboxMessage
+			if json.Unmarshal(v, &m) == nil && m.ReceivedAt.Before(cutoff) && len(old) < retentionChunk {
+				old = append(old, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range old {
+			if err := sandbox.Delete(k); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: prune alerts and sandbox: %w", err)
+	}
+	return n, nil
+}
+
+// deleteAlert removes a finished alert row and its finished delivery jobs.
+func deleteAlert(tx *bolt.Tx, o Outbox) error {
+	prefix := []byte(o.CorrelationID + "|")
+	byCorr, jobs := tx.Bucket(bucketJobsByCorr), tx.Bucket(bucketJobs)
+	var doomed [][]byte
+	c := byCorr.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var j Job
+		if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
+			return err
+		}
+		if j.Key == o.ID && j.State.Final() {
+			doomed = append(doomed, bytes.Clone(k))
+		}
+	}
+	for _, k := range doomed {
+		id := k[len(prefix):]
+		for _, del := range []struct{ b, k []byte }{{bucketJobsByCorr, k}, {bucketJobsDead, id}, {bucketJobs, id}} {
+			if err := tx.Bucket(del.b).Delete(del.k); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tx.Bucket(bucketOutboxByStatus).Delete(outboxStatusKey(o.Status, o.ID)); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketOutbox).Delete([]byte(o.ID))
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -182,5 +183,57 @@ func TestFlagStuckAlertOnceAcrossRestarts(t *testing.T) {
 	check("after a restart")
 	if h := hoLead(t, st, conv); h.Status != HandoffReceived || !h.Stuck() {
 		t.Errorf("lead after the alert: %s, stuck %v; want still received and stuck", h.Status, h.Stuck())
+	}
+}
+
+// TestPruneOutside: a sent stuck-lead alert (its row and its job) and old
+// sandbox messages go once they are older than the cutoff; a pending alert
+// and newer messages stay.
+func TestPruneOutside(t *testing.T) {
+	st := hoOpen(t)
+	ctx := context.Background()
+	hoReceive(t, st, "web:po-1", "conv-po-1", "", hoT0)
+	hoReceive(t, st, "web:po-2", "conv-po-2", "", hoT0.Add(time.Minute))
+	if got := runDue(t, st, hoT0.Add(time.Minute), OutcomeCompleted); len(got) != 2 {
+		t.Fatalf("ran %d draft jobs, want 2", len(got))
+	}
+	alert := &StuckAlert{Provider: "pager", MaxAttempts: 2, NewJobID: func() string { return ulid.Make().String() }}
+	wantFlagged(t, "t0+11m", flagAt(t, st, hoT0.Add(11*time.Minute), alert), "web:conv-po-1@received")
+	wantFlagged(t, "t0+12m", flagAt(t, st, hoT0.Add(12*time.Minute), alert), "web:conv-po-2@received")
+	// Deliver the first alert only.
+	sent := alertRows(t, st)[0]
+	j := claimOne(t, st, hoT0.Add(11*time.Minute), time.Minute)
+	if j.Key != sent.ID {
+		t.Fatalf("claimed %s, want the first alert %s", j.Key, sent.ID)
+	}
+	if _, _, err := st.ClaimOutbox(ctx, sent.ID, j.ExecutionID, hoT0.Add(11*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.FinishOutbox(ctx, sent.ID, j.ExecutionID, hoT0.Add(11*time.Minute), OutboxResult{Status: OutboxSent, ProviderID: "p-1", JobID: j.ID}); err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range []time.Time{hoT0, hoT0.Add(time.Hour)} {
+		if _, _, err := st.SandboxAccept(ctx, SandboxMessage{Ref: fmt.Sprint("ref-", i), ID: fmt.Sprint("sbx-", i), ReceivedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if n, err := st.PruneOutside(ctx, hoT0); err != nil || n != 0 {
+		t.Fatalf("PruneOutside before anything is old = %d, %v; want 0", n, err)
+	}
+	n, err := st.PruneOutside(ctx, hoT0.Add(30*time.Minute))
+	if err != nil || n != 2 {
+		t.Fatalf("PruneOutside = %d, %v; want 2 (the sent alert and the old sandbox message)", n, err)
+	}
+	rows := alertRows(t, st)
+	if len(rows) != 1 || rows[0].ID == sent.ID || rows[0].Status != OutboxPending {
+		t.Errorf("alert rows left %+v; want only the pending one", rows)
+	}
+	if _, err := st.Job(j.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the sent alert's job: %v, want it deleted", err)
+	}
+	msgs, err := st.SandboxMessages(10)
+	if err != nil || len(msgs) != 1 || msgs[0].Ref != "ref-1" {
+		t.Errorf("sandbox messages left %+v, %v; want only ref-1", msgs, err)
 	}
 }
