@@ -124,7 +124,7 @@ func serve(ctx context.Context, args []string, e env) error {
 	maint := &jobs.Maintenance{Store: st, Config: cfg, Log: log, Backups: metrics, Wake: runner.Wake}
 	// The last good backup survives a restart: it is the newest file on disk.
 	if files, err := store.Backups(jobs.BackupDir(cfg.DataDir)); err == nil && len(files) > 0 {
-		metrics.Backup(true, files[0].ModTime)
+		metrics.RestoreLastBackup(files[0].ModTime)
 	}
 	if err := maint.EnsureDelivery(ctx); err != nil {
 		return err

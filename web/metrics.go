@@ -117,6 +117,14 @@ func (m *Metrics) Backup(ok bool, at time.Time) {
 	}
 }
 
+// RestoreLastBackup sets the last good backup found on disk at start,
+// without counting a backup.
+func (m *Metrics) RestoreLastBackup(at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastBackupOK, m.lastBackup = at, 1
+}
+
 // LastBackup is the time of the last good backup and the last result (1, 0, or -1 for none).
 func (m *Metrics) LastBackup() (time.Time, float64) {
 	m.mu.Lock()
