@@ -67,7 +67,9 @@ func userCmd(ctx context.Context, args []string, e env, stdin io.Reader) error {
 		return err
 	}
 	defer st.Close()
-	err = st.CreateUser(ctx, store.User{Name: name, Role: store.Role(*role), PasswordHash: hash, Owner: *owner, CreatedAt: time.Now().UTC()})
+	now := time.Now().UTC()
+	err = st.CreateUser(ctx, store.User{Name: name, Role: store.Role(*role), PasswordHash: hash, Owner: *owner, CreatedAt: now},
+		store.AuditEntry{At: now, Who: "handoff user add", Action: "create user", Target: name, Detail: *role})
 	if errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("a user named %q already exists", name)
 	}
@@ -79,7 +81,7 @@ func userCmd(ctx context.Context, args []string, e env, stdin io.Reader) error {
 	} else {
 		fmt.Fprintf(e.stdout, "created %s %s\n", *role, name)
 	}
-	return st.Audit(ctx, store.AuditEntry{At: time.Now().UTC(), Who: "handoff user add", Action: "create user", Target: name, Detail: *role})
+	return nil
 }
 
 // readPassword takes the first line of stdin when stdin is not a terminal,

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -33,15 +34,19 @@ type User struct {
 	CreatedAt    time.Time `json:"created_at"`
 }
 
-// CreateUser adds u; ErrExists when the name is taken.
-func (s *Store) CreateUser(ctx context.Context, u User) error {
+// CreateUser adds u, and the audit entries given, in one transaction;
+// ErrExists when the name is taken.
+func (s *Store) CreateUser(ctx context.Context, u User, audit ...AuditEntry) error {
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketUsers)
 		if b.Get([]byte(u.Name)) != nil {
 			return ErrExists
 		}
 		u.V = recordVersion
-		return putJSON(b, []byte(u.Name), u)
+		if err := putJSON(b, []byte(u.Name), u); err != nil {
+			return err
+		}
+		return writeAudits(tx, audit)
 	})
 	if err != nil {
 		return fmt.Errorf("store: create user %s: %w", u.Name, err)
@@ -129,14 +134,30 @@ type Token struct {
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
-// CreateToken stores a token under the hash of its secret.
-func (s *Store) CreateToken(ctx context.Context, hash []byte, t Token) error {
+// CreateToken stores a token under the hash of its secret, with the audit
+// entries given, in one transaction; ErrExists when a live token has the
+// same name.
+func (s *Store) CreateToken(ctx context.Context, hash []byte, t Token, audit ...AuditEntry) error {
 	t.V = recordVersion
 	return s.update(ctx, func(tx *bolt.Tx) error {
-		if err := putJSON(tx.Bucket(bucketTokens), hash, t); err != nil {
+		toks := tx.Bucket(bucketTokens)
+		err := toks.ForEach(func(_, v []byte) error {
+			var other Token
+			if json.Unmarshal(v, &other) == nil && other.Name == t.Name && other.RevokedAt == nil {
+				return ErrExists
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		return tx.Bucket(bucketTokensByID).Put([]byte(t.ID), hash)
+		if err := putJSON(toks, hash, t); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketTokensByID).Put([]byte(t.ID), hash); err != nil {
+			return err
+		}
+		return writeAudits(tx, audit)
 	})
 }
 
@@ -147,8 +168,9 @@ func (s *Store) TokenByHash(hash []byte) (Token, error) {
 	return t, err
 }
 
-// RevokeToken marks a token revoked; revoking twice keeps the first time.
-func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time) (Token, error) {
+// RevokeToken marks a token revoked, with the audit entries given, in one
+// transaction; revoking twice keeps the first time.
+func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time, audit ...AuditEntry) (Token, error) {
 	var t Token
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		hash := tx.Bucket(bucketTokensByID).Get([]byte(id))
@@ -161,7 +183,10 @@ func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time) (Toke
 		if t.RevokedAt == nil {
 			t.RevokedAt = &now
 		}
-		return putJSON(tx.Bucket(bucketTokens), bytes.Clone(hash), t)
+		if err := putJSON(tx.Bucket(bucketTokens), bytes.Clone(hash), t); err != nil {
+			return err
+		}
+		return writeAudits(tx, audit)
 	})
 	if err != nil {
 		return Token{}, fmt.Errorf("store: revoke token %s: %w", id, err)
@@ -205,6 +230,15 @@ func writeAudit(tx *bolt.Tx, e AuditEntry) error {
 		e.ID = ulid.MustNew(ulid.Timestamp(e.At), ulid.DefaultEntropy()).String()
 	}
 	return putJSON(tx.Bucket(bucketAudit), []byte(e.ID), e)
+}
+
+func writeAudits(tx *bolt.Tx, es []AuditEntry) error {
+	for _, e := range es {
+		if err := writeAudit(tx, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Audit records an action that has no record of its own (a login, a token created).

@@ -84,14 +84,12 @@ func (s *Server) createUser(c *echo.Context) error {
 		return err
 	}
 	now := s.now().UTC()
-	err = s.st.CreateUser(c.Request().Context(), store.User{Name: name, Role: role, Owner: owner, PasswordHash: hash, CreatedAt: now})
+	err = s.st.CreateUser(c.Request().Context(), store.User{Name: name, Role: role, Owner: owner, PasswordHash: hash, CreatedAt: now},
+		s.auditEntry(c, "create user", name, "role "+string(role)+", owner "+owner))
 	if errors.Is(err, store.ErrExists) {
 		return s.renderUsers(c, http.StatusConflict, nil, &views.Notice{Tone: "error", Text: "There is already a person named " + name + "."})
 	}
 	if err != nil {
-		return err
-	}
-	if err := s.audit(c, "create user", name, "role "+string(role)+", owner "+owner); err != nil {
 		return err
 	}
 	var secret *views.Secret
@@ -112,19 +110,13 @@ func (s *Server) createToken(c *echo.Context) error {
 	case !ok:
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
 	}
-	tokens, err := s.st.Tokens()
-	if err != nil {
-		return err
-	}
-	if slices.ContainsFunc(tokens, func(t store.Token) bool { return t.Name == name && t.RevokedAt == nil }) {
-		return s.renderUsers(c, http.StatusConflict, nil, &views.Notice{Tone: "error", Text: "A live token is already named " + name + "; revoke it first or choose another name."})
-	}
 	secret := newSecret()
 	t := store.Token{ID: ulid.Make().String(), Name: name, User: who(c).Name, Role: role, CreatedAt: s.now().UTC()}
-	if err := s.st.CreateToken(c.Request().Context(), hashSecret(secret), t); err != nil {
-		return err
+	err := s.st.CreateToken(c.Request().Context(), hashSecret(secret), t, s.auditEntry(c, "create token", t.ID, name+" ("+string(role)+")"))
+	if errors.Is(err, store.ErrExists) {
+		return s.renderUsers(c, http.StatusConflict, nil, &views.Notice{Tone: "error", Text: "A live token is already named " + name + "; revoke it first or choose another name."})
 	}
-	if err := s.audit(c, "create token", t.ID, name+" ("+string(role)+")"); err != nil {
+	if err != nil {
 		return err
 	}
 	return s.renderUsers(c, http.StatusOK, &views.Secret{What: "API token " + name, Value: secret},
@@ -134,22 +126,17 @@ func (s *Server) createToken(c *echo.Context) error {
 // revokeToken answers POST /users/tokens/{id}/revoke.
 func (s *Server) revokeToken(c *echo.Context) error {
 	id := c.Param("id")
-	t, err := s.st.RevokeToken(c.Request().Context(), id, s.now().UTC())
+	_, err := s.st.RevokeToken(c.Request().Context(), id, s.now().UTC(), s.auditEntry(c, "revoke token", id, ""))
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, "there is no token %q", id)
 	}
 	if err != nil {
 		return err
 	}
-	if err := s.audit(c, "revoke token", id, t.Name); err != nil {
-		return err
-	}
 	return c.Redirect(http.StatusSeeOther, "/users?revoked="+id)
 }
 
-// audit records a dashboard action that has no record of its own.
-func (s *Server) audit(c *echo.Context, action, target, detail string) error {
-	return s.st.Audit(c.Request().Context(), store.AuditEntry{
-		At: s.now().UTC(), Who: who(c).Name, From: c.RealIP(), Action: action, Target: target, Detail: detail,
-	})
+// auditEntry describes a dashboard action, for the transaction that does it.
+func (s *Server) auditEntry(c *echo.Context, action, target, detail string) store.AuditEntry {
+	return store.AuditEntry{At: s.now().UTC(), Who: who(c).Name, From: c.RealIP(), Action: action, Target: target, Detail: detail}
 }
