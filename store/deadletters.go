@@ -255,6 +255,9 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string, r Replay, maxAt
 		if !dl.Safe && !r.Confirmed {
 			return &UnsafeReplayError{ID: id, Why: dl.Why}
 		}
+		if r.Regenerate && (dl.Kind != DeadJob || dl.Job.Kind != KindDraft) {
+			return &StateError{What: dl.Kind + " " + id, State: "not a draft job", Want: "a discarded draft job to be regenerated"}
+		}
 		switch {
 		case dl.Kind == DeadJob && dl.Job.Kind == KindDeliver && dl.Outbox != nil:
 			if err := requeueOutbox(tx, dl.Outbox, r, maxAttempts, newID); err != nil {

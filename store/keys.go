@@ -111,6 +111,9 @@ type KeyTransition struct {
 	Reset  bool            // reconcile as "not done": forget the key so it can be claimed afresh
 	Lease  time.Duration   // effect_pending extends the lease by this much
 	Keep   time.Duration   // completed keys live this long (retention.keys)
+	// Audit, when its Who is set, is written in the move's transaction;
+	// its Action is filled in from the move.
+	Audit AuditEntry
 }
 
 // MoveKey applies t to key in one transaction, refusing impossible moves
@@ -133,6 +136,9 @@ func (s *Store) MoveKey(ctx context.Context, key string, t KeyTransition, now ti
 			}
 			out = k
 			out.State, out.Note = "", "reconciled as not done: the key was released"
+			if err := auditKey(tx, t.Audit, "key released (reconciled as not done)", key); err != nil {
+				return err
+			}
 			return b.Delete([]byte(key))
 		case t.To == KeyEffectPending:
 			if k.State != KeyStarted {
@@ -158,6 +164,9 @@ func (s *Store) MoveKey(ctx context.Context, key string, t KeyTransition, now ti
 		}
 		k.UpdatedAt = now
 		out = k
+		if err := auditKey(tx, t.Audit, "key "+string(k.State), key); err != nil {
+			return err
+		}
 		return putJSON(b, []byte(key), k)
 	})
 	if err != nil {
@@ -228,4 +237,13 @@ func (s *Store) PruneKeys(ctx context.Context, now time.Time, chunk int) (int, e
 			return total, err
 		}
 	}
+}
+
+// auditKey writes a key move's audit entry when the caller gave one.
+func auditKey(tx *bolt.Tx, e AuditEntry, action, key string) error {
+	if e.Who == "" {
+		return nil
+	}
+	e.Action, e.Target = action, key
+	return writeAudit(tx, e)
 }

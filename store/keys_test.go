@@ -189,3 +189,27 @@ func TestCompletedKeysExpire(t *testing.T) {
 		t.Errorf("started keys: %d, want 2 (open and reclaimed)", len(started))
 	}
 }
+
+// TestMoveKeyAuditsInItsTransaction: a move writes its audit entry with it;
+// a refused move writes none.
+func TestMoveKeyAuditsInItsTransaction(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	if _, _, err := st.ClaimKey(ctx, "k-audit", "h", t0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	who := AuditEntry{At: t0, Who: "zapier", From: "10.0.0.9"}
+	if _, err := st.MoveKey(ctx, "k-audit", KeyTransition{To: KeyCompleted, Result: []byte(`{"ok":1}`), Keep: time.Hour, Audit: who}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MoveKey(ctx, "k-audit", KeyTransition{To: KeyEffectPending, Audit: who}, t0); err == nil {
+		t.Fatal("effect-pending on a completed key was accepted")
+	}
+	log, err := st.AuditLog(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != 1 || log[0].Action != "key completed" || log[0].Target != "k-audit" || log[0].Who != "zapier" || log[0].From != "10.0.0.9" {
+		t.Errorf("audit log %+v; want one entry: zapier completed k-audit from 10.0.0.9", log)
+	}
+}

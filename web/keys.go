@@ -178,6 +178,7 @@ func (s *Server) applyKey(ctx context.Context, key string, t store.KeyTransition
 	if err := checkKey(key); err != nil {
 		return store.IdemKey{}, err
 	}
+	t.Audit = store.AuditEntry{At: s.now().UTC(), Who: by, From: from}
 	k, err := s.st.MoveKey(ctx, key, t, s.now().UTC())
 	var state *store.StateError
 	switch {
@@ -188,11 +189,6 @@ func (s *Server) applyKey(ctx context.Context, key string, t store.KeyTransition
 	case err != nil:
 		return k, err
 	}
-	action := "key " + string(k.State)
-	if t.Reset {
-		action = "key released (reconciled as not done)"
-	}
-	_ = s.st.Audit(ctx, store.AuditEntry{At: s.now().UTC(), Who: by, From: from, Action: action, Target: key})
 	return k, nil
 }
 
