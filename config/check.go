@@ -10,31 +10,6 @@ import (
 	"strings"
 )
 
-// validSource reports whether s can name where a field is read from: "" (not
-// read), an RFC 6901 JSON pointer ("/a/b", with ~0 and ~1 as the only
-// escapes), or "header:Name". It follows the same rules as
-// web/hook.ValidateSource, which it stands in for.
-func validSource(s string) error {
-	if s == "" {
-		return nil
-	}
-	if name, ok := strings.CutPrefix(s, "header:"); ok {
-		if !validHeaderName(name) {
-			return fmt.Errorf("%q does not name a request header (use header:Name, e.g. header:X-Request-Id)", s)
-		}
-		return nil
-	}
-	if s[0] != '/' {
-		return fmt.Errorf("%q is not a JSON pointer (it must start with \"/\") or header:Name", s)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '~' && (i+1 == len(s) || (s[i+1] != '0' && s[i+1] != '1')) {
-			return fmt.Errorf("%q is not a valid JSON pointer: \"~\" must be followed by 0 or 1 (~0 is \"~\", ~1 is \"/\")", s)
-		}
-	}
-	return nil
-}
-
 // validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
 func validHeaderName(s string) bool {
 	if s == "" {

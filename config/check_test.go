@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/web/hook"
 )
 
 func TestValidSource(t *testing.T) {
@@ -32,14 +34,14 @@ func TestValidSource(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.source, func(t *testing.T) {
-			err := validSource(tt.source)
+			err := hook.ValidateSource(tt.source)
 			switch {
 			case tt.want == "" && err != nil:
-				t.Errorf("validSource(%q) = %v; want nil", tt.source, err)
+				t.Errorf("ValidateSource(%q) = %v; want nil", tt.source, err)
 			case tt.want != "" && err == nil:
-				t.Errorf("validSource(%q) = nil; want an error containing %q", tt.source, tt.want)
+				t.Errorf("ValidateSource(%q) = nil; want an error containing %q", tt.source, tt.want)
 			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
-				t.Errorf("validSource(%q) = %v; want it to contain %q", tt.source, err, tt.want)
+				t.Errorf("ValidateSource(%q) = %v; want it to contain %q", tt.source, err, tt.want)
 			}
 		})
 	}

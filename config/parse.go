@@ -10,6 +10,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/handoff/handoff/web/hook"
 )
 
 // Parse validates YAML bytes (getenv resolves *_env keys; pass os.Getenv in production, a map in tests).
@@ -284,7 +286,7 @@ func (d *decoder) fields(path string, n *yaml.Node, f *Fields) (map[string]*yaml
 		if !d.str(p, v, &s) {
 			return
 		}
-		if err := validSource(s); err != nil {
+		if err := hook.ValidateSource(s); err != nil {
 			d.fail(p, v, "%v", err)
 			return
 		}
@@ -296,7 +298,7 @@ func (d *decoder) fields(path string, n *yaml.Node, f *Fields) (map[string]*yaml
 		if !d.text(p, v, &s) {
 			return "", false
 		}
-		if err := validSource(s); err != nil {
+		if err := hook.ValidateSource(s); err != nil {
 			d.fail(p, v, "%v", err)
 			return "", false
 		}

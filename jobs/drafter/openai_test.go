@@ -101,12 +101,6 @@ func newFakeModel(t *testing.T, mode string) *fakeModel {
 // BaseURL is what a drafter is configured with.
 func (f *fakeModel) BaseURL() string { return f.srv.URL + "/v1" }
 
-func (f *fakeModel) setMode(m string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.mode = m
-}
-
 func (f *fakeModel) Calls() []fmCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()

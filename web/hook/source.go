@@ -15,9 +15,9 @@ type ref struct {
 	tokens   []string // unescaped pointer tokens otherwise; none means the whole document
 }
 
-// ValidateSource reports whether source is a JSON pointer or header:Name, so
-// that a typo in the configuration stops the server at start instead of
-// turning every webhook into a 400.
+// ValidateSource reports whether source is "" (not read), an RFC 6901 JSON
+// pointer or header:Name. The config package calls it, so that a typo stops
+// the server at start, by the very rules the webhooks read fields with.
 func ValidateSource(source string) error {
 	_, err := parseSource(source)
 	return err
@@ -25,12 +25,13 @@ func ValidateSource(source string) error {
 
 func parseSource(source string) (ref, error) {
 	if name, ok := strings.CutPrefix(source, headerPrefix); ok {
+		notHeader := fmt.Errorf("%q does not name a request header (use header:Name, e.g. header:X-Request-Id)", source)
 		if name == "" {
-			return ref{}, fmt.Errorf("source %q names no header", source)
+			return ref{}, notHeader
 		}
 		for i := 0; i < len(name); i++ {
 			if !isTokenChar(name[i]) {
-				return ref{}, fmt.Errorf("source %q: %q is not a valid header name", source, name)
+				return ref{}, notHeader
 			}
 		}
 		return ref{isHeader: true, header: textproto.CanonicalMIMEHeaderKey(name)}, nil
@@ -39,13 +40,13 @@ func parseSource(source string) (ref, error) {
 		return ref{}, nil
 	}
 	if source[0] != '/' {
-		return ref{}, fmt.Errorf("source %q is neither a JSON pointer (starting with /) nor header:Name", source)
+		return ref{}, fmt.Errorf("%q is not a JSON pointer (it must start with \"/\") or header:Name", source)
 	}
 	parts := strings.Split(source[1:], "/")
 	for i, p := range parts {
 		t, err := unescapeToken(p)
 		if err != nil {
-			return ref{}, fmt.Errorf("source %q is not a valid JSON pointer: %v", source, err)
+			return ref{}, fmt.Errorf("%q is not a valid JSON pointer: %v", source, err)
 		}
 		parts[i] = t
 	}
@@ -66,7 +67,7 @@ func unescapeToken(tok string) (string, error) {
 			continue
 		}
 		if i+1 >= len(tok) || tok[i+1] != '0' && tok[i+1] != '1' {
-			return "", fmt.Errorf("~ must be followed by 0 or 1")
+			return "", fmt.Errorf(`"~" must be followed by 0 or 1 (~0 is "~", ~1 is "/")`)
 		}
 		if tok[i+1] == '0' {
 			b.WriteByte('~')
