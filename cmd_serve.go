@@ -220,8 +220,9 @@ func firstAdmin(ctx context.Context, st *store.Store, e env) error {
 		return err
 	}
 	if generated {
-		// Printed, not logged: it must not end up in a log collector.
-		fmt.Fprintf(e.stderr, "created the admin user \"admin\" with password %s (shown once; set HANDOFF_ADMIN_PASSWORD to choose it)\n", pw)
+		// Printed to stdout, not logged: the JSON logs go to stderr, which
+		// log collectors keep.
+		fmt.Fprintf(e.stdout, "created the admin user \"admin\" with password %s (shown once; set HANDOFF_ADMIN_PASSWORD to choose it)\n", pw)
 	}
 	return nil
 }

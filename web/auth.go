@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -170,13 +171,31 @@ func checkCSRF(c *echo.Context, p *principal) error {
 		return nil
 	}
 	got := c.Request().Header.Get("X-CSRF-Token")
-	if got == "" {
+	if got == "" && !strings.HasPrefix(c.Request().URL.Path, "/api/") {
+		// Dashboard forms may carry it as a field; the JSON API only as the
+		// header, so its body is never parsed as a form before its own limit.
 		got = c.FormValue("csrf")
 	}
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(p.Session.CSRF)) != 1 {
 		return errorf(http.StatusForbidden, "the form's security token is missing or stale; reload the page and try again")
 	}
 	return nil
+}
+
+// maxFormBody bounds a dashboard form or login body.
+const maxFormBody = 64 << 10
+
+// limitForm caps the body of dashboard and login requests and refuses
+// multipart bodies (nothing here uploads files), before any form is parsed.
+func limitForm(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		r := c.Request()
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+			return errorf(http.StatusUnsupportedMediaType, "the dashboard takes plain forms, not multipart uploads")
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBody)
+		return next(c)
+	}
 }
 
 // crossOrigin refuses unsafe cross-origin browser requests before anything
@@ -203,17 +222,28 @@ func newLimiter(max int, window time.Duration) *limiter {
 	return &limiter{max: max, window: window, fails: map[string][]time.Time{}}
 }
 
-// blocked reports whether key has used up its failures at now.
-func (l *limiter) blocked(key string, now time.Time) bool {
+// reserve counts an attempt for key at now, unless key has used up its
+// attempts: checking and counting under one lock, before the password is
+// compared, so parallel guesses cannot all slip past the limit.
+func (l *limiter) reserve(key string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.prune(key, now)) >= l.max
+	fs := l.prune(key, now)
+	if len(fs) >= l.max {
+		return false
+	}
+	l.fails[key] = append(fs, now)
+	return true
 }
 
-func (l *limiter) fail(key string, now time.Time) {
+// release takes back the attempt reserve counted last for key (a login
+// that succeeded is not a failure).
+func (l *limiter) release(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.fails[key] = append(l.prune(key, now), now)
+	if fs := l.fails[key]; len(fs) > 0 {
+		l.fails[key] = fs[:len(fs)-1]
+	}
 }
 
 func (l *limiter) reset(key string) {
@@ -249,7 +279,10 @@ var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("handoff-dummy-password"),
 func (s *Server) login(c *echo.Context, name, password string) (string, error) {
 	now := s.now()
 	ip := c.RealIP()
-	if s.loginsByUser.blocked(name, now) || s.loginsByIP.blocked(ip, now) {
+	// Every attempt is counted before the comparison, so parallel guesses
+	// cannot all pass; a success clears the name's count and takes back its
+	// own attempt from the address's.
+	if !s.loginsByIP.reserve(ip, now) || !s.loginsByUser.reserve(name, now) {
 		return "", errorf(http.StatusTooManyRequests, "too many failed logins; wait 15 minutes and try again")
 	}
 	u, err := s.st.User(name)
@@ -258,12 +291,17 @@ func (s *Server) login(c *echo.Context, name, password string) (string, error) {
 		hash = u.PasswordHash
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
-		s.loginsByUser.fail(name, now)
-		s.loginsByIP.fail(ip, now)
-		_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: name, From: ip, Action: "login failed"})
+		who := name
+		if err != nil {
+			// Not a user: maybe a password typed into the name field. Keep
+			// only a fingerprint of it, never the text.
+			who = fmt.Sprintf("unknown name (sha256 %x…)", hashSecret(name)[:4])
+		}
+		_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: who, From: ip, Action: "login failed"})
 		return "", &apiError{status: http.StatusUnauthorized, msg: errLoginFailed.Error()}
 	}
 	s.loginsByUser.reset(name)
+	s.loginsByIP.release(ip)
 	secret := newSecret()
 	sess := store.Session{User: u.Name, Role: u.Role, CSRF: newSecret(), From: ip, CreatedAt: now, LastSeen: now}
 	if err := s.st.CreateSession(c.Request().Context(), hashSecret(secret), sess); err != nil {

@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v5"
 )
@@ -22,6 +23,8 @@ func (s *Server) downloadBackup(c *echo.Context) error {
 	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", s.backupName()))
 	h.Set("Cache-Control", "no-store")
 	h.Set("Trailer", "X-Backup-SHA256")
+	// A large database streams for longer than the server's write timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	w.WriteHeader(http.StatusOK)
 	_, sum, err := s.st.Backup(w)
 	s.metrics.Backup(err == nil, s.now())

@@ -41,9 +41,9 @@ func (s *Server) routes() {
 	// session yet, so only the origin check.
 	e.GET("/static/:name", s.staticFile)
 	e.GET("/login", s.loginForm, s.pageErrors)
-	e.POST("/login", s.loginSubmit, s.pageErrors, crossOrigin)
-	page := []echo.MiddlewareFunc{s.pageErrors, crossOrigin, s.requirePage}
-	admin := []echo.MiddlewareFunc{s.pageErrors, crossOrigin, s.requirePage, requireAdmin}
+	e.POST("/login", s.loginSubmit, s.pageErrors, crossOrigin, limitForm)
+	page := []echo.MiddlewareFunc{s.pageErrors, crossOrigin, limitForm, s.requirePage}
+	admin := []echo.MiddlewareFunc{s.pageErrors, crossOrigin, limitForm, s.requirePage, requireAdmin}
 	e.POST("/logout", s.logout, page...)
 	e.GET("/", s.overviewPage, page...)
 	e.GET("/search", s.search, page...)
