@@ -136,6 +136,10 @@ func (k *DraftJob) autoApprove(ctx context.Context, d store.Draft) error {
 		Decision: store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel},
 		Provider: prov, JobID: ulid.Make().String(), MaxAttempts: k.MaxAttempts,
 	})
+	var conflict *store.ConflictError
+	if errors.As(err, &conflict) {
+		return nil // a person rejected it meanwhile: that decision stands, nothing to retry
+	}
 	return err
 }
 

@@ -331,11 +331,13 @@ func reviveJob(tx *bolt.Tx, j *Job, r Replay, more int, retire bool) error {
 func requeueOutbox(tx *bolt.Tx, o *Outbox, r Replay, maxAttempts int, newID string) error {
 	old := o.Status
 	switch old {
-	case OutboxFailed, OutboxNeedsReconciliation, OutboxEffectPending:
+	case OutboxFailed, OutboxNeedsReconciliation, OutboxEffectPending, OutboxPending:
+		// pending: its delivery job died before sending; a new job sends it.
 	default:
-		return &StateError{What: "outbox row " + o.ID, State: string(old), Want: "failed, needs_reconciliation or effect_pending"}
+		return &StateError{What: "outbox row " + o.ID, State: string(old), Want: "pending, failed, needs_reconciliation or effect_pending"}
 	}
-	o.Status, o.ExecutionID, o.Note, o.UpdatedAt = OutboxPending, "", "", r.At
+	// Back in the queue, it is back on the list if it fails again.
+	o.Status, o.ExecutionID, o.Note, o.UpdatedAt, o.Dismissed = OutboxPending, "", "", r.At, nil
 	o.Replays = append(o.Replays, r)
 	if _, _, err := enqueue(tx, NewJob{ID: newID, Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, r.At); err != nil {
 		return err
@@ -350,6 +352,9 @@ func (s *Store) DismissDeadLetter(ctx context.Context, id string, d Dismissal) e
 		dl, err := findDeadLetter(tx, id)
 		if err != nil {
 			return err
+		}
+		if dl.Kind == DeadOutbox && dl.Outbox.Status == OutboxEffectPending {
+			return &StateError{What: "outbox row " + id, State: string(OutboxEffectPending), Want: "failed or needs_reconciliation to be cancelled (it is being sent)"}
 		}
 		if dl.Kind == DeadJob {
 			j := dl.Job

@@ -434,9 +434,129 @@ func TestReplayWhileDeliveryJobFinishes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.Status == OutboxPending && len(due) == 0 {
-				t.Errorf("reply %s is pending but no delivery job is queued to send it", o.ID)
+			if o.Status != OutboxPending || len(due) != 1 || due[0].Kind != KindDeliver || due[0].Key != o.ID {
+				t.Errorf("reply %s is %s with %d due jobs; want pending with one delivery job for it", o.ID, o.Status, len(due))
 			}
 		})
+	}
+}
+
+// approvedRow records an event, stores its draft, approves it and claims its
+// delivery, returning the row and the claimed delivery job.
+func approvedRow(t *testing.T, st *Store, key string) (Outbox, Job) {
+	t.Helper()
+	ctx := context.Background()
+	rec := record(t, st, key, t0)
+	dj := claimOne(t, st, t0, time.Minute)
+	d, _, err := st.SaveDraft(ctx, Draft{EventKey: rec.Event.Key, Text: "hi", ExecutionID: dj.ExecutionID, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.FinishJob(ctx, dj.ID, dj.ExecutionID, t0, Result{Outcome: OutcomeCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.ApproveDraft(ctx, d.ID, Approval{Decision: Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := claimOne(t, st, t0, time.Minute)
+	if _, _, err := st.ClaimOutbox(ctx, a.Outbox.ID, job.ExecutionID, t0); err != nil {
+		t.Fatal(err)
+	}
+	return a.Outbox, job
+}
+
+// TestDismissedReplyFailingAgainIsListed: a cancelled reply that a person
+// requeues and that fails again is back on the list and in the counts; a
+// reply being sent cannot be cancelled.
+func TestDismissedReplyFailingAgainIsListed(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	o, job := approvedRow(t, st, "web:dismiss-again")
+	if err := st.DismissDeadLetter(ctx, o.ID, Dismissal{By: "ann", At: t0, Reason: "x"}); err == nil {
+		t.Fatal("a row being sent (effect_pending) was cancelled")
+	}
+	fail := func(job Job) {
+		t.Helper()
+		if _, err := st.FinishOutbox(ctx, o.ID, job.ExecutionID, t0, OutboxResult{Status: OutboxFailed, Note: "400", JobID: job.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail(job)
+	if err := st.DismissDeadLetter(ctx, o.ID, Dismissal{By: "ann", At: t0, Reason: "customer left"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reconcile(ctx, o.ID, Reconciliation{By: "ann", At: t0, Outcome: "not_sent"}, ulid.Make().String(), 3); err != nil {
+		t.Fatal(err)
+	}
+	again := claimOne(t, st, t0.Add(time.Minute), time.Minute)
+	if _, _, err := st.ClaimOutbox(ctx, o.ID, again.ExecutionID, t0); err != nil {
+		t.Fatal(err)
+	}
+	fail(again)
+	dls, err := st.DeadLetters(DeadLetterFilter{Kind: DeadOutbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Counts(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].ID != o.ID || c.FailedReplies != 1 {
+		t.Errorf("after failing again: %d dead letters, FailedReplies %d; want the row listed and counted", len(dls), c.FailedReplies)
+	}
+}
+
+// TestReplayDeadJobWithPendingRow: a delivery job discarded before it sent
+// anything leaves its row pending; the list calls it safe and a replay sends
+// it with a fresh job.
+func TestReplayDeadJobWithPendingRow(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	rec := record(t, st, "web:pending-dead", t0)
+	dj := claimOne(t, st, t0, time.Minute)
+	d, _, err := st.SaveDraft(ctx, Draft{EventKey: rec.Event.Key, Text: "hi", ExecutionID: dj.ExecutionID, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.FinishJob(ctx, dj.ID, dj.ExecutionID, t0, Result{Outcome: OutcomeCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.ApproveDraft(ctx, d.ID, Approval{Decision: Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := claimOne(t, st, t0, time.Minute)
+	if _, err := st.FinishJob(ctx, job.ID, job.ExecutionID, t0, Result{Outcome: OutcomeDiscarded, Err: "no such provider"}); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := st.DeadLetter(job.ID)
+	if err != nil || !dl.Safe {
+		t.Fatalf("dead letter %+v, %v; want a safe item", dl, err)
+	}
+	if _, err := st.ReplayDeadLetter(ctx, job.ID, Replay{By: "ann", At: t0}, 3, ulid.Make().String()); err != nil {
+		t.Fatalf("replay of a dead delivery job with a pending row: %v", err)
+	}
+	due, err := st.ClaimJobs(ctx, t0.Add(time.Hour), 10, time.Minute)
+	if err != nil || len(due) != 1 || due[0].Key != a.Outbox.ID {
+		t.Errorf("after the replay %d jobs are due (%v); want one delivery job for %s", len(due), err, a.Outbox.ID)
+	}
+}
+
+// TestFinishOutboxAfterLeaseReaped: a send's known outcome is stored even
+// when the delivery job's lease was reaped meanwhile.
+func TestFinishOutboxAfterLeaseReaped(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	o, job := approvedRow(t, st, "web:reaped")
+	if n, err := st.ReapLeases(ctx, t0.Add(time.Hour), false); err != nil || n != 1 {
+		t.Fatalf("reaped %d, %v; want the delivery job", n, err)
+	}
+	if _, err := st.FinishOutbox(ctx, o.ID, job.ExecutionID, t0, OutboxResult{Status: OutboxSent, ProviderID: "p-1", JobID: job.ID}); err != nil {
+		t.Fatalf("FinishOutbox after the reap: %v", err)
+	}
+	got, err := st.OutboxRow(o.ID)
+	if err != nil || got.Status != OutboxSent || got.ProviderID != "p-1" {
+		t.Errorf("row %s (%s), %v; want sent as p-1", got.Status, got.ProviderID, err)
 	}
 }

@@ -84,13 +84,14 @@ func draftVersionID(eventID string, n int) string {
 // first draft wins: a retry that raced a slower attempt reuses it. The same
 // transaction moves the lead forward (matched, owned), so its status never
 // claims more than what is stored.
-func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
+func (s *Store) SaveDraft(ctx context.Context, draft Draft) (Draft, bool, error) {
 	var (
 		out     Draft
 		created bool
 	)
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		created = false
+		out, created = Draft{}, false
+		d := draft // a round may run twice: start from the caller's values
 		byEvent := tx.Bucket(bucketDraftsByEvent)
 		drafts := tx.Bucket(bucketDrafts)
 		if id := byEvent.Get([]byte(d.EventKey)); id != nil {
@@ -117,7 +118,7 @@ func (s *Store) SaveDraft(ctx context.Context, d Draft) (Draft, bool, error) {
 		return nil
 	})
 	if err != nil {
-		return Draft{}, false, fmt.Errorf("store: save draft for %s: %w", d.EventKey, err)
+		return Draft{}, false, fmt.Errorf("store: save draft for %s: %w", draft.EventKey, err)
 	}
 	return out, created, nil
 }
@@ -211,10 +212,11 @@ type Approved struct {
 // outbox row ("<conversation id>:<draft id>") and delivery job, unless an
 // approval already did: then the existing row is returned and nothing is
 // written. Approving a rejected draft is a *ConflictError.
-func (s *Store) ApproveDraft(ctx context.Context, id string, a Approval) (Approved, error) {
+func (s *Store) ApproveDraft(ctx context.Context, id string, approval Approval) (Approved, error) {
 	var out Approved
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		out = Approved{}
+		a := approval // a round may run twice: start from the caller's values
 		var d Draft
 		if err := getJSON(tx.Bucket(bucketDrafts), []byte(id), &d); err != nil {
 			return err
@@ -382,13 +384,14 @@ func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial b
 // unless version n (or later) is stored: then that one is returned. The
 // draft it replaces is kept, rejected with a note if it was pending, and
 // the event's index points at the new one.
-func (s *Store) SaveDraftVersion(ctx context.Context, d Draft, n int) (Draft, bool, error) {
+func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft, bool, error) {
 	var (
 		out     Draft
 		created bool
 	)
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		created = false
+		out, created = Draft{}, false
+		d := draft // a round may run twice: start from the caller's values
 		byEvent, drafts := tx.Bucket(bucketDraftsByEvent), tx.Bucket(bucketDrafts)
 		var cur Draft
 		curID := byEvent.Get([]byte(d.EventKey))
@@ -428,7 +431,7 @@ func (s *Store) SaveDraftVersion(ctx context.Context, d Draft, n int) (Draft, bo
 		return nil
 	})
 	if err != nil {
-		return Draft{}, false, fmt.Errorf("store: save draft version %d for %s: %w", n, d.EventKey, err)
+		return Draft{}, false, fmt.Errorf("store: save draft version %d for %s: %w", n, draft.EventKey, err)
 	}
 	return out, created, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"fmt"
 	"time"
@@ -118,6 +119,7 @@ func setOutbox(tx *bolt.Tx, o *Outbox, old OutboxStatus) error {
 // returned unchanged: there is nothing to send.
 func (s *Store) ClaimOutbox(ctx context.Context, id, execID string, now time.Time) (row Outbox, prev OutboxStatus, err error) {
 	err = s.update(ctx, func(tx *bolt.Tx) error {
+		row, prev = Outbox{}, ""
 		if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &row); err != nil {
 			return err
 		}
@@ -172,7 +174,10 @@ func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Ti
 			}
 		}
 		if r.JobID != "" && r.Status != OutboxEffectPending {
-			if err := completeJob(tx, r.JobID, execID, now); err != nil {
+			// A job whose lease was reaped meanwhile is not this execution's
+			// to complete; the outcome is still recorded, and the job's next
+			// execution finds the row settled.
+			if err := completeJob(tx, r.JobID, execID, now); err != nil && !errors.Is(err, ErrLeaseLost) {
 				return err
 			}
 		}
@@ -227,7 +232,7 @@ func (s *Store) Reconcile(ctx context.Context, id string, rec Reconciliation, jo
 				return err
 			}
 		case "not_sent":
-			o.Status, o.ExecutionID, o.Note = OutboxPending, "", ""
+			o.Status, o.ExecutionID, o.Note, o.Dismissed = OutboxPending, "", "", nil
 			if _, _, err := enqueue(tx, NewJob{ID: jobID, Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, rec.At); err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ func (s *Store) SandboxAccept(ctx context.Context, m SandboxMessage) (SandboxMes
 	)
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSandbox)
-		dup = false
+		out, dup = SandboxMessage{}, false
 		if err := getJSON(b, []byte(m.Ref), &out); err == nil {
 			dup = true
 			out.Repeats++

@@ -173,6 +173,7 @@ func (s *Store) TokenByHash(hash []byte) (Token, error) {
 func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time, audit ...AuditEntry) (Token, error) {
 	var t Token
 	err := s.update(ctx, func(tx *bolt.Tx) error {
+		t = Token{}
 		hash := tx.Bucket(bucketTokensByID).Get([]byte(id))
 		if hash == nil {
 			return ErrNotFound
