@@ -2,8 +2,8 @@ package store
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
