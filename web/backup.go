@@ -27,7 +27,7 @@ func (s *Server) downloadBackup(c *echo.Context) error {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	w.WriteHeader(http.StatusOK)
 	_, sum, err := s.st.Backup(w)
-	s.metrics.Backup(err == nil, s.now())
+	s.metrics.Download(err == nil)
 	if err != nil {
 		// The status is sent; a broken stream is all the client can be
 		// told. Abort the connection rather than end the body cleanly, so

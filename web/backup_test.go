@@ -324,11 +324,11 @@ func TestBackupsDownloadNow(t *testing.T) {
 	if _, err := restored.EventByKey("demo:dl-1"); err != nil {
 		t.Errorf("the downloaded backup lacks the event: %v", err)
 	}
-	if _, last := m.LastBackup(); last != 1 {
-		t.Errorf("after a download the last backup result is %v, want 1", last)
+	if _, last := m.LastBackup(); last != -1 {
+		t.Errorf("after a download the scheduled backups' last result is %v, want -1 (a download is not a scheduled backup)", last)
 	}
-	if p := b.get("/backups"); !strings.Contains(p.body, "The last backup succeeded") {
-		t.Errorf("the page does not show the download's success")
+	if p := b.get("/backups"); strings.Contains(p.body, "The last backup succeeded") {
+		t.Errorf("the page counts a download as the last scheduled backup")
 	}
 }
 
@@ -441,8 +441,8 @@ func TestBackupAPIFailureAbortsTheStream(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a failed backup reached the client as a complete %d response", resp.StatusCode)
 	}
-	if _, last := m.LastBackup(); last != 0 {
-		t.Errorf("last backup result %v after a failure, want 0", last)
+	if _, last := m.LastBackup(); last != -1 {
+		t.Errorf("last backup result %v after a broken download, want -1: a download does not speak for the schedule", last)
 	}
 }
 

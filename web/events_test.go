@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/handoff/handoff/store"
 )
 
 func TestEventTimeline(t *testing.T) {
@@ -74,6 +76,22 @@ func TestHealth(t *testing.T) {
 			t.Errorf("%s: got %d %v", p, code, ans)
 		}
 	}
+	// A store that cannot commit: /readyz says so, /healthz (the process) does not.
+	closed, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	srv, err := New(Deps{Config: e.cfg, Store: closed, Jobs: e.runner, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := serveOnce(srv, http.MethodGet, "/readyz", "", ""); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "cannot commit") {
+		t.Errorf("/readyz on a closed store: %d %s, want 503 naming the problem", rec.Code, rec.Body)
+	}
+	if rec := serveOnce(srv, http.MethodGet, "/healthz", "", ""); rec.Code != http.StatusOK {
+		t.Errorf("/healthz on a closed store: %d, want 200", rec.Code)
+	}
 }
 
 func TestNoTokenConfigured(t *testing.T) {
@@ -82,8 +100,12 @@ func TestNoTokenConfigured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := serveOnce(srv, http.MethodGet, "/api/v1/events/demo:x", "", "anything")
+	// The token the other servers accept: with none configured, it is refused.
+	rec := serveOnce(srv, http.MethodGet, "/api/v1/events/demo:x", "", testToken)
 	if rec.Code != http.StatusUnauthorized {
 		t.Errorf("with no HANDOFF_API_TOKEN set, a bearer token got %d, want 401", rec.Code)
+	}
+	if rec := serveOnce(e.srv, http.MethodGet, "/api/v1/events/demo:x", "", testToken); rec.Code != http.StatusNotFound {
+		t.Errorf("control: the same token on a server that has it got %d, want 404 (authorized, no such event)", rec.Code)
 	}
 }

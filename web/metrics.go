@@ -24,6 +24,7 @@ type Metrics struct {
 	modelCalls   *prometheus.CounterVec
 	modelTokens  *prometheus.CounterVec
 	backups      *prometheus.CounterVec
+	downloads    *prometheus.CounterVec
 	cfg          *config.Config
 
 	mu           sync.Mutex
@@ -52,12 +53,15 @@ func NewMetrics(st *store.Store, cfg *config.Config, now func() time.Time) *Metr
 			Name: "handoff_model_tokens_total", Help: "Tokens the model server reported, by direction (prompt, output).",
 		}, []string{"direction"}),
 		backups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "handoff_backups_total", Help: "Scheduled and downloaded backups by result.",
+			Name: "handoff_backups_total", Help: "Scheduled backups by result.",
+		}, []string{"result"}),
+		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_backup_downloads_total", Help: "Backups downloaded (dashboard, API, handoff backup) by result.",
 		}, []string{"result"}),
 		lastBackup: -1,
 		cfg:        cfg,
 	}
-	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.backups,
+	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.backups, m.downloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{st: st, cfg: cfg, now: now, m: m})
 	return m
@@ -115,6 +119,20 @@ func (m *Metrics) Backup(ok bool, at time.Time) {
 		m.backups.WithLabelValues("failed").Inc()
 		m.lastBackup = 0
 	}
+}
+
+// Download counts a downloaded backup. It leaves the scheduled backups'
+// last result alone: a client that hangs up mid-download says nothing about
+// the schedule, and a good download must not hide a broken one.
+func (m *Metrics) Download(ok bool) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	m.downloads.WithLabelValues(result).Inc()
 }
 
 // RestoreLastBackup sets the last good backup found on disk at start,

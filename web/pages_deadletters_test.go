@@ -428,6 +428,9 @@ func TestDeadLettersAndKeysAreForAdmins(t *testing.T) {
 		{"POST", "/api/v1/keys/k/effect-pending"},
 		{"POST", "/api/v1/keys/k/complete"},
 		{"POST", "/api/v1/keys/k/reconcile"},
+		{"POST", "/api/v1/reconcile/x:y"},
+		{"GET", "/api/v1/sandbox/messages"},
+		{"GET", "/api/v1/backup"},
 	}
 	for _, a := range api {
 		got := approver.do(a.method, a.path, nil, http.Header{"X-Csrf-Token": {approver.csrf}})

@@ -1,10 +1,16 @@
 package web
 
-import "github.com/labstack/echo/v5"
+import (
+	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
+)
 
 // routes lists every route of the server in one place.
 func (s *Server) routes() {
 	e := s.e
+	// A handler's panic becomes a logged 500 with its stack, not a dropped
+	// connection (http.ErrAbortHandler, used to cut a broken stream, passes).
+	e.Use(middleware.Recover())
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 
