@@ -40,9 +40,17 @@ func (s *Server) storeFilter(f deadLetterFilter) (store.DeadLetterFilter, error)
 	return out, nil
 }
 
+// filterFrom reads the list's filters from query parameters or form fields.
+func filterFrom(get func(string) string) deadLetterFilter {
+	return deadLetterFilter{
+		Kind: get("kind"), Channel: get("channel"),
+		Error: strings.TrimSpace(get("error")), OlderThan: strings.TrimSpace(get("older_than")),
+	}
+}
+
 // listDeadLetters answers GET /api/v1/dead-letters?kind=&channel=&error=&older_than=.
 func (s *Server) listDeadLetters(c *echo.Context) error {
-	f, err := s.storeFilter(deadLetterFilter{Kind: c.QueryParam("kind"), Channel: c.QueryParam("channel"), Error: c.QueryParam("error"), OlderThan: c.QueryParam("older_than")})
+	f, err := s.storeFilter(filterFrom(c.QueryParam))
 	if err != nil {
 		return err
 	}
@@ -62,12 +70,10 @@ type replayBody struct {
 // deadLetterAction routes POST /api/v1/dead-letters/{id}/replay and
 // /{id}/cancel: ids (outbox ids) may hold '/', so the action is the last segment.
 func (s *Server) deadLetterAction(c *echo.Context) error {
-	rest := c.Param("*")
-	i := strings.LastIndexByte(rest, '/')
-	if i <= 0 {
-		return errorf(http.StatusNotFound, "use /api/v1/dead-letters/{id}/replay or /{id}/cancel")
+	id, action, err := splitAction(c.Param("*"), "use /api/v1/dead-letters/{id}/replay or /{id}/cancel")
+	if err != nil {
+		return err
 	}
-	id, action := rest[:i], rest[i+1:]
 	switch action {
 	case "replay":
 		return s.replayDeadLetter(c, id)

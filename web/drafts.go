@@ -74,12 +74,9 @@ func (s *Server) approveDraft(c *echo.Context) error {
 	}
 	text := ""
 	if body.Text != nil {
-		text = strings.TrimSpace(*body.Text)
-		if text == "" {
-			return errorf(http.StatusBadRequest, "text is empty; leave it out to approve the draft as written")
-		}
-		if len(text) > 4000 {
-			return errorf(http.StatusBadRequest, "text is %d bytes; a reply may be at most 4000", len(text))
+		var err error
+		if text, err = replyText(*body.Text, "text is empty; leave it out to approve the draft as written"); err != nil {
+			return err
 		}
 	}
 	res, err := s.approve(c, c.Param("id"), text)
@@ -87,6 +84,29 @@ func (s *Server) approveDraft(c *echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, approvedAnswer(res))
+}
+
+// replyText checks an edited reply (API and dashboard alike): not empty
+// (empty says so with ifEmpty), at most maxReply bytes.
+func replyText(text, ifEmpty string) (string, error) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return "", errorf(http.StatusBadRequest, "%s", ifEmpty)
+	}
+	if len(text) > maxReply {
+		return "", errorf(http.StatusBadRequest, "the reply is %d bytes; a reply may be at most %d", len(text), maxReply)
+	}
+	return text, nil
+}
+
+// splitAction splits "{id}/{action}" (ids such as outbox ids may hold '/',
+// so the action is the last segment).
+func splitAction(rest, usage string) (id, action string, err error) {
+	i := strings.LastIndexByte(rest, '/')
+	if i <= 0 {
+		return "", "", errorf(http.StatusNotFound, "%s", usage)
+	}
+	return rest[:i], rest[i+1:], nil
 }
 
 // approve runs the one idempotent approval shared by the API and the dashboard.

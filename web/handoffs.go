@@ -65,7 +65,7 @@ func (s *Server) handoffs(q handoffQuery, now time.Time, limit int) ([]store.Han
 		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit})
 	}
 	out := []store.Handoff{}
-	after := s.stuckAfter()
+	after := stuckAfter(s.cfg)
 	for _, st := range stuckStatuses {
 		if q.Status != "" && st != q.Status {
 			continue
@@ -79,15 +79,6 @@ func (s *Server) handoffs(q handoffQuery, now time.Time, limit int) ([]store.Han
 		}
 	}
 	return out, nil
-}
-
-// stuckAfter is how long a lead may stay in each status before it is stuck.
-func (s *Server) stuckAfter() map[store.HandoffStatus]time.Duration {
-	return map[store.HandoffStatus]time.Duration{
-		store.HandoffReceived: s.cfg.Stuck.Received,
-		store.HandoffMatched:  s.cfg.Stuck.Matched,
-		store.HandoffOwned:    s.cfg.Stuck.Owned,
-	}
 }
 
 // queryLimit reads ?limit= (default 100, at most 1000).

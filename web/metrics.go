@@ -200,11 +200,20 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBackupLast, prometheus.GaugeValue, last)
 }
 
+// stuckAfter is how long a lead may stay in each status before it is stuck.
+func stuckAfter(cfg *config.Config) map[store.HandoffStatus]time.Duration {
+	return map[store.HandoffStatus]time.Duration{
+		store.HandoffReceived: cfg.Stuck.Received,
+		store.HandoffMatched:  cfg.Stuck.Matched,
+		store.HandoffOwned:    cfg.Stuck.Owned,
+	}
+}
+
 // stuckBefore turns the stuck thresholds into cut-off times at now.
 func stuckBefore(cfg *config.Config, now time.Time) map[store.HandoffStatus]time.Time {
-	return map[store.HandoffStatus]time.Time{
-		store.HandoffReceived: now.Add(-cfg.Stuck.Received),
-		store.HandoffMatched:  now.Add(-cfg.Stuck.Matched),
-		store.HandoffOwned:    now.Add(-cfg.Stuck.Owned),
+	out := map[store.HandoffStatus]time.Time{}
+	for st, d := range stuckAfter(cfg) {
+		out[st] = now.Add(-d)
 	}
+	return out
 }

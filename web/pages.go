@@ -89,25 +89,17 @@ func errorAnswer(err error) (int, string) {
 	return http.StatusInternalServerError, "something went wrong on our side; it has been logged"
 }
 
-// stuckBefore gives, per status, the time before which a lead in it is stuck.
-func (s *Server) stuckBefore(now time.Time) map[store.HandoffStatus]time.Time {
-	return stuckBefore(s.cfg, now)
-}
-
 // layout gathers what every page shows around its content: who is logged
 // in and the counts of the navigation.
 func (s *Server) layout(c *echo.Context, title, active string) (views.Layout, error) {
 	now := s.now()
-	counts, err := s.st.Counts(s.stuckBefore(now))
+	counts, err := s.st.Counts(stuckBefore(s.cfg, now))
 	if err != nil {
 		return views.Layout{}, err
 	}
 	l := views.Layout{Title: title, Active: active, Counts: counts, Now: now}
 	if p := who(c); p != nil {
-		l.User, l.Role = p.Name, p.Role
-		if p.Session != nil {
-			l.CSRF = p.Session.CSRF
-		}
+		l.User, l.Role, l.CSRF = p.Name, p.Role, csrfOf(c)
 	}
 	return l, nil
 }
@@ -173,10 +165,10 @@ func (s *Server) overviewPage(c *echo.Context) error {
 		return err
 	}
 	o := views.Overview{Counts: l.Counts, Stuck: []views.HandoffRow{}}
-	after := s.stuckAfter()
+	after := stuckAfter(s.cfg)
 	for _, st := range stuckStatuses {
 		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})
-		hs, err := s.st.Handoffs(store.HandoffFilter{Status: st, SinceBefore: l.Now.Add(-after[st]), Limit: 5})
+		hs, err := s.handoffs(handoffQuery{Status: st, Stuck: true}, l.Now, 5)
 		if err != nil {
 			return err
 		}
@@ -192,7 +184,7 @@ func (s *Server) overviewPage(c *echo.Context) error {
 var stuckStatuses = []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned}
 
 func (s *Server) handoffRows(hs []store.Handoff, now time.Time) []views.HandoffRow {
-	after := s.stuckAfter()
+	after := stuckAfter(s.cfg)
 	rows := make([]views.HandoffRow, 0, len(hs))
 	for _, h := range hs {
 		r := views.HandoffRow{

@@ -18,11 +18,9 @@ const deadLettersLimit = 200
 // deadLettersPage answers GET /dead-letters?kind=&channel=&error=&older_than=:
 // the list with what is known about each item and its actions.
 func (s *Server) deadLettersPage(c *echo.Context) error {
-	vf := views.DeadLetterFilter{
-		Kind: c.QueryParam("kind"), Channel: c.QueryParam("channel"),
-		Error: strings.TrimSpace(c.QueryParam("error")), OlderThan: strings.TrimSpace(c.QueryParam("older_than")),
-	}
-	f, err := s.storeFilter(deadLetterFilter{Kind: vf.Kind, Channel: vf.Channel, Error: vf.Error, OlderThan: vf.OlderThan})
+	q := filterFrom(c.QueryParam)
+	vf := views.DeadLetterFilter{Kind: q.Kind, Channel: q.Channel, Error: q.Error, OlderThan: q.OlderThan}
+	f, err := s.storeFilter(q)
 	if err != nil {
 		return err
 	}
@@ -95,12 +93,10 @@ func replayNotice(id string, r store.Replay) views.Notice {
 // same code as the API. htmx gets the item's replacement; a plain form
 // goes back to the list.
 func (s *Server) deadLetterSubmit(c *echo.Context) error {
-	rest := c.Param("*")
-	i := strings.LastIndexByte(rest, '/')
-	if i <= 0 {
-		return errorf(http.StatusNotFound, "use /dead-letters/{id}/replay or /{id}/cancel")
+	id, action, err := splitAction(c.Param("*"), "use /dead-letters/{id}/replay or /{id}/cancel")
+	if err != nil {
+		return err
 	}
-	id, action := rest[:i], rest[i+1:]
 	ctx := c.Request().Context()
 	var notice views.Notice
 	switch action {
@@ -148,10 +144,7 @@ func bulkView(st bulkStatus, csrf string) views.BulkStatus {
 // filters): the bulk replay of the API, started as the person. htmx gets
 // the status, which then polls; a plain form goes to the run's page.
 func (s *Server) bulkReplaySubmit(c *echo.Context) error {
-	run, err := s.startBulk(deadLetterFilter{
-		Kind: c.FormValue("kind"), Channel: c.FormValue("channel"),
-		Error: strings.TrimSpace(c.FormValue("error")), OlderThan: strings.TrimSpace(c.FormValue("older_than")),
-	}, actor(c), c.RealIP())
+	run, err := s.startBulk(filterFrom(c.FormValue), actor(c), c.RealIP())
 	if err != nil {
 		return err
 	}

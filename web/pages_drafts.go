@@ -260,11 +260,8 @@ func (s *Server) approveFromQueue(c *echo.Context) error {
 	id := c.Param("id")
 	text := ""
 	if c.FormValue("action") == "edit" {
-		if text = strings.TrimSpace(c.FormValue("text")); text == "" {
-			return errorf(http.StatusBadRequest, "the reply is empty; write one, or approve the draft as written")
-		}
-		if len(text) > maxReply {
-			return errorf(http.StatusBadRequest, "the reply is %d bytes; a reply may be at most %d", len(text), maxReply)
+		if text, err = replyText(c.FormValue("text"), "the reply is empty; write one, or approve the draft as written"); err != nil {
+			return err
 		}
 	}
 	res, err := s.approve(c, id, text)
@@ -363,7 +360,7 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 	if err != nil {
 		return err
 	}
-	counts, err := s.st.Counts(s.stuckBefore(now))
+	counts, err := s.st.Counts(stuckBefore(s.cfg, now))
 	if err != nil {
 		return err
 	}

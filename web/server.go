@@ -1,5 +1,5 @@
 // Package web owns HTTP: the inbound webhooks, the JSON API, the health
-// routes and (later) the dashboard. Handlers parse, call the store or the
+// routes, the metrics and the dashboard. Handlers parse, call the store or the
 // jobs, and render; echo.Context never leaves this package.
 package web
 
