@@ -61,11 +61,3 @@ func TestBackoffJitterStaysInRange(t *testing.T) {
 		})
 	}
 }
-
-func TestRandomJitterInRange(t *testing.T) {
-	for range 10000 {
-		if j := randomJitter(); j < 0 || j >= 1 {
-			t.Fatalf("randomJitter() = %v, want in [0,1)", j)
-		}
-	}
-}

@@ -147,6 +147,13 @@ func TestDraftJobConcurrentRuns(t *testing.T) {
 		t.Errorf("drafter called %d times, want 1..%d", c, n)
 	}
 	t.Logf("drafter called %d times by %d concurrent runs", d.calls.Load(), n)
+	// Runs racing past the reuse check may each call the drafter (the queue's
+	// lease is what keeps one execution per job); the first draft stored
+	// wins, and every later run reuses it without a call.
+	calls := d.calls.Load()
+	if err := k.Run(context.Background(), job); err != nil || d.calls.Load() != calls {
+		t.Errorf("a run after the draft was stored: %v, drafter calls %d -> %d; want no new call", err, calls, d.calls.Load())
+	}
 	if _, err := st.FinishJob(context.Background(), job.ID, job.ExecutionID, now, store.Result{Outcome: store.OutcomeCompleted}); err != nil {
 		t.Fatalf("FinishJob: %v", err)
 	}

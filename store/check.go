@@ -56,6 +56,7 @@ func check(tx *bolt.Tx) error {
 	problems = append(problems, checkDrafts(tx, schema >= 2)...)
 	problems = append(problems, checkHandoffs(tx)...)
 	problems = append(problems, checkOutbox(tx)...)
+	problems = append(problems, checkTokens(tx)...)
 	return errors.Join(problems...)
 }
 
@@ -72,6 +73,9 @@ func checkEvents(tx *bolt.Tx) []error {
 		}
 		if !bytes.Equal(byKey.Get([]byte(ev.Key)), k) {
 			problems = append(problems, fmt.Errorf("check: event %s (%s) is not in idx_events_by_key", k, ev.Key))
+		}
+		if tx.Bucket(bucketEventsByConv).Get(convKey(LeadKey(ev.Channel, ev.ConversationID), ev.ID)) == nil {
+			problems = append(problems, fmt.Errorf("check: event %s (%s) is not in idx_events_by_conv", k, ev.Key))
 		}
 		return nil
 	})
@@ -229,6 +233,26 @@ func checkOutbox(tx *bolt.Tx) []error {
 	})
 	if a, b := outbox.Stats().KeyN, byStatus.Stats().KeyN; a != b {
 		problems = append(problems, fmt.Errorf("check: %d outbox rows but %d keys in idx_outbox_by_status", a, b))
+	}
+	return problems
+}
+
+func checkTokens(tx *bolt.Tx) []error {
+	var problems []error
+	toks, byID := tx.Bucket(bucketTokens), tx.Bucket(bucketTokensByID)
+	_ = toks.ForEach(func(hash, v []byte) error {
+		var t Token
+		if err := getJSON(toks, hash, &t); err != nil {
+			problems = append(problems, fmt.Errorf("check: token %x: %w", hash[:4], err))
+			return nil
+		}
+		if !bytes.Equal(byID.Get([]byte(t.ID)), hash) {
+			problems = append(problems, fmt.Errorf("check: token %s (%s) is not in idx_tokens_by_id", t.ID, t.Name))
+		}
+		return nil
+	})
+	if a, b := toks.Stats().KeyN, byID.Stats().KeyN; a != b {
+		problems = append(problems, fmt.Errorf("check: %d tokens but %d keys in idx_tokens_by_id", a, b))
 	}
 	return problems
 }

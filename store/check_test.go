@@ -28,6 +28,23 @@ func TestCheckDetectsDamage(t *testing.T) {
 			want: "idx_events_by_key",
 		},
 		{
+			name: "event missing from idx_events_by_conv",
+			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+				k := convKey(LeadKey(f.event.Channel, f.event.ConversationID), f.event.ID)
+				return func(tx *bolt.Tx) error { return tx.Bucket(bucketEventsByConv).Put(k, nil) },
+					tx.Bucket(bucketEventsByConv).Delete(k)
+			},
+			want: "idx_events_by_conv",
+		},
+		{
+			name: "stray key in idx_tokens_by_id",
+			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+				return func(tx *bolt.Tx) error { return tx.Bucket(bucketTokensByID).Delete([]byte("01NOSUCHTOKEN")) },
+					tx.Bucket(bucketTokensByID).Put([]byte("01NOSUCHTOKEN"), []byte("nohash"))
+			},
+			want: "idx_tokens_by_id",
+		},
+		{
 			name: "stray key in idx_events_by_key",
 			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
 				return func(tx *bolt.Tx) error { return tx.Bucket(bucketEventsByKey).Delete([]byte("web:ghost")) },

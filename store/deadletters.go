@@ -54,12 +54,11 @@ type Dismissal struct {
 
 // DeadLetterFilter selects dead letters.
 type DeadLetterFilter struct {
-	Kind        string // "", DeadJob or DeadOutbox
-	Channel     string
-	Error       string    // a substring of the error, case-insensitive
-	OlderThan   time.Time // only items in their state since before this
-	Limit       int
-	IncludeSafe bool // unused marker for symmetry; every item carries Safe
+	Kind      string // "", DeadJob or DeadOutbox
+	Channel   string
+	Error     string    // a substring of the error, case-insensitive
+	OlderThan time.Time // only items in their state since before this
+	Limit     int
 }
 
 // DeadLetters lists the dead-letter list, oldest first.
@@ -155,10 +154,8 @@ func deadJob(tx *bolt.Tx, id string) (DeadLetter, error) {
 	if err := getJSON(tx.Bucket(bucketJobs), []byte(id), &j); err != nil {
 		return DeadLetter{}, fmt.Errorf("dead job %s: %w", id, err)
 	}
+	// A dismissed job is cancelled and off idx_jobs_dead, so it never gets here.
 	dl := DeadLetter{ID: j.ID, Kind: DeadJob, State: string(j.State), Error: j.LastError, Since: j.UpdatedAt, Job: &j, Effects: []string{}}
-	if j.Dismissed != nil {
-		dl.State = "dismissed"
-	}
 	switch j.Kind {
 	case KindDraft:
 		dl.EventKey = j.Key

@@ -202,9 +202,15 @@ func TestDismissDeadLetter(t *testing.T) {
 		if err := st.DismissDeadLetter(ctx, id, Dismissal{By: "boss", At: t0, Reason: "spam"}); err != nil {
 			t.Fatalf("dismiss %s: %v", id, err)
 		}
-		if _, err := st.ReplayDeadLetter(ctx, id, Replay{By: "boss", At: t0, Confirmed: true}, 3, ulid.Make().String()); err == nil {
-			t.Errorf("replaying dismissed %s succeeded", id)
-		}
+	}
+	// A dismissed job is cancelled and off the list: there is no such dead letter.
+	if _, err := st.ReplayDeadLetter(ctx, job.ID, Replay{By: "boss", At: t0, Confirmed: true}, 3, ulid.Make().String()); !errors.Is(err, ErrNotFound) {
+		t.Errorf("replaying the dismissed job: %v, want ErrNotFound", err)
+	}
+	// A dismissed row still exists: the refusal says it was dismissed.
+	var state *StateError
+	if _, err := st.ReplayDeadLetter(ctx, row.ID, Replay{By: "boss", At: t0, Confirmed: true}, 3, ulid.Make().String()); !errors.As(err, &state) || state.State != "dismissed" {
+		t.Errorf("replaying the dismissed row: %v, want a StateError naming dismissed", err)
 	}
 	if got := mustJob(t, st, job.ID); got.State != JobCancelled || got.Dismissed == nil || got.Dismissed.Reason != "spam" {
 		t.Errorf("dismissed job: %s %v", got.State, got.Dismissed)

@@ -249,10 +249,7 @@ func (s *Store) FinishJob(ctx context.Context, id, execID string, now time.Time,
 			out = j // the kind completed it in its own transaction
 			return nil
 		}
-		if j.State != JobRunning || j.ExecutionID != execID {
-			return ErrLeaseLost
-		}
-		if err := tx.Bucket(bucketJobsLeased).Delete(timeKey(*j.LeaseUntil, j.ID)); err != nil {
+		if err := releaseLease(tx, &j, execID); err != nil {
 			return err
 		}
 		outcome := r.Outcome
@@ -289,13 +286,19 @@ func completeJob(tx *bolt.Tx, id, execID string, now time.Time) error {
 	if err := getJSON(tx.Bucket(bucketJobs), []byte(id), &j); err != nil {
 		return err
 	}
-	if j.State != JobRunning || j.ExecutionID != execID {
-		return ErrLeaseLost
-	}
-	if err := tx.Bucket(bucketJobsLeased).Delete(timeKey(*j.LeaseUntil, j.ID)); err != nil {
+	if err := releaseLease(tx, &j, execID); err != nil {
 		return err
 	}
 	return endAttempt(tx, &j, now, OutcomeCompleted, "", "", time.Time{})
+}
+
+// releaseLease takes j's lease from idx_jobs_leased when execution execID
+// holds it, else ErrLeaseLost (the lease expired and was given away).
+func releaseLease(tx *bolt.Tx, j *Job, execID string) error {
+	if j.State != JobRunning || j.ExecutionID != execID {
+		return ErrLeaseLost
+	}
+	return tx.Bucket(bucketJobsLeased).Delete(timeKey(*j.LeaseUntil, j.ID))
 }
 
 // endAttempt closes the running attempt of j with outcome and moves j to the

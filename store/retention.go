@@ -97,7 +97,7 @@ func finished(tx *bolt.Tx, ev Event) (bool, error) {
 		if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
 			return false, err
 		}
-		if !j.State.Final() || (j.State == JobDiscarded && j.Dismissed == nil) {
+		if !j.State.Final() || j.State == JobDiscarded { // a dismissed job is cancelled
 			return false, nil // live, or on the dead-letter list
 		}
 	}
