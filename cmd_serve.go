@@ -113,12 +113,11 @@ func serve(ctx context.Context, args []string, e env) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
-	if err := runner.Start(ctx); err != nil {
-		ln.Close()
-		return err
-	}
+	// Everything that can fail is set up before the workers start, so an
+	// error here leaves nothing running behind the deferred Close.
 	sched := jobs.NewSchedule(log)
 	if err := sched.Add("reap job leases", "@every 1m", time.Minute, runner.Reap); err != nil {
+		ln.Close()
 		return err
 	}
 	maint := &jobs.Maintenance{Store: st, Config: cfg, Log: log, Backups: metrics, Wake: runner.Wake}
@@ -127,6 +126,7 @@ func serve(ctx context.Context, args []string, e env) error {
 		metrics.RestoreLastBackup(files[0].ModTime)
 	}
 	if err := maint.EnsureDelivery(ctx); err != nil {
+		ln.Close()
 		return err
 	}
 	for _, task := range []struct {
@@ -139,8 +139,13 @@ func serve(ctx context.Context, args []string, e env) error {
 		{"scheduled backup", cfg.Backups.Schedule, maint.Backup},
 	} {
 		if err := sched.Add(task.name, task.spec, 30*time.Minute, task.fn); err != nil {
+			ln.Close()
 			return fmt.Errorf("schedule %s: %w", task.name, err)
 		}
+	}
+	if err := runner.Start(ctx); err != nil {
+		ln.Close()
+		return err
 	}
 	sched.Start()
 

@@ -58,6 +58,7 @@ func (s *Server) pageErrors(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		status, msg := errorAnswer(err)
+		msg = routeSentence(c, status, msg)
 		if status >= 500 {
 			s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, slog.Any("err", err))
 		}

@@ -20,3 +20,23 @@ func TestPanicIsA500(t *testing.T) {
 		t.Errorf("a panicking handler answered %d %s, want 500 with the error sentence", rec.Code, rec.Body)
 	}
 }
+
+// TestRouterErrorsAreSentences: an unknown route and a wrong method answer
+// the JSON error with a sentence naming the request.
+func TestRouterErrorsAreSentences(t *testing.T) {
+	e := newTestEnv(t, nil)
+	tests := []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{http.MethodGet, "/api/v1/nothing-here", http.StatusNotFound, "there is no GET /api/v1/nothing-here"},
+		{http.MethodGet, "/hooks/demo", http.StatusMethodNotAllowed, "GET is not allowed on /hooks/demo"},
+	}
+	for _, tt := range tests {
+		code, ans := e.do(t, tt.method, tt.path, "", nil, http.Header{"Authorization": {"Bearer " + testToken}})
+		if msg, _ := ans["error"].(string); code != tt.status || msg != tt.want {
+			t.Errorf("%s %s: %d %v, want %d %q", tt.method, tt.path, code, ans, tt.status, tt.want)
+		}
+	}
+}

@@ -117,6 +117,22 @@ func errorf(status int, format string, a ...any) *apiError {
 	return &apiError{status: status, msg: fmt.Sprintf(format, a...)}
 }
 
+// routeSentence words the router's own refusals (no such route, wrong
+// method) as sentences that name the request, like every other error.
+func routeSentence(c *echo.Context, status int, msg string) string {
+	if msg != http.StatusText(status) {
+		return msg
+	}
+	r := c.Request()
+	switch status {
+	case http.StatusNotFound:
+		return fmt.Sprintf("there is no %s %s", r.Method, r.URL.Path)
+	case http.StatusMethodNotAllowed:
+		return fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)
+	}
+	return msg
+}
+
 // handleError is where every handler error stops travelling: it is logged
 // once here (server errors only) and answered as {"error": "<sentence>"}.
 func (s *Server) handleError(c *echo.Context, err error) {
@@ -124,6 +140,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 		return
 	}
 	status, msg := errorAnswer(err)
+	msg = routeSentence(c, status, msg)
 	if status >= 500 {
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, slog.Any("err", err))
 	}
