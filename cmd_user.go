@@ -7,15 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/web"
 )
-
-var userNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // userCmd runs `handoff user add --data DIR NAME --role admin|approver`
 // with the server stopped; the password comes from stdin or is generated.
@@ -48,8 +45,8 @@ func userCmd(ctx context.Context, args []string, e env, stdin io.Reader) error {
 	if v := e.getenv("HANDOFF_DATA"); v != "" {
 		*dataDir = v
 	}
-	if !userNameRe.MatchString(name) {
-		return fmt.Errorf("user name %q: use 1 to 64 lowercase letters, digits, '.', '_' or '-'", name)
+	if !web.ValidName(name) {
+		return fmt.Errorf("user name %q: use 1 to 64 letters, digits, '.', '_', '-' or '@'", name)
 	}
 	if *role != string(store.RoleAdmin) && *role != string(store.RoleApprover) {
 		return fmt.Errorf("--role %q: use admin or approver", *role)

@@ -46,8 +46,9 @@ func (s *Server) renderUsers(c *echo.Context, status int, secret *views.Secret, 
 	return render(c, status, views.UsersPageView(l, views.UsersPage{Users: users, Tokens: tokens, Secret: secret, Notice: n, Owners: s.owners()}))
 }
 
-// validName is a user or token name: 1 to 64 letters, digits and . _ - @.
-func validName(s string) bool {
+// ValidName reports whether s may name a person or an API token: 1 to 64
+// letters, digits, '.', '_', '-' or '@' (the dashboard and "user add" alike).
+func ValidName(s string) bool {
 	return len(s) >= 1 && len(s) <= 64 && !strings.ContainsFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@", r))
 	})
@@ -64,7 +65,7 @@ func (s *Server) createUser(c *echo.Context) error {
 	name, owner, password := strings.TrimSpace(c.FormValue("name")), strings.TrimSpace(c.FormValue("owner")), c.FormValue("password")
 	role, ok := formRole(c)
 	switch {
-	case !validName(name):
+	case !ValidName(name):
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "A name is 1 to 64 letters, digits, dots, dashes, underscores or @."})
 	case !ok:
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
@@ -105,7 +106,7 @@ func (s *Server) createToken(c *echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
 	role, ok := formRole(c)
 	switch {
-	case !validName(name):
+	case !ValidName(name):
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "A token name is 1 to 64 letters, digits, dots, dashes, underscores or @."})
 	case !ok:
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
