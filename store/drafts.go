@@ -196,7 +196,11 @@ func (e *ConflictError) Error() string {
 // Approval asks for a draft to be approved and sent.
 type Approval struct {
 	Decision
-	Provider    string // the channel's provider
+	Provider string // the channel's provider
+	// ProviderFor, when set, names the provider of the draft's channel inside
+	// the transaction (false: the channel is no longer configured); an
+	// approval that already happened is answered without it.
+	ProviderFor func(channel string) (string, bool)
 	JobID       string // a ULID for the delivery job, minted by the caller
 	MaxAttempts int
 }
@@ -231,6 +235,13 @@ func (s *Store) ApproveDraft(ctx context.Context, id string, approval Approval) 
 			}
 			out = Approved{Draft: d, Outbox: o}
 			return nil
+		}
+		if a.ProviderFor != nil {
+			p, ok := a.ProviderFor(d.Channel)
+			if !ok {
+				return &StateError{What: "draft " + d.ID, State: "in channel " + d.Channel + ", which is no longer configured", Want: "in a configured channel to be approved"}
+			}
+			a.Provider = p
 		}
 		if a.Text == "" {
 			a.Text = d.Text

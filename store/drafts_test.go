@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 )
 
 func TestSaveDraftFirstWinsUnderConcurrency(t *testing.T) {
@@ -153,5 +155,36 @@ func TestDraftsWhere(t *testing.T) {
 				t.Errorf("walked %v, want every bob draft once, in order: %v", got, want)
 			}
 		})
+	}
+}
+
+// TestApproveDraftChannelGone: a draft whose channel left the configuration
+// cannot be newly approved, but an approval that already happened is still
+// answered as one.
+func TestApproveDraftChannelGone(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	gone := func(string) (string, bool) { return "", false }
+	here := func(string) (string, bool) { return "sandbox", true }
+	var ids []string
+	for _, key := range []string{"web:gone-1", "web:gone-2"} {
+		rec := record(t, st, key, t0)
+		d, _, err := st.SaveDraft(ctx, Draft{EventKey: rec.Event.Key, Text: "hi", CreatedAt: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	var state *StateError
+	if _, err := st.ApproveDraft(ctx, ids[0], Approval{Decision: Decision{By: "ann", At: t0}, ProviderFor: gone, JobID: ulid.Make().String(), MaxAttempts: 1}); !errors.As(err, &state) {
+		t.Errorf("approving a draft of a removed channel: %v, want a StateError", err)
+	}
+	first, err := st.ApproveDraft(ctx, ids[1], Approval{Decision: Decision{By: "ann", At: t0}, ProviderFor: here, JobID: ulid.Make().String(), MaxAttempts: 1})
+	if err != nil || first.Outbox.Provider != "sandbox" {
+		t.Fatalf("approve: %v, provider %q", err, first.Outbox.Provider)
+	}
+	again, err := st.ApproveDraft(ctx, ids[1], Approval{Decision: Decision{By: "bob", At: t0}, ProviderFor: gone, JobID: ulid.Make().String(), MaxAttempts: 1})
+	if err != nil || again.Created || again.Outbox.ID != first.Outbox.ID || again.Draft.Decision.By != "ann" {
+		t.Errorf("a second approval after the channel went: %+v, %v; want the first approval back", again, err)
 	}
 }

@@ -111,23 +111,21 @@ func splitAction(rest, usage string) (id, action string, err error) {
 
 // approve runs the one idempotent approval shared by the API and the dashboard.
 func (s *Server) approve(c *echo.Context, id, text string) (store.Approved, error) {
-	d, err := s.st.Draft(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Approved{}, errorf(http.StatusNotFound, "there is no draft %q", id)
-	}
-	if err != nil {
-		return store.Approved{}, err
-	}
-	ch, ok := s.cfg.Channel(d.Channel)
-	if !ok {
-		return store.Approved{}, errorf(http.StatusConflict, "draft %s belongs to channel %q, which is no longer configured", id, d.Channel)
-	}
 	res, err := s.st.ApproveDraft(c.Request().Context(), id, store.Approval{
-		Decision:    store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Text: text},
-		Provider:    ch.Provider,
+		Decision: store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Text: text},
+		ProviderFor: func(channel string) (string, bool) {
+			ch, ok := s.cfg.Channel(channel)
+			if !ok {
+				return "", false
+			}
+			return ch.Provider, true
+		},
 		JobID:       ulid.Make().String(),
 		MaxAttempts: s.cfg.Retry.MaxAttempts,
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Approved{}, errorf(http.StatusNotFound, "there is no draft %q", id)
+	}
 	if err != nil {
 		return store.Approved{}, decisionError(err)
 	}
@@ -181,11 +179,14 @@ func (s *Server) reject(c *echo.Context, id, reason string) (store.Draft, error)
 // decisionError turns the store's refusals into answers.
 func decisionError(err error) error {
 	var conflict *store.ConflictError
+	var state *store.StateError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return errorf(http.StatusNotFound, "there is no such draft")
 	case errors.As(err, &conflict):
 		return &apiError{status: http.StatusConflict, msg: conflict.Error() + "; that decision stands"}
+	case errors.As(err, &state):
+		return &apiError{status: http.StatusConflict, msg: state.Error()}
 	}
 	return err
 }
