@@ -22,13 +22,15 @@ import (
 func backupCmd(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("backup", e)
 	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
-	token := fs.String("token", "", "an admin API token (or HANDOFF_API_TOKEN)")
+	token := fs.String("token", "", "an admin API token (better: HANDOFF_API_TOKEN, which ps does not show)")
 	out := fs.String("o", "", "the file to write")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *token == "" {
 		*token = e.getenv("HANDOFF_API_TOKEN")
+	} else {
+		fmt.Fprintln(e.stderr, "handoff backup: a token on the command line shows in ps and shell history; prefer HANDOFF_API_TOKEN")
 	}
 	if *out == "" {
 		return errors.New("backup needs -o FILE")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -235,6 +236,24 @@ func (s *Server) startBulkReplay(c *echo.Context) error {
 	return c.JSON(http.StatusAccepted, run.status())
 }
 
+// keepBulkRuns is how many finished bulk runs stay readable.
+const keepBulkRuns = 50
+
+// forgetFinished drops finished runs, oldest first (ids are ULIDs), until
+// at most keep remain. The caller holds b.mu.
+func (b *bulkRuns) forgetFinished(keep int) {
+	var done []string
+	for id, r := range b.runs {
+		if r.status().State != "running" {
+			done = append(done, id)
+		}
+	}
+	slices.Sort(done)
+	for _, id := range done[:max(0, len(done)-keep)] {
+		delete(b.runs, id)
+	}
+}
+
 // startBulk selects the items matching f and replays the safe ones in the
 // background, one at a time, as by; shared by the API and the dashboard.
 // The run outlives the request that started it.
@@ -253,6 +272,9 @@ func (s *Server) startBulk(body deadLetterFilter, by, from string) (*bulkRun, er
 		Replayed: []string{}, Skipped: []bulkSkipped{}, Failed: []bulkSkipped{},
 	}}
 	s.bulk.mu.Lock()
+	// Keep the runs a person may still be watching; forget finished ones
+	// beyond the newest few, so the map cannot grow for ever.
+	s.bulk.forgetFinished(keepBulkRuns)
 	s.bulk.runs[run.st.ID] = run
 	pause := s.bulk.pause
 	s.bulk.mu.Unlock()

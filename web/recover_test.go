@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,5 +39,24 @@ func TestRouterErrorsAreSentences(t *testing.T) {
 		if msg, _ := ans["error"].(string); code != tt.status || msg != tt.want {
 			t.Errorf("%s %s: %d %v, want %d %q", tt.method, tt.path, code, ans, tt.status, tt.want)
 		}
+	}
+}
+
+// TestBulkRunsForgetFinished: finished bulk runs beyond the newest few are
+// forgotten, oldest first; a running one is never.
+func TestBulkRunsForgetFinished(t *testing.T) {
+	b := bulkRuns{runs: map[string]*bulkRun{}}
+	for i, state := range []string{"done", "running", "cancelled", "done", "done"} {
+		id := string(rune('a' + i)) // sorts like the ULIDs of runs started in this order
+		b.runs[id] = &bulkRun{st: bulkStatus{ID: id, State: state}}
+	}
+	b.forgetFinished(2)
+	got := []string{}
+	for id := range b.runs {
+		got = append(got, id)
+	}
+	slices.Sort(got)
+	if want := []string{"b", "d", "e"}; !slices.Equal(got, want) {
+		t.Errorf("runs kept %v, want %v (the running one and the two newest finished)", got, want)
 	}
 }
