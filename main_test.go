@@ -407,10 +407,16 @@ func TestBackupCommand(t *testing.T) {
 	hs, _ := liveServer(t, token, 20)
 	out := filepath.Join(t.TempDir(), "snap.db")
 
-	c := runCLI(t, "", nil, "backup", "--url", hs.URL, "--token", token, "-o", out)
+	c := runCLI(t, "", map[string]string{"HANDOFF_API_TOKEN": token}, "backup", "--url", hs.URL, "-o", out)
 	c.wantOK(t)
 	if c.stderr.Len() != 0 {
 		t.Errorf("backup from the real server warned: %q", c.stderr.String())
+	}
+	// The token as a flag works too, with a warning that ps shows it.
+	flagged := runCLI(t, "", nil, "backup", "--url", hs.URL, "--token", token, "-o", out+".2")
+	flagged.wantOK(t)
+	if !strings.Contains(flagged.stderr.String(), "prefer HANDOFF_API_TOKEN") {
+		t.Errorf("a token on the command line gave no warning: %q", flagged.stderr.String())
 	}
 	sum := sha256File(t, out)
 	if want := regexp.MustCompile(`^` + regexp.QuoteMeta(out) + `: \d+ bytes, verified \(sha256 ` + sum + `\)\n$`); !want.MatchString(c.stdout.String()) {
