@@ -21,23 +21,31 @@ var bareReply = []byte(`{"status":"accepted","event_key":"demo:m001-000000000","
 // its own process so that the load generator competes with it for CPU exactly
 // as it competes with handoff.
 func serveBare(ctx context.Context, addrFile string, logw io.Writer) error {
-	log := slog.New(slog.NewJSONHandler(logw, nil))
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /hooks/{channel}", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxBodySize)); err != nil {
+			writeJSON(w, http.StatusRequestEntityTooLarge, []byte(`{"error":"the body is over the limit"}`+"\n"))
+			return
+		}
+		writeJSON(w, http.StatusAccepted, bareReply)
+	})
+	return serveUntil(ctx, mux, addrFile, slog.New(slog.NewJSONHandler(logw, nil)))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// serveUntil serves mux (plus GET /readyz) on a free loopback port until ctx
+// ends. It writes the address to addrFile and logs the line handoff logs, so
+// the parent finds every target one way.
+func serveUntil(ctx context.Context, mux *http.ServeMux, addrFile string, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /hooks/{channel}", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxBodySize)); err != nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			io.WriteString(w, `{"error":"the body is over the limit"}`+"\n")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusAccepted)
-		w.Write(bareReply)
-	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
@@ -56,7 +64,6 @@ func serveBare(ctx context.Context, addrFile string, logw io.Writer) error {
 			return err
 		}
 	}
-	// The same line handoff logs, so the parent finds both targets one way.
 	log.Info("listening", "addr", addr)
 
 	errc := make(chan error, 1)

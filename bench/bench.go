@@ -17,6 +17,7 @@ import (
 
 const (
 	targetHandoff = "handoff"
+	targetFloor   = "floor"
 	targetBare    = "bare"
 
 	// demoChannel is the one channel of handoff's built-in demo config.
@@ -28,9 +29,9 @@ type measurement struct {
 	stats    stats
 	res      result
 	shutdown error      // not nil when the target did not stop cleanly
-	dbFiles  []fileSize // handoff only: the data dir after the run
-	events   int        // handoff only: events the data dir holds
-	dataErr  error      // handoff only: the data dir could not be read
+	dbFiles  []fileSize // storing targets only: the data dir after the run
+	events   int        // storing targets only: events the data dir holds
+	dataErr  error      // storing targets only: the data dir could not be read
 	logTail  string     // the child's last output, shown when the run failed
 }
 
@@ -61,7 +62,7 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("finding the bench binary for the bare target: %w", err)
+		return fmt.Errorf("finding the bench binary for the bare and floor targets: %w", err)
 	}
 	tpl, err := newBodyTemplate(cfg.size)
 	if err != nil {
@@ -86,6 +87,8 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 			switch target {
 			case targetHandoff:
 				argv = []string{bin, "serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0"}
+			case targetFloor:
+				argv = []string{self, "-" + floorServeFlag, filepath.Join(dir, "addr"), "-" + floorDataFlag, filepath.Join(dir, "data")}
 			case targetBare:
 				argv = []string{self, "-" + bareServeFlag, filepath.Join(dir, "addr")}
 			}
@@ -106,8 +109,8 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 		invalid := false
 		for _, target := range cfg.targets {
 			m := runs[target]
-			if target == targetHandoff {
-				printDataDir(out, m)
+			if stores(target) {
+				printDataDir(out, target, m)
 			}
 			if m.shutdown != nil {
 				fmt.Fprintf(out, "WARNING: %v\n", m.shutdown)
@@ -151,7 +154,7 @@ func measure(ctx context.Context, cfg config, tpl bodyTemplate, target string, a
 			return m, fmt.Errorf("warm-up: %d of %d requests failed, e.g. %s%s", bad, cfg.warmup, strings.Join(w.samples, "; "), ch.logTail())
 		}
 	}
-	if target == targetHandoff {
+	if stores(target) {
 		if err := checkDedup(ctx, client, url, demoChannel, tpl, round); err != nil {
 			return m, fmt.Errorf("contract check: %w%s", err, ch.logTail())
 		}
@@ -168,12 +171,16 @@ func measure(ctx context.Context, cfg config, tpl bodyTemplate, target string, a
 	if m.stats.errors > 0 {
 		m.logTail = ch.logTail()
 	}
-	if target == targetHandoff {
+	if stores(target) {
 		// Read after the stop so the file is final.
 		m.dbFiles, m.dataErr = dataFiles(filepath.Join(dir, "data"))
 	}
 	return m, nil
 }
+
+// stores says whether target keeps what it accepts: those must pass the
+// dedup contract check, and their data dir is reported.
+func stores(target string) bool { return target != targetBare }
 
 // dataFiles lists the *.db files under dir, or every regular file when
 // there is none, so the report still says where the bytes went if the
@@ -207,16 +214,16 @@ func dataFiles(dir string) ([]fileSize, error) {
 
 // printDataDir reports the store's file size. bbolt grows its file ahead of
 // use, in chunks (16 MiB by default), so size per event is an upper bound.
-func printDataDir(out io.Writer, m measurement) {
+func printDataDir(out io.Writer, target string, m measurement) {
 	switch {
 	case m.dataErr != nil:
-		fmt.Fprintf(out, "WARNING: handoff data: %v\n", m.dataErr)
+		fmt.Fprintf(out, "WARNING: %s data: %v\n", target, m.dataErr)
 	case len(m.dbFiles) == 0:
-		fmt.Fprintf(out, "WARNING: handoff data: the data dir holds no files\n")
+		fmt.Fprintf(out, "WARNING: %s data: the data dir holds no files\n", target)
 	}
 	for _, f := range m.dbFiles {
-		fmt.Fprintf(out, "handoff data: %s %s for %s events, warm-up included (<= %s/event; the file grows in steps)\n",
-			f.name, byteSize(f.size), thousands(int64(m.events)), byteSize(f.size/int64(max(m.events, 1))))
+		fmt.Fprintf(out, "%s data: %s %s for %s events, warm-up included (<= %s/event; the file grows in steps)\n",
+			target, f.name, byteSize(f.size), thousands(int64(m.events)), byteSize(f.size/int64(max(m.events, 1))))
 	}
 }
 
@@ -250,20 +257,27 @@ func printSummary(out io.Writer, cfg config, all map[string][]stats) {
 	}
 	printTable(out, rows)
 
-	h, b := all[targetHandoff], all[targetBare]
-	if len(h) == 0 || len(b) == 0 {
+	printRatio(out, all, targetHandoff, targetBare)
+	printRatio(out, all, targetFloor, targetBare)
+	printRatio(out, all, targetHandoff, targetFloor)
+}
+
+// printRatio prints a/b when both targets ran. Ratios are taken per round,
+// between runs seconds apart, and then the median is taken, so one noisy
+// round moves neither number much.
+func printRatio(out io.Writer, all map[string][]stats, a, b string) {
+	x, y := all[a], all[b]
+	if len(x) == 0 || len(y) == 0 {
 		return
 	}
-	// Ratios are taken per round, between runs minutes apart, and then the
-	// median is taken, so one noisy round moves neither number much.
 	var tput, lat50, lat99 []float64
-	for i := range h {
-		tput = append(tput, h[i].rate/b[i].rate)
-		lat50 = append(lat50, float64(h[i].p50)/float64(b[i].p50))
-		lat99 = append(lat99, float64(h[i].p99)/float64(b[i].p99))
+	for i := range x {
+		tput = append(tput, x[i].rate/y[i].rate)
+		lat50 = append(lat50, float64(x[i].p50)/float64(y[i].p50))
+		lat99 = append(lat99, float64(x[i].p99)/float64(y[i].p99))
 	}
-	fmt.Fprintf(out, "ratio handoff/bare (median of %d rounds): throughput %.2f, p50 %.2fx, p99 %.2fx\n",
-		cfg.rounds, median(tput), median(lat50), median(lat99))
+	fmt.Fprintf(out, "ratio %s/%s (median of %d rounds): throughput %.2f, p50 %.2fx, p99 %.2fx\n",
+		a, b, len(x), median(tput), median(lat50), median(lat99))
 }
 
 func durMedian(xs []float64) time.Duration { return time.Duration(median(xs)) }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -188,5 +190,33 @@ func TestThousands(t *testing.T) {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestParseFlagsTargets(t *testing.T) {
+	cfg, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.targets, ","); got != "handoff,floor,bare" {
+		t.Errorf("default targets %q, want handoff,floor,bare", got)
+	}
+	cfg, err = parseFlags([]string{"-targets", "floor, bare,floor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.targets, ","); got != "floor,bare" {
+		t.Errorf("targets %q, want floor,bare (trimmed, each once)", got)
+	}
+	_, err = parseFlags([]string{"-targets", "handoff,sqlite"})
+	if err == nil || !strings.Contains(err.Error(), `unknown target "sqlite"`) || !strings.Contains(err.Error(), "floor") {
+		t.Errorf("unknown target: err = %v, want it named along with the valid ones", err)
+	}
+}
+
+func TestServeBaselineFloorNeedsData(t *testing.T) {
+	err := serveBaseline(context.Background(), []string{"-" + floorServeFlag, filepath.Join(t.TempDir(), "addr")})
+	if err == nil || !strings.Contains(err.Error(), floorDataFlag) {
+		t.Errorf("floor without a data folder: err = %v, want one naming -%s", err, floorDataFlag)
 	}
 }

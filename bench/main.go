@@ -35,10 +35,15 @@ func main() {
 // details have already been printed loudly.
 var errInvalidRun = errors.New("invalid run")
 
-// bareServeFlag re-executes the bench binary as the bare target. It is
-// handled before the normal flag set so that it stays out of -help: it is a
-// contract between the bench and its own child, not a user option.
-const bareServeFlag = "bare-serve"
+// bareServeFlag and floorServeFlag re-execute the bench binary as the bare
+// and floor targets. They are handled before the normal flag set so that
+// they stay out of -help: they are a contract between the bench and its own
+// children, not user options.
+const (
+	bareServeFlag  = "bare-serve"
+	floorServeFlag = "floor-serve"
+	floorDataFlag  = "floor-data"
+)
 
 // config is the parsed command line.
 type config struct {
@@ -50,13 +55,11 @@ type config struct {
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	if len(args) > 0 && strings.TrimLeft(args[0], "-") == bareServeFlag {
-		fs := flag.NewFlagSet(bareServeFlag, flag.ContinueOnError)
-		addrFile := fs.String(bareServeFlag, "", "write the listening address to this file")
-		if err := fs.Parse(args); err != nil {
-			return err
+	if len(args) > 0 {
+		switch strings.TrimLeft(args[0], "-") {
+		case bareServeFlag, floorServeFlag:
+			return serveBaseline(ctx, args)
 		}
-		return serveBare(ctx, *addrFile, os.Stderr)
 	}
 
 	cfg, err := parseFlags(args)
@@ -66,6 +69,24 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	return bench(ctx, cfg, stdout)
+}
+
+// serveBaseline runs this binary as the bare or the floor target.
+func serveBaseline(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	bare := fs.String(bareServeFlag, "", "serve the bare target; write the listening address to this file")
+	floor := fs.String(floorServeFlag, "", "serve the floor target; write the listening address to this file")
+	data := fs.String(floorDataFlag, "", "the floor target's data folder")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *floor != "" {
+		if *data == "" {
+			return fmt.Errorf("-%s needs -%s", floorServeFlag, floorDataFlag)
+		}
+		return serveFloor(ctx, *floor, *data, os.Stderr)
+	}
+	return serveBare(ctx, *bare, os.Stderr)
 }
 
 func parseFlags(args []string) (config, error) {
@@ -80,7 +101,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.bin, "bin", "", "prebuilt handoff binary (default: go build the repository)")
 	fs.StringVar(&cfg.repo, "repo", "", "repository root to build from (default: walk up from the working directory to go.mod)")
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories; put it on the disk you want to measure (default: $TMPDIR)")
-	fs.StringVar(&targets, "targets", "handoff,bare", "comma-separated targets to run: handoff, bare")
+	fs.StringVar(&targets, "targets", "handoff,floor,bare", "comma-separated targets to run: handoff, floor (durable bbolt ingest at its least), bare")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (data, child logs)")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "upper bound for the whole run")
 	fs.Usage = func() {
@@ -113,8 +134,8 @@ func parseFlags(args []string) (config, error) {
 	seen := map[string]bool{}
 	for _, t := range strings.Split(targets, ",") {
 		t = strings.TrimSpace(t)
-		if t != targetHandoff && t != targetBare {
-			return cfg, fmt.Errorf("-targets: unknown target %q (want %s or %s)", t, targetHandoff, targetBare)
+		if t != targetHandoff && t != targetFloor && t != targetBare {
+			return cfg, fmt.Errorf("-targets: unknown target %q (want %s, %s or %s)", t, targetHandoff, targetFloor, targetBare)
 		}
 		if !seen[t] {
 			seen[t] = true

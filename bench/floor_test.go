@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// startFloor runs the floor target in-process and returns its base URL and
+// a stop function that waits for serveFloor to return.
+func startFloor(t *testing.T, dataDir string) (string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	errc := make(chan error, 1)
+	go func() { errc <- serveFloor(ctx, addrFile, dataDir, io.Discard) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(addrFile)
+		if err == nil {
+			stop := func() error { cancel(); return <-errc }
+			return "http://" + strings.TrimSpace(string(b)), stop
+		}
+		select {
+		case err := <-errc:
+			cancel()
+			t.Fatalf("floor target stopped before listening: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("floor target did not write its address within 10s")
+		}
+	}
+}
+
+// The floor is a baseline only if it keeps the same promise as handoff: a
+// duplicate storm stores each id once, answers 202 once and 200 with the
+// first correlation id otherwise, and every 202 is in the file afterwards.
+func TestFloorRecordsEachEventOnce(t *testing.T) {
+	dataDir := t.TempDir()
+	base, stop := startFloor(t, dataDir)
+	tpl, err := newBodyTemplate(512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := newClient(64)
+	defer client.CloseIdleConnections()
+
+	const ids, copies = 50, 8
+	type answer struct {
+		status int
+		reply  hookReply
+	}
+	answers := make([][]answer, ids)
+	for i := range answers {
+		answers[i] = make([]answer, copies)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for c := range copies {
+		for i := range ids {
+			wg.Go(func() {
+				<-start
+				var a answer
+				var err error
+				a.reply, a.status, err = postAny(client, base+"/hooks/demo", tpl.body(eventID('s', 1, i)))
+				if err != nil {
+					t.Error(err)
+				}
+				answers[i][c] = a
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+
+	for i, as := range answers {
+		key := "demo:" + eventID('s', 1, i)
+		first := ""
+		accepted := 0
+		for _, a := range as {
+			if a.status == http.StatusAccepted {
+				accepted++
+				first = a.reply.CorrelationID
+			}
+		}
+		if accepted != 1 || first == "" {
+			t.Fatalf("%s: %d accepted answers, want exactly 1: %+v", key, accepted, as)
+		}
+		for _, a := range as {
+			if a.reply.EventKey != key || a.reply.CorrelationID != first {
+				t.Errorf("%s: answer %+v, want event key %s and correlation id %s", key, a, key, first)
+			}
+			if a.status == http.StatusOK && a.reply.Status != "duplicate" {
+				t.Errorf("%s: 200 with status %q, want duplicate", key, a.reply.Status)
+			}
+		}
+	}
+
+	// A body without an id is refused and stores nothing.
+	if _, status, err := postAny(client, base+"/hooks/demo", []byte(`{"text":"no id"}`)); err != nil || status != http.StatusBadRequest {
+		t.Errorf("body without an id: status %d, err %v; want 400", status, err)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("floor target stopped with %v", err)
+	}
+	db, err := bolt.Open(filepath.Join(dataDir, floorFile), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		keys, events := tx.Bucket(floorKeys), tx.Bucket(floorEvents)
+		if n := keys.Stats().KeyN; n != ids {
+			t.Errorf("%d keys stored, want %d", n, ids)
+		}
+		if n := events.Stats().KeyN; n != ids {
+			t.Errorf("%d events stored, want %d", n, ids)
+		}
+		for i := range ids {
+			id := eventID('s', 1, i)
+			ev := keys.Get([]byte("demo:" + id))
+			if ev == nil {
+				t.Errorf("demo:%s is not indexed", id)
+				continue
+			}
+			if body := events.Get(ev); !bytes.Contains(body, []byte(`"id":"`+id+`"`)) {
+				t.Errorf("demo:%s points at %q", id, body)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// postAny posts body and decodes the answer of any status but 400.
+func postAny(client *http.Client, url string, body []byte) (hookReply, int, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return hookReply{}, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return hookReply{}, 0, err
+	}
+	defer resp.Body.Close()
+	var reply hookReply
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply, resp.StatusCode, err
+	}
+	if resp.StatusCode != http.StatusBadRequest {
+		if err := json.Unmarshal(raw, &reply); err != nil {
+			return reply, resp.StatusCode, fmt.Errorf("decoding %q: %w", raw, err)
+		}
+	}
+	return reply, resp.StatusCode, nil
+}
