@@ -1,7 +1,6 @@
 package web
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -68,7 +67,8 @@ func (s *Server) receive(c *echo.Context, name string) (string, error) {
 		Contact:    optional(p, ch.Fields.Contact), Name: optional(p, ch.Fields.Name), Text: optional(p, ch.Fields.Text),
 	}
 	ev.ConversationID = conversationID(p, ch, ev.Contact, msgID)
-	if p.IsJSON() && json.Valid(body) {
+	// A JSON payload has already been decoded as exactly one valid value.
+	if p.IsJSON() {
 		ev.Body = body
 	} else {
 		ev.BodyText = string(body)
