@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -75,7 +73,7 @@ func TestFloorRecordsEachEventOnce(t *testing.T) {
 				<-start
 				var a answer
 				var err error
-				a.reply, a.status, err = postAny(client, base+"/hooks/demo", tpl.body(eventID('s', 1, i)))
+				a.reply, a.status, _, err = postHook(context.Background(), client, base+"/hooks/demo", tpl.body(eventID('s', 1, i)))
 				if err != nil {
 					t.Error(err)
 				}
@@ -110,7 +108,7 @@ func TestFloorRecordsEachEventOnce(t *testing.T) {
 	}
 
 	// A body without an id is refused and stores nothing.
-	if _, status, err := postAny(client, base+"/hooks/demo", []byte(`{"text":"no id"}`)); err != nil || status != http.StatusBadRequest {
+	if _, status, _, err := postHook(context.Background(), client, base+"/hooks/demo", []byte(`{"text":"no id"}`)); err != nil || status != http.StatusBadRequest {
 		t.Errorf("body without an id: status %d, err %v; want 400", status, err)
 	}
 
@@ -146,29 +144,4 @@ func TestFloorRecordsEachEventOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// postAny posts body and decodes the answer of any status but 400.
-func postAny(client *http.Client, url string, body []byte) (hookReply, int, error) {
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return hookReply{}, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return hookReply{}, 0, err
-	}
-	defer resp.Body.Close()
-	var reply hookReply
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply, resp.StatusCode, err
-	}
-	if resp.StatusCode != http.StatusBadRequest {
-		if err := json.Unmarshal(raw, &reply); err != nil {
-			return reply, resp.StatusCode, fmt.Errorf("decoding %q: %w", raw, err)
-		}
-	}
-	return reply, resp.StatusCode, nil
 }

@@ -225,28 +225,40 @@ func checkDedup(ctx context.Context, client *http.Client, url, channel string, t
 }
 
 func postReply(ctx context.Context, client *http.Client, url string, body []byte, wantStatus int) (hookReply, error) {
+	reply, status, raw, err := postHook(ctx, client, url, body)
+	if err != nil {
+		return reply, err
+	}
+	if status != wantStatus {
+		return reply, fmt.Errorf("status %d, want %d: %s", status, wantStatus, bytes.TrimSpace(raw))
+	}
+	return reply, nil
+}
+
+// postHook posts one webhook and returns its status and raw answer, decoded
+// as the contract's reply when the status is 2xx.
+func postHook(ctx context.Context, client *http.Client, url string, body []byte) (hookReply, int, []byte, error) {
 	var reply hookReply
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return reply, err
+		return reply, 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return reply, err
+		return reply, 0, nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return reply, err
+		return reply, resp.StatusCode, raw, err
 	}
-	if resp.StatusCode != wantStatus {
-		return reply, fmt.Errorf("status %d, want %d: %s", resp.StatusCode, wantStatus, bytes.TrimSpace(raw))
+	if resp.StatusCode/100 == 2 {
+		if err := json.Unmarshal(raw, &reply); err != nil {
+			return reply, resp.StatusCode, raw, fmt.Errorf("decoding %q: %w", raw, err)
+		}
 	}
-	if err := json.Unmarshal(raw, &reply); err != nil {
-		return reply, fmt.Errorf("decoding %q: %w", raw, err)
-	}
-	return reply, nil
+	return reply, resp.StatusCode, raw, nil
 }
 
 // waitReady polls /readyz until it answers 200. The child has already logged
