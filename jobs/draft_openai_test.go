@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -164,25 +163,6 @@ func (f *oaFakeModel) serve(w http.ResponseWriter, r *http.Request) {
 
 // ---- wiring ----
 
-// oaStore opens a real bbolt store; its cleanup (registered first, so run
-// last) checks the file and closes it.
-func oaStore(t *testing.T) *store.Store {
-	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Check(); err != nil {
-			t.Errorf("store check at the end: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return st
-}
-
 // oaConfig routes support intents to "support", everything else to "sales".
 func oaConfig() *config.Config {
 	cfg := config.Default()
@@ -206,56 +186,13 @@ func oaKinds(t *testing.T, st *store.Store, f *oaFakeModel, timeout time.Duratio
 	return Kinds(st, oaConfig(), d, providers)
 }
 
-// oaStartRunner starts a runner with fast retries and stops it at cleanup.
-func oaStartRunner(t *testing.T, st *store.Store, kinds map[string]Kind) *Runner {
-	t.Helper()
-	r := NewRunner(st, kinds, Options{
-		Workers: 4,
-		Backoff: Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Jitter:  func() float64 { return 0 },
-	})
-	if err := r.Start(context.Background()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	return r
-}
-
-// oaWait polls cond until it holds or 10s pass.
-func oaWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out after 10s waiting for %s", what)
-		}
-	}
-}
-
-// oaWaitJob waits until job id is final and returns it.
-func oaWaitJob(t *testing.T, st *store.Store, id string) store.Job {
-	t.Helper()
-	var j store.Job
-	oaWait(t, "job "+id+" to end", func() bool {
-		var err error
-		if j, err = st.Job(id); err != nil {
-			t.Fatalf("Job(%s): %v", id, err)
-		}
-		return j.State.Final()
-	})
-	return j
+// oaOptions are testOptions with four workers and retries far enough apart
+// to tell a retry that waited its backoff from one run at once.
+func oaOptions() Options {
+	opt := testOptions()
+	opt.Workers = 4
+	opt.Backoff = Backoff{Base: 40 * time.Millisecond, Max: 160 * time.Millisecond}
+	return opt
 }
 
 // oaEvent is an inbound message on the web channel, received now.
@@ -285,10 +222,10 @@ func oaRecord(t *testing.T, st *store.Store, r *Runner, ev store.Event, maxAttem
 // TestDraftOpenAIDuplicatesCallModelOnce: 20 deliveries of one event race
 // into the store; one event, one job, one model call, one draft.
 func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
-	st := oaStore(t)
+	st := openStore(t)
 	f := newOAFakeModel(t, oaOK)
 	kinds, _ := oaKinds(t, st, f, 5*time.Second)
-	r := oaStartRunner(t, st, kinds)
+	r := startRunner(t, st, kinds, oaOptions())
 
 	const copies = 20
 	recs := make([]store.Recorded, copies)
@@ -333,9 +270,9 @@ func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
 		}
 	}
 
-	job := oaWaitJob(t, st, first.Job.ID)
-	if job.State != store.JobCompleted || len(job.Attempts) != 1 {
-		t.Fatalf("job %s ended %s after %d attempts (last error %q), want completed after 1", job.ID, job.State, len(job.Attempts), job.LastError)
+	job := waitFinal(t, st, first.Job.ID, store.JobCompleted)
+	if len(job.Attempts) != 1 {
+		t.Fatalf("job %s completed after %d attempts, want 1", job.ID, len(job.Attempts))
 	}
 	jobs, err := st.JobsByCorrelation(first.Event.CorrelationID)
 	if err != nil || len(jobs) != 1 {
@@ -388,7 +325,7 @@ func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
 // stored it died right after (a panic in AfterSave, standing in for a crash)
 // or the job is run again by hand.
 func TestDraftOpenAIRetryReusesStoredDraft(t *testing.T) {
-	st := oaStore(t)
+	st := openStore(t)
 	f := newOAFakeModel(t, oaOK)
 	kinds, dj := oaKinds(t, st, f, 5*time.Second)
 	var saves atomic.Int64
@@ -397,13 +334,10 @@ func TestDraftOpenAIRetryReusesStoredDraft(t *testing.T) {
 			panic("the process dies right after the draft commit")
 		}
 	}
-	r := oaStartRunner(t, st, kinds)
+	r := startRunner(t, st, kinds, oaOptions())
 	rec := oaRecord(t, st, r, oaEvent("web:retry-1", "conv-retry", "+15550001234", "Hello"), 3)
 
-	job := oaWaitJob(t, st, rec.Job.ID)
-	if job.State != store.JobCompleted {
-		t.Fatalf("job ended %s (last error %q), want completed", job.State, job.LastError)
-	}
+	job := waitFinal(t, st, rec.Job.ID, store.JobCompleted)
 	if len(job.Attempts) != 2 || job.Attempts[0].Outcome != store.OutcomeRetry || !strings.Contains(job.Attempts[0].Error, "panicked") ||
 		job.Attempts[1].Outcome != store.OutcomeCompleted {
 		t.Fatalf("attempts = %+v, want a failed first attempt (after the save) and a completed second", job.Attempts)
@@ -461,17 +395,14 @@ func TestDraftOpenAIModelFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
-			st := oaStore(t)
+			st := openStore(t)
 			f := newOAFakeModel(t, tt.mode)
 			kinds, _ := oaKinds(t, st, f, 150*time.Millisecond)
-			r := oaStartRunner(t, st, kinds)
+			r := startRunner(t, st, kinds, oaOptions())
 			key := "web:fail-" + tt.mode
 			rec := oaRecord(t, st, r, oaEvent(key, "conv-fail", "+15550001234", "Hello"), 3)
 
-			job := oaWaitJob(t, st, rec.Job.ID)
-			if job.State != store.JobDiscarded {
-				t.Fatalf("job ended %s, want discarded", job.State)
-			}
+			job := waitFinal(t, st, rec.Job.ID, store.JobDiscarded)
 			if len(job.Attempts) != tt.attempts || job.Attempt != tt.attempts {
 				t.Fatalf("job has %d attempt records (counter %d), want %d: %+v", len(job.Attempts), job.Attempt, tt.attempts, job.Attempts)
 			}
@@ -499,6 +430,14 @@ func TestDraftOpenAIModelFailures(t *testing.T) {
 				seen[a.ExecutionID] = true
 				if !strings.Contains(a.Error, tt.errHas) {
 					t.Errorf("attempt %d error %q does not say %q", i+1, a.Error, tt.errHas)
+				}
+				if i > 0 {
+					// Retried after its backoff, not at once (less a moment:
+					// the retry time is taken just before the end is recorded).
+					delay := oaOptions().Backoff.Delay(i, 0)
+					if wait := a.StartedAt.Sub(*job.Attempts[i-1].EndedAt); wait < delay-5*time.Millisecond {
+						t.Errorf("attempt %d started %s after attempt %d ended, want at least the backoff %s", i+1, wait, i, delay)
+					}
 				}
 				wantRaw := ""
 				if tt.raw {
@@ -537,19 +476,17 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := oaStore(t)
+			st := openStore(t)
 			f := newOAFakeModel(t, oaOK)
 			kinds, _ := oaKinds(t, st, f, 5*time.Second)
-			r := oaStartRunner(t, st, kinds)
+			r := startRunner(t, st, kinds, oaOptions())
 			ctx := context.Background()
 			const conv, contact = "conv-ctx", "+15550001234"
 			lead := store.LeadKey("web", conv)
 
 			// 1: drafted, approved (maybe edited), sent through the sandbox.
 			rec1 := oaRecord(t, st, r, oaEvent("web:ctx-1", conv, contact, "First: my site is down."), 3)
-			if j := oaWaitJob(t, st, rec1.Job.ID); j.State != store.JobCompleted {
-				t.Fatalf("draft job 1 ended %s (%q)", j.State, j.LastError)
-			}
+			waitFinal(t, st, rec1.Job.ID, store.JobCompleted)
 			d1, err := st.DraftByEvent("web:ctx-1")
 			if err != nil {
 				t.Fatal(err)
@@ -562,7 +499,7 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 				t.Fatalf("ApproveDraft: %v", err)
 			}
 			r.Wake()
-			oaWait(t, "the reply to be sent", func() bool {
+			waitFor(t, "the reply to be sent", func() bool {
 				o, err := st.OutboxRow(ap.Outbox.ID)
 				return err == nil && o.Status == store.OutboxSent
 			})
@@ -572,9 +509,7 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 
 			// 2: a new cycle; its draft is rejected.
 			rec2 := oaRecord(t, st, r, oaEvent("web:ctx-2", conv, contact, "Second: still down."), 3)
-			if j := oaWaitJob(t, st, rec2.Job.ID); j.State != store.JobCompleted {
-				t.Fatalf("draft job 2 ended %s (%q)", j.State, j.LastError)
-			}
+			waitFinal(t, st, rec2.Job.ID, store.JobCompleted)
 			d2, err := st.DraftByEvent("web:ctx-2")
 			if err != nil {
 				t.Fatal(err)
@@ -585,9 +520,7 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 
 			// 3: drafted with everything before it as context.
 			rec3 := oaRecord(t, st, r, oaEvent("web:ctx-3", conv, contact, "Third: hello?"), 3)
-			if j := oaWaitJob(t, st, rec3.Job.ID); j.State != store.JobCompleted {
-				t.Fatalf("draft job 3 ended %s (%q)", j.State, j.LastError)
-			}
+			waitFinal(t, st, rec3.Job.ID, store.JobCompleted)
 			calls := f.Calls()
 			if len(calls) != 3 {
 				t.Fatalf("model called %d times for 3 events, want 3", len(calls))

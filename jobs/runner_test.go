@@ -105,6 +105,9 @@ func TestRunnerAttempts(t *testing.T) {
 			st := openStore(t)
 			kind := &kindFunc{fn: tt.fn}
 			opt := testOptions()
+			// Delays long enough that a retry run at once cannot pass for one
+			// that waited (jitter 0 takes half of each: 20, 40, 80 ms).
+			opt.Backoff = Backoff{Base: 40 * time.Millisecond, Max: 160 * time.Millisecond}
 			j := enqueue(t, st, "test", "web:1", tt.maxAttempts, time.Now())
 			startRunner(t, st, map[string]Kind{"test": kind}, opt)
 			got := waitFinal(t, st, j.ID, tt.wantState)
@@ -138,10 +141,13 @@ func TestRunnerAttempts(t *testing.T) {
 					t.Errorf("attempt %d raw = %q, want %q", i+1, a.Raw, tt.wantRaw[i])
 				}
 				if i > 0 {
-					// The retry waited at least the backoff after the attempt before it.
+					// The retry waited the backoff after the attempt before it
+					// ended. The retry time is taken a moment before the end is
+					// recorded, hence the small allowance.
 					prev := got.Attempts[i-1]
-					if wait := a.StartedAt.Sub(prev.StartedAt); wait < opt.Backoff.Delay(i, 0) {
-						t.Errorf("attempt %d started %s after attempt %d, want at least the backoff %s", i+1, wait, i, opt.Backoff.Delay(i, 0))
+					want := opt.Backoff.Delay(i, 0) - 5*time.Millisecond
+					if wait := a.StartedAt.Sub(*prev.EndedAt); wait < want {
+						t.Errorf("attempt %d started %s after attempt %d ended, want at least the backoff %s", i+1, wait, i, opt.Backoff.Delay(i, 0))
 					}
 				}
 			}
