@@ -47,7 +47,10 @@ func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
 	}
 	finish := func(status store.OutboxStatus, providerID, note string, a store.OutboxAttempt) error {
 		a.ExecutionID, a.At = job.ExecutionID, now()
-		_, err := k.Store.FinishOutbox(ctx, row.ID, job.ExecutionID, now(), store.OutboxResult{Status: status, ProviderID: providerID, Note: note, Attempt: a, JobID: job.ID})
+		// What the provider said is recorded even when the attempt's context
+		// has just ended: dropping it would turn a known outcome into an
+		// unknown one.
+		_, err := k.Store.FinishOutbox(context.WithoutCancel(ctx), row.ID, job.ExecutionID, now(), store.OutboxResult{Status: status, ProviderID: providerID, Note: note, Attempt: a, JobID: job.ID})
 		return err
 	}
 	p, ok := k.Providers[row.Provider]

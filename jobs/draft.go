@@ -100,13 +100,9 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		return fmt.Errorf("draft %s: %w", ev.Key, err)
 	}
 	dec := k.Router.Route(ev.Channel, ev.Text, routingFields(out.Fields, ev))
-	save := func(ctx context.Context, d store.Draft) (store.Draft, bool, error) { return k.Store.SaveDraft(ctx, d) }
-	if p.RegenerateVersion > 1 {
-		save = func(ctx context.Context, d store.Draft) (store.Draft, bool, error) {
-			return k.Store.SaveDraftVersion(ctx, d, p.RegenerateVersion)
-		}
-	}
-	d, _, err := save(ctx, store.Draft{
+	// The model's answer is stored even when the attempt's context has just
+	// ended: it is the record of the call, and a retry reuses it.
+	d, _, err := k.Store.SaveDraftVersion(context.WithoutCancel(ctx), store.Draft{
 		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
 		ConversationID: ev.ConversationID, Text: out.Text, Drafter: out.Drafter,
 		Model: out.Model, Template: out.Template, PromptVersion: out.PromptVersion,
@@ -114,7 +110,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		Owner: dec.Owner, RuleVersion: dec.Version, Rule: dec.Rule,
 		PromptTokens: out.PromptTokens, OutputTokens: out.OutputTokens,
 		ExecutionID: job.ExecutionID, CreatedAt: job.Attempts[len(job.Attempts)-1].StartedAt,
-	})
+	}, max(p.RegenerateVersion, 1))
 	if err != nil {
 		return err
 	}
