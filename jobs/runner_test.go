@@ -302,7 +302,11 @@ func TestRunnerStopWaitsForJobsThatFinish(t *testing.T) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	<-started
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not start within 10s")
+	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.Stop(context.Background()) }()
 	close(release)
