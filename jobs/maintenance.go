@@ -53,6 +53,17 @@ func (m *Maintenance) Backup(ctx context.Context) error {
 	return nil
 }
 
+// StuckAfter is how long a lead may stay in each status before it is
+// stuck: the one reading of the stuck thresholds, for the cron job, the
+// dashboard and the metrics.
+func StuckAfter(cfg *config.Config) map[store.HandoffStatus]time.Duration {
+	return map[store.HandoffStatus]time.Duration{
+		store.HandoffReceived: cfg.Stuck.Received,
+		store.HandoffMatched:  cfg.Stuck.Matched,
+		store.HandoffOwned:    cfg.Stuck.Owned,
+	}
+}
+
 // FlagStuck flags leads stuck past their thresholds, each once per stay,
 // and enqueues the alert when stuck.alert names a provider.
 func (m *Maintenance) FlagStuck(ctx context.Context) error {
@@ -60,11 +71,7 @@ func (m *Maintenance) FlagStuck(ctx context.Context) error {
 	if m.Config.Stuck.Alert != "" {
 		alert = &store.StuckAlert{Provider: m.Config.Stuck.Alert, MaxAttempts: m.Config.Retry.MaxAttempts, NewJobID: func() string { return ulid.Make().String() }}
 	}
-	flagged, err := m.Store.FlagStuck(ctx, m.now(), map[store.HandoffStatus]time.Duration{
-		store.HandoffReceived: m.Config.Stuck.Received,
-		store.HandoffMatched:  m.Config.Stuck.Matched,
-		store.HandoffOwned:    m.Config.Stuck.Owned,
-	}, alert)
+	flagged, err := m.Store.FlagStuck(ctx, m.now(), StuckAfter(m.Config), alert)
 	for _, h := range flagged {
 		m.Log.Warn("lead stuck", "lead", h.Key, "status", h.Status, "since", h.Since, "owner", h.Owner, "event_key", h.LastEventKey)
 	}
