@@ -220,3 +220,10 @@ func TestServeBaselineFloorNeedsData(t *testing.T) {
 		t.Errorf("floor without a data folder: err = %v, want one naming -%s", err, floorDataFlag)
 	}
 }
+
+func TestChildEnvDropsEveryHandoffVariable(t *testing.T) {
+	got := childEnv([]string{"PATH=/bin", "HANDOFF_ADDR=0.0.0.0:80", "HANDOFF_FAULT=exit-after-draft-commit", "HANDOFF_DATA=/srv", "GOGC=400", "MY_HANDOFF_X=1"})
+	if want := []string{"PATH=/bin", "GOGC=400", "MY_HANDOFF_X=1"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("childEnv = %q, want %q", got, want)
+	}
+}

@@ -136,18 +136,16 @@ func (ch *child) logTail() string {
 	return fmt.Sprintf("\n--- end of %s ---\n%s", ch.logPath, bytes.TrimRight(b, "\n"))
 }
 
-// childEnv drops the variables that the handoff contract lets override
-// flags: a HANDOFF_ADDR in the caller's shell must not move the target off
-// 127.0.0.1, nor HANDOFF_DATA onto a real data folder.
+// childEnv drops every HANDOFF_ variable of the caller's shell, as the drill
+// does: a HANDOFF_ADDR must not move the target off 127.0.0.1, nor
+// HANDOFF_DATA onto a real data folder, nor a HANDOFF_FAULT or
+// HANDOFF_CONFIG change what is measured.
 func childEnv(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		switch name {
-		case "HANDOFF_CONFIG", "HANDOFF_DATA", "HANDOFF_ADDR":
-			continue
+		if !strings.HasPrefix(kv, "HANDOFF_") {
+			out = append(out, kv)
 		}
-		out = append(out, kv)
 	}
 	return out
 }

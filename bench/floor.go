@@ -20,9 +20,11 @@ import (
 // stores the raw body under a ULID and the event key in a dedup index — two
 // bucket writes, where handoff's ingest transaction makes nine (event, its
 // indexes, the lead, the draft job and its queue indexes) — with the same
-// bbolt options and the same group commit as handoff's store: one committer
-// takes every queued write into one transaction, no timer. It parses nothing
-// but the id and renders no templates.
+// bbolt options and a copy of the store's group commit loop (the store's is
+// not exported): one committer takes every queued write into one
+// transaction, no timer. The store's 512-write cap and its rerun without a
+// failed caller are left out; 64 connections and two plain puts never need
+// them. It parses nothing but the id and renders no templates.
 //
 // Measured in the same run as bare and handoff, it shows how much of the gap
 // between handoff and the bare server any bbolt design pays on this machine
