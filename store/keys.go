@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -34,6 +35,13 @@ type IdemKey struct {
 	Key         string          `json:"key"`
 	State       KeyState        `json:"state"`
 	RequestHash string          `json:"request_hash"`
+	// Claim names the claim that holds the key: a new id at every claim
+	// and takeover, so a holder whose lease expired and was taken over
+	// cannot move the new holder's key.
+	Claim string `json:"claim,omitempty"`
+	// Lease is how long the holder asked to hold it; effect_pending
+	// extends the lease by as much.
+	Lease time.Duration `json:"lease_ns,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	LeaseUntil  time.Time       `json:"lease_until"`
 	CreatedAt   time.Time       `json:"created_at"`
@@ -66,7 +74,8 @@ func (s *Store) ClaimKey(ctx context.Context, key, hash string, now time.Time, l
 		var k IdemKey
 		err := getJSON(b, []byte(key), &k)
 		if err == ErrNotFound || (err == nil && k.State == KeyCompleted && k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) {
-			k = IdemKey{V: recordVersion, Key: key, State: KeyStarted, RequestHash: hash, LeaseUntil: now.Add(lease), CreatedAt: now, UpdatedAt: now}
+			k = IdemKey{V: recordVersion, Key: key, State: KeyStarted, RequestHash: hash, Claim: ulid.Make().String(), Lease: lease,
+				LeaseUntil: now.Add(lease), CreatedAt: now, UpdatedAt: now}
 			out, outcome = k, ClaimCreated
 			return putJSON(b, []byte(key), k)
 		}
@@ -86,6 +95,7 @@ func (s *Store) ClaimKey(ctx context.Context, key, hash string, now time.Time, l
 		case k.State == KeyStarted:
 			// The holder died before it said an effect was under way: safe to take over.
 			k.Takeovers = append(k.Takeovers, Takeover{At: now, ExpiredLease: k.LeaseUntil, PreviousState: k.State})
+			k.Claim, k.Lease = ulid.Make().String(), lease
 			k.LeaseUntil, k.UpdatedAt = now.Add(lease), now
 			out, outcome = k, ClaimTakeover
 			return putJSON(b, []byte(key), k)
@@ -109,7 +119,11 @@ type KeyTransition struct {
 	To     KeyState        // effect_pending, completed, or "" with Reset
 	Result json.RawMessage // for completed
 	Reset  bool            // reconcile as "not done": forget the key so it can be claimed afresh
-	Lease  time.Duration   // effect_pending extends the lease by this much
+	Lease  time.Duration   // effect_pending extends the lease by this much when the claim named none
+	// Claim, when set, must be the key's current claim (IdemKey.Claim) for
+	// effect_pending and completed: a holder that lost the key to a
+	// takeover is refused. A person's reconciliation names none.
+	Claim string
 	Keep   time.Duration   // completed keys live this long (retention.keys)
 	// Audit, when its Who is set, is written in the move's transaction;
 	// its Action is filled in from the move.
@@ -129,6 +143,10 @@ func (s *Store) MoveKey(ctx context.Context, key string, t KeyTransition, now ti
 		refuse := func(want string) error {
 			return &StateError{What: "key " + key, State: string(k.State), Want: want}
 		}
+		if t.Claim != "" && t.Claim != k.Claim && !t.Reset {
+			return &StateError{What: "key " + key, State: "held by claim " + k.Claim,
+				Want: "claim " + t.Claim + " (that claim lost the key: its lease expired and another claim took it over)"}
+		}
 		switch {
 		case t.Reset:
 			if k.State != KeyNeedsReconciliation && k.State != KeyEffectPending {
@@ -144,7 +162,11 @@ func (s *Store) MoveKey(ctx context.Context, key string, t KeyTransition, now ti
 			if k.State != KeyStarted {
 				return refuse("started")
 			}
-			k.State, k.LeaseUntil = KeyEffectPending, now.Add(t.Lease)
+			lease := t.Lease
+			if k.Lease > 0 {
+				lease = k.Lease
+			}
+			k.State, k.LeaseUntil = KeyEffectPending, now.Add(lease)
 		case t.To == KeyCompleted:
 			switch k.State {
 			case KeyCompleted:

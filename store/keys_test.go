@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -126,15 +127,18 @@ func TestMoveKeyTransitions(t *testing.T) {
 			for _, p := range tt.prepare {
 				move(t, st, key, p, t0)
 			}
-			before, _ := st.Key(key)
+			before, err := st.Key(key)
+			if err != nil {
+				t.Fatal(err)
+			}
 			k, err := st.MoveKey(context.Background(), key, tt.move, t0.Add(time.Second))
 			var state *StateError
 			switch {
 			case !tt.ok && !errors.As(err, &state):
 				t.Fatalf("got %+v, %v; want a StateError", k, err)
 			case !tt.ok:
-				if after, _ := st.Key(key); after.State != before.State || string(after.Result) != string(before.Result) {
-					t.Errorf("a refused move changed the key: %+v -> %+v", before, after)
+				if after, err := st.Key(key); err != nil || !reflect.DeepEqual(after, before) {
+					t.Errorf("a refused move changed the key: %+v -> %+v (%v)", before, after, err)
 				}
 			case err != nil:
 				t.Fatalf("MoveKey: %v", err)
@@ -211,5 +215,40 @@ func TestMoveKeyAuditsInItsTransaction(t *testing.T) {
 	}
 	if len(log) != 1 || log[0].Action != "key completed" || log[0].Target != "k-audit" || log[0].Who != "zapier" || log[0].From != "10.0.0.9" {
 		t.Errorf("audit log %+v; want one entry: zapier completed k-audit from 10.0.0.9", log)
+	}
+}
+
+// TestMoveKeyRefusesALostClaim: a holder whose lease expired and whose key
+// was taken over cannot move the key any more; the new holder can, and a
+// move that names no claim (the API before claims had ids) still works.
+func TestMoveKeyRefusesALostClaim(t *testing.T) {
+	st := openTest(t)
+	old, outcome := claim(t, st, "k-lost", "h", t0, time.Minute)
+	if outcome != ClaimCreated || old.Claim == "" || old.Lease != time.Minute {
+		t.Fatalf("first claim = %s %+v, want created with a claim id and its lease", outcome, old)
+	}
+	cur, outcome := claim(t, st, "k-lost", "h", t0.Add(2*time.Minute), time.Hour)
+	if outcome != ClaimTakeover || cur.Claim == "" || cur.Claim == old.Claim || cur.Lease != time.Hour {
+		t.Fatalf("takeover = %s %+v, want a new claim id and the new lease", outcome, cur)
+	}
+	at := t0.Add(3 * time.Minute)
+	for _, tr := range []KeyTransition{
+		{To: KeyEffectPending, Claim: old.Claim},
+		{To: KeyCompleted, Result: []byte(`{}`), Keep: time.Hour, Claim: old.Claim},
+	} {
+		var state *StateError
+		if _, err := st.MoveKey(context.Background(), "k-lost", tr, at); !errors.As(err, &state) {
+			t.Errorf("move to %s by the lost claim = %v, want a StateError", tr.To, err)
+		}
+	}
+	if k, err := st.Key("k-lost"); err != nil || k.State != KeyStarted || k.Claim != cur.Claim {
+		t.Fatalf("after the refused moves: %+v, %v; want started and held by %s", k, err, cur.Claim)
+	}
+	k := move(t, st, "k-lost", KeyTransition{To: KeyEffectPending, Lease: time.Minute, Claim: cur.Claim}, at)
+	if !k.LeaseUntil.Equal(at.Add(time.Hour)) {
+		t.Errorf("effect_pending lease until %s, want %s: extended by the claim's own lease", k.LeaseUntil, at.Add(time.Hour))
+	}
+	if k := move(t, st, "k-lost", KeyTransition{To: KeyCompleted, Result: []byte(`{}`), Keep: time.Hour}, at); k.State != KeyCompleted {
+		t.Errorf("complete without a claim = %s, want completed", k.State)
 	}
 }

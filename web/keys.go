@@ -27,6 +27,10 @@ type keyAnswer struct {
 	State     store.KeyState  `json:"state"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	TakenOver bool            `json:"taken_over,omitempty"`
+	// Claim is the id of the claim just granted; pass it as ?claim= to
+	// effect-pending and complete, so a claim that lost the key to a
+	// takeover cannot move it.
+	Claim string `json:"claim,omitempty"`
 	Record    store.IdemKey   `json:"record"`
 	Message   string          `json:"message,omitempty"`
 }
@@ -73,9 +77,10 @@ func (s *Server) claimKey(c *echo.Context) error {
 	a := keyAnswer{Key: key, State: k.State, Result: k.Result, Record: k}
 	switch outcome {
 	case store.ClaimCreated:
+		a.Claim = k.Claim
 		return c.JSON(http.StatusCreated, a)
 	case store.ClaimTakeover:
-		a.TakenOver = true
+		a.Claim, a.TakenOver = k.Claim, true
 		a.Message = "the previous claim's lease expired before it reported an effect; this claim took the key over"
 		return c.JSON(http.StatusCreated, a)
 	case store.ClaimDone:
@@ -103,12 +108,13 @@ func canonicalJSON(raw []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// keyEffectPending answers POST /api/v1/keys/{key}/effect-pending.
+// keyEffectPending answers POST /api/v1/keys/{key}/effect-pending?claim=;
+// the lease is extended by the claim's own lease.
 func (s *Server) keyEffectPending(c *echo.Context) error {
-	return s.moveKey(c, store.KeyTransition{To: store.KeyEffectPending, Lease: defaultKeyLease})
+	return s.moveKey(c, store.KeyTransition{To: store.KeyEffectPending, Lease: defaultKeyLease, Claim: c.QueryParam("claim")})
 }
 
-// completeKey answers POST /api/v1/keys/{key}/complete (body: the result).
+// completeKey answers POST /api/v1/keys/{key}/complete?claim= (body: the result).
 func (s *Server) completeKey(c *echo.Context) error {
 	raw, err := readAPIBody(c)
 	if err != nil {
@@ -118,7 +124,7 @@ func (s *Server) completeKey(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.moveKey(c, store.KeyTransition{To: store.KeyCompleted, Result: result, Keep: s.cfg.Retention.Keys})
+	return s.moveKey(c, store.KeyTransition{To: store.KeyCompleted, Result: result, Keep: s.cfg.Retention.Keys, Claim: c.QueryParam("claim")})
 }
 
 // keyReconcileBody is a person's verdict on a key whose effect is unknown.

@@ -105,20 +105,46 @@ func TestKeysAPI(t *testing.T) {
 	})
 
 	t.Run("takeover after the lease", func(t *testing.T) {
-		if code, ans := post("sync-2", "claim", "?lease=1s", `{}`); code != http.StatusCreated {
-			t.Fatalf("claim: %d %v", code, ans)
+		code, first := post("sync-2", "claim", "?lease=1s", `{}`)
+		stale, _ := first["claim"].(string)
+		if code != http.StatusCreated || stale == "" {
+			t.Fatalf("claim: %d %v, want 201 naming the claim", code, first)
 		}
 		clk.Add(999 * time.Millisecond)
 		code, ans := post("sync-2", "claim", "?lease=1s", `{}`)
 		want("within the lease", code, ans, http.StatusConflict, "held by another claim")
 		clk.Add(time.Millisecond)
 		code, ans = post("sync-2", "claim", "", `{}`)
-		if code != http.StatusCreated || ans["taken_over"] != true || ans["state"] != "started" {
-			t.Fatalf("claim after the lease: %d %v, want 201 taken over", code, ans)
+		fresh, _ := ans["claim"].(string)
+		if code != http.StatusCreated || ans["taken_over"] != true || ans["state"] != "started" || fresh == "" || fresh == stale {
+			t.Fatalf("claim after the lease: %d %v, want 201 taken over with a new claim", code, ans)
+		}
+		// The holder that lost the key wakes up: it may not move the new
+		// holder's key, so it will not run the effect.
+		code, ans = post("sync-2", "effect-pending", "?claim="+stale, "")
+		want("effect-pending by the claim that lost the key", code, ans, http.StatusConflict, "lost the key")
+		code, ans = post("sync-2", "complete", "?claim="+stale, `{"done":1}`)
+		want("complete by the claim that lost the key", code, ans, http.StatusConflict, "lost the key")
+		if code, ans := post("sync-2", "effect-pending", "?claim="+fresh, ""); code != http.StatusOK || ans["state"] != "effect_pending" {
+			t.Fatalf("effect-pending by the holder: %d %v", code, ans)
 		}
 		rec := apiGet(t, e, keyPath("sync-2", ""))["record"].(map[string]any)
 		if tos := list(rec["takeovers"]); len(tos) != 1 || tos[0].(map[string]any)["previous_state"] != "started" {
 			t.Errorf("record %v, want one takeover from started", rec)
+		}
+	})
+
+	t.Run("effect pending holds the key as long as the claim asked", func(t *testing.T) {
+		if code, ans := post("long-4", "claim", "?lease=2h", `{}`); code != http.StatusCreated {
+			t.Fatalf("claim: %d %v", code, ans)
+		}
+		now := clk.Now()
+		if code, ans := post("long-4", "effect-pending", "", ""); code != http.StatusOK || ans["state"] != "effect_pending" {
+			t.Fatalf("effect-pending: %d %v", code, ans)
+		}
+		rec := apiGet(t, e, keyPath("long-4", ""))["record"].(map[string]any)
+		if got, want := rec["lease_until"], now.Add(2*time.Hour).Format(time.RFC3339Nano); got != want {
+			t.Errorf("lease_until = %v, want %s: two hours from effect-pending, as claimed", got, want)
 		}
 	})
 
