@@ -31,17 +31,17 @@ type Takeover struct {
 
 // IdemKey is one idempotency key claimed by another workflow (n8n, Make, a script).
 type IdemKey struct {
-	V           int             `json:"v"`
-	Key         string          `json:"key"`
-	State       KeyState        `json:"state"`
-	RequestHash string          `json:"request_hash"`
+	V           int      `json:"v"`
+	Key         string   `json:"key"`
+	State       KeyState `json:"state"`
+	RequestHash string   `json:"request_hash"`
 	// Claim names the claim that holds the key: a new id at every claim
 	// and takeover, so a holder whose lease expired and was taken over
 	// cannot move the new holder's key.
 	Claim string `json:"claim,omitempty"`
 	// Lease is how long the holder asked to hold it; effect_pending
 	// extends the lease by as much.
-	Lease time.Duration `json:"lease_ns,omitempty"`
+	Lease       time.Duration   `json:"lease_ns,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	LeaseUntil  time.Time       `json:"lease_until"`
 	CreatedAt   time.Time       `json:"created_at"`
@@ -124,7 +124,7 @@ type KeyTransition struct {
 	// effect_pending and completed: a holder that lost the key to a
 	// takeover is refused. A person's reconciliation names none.
 	Claim string
-	Keep   time.Duration   // completed keys live this long (retention.keys)
+	Keep  time.Duration // completed keys live this long (retention.keys)
 	// Audit, when its Who is set, is written in the move's transaction;
 	// its Action is filled in from the move.
 	Audit AuditEntry

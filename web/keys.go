@@ -30,9 +30,9 @@ type keyAnswer struct {
 	// Claim is the id of the claim just granted; pass it as ?claim= to
 	// effect-pending and complete, so a claim that lost the key to a
 	// takeover cannot move it.
-	Claim string `json:"claim,omitempty"`
-	Record    store.IdemKey   `json:"record"`
-	Message   string          `json:"message,omitempty"`
+	Claim   string        `json:"claim,omitempty"`
+	Record  store.IdemKey `json:"record"`
+	Message string        `json:"message,omitempty"`
 }
 
 func (s *Server) keyParam(c *echo.Context) (string, error) {
