@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"errors"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -44,35 +43,7 @@ func wantsHTML(r *http.Request) bool {
 	return r.Header.Get("HX-Request") == "true" || strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
-// pageErrors answers a page's error as HTML to browsers: a small page, or
-// for htmx a sentence that lands in #flash. Other clients get the JSON of
-// the server's error handler. It wraps the session and CSRF checks, so
-// their refusals read as pages too.
-func (s *Server) pageErrors(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c *echo.Context) error {
-		err := next(c)
-		if err == nil || !wantsHTML(c.Request()) {
-			return err
-		}
-		if resp, _ := echo.UnwrapResponse(c.Response()); resp != nil && resp.Committed {
-			return err
-		}
-		status, msg := errorAnswer(err)
-		msg = routeSentence(c, status, msg)
-		if status >= 500 {
-			s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, slog.Any("err", err))
-		}
-		if isHX(c) {
-			c.Response().Header().Set("HX-Retarget", "#flash")
-			c.Response().Header().Set("HX-Reswap", "innerHTML")
-			return render(c, status, views.ErrorFragment(msg))
-		}
-		return render(c, status, views.Error(views.ErrorPage{Status: status, Message: msg, LoggedIn: who(c) != nil}))
-	}
-}
-
-// errorAnswer is the status and sentence an error is answered with; it
-// words errors as handleError does.
+// errorAnswer is the status and sentence an error is answered with.
 func errorAnswer(err error) (int, string) {
 	var ae *apiError
 	var he *echo.HTTPError
@@ -236,7 +207,7 @@ func (s *Server) search(c *echo.Context) error {
 	if q == "" {
 		return c.Redirect(http.StatusSeeOther, "/")
 	}
-	key, err := s.findEventKey(q)
+	key, err := s.st.FindEvent(q) // "" when q names nothing
 	if err != nil {
 		return err
 	}
@@ -249,9 +220,4 @@ func (s *Server) search(c *echo.Context) error {
 	}
 	l.Query = q
 	return render(c, http.StatusNotFound, views.SearchEmpty(l, views.NothingFound{Query: q}))
-}
-
-// findEventKey returns the event key q names, or "" when it names nothing.
-func (s *Server) findEventKey(q string) (string, error) {
-	return s.st.FindEvent(q)
 }

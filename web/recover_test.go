@@ -42,6 +42,43 @@ func TestRouterErrorsAreSentences(t *testing.T) {
 	}
 }
 
+// TestRouterErrorsAreHTMLToBrowsers: a browser that asks for a page that
+// does not exist gets the error page with the sentence (htmx a fragment for
+// #flash); the API and the webhooks still answer it JSON.
+func TestRouterErrorsAreHTMLToBrowsers(t *testing.T) {
+	e := newTestEnv(t, nil)
+	tests := []struct {
+		method, path string
+		hx           bool
+		status       int
+		wantType     string
+		want         string // in the body: a <p> of the page, or the JSON sentence
+	}{
+		{http.MethodGet, "/nope", false, http.StatusNotFound, "text/html", "<p>there is no GET /nope</p>"},
+		{http.MethodDelete, "/drafts", false, http.StatusMethodNotAllowed, "text/html", "<p>DELETE is not allowed on /drafts</p>"},
+		{http.MethodGet, "/nope", true, http.StatusNotFound, "text/html", `<p class="notice error">there is no GET /nope</p>`},
+		{http.MethodGet, "/api/v1/nope", false, http.StatusNotFound, "application/json", `{"error":"there is no GET /api/v1/nope"}`},
+		{http.MethodGet, "/hooks/demo", false, http.StatusMethodNotAllowed, "application/json", `{"error":"GET is not allowed on /hooks/demo"}`},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest(tt.method, tt.path, nil)
+		req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+		req.Header.Set("Authorization", "Bearer "+testToken) // past the API's check, to its router
+		if tt.hx {
+			req.Header.Set("HX-Request", "true")
+		}
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		ct, body := rec.Header().Get("Content-Type"), rec.Body.String()
+		if rec.Code != tt.status || !strings.HasPrefix(ct, tt.wantType) || !strings.Contains(body, tt.want) {
+			t.Errorf("%s %s (htmx %v): %d %q %.300s; want %d %s with %s", tt.method, tt.path, tt.hx, rec.Code, ct, body, tt.status, tt.wantType, tt.want)
+		}
+		if got := rec.Header().Get("HX-Retarget"); tt.hx != (got == "#flash") {
+			t.Errorf("%s %s (htmx %v): HX-Retarget %q", tt.method, tt.path, tt.hx, got)
+		}
+	}
+}
+
 // TestBulkRunsForgetFinished: finished bulk runs beyond the newest few are
 // forgotten, oldest first; a running one is never.
 func TestBulkRunsForgetFinished(t *testing.T) {

@@ -41,15 +41,15 @@ func (s *Server) routes() {
 	api.POST("/keys/:key/reconcile", s.reconcileKey, requireAdmin)
 	api.GET("/backup", s.downloadBackup, requireAdmin)
 
-	// The dashboard. Pages answer errors as HTML; a page needs a session
-	// (GET without one goes to /login), and every POST also needs the
-	// session's CSRF token and a same-origin browser. POST /login has no
-	// session yet, so only the origin check.
+	// The dashboard. A page needs a session (GET without one goes to
+	// /login), and every POST also needs the session's CSRF token and a
+	// same-origin browser. POST /login has no session yet, so only the
+	// origin check.
 	e.GET("/static/:name", s.staticFile)
-	e.GET("/login", s.loginForm, s.pageErrors)
-	e.POST("/login", s.loginSubmit, s.pageErrors, crossOrigin, limitForm)
-	page := []echo.MiddlewareFunc{s.pageErrors, crossOrigin, limitForm, s.requirePage}
-	admin := []echo.MiddlewareFunc{s.pageErrors, crossOrigin, limitForm, s.requirePage, requireAdmin}
+	e.GET("/login", s.loginForm)
+	e.POST("/login", s.loginSubmit, crossOrigin, limitForm)
+	page := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage}
+	admin := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage, requireAdmin}
 	e.POST("/logout", s.logout, page...)
 	e.GET("/", s.overviewPage, page...)
 	e.GET("/search", s.search, page...)

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
 	"github.com/handoff/handoff/web/hook"
 )
 
@@ -134,19 +136,30 @@ func routeSentence(c *echo.Context, status int, msg string) string {
 }
 
 // handleError is where every handler error stops travelling: it is logged
-// once here (server errors only) and answered as {"error": "<sentence>"}.
+// once here (server errors only) and answered as {"error": "<sentence>"},
+// or, for a browser outside the API and the webhooks, as a small page (for
+// htmx, a sentence that lands in #flash). That covers the router's own 404
+// and 405 and the refusals of the session and CSRF checks.
 func (s *Server) handleError(c *echo.Context, err error) {
 	if resp, _ := echo.UnwrapResponse(c.Response()); resp != nil && resp.Committed {
 		return
 	}
+	r := c.Request()
 	status, msg := errorAnswer(err)
 	msg = routeSentence(c, status, msg)
 	if status >= 500 {
-		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "status", status, slog.Any("err", err))
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, slog.Any("err", err))
 	}
-	if c.Request().Method == http.MethodHead {
+	switch {
+	case r.Method == http.MethodHead:
 		_ = c.NoContent(status)
-		return
+	case !wantsHTML(r) || strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/hooks/"):
+		_ = c.JSON(status, map[string]string{"error": msg})
+	case isHX(c):
+		c.Response().Header().Set("HX-Retarget", "#flash")
+		c.Response().Header().Set("HX-Reswap", "innerHTML")
+		_ = render(c, status, views.ErrorFragment(msg))
+	default:
+		_ = render(c, status, views.Error(views.ErrorPage{Status: status, Message: msg, LoggedIn: who(c) != nil}))
 	}
-	_ = c.JSON(status, map[string]string{"error": msg})
 }
