@@ -31,12 +31,10 @@ func (s *Server) listDrafts(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var after []byte
-	if v := c.QueryParam("cursor"); v != "" {
-		after, err = base64.RawURLEncoding.DecodeString(v)
-		if err != nil || !strings.HasPrefix(string(after), string(status)+"\x00") {
-			return errorf(http.StatusBadRequest, "cursor %q is not a cursor this list gave out for status %s", v, status)
-		}
+	cursor := c.QueryParam("cursor")
+	after, ok := draftCursor(cursor, status)
+	if !ok {
+		return errorf(http.StatusBadRequest, "cursor %q is not a cursor this list gave out for status %s", cursor, status)
 	}
 	page, next, err := s.st.Drafts(store.DraftFilter{Status: status, After: after, Limit: limit})
 	if err != nil {
@@ -47,6 +45,20 @@ func (s *Server) listDrafts(c *echo.Context) error {
 		out.NextCursor = base64.RawURLEncoding.EncodeToString(next)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// draftCursor decodes a cursor of the drafts of one status, as the API
+// and the queue give it out: "" is the first page (nil); ok is false when
+// v is not such a cursor.
+func draftCursor(v string, status store.DraftStatus) (after []byte, ok bool) {
+	if v == "" {
+		return nil, true
+	}
+	after, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || !strings.HasPrefix(string(after), string(status)+"\x00") {
+		return nil, false
+	}
+	return after, true
 }
 
 // approveBody is the optional body of an approval.

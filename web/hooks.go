@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v5"
 	"github.com/oklog/ulid/v2"
@@ -96,7 +95,7 @@ func hookError(err error, fallback int) error {
 }
 
 // optional reads a field that may be absent or of the wrong type: a message
-// is never refused over a name that is not a string.
+// is never refused over a name that is not a string. Field trims the value.
 func optional(p *hook.Payload, source string) string {
 	if source == "" {
 		return ""
@@ -110,7 +109,7 @@ func optional(p *hook.Payload, source string) string {
 
 // conversationID is the configured field, else the contact, else the message id.
 func conversationID(p *hook.Payload, ch *config.Channel, contact, msgID string) string {
-	if v := strings.TrimSpace(optional(p, ch.Fields.ConversationID)); v != "" {
+	if v := optional(p, ch.Fields.ConversationID); v != "" {
 		return v
 	}
 	if contact != "" {

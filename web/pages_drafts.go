@@ -41,20 +41,19 @@ func newQueueView(p *principal, owner, channel, cursor string) (queueView, error
 	if owner == "mine" {
 		v.owner, v.none = p.Owner, p.Owner == ""
 	}
-	if cursor != "" {
-		after, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || !strings.HasPrefix(string(after), string(store.DraftPending)+"\x00") {
-			return queueView{}, errorf(http.StatusBadRequest, "cursor %q is not a cursor this queue gave out", cursor)
-		}
-		v.after = after
+	after, ok := draftCursor(cursor, store.DraftPending)
+	if !ok {
+		return queueView{}, errorf(http.StatusBadRequest, "cursor %q is not a cursor this queue gave out", cursor)
 	}
+	v.after = after
 	return v, nil
 }
 
-func (v queueView) filtered() bool { return v.owner != "" || v.filter.Channel != "" || v.none }
+// filtered and keep leave v.none to pendingPage, which reads nothing then.
+func (v queueView) filtered() bool { return v.owner != "" || v.filter.Channel != "" }
 
 func (v queueView) keep(d store.Draft) bool {
-	return !v.none && (v.owner == "" || d.Owner == v.owner) && (v.filter.Channel == "" || d.Channel == v.filter.Channel)
+	return (v.owner == "" || d.Owner == v.owner) && (v.filter.Channel == "" || d.Channel == v.filter.Channel)
 }
 
 // withCursor is the same view at another page.

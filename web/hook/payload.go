@@ -122,12 +122,13 @@ const (
 	notScalar
 )
 
-// Field returns the value at source; a JSON null counts as absent because
-// senders use it interchangeably with leaving the key out.
 // IsJSON reports whether the body was JSON (else it was a form).
 func (p *Payload) IsJSON() bool { return !p.isForm }
 
-// Field returns the value at source; see the package documentation.
+// Field returns the value at source with surrounding space trimmed; ok is
+// false when it is absent. A JSON null counts as absent because senders use
+// it interchangeably with leaving the key out; a value that is not a string
+// or number is an *Error.
 func (p *Payload) Field(source string) (value string, ok bool, err error) {
 	v, res, err := p.resolve(source)
 	switch {
