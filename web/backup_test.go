@@ -233,8 +233,8 @@ func backupsEnv(t *testing.T) (*testEnv, *Metrics, string) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Backups.Schedule, cfg.Backups.Keep = "30 2 * * *", 3
-	e, m := newMetricsEnv(t, cfg, nil)
-	return e, m, jobs.BackupDir(cfg.DataDir)
+	e, _ := newEnv(t, cfg, envOptions{})
+	return e, e.metrics, jobs.BackupDir(cfg.DataDir)
 }
 
 // fileSum is the SHA-256 of a file.
@@ -327,7 +327,7 @@ func TestBackupsDownloadNow(t *testing.T) {
 	if _, last := m.LastBackup(); last != -1 {
 		t.Errorf("after a download the scheduled backups' last result is %v, want -1 (a download is not a scheduled backup)", last)
 	}
-	if p := b.get("/backups"); strings.Contains(p.body, "The last backup succeeded") {
+	if p := b.getOK("/backups"); strings.Contains(p.body, "The last backup succeeded") {
 		t.Errorf("the page counts a download as the last scheduled backup")
 	}
 }
@@ -443,6 +443,9 @@ func TestBackupAPIFailureAbortsTheStream(t *testing.T) {
 	}
 	if _, last := m.LastBackup(); last != -1 {
 		t.Errorf("last backup result %v after a broken download, want -1: a download does not speak for the schedule", last)
+	}
+	if failed, ok := counterValue(t, m.downloads.WithLabelValues("failed")), counterValue(t, m.downloads.WithLabelValues("ok")); failed != 1 || ok != 0 {
+		t.Errorf("downloads counted: failed %v, ok %v; want failed 1, ok 0", failed, ok)
 	}
 }
 

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,67 +13,8 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/jobs/drafter"
-	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/store"
 )
-
-// envOptions are what newEnv takes beyond a config.
-type envOptions struct {
-	now   func() time.Time // the server's clock; nil: time.Now
-	pause func(item int)   // holds every bulk replay before each item
-}
-
-// newEnv is newTestEnv with the configured drafter (an OpenAI-compatible
-// one when cfg says so), a clock and a bulk-replay hook; it also returns
-// the server.
-func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) {
-	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := discardLogger()
-	var d jobs.Drafter
-	switch cfg.Drafter.Kind {
-	case "openai":
-		d, err = drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: cfg.Drafter.BaseURL, Model: cfg.Drafter.Model, PromptVersion: cfg.Drafter.PromptVersion, Timeout: cfg.Drafter.Timeout})
-	default:
-		d, err = drafter.NewTemplate(cfg.Drafter.Template, cfg.Drafter.PromptVersion, 0)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds, _ := jobs.Kinds(st, cfg, d, providers)
-	runner := jobs.NewRunner(st, kinds, jobs.Options{Workers: 2, Backoff: jobs.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}, Logger: log})
-	if err := runner.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Deps{Config: cfg, Store: st, Jobs: runner, Logger: log, APIToken: testToken, Now: o.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.bulk.pause = o.pause
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := runner.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := st.Check(); err != nil {
-			t.Errorf("store check after test: %v", err)
-		}
-		st.Close()
-	})
-	return &testEnv{url: hs.URL, st: st, runner: runner, cfg: cfg}, srv
-}
 
 // fakeModel is an OpenAI-compatible chat completions server that fails
 // (500) while told to and answers a valid draft otherwise, counting both.

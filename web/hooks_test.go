@@ -202,7 +202,7 @@ func TestHookRejects(t *testing.T) {
 		{"unknown channel", "/hooks/nope", "application/json", `{"id":"x"}`, nil, 404, `no channel named "nope"`},
 		{"xml body", "/hooks/demo", "application/xml", `<id>1</id>`, nil, 400, "neither JSON nor form"},
 		{"broken json", "/hooks/demo", "application/json", `{"id":`, nil, 400, "JSON"},
-		{"empty body", "/hooks/demo", "application/json", ``, nil, 400, ""},
+		{"empty body", "/hooks/demo", "application/json", ``, nil, 400, "the body is empty"},
 		{"missing id", "/hooks/demo", "application/json", `{"text":"hi"}`, nil, 400, "missing"},
 		{"id is an object", "/hooks/demo", "application/json", `{"id":{"a":1}}`, nil, 400, "not a string or number"},
 		{"id is a bool", "/hooks/demo", "application/json", `{"id":true}`, nil, 400, "not a string or number"},

@@ -1,80 +1,21 @@
 package web
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/jobs/drafter"
-	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/store"
 )
-
-// newMetricsEnv is newTestEnv wired the way serve wires it: one Metrics
-// shared by the server, the runner (job attempts) and the drafter (model
-// calls). The store lives in a temporary folder that becomes cfg.DataDir.
-// metricsNow is the clock of the scrape-time gauges.
-func newMetricsEnv(t *testing.T, cfg *config.Config, metricsNow func() time.Time) (*testEnv, *Metrics) {
-	t.Helper()
-	if cfg == nil {
-		cfg = config.Default()
-	}
-	cfg.DataDir = t.TempDir()
-	st, err := store.Open(cfg.DataDir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if metricsNow == nil {
-		metricsNow = time.Now
-	}
-	metrics := NewMetrics(st, cfg, metricsNow)
-	d, err := drafter.NewTemplate(cfg.Drafter.Template, cfg.Drafter.PromptVersion, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds, draftJob := jobs.Kinds(st, cfg, d, providers)
-	draftJob.Observe = metrics.ModelCall
-	runner := jobs.NewRunner(st, kinds, jobs.Options{
-		Workers: 2, Backoff: jobs.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond},
-		Logger: discardLogger(), Observe: metrics.JobAttempt,
-	})
-	if err := runner.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Deps{Config: cfg, Store: st, Jobs: runner, Logger: discardLogger(), APIToken: testToken, Metrics: metrics})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := runner.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := st.Check(); err != nil {
-			t.Errorf("store check after test: %v", err)
-		}
-		st.Close()
-	})
-	return &testEnv{url: hs.URL, st: st, runner: runner, cfg: cfg}, metrics
-}
 
 // scrape reads /metrics through the router and parses it with
 // Prometheus's own text parser.
@@ -148,6 +89,17 @@ func gauge(t *testing.T, fams map[string]*dto.MetricFamily, name string) (float6
 	return v, ok
 }
 
+// counterValue reads a counter directly, for a server whose /metrics
+// cannot be scraped (its store is closed).
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
 // TestMetricsAfterAKnownWorkload runs webhooks of every outcome, drafts and
 // two approved replies through the real router and runner, then scrapes
 // /metrics and checks every count exactly.
@@ -160,7 +112,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	// The gauges' clock runs five hours ahead: the drafted leads (owned,
 	// stuck after 4h) are stuck by then, the replied ones never.
 	const ahead = 5 * time.Hour
-	e, _ := newMetricsEnv(t, cfg, func() time.Time { return time.Now().Add(ahead) })
+	e, _ := newEnv(t, cfg, envOptions{metricsNow: func() time.Time { return time.Now().Add(ahead) }})
 
 	fams := scrape(t, e)
 	if v, ok := gauge(t, fams, "handoff_backup_last_result"); !ok || v != -1 {
@@ -286,7 +238,8 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 
 // TestMetricsBackupFailure: a failed backup is counted and is the last result.
 func TestMetricsBackupFailure(t *testing.T) {
-	e, m := newMetricsEnv(t, nil, nil)
+	e, _ := newEnv(t, nil, envOptions{})
+	m := e.metrics
 	m.Backup(true, time.Now().Add(-time.Hour))
 	m.Backup(false, time.Now())
 	fams := scrape(t, e)

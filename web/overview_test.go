@@ -23,7 +23,7 @@ func TestOverviewShowsFailedBackup(t *testing.T) {
 		t.Errorf("after a failed backup the overview does not say so")
 	}
 	e.srv.metrics.Backup(true, time.Now())
-	if p := admin.get("/"); strings.Contains(p.body, failed) {
+	if p := admin.getOK("/"); strings.Contains(p.body, failed) {
 		t.Errorf("after a good backup the overview still shows the failure")
 	}
 }

@@ -86,6 +86,17 @@ func (b *browser) do(method, path string, form url.Values, header http.Header) p
 
 func (b *browser) get(path string) page { b.t.Helper(); return b.do(http.MethodGet, path, nil, nil) }
 
+// getOK gets a page that must answer 200, so that a check of what it does
+// not show cannot pass on an error page.
+func (b *browser) getOK(path string) page {
+	b.t.Helper()
+	p := b.get(path)
+	if p.code != http.StatusOK {
+		b.t.Fatalf("GET %s: %d, want 200: %.300s", path, p.code, p.body)
+	}
+	return p
+}
+
 // post sends a form with the CSRF token as the dashboard's forms do.
 func (b *browser) post(path string, form url.Values) page {
 	b.t.Helper()
@@ -299,7 +310,7 @@ func TestForbiddenPageIsHTML(t *testing.T) {
 	if strings.Contains(p.body, `href="/settings"`) {
 		t.Error("the error page links to an admin page")
 	}
-	dash := b.get("/drafts")
+	dash := b.getOK("/drafts")
 	for _, admin := range []string{`href="/users"`, `href="/settings"`, `href="/reconcile"`, `href="/audit"`, `href="/dead-letters"`, `href="/backups"`} {
 		if strings.Contains(dash.body, admin) {
 			t.Errorf("an approver's navigation links to %s", admin)
@@ -491,7 +502,7 @@ func TestTokenRevocation(t *testing.T) {
 		t.Fatalf("create token: %d %.300s", p.code, p.body)
 	}
 	secret := html.UnescapeString(m[1])
-	if again := admin.get("/users"); strings.Contains(again.body, secret) {
+	if again := admin.getOK("/users"); strings.Contains(again.body, secret) {
 		t.Error("the token's secret is shown a second time")
 	}
 	toks, err := e.st.Tokens()
@@ -941,7 +952,7 @@ func TestHandoffsPage(t *testing.T) {
 	if p := b.get("/handoffs?status=owned"); !strings.Contains(p.body, lead) || strings.Contains(p.body, ">stuck</span>") {
 		t.Errorf("owned tab: %d, want the lead, not stuck: %.400s", p.code, p.body)
 	}
-	if p := b.get("/handoffs?stuck=true"); strings.Contains(p.body, lead) {
+	if p := b.getOK("/handoffs?stuck=true"); strings.Contains(p.body, lead) {
 		t.Error("a lead an hour in owned is listed as stuck")
 	}
 	clk.Add(4 * time.Hour)

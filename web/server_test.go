@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -22,25 +21,58 @@ const testToken = "test-token-1234"
 
 // testEnv is a real server on a real bbolt file, served over real HTTP.
 type testEnv struct {
-	url    string
-	st     *store.Store
-	runner *jobs.Runner
-	cfg    *config.Config
-	srv    *Server
+	url     string
+	st      *store.Store
+	runner  *jobs.Runner
+	cfg     *config.Config
+	srv     *Server
+	metrics *Metrics
+}
+
+// envOptions are what newEnv takes beyond a config.
+type envOptions struct {
+	now        func() time.Time // the server's clock; nil: time.Now
+	metricsNow func() time.Time // the clock of the scrape-time gauges; nil: now
+	pause      func(item int)   // holds every bulk replay before each item
 }
 
 // newTestEnv starts the whole HTTP side with cfg (nil: the demo config).
 func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 	t.Helper()
+	e, _ := newEnv(t, cfg, envOptions{})
+	return e
+}
+
+// newEnv starts the whole HTTP side wired the way serve wires it: the
+// configured drafter (an OpenAI-compatible one when cfg says so) and one
+// Metrics shared by the server, the runner (job attempts) and the drafter
+// (model calls). The store lives in a temporary folder that becomes
+// cfg.DataDir (nil cfg: the demo config). It also returns the server.
+func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) {
+	t.Helper()
 	if cfg == nil {
 		cfg = config.Default()
 	}
-	st, err := store.Open(t.TempDir(), store.Options{})
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if o.metricsNow == nil {
+		o.metricsNow = o.now
+	}
+	cfg.DataDir = t.TempDir()
+	st, err := store.Open(cfg.DataDir, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	d, err := drafter.NewTemplate(cfg.Drafter.Template, cfg.Drafter.PromptVersion, 0)
+	log := discardLogger()
+	metrics := NewMetrics(st, cfg, o.metricsNow)
+	var d jobs.Drafter
+	switch cfg.Drafter.Kind {
+	case "openai":
+		d, err = drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: cfg.Drafter.BaseURL, Model: cfg.Drafter.Model, PromptVersion: cfg.Drafter.PromptVersion, Timeout: cfg.Drafter.Timeout})
+	default:
+		d, err = drafter.NewTemplate(cfg.Drafter.Template, cfg.Drafter.PromptVersion, 0)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,16 +80,20 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds, _ := jobs.Kinds(st, cfg, d, providers)
-	runner := jobs.NewRunner(st, kinds,
-		jobs.Options{Workers: 2, Backoff: jobs.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond}, Logger: log})
+	kinds, draftJob := jobs.Kinds(st, cfg, d, providers)
+	draftJob.Observe = metrics.ModelCall
+	runner := jobs.NewRunner(st, kinds, jobs.Options{
+		Workers: 2, Backoff: jobs.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond},
+		Logger: log, Observe: metrics.JobAttempt,
+	})
 	if err := runner.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Deps{Config: cfg, Store: st, Jobs: runner, Logger: log, APIToken: testToken})
+	srv, err := New(Deps{Config: cfg, Store: st, Jobs: runner, Logger: log, APIToken: testToken, Now: o.now, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.bulk.pause = o.pause
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		hs.Close()
@@ -71,7 +107,7 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 		}
 		st.Close()
 	})
-	return &testEnv{url: hs.URL, st: st, runner: runner, cfg: cfg, srv: srv}
+	return &testEnv{url: hs.URL, st: st, runner: runner, cfg: cfg, srv: srv, metrics: metrics}, srv
 }
 
 // do sends a request and decodes a JSON answer into a map.
