@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -65,7 +66,7 @@ func (s *Server) handoffs(q handoffQuery, now time.Time, limit int) ([]store.Han
 		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit})
 	}
 	out := []store.Handoff{}
-	after := stuckAfter(s.cfg)
+	after := jobs.StuckAfter(s.cfg)
 	for _, st := range stuckStatuses {
 		if q.Status != "" && st != q.Status {
 			continue

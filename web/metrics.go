@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -200,19 +201,10 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBackupLast, prometheus.GaugeValue, last)
 }
 
-// stuckAfter is how long a lead may stay in each status before it is stuck.
-func stuckAfter(cfg *config.Config) map[store.HandoffStatus]time.Duration {
-	return map[store.HandoffStatus]time.Duration{
-		store.HandoffReceived: cfg.Stuck.Received,
-		store.HandoffMatched:  cfg.Stuck.Matched,
-		store.HandoffOwned:    cfg.Stuck.Owned,
-	}
-}
-
 // stuckBefore turns the stuck thresholds into cut-off times at now.
 func stuckBefore(cfg *config.Config, now time.Time) map[store.HandoffStatus]time.Time {
 	out := map[store.HandoffStatus]time.Time{}
-	for st, d := range stuckAfter(cfg) {
+	for st, d := range jobs.StuckAfter(cfg) {
 		out[st] = now.Add(-d)
 	}
 	return out

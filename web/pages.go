@@ -11,6 +11,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -137,7 +138,7 @@ func (s *Server) overviewPage(c *echo.Context) error {
 		return err
 	}
 	o := views.Overview{Counts: l.Counts, Stuck: []views.HandoffRow{}}
-	after := stuckAfter(s.cfg)
+	after := jobs.StuckAfter(s.cfg)
 	for _, st := range stuckStatuses {
 		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})
 		hs, err := s.handoffs(handoffQuery{Status: st, Stuck: true}, l.Now, 5)
@@ -156,7 +157,7 @@ func (s *Server) overviewPage(c *echo.Context) error {
 var stuckStatuses = []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned}
 
 func (s *Server) handoffRows(hs []store.Handoff, now time.Time) []views.HandoffRow {
-	after := stuckAfter(s.cfg)
+	after := jobs.StuckAfter(s.cfg)
 	rows := make([]views.HandoffRow, 0, len(hs))
 	for _, h := range hs {
 		r := views.HandoffRow{
