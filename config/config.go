@@ -68,7 +68,7 @@ type Drafter struct {
 	APIKey        string        // resolved from APIKeyEnv at load (may be empty for local servers); never printed
 	PromptVersion string        // default "v1"
 	SystemPrompt  string        // yaml system_prompt
-	Template      string        // default "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly."; parses as text/template
+	Template      string        // default "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly."; a text/template that names only the drafter's fields (drafter.CheckTemplate)
 	Timeout       time.Duration // default 30s
 	Delay         time.Duration // optional: an artificial delay before each template draft, for drills and crash tests
 }
@@ -146,18 +146,25 @@ const defaultTemplate = "Hi {{.Name}}, thanks for your message. {{.Owner}} will 
 const sandboxProvider = "sandbox"
 
 const (
-	defaultMaxBody   = 1 << 20
-	defaultTolerance = 5 * time.Minute
-	providerTimeout  = 10 * time.Second
-	redactedValue    = "[redacted]"
+	defaultMaxBody  = 1 << 20
+	providerTimeout = 10 * time.Second
+	redactedValue   = "[redacted]"
+)
+
+// DefaultAddr and DefaultDataDir are the listen address and data folder
+// when the file sets none; the commands that take --addr or --data without
+// reading the file (user, health) default to them too.
+const (
+	DefaultAddr    = "127.0.0.1:8080"
+	DefaultDataDir = "./data"
 )
 
 // defaults returns every default except the channels, which depend on
 // whether the file lists any.
 func defaults() *Config {
 	return &Config{
-		Addr:    "127.0.0.1:8080",
-		DataDir: "./data",
+		Addr:    DefaultAddr,
+		DataDir: DefaultDataDir,
 		Workers: 4,
 		Drafter: Drafter{
 			Kind:          "template",

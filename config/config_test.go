@@ -491,6 +491,8 @@ func TestParseErrors(t *testing.T) {
 			nil, []string{`drafter.kind: "gpt" is not a drafter kind (use template or openai)`}},
 		{"bad template", "drafter: {template: \"Hi {{.Name\"}\n",
 			nil, []string{"drafter.template: not a valid text/template"}},
+		{"misspelt template field", "drafter: {template: \"Hi {{.Nmae}}\"}\n",
+			nil, []string{"drafter.template: not a valid text/template", "can't evaluate field Nmae"}},
 		{"workers 0", "workers: 0\n",
 			nil, []string{"config: workers: must be between 1 and 256, not 0"}},
 		{"workers 257", "workers: 257\n",

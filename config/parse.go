@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/template"
 
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/web/hook"
 )
 
@@ -262,10 +262,10 @@ func (d *decoder) signature(path string, n *yaml.Node) *Signature {
 		// A header here is ignored, with a warning, rather than refused:
 		// the spec's own example sets one.
 		if set["tolerance"] == nil {
-			s.Tolerance = defaultTolerance
+			s.Tolerance = hook.DefaultTolerance
 		}
 		if s.Secret != "" {
-			if err := checkWebhookSecret(s.Secret); err != nil {
+			if err := hook.ValidateSecret(s.Secret); err != nil {
 				d.fail(joinPath(path, secretKey), set[secretKey], "%v", err)
 			}
 		}
@@ -350,7 +350,9 @@ func (d *decoder) drafter(path string, n *yaml.Node, dr *Drafter) {
 			if !d.text(p, v, &dr.Template) {
 				return
 			}
-			if _, err := template.New("reply").Parse(dr.Template); err != nil {
+			// The drafter's own check: it also catches a misspelt field ({{.Nmae}}),
+			// which parses and only fails when executed.
+			if err := drafter.CheckTemplate(dr.Template); err != nil {
 				d.fail(p, v, "not a valid text/template: %s", strings.TrimPrefix(err.Error(), "template: "))
 			}
 		},
@@ -466,7 +468,7 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 				if !ok {
 					return
 				}
-				if err := checkWebhookSecret(secret); err != nil {
+				if err := hook.ValidateSecret(secret); err != nil {
 					d.fail(k, v, "%v", err)
 					return
 				}

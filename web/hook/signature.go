@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,10 +19,12 @@ type Verifier interface {
 	Verify(header http.Header, body []byte, now time.Time) error
 }
 
-const (
-	whsecPrefix      = "whsec_"
-	defaultTolerance = 5 * time.Minute
-)
+const whsecPrefix = "whsec_"
+
+// DefaultTolerance is how far a Standard Webhooks timestamp may stray from
+// the clock: the scheme's recommended five minutes. The config package uses
+// it as the default of a channel's tolerance.
+const DefaultTolerance = 5 * time.Minute
 
 // standardWebhooks verifies https://www.standardwebhooks.com signatures.
 type standardWebhooks struct {
@@ -34,19 +37,29 @@ type standardWebhooks struct {
 func NewStandardWebhooks(secret string, tolerance time.Duration) (Verifier, error) {
 	key, err := decodeSecret(secret)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hook: %w", err)
 	}
 	if tolerance <= 0 {
-		tolerance = defaultTolerance
+		tolerance = DefaultTolerance
 	}
 	return &standardWebhooks{key: key, tolerance: tolerance}, nil
 }
 
+// ValidateSecret returns why secret is not a Standard Webhooks secret
+// (base64, padded or not, after an optional "whsec_" prefix), or nil. The
+// config package calls it, so that a bad secret stops the server at start,
+// by the very rule that signs and verifies with it.
+func ValidateSecret(secret string) error {
+	_, err := decodeSecret(secret)
+	return err
+}
+
 // decodeSecret never quotes the secret in its errors: they end up in logs.
+// The errors name no package, so that config can put them after a key.
 func decodeSecret(secret string) ([]byte, error) {
 	s := strings.TrimPrefix(strings.TrimSpace(secret), whsecPrefix)
 	if s == "" {
-		return nil, errors.New("hook: the standard-webhooks secret is empty")
+		return nil, errors.New(`the secret is empty after its "whsec_" prefix`)
 	}
 	key, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
@@ -54,7 +67,7 @@ func decodeSecret(secret string) ([]byte, error) {
 		key, err = base64.RawStdEncoding.DecodeString(s)
 	}
 	if err != nil || len(key) == 0 {
-		return nil, errors.New("hook: the standard-webhooks secret is not whsec_ followed by base64")
+		return nil, errors.New(`the secret is not a Standard Webhooks secret ("whsec_" followed by base64, or plain base64)`)
 	}
 	return key, nil
 }
@@ -123,7 +136,7 @@ func standardMAC(key []byte, id, ts string, body []byte) []byte {
 func SignStandardWebhooks(secret string, msgID string, ts time.Time, body []byte) (string, error) {
 	key, err := decodeSecret(secret)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("hook: %w", err)
 	}
 	mac := standardMAC(key, msgID, strconv.FormatInt(ts.Unix(), 10), body)
 	return "v1," + base64.StdEncoding.EncodeToString(mac), nil

@@ -184,6 +184,41 @@ func TestStandardWebhooksSecret(t *testing.T) {
 	}
 }
 
+// TestValidateSecret holds the rule config checks secrets with at start.
+func TestValidateSecret(t *testing.T) {
+	tests := []struct {
+		secret string
+		ok     bool
+	}{
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
+		{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
+		{"  whsec_c2VjcmV0\n", true}, // pasted with its surroundings
+		{"whsec_c2VjcmV0", true},
+		{"whsec_c2VjcmV0LQ", true}, // unpadded
+		{"", false},
+		{"whsec_", false},
+		{"whsec_not base64!", false},
+		{"plain words", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.secret, func(t *testing.T) {
+			err := ValidateSecret(tt.secret)
+			if (err == nil) != tt.ok {
+				t.Fatalf("ValidateSecret(%q) = %v; want ok %v", tt.secret, err, tt.ok)
+			}
+			if err != nil && len(tt.secret) > len("whsec_") && strings.Contains(err.Error(), strings.TrimPrefix(tt.secret, "whsec_")) {
+				t.Errorf("error repeats the secret: %v", err)
+			}
+			// The verifier and the signer must agree with it.
+			_, verr := NewStandardWebhooks(tt.secret, 0)
+			_, serr := SignStandardWebhooks(tt.secret, swID, time.Unix(swTS, 0), nil)
+			if (verr == nil) != tt.ok || (serr == nil) != tt.ok {
+				t.Errorf("NewStandardWebhooks error %v, Sign error %v; want ok %v like ValidateSecret", verr, serr, tt.ok)
+			}
+		})
+	}
+}
+
 func TestStandardWebhooksRoundTrip(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
