@@ -22,15 +22,32 @@ type Template struct {
 // NewTemplate parses src. delay, when set, makes every draft take that long
 // (drills and crash tests use it to have jobs mid-run).
 func NewTemplate(src, promptVersion string, delay time.Duration) (*Template, error) {
+	t, err := parseTemplate(src)
+	if err != nil {
+		return nil, fmt.Errorf("drafter: %w", err)
+	}
+	return &Template{source: src, tmpl: t, promptVersion: promptVersion, delay: delay}, nil
+}
+
+// CheckTemplate returns why src cannot be a reply template, or nil. The
+// config package calls it, so that a bad drafter.template stops the server
+// at start, by the very rule NewTemplate applies.
+func CheckTemplate(src string) error {
+	_, err := parseTemplate(src)
+	return err
+}
+
+// parseTemplate's errors are text/template's, which start "template: ".
+func parseTemplate(src string) (*template.Template, error) {
 	t, err := template.New("reply").Option("missingkey=zero").Parse(src)
 	if err != nil {
-		return nil, fmt.Errorf("drafter: template: %w", err)
+		return nil, err
 	}
 	// A misspelt field ({{.Nmae}}) only fails when executed: find out at start.
 	if err := t.Execute(io.Discard, templateData{}); err != nil {
-		return nil, fmt.Errorf("drafter: template: %w", err)
+		return nil, err
 	}
-	return &Template{source: src, tmpl: t, promptVersion: promptVersion, delay: delay}, nil
+	return t, nil
 }
 
 // templateData is what the template can refer to.

@@ -93,7 +93,17 @@ func TestNewTemplateRejectsBadTemplates(t *testing.T) {
 			if _, err := NewTemplate(src, "v1", 0); err == nil {
 				t.Errorf("NewTemplate(%q) = nil error, want one", src)
 			}
+			if err := CheckTemplate(src); err == nil {
+				t.Errorf("CheckTemplate(%q) = nil, want the error NewTemplate gives", src)
+			}
 		})
+	}
+}
+
+func TestCheckTemplateAcceptsEveryField(t *testing.T) {
+	src := replyTemplate + "{{.Text}}{{.Contact}}{{.Channel}}{{.Email}}{{if .Returning}}again{{end}}"
+	if err := CheckTemplate(src); err != nil {
+		t.Errorf("CheckTemplate: %v; want nil", err)
 	}
 }
 
