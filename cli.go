@@ -22,7 +22,7 @@ const usage = `usage:
   handoff backup    --url URL --token TOKEN -o FILE     (from a running server)
   handoff restore   --data DIR FILE                     (server stopped; verifies first, keeps the old file)
   handoff verify    FILE
-  handoff user add  --data DIR NAME --role admin|approver   (password from stdin or generated)
+  handoff user add  --data DIR NAME --role admin|approver [--owner NAME]   (password from stdin or generated)
   handoff drill     [--keep]                            (duplicate, timeout and crash fixtures against a temporary instance)
   handoff health    --addr HOST:PORT                    (exit 0 when the server is ready; for health checks)
   handoff version
@@ -32,7 +32,11 @@ HANDOFF_API_TOKEN is accepted as an admin bearer token.`
 // run dispatches a sub-command.
 func run(ctx context.Context, args []string, e env) error {
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	switch {
+	case len(args) > 0 && isHelp(args[0]):
+		// Asks for the command list, not for serve's flags.
+		cmd, args = "help", args[1:]
+	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -41,7 +45,7 @@ func run(ctx context.Context, args []string, e env) error {
 	case "verify":
 		return verify(args, e)
 	case "user":
-		return userCmd(ctx, args, e, e.stdin)
+		return userCmd(ctx, args, e)
 	case "backup":
 		return backupCmd(ctx, args, e)
 	case "restore":
@@ -53,11 +57,25 @@ func run(ctx context.Context, args []string, e env) error {
 	case "version":
 		fmt.Fprintln(e.stdout, "handoff", version())
 		return nil
-	case "help", "-h", "--help":
+	case "help":
 		fmt.Fprintln(e.stdout, usage)
 		return nil
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+// isHelp reports whether arg is one of the flag package's help flags.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
+}
+
+// override sets *flag to the environment variable key when that is set:
+// the environment wins over the command line, so a container can set the
+// data folder and address once for every command.
+func (e env) override(flag *string, key string) {
+	if v := e.getenv(key); v != "" {
+		*flag = v
+	}
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/handoff/handoff/config"
 )
 
 // healthCmd runs `handoff health [--addr HOST:PORT]`: exit 0 when the
@@ -12,13 +14,11 @@ import (
 // image needs no curl.
 func healthCmd(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("health", e)
-	addr := fs.String("addr", "127.0.0.1:8080", "the server's address")
+	addr := fs.String("addr", config.DefaultAddr, "the server's address")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if v := e.getenv("HANDOFF_ADDR"); v != "" {
-		*addr = v
-	}
+	e.override(addr, "HANDOFF_ADDR")
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/readyz", nil)

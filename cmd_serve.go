@@ -30,24 +30,18 @@ const shutdownGrace = 15 * time.Second
 func serve(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("serve", e)
 	cfgPath := fs.String("config", "", "configuration file (YAML); none runs the demo")
-	dataDir := fs.String("data", "", "data folder (default from the config, else ./data)")
-	addr := fs.String("addr", "", "listen address (default from the config, else 127.0.0.1:8080)")
+	dataDir := fs.String("data", "", "data folder (default from the config, else "+config.DefaultDataDir+")")
+	addr := fs.String("addr", "", "listen address (default from the config, else "+config.DefaultAddr+")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if v := e.getenv("HANDOFF_CONFIG"); v != "" {
-		*cfgPath = v
-	}
+	e.override(cfgPath, "HANDOFF_CONFIG")
 	cfg, err := config.Load(*cfgPath, e.getenv)
 	if err != nil {
 		return err
 	}
-	if v := e.getenv("HANDOFF_DATA"); v != "" {
-		*dataDir = v
-	}
-	if v := e.getenv("HANDOFF_ADDR"); v != "" {
-		*addr = v
-	}
+	e.override(dataDir, "HANDOFF_DATA")
+	e.override(addr, "HANDOFF_ADDR")
 	if *dataDir != "" {
 		cfg.DataDir = *dataDir
 	}
@@ -221,7 +215,12 @@ func firstAdmin(ctx context.Context, st *store.Store, e env) error {
 		return fmt.Errorf("HANDOFF_ADMIN_PASSWORD: %w", err)
 	}
 	err = st.CreateUser(ctx, store.User{Name: "admin", Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: time.Now().UTC()})
-	if err != nil && !errors.Is(err, store.ErrExists) {
+	if errors.Is(err, store.ErrExists) {
+		// Someone created "admin" since Users ran (user add against the
+		// same folder): nothing was stored, so there is no password to print.
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	if generated {

@@ -10,18 +10,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/web"
 )
 
-// userCmd runs `handoff user add --data DIR NAME --role admin|approver`
+// userCmd runs `handoff user add --data DIR NAME --role admin|approver [--owner NAME]`
 // with the server stopped; the password comes from stdin or is generated.
-func userCmd(ctx context.Context, args []string, e env, stdin io.Reader) error {
+func userCmd(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] != "add" {
 		return errors.New("usage: handoff user add --data DIR NAME --role admin|approver [--owner NAME]")
 	}
 	fs := newFlagSet("user add", e)
-	dataDir := fs.String("data", "./data", "data folder")
+	dataDir := fs.String("data", config.DefaultDataDir, "data folder")
 	role := fs.String("role", "approver", "admin or approver")
 	owner := fs.String("owner", "", "the routing owner this person works as (their \"mine\" filter)")
 	// Flags may come before and after NAME (the spec writes
@@ -42,16 +43,14 @@ func userCmd(ctx context.Context, args []string, e env, stdin io.Reader) error {
 		return fmt.Errorf("user add needs exactly one NAME, got %d", len(names))
 	}
 	name := names[0]
-	if v := e.getenv("HANDOFF_DATA"); v != "" {
-		*dataDir = v
-	}
+	e.override(dataDir, "HANDOFF_DATA")
 	if !web.ValidName(name) {
 		return fmt.Errorf("user name %q: use 1 to 64 letters, digits, '.', '_', '-' or '@'", name)
 	}
 	if *role != string(store.RoleAdmin) && *role != string(store.RoleApprover) {
 		return fmt.Errorf("--role %q: use admin or approver", *role)
 	}
-	pw, generated, err := readPassword(stdin)
+	pw, generated, err := readPassword(e.stdin)
 	if err != nil {
 		return err
 	}

@@ -201,6 +201,25 @@ func TestUnknownCommand(t *testing.T) {
 	}
 }
 
+// TestHelp: a help flag first asks for the command list; it must not reach
+// serve, whose flag set would print only its own flags.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"help", "-h", "-help", "--help"} {
+		t.Run(arg, func(t *testing.T) {
+			c := runCLI(t, "", nil, arg)
+			c.wantOK(t)
+			for _, want := range []string{"usage:", "handoff [serve]", "handoff backup", "handoff user add", "[--owner NAME]", "handoff health"} {
+				if !strings.Contains(c.stdout.String(), want) {
+					t.Errorf("%s printed %q; want it to mention %q", arg, c.stdout.String(), want)
+				}
+			}
+			if c.stderr.Len() != 0 {
+				t.Errorf("%s wrote %q to stderr; want only the command list on stdout", arg, c.stderr.String())
+			}
+		})
+	}
+}
+
 func TestVerify(t *testing.T) {
 	good := dbFile(database(t, 3))
 	c := runCLI(t, "", nil, "verify", good)
