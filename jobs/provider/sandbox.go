@@ -25,9 +25,10 @@ type SandboxStore interface {
 // Sandbox is the built-in provider: it delivers nowhere and records every
 // message in the database by our reference. A repeated reference is
 // deduplicated when the sandbox is configured to honour idempotency keys,
-// and refused (loudly, as a permanent failure) otherwise, so a double send
-// can never pass unnoticed. Its knobs make it fail, stall or time out after
-// accepting, for tests and drills.
+// and refused otherwise with a 409: an ambiguous answer, not a permanent
+// failure, because the first copy did arrive, so the row never reads
+// "failed" and a double send can never pass unnoticed. Its knobs make it
+// fail, stall or time out after accepting, for tests and drills.
 type Sandbox struct {
 	name string
 	cfg  config.Provider
