@@ -60,20 +60,6 @@ func scheduledBackups(t *testing.T, dataDir string) []string {
 	return names
 }
 
-// waitUntil polls cond until it holds or the timeout passes.
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 // TestBackupUnderLoadAndRestore takes a backup with `handoff backup` from
 // the real binary while webhooks pour in, checks the scheduled backups
 // rotate and verify, then restores the backup into a second installation

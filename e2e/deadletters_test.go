@@ -77,7 +77,7 @@ func dxSandbox(t *testing.T, i *instance, ref string) []dlvSandboxMessage {
 func dxParked(t *testing.T, i *instance, key string, n int) dlvOutbox {
 	t.Helper()
 	var row dlvOutbox
-	dlvWait(t, fmt.Sprintf("the reply of %s to need reconciliation after %d attempt(s)", key, n), 20*time.Second, func() bool {
+	waitUntil(t, fmt.Sprintf("the reply of %s to need reconciliation after %d attempt(s)", key, n), 20*time.Second, func() bool {
 		var tl dlvTimeline
 		if code, err := dlvGet(i, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
 			t.Fatalf("GET event %s: %d %v", key, code, err)

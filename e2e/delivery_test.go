@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -88,21 +91,6 @@ func dlvOutboxPath(id string) string {
 	return "/api/v1/outbox/" + strings.NewReplacer("+", "%2B", ":", "%3A").Replace(url.PathEscape(id))
 }
 
-// dlvWait polls cond every pollInterval until it holds or timeout passes;
-// cond may fail the test itself.
-func dlvWait(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
 // TestDeliveryCrashResolvesInFlightSends kills the server with SIGKILL while
 // replies are effect_pending (the provider call under way), restarts it on
 // the same data, and checks that every reply ends sent exactly once, by the
@@ -134,7 +122,7 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 
 	// Wait for a send in flight, seen through GET /api/v1/outbox/{id}.
 	inFlight := ""
-	dlvWait(t, "a reply to be effect_pending", 20*time.Second, func() bool {
+	waitUntil(t, "a reply to be effect_pending", 20*time.Second, func() bool {
 		for _, key := range keys {
 			var tl dlvTimeline
 			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
@@ -159,7 +147,7 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 
 	// Every reply ends sent, and nothing else, with its jobs finished.
 	final := map[string]dlvTimeline{}
-	dlvWait(t, "every reply to be sent after the restart", 40*time.Second, func() bool {
+	waitUntil(t, "every reply to be sent after the restart", 40*time.Second, func() bool {
 		for _, key := range keys {
 			if _, done := final[key]; done {
 				continue
@@ -291,7 +279,7 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 		}
 	}
 	ids := map[string]string{}
-	dlvWait(t, "every reply to be effect_pending after an accepted send", 20*time.Second, func() bool {
+	waitUntil(t, "every reply to be effect_pending after an accepted send", 20*time.Second, func() bool {
 		for _, key := range keys {
 			var tl dlvTimeline
 			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
@@ -319,7 +307,7 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 	inst.restart()
 
 	final := map[string]dlvOutbox{}
-	dlvWait(t, "every reply to be resolved after the restart", 30*time.Second, func() bool {
+	waitUntil(t, "every reply to be resolved after the restart", 30*time.Second, func() bool {
 		for _, key := range keys {
 			var row dlvOutbox
 			if code, err := dlvGet(inst, dlvOutboxPath(ids[key]), &row); err != nil || code != http.StatusOK {
@@ -359,6 +347,197 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 		if m.ID == "" || m.Repeats != 0 || row.ProviderID != m.ID {
 			t.Errorf("%s: sandbox message %+v, row sent as %q; want it received once, never again, and its id on the row", key, m, row.ProviderID)
 		}
+	}
+	inst.stopCleanly()
+}
+
+// fakeProvider is a provider of kind http in the test process, so what it
+// received survives the kill of the binary. POST /send records the message
+// and then holds the request until release; GET /messages/{ref} answers
+// like a provider that stored it: 200 with its id once the reference was
+// posted, 404 before.
+type fakeProvider struct {
+	srv     *httptest.Server
+	held    chan struct{} // closed by release
+	release func()
+
+	mu      sync.Mutex
+	posts   []fakePost
+	lookups int
+}
+
+// fakePost is one POST the fake provider received.
+type fakePost struct {
+	Key  string // Idempotency-Key
+	Ref  string // client_ref of the body
+	ID   string // the id the provider gave the message
+	Body []byte
+}
+
+func newFakeProvider(t *testing.T) *fakeProvider {
+	t.Helper()
+	f := &fakeProvider{held: make(chan struct{})}
+	var once sync.Once
+	f.release = func() { once.Do(func() { close(f.held) }) }
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /send", f.send)
+	mux.HandleFunc("GET /messages/{ref}", f.lookup)
+	f.srv = httptest.NewServer(mux)
+	// Cleanups run last first: the held handlers return before Close waits for them.
+	t.Cleanup(f.srv.Close)
+	t.Cleanup(f.release)
+	return f
+}
+
+func (f *fakeProvider) send(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, `{"error":"unreadable body"}`, http.StatusBadRequest)
+		return
+	}
+	var m struct {
+		Ref string `json:"client_ref"`
+	}
+	_ = json.Unmarshal(body, &m)
+	f.mu.Lock()
+	p := fakePost{Key: r.Header.Get("Idempotency-Key"), Ref: m.Ref, ID: fmt.Sprintf("fake-msg-%d", len(f.posts)+1), Body: body}
+	f.posts = append(f.posts, p)
+	f.mu.Unlock()
+	// Stored, but the answer is slow: the sender dies waiting for it.
+	<-f.held
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"id": p.ID})
+}
+
+func (f *fakeProvider) lookup(w http.ResponseWriter, r *http.Request) {
+	ref := r.PathValue("ref")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lookups++
+	for _, p := range f.posts {
+		if p.Key == ref {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"id": p.ID, "status": "sent"})
+			return
+		}
+	}
+	http.Error(w, `{"error":"no such message"}`, http.StatusNotFound)
+}
+
+// received returns the POSTs recorded so far and the number of lookups.
+func (f *fakeProvider) received() ([]fakePost, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.posts), f.lookups
+}
+
+// TestDeliveryCrashWhileProviderHoldsSend approves a reply by the API to an
+// http provider in the test process, kills the server with SIGKILL while
+// that provider holds the POST it has already stored, and restarts it on
+// the same data. The provider cannot deduplicate (supports_idempotency_key:
+// false), so a resend would deliver twice: the restarted server must ask
+// lookup_url instead, and the row ends sent with the id the lookup gave.
+func TestDeliveryCrashWhileProviderHoldsSend(t *testing.T) {
+	fake := newFakeProvider(t)
+	inst := startInstance(t, fmt.Sprintf(`workers: 2
+channels:
+  - name: demo
+    fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
+    provider: fake
+providers:
+  - name: fake
+    kind: http
+    url: %[1]s/send
+    lookup_url: "%[1]s/messages/{ref}"
+    supports_idempotency_key: false
+    timeout: 60s
+retry: {base_delay: 100ms, max_delay: 1s}
+`, fake.srv.URL))
+
+	const key = "demo:held-1"
+	body, _ := json.Marshal(map[string]string{"id": "held-1", "conversation_id": "+15550030000", "from": "+15550030000", "name": "Ada", "text": "hi"})
+	resp, err := inst.client.Post(inst.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST /hooks/demo: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /hooks/demo: %d, want 202", resp.StatusCode)
+	}
+	draft := waitAllDrafted(t, inst, []string{key}, 20*time.Second)[key].Draft
+	code, ans := dxPost(t, inst, "/api/v1/drafts/"+url.PathEscape(draft.ID)+"/approve", "")
+	ref, _ := ans["outbox_id"].(string)
+	if code != http.StatusOK || ans["status"] != "approved" || ref == "" {
+		t.Fatalf("approve draft %s: %d %v; want 200 approved with an outbox id", draft.ID, code, ans)
+	}
+
+	// The provider has the message and holds the answer: the send is in flight.
+	waitUntil(t, "the provider to receive the reply", 20*time.Second, func() bool {
+		posts, _ := fake.received()
+		return len(posts) > 0
+	})
+	var row dlvOutbox
+	if code, err := dlvGet(inst, dlvOutboxPath(ref), &row); err != nil || code != http.StatusOK {
+		t.Fatalf("GET outbox %s: %d %v", ref, code, err)
+	}
+	if row.Status != "effect_pending" || len(row.Attempts) != 0 {
+		t.Fatalf("row %s is %s with %d attempts while the provider holds the send; want effect_pending with none recorded", ref, row.Status, len(row.Attempts))
+	}
+	inst.kill()
+	inst.restart()
+	fake.release() // its answer goes to a dead connection
+
+	waitUntil(t, "the reply to be resolved after the restart", 30*time.Second, func() bool {
+		if code, err := dlvGet(inst, dlvOutboxPath(ref), &row); err != nil || code != http.StatusOK {
+			t.Fatalf("GET outbox %s: %d %v", ref, code, err)
+		}
+		return row.Status == "sent" || row.Status == "failed" || row.Status == "needs_reconciliation"
+	})
+	posts, lookups := fake.received()
+	var mine []fakePost
+	for _, p := range posts {
+		if p.Key == ref {
+			mine = append(mine, p)
+		}
+	}
+	if len(mine) != 1 || len(posts) != 1 {
+		t.Fatalf("the provider received %d POSTs with Idempotency-Key %s (%d in all), want exactly 1: no resend after the crash", len(mine), ref, len(posts))
+	}
+	if mine[0].Ref != ref {
+		t.Errorf("the POST's body has client_ref %q, want the Idempotency-Key %q: %s", mine[0].Ref, ref, mine[0].Body)
+	}
+	var steps []string
+	for _, a := range row.Attempts {
+		steps = append(steps, a.Action+":"+a.Outcome)
+	}
+	if row.Status != "sent" || row.ProviderID != mine[0].ID || strings.Join(steps, ",") != "lookup:sent" || lookups == 0 {
+		t.Errorf("row %s ended %s as %q (%s) after %v with %d lookups; want sent as %q, found by lookup",
+			ref, row.Status, row.ProviderID, row.Note, steps, lookups, mine[0].ID)
+	}
+
+	// The killed send was an attempt of its own, released by the restart;
+	// the next one found the message. (The row is sent a moment before its
+	// job records its end, hence the wait.)
+	var deliver jobView
+	waitUntil(t, "the delivery job to complete", 10*time.Second, func() bool {
+		var tl dlvTimeline
+		if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
+			t.Fatalf("GET event %s: %d %v", key, code, err)
+		}
+		for _, j := range tl.Jobs {
+			if j.Kind == "deliver" {
+				deliver = j
+			}
+		}
+		return deliver.State == jobCompleted
+	})
+	var outcomes []string
+	for _, a := range deliver.Attempts {
+		outcomes = append(outcomes, a.Outcome)
+	}
+	if want := outcomeLeaseExpired + "," + outcomeCompleted; strings.Join(outcomes, ",") != want {
+		t.Errorf("delivery job attempts %v; want %s: the killed send, then the lookup", outcomes, want)
 	}
 	inst.stopCleanly()
 }

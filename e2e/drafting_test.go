@@ -6,9 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,117 +75,6 @@ func (m *dfModel) callsFor(corr string) []dfModelCall {
 	return out
 }
 
-// ---- starting the binary with extra environment ----
-
-// startInstanceWithEnv is startInstance whose first run gets extra
-// environment variables (a fault hook); restart() starts later runs
-// without them.
-func startInstanceWithEnv(t *testing.T, configYAML string, extraEnv ...string) *instance {
-	t.Helper()
-	requireBinary(t)
-	dir := t.TempDir()
-	logDir, err := os.MkdirTemp("", "handoff-e2e-"+sanitize(t.Name())+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst := &instance{
-		t:       t,
-		dataDir: filepath.Join(dir, "data"),
-		token:   randomHex(t, 24),
-		logDir:  logDir,
-		client:  &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
-	}
-	inst.config = filepath.Join(dir, "handoff.yaml")
-	if err := os.WriteFile(inst.config, []byte(configYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(inst.cleanup)
-	inst.startWithEnv(extraEnv)
-	return inst
-}
-
-// startWithEnv is start() with extra environment variables for this run.
-func (i *instance) startWithEnv(extraEnv []string) {
-	t := i.t
-	t.Helper()
-	n := len(i.runs) + 1
-	f, err := os.Create(filepath.Join(i.logDir, fmt.Sprintf("run-%d.log", n)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl := &runLog{f: f}
-	cmd := exec.Command(binPath, "serve", "--data", i.dataDir, "--addr", "127.0.0.1:0", "--config", i.config)
-	cmd.Env = append(childEnv(i.token, randomHex(t, 12)), extraEnv...)
-	addrCh := make(chan string, 1)
-	stderr := &lineWriter{log: rl, onLine: func(line []byte) {
-		if addr, ok := listeningAddr(line); ok {
-			select {
-			case addrCh <- addr:
-			default:
-			}
-		}
-	}}
-	stdout := &lineWriter{log: rl, prefix: "stdout: "}
-	cmd.Stderr, cmd.Stdout = stderr, stdout
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", binPath, err)
-	}
-	p := &process{n: n, cmd: cmd, log: rl, done: make(chan struct{})}
-	i.runs = append(i.runs, p)
-	go func() {
-		_ = cmd.Wait()
-		stderr.flush()
-		stdout.flush()
-		p.state = cmd.ProcessState
-		close(p.done)
-	}()
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case addr := <-addrCh:
-		p.baseURL = "http://" + addr
-	case <-p.done:
-		t.Fatalf("handoff run %d exited (%s) before logging its address", n, p.exitDesc())
-	case <-timer.C:
-		t.Fatalf("handoff run %d logged no address within %v", n, startTimeout)
-	}
-	if err := i.waitReady(p, time.Now().Add(startTimeout)); err != nil {
-		t.Fatalf("handoff run %d: %v", n, err)
-	}
-}
-
-// dfWaitDrafted polls one event until its draft job completed and its draft
-// waits for approval; a discarded job fails at once.
-func dfWaitDrafted(t *testing.T, inst *instance, key string, timeout time.Duration) eventView {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		v, err := inst.event(key)
-		if err != nil {
-			t.Fatalf("polling %s: %v", key, err)
-		}
-		done := len(v.Jobs) > 0 && v.Draft != nil && v.Draft.Status == draftPendingApproval
-		for _, j := range v.Jobs {
-			if j.State == jobDiscarded || j.State == jobCancelled {
-				t.Fatalf("event %s: job %s is %s (%q): %s", key, j.ID, j.State, j.LastError, describe(v))
-			}
-			if j.State != jobCompleted {
-				done = false
-			}
-		}
-		if done {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("event %s not drafted within %v: %s", key, timeout, describe(v))
-		}
-		<-tick.C
-	}
-}
-
 // TestDraftStoredBeforeCrashIsReused kills the process (SIGKILL, by
 // itself) right after a draft commits and before its job is marked done.
 // The restarted process must finish the job from the stored draft without
@@ -200,7 +86,7 @@ func TestDraftStoredBeforeCrashIsReused(t *testing.T) {
 drafter: {kind: openai, base_url: %s/v1, model: m, prompt_version: p1, timeout: 10s}
 retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 `, model.srv.URL)
-	inst := startInstanceWithEnv(t, cfg, "HANDOFF_FAULT=exit-after-draft-commit")
+	inst := startInstance(t, cfg, "HANDOFF_FAULT=exit-after-draft-commit")
 	faulty := inst.cur()
 
 	// The event is committed before the answer; the draft job then runs,
@@ -225,7 +111,7 @@ retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 
 	inst.restart() // without the fault
 	const key = "demo:crash-draft-1"
-	v := dfWaitDrafted(t, inst, key, 20*time.Second)
+	v := waitAllDrafted(t, inst, []string{key}, 20*time.Second)[key]
 	if err == nil && v.Event.CorrelationID != res.reply.CorrelationID {
 		t.Errorf("event correlation id %q, the webhook answered %q", v.Event.CorrelationID, res.reply.CorrelationID)
 	}
@@ -288,7 +174,7 @@ retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 	if accepted != 1 || dups != copies-1 {
 		t.Errorf("%d accepted and %d duplicates of %d deliveries, want 1 and %d", accepted, dups, copies, copies-1)
 	}
-	sv := dfWaitDrafted(t, inst, "demo:storm-draft-1", 20*time.Second)
+	sv := waitAllDrafted(t, inst, []string{"demo:storm-draft-1"}, 20*time.Second)["demo:storm-draft-1"]
 	if n := len(model.callsFor(sv.Event.CorrelationID)); n != 1 {
 		t.Errorf("model called %d times for one event delivered %d times, want 1", n, copies)
 	}

@@ -147,9 +147,11 @@ type process struct {
 
 // startInstance starts handoff on a fresh data folder, with configYAML (if not
 // empty) written to a file passed with --config, and waits until /readyz says
-// the store is writable. Everything is torn down when the test ends; the
-// process output is printed when the test failed.
-func startInstance(t *testing.T, configYAML string) *instance {
+// the store is writable. extraEnv ("NAME=value", such as a fault hook) goes
+// to this first run only; restart starts later runs without it. Everything is
+// torn down when the test ends; the process output is printed when the test
+// failed.
+func startInstance(t *testing.T, configYAML string, extraEnv ...string) *instance {
 	t.Helper()
 	requireBinary(t)
 
@@ -182,7 +184,7 @@ func startInstance(t *testing.T, configYAML string) *instance {
 	// Registered after t.TempDir, so it runs before the data folder is
 	// removed: a live process would otherwise keep writing into it.
 	t.Cleanup(inst.cleanup)
-	inst.start()
+	inst.start(extraEnv)
 	return inst
 }
 
@@ -196,10 +198,12 @@ func (i *instance) restart() {
 	if p := i.cur(); !p.exited() {
 		i.t.Fatalf("restart: run %d is still running", p.n)
 	}
-	i.start()
+	i.start(nil)
 }
 
-func (i *instance) start() {
+// start runs the binary once more on the instance's files, with extraEnv
+// added to its environment, and waits until it is ready and healthy.
+func (i *instance) start(extraEnv []string) {
 	t := i.t
 	t.Helper()
 	n := len(i.runs) + 1
@@ -214,7 +218,7 @@ func (i *instance) start() {
 		args = append(args, "--config", i.config)
 	}
 	cmd := exec.Command(binPath, args...)
-	cmd.Env = childEnv(i.token, randomHex(t, 12))
+	cmd.Env = append(childEnv(i.token, randomHex(t, 12)), extraEnv...)
 	addrCh := make(chan string, 1)
 	stderr := &lineWriter{log: rl, onLine: func(line []byte) {
 		if addr, ok := listeningAddr(line); ok {
@@ -277,6 +281,21 @@ func (i *instance) waitReady(p *process, deadline time.Time) error {
 			return fmt.Errorf("exited (%s) while waiting for /readyz", p.exitDesc())
 		case <-tick.C:
 		}
+	}
+}
+
+// waitUntil polls cond every pollInterval until it holds, and fails the test
+// when timeout passes first; cond may fail the test itself.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		<-tick.C
 	}
 }
 
