@@ -161,6 +161,9 @@ func serve(ctx context.Context, args []string, e env) error {
 	if err := httpSrv.Shutdown(sctx); err != nil {
 		log.Warn("http shutdown", slog.Any("err", err))
 	}
+	if err := srv.Stop(sctx); err != nil {
+		log.Warn("bulk replay stop", slog.Any("err", err))
+	}
 	jctx, cancelJobs := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancelJobs()
 	if err := runner.Stop(jctx); err != nil {

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -219,6 +220,30 @@ type bulkRuns struct {
 	// pause, when set (tests only), runs before item i of every run is
 	// looked at, so a test can hold a run at a known point.
 	pause func(i int)
+	// running counts the runs' goroutines, so Stop can wait for them;
+	// stopping, once Stop has cancelled them, refuses new runs.
+	running  sync.WaitGroup
+	stopping bool
+}
+
+// Stop cancels the bulk replays still running and waits until each has
+// finished the item under way, or ctx ends. serve calls it after the HTTP
+// server stopped and before the store closes.
+func (s *Server) Stop(ctx context.Context) error {
+	s.bulk.mu.Lock()
+	for _, r := range s.bulk.runs {
+		r.cancel()
+	}
+	s.bulk.stopping = true
+	s.bulk.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.bulk.running.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("web: bulk replays still running: %w", ctx.Err())
+	}
 }
 
 // startBulkReplay answers POST /api/v1/dead-letters/replay with a filter:
@@ -272,13 +297,20 @@ func (s *Server) startBulk(body deadLetterFilter, by, from string) (*bulkRun, er
 		Replayed: []string{}, Skipped: []bulkSkipped{}, Failed: []bulkSkipped{},
 	}}
 	s.bulk.mu.Lock()
+	if s.bulk.stopping {
+		s.bulk.mu.Unlock()
+		cancel()
+		return nil, errorf(http.StatusServiceUnavailable, "the server is stopping; start the bulk replay again once it is back")
+	}
 	// Keep the runs a person may still be watching; forget finished ones
 	// beyond the newest few, so the map cannot grow for ever.
 	s.bulk.forgetFinished(keepBulkRuns)
 	s.bulk.runs[run.st.ID] = run
 	pause := s.bulk.pause
+	s.bulk.running.Add(1)
 	s.bulk.mu.Unlock()
 	go func() {
+		defer s.bulk.running.Done()
 		defer cancel()
 		for i, it := range items {
 			if pause != nil {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -505,6 +506,62 @@ func TestBulkReplayCancel(t *testing.T) {
 		t.Errorf("%d jobs left on the list, want %d", len(rest), n-1)
 	}
 	wantAudit(t, e.st, "api-token", "replay job")
+}
+
+// TestStopEndsBulkReplays: Stop (serve calls it before closing the store)
+// cancels a running bulk replay and returns only once its goroutine is done.
+func TestStopEndsBulkReplays(t *testing.T) {
+	t.Parallel()
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	model := newFakeModel(t, -1)
+	e, srv := newEnv(t, dlConfig(model, nil), envOptions{pause: func(i int) {
+		if i == 1 {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+	}})
+	const n = 3
+	for i := range n {
+		sendLead(t, e, "manual", fmt.Sprintf("s-%02d", i), fmt.Sprintf("+1555100%04d", i))
+	}
+	eventually(t, "every draft job to be discarded", func() bool { return len(deadLetters(t, e, "kind=job")) == n })
+	model.set(0)
+	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("bulk: %d %v", code, ans)
+	}
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bulk replay never reached its second item")
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- srv.Stop(ctx)
+	}()
+	eventually(t, "Stop to cancel the run", func() bool {
+		srv.bulk.mu.Lock()
+		defer srv.bulk.mu.Unlock()
+		return srv.bulk.stopping
+	})
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	run, err := srv.lookupBulk(ans["id"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := run.status(); st.State != "cancelled" || len(st.Replayed) != 1 {
+		t.Errorf("after Stop: %+v, want cancelled after one item", st)
+	}
+	// A run asked for once the server is stopping is refused, not started.
+	if code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`); code != http.StatusServiceUnavailable || !strings.Contains(errorOf(ans), "stopping") {
+		t.Errorf("bulk replay after Stop: %d %v, want 503 saying the server is stopping", code, ans)
+	}
 }
 
 // TestCancelDeadLetterAPI: a cancel needs a reason and takes the item off the list.

@@ -99,6 +99,9 @@ func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) 
 		hs.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if err := srv.Stop(ctx); err != nil {
+			t.Error(err)
+		}
 		if err := runner.Stop(ctx); err != nil {
 			t.Error(err)
 		}
