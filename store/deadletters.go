@@ -159,12 +159,10 @@ func deadJob(tx *bolt.Tx, id string) (DeadLetter, error) {
 	switch j.Kind {
 	case KindDraft:
 		dl.EventKey = j.Key
-		var ev Event
-		if evID := tx.Bucket(bucketEventsByKey).Get([]byte(j.Key)); evID != nil && getJSON(tx.Bucket(bucketEvents), evID, &ev) == nil {
+		if ev, err := eventByKey(tx, j.Key); err == nil {
 			dl.Channel = ev.Channel
 		}
-		var d Draft
-		if id := tx.Bucket(bucketDraftsByEvent).Get([]byte(j.Key)); id != nil && getJSON(tx.Bucket(bucketDrafts), id, &d) == nil {
+		if d, err := draftByEvent(tx, j.Key); err == nil {
 			dl.Draft = &d
 			dl.Effects = append(dl.Effects, "draft "+d.ID+" is stored ("+string(d.Status)+")")
 			dl.Safe, dl.Why = true, "the draft is stored and will be reused: no model call"
@@ -306,8 +304,7 @@ func reviveJob(tx *bolt.Tx, j *Job, r Replay, more int, retire bool) error {
 	if r.Regenerate {
 		// The version to make is fixed now, so a retried attempt cannot make two.
 		next := 1
-		var d Draft
-		if id := tx.Bucket(bucketDraftsByEvent).Get([]byte(j.Key)); id != nil && getJSON(tx.Bucket(bucketDrafts), id, &d) == nil {
+		if d, err := draftByEvent(tx, j.Key); err == nil {
 			if d.Status == DraftApproved {
 				return &StateError{What: "draft " + d.ID, State: "approved", Want: "pending or rejected to be regenerated"}
 			}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -85,53 +86,16 @@ func draftVersionID(eventID string, n int) string {
 // transaction moves the lead forward (matched, owned), so its status never
 // claims more than what is stored.
 func (s *Store) SaveDraft(ctx context.Context, draft Draft) (Draft, bool, error) {
-	var (
-		out     Draft
-		created bool
-	)
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		out, created = Draft{}, false
-		d := draft // a round may run twice: start from the caller's values
-		byEvent := tx.Bucket(bucketDraftsByEvent)
-		drafts := tx.Bucket(bucketDrafts)
-		if id := byEvent.Get([]byte(d.EventKey)); id != nil {
-			return getJSON(drafts, id, &out)
-		}
-		evID := tx.Bucket(bucketEventsByKey).Get([]byte(d.EventKey))
-		if evID == nil {
-			return fmt.Errorf("event %s: %w", d.EventKey, ErrNotFound)
-		}
-		var ev Event
-		if err := getJSON(tx.Bucket(bucketEvents), evID, &ev); err != nil {
-			return err
-		}
-		d.V, d.Version = recordVersion, 1
-		d.ID = DraftID(ev.ID)
-		d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
-		if d.Status == "" {
-			d.Status = DraftPending
-		}
-		if err := insertDraft(tx, d, ev); err != nil {
-			return err
-		}
-		out, created = d, true
-		return nil
-	})
-	if err != nil {
-		return Draft{}, false, fmt.Errorf("store: save draft for %s: %w", draft.EventKey, err)
-	}
-	return out, created, nil
+	return s.SaveDraftVersion(ctx, draft, 1)
 }
 
 // DraftByEvent returns the draft stored for an event key.
 func (s *Store) DraftByEvent(eventKey string) (Draft, error) {
 	var d Draft
 	err := s.view(func(tx *bolt.Tx) error {
-		id := tx.Bucket(bucketDraftsByEvent).Get([]byte(eventKey))
-		if id == nil {
-			return ErrNotFound
-		}
-		return getJSON(tx.Bucket(bucketDrafts), id, &d)
+		var err error
+		d, err = draftByEvent(tx, eventKey)
+		return err
 	})
 	if err != nil {
 		return Draft{}, fmt.Errorf("store: draft for %s: %w", eventKey, err)
@@ -149,6 +113,21 @@ func (s *Store) Draft(id string) (Draft, error) {
 	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketDrafts), []byte(id), &d) })
 	if err != nil {
 		return Draft{}, fmt.Errorf("store: draft %s: %w", id, err)
+	}
+	return d, nil
+}
+
+// draftByEvent reads the current draft of the event key inside tx:
+// ErrNotFound when the event has none.
+func draftByEvent(tx *bolt.Tx, eventKey string) (Draft, error) {
+	id := tx.Bucket(bucketDraftsByEvent).Get([]byte(eventKey))
+	if id == nil {
+		return Draft{}, ErrNotFound
+	}
+	var d Draft
+	if err := getJSON(tx.Bucket(bucketDrafts), id, &d); err != nil {
+		// A dangling index is damage, not absence: it must not read as ErrNotFound.
+		return Draft{}, fmt.Errorf("idx_drafts_by_event points at draft %s, which cannot be read: %v", id, err)
 	}
 	return d, nil
 }
@@ -247,9 +226,8 @@ func (s *Store) ApproveDraft(ctx context.Context, id string, approval Approval) 
 			a.Text = d.Text
 		}
 		a.Edited = a.Text != d.Text
-		evID := tx.Bucket(bucketEventsByKey).Get([]byte(d.EventKey))
-		var ev Event
-		if err := getJSON(tx.Bucket(bucketEvents), evID, &ev); err != nil {
+		ev, err := eventByKey(tx, d.EventKey)
+		if err != nil {
 			return fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
 		}
 		dec := a.Decision
@@ -358,21 +336,14 @@ func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial b
 			}
 		}
 		scanned := 0
+		var last []byte // the last key read: the next page starts after it
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			if len(page) == f.Limit {
-				next = draftStatusKey(page[len(page)-1])
+			full := len(page) == f.Limit
+			if full || f.Keep != nil && f.Scan > 0 && scanned == f.Scan {
+				next, partial = bytes.Clone(last), !full
 				return nil
 			}
-			if f.Keep != nil && f.Scan > 0 && scanned == f.Scan {
-				next, partial = bytes.Clone(k), true
-				// k itself is not read yet: step back so the next page starts at it.
-				if pk, _ := c.Prev(); pk != nil && bytes.HasPrefix(pk, prefix) {
-					next = bytes.Clone(pk)
-				} else {
-					next = prefix
-				}
-				return nil
-			}
+			last = k
 			_, id := splitTimeKey(k[len(prefix):])
 			var d Draft
 			if err := getJSON(drafts, []byte(id), &d); err != nil {
@@ -403,30 +374,29 @@ func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		out, created = Draft{}, false
 		d := draft // a round may run twice: start from the caller's values
-		byEvent, drafts := tx.Bucket(bucketDraftsByEvent), tx.Bucket(bucketDrafts)
-		var cur Draft
-		curID := byEvent.Get([]byte(d.EventKey))
-		if curID != nil {
-			if err := getJSON(drafts, curID, &cur); err != nil {
-				return err
-			}
-			if cur.Version >= n {
+		cur, err := draftByEvent(tx, d.EventKey)
+		hasCur := err == nil
+		switch {
+		case hasCur:
+			// A record from before versions were counted (0) is version 1.
+			if max(cur.Version, 1) >= n {
 				out = cur
 				return nil
 			}
 			if cur.Status == DraftApproved {
 				return &StateError{What: "draft " + cur.ID, State: "approved", Want: "pending or rejected to be regenerated"}
 			}
+		case !errors.Is(err, ErrNotFound):
+			return err
 		}
-		evID := tx.Bucket(bucketEventsByKey).Get([]byte(d.EventKey))
-		var ev Event
-		if err := getJSON(tx.Bucket(bucketEvents), evID, &ev); err != nil {
+		ev, err := eventByKey(tx, d.EventKey)
+		if err != nil {
 			return fmt.Errorf("event %s: %w", d.EventKey, err)
 		}
 		d.V, d.Version, d.Status = recordVersion, n, DraftPending
 		d.ID = draftVersionID(ev.ID, n)
 		d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
-		if curID != nil {
+		if hasCur {
 			d.Replaces = cur.ID
 			if cur.Status == DraftPending {
 				cur.Decision = &Decision{By: "regeneration", At: d.CreatedAt, Reason: "replaced by " + d.ID}

@@ -109,14 +109,27 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded
 func (s *Store) EventByKey(key string) (Event, error) {
 	var ev Event
 	err := s.view(func(tx *bolt.Tx) error {
-		id := tx.Bucket(bucketEventsByKey).Get([]byte(key))
-		if id == nil {
-			return ErrNotFound
-		}
-		return getJSON(tx.Bucket(bucketEvents), id, &ev)
+		var err error
+		ev, err = eventByKey(tx, key)
+		return err
 	})
 	if err != nil {
 		return Event{}, fmt.Errorf("store: event %s: %w", key, err)
+	}
+	return ev, nil
+}
+
+// eventByKey reads the event recorded under key inside tx: ErrNotFound when
+// there is none.
+func eventByKey(tx *bolt.Tx, key string) (Event, error) {
+	id := tx.Bucket(bucketEventsByKey).Get([]byte(key))
+	if id == nil {
+		return Event{}, ErrNotFound
+	}
+	var ev Event
+	if err := getJSON(tx.Bucket(bucketEvents), id, &ev); err != nil {
+		// A dangling index is damage, not absence: it must not read as ErrNotFound.
+		return Event{}, fmt.Errorf("idx_events_by_key points at event %s, which cannot be read: %v", id, err)
 	}
 	return ev, nil
 }
