@@ -256,7 +256,7 @@ func (s *Store) FinishJob(ctx context.Context, id, execID string, now time.Time,
 		if outcome == OutcomeRetry && j.Attempt >= j.MaxAttempts && !r.Released {
 			outcome = OutcomeDiscarded
 		}
-		if err := endAttempt(tx, &j, now, outcome, r.Err, r.Raw, r.RetryAt); err != nil {
+		if err := endAttempt(tx, &j, now, outcome, false, r.Err, r.Raw, r.RetryAt); err != nil {
 			return err
 		}
 		out = j
@@ -289,7 +289,7 @@ func completeJob(tx *bolt.Tx, id, execID string, now time.Time) error {
 	if err := releaseLease(tx, &j, execID); err != nil {
 		return err
 	}
-	return endAttempt(tx, &j, now, OutcomeCompleted, "", "", time.Time{})
+	return endAttempt(tx, &j, now, OutcomeCompleted, false, "", "", time.Time{})
 }
 
 // releaseLease takes j's lease from idx_jobs_leased when execution execID
@@ -302,8 +302,10 @@ func releaseLease(tx *bolt.Tx, j *Job, execID string) error {
 }
 
 // endAttempt closes the running attempt of j with outcome and moves j to the
-// matching state and indexes. The caller has already removed the lease.
-func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome, errText, raw string, retryAt time.Time) error {
+// matching state and indexes; with discard the job is discarded whatever
+// the attempt's own outcome (a lease that expired on the last attempt). The
+// caller has already removed the lease.
+func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome string, discard bool, errText, raw string, retryAt time.Time) error {
 	for i := range j.Attempts {
 		a := &j.Attempts[i]
 		if a.ExecutionID == j.ExecutionID {
@@ -319,12 +321,15 @@ func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome, errText, raw string
 	if errText != "" {
 		j.LastError = errText
 	}
-	switch outcome {
-	case OutcomeCompleted:
-		j.State = JobCompleted
-	case OutcomeDiscarded:
+	switch {
+	case discard || outcome == OutcomeDiscarded:
 		j.State = JobDiscarded
-	case OutcomeRetry, OutcomeLeaseExpired:
+		if err := tx.Bucket(bucketJobsDead).Put([]byte(j.ID), nil); err != nil {
+			return err
+		}
+	case outcome == OutcomeCompleted:
+		j.State = JobCompleted
+	case outcome == OutcomeRetry, outcome == OutcomeLeaseExpired:
 		j.State = JobRetryable
 		j.RunAt = retryAt
 		if j.RunAt.IsZero() {
@@ -335,11 +340,6 @@ func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome, errText, raw string
 		}
 	default:
 		return fmt.Errorf("unknown outcome %q", outcome)
-	}
-	if j.State == JobDiscarded {
-		if err := tx.Bucket(bucketJobsDead).Put([]byte(j.ID), nil); err != nil {
-			return err
-		}
 	}
 	if j.State.Final() {
 		unique := tx.Bucket(bucketJobsUnique)
@@ -387,20 +387,11 @@ func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, e
 				if err := getJSON(jobs, []byte(id), &j); err != nil {
 					return fmt.Errorf("leased index points at job %s: %w", id, err)
 				}
-				outcome := OutcomeLeaseExpired
+				// The attempt keeps lease_expired as its outcome even when it was
+				// the last one and the job is discarded.
 				msg := "the worker's lease expired before it finished (the process stopped or the attempt hung)"
-				if j.Attempt >= j.MaxAttempts {
-					outcome = OutcomeDiscarded
-				}
-				if err := endAttempt(tx, &j, now, outcome, msg, "", now); err != nil {
+				if err := endAttempt(tx, &j, now, OutcomeLeaseExpired, j.Attempt >= j.MaxAttempts, msg, "", now); err != nil {
 					return err
-				}
-				if outcome == OutcomeDiscarded {
-					// Keep the lease_expired reason visible on the attempt itself.
-					j.Attempts[len(j.Attempts)-1].Outcome = OutcomeLeaseExpired
-					if err := putJSON(jobs, []byte(j.ID), j); err != nil {
-						return err
-					}
 				}
 				n++
 			}
@@ -430,20 +421,43 @@ func (s *Store) Job(id string) (Job, error) {
 func (s *Store) JobsByCorrelation(corr string) ([]Job, error) {
 	var out []Job
 	err := s.view(func(tx *bolt.Tx) error {
-		jobs := tx.Bucket(bucketJobs)
-		prefix := []byte(corr + "|")
-		c := tx.Bucket(bucketJobsByCorr).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			var j Job
-			if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
-				return err
-			}
-			out = append(out, j)
-		}
-		return nil
+		var err error
+		out, err = jobsOf(tx, corr)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: jobs of %s: %w", corr, err)
 	}
 	return out, nil
+}
+
+// jobsOf reads every job of correlation id corr inside tx, oldest first.
+func jobsOf(tx *bolt.Tx, corr string) ([]Job, error) {
+	jobs := tx.Bucket(bucketJobs)
+	prefix := []byte(corr + "|")
+	var out []Job
+	c := tx.Bucket(bucketJobsByCorr).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var j Job
+		if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// deleteJob removes a finished job and its idx_jobs_by_corr and
+// idx_jobs_dead keys; a finished job is in no other index.
+func deleteJob(tx *bolt.Tx, j Job) error {
+	for _, del := range []struct{ b, k []byte }{
+		{bucketJobsByCorr, corrKey(j.CorrelationID, j.ID)},
+		{bucketJobsDead, []byte(j.ID)},
+		{bucketJobs, []byte(j.ID)},
+	} {
+		if err := tx.Bucket(del.b).Delete(del.k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -41,8 +41,7 @@ func (s *Store) pruneEventsChunk(ctx context.Context, cutoff time.Time, after []
 	)
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		n, last = 0, nil
-		events := tx.Bucket(bucketEvents)
-		c := events.Cursor()
+		c := tx.Bucket(bucketEvents).Cursor()
 		k, v := c.First()
 		if after != nil {
 			k, v = c.Seek(after)
@@ -53,14 +52,12 @@ func (s *Store) pruneEventsChunk(ctx context.Context, cutoff time.Time, after []
 		var doomed []Event
 		seen := 0
 		for ; k != nil && seen < retentionChunk; k, v = c.Next() {
-			_ = v
 			var ev Event
-			if err := getJSON(events, k, &ev); err != nil {
-				return err
+			if err := json.Unmarshal(v, &ev); err != nil {
+				return fmt.Errorf("event %s: %w", k, err)
 			}
 			if !ev.ReceivedAt.Before(cutoff) {
-				last = nil
-				break
+				break // seen < retentionChunk here, so last is cleared below
 			}
 			seen++
 			last = bytes.Clone(k)
@@ -89,14 +86,11 @@ func (s *Store) pruneEventsChunk(ctx context.Context, cutoff time.Time, after []
 
 // finished reports whether nothing about ev is still in flight.
 func finished(tx *bolt.Tx, ev Event) (bool, error) {
-	jobs := tx.Bucket(bucketJobs)
-	prefix := []byte(ev.CorrelationID + "|")
-	c := tx.Bucket(bucketJobsByCorr).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		var j Job
-		if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
-			return false, err
-		}
+	jobs, err := jobsOf(tx, ev.CorrelationID)
+	if err != nil {
+		return false, err
+	}
+	for _, j := range jobs {
 		if !j.State.Final() || j.State == JobDiscarded { // a dismissed job is cancelled
 			return false, nil // live, or on the dead-letter list
 		}
@@ -137,35 +131,20 @@ func draftsOf(tx *bolt.Tx, eventKey string) []Draft {
 
 // deleteEvent removes an event and everything that hangs off it but its lead.
 func deleteEvent(tx *bolt.Tx, ev Event) error {
-	prefix := []byte(ev.CorrelationID + "|")
-	byCorr := tx.Bucket(bucketJobsByCorr)
-	var jobKeys [][]byte
-	c := byCorr.Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		jobKeys = append(jobKeys, bytes.Clone(k))
+	jobs, err := jobsOf(tx, ev.CorrelationID)
+	if err != nil {
+		return err
 	}
-	for _, k := range jobKeys {
-		if err := byCorr.Delete(k); err != nil {
-			return err
-		}
-		id := k[len(prefix):]
-		if err := tx.Bucket(bucketJobsDead).Delete(id); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketJobs).Delete(id); err != nil {
+	for _, j := range jobs {
+		if err := deleteJob(tx, j); err != nil {
 			return err
 		}
 	}
 	for _, d := range draftsOf(tx, ev.Key) {
-		if d.OutboxID != "" {
-			var o Outbox
-			if err := getJSON(tx.Bucket(bucketOutbox), []byte(d.OutboxID), &o); err == nil {
-				if err := tx.Bucket(bucketOutboxByStatus).Delete(outboxStatusKey(o.Status, o.ID)); err != nil {
-					return err
-				}
-				if err := tx.Bucket(bucketOutbox).Delete([]byte(o.ID)); err != nil {
-					return err
-				}
+		var o Outbox
+		if d.OutboxID != "" && getJSON(tx.Bucket(bucketOutbox), []byte(d.OutboxID), &o) == nil {
+			if err := deleteOutbox(tx, o); err != nil {
+				return err
 			}
 		}
 		if err := unindexDraft(tx, d); err != nil {
@@ -222,15 +201,12 @@ func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error)
 		}
 		sandbox := tx.Bucket(bucketSandbox)
 		var old [][]byte
-		err := sandbox.ForEach(func(k, v []byte) error {
+		c := sandbox.Cursor()
+		for k, v := c.First(); k != nil && len(old) < retentionChunk; k, v = c.Next() {
 			var m SandboxMessage
-			if json.Unmarshal(v, &m) == nil && m.ReceivedAt.Before(cutoff) && len(old) < retentionChunk {
+			if json.Unmarshal(v, &m) == nil && m.ReceivedAt.Before(cutoff) {
 				old = append(old, bytes.Clone(k))
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 		for _, k := range old {
 			if err := sandbox.Delete(k); err != nil {
@@ -248,27 +224,22 @@ func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error)
 
 // deleteAlert removes a finished alert row and its finished delivery jobs.
 func deleteAlert(tx *bolt.Tx, o Outbox) error {
-	prefix := []byte(o.CorrelationID + "|")
-	byCorr, jobs := tx.Bucket(bucketJobsByCorr), tx.Bucket(bucketJobs)
-	var doomed [][]byte
-	c := byCorr.Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		var j Job
-		if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
-			return err
-		}
-		if j.Key == o.ID && j.State.Final() {
-			doomed = append(doomed, bytes.Clone(k))
-		}
+	jobs, err := jobsOf(tx, o.CorrelationID)
+	if err != nil {
+		return err
 	}
-	for _, k := range doomed {
-		id := k[len(prefix):]
-		for _, del := range []struct{ b, k []byte }{{bucketJobsByCorr, k}, {bucketJobsDead, id}, {bucketJobs, id}} {
-			if err := tx.Bucket(del.b).Delete(del.k); err != nil {
+	for _, j := range jobs {
+		if j.Key == o.ID && j.State.Final() {
+			if err := deleteJob(tx, j); err != nil {
 				return err
 			}
 		}
 	}
+	return deleteOutbox(tx, o)
+}
+
+// deleteOutbox removes an outbox row and its idx_outbox_by_status key.
+func deleteOutbox(tx *bolt.Tx, o Outbox) error {
 	if err := tx.Bucket(bucketOutboxByStatus).Delete(outboxStatusKey(o.Status, o.ID)); err != nil {
 		return err
 	}
