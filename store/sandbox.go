@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -69,8 +70,8 @@ func (s *Store) SandboxMessages(limit int) ([]SandboxMessage, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketSandbox).ForEach(func(k, v []byte) error {
 			var m SandboxMessage
-			if err := getJSON(tx.Bucket(bucketSandbox), k, &m); err != nil {
-				return err
+			if err := json.Unmarshal(v, &m); err != nil {
+				return fmt.Errorf("message %s: %w", k, err)
 			}
 			out = append(out, m)
 			return nil

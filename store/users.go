@@ -70,8 +70,8 @@ func (s *Store) Users() ([]User, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketUsers).ForEach(func(k, v []byte) error {
 			var u User
-			if err := getJSON(tx.Bucket(bucketUsers), k, &u); err != nil {
-				return err
+			if err := json.Unmarshal(v, &u); err != nil {
+				return fmt.Errorf("user %s: %w", k, err)
 			}
 			out = append(out, u)
 			return nil
@@ -253,10 +253,9 @@ func (s *Store) AuditLog(limit int) ([]AuditEntry, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketAudit).Cursor()
 		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
-			_ = v
 			var e AuditEntry
-			if err := getJSON(tx.Bucket(bucketAudit), k, &e); err != nil {
-				return err
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("audit entry %s: %w", k, err)
 			}
 			out = append(out, e)
 		}
