@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,7 +16,8 @@ import (
 
 // backupCmd runs `handoff backup --url URL --token TOKEN -o FILE`: it
 // downloads a consistent snapshot from a running server, writes it to a
-// temporary file beside FILE, verifies it, and renames it into place.
+// temporary file beside FILE, verifies it, and renames it into place (the
+// folder fsynced, as the server's own backups are).
 func backupCmd(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("backup", e)
 	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
@@ -54,43 +53,35 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		return fmt.Errorf("the server answered %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(*out), ".handoff-backup-*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), resp.Body)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	var (
+		n   int64
+		sum string
+	)
+	err = store.WriteFileAtomic(*out, func(w io.Writer) error {
+		var err error
+		if n, err = io.Copy(io.MultiWriter(w, h), resp.Body); err != nil {
+			return fmt.Errorf("write the backup: %w", err)
+		}
+		return nil
+	}, func(tmp string) error {
+		// The server sends the snapshot's SHA-256 as a trailer once the whole
+		// file is out: another sum means the bytes are not the snapshot it
+		// took. Some proxies drop trailers, so a missing one is only a
+		// warning; the verification below still checks the whole file.
+		sum = hex.EncodeToString(h.Sum(nil))
+		switch want := resp.Trailer.Get("X-Backup-SHA256"); {
+		case want == "":
+			fmt.Fprintln(e.stderr, "warning: the server sent no X-Backup-SHA256 trailer (a proxy may have dropped it); the file's checksum could not be compared, only verified")
+		case want != sum:
+			return fmt.Errorf("the download's SHA-256 is %s but the server sent %s: the file was damaged in transit; nothing was written", sum, want)
+		}
+		if err := store.VerifyFile(tmp); err != nil {
+			return fmt.Errorf("the downloaded backup was not written: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("write the backup: %w", err)
-	}
-	// The server sends the snapshot's SHA-256 as a trailer once the whole
-	// file is out: another sum means the bytes are not the snapshot it
-	// took. Some proxies drop trailers, so a missing one is only a warning;
-	// the verification below still checks the whole file.
-	sum := hex.EncodeToString(h.Sum(nil))
-	switch want := resp.Trailer.Get("X-Backup-SHA256"); {
-	case want == "":
-		fmt.Fprintln(e.stderr, "warning: the server sent no X-Backup-SHA256 trailer (a proxy may have dropped it); the file's checksum could not be compared, only verified")
-	case want != sum:
-		return fmt.Errorf("the download's SHA-256 is %s but the server sent %s: the file was damaged in transit; nothing was written", sum, want)
-	}
-	st, err := store.OpenFile(tmp.Name(), store.Options{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("the downloaded file is not a database: %w", err)
-	}
-	err = st.Check()
-	st.Close()
-	if err != nil {
-		return fmt.Errorf("the downloaded backup failed verification: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s: %d bytes, verified (sha256 %s)\n", *out, n, sum)

@@ -18,13 +18,8 @@ func verify(args []string, e env) error {
 		return errors.New("verify needs exactly one FILE")
 	}
 	path := fs.Arg(0)
-	st, err := store.OpenFile(path, store.Options{ReadOnly: true})
-	if err != nil {
+	if err := store.VerifyFile(path); err != nil {
 		return err
-	}
-	defer st.Close()
-	if err := st.Check(); err != nil {
-		return fmt.Errorf("%s failed verification:\n%w", path, err)
 	}
 	fmt.Fprintf(e.stdout, "%s: ok (schema %d)\n", path, store.SchemaVersion)
 	return nil

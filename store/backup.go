@@ -53,28 +53,19 @@ func (s *Store) BackupToDir(dir string, now time.Time, keep int) (BackupFile, st
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return BackupFile{}, "", err
 	}
-	tmp, err := os.CreateTemp(dir, ".backup-*.tmp")
-	if err != nil {
-		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
-	n, sum, err := s.Backup(tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
-	}
 	name := BackupPrefix + now.UTC().Format("20060102T150405Z") + ".db"
 	final := filepath.Join(dir, name)
-	if err := os.Rename(tmp.Name(), final); err != nil {
+	var (
+		n   int64
+		sum string
+	)
+	err := WriteFileAtomic(final, func(w io.Writer) error {
+		var err error
+		n, sum, err = s.Backup(w)
+		return err
+	}, nil)
+	if err != nil {
 		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
-	}
-	if err := syncDir(dir); err != nil {
-		return BackupFile{}, "", err
 	}
 	if err := pruneBackups(dir, keep); err != nil {
 		return BackupFile{}, "", err
@@ -120,6 +111,53 @@ func pruneBackups(dir string, keep int) error {
 	return nil
 }
 
+// WriteFileAtomic writes the file path with write through a temporary file
+// in the same folder: fsynced and closed, then given to check (when not
+// nil), renamed to path only if check accepts it, and the folder fsynced
+// after the rename, so a crash never leaves a half-written file under
+// path's name. On an error path is untouched and the temporary file gone.
+func WriteFileAtomic(path string, write func(io.Writer) error, check func(tmp string) error) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
+	err = write(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if check != nil {
+		if err := check(tmp.Name()); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// VerifyFile opens the database file at path read-only, changing nothing,
+// and runs Check on it: what a backup or a file to restore must pass.
+func VerifyFile(path string) error {
+	st, err := OpenFile(path, Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("%s cannot be opened: %w", path, err)
+	}
+	defer st.Close()
+	if err := st.Check(); err != nil {
+		return fmt.Errorf("%s failed verification:\n%w", path, err)
+	}
+	return nil
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -133,14 +171,8 @@ func syncDir(dir string) error {
 // refuses while a server holds the database, verifies src first, and keeps
 // the old database beside the new one. It returns the old file's new name.
 func Restore(ctx context.Context, dataDir, src string) (string, error) {
-	check, err := OpenFile(src, Options{ReadOnly: true})
-	if err != nil {
-		return "", fmt.Errorf("restore: %s cannot be opened: %w", src, err)
-	}
-	err = check.Check()
-	check.Close()
-	if err != nil {
-		return "", fmt.Errorf("restore: %s failed verification, nothing was changed:\n%w", src, err)
+	if err := VerifyFile(src); err != nil {
+		return "", fmt.Errorf("restore: nothing was changed: %w", err)
 	}
 	live := filepath.Join(dataDir, FileName)
 	kept := ""
@@ -163,16 +195,19 @@ func Restore(ctx context.Context, dataDir, src string) (string, error) {
 	} else if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", err
 	}
-	tmp := live + ".restore.tmp"
-	if err := copyFile(src, tmp, false); err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	if err := os.Rename(tmp, live); err != nil {
-		os.Remove(tmp)
+	err := WriteFileAtomic(live, func(w io.Writer) error {
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		_, err = io.Copy(w, in)
+		return err
+	}, nil)
+	if err != nil {
 		return "", fmt.Errorf("restore: %w", err)
 	}
-	return kept, syncDir(dataDir)
+	return kept, nil
 }
 
 // keepCopy copies the live database to a new file beside it named for the
@@ -185,7 +220,7 @@ func keepCopy(live string, now time.Time) (string, error) {
 		if n > 1 {
 			name = fmt.Sprintf("%s-%d", base, n)
 		}
-		err := copyFile(live, name, true)
+		err := copyNew(live, name)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
@@ -197,18 +232,14 @@ func keepCopy(live string, now time.Time) (string, error) {
 	}
 }
 
-// copyFile copies src to dst and fsyncs it; with excl it refuses an existing dst.
-func copyFile(src, dst string, excl bool) error {
+// copyNew copies src to the new file dst (fs.ErrExist if it exists) and fsyncs it.
+func copyNew(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	flags := os.O_CREATE | os.O_TRUNC | os.O_WRONLY
-	if excl {
-		flags = os.O_CREATE | os.O_EXCL | os.O_WRONLY
-	}
-	out, err := os.OpenFile(dst, flags, 0o600)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
