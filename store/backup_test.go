@@ -219,7 +219,7 @@ func TestBackupToDirWhileWriting(t *testing.T) {
 	if got := fileSHA256(t, f.Path); got != sum {
 		t.Errorf("BackupToDir reported sha256 %s; the file hashes to %s", sum, got)
 	}
-	if tmp, _ := filepath.Glob(filepath.Join(dir, ".backup-*")); len(tmp) != 0 {
+	if tmp, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(tmp) != 0 {
 		t.Errorf("temporary files left behind: %v", tmp)
 	}
 	verifyFile(t, f.Path)
@@ -467,14 +467,15 @@ func TestRestoreRefusesABadFile(t *testing.T) {
 	}{
 		{"random bytes", random, "cannot be opened"},
 		{"damaged index", damaged, "idx_events_by_key"},
-		{"empty file", empty, ""},
+		{"empty file", empty, "cannot be opened"},
 		{"another program's bbolt file", foreign, "not a handoff database"},
 		{"no such file", filepath.Join(t.TempDir(), "nope.db"), "cannot be opened"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := liveFolder(t, key(9))
 			before := folderState(t, dir)
-			srcBefore, _ := os.ReadFile(tc.file)
+			// The missing file must stay missing: its read fails both times.
+			srcBefore, errBefore := os.ReadFile(tc.file)
 			_, err := Restore(context.Background(), dir, tc.file)
 			if err == nil {
 				t.Fatalf("Restore(%s) succeeded; want a refusal", tc.name)
@@ -483,7 +484,7 @@ func TestRestoreRefusesABadFile(t *testing.T) {
 				t.Errorf("Restore(%s) = %q; want it to mention %q", tc.name, err, tc.want)
 			}
 			sameState(t, "refused restore", before, folderState(t, dir))
-			if srcAfter, _ := os.ReadFile(tc.file); !bytes.Equal(srcBefore, srcAfter) {
+			if srcAfter, errAfter := os.ReadFile(tc.file); !bytes.Equal(srcBefore, srcAfter) || (errBefore == nil) != (errAfter == nil) {
 				t.Errorf("the refused file %s was modified", tc.file)
 			}
 		})

@@ -37,7 +37,7 @@ func discardDraftJob(t *testing.T, st *Store, key string, at time.Time, why stri
 func parkedRow(t *testing.T, st *Store, key string, at time.Time, status OutboxStatus, outcome, note string) Outbox {
 	t.Helper()
 	ctx := context.Background()
-	rec := record(t, st, key, at)
+	record(t, st, key, at)
 	d, _, err := st.SaveDraft(ctx, Draft{EventKey: key, Text: "reply to " + key, Drafter: "template", PromptVersion: "v1", ExecutionID: "x", CreatedAt: at})
 	if err != nil {
 		t.Fatalf("SaveDraft: %v", err)
@@ -54,7 +54,6 @@ func parkedRow(t *testing.T, st *Store, key string, at time.Time, status OutboxS
 	if err != nil {
 		t.Fatalf("FinishOutbox: %v", err)
 	}
-	_ = rec
 	return o
 }
 
@@ -147,7 +146,9 @@ func TestReplayDeadJob(t *testing.T) {
 	if got.State != JobAvailable || got.MaxAttempts != got.Attempt+4 || len(got.Replays) != 1 || got.Replays[0].By != "boss" {
 		t.Errorf("job after replay: state %s attempts %d/%d replays %v; want available with 4 more attempts and boss's replay", got.State, got.Attempt, got.MaxAttempts, got.Replays)
 	}
-	if rest, _ := st.DeadLetters(DeadLetterFilter{}); len(rest) != 0 {
+	if rest, err := st.DeadLetters(DeadLetterFilter{}); err != nil {
+		t.Errorf("DeadLetters: %v", err)
+	} else if len(rest) != 0 {
 		t.Errorf("the list still holds %v", deadIDs(rest))
 	}
 	// It runs again under the same key, with a new execution id.
@@ -171,7 +172,9 @@ func TestReplayUnsafeNeedsConfirmation(t *testing.T) {
 	if !errors.As(err, &unsafe) || !errors.Is(err, ErrUnconfirmed) || !strings.Contains(err.Error(), "may already have this message") {
 		t.Fatalf("unconfirmed replay: %v, want an UnsafeReplayError saying why", err)
 	}
-	if o, _ := st.OutboxRow(row.ID); o.Status != OutboxNeedsReconciliation || len(o.Replays) != 0 {
+	if o, err := st.OutboxRow(row.ID); err != nil {
+		t.Fatalf("OutboxRow(%s): %v", row.ID, err)
+	} else if o.Status != OutboxNeedsReconciliation || len(o.Replays) != 0 {
 		t.Fatalf("a refused replay changed the row: %s %v", o.Status, o.Replays)
 	}
 	jobsBefore := countKeys(t, st, bucketJobs)
@@ -215,7 +218,9 @@ func TestDismissDeadLetter(t *testing.T) {
 	if got := mustJob(t, st, job.ID); got.State != JobCancelled || got.Dismissed == nil || got.Dismissed.Reason != "spam" {
 		t.Errorf("dismissed job: %s %v", got.State, got.Dismissed)
 	}
-	if rest, _ := st.DeadLetters(DeadLetterFilter{}); len(rest) != 0 {
+	if rest, err := st.DeadLetters(DeadLetterFilter{}); err != nil {
+		t.Errorf("DeadLetters: %v", err)
+	} else if len(rest) != 0 {
 		t.Errorf("the list still holds %v", deadIDs(rest))
 	}
 	if err := st.DismissDeadLetter(ctx, "nope", Dismissal{By: "boss", At: t0, Reason: "x"}); !errors.Is(err, ErrNotFound) {
@@ -325,7 +330,9 @@ func TestRegenerateKeepsEarlierVersion(t *testing.T) {
 	if old.Status != DraftRejected || old.Decision == nil || !strings.Contains(old.Decision.Reason, versions[1].ID) || old.Text != "first try" || old.Model != "m1" {
 		t.Errorf("v1 after regeneration: %s %+v, want kept as written, rejected with a note naming %s", old.Status, old.Decision, versions[1].ID)
 	}
-	if cur, _ := st.DraftByEvent(key); cur.ID != versions[1].ID {
+	if cur, err := st.DraftByEvent(key); err != nil {
+		t.Errorf("DraftByEvent(%s): %v", key, err)
+	} else if cur.ID != versions[1].ID {
 		t.Errorf("the event's draft is %s, want %s", cur.ID, versions[1].ID)
 	}
 	// The queue holds only the new version.

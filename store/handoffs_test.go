@@ -12,25 +12,6 @@ import (
 // hoT0 is the fixed clock of the lead tests; every time is passed explicitly.
 var hoT0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
-// hoOpen opens a store on a real bbolt file; its cleanup runs the
-// consistency check (which covers idx_handoffs_by_status) and closes it.
-func hoOpen(t *testing.T) *Store {
-	t.Helper()
-	st, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Check(); err != nil {
-			t.Errorf("Check at the end of the test: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return st
-}
-
 // hoReceive records one inbound message of lead web:<conv> at at.
 func hoReceive(t *testing.T, st *Store, key, conv, contact string, at time.Time) Event {
 	t.Helper()
@@ -123,7 +104,7 @@ func hoCheckLead(t *testing.T, h Handoff, status HandoffStatus, cycle int, since
 
 // TestHandoffLifecycle follows one lead through two cycles.
 func TestHandoffLifecycle(t *testing.T) {
-	st := hoOpen(t)
+	st := openTest(t)
 	const conv = "conv-life"
 
 	ev1 := hoReceive(t, st, "web:life-1", conv, "+15550001234", hoT0)
@@ -238,7 +219,7 @@ func TestHandoffAdvanceOnDraft(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := hoOpen(t)
+			st := openTest(t)
 			ev := hoReceive(t, st, "web:adv", "conv-adv", tt.contact, hoT0)
 			at := hoT0.Add(time.Minute)
 			hoSaveDraft(t, st, ev, tt.owner, tt.fields, at)
@@ -272,23 +253,27 @@ func TestHandoffAdvanceOnDraft(t *testing.T) {
 // unanswered, so the lead must not read "replied" (which is never stuck and
 // never alerts): a half-done handoff must stay visible.
 func TestHandoffReplyToOlderMessageHidesNewer(t *testing.T) {
-	st := hoOpen(t)
+	st := openTest(t)
 	const conv = "conv-late"
 	ev1 := hoReceive(t, st, "web:late-1", conv, "+15550001234", hoT0)
 	d1 := hoSaveDraft(t, st, ev1, "sales", nil, hoT0.Add(time.Minute))
 	ev2 := hoReceive(t, st, "web:late-2", conv, "+15550001234", hoT0.Add(2*time.Minute))
+	owned := hoStep{1, HandoffOwned, ev1.Key}
+	if steps := hoSteps(hoLead(t, st, conv)); steps[len(steps)-1] != owned {
+		t.Fatalf("before the reply the lead's history is %v; want it to end %v", steps, owned)
+	}
 	hoSend(t, st, d1, hoT0.Add(3*time.Minute))
 
 	h := hoLead(t, st, conv)
-	if h.Status == HandoffReplied {
-		t.Errorf("lead is %s after the reply to %s, although %s (its newest message, LastEventKey %s) has no reply; history %v",
-			h.Status, ev1.Key, ev2.Key, h.LastEventKey, hoSteps(h))
+	if steps := hoSteps(h); h.Status != HandoffOwned || steps[len(steps)-1] != owned {
+		t.Errorf("lead is %s after the reply to %s, although %s (its newest message, LastEventKey %s) has no reply; history %v; want still %s, ending %v",
+			h.Status, ev1.Key, ev2.Key, h.LastEventKey, steps, HandoffOwned, owned)
 	}
 }
 
 // TestHandoffsList: filtering by status and by time in status (stuck leads).
 func TestHandoffsList(t *testing.T) {
-	st := hoOpen(t)
+	st := openTest(t)
 	// A: received at t0. B: received at t0+10m. C: owned since t0+5m.
 	// D: replied (sent at t0+7m). E: matched (no owner) since t0+6m.
 	hoReceive(t, st, "web:a", "a", "+1", hoT0)

@@ -176,7 +176,9 @@ func TestApproveAndRejectConflict(t *testing.T) {
 	if !errors.As(err, &conflict) || conflict.Draft.Decision.By != "alice" || !containsString(err, "alice") {
 		t.Errorf("RejectDraft(approved) err = %v, want a *ConflictError naming alice", err)
 	}
-	if d, _ := st.Draft(approved.Draft.ID); d.Status != DraftApproved {
+	if d, err := st.Draft(approved.Draft.ID); err != nil {
+		t.Errorf("Draft(%s): %v", approved.Draft.ID, err)
+	} else if d.Status != DraftApproved {
 		t.Errorf("draft after refused rejection is %s, want approved", d.Status)
 	}
 

@@ -313,35 +313,26 @@ func TestPruneKeysDeletesExpiredCompletedKeysOnly(t *testing.T) {
 	st := openTest(t)
 	ctx := context.Background()
 	const keep = 72 * time.Hour
-	claim := func(k string, at time.Time) {
-		t.Helper()
-		if _, outcome, err := st.ClaimKey(ctx, k, "hash-"+k, at, time.Minute); err != nil || outcome != ClaimCreated {
-			t.Fatalf("ClaimKey(%s) = %s, %v", k, outcome, err)
-		}
-	}
-	move := func(k string, tr KeyTransition, at time.Time) {
-		t.Helper()
-		if _, err := st.MoveKey(ctx, k, tr, at); err != nil {
-			t.Fatalf("MoveKey(%s, %s): %v", k, tr.To, err)
-		}
-	}
 	var completed []string
 	for i := range 5 {
-		k := fmt.Sprintf("done-%d", i)
-		claim(k, t0)
-		move(k, KeyTransition{To: KeyCompleted, Result: []byte(`{"ok":true}`), Keep: keep}, t0)
-		completed = append(completed, k)
+		completed = append(completed, fmt.Sprintf("done-%d", i))
 	}
-	claim("late-done", t0)
-	move("late-done", KeyTransition{To: KeyCompleted, Result: []byte(`{}`), Keep: keep}, t0.Add(time.Hour))
-	claim("started", t0)
-	claim("effect", t0)
-	move("effect", KeyTransition{To: KeyEffectPending, Lease: time.Minute}, t0)
+	all := append(slices.Clone(completed), "late-done", "started", "effect")
+	for _, k := range all {
+		if _, outcome := claim(t, st, k, "hash-"+k, t0, time.Minute); outcome != ClaimCreated {
+			t.Fatalf("ClaimKey(%s) = %s, want %s", k, outcome, ClaimCreated)
+		}
+	}
+	for _, k := range completed {
+		move(t, st, k, KeyTransition{To: KeyCompleted, Result: []byte(`{"ok":true}`), Keep: keep}, t0)
+	}
+	move(t, st, "late-done", KeyTransition{To: KeyCompleted, Result: []byte(`{}`), Keep: keep}, t0.Add(time.Hour))
+	move(t, st, "effect", KeyTransition{To: KeyEffectPending, Lease: time.Minute}, t0)
 
 	present := func() []string {
 		t.Helper()
 		var out []string
-		for _, k := range append(slices.Clone(completed), "late-done", "started", "effect") {
+		for _, k := range all {
 			if _, err := st.Key(k); err == nil {
 				out = append(out, k)
 			} else if !errors.Is(err, ErrNotFound) {
@@ -368,5 +359,7 @@ func TestPruneKeysDeletesExpiredCompletedKeysOnly(t *testing.T) {
 		t.Errorf("keys left %v, want the unfinished %v", got, want)
 	}
 	// A pruned key can be claimed afresh.
-	claim("done-0", t0.Add(365*24*time.Hour))
+	if _, outcome := claim(t, st, "done-0", "hash-done-0", t0.Add(365*24*time.Hour), time.Minute); outcome != ClaimCreated {
+		t.Errorf("ClaimKey(done-0) after pruning = %s, want %s", outcome, ClaimCreated)
+	}
 }

@@ -43,7 +43,7 @@ func wantFlagged(t *testing.T, what string, got []string, want ...string) {
 // an injected clock: flagged only past each threshold, once per stay, and
 // again for a new stay in the next status.
 func TestFlagStuckOncePerStay(t *testing.T) {
-	st := hoOpen(t)
+	st := openTest(t)
 	const conv = "conv-stuck"
 	lead := "web:" + conv + "@"
 	ev := hoReceive(t, st, "web:stuck-1", conv, "", hoT0)
@@ -82,7 +82,7 @@ func TestFlagStuckOncePerStay(t *testing.T) {
 
 // TestFlagStuckThresholdPerStatus flags each lead by its own status's threshold.
 func TestFlagStuckThresholdPerStatus(t *testing.T) {
-	st := hoOpen(t)
+	st := openTest(t)
 	hoReceive(t, st, "web:r", "conv-r", "", hoT0)
 	m := hoReceive(t, st, "web:m", "conv-m", "", hoT0)
 	hoSaveDraft(t, st, m, "", map[string]string{"phone": "+15550001"}, hoT0)
@@ -190,7 +190,7 @@ func TestFlagStuckAlertOnceAcrossRestarts(t *testing.T) {
 // sandbox messages go once they are older than the cutoff; a pending alert
 // and newer messages stay.
 func TestPruneOutside(t *testing.T) {
-	st := hoOpen(t)
+	st := openTest(t)
 	ctx := context.Background()
 	hoReceive(t, st, "web:po-1", "conv-po-1", "", hoT0)
 	hoReceive(t, st, "web:po-2", "conv-po-2", "", hoT0.Add(time.Minute))
