@@ -16,7 +16,7 @@ const KindDeliver = store.KindDeliver
 // Sender is what the delivery job needs of a provider.
 type Sender interface {
 	Send(ctx context.Context, m provider.Message) (string, error)
-	Lookup(ctx context.Context, ref string) (string, bool, error)
+	Lookup(ctx context.Context, ref, correlationID string) (string, bool, error)
 	Capabilities() provider.Capabilities
 }
 
@@ -70,7 +70,7 @@ func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
 		case caps.IdempotencyKey:
 			action = "resend"
 		case caps.Lookup:
-			id, found, err := p.Lookup(ctx, row.ID)
+			id, found, err := p.Lookup(ctx, row.ID, row.CorrelationID)
 			switch {
 			case err != nil:
 				return k.unknown(finish, last, "lookup", err)

@@ -191,7 +191,7 @@ func (h *HTTP) Send(ctx context.Context, m Message) (string, error) {
 // Lookup asks lookup_url whether a send with our reference arrived. Only a
 // 200 with an id or a 404 is an answer; anything else is an error so that
 // the caller asks again later rather than guessing.
-func (h *HTTP) Lookup(ctx context.Context, ref string) (string, bool, error) {
+func (h *HTTP) Lookup(ctx context.Context, ref, correlationID string) (string, bool, error) {
 	if h.lookupURL == "" {
 		return "", false, ErrNoLookup
 	}
@@ -204,6 +204,9 @@ func (h *HTTP) Lookup(ctx context.Context, ref string) (string, bool, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", userAgent)
+	if correlationID != "" {
+		req.Header.Set("X-Correlation-ID", correlationID)
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return "", false, fmt.Errorf("%s: lookup %s: %w", h.name, ref, transportErr(err))

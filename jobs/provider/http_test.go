@@ -410,7 +410,7 @@ func TestHTTPLookup(t *testing.T) {
 			t.Parallel()
 			srv, rc := server(t, tt.answer)
 			p := mustHTTP(t, config.Provider{URL: srv.URL, LookupURL: srv.URL + "/messages?client_ref={ref}"}, Deps{})
-			id, found, err := p.Lookup(context.Background(), ref)
+			id, found, err := p.Lookup(context.Background(), ref, "corr-1")
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Lookup err = %v, want error: %v", err, tt.wantErr)
 			}
@@ -427,6 +427,9 @@ func TestHTTPLookup(t *testing.T) {
 			}
 			if got := r.Header.Get("User-Agent"); got != "handoff" {
 				t.Errorf("User-Agent = %q, want handoff", got)
+			}
+			if got := r.Header.Get("X-Correlation-ID"); got != "corr-1" {
+				t.Errorf("X-Correlation-ID = %q, want corr-1: every outbound call carries it", got)
 			}
 			// Unescaped, "+" would arrive as a space.
 			if got := queryValue(t, r.Query, "client_ref"); got != ref {
@@ -447,7 +450,7 @@ func queryValue(t *testing.T, raw, key string) string {
 
 func TestHTTPLookupUnsupported(t *testing.T) {
 	p := mustHTTP(t, config.Provider{URL: "http://127.0.0.1:1/"}, Deps{})
-	_, found, err := p.Lookup(context.Background(), "r1")
+	_, found, err := p.Lookup(context.Background(), "r1", "corr-1")
 	if !errors.Is(err, ErrNoLookup) || found {
 		t.Errorf("Lookup = (found %v, %v), want ErrNoLookup", found, err)
 	}
@@ -457,7 +460,7 @@ func TestHTTPLookupRefused(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
 	p := mustHTTP(t, config.Provider{URL: srv.URL, LookupURL: srv.URL + "/m/{ref}"}, Deps{})
-	if _, found, err := p.Lookup(context.Background(), "r1"); err == nil || found {
+	if _, found, err := p.Lookup(context.Background(), "r1", "corr-1"); err == nil || found {
 		t.Errorf("Lookup against a closed server = (found %v, %v), want an error", found, err)
 	}
 }

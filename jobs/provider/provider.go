@@ -38,7 +38,8 @@ type Capabilities struct {
 type Provider interface {
 	Send(ctx context.Context, m Message) (providerID string, err error)
 	// Lookup finds a send by our reference; ErrNoLookup when unsupported.
-	Lookup(ctx context.Context, ref string) (providerID string, found bool, err error)
+	// correlationID goes out as X-Correlation-ID, as on every outbound call.
+	Lookup(ctx context.Context, ref, correlationID string) (providerID string, found bool, err error)
 	Capabilities() Capabilities
 }
 

@@ -108,7 +108,7 @@ func (s *Sandbox) failNow(ref string) bool {
 }
 
 // Lookup finds a message by our reference.
-func (s *Sandbox) Lookup(ctx context.Context, ref string) (string, bool, error) {
+func (s *Sandbox) Lookup(ctx context.Context, ref, _ string) (string, bool, error) {
 	if s.cfg.NoLookup {
 		return "", false, ErrNoLookup
 	}
