@@ -62,7 +62,10 @@ func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
 		return nil
 	}
 	caps := p.Capabilities()
-	last := job.Attempt >= job.MaxAttempts
+	// The last attempt parks an unknown outcome for a person, unless the
+	// attempt was cut short by shutdown: the runner hands that one back
+	// without counting it as the end, and the next process resolves it.
+	last := func() bool { return job.Attempt >= job.MaxAttempts && !errors.Is(ctx.Err(), context.Canceled) }
 	action := "send"
 	if prev == store.OutboxEffectPending {
 		// An earlier attempt may have delivered: find out before sending.
@@ -73,7 +76,7 @@ func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
 			id, found, err := p.Lookup(ctx, row.ID, row.CorrelationID)
 			switch {
 			case err != nil:
-				return k.unknown(finish, last, "lookup", err)
+				return k.unknown(finish, last(), "lookup", err)
 			case found:
 				return finish(store.OutboxSent, id, "", store.OutboxAttempt{Action: "lookup", Outcome: "sent", ProviderID: id})
 			}
@@ -91,7 +94,7 @@ func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
 	case errors.As(err, &perm):
 		return finish(store.OutboxFailed, "", err.Error(), store.OutboxAttempt{Action: action, Outcome: "permanent", Error: err.Error()})
 	case caps.IdempotencyKey || caps.Lookup:
-		return k.unknown(finish, last, action, err)
+		return k.unknown(finish, last(), action, err)
 	default:
 		note := fmt.Sprintf("the provider's answer was lost (%v) and provider %s can neither deduplicate nor look a message up: check whether %s arrived, then reconcile", err, row.Provider, row.ID)
 		return finish(store.OutboxNeedsReconciliation, "", note, store.OutboxAttempt{Action: action, Outcome: "ambiguous", Error: err.Error()})

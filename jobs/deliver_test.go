@@ -488,3 +488,53 @@ func TestDeliverSandboxPermanentFailure(t *testing.T) {
 	}
 	g.finish(t)
 }
+
+// TestDeliverLastAttemptCutByShutdown: a send on the job's last attempt that
+// shutdown cuts short is not parked for a person: the row stays
+// effect_pending, the job is handed back, and the next runner resolves it
+// by lookup without a second POST.
+func TestDeliverLastAttemptCutByShutdown(t *testing.T) {
+	st := openStore(t)
+	crm := newFakeCRM(t, "stall")
+	prov := config.Provider{
+		Name: "crm", Kind: "http", URL: crm.srv.URL + "/messages",
+		LookupURL: crm.srv.URL + "/lookup?client_ref={ref}", Timeout: time.Minute,
+	}
+	g := startDelivery(t, st, prov, 1)
+	waitFor(t, "the provider to hold the send", func() bool {
+		posts, _, _ := crm.seen()
+		return len(posts) == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := g.runner.Stop(ctx); err == nil {
+		t.Fatal("Stop returned nil, want the error saying running jobs were released")
+	}
+	row, err := st.OutboxRow(g.outboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Status != store.OutboxEffectPending {
+		t.Fatalf("after shutdown the row is %s (note %q), want effect_pending: shutdown is not the last word", row.Status, row.Note)
+	}
+	jobs := g.deliverJobs(t)
+	if len(jobs) != 1 || jobs[0].State.Final() {
+		t.Fatalf("delivery jobs %+v, want one handed back, not final", jobs)
+	}
+
+	startRunner(t, st, g.runner.kinds, testOptions())
+	row, jobs = g.settle(t)
+	if row.Status != store.OutboxSent || row.ProviderID != "crm-1" {
+		t.Errorf("row is %s with provider id %q, want sent as crm-1 (found by lookup)", row.Status, row.ProviderID)
+	}
+	if got := attemptSummary(row); !slices.Equal(got, []string{"send:ambiguous", "lookup:sent"}) {
+		t.Errorf("attempts %v, want the cut send then the lookup", got)
+	}
+	if posts, _, lookups := crm.seen(); len(posts) != 1 || len(lookups) == 0 {
+		t.Errorf("provider got %d POSTs and %d lookups, want 1 POST and a lookup", len(posts), len(lookups))
+	}
+	if len(jobs) != 1 || jobs[0].State != store.JobCompleted {
+		t.Errorf("delivery jobs %+v, want the one job completed", jobs)
+	}
+	g.checkConsistent(t)
+}
