@@ -192,12 +192,9 @@ func (r *Runner) dispatch(claimCtx, jobCtx context.Context) {
 		case <-claimCtx.Done():
 			return
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		// Since Go 1.23 a stopped timer delivers no stale tick, so the next
+		// Reset needs no drain.
+		timer.Stop()
 	}
 }
 
