@@ -264,11 +264,22 @@ func (s *Store) ApproveDraft(ctx context.Context, id string, approval Approval) 
 	return out, nil
 }
 
-// RejectDraft rejects draft id. Rejecting it again returns it unchanged;
-// rejecting an approved draft is a *ConflictError.
-func (s *Store) RejectDraft(ctx context.Context, id string, dec Decision) (Draft, error) {
-	var out Draft
+// Rejected is the answer to RejectDraft. Draft is embedded (not a named
+// field as in Approved) so callers that read the draft's fields off the
+// answer keep reading them there.
+type Rejected struct {
+	Draft
+	Decided bool // false: an earlier rejection decided the draft; Draft.Decision says who
+}
+
+// RejectDraft rejects draft id, deciding inside one transaction whether this
+// call is the one that rejects it. Rejecting it again writes nothing and
+// answers the earlier rejection with Decided false; rejecting an approved
+// draft is a *ConflictError.
+func (s *Store) RejectDraft(ctx context.Context, id string, dec Decision) (Rejected, error) {
+	var out Rejected
 	err := s.update(ctx, func(tx *bolt.Tx) error {
+		out = Rejected{} // a round may run twice: start from nothing
 		var d Draft
 		if err := getJSON(tx.Bucket(bucketDrafts), []byte(id), &d); err != nil {
 			return err
@@ -277,21 +288,22 @@ func (s *Store) RejectDraft(ctx context.Context, id string, dec Decision) (Draft
 		case DraftApproved:
 			return &ConflictError{Draft: d}
 		case DraftRejected:
-			out = d
+			out = Rejected{Draft: d}
 			return nil
 		}
-		d.Decision = &dec
+		mine := dec
+		d.Decision = &mine
 		if err := setDraftStatus(tx, &d, DraftRejected); err != nil {
 			return err
 		}
 		if err := writeAudit(tx, AuditEntry{At: dec.At, Who: dec.By, From: dec.From, Action: "reject draft", Target: d.ID, Detail: dec.Reason}); err != nil {
 			return err
 		}
-		out = d
+		out = Rejected{Draft: d, Decided: true}
 		return nil
 	})
 	if err != nil {
-		return Draft{}, fmt.Errorf("store: reject draft %s: %w", id, err)
+		return Rejected{}, fmt.Errorf("store: reject draft %s: %w", id, err)
 	}
 	return out, nil
 }

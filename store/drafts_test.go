@@ -188,3 +188,61 @@ func TestApproveDraftChannelGone(t *testing.T) {
 		t.Errorf("a second approval after the channel went: %+v, %v; want the first approval back", again, err)
 	}
 }
+
+// TestRejectDraftDecidesOnce: of concurrent rejections of one draft, exactly
+// one reports that it made the decision; the others get that decision back,
+// and a later rejection by the same person is answered as already made.
+func TestRejectDraftDecidesOnce(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	rec := record(t, st, "web:reject-race", t0)
+	d, _, err := st.SaveDraft(ctx, draftFor(rec.Event, "Hi Ada", ""))
+	if err != nil {
+		t.Fatalf("SaveDraft: %v", err)
+	}
+	const n = 2
+	got := make([]Rejected, n)
+	errs := make([]error, n)
+	together(n, func(i int) {
+		got[i], errs[i] = st.RejectDraft(ctx, d.ID, Decision{By: fmt.Sprint("person-", i), At: t0.Add(time.Duration(i) * time.Second), Reason: fmt.Sprint("reason ", i)})
+	})
+	winner := -1
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: RejectDraft: %v", i, errs[i])
+		}
+		if got[i].Decided {
+			if winner >= 0 {
+				t.Fatalf("callers %d and %d both report they rejected the draft", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no caller reports it rejected the draft")
+	}
+	by := fmt.Sprint("person-", winner)
+	for i, r := range got {
+		if r.ID != d.ID || r.Status != DraftRejected || r.Decision == nil || r.Decision.By != by {
+			t.Errorf("caller %d: draft %s %s decided by %+v; want %s rejected by the winner %s", i, r.ID, r.Status, r.Decision, d.ID, by)
+		}
+	}
+
+	again, err := st.RejectDraft(ctx, d.ID, Decision{By: by, At: t0.Add(time.Hour), Reason: "once more"})
+	if err != nil || again.Decided || again.Decision.By != by || !again.Decision.At.Equal(got[winner].Decision.At) || again.Decision.Reason != got[winner].Decision.Reason {
+		t.Errorf("the same person rejecting again: %+v, %v; want the first rejection back, not decided by this call", again, err)
+	}
+	log, err := st.AuditLog(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejections := 0
+	for _, e := range log {
+		if e.Action == "reject draft" && e.Target == d.ID {
+			rejections++
+		}
+	}
+	if rejections != 1 {
+		t.Errorf("%d audit entries for rejecting %s, want 1", rejections, d.ID)
+	}
+}

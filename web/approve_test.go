@@ -279,11 +279,18 @@ func TestApproveRejectConflicts(t *testing.T) {
 		t.Errorf("reject after approve: got %d %v, want 409 naming who approved", code, ans)
 	}
 
-	for i := range 2 {
-		code, ans := apiPost(t, e, "/api/v1/drafts/"+rejected+"/reject", `{"reason":"spam"}`)
+	// The same caller rejecting twice: the second answer says the first stands.
+	var firstAt any
+	for i, want := range []string{"rejected", "already_rejected"} {
+		code, ans := apiPost(t, e, "/api/v1/drafts/"+rejected+"/reject", fmt.Sprintf(`{"reason":"spam %d"}`, i+1))
 		dec, _ := ans["decision"].(map[string]any)
-		if code != http.StatusOK || ans["status"] != "rejected" || dec["by"] != "api-token" || dec["reason"] != "spam" {
-			t.Errorf("reject %d: got %d %v, want 200 rejected by api-token for spam", i+1, code, ans)
+		if code != http.StatusOK || ans["status"] != want || ans["draft_id"] != rejected || ans["rejected_by"] != "api-token" || dec["by"] != "api-token" || dec["reason"] != "spam 1" {
+			t.Errorf("reject %d: got %d %v, want 200 %s by api-token for spam 1", i+1, code, ans, want)
+		}
+		if i == 0 {
+			firstAt = ans["rejected_at"]
+		} else if ans["rejected_at"] != firstAt || firstAt == "" {
+			t.Errorf("reject %d: rejected_at %v, want the first rejection's %v", i+1, ans["rejected_at"], firstAt)
 		}
 	}
 	code, ans = apiPost(t, e, "/api/v1/drafts/"+rejected+"/approve", "")

@@ -163,29 +163,50 @@ type rejectBody struct {
 	Reason string `json:"reason"`
 }
 
+// rejectAnswer says what a rejection did, and who rejected first.
+type rejectAnswer struct {
+	Status     string          `json:"status"` // rejected (this call) or already_rejected
+	DraftID    string          `json:"draft_id"`
+	RejectedBy string          `json:"rejected_by"`
+	RejectedAt string          `json:"rejected_at"`
+	Decision   *store.Decision `json:"decision"`
+}
+
 // rejectDraft answers POST /api/v1/drafts/{id}/reject.
 func (s *Server) rejectDraft(c *echo.Context) error {
 	var body rejectBody
 	if err := decodeOptionalJSON(c, &body); err != nil {
 		return err
 	}
-	d, err := s.reject(c, c.Param("id"), body.Reason)
+	res, err := s.reject(c, c.Param("id"), body.Reason)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"status": d.Status, "draft_id": d.ID, "decision": d.Decision})
+	return c.JSON(http.StatusOK, rejectedAnswer(res))
 }
 
-// reject is the one rejection shared by the API and the dashboard.
-func (s *Server) reject(c *echo.Context, id, reason string) (store.Draft, error) {
+func rejectedAnswer(res store.Rejected) rejectAnswer {
+	a := rejectAnswer{Status: "rejected", DraftID: res.ID, Decision: res.Decision}
+	if !res.Decided {
+		a.Status = "already_rejected"
+	}
+	if d := res.Decision; d != nil {
+		a.RejectedBy, a.RejectedAt = d.By, d.At.Format("2006-01-02T15:04:05Z07:00")
+	}
+	return a
+}
+
+// reject is the one rejection shared by the API and the dashboard; the
+// answer says whether this call made the decision.
+func (s *Server) reject(c *echo.Context, id, reason string) (store.Rejected, error) {
 	if len(reason) > 1000 {
-		return store.Draft{}, errorf(http.StatusBadRequest, "the reason is %d bytes; keep it under 1000", len(reason))
+		return store.Rejected{}, errorf(http.StatusBadRequest, "the reason is %d bytes; keep it under 1000", len(reason))
 	}
-	d, err := s.st.RejectDraft(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(reason)})
+	res, err := s.st.RejectDraft(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(reason)})
 	if err != nil {
-		return store.Draft{}, decisionError(err)
+		return store.Rejected{}, decisionError(err)
 	}
-	return d, nil
+	return res, nil
 }
 
 // decisionError turns the store's refusals into answers.

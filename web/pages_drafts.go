@@ -290,17 +290,17 @@ func (s *Server) rejectFromQueue(c *echo.Context) error {
 		return err
 	}
 	id := c.Param("id")
-	d, err := s.reject(c, id, c.FormValue("reason"))
+	res, err := s.reject(c, id, c.FormValue("reason"))
 	if err != nil {
 		return s.refusedDecision(c, v, id, err)
 	}
 	if !isHX(c) {
 		return c.Redirect(http.StatusSeeOther, v.filter.URL(""))
 	}
-	if d.Decision.By != p.Name {
-		return s.answerDecision(c, v, d, decisionNotice(d, ""), http.StatusOK, true)
+	if !res.Decided { // an earlier rejection stands, even one by this person in another tab
+		return s.answerDecision(c, v, res.Draft, decisionNotice(res.Draft, ""), http.StatusOK, true)
 	}
-	return s.answerDecision(c, v, d, decisionNotice(d, p.Name), http.StatusOK, false)
+	return s.answerDecision(c, v, res.Draft, decisionNotice(res.Draft, p.Name), http.StatusOK, false)
 }
 
 // refusedDecision answers a decision the store refused: a conflict with

@@ -701,6 +701,15 @@ func TestQueueAdvances(t *testing.T) {
 	if got, _ := e.st.Draft(d2.ID); got.Status != store.DraftRejected || got.Decision.Reason != "spam" {
 		t.Errorf("rejection stored %+v", got)
 	}
+	// The same person rejecting it again (a second tab): the flash says it
+	// was already rejected, and the first reason stands.
+	p = b.hx("/drafts/"+d2.ID+"/reject", url.Values{"reason": {"twice"}})
+	if m := cardDraft.FindStringSubmatch(p.body); p.code != 200 || m == nil || m[1] != d2.ID || !strings.Contains(p.body, "Already rejected by ann") || !strings.Contains(p.body, "Reason: spam") {
+		t.Errorf("rejecting again: %d, card %v, want %s's card saying it was already rejected by ann: %.400s", p.code, m, d2.ID, p.body)
+	}
+	if got, _ := e.st.Draft(d2.ID); got.Decision.Reason != "spam" {
+		t.Errorf("a second rejection changed the decision to %+v", got.Decision)
+	}
 
 	// Approving a rejected draft is a conflict that names the decision.
 	p = b.hx("/drafts/"+d2.ID+"/approve", url.Values{"action": {"approve"}})
