@@ -221,6 +221,32 @@ func outboxSafety(o Outbox) (bool, string, []string) {
 // ErrUnconfirmed refuses a replay that may repeat a side effect.
 var ErrUnconfirmed = errors.New("the replay needs an explicit confirmation")
 
+// ErrNotRegenerable refuses a regenerate of anything but a discarded draft
+// job: a request that no state of the item and no confirmation can make succeed.
+var ErrNotRegenerable = errors.New("only a draft job can be regenerated")
+
+// NotRegenerableError names the item a regenerate was refused for; it is
+// ErrNotRegenerable (like UnsafeReplayError is ErrUnconfirmed), with the
+// sentence a caller can show as it is.
+type NotRegenerableError struct {
+	ID   string
+	What string // "reply (outbox row)", "deliver job", ...
+}
+
+func (e *NotRegenerableError) Error() string {
+	return fmt.Sprintf("%v; %s is a %s", ErrNotRegenerable, e.ID, e.What)
+}
+
+func (e *NotRegenerableError) Unwrap() error { return ErrNotRegenerable }
+
+// deadKind names what a dead letter is, for a sentence.
+func deadKind(dl DeadLetter) string {
+	if dl.Job != nil {
+		return dl.Job.Kind + " job"
+	}
+	return "reply (outbox row)"
+}
+
 // UnsafeReplayError explains why a replay needs confirmation.
 type UnsafeReplayError struct {
 	ID, Why string
@@ -236,7 +262,9 @@ func (e *UnsafeReplayError) Unwrap() error { return ErrUnconfirmed }
 // one transaction: a discarded job becomes available again (attempts keep
 // counting; it gets maxAttempts more); a failed or unresolved reply goes
 // back to pending with a delivery job. An item whose side effect may have
-// happened is refused unless confirmed. newID mints a job id when one is needed.
+// happened is refused unless confirmed; a regenerate of anything but a
+// discarded draft job is a *NotRegenerableError (ErrNotRegenerable), before
+// either. newID mints a job id when one is needed.
 func (s *Store) ReplayDeadLetter(ctx context.Context, id string, r Replay, maxAttempts int, newID string) (DeadLetter, error) {
 	var out DeadLetter
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -244,14 +272,15 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string, r Replay, maxAt
 		if err != nil {
 			return err
 		}
+		// First: no state or confirmation makes this request one that can succeed.
+		if r.Regenerate && (dl.Kind != DeadJob || dl.Job.Kind != KindDraft) {
+			return &NotRegenerableError{ID: id, What: deadKind(dl)}
+		}
 		if dl.State == "dismissed" {
 			return &StateError{What: dl.Kind + " " + id, State: "dismissed", Want: "on the dead-letter list"}
 		}
 		if !dl.Safe && !r.Confirmed {
 			return &UnsafeReplayError{ID: id, Why: dl.Why}
-		}
-		if r.Regenerate && (dl.Kind != DeadJob || dl.Job.Kind != KindDraft) {
-			return &StateError{What: dl.Kind + " " + id, State: "not a draft job", Want: "a discarded draft job to be regenerated"}
 		}
 		switch {
 		case dl.Kind == DeadJob && dl.Job.Kind == KindDeliver && dl.Outbox != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -571,5 +572,32 @@ func TestFinishOutboxAfterLeaseReaped(t *testing.T) {
 	got, err := st.OutboxRow(o.ID)
 	if err != nil || got.Status != OutboxSent || got.ProviderID != "p-1" {
 		t.Errorf("row %s (%s), %v; want sent as p-1", got.Status, got.ProviderID, err)
+	}
+}
+
+// TestRegenerateRefusedForAReply: only a discarded draft job can be
+// regenerated. A reply is refused with ErrNotRegenerable, before its
+// confirmation is asked for and whether or not it was given, and nothing
+// changes.
+func TestRegenerateRefusedForAReply(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	row := parkedRow(t, st, "web:regen-reply", t0, OutboxNeedsReconciliation, "ambiguous", "timed out")
+	for _, confirmed := range []bool{false, true} {
+		t.Run(fmt.Sprint("confirmed=", confirmed), func(t *testing.T) {
+			_, err := st.ReplayDeadLetter(ctx, row.ID, Replay{By: "boss", At: t0, Regenerate: true, Confirmed: confirmed}, 3, ulid.Make().String())
+			var nr *NotRegenerableError
+			if !errors.Is(err, ErrNotRegenerable) || !errors.As(err, &nr) || nr.ID != row.ID || !strings.Contains(err.Error(), row.ID+" is a reply (outbox row)") {
+				t.Fatalf("regenerating a reply: %v, want ErrNotRegenerable naming %s as a reply", err, row.ID)
+			}
+			if errors.Is(err, ErrUnconfirmed) {
+				t.Errorf("regenerating a reply: %v, want no request for confirmation", err)
+			}
+			if o, err := st.OutboxRow(row.ID); err != nil {
+				t.Fatalf("OutboxRow(%s): %v", row.ID, err)
+			} else if o.Status != OutboxNeedsReconciliation || len(o.Replays) != 0 {
+				t.Errorf("a refused regenerate changed the row: %s %v", o.Status, o.Replays)
+			}
+		})
 	}
 }

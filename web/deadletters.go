@@ -100,38 +100,25 @@ func (s *Server) replayDeadLetter(c *echo.Context, id string) error {
 
 // replayItem is a person's replay of one item, shared by the API and the
 // dashboard: confirm, when given, must repeat the id (it is what makes an
-// unsafe item replayable), and only a draft job can be regenerated.
+// unsafe item replayable). Only a draft job can be regenerated; the store
+// checks that in the replay's own transaction.
 func (s *Server) replayItem(ctx context.Context, id, confirm string, regenerate bool, by, from string) (store.DeadLetter, error) {
 	if confirm != "" && confirm != id {
 		return store.DeadLetter{}, errorf(http.StatusBadRequest, "confirm must repeat the id being replayed (%q), not %q", id, confirm)
 	}
-	if regenerate {
-		dl, err := s.st.DeadLetter(id)
-		if err := deadLetterError(id, err); err != nil {
-			return dl, err
-		}
-		if dl.Kind != store.DeadJob || dl.Job.Kind != store.KindDraft {
-			return dl, errorf(http.StatusBadRequest, "only a draft job can be regenerated; %s is a %s", id, describeKind(dl))
-		}
-	}
 	return s.replay(ctx, id, store.Replay{By: by, At: s.now().UTC(), From: from, Regenerate: regenerate, Confirmed: confirm == id})
-}
-
-// describeKind names what a dead letter is, for a sentence.
-func describeKind(dl store.DeadLetter) string {
-	if dl.Job != nil {
-		return dl.Job.Kind + " job"
-	}
-	return "reply (outbox row)"
 }
 
 // deadLetterError words the store's refusals of a dead-letter action.
 func deadLetterError(id string, err error) error {
 	var unsafe *store.UnsafeReplayError
 	var state *store.StateError
+	var notRegen *store.NotRegenerableError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &notRegen):
+		return &apiError{status: http.StatusBadRequest, msg: notRegen.Error()}
 	case errors.As(err, &unsafe):
 		return &apiError{status: http.StatusConflict, msg: unsafe.Error()}
 	case errors.As(err, &state):
