@@ -7,6 +7,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/handoff/handoff/web/hook"
 )
 
 // validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
@@ -105,4 +109,61 @@ func redactURL(s string) string {
 	}
 	start := scheme + 3 + colon + 1
 	return s[:start] + redactedValue + s[scheme+3+at:]
+}
+
+// signedFields refuses, on a signed channel, every field read from a request
+// header that the signature does not cover: whoever replays a captured
+// request could change such a header at will, and with it the dedup key or
+// the contact a reply goes to. Unsigned channels may read any header (they
+// are warned about already). fields is the channel's fields node, walked for
+// the line of each source; its values were decoded and reported by fields.
+func (d *decoder) signedFields(path string, ch Channel, fields *yaml.Node) {
+	fields = resolve(fields)
+	if ch.Signature == nil || fields == nil || fields.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(fields.Content); i += 2 {
+		key, v := resolve(fields.Content[i]).Value, resolve(fields.Content[i+1])
+		switch key {
+		case "message_id", "conversation_id", "contact", "name", "text":
+		default:
+			continue // an unknown key, reported as such
+		}
+		p := joinPath(joinPath(path, "fields"), key)
+		if v.Kind == yaml.SequenceNode {
+			for j, item := range v.Content {
+				d.signedSource(indexPath(p, j), resolve(item), ch.Signature.Scheme)
+			}
+			continue
+		}
+		d.signedSource(p, v, ch.Signature.Scheme)
+	}
+}
+
+func (d *decoder) signedSource(path string, n *yaml.Node, scheme string) {
+	if n.Kind != yaml.ScalarNode {
+		return
+	}
+	if err := unsignedHeader(scheme, n.Value); err != nil {
+		d.fail(path, n, "%v", err)
+	}
+}
+
+// unsignedHeader returns why a channel signed by scheme must not read source,
+// or nil when source is not a header or is one the scheme signs.
+func unsignedHeader(scheme, source string) error {
+	name, ok := hook.HeaderSource(source)
+	if !ok {
+		return nil
+	}
+	switch scheme {
+	case "hmac-sha256":
+		return fmt.Errorf("%s is not covered by the hmac-sha256 signature, which signs only the body; read it from the body or use standard-webhooks", source)
+	case "standard-webhooks":
+		if hook.StandardWebhooksSigns(name) {
+			return nil
+		}
+		return fmt.Errorf("%s is not covered by the standard-webhooks signature, which signs only the body and the webhook-id and webhook-timestamp headers; read it from the body or from one of those headers", source)
+	}
+	return nil
 }

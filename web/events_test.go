@@ -1,10 +1,17 @@
 package web
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/store"
 )
@@ -107,5 +114,69 @@ func TestNoTokenConfigured(t *testing.T) {
 	}
 	if rec := serveOnce(e.srv, http.MethodGet, "/api/v1/events/demo:x", "", testToken); rec.Code != http.StatusNotFound {
 		t.Errorf("control: the same token on a server that has it got %d, want 404 (authorized, no such event)", rec.Code)
+	}
+}
+
+// TestEventTimelineUTF8: every answer is valid UTF-8, also for an event
+// recorded before JSON bodies had to be UTF-8, whose raw body holds other
+// bytes; a body that was UTF-8 is answered as it was received.
+func TestEventTimelineUTF8(t *testing.T) {
+	e := newTestEnv(t, nil)
+	old := store.Event{
+		ID: ulid.Make().String(), Key: "demo:old-1", Channel: "demo", MessageID: "old-1",
+		CorrelationID: ulid.Make().String(), ConversationID: "old-1", ReceivedAt: time.Now().UTC(),
+		Text: "caf\uFFFD", Body: json.RawMessage("{\"id\":\"old-1\",\"text\":\"caf\xe9\",\"\xff\xfe\":1}"),
+	}
+	if _, err := e.st.RecordEvent(t.Context(), old, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: old.Key, MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := `{"id":"new-1","text":"café ✓ \u00e9"}`
+	if code, ans := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(fresh), nil); code != http.StatusAccepted {
+		t.Fatalf("got %d %v", code, ans)
+	}
+	tests := []struct {
+		key      string
+		wantBody string
+		invalid  bool
+	}{
+		{"demo:old-1", "{\"id\":\"old-1\",\"text\":\"caf\uFFFD\",\"\uFFFD\":1}", true},
+		{"demo:new-1", fresh, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, e.url+"/api/v1/events/"+url.PathEscape(tt.key), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+testToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK || !utf8.Valid(raw) || !json.Valid(raw) {
+				t.Fatalf("got %d, valid UTF-8 %v, valid JSON %v: %q", resp.StatusCode, utf8.Valid(raw), json.Valid(raw), raw)
+			}
+			var got struct {
+				Event struct {
+					Key             string          `json:"key"`
+					Body            json.RawMessage `json:"body"`
+					BodyInvalidUTF8 bool            `json:"body_invalid_utf8"`
+				} `json:"event"`
+				Jobs []json.RawMessage `json:"jobs"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			if err := dec.Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Event.Key != tt.key || string(got.Event.Body) != tt.wantBody || got.Event.BodyInvalidUTF8 != tt.invalid || len(got.Jobs) != 1 {
+				t.Errorf("event %s with body %s (invalid UTF-8: %v) and %d jobs, want %s with body %s (%v) and 1 job",
+					got.Event.Key, got.Event.Body, got.Event.BodyInvalidUTF8, len(got.Jobs), tt.key, tt.wantBody, tt.invalid)
+			}
+		})
 	}
 }

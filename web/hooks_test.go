@@ -216,6 +216,12 @@ func TestHookRejects(t *testing.T) {
 		{"signature stale", "/hooks/signed", "application/json", good, signStd(t, "msg_3", stale, good), 401, "tolerance"},
 		{"hmac missing", "/hooks/mac", "application/json", good, nil, 401, "missing"},
 		{"hmac wrong", "/hooks/mac", "application/json", good, http.Header{"X-Signature": {hmacHex("wrong", good)}}, 401, "does not match"},
+		// encoding/json would read both ids as "u-\uFFFD": one of the two messages would be lost as a duplicate.
+		{"invalid UTF-8 id", "/hooks/demo", "application/json", "{\"id\":\"u-\xff\"}", nil, 400, "the body is not valid JSON: it is not valid UTF-8"},
+		{"other invalid UTF-8 id", "/hooks/demo", "application/json", "{\"id\":\"u-\xfe\"}", nil, 400, "the body is not valid JSON: it is not valid UTF-8"},
+		{"invalid UTF-8 contact", "/hooks/demo", "application/json", "{\"id\":\"u-1\",\"from\":\"+1555\xc0\"}", nil, 400, "not valid UTF-8"},
+		{"invalid UTF-8 text, sniffed", "/hooks/demo", "", "{\"id\":\"u-2\",\"text\":\"caf\xe9\"}", nil, 400, "not valid UTF-8"},
+		{"lone surrogate id", "/hooks/demo", "application/json", `{"id":"u-\ud800"}`, nil, 400, "lone UTF-16 surrogate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,5 +267,50 @@ func TestHookUnavailable(t *testing.T) {
 	rec := serveOnce(srv, http.MethodPost, "/hooks/demo", `{"id":"x"}`, "")
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "could not be stored") {
 		t.Fatalf("got %d %s, want 503 naming the problem", rec.Code, rec.Body)
+	}
+}
+
+// TestHookCompositeIDsDoNotCollide: parts of a composite id are escaped, so
+// ("acme:eu", "42") and ("acme", "eu:42") are two events, while a
+// single-source id is kept as it is.
+func TestHookCompositeIDsDoNotCollide(t *testing.T) {
+	cfg := testConfig()
+	tl := cfg.Channels[0]
+	tl.Name = "tl"
+	tl.Fields.MessageID = []string{"/tenant", "/lead"}
+	cfg.Channels = append(cfg.Channels, tl)
+	e := newTestEnv(t, cfg)
+	auth := http.Header{"Authorization": {"Bearer " + testToken}}
+	tests := []struct {
+		name, path, body string
+		status           int
+		wantKey          string
+	}{
+		{"colon in the tenant", "/hooks/tl", `{"tenant":"acme:eu","lead":"42"}`, 202, "tl:acme%3Aeu:42"},
+		{"colon in the lead", "/hooks/tl", `{"tenant":"acme","lead":"eu:42"}`, 202, "tl:acme:eu%3A42"},
+		{"the first again", "/hooks/tl", `{"tenant":"acme:eu","lead":"42"}`, 200, "tl:acme%3Aeu:42"},
+		{"percent in a part", "/hooks/tl", `{"tenant":"100%","lead":"a%3Ab"}`, 202, "tl:100%25:a%253Ab"},
+		{"single source keeps its colons", "/hooks/demo", `{"id":"acme:eu:42"}`, 202, "demo:acme:eu:42"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, ans := e.do(t, http.MethodPost, tt.path, "application/json", []byte(tt.body), nil)
+			if code != tt.status || ans["event_key"] != tt.wantKey {
+				t.Fatalf("got %d %v, want %d with event_key %s", code, ans, tt.status, tt.wantKey)
+			}
+			// The key, escapes and all, names the event in the API.
+			code, tl := e.do(t, http.MethodGet, "/api/v1/events/"+url.PathEscape(tt.wantKey), "", nil, auth)
+			ev, _ := tl["event"].(map[string]any)
+			if code != http.StatusOK || ev["key"] != tt.wantKey || ev["correlation_id"] != ans["correlation_id"] {
+				t.Errorf("GET the event: got %d %v, want event %s with correlation %v", code, ev, tt.wantKey, ans["correlation_id"])
+			}
+		})
+	}
+	stats, err := e.st.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Events != 4 {
+		t.Errorf("stored %d events, want 4", stats.Events)
 	}
 }

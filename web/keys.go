@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v5"
 
@@ -100,6 +101,12 @@ func canonicalJSON(raw []byte) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return []byte("null"), nil
+	}
+	// json.Compact does not look inside strings, and a stored result is
+	// sent back verbatim: bytes that are not UTF-8 would make every later
+	// answer for the key unreadable to a strict JSON parser.
+	if !utf8.Valid(raw) {
+		return nil, errorf(http.StatusBadRequest, "the body is not valid JSON: it is not valid UTF-8, which JSON requires (RFC 8259)")
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {

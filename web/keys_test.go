@@ -104,6 +104,16 @@ func TestKeysAPI(t *testing.T) {
 		}
 	})
 
+	t.Run("bodies that are not UTF-8", func(t *testing.T) {
+		code, ans := post("utf-5", "claim", "", "{\"name\":\"u-\xff\"}")
+		want("claim", code, ans, http.StatusBadRequest, "not valid UTF-8")
+		if code, ans := post("utf-5", "claim", "", `{}`); code != http.StatusCreated {
+			t.Fatalf("claim: %d %v", code, ans)
+		}
+		code, ans = post("utf-5", "complete", "", "{\"id\":\"inv-\xfe\"}")
+		want("complete", code, ans, http.StatusBadRequest, "not valid UTF-8")
+	})
+
 	t.Run("takeover after the lease", func(t *testing.T) {
 		code, first := post("sync-2", "claim", "?lease=1s", `{}`)
 		stale, _ := first["claim"].(string)

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,10 @@ import (
 )
 
 // FuzzParseAndMessageID checks that no body, content type or source can crash
-// the inbound path or produce an id that breaks the event-key rules.
-// sources is a comma-separated list so composite ids are explored too.
+// the inbound path or produce an id that breaks the event-key rules, and that
+// the id is injective: the field values can be read back from it, so two
+// different messages never share an id. sources is a comma-separated list so
+// composite ids are explored too.
 func FuzzParseAndMessageID(f *testing.F) {
 	f.Add(jsonType, []byte(`{"id":"evt_1"}`), "/id")
 	f.Add(jsonType, []byte(`{"id":12345678901234567890}`), "/id")
@@ -33,6 +36,13 @@ func FuzzParseAndMessageID(f *testing.F) {
 	f.Add("application/xml", []byte(`<id>1</id>`), "/id")
 	f.Add("", []byte(""), "")
 	f.Add(jsonType, []byte(`{"id":"a\u0085"}`), "/id")
+	f.Add(jsonType, []byte(`{"t":"acme:eu","id":"42"}`), "/t,/id")
+	f.Add(jsonType, []byte(`{"t":"acme","id":"eu:42"}`), "/t,/id")
+	f.Add(jsonType, []byte(`{"t":"100%","id":"a%3Ab"}`), "/t,/id")
+	f.Add(jsonType, []byte(`{"id":"acme:eu:42"}`), "/id")
+	f.Add(jsonType, []byte("{\"id\":\"u-\xff\"}"), "/id")
+	f.Add(jsonType, []byte(`{"id":"u-\ud800","x":"\\udc00"}`), "/id")
+	f.Add(jsonType, []byte(`{"id":"u-\ud83d\ude00\udfff"}`), "/id,/id")
 	f.Fuzz(func(t *testing.T, contentType string, body []byte, sources string) {
 		header := http.Header{"X-Id": {" hdr-1 "}}
 		p, err := Parse(contentType, body, header)
@@ -77,6 +87,27 @@ func FuzzParseAndMessageID(f *testing.F) {
 		}
 		if !utf8.ValidString(id) || strings.IndexFunc(id, unicode.IsControl) >= 0 {
 			t.Fatalf("MessageID = %q is not clean UTF-8 text", id)
+		}
+		// Injectivity: decoding the id gives back every field's value, so
+		// the id is a one-to-one function of them.
+		parts := []string{id}
+		if len(srcs) > 1 {
+			parts = strings.Split(id, ":")
+			if len(parts) != len(srcs) {
+				t.Fatalf("MessageID(%q) = %q has %d parts, want %d", srcs, id, len(parts), len(srcs))
+			}
+		}
+		for i, s := range srcs {
+			v, _, _ := p.Field(s)
+			got := parts[i]
+			if len(srcs) > 1 {
+				if got, err = url.PathUnescape(got); err != nil {
+					t.Fatalf("MessageID(%q) = %q: part %d does not unescape: %v", srcs, id, i, err)
+				}
+			}
+			if got != v {
+				t.Fatalf("MessageID(%q) = %q: part %d reads back as %q, but field %s is %q", srcs, id, i, got, s, v)
+			}
 		}
 	})
 }

@@ -11,16 +11,26 @@ import (
 // event key stays a reasonable database key and URL segment.
 const MaxIDLen = 256
 
-// MessageID composes the provider message id from sources, joined with ':' so
-// that providers whose ids are only unique per tenant still get one dedup key.
+// partEscaper escapes the separator, and the escape character itself, inside
+// one part of a composite id. A single pass, so "%3A" in a part becomes
+// "%253A" and never reads back as ':'.
+var partEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
+
+// MessageID composes the provider message id from sources. One source gives
+// its value unchanged. Several, for providers whose ids are only unique per
+// tenant, are joined with ':' after escaping each part ('%' as %25, ':' as
+// %3A), so that no two different lists of parts give one id: ("acme:eu", "42")
+// and ("acme", "eu:42") would otherwise both be "acme:eu:42", and the second
+// message would be answered as a duplicate of the first and lost. MaxIDLen
+// applies to the composed id.
 func MessageID(p *Payload, sources []string) (string, error) {
 	if len(sources) == 0 {
 		// A configuration mistake, not the client's: not an *Error.
 		return "", errors.New("hook: no message id source configured")
 	}
-	parts := make([]string, 0, len(sources))
-	n := len(sources) - 1 // the separators
-	for _, src := range sources {
+	composite := len(sources) > 1
+	var id strings.Builder
+	for i, src := range sources {
 		v, res, err := p.resolve(src)
 		if err != nil {
 			return "", err
@@ -38,12 +48,22 @@ func MessageID(p *Payload, sources []string) (string, error) {
 			return "", badRequest("the message id field %s is not valid UTF-8", src)
 		case strings.IndexFunc(v, unicode.IsControl) >= 0:
 			return "", badRequest("the message id field %s contains control characters", src)
+		case p.replacedSurrogate(src, v):
+			return "", badRequest(`the message id field %s holds an escaped lone UTF-16 surrogate (\ud800 to \udfff without its pair), which is not a character`, src)
 		}
-		n += len(v)
-		if n > MaxIDLen {
+		if i > 0 {
+			id.WriteByte(':')
+		}
+		if composite {
+			v = partEscaper.Replace(v)
+		}
+		id.WriteString(v)
+		if id.Len() > MaxIDLen {
+			if composite {
+				return "", badRequest("the message id is longer than %d bytes once its parts are joined with ':' (with ':' and '%%' inside a part written as %%3A and %%25)", MaxIDLen)
+			}
 			return "", badRequest("the message id is longer than %d bytes", MaxIDLen)
 		}
-		parts = append(parts, v)
 	}
-	return strings.Join(parts, ":"), nil
+	return id.String(), nil
 }

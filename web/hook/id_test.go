@@ -8,7 +8,7 @@ import (
 )
 
 func TestMessageID(t *testing.T) {
-	header := http.Header{"X-Delivery": {" del-7 "}}
+	header := http.Header{"X-Delivery": {" del-7 "}, "X-Urn": {"urn:msg:7"}}
 	tests := []struct {
 		name        string
 		contentType string
@@ -48,6 +48,24 @@ func TestMessageID(t *testing.T) {
 		{name: "257 bytes before trimming is fine", contentType: jsonType, body: `{"id":" ` + strings.Repeat("a", 256) + `"}`, sources: []string{"/id"}, want: strings.Repeat("a", 256)},
 		{name: "control character", contentType: jsonType, body: `{"id":"a\u0000b"}`, sources: []string{"/id"}, errMsg: "the message id field /id contains control characters"},
 		{name: "invalid UTF-8 in a form", contentType: formType, body: "id=a%FFb", sources: []string{"/id"}, errMsg: "the message id field /id is not valid UTF-8"},
+
+		// Composite ids escape ':' and '%' inside each part; one source is never escaped.
+		{name: "composite, colon in the first part", contentType: jsonType, body: `{"tenant":"acme:eu","lead_id":"42"}`, sources: []string{"/tenant", "/lead_id"}, want: "acme%3Aeu:42"},
+		{name: "composite, colon in the second part", contentType: jsonType, body: `{"tenant":"acme","lead_id":"eu:42"}`, sources: []string{"/tenant", "/lead_id"}, want: "acme:eu%3A42"},
+		{name: "composite, percent in a part", contentType: jsonType, body: `{"tenant":"100%","lead_id":"a%3Ab"}`, sources: []string{"/tenant", "/lead_id"}, want: "100%25:a%253Ab"},
+		{name: "composite, form part with a colon", contentType: formType, body: "AccountSid=AC%3A9&MessageSid=SM1", sources: []string{"/AccountSid", "/MessageSid"}, want: "AC%3A9:SM1"},
+		{name: "single source keeps its colons", contentType: jsonType, body: `{"id":"acme:eu:42"}`, sources: []string{"/id"}, want: "acme:eu:42"},
+		{name: "single source keeps its percent signs", contentType: jsonType, body: `{"id":"a%3Ab%"}`, sources: []string{"/id"}, want: "a%3Ab%"},
+		{name: "single header keeps its colons", contentType: jsonType, body: `{}`, sources: []string{"header:X-Urn"}, want: "urn:msg:7"},
+		{name: "composite of 256 bytes once escaped", contentType: jsonType, body: `{"a":"` + strings.Repeat(":", 84) + `","b":"abc"}`, sources: []string{"/a", "/b"}, want: strings.Repeat("%3A", 84) + ":abc"},
+		{name: "composite of 257 bytes once escaped", contentType: jsonType, body: `{"a":"` + strings.Repeat(":", 84) + `","b":"abcd"}`, sources: []string{"/a", "/b"}, errMsg: "the message id is longer than 256 bytes once its parts are joined"},
+
+		// Lone surrogates decode to U+FFFD, so "u-\ud800" and "u-\udbff" would share an id.
+		{name: "lone high surrogate", contentType: jsonType, body: `{"id":"u-\ud800"}`, sources: []string{"/id"}, errMsg: "the message id field /id holds an escaped lone UTF-16 surrogate"},
+		{name: "lone low surrogate in a composite part", contentType: jsonType, body: `{"t":"acme","id":"\udfff-1"}`, sources: []string{"/t", "/id"}, errMsg: "the message id field /id holds an escaped lone UTF-16 surrogate"},
+		{name: "surrogate pair", contentType: jsonType, body: `{"id":"u-\ud83d\ude00"}`, sources: []string{"/id"}, want: "u-\U0001F600"},
+		{name: "a real U+FFFD", contentType: jsonType, body: `{"id":"u-\ufffd","x":"\ud800"}`, sources: []string{"/id"}, want: "u-\uFFFD"},
+		{name: "escaped backslash before u", contentType: jsonType, body: `{"id":"u-\\ud800"}`, sources: []string{"/id"}, want: `u-\ud800`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

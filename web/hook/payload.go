@@ -13,7 +13,10 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Error is a client error: the handler answers with Status and Msg as the body,
@@ -41,6 +44,11 @@ type Payload struct {
 	doc    any        // decoded JSON document when !isForm
 	form   url.Values // form fields when isForm
 	header http.Header
+	// marked is the JSON body decoded again with each escaped lone surrogate
+	// written as \u0000 instead of the U+FFFD that encoding/json puts there,
+	// or nil when the body escapes none: a field that reads differently in
+	// doc and marked was built from such an escape.
+	marked any
 }
 
 // Parse reads body according to contentType; a missing or text/plain content
@@ -59,6 +67,12 @@ func Parse(contentType string, body []byte, header http.Header) (*Payload, error
 			return nil, err
 		}
 		p.doc = doc
+		if m := markLoneSurrogates(body); m != nil {
+			if p.marked, err = decodeJSON(m); err != nil {
+				// Only escapes changed, digit for digit: it cannot fail.
+				return nil, fmt.Errorf("hook: re-decode a body with lone surrogates: %w", err)
+			}
+		}
 	case mt == "application/x-www-form-urlencoded":
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
@@ -91,10 +105,15 @@ func looksLikeJSON(body []byte) bool {
 }
 
 // decodeJSON keeps numbers as json.Number so that a 20-digit id is not
-// rounded through float64 into a different, colliding dedup key.
+// rounded through float64 into a different, colliding dedup key. It refuses
+// invalid UTF-8, which RFC 8259 forbids in JSON and encoding/json would
+// quietly turn into U+FFFD, so that "u-\xff" and "u-\xfe" would become one id.
 func decodeJSON(body []byte) (any, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badRequest("the body is empty")
+	}
+	if !utf8.Valid(body) {
+		return nil, badRequest("the body is not valid JSON: it is not valid UTF-8, which JSON requires (RFC 8259)")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -111,6 +130,69 @@ func decodeJSON(body []byte) (any, error) {
 		return nil, badRequest("the body is not valid JSON: there is data after the top-level value")
 	}
 	return doc, nil
+}
+
+// markLoneSurrogates returns a copy of body with each \u escape of a lone
+// UTF-16 surrogate rewritten as \u0000, or nil when there is none. It follows
+// encoding/json: a high surrogate is paired only with a low one escaped right
+// after it. body must be one valid JSON value, as decodeJSON checks.
+func markLoneSurrogates(body []byte) []byte {
+	var out []byte
+	inString := false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\':
+			if i+6 > len(body) || body[i+1] != 'u' {
+				i++ // a one-character escape such as \" or \\
+				continue
+			}
+			r := hex4(body[i+2 : i+6])
+			if !utf16.IsSurrogate(r) {
+				i += 5
+				continue
+			}
+			if r < 0xdc00 && i+12 <= len(body) && body[i+6] == '\\' && body[i+7] == 'u' {
+				if lo := hex4(body[i+8 : i+12]); 0xdc00 <= lo && lo <= 0xdfff {
+					i += 11 // a pair: one character
+					continue
+				}
+			}
+			if out == nil {
+				out = bytes.Clone(body)
+			}
+			copy(out[i+2:i+6], "0000")
+			i += 5
+		}
+	}
+	return out
+}
+
+// hex4 reads four hex digits, or returns -1.
+func hex4(b []byte) rune {
+	n, err := strconv.ParseUint(string(b), 16, 16)
+	if err != nil {
+		return -1
+	}
+	return rune(n)
+}
+
+// replacedSurrogate reports whether v, the value found at source, reads
+// differently once lone surrogate escapes are kept apart from U+FFFD: then
+// two different ids would both have become v.
+func (p *Payload) replacedSurrogate(source, v string) bool {
+	if p.marked == nil {
+		return false
+	}
+	r, err := parseSource(source)
+	if err != nil || r.isHeader {
+		return false
+	}
+	mv, res := lookupJSON(p.marked, r.tokens)
+	return res != found || mv != v
 }
 
 // lookup is the outcome of resolving one source against a payload.

@@ -103,6 +103,11 @@ func TestParseRefuses(t *testing.T) {
 		{"sniffed invalid json", "", `{id:1}`, "the body is not valid JSON"},
 		{"two json values", jsonType, `{"id":"a"}{"id":"b"}`, "there is data after the top-level value"},
 		{"bad form escape", formType, "id=%zz", "the body is not valid form data"},
+		{"invalid UTF-8 in the id", jsonType, "{\"id\":\"u-\xff\"}", "the body is not valid JSON: it is not valid UTF-8"},
+		{"invalid UTF-8 in the text", jsonType, "{\"id\":\"a\",\"text\":\"hi \xfe\"}", "the body is not valid JSON: it is not valid UTF-8"},
+		{"invalid UTF-8 in a key", jsonType, "{\"id\":\"a\",\"\xc0\":1}", "the body is not valid JSON: it is not valid UTF-8"},
+		{"encoded surrogate (CESU-8)", jsonType, "{\"id\":\"u-\xed\xa0\x80\"}", "the body is not valid JSON: it is not valid UTF-8"},
+		{"sniffed invalid UTF-8", "", "{\"id\":\"u-\xff\"}", "the body is not valid JSON: it is not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,6 +273,31 @@ func TestValidateSource(t *testing.T) {
 			err := ValidateSource(tt.source)
 			if got := err == nil; got != tt.ok {
 				t.Errorf("ValidateSource(%q) = %v, want ok=%v", tt.source, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestMarkLoneSurrogates(t *testing.T) {
+	tests := []struct {
+		name, body, want string // want "": nothing to mark
+	}{
+		{"none", `{"id":"plain é"}`, ""},
+		{"pair", `{"id":"\ud83d\ude00"}`, ""},
+		{"escaped backslash", `{"id":"\\ud800"}`, ""},
+		{"escaped quote then lone", `{"id":"\"\ud800"}`, `{"id":"\"\u0000"}`},
+		{"lone high", `{"id":"u-\ud800"}`, `{"id":"u-\u0000"}`},
+		{"lone low", `{"id":"u-\uDFFF"}`, `{"id":"u-\u0000"}`},
+		{"high before a non-surrogate", `["\ud800\u0041"]`, `["\u0000\u0041"]`},
+		{"high, then a pair", `["\ud800\ud800\udc00"]`, `["\u0000\ud800\udc00"]`},
+		{"high at the end of a string", `["\udbff","\udc00"]`, `["\u0000","\u0000"]`},
+		{"in a key", `{"\udc00":1}`, `{"\u0000":1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := markLoneSurrogates([]byte(tt.body))
+			if string(got) != tt.want {
+				t.Errorf("markLoneSurrogates(%s) = %q, want %q", tt.body, got, tt.want)
 			}
 		})
 	}

@@ -121,6 +121,17 @@ func (sw *standardWebhooks) Verify(header http.Header, body []byte, now time.Tim
 	return unauthorized("the signature does not match")
 }
 
+// StandardWebhooksSigns reports whether a Standard Webhooks signature covers
+// the request header name (any case): the signed content is id.timestamp.body,
+// so webhook-id and webhook-timestamp are, and webhook-signature itself is not.
+func StandardWebhooksSigns(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Webhook-Id", "Webhook-Timestamp":
+		return true
+	}
+	return false
+}
+
 func standardMAC(key []byte, id, ts string, body []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(id))

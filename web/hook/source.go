@@ -23,6 +23,17 @@ func ValidateSource(source string) error {
 	return err
 }
 
+// HeaderSource returns the canonical name of the request header that source
+// reads, and false when source is not a valid header:Name, so that config can
+// check a header against what the channel's signature covers.
+func HeaderSource(source string) (string, bool) {
+	r, err := parseSource(source)
+	if err != nil || !r.isHeader {
+		return "", false
+	}
+	return r.header, true
+}
+
 func parseSource(source string) (ref, error) {
 	if name, ok := strings.CutPrefix(source, headerPrefix); ok {
 		notHeader := fmt.Errorf("%q does not name a request header (use header:Name, e.g. header:X-Request-Id)", source)
