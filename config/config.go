@@ -104,6 +104,11 @@ type Provider struct {
 	SupportsIdempotencyKey bool          // yaml supports_idempotency_key
 	LookupURL              string        // yaml lookup_url; optional; contains "{ref}"
 	Timeout                time.Duration // default 10s
+	// LookupSettle is how long after a send that may have reached the
+	// provider ended a lookup's "not found" starts to count as "not sent"
+	// (yaml lookup_settle). Default: the larger of 6 × Timeout and 1m for
+	// http; 0 for the sandbox, whose lookup reads what its send wrote.
+	LookupSettle time.Duration
 	// Sandbox-only knobs, for tests and drills.
 	Fail               string        // "" | "permanent" | "ambiguous": how a send fails
 	FailFirst          int           // yaml fail_first: only the first N sends of each reference fail (0: all, when Fail is set)
@@ -226,4 +231,12 @@ func (c *Config) Channel(name string) (*Channel, bool) {
 		}
 	}
 	return nil, false
+}
+
+// DefaultLookupSettle is lookup_settle when the file sets none: a provider
+// that answered too late for our timeout is given several timeouts more,
+// and never less than a minute, to store what it accepted before its
+// "not found" is believed.
+func DefaultLookupSettle(timeout time.Duration) time.Duration {
+	return max(6*timeout, time.Minute)
 }

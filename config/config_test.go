@@ -160,7 +160,7 @@ channels:
       secret_env: SMS_SECRET
       header: X-Signature
     fields:
-      message_id: [/tenant, "header:X-Message-Id"]
+      message_id: [/tenant, /MessageSid]
       contact: /From
       name: ""
       text: /Body
@@ -236,7 +236,7 @@ func TestParseFullExample(t *testing.T) {
 			{
 				Name:        "sms-2",
 				Signature:   &config.Signature{Scheme: "hmac-sha256", Secret: smsSecret, SecretEnv: "SMS_SECRET", Header: "X-Signature"},
-				Fields:      config.Fields{MessageID: []string{"/tenant", "header:X-Message-Id"}, Contact: "/From", Name: "", Text: "/Body"},
+				Fields:      config.Fields{MessageID: []string{"/tenant", "/MessageSid"}, Contact: "/From", Name: "", Text: "/Body"},
 				Provider:    "crm-webhook",
 				AutoApprove: true,
 				MaxBody:     65536,
@@ -272,6 +272,7 @@ func TestParseFullExample(t *testing.T) {
 				SupportsIdempotencyKey: true,
 				LookupURL:              "https://crm.example.com/messages?client_ref={ref}",
 				Timeout:                15 * time.Second,
+				LookupSettle:           90 * time.Second, // the default: 6 × timeout
 			},
 			{Name: "test-sink", Kind: "sandbox", Timeout: 10 * time.Second},
 		},
@@ -515,6 +516,10 @@ func TestParseErrors(t *testing.T) {
 			nil, []string{"data_dir: must not be empty"}},
 		{"lookup_url without {ref}", "providers: [{name: crm, kind: http, url: \"https://crm.example.com/m\", lookup_url: \"https://crm.example.com/m?ref=1\"}]\n",
 			nil, []string{`providers[0].lookup_url: "https://crm.example.com/m?ref=1" has no {ref} placeholder`}},
+		{"negative lookup_settle", "providers: [{name: crm, kind: http, url: \"https://crm.example.com/m\", lookup_settle: -5s}]\n",
+			nil, []string{"providers[0].lookup_settle: -5s is negative; use 0 or more"}},
+		{"lookup_settle not a duration", "providers: [{name: crm, kind: http, url: \"https://crm.example.com/m\", lookup_settle: soon}]\n",
+			nil, []string{`providers[0].lookup_settle: "soon" is not a duration`}},
 		{"provider without url", "providers: [{name: crm, kind: http}]\n",
 			nil, []string{"providers[0].url: missing"}},
 		{"provider without kind", "providers: [{name: crm, url: \"https://crm.example.com/m\"}]\n",
@@ -758,6 +763,37 @@ func TestSecretsNeverShown(t *testing.T) {
 				if strings.Contains(err.Error(), s) {
 					t.Errorf("error contains secret %q:\n%v", s, err)
 				}
+			}
+		})
+	}
+}
+
+// TestLookupSettle: unset, it follows the timeout (never under a minute);
+// set, it is taken as given, 0 included (a provider whose lookup is
+// immediately consistent).
+func TestLookupSettle(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       time.Duration
+	}{
+		{"default at the default timeout", "", time.Minute},
+		{"default follows a long timeout", "timeout: 30s", 3 * time.Minute},
+		{"default never under a minute", "timeout: 2s", time.Minute},
+		{"set", "lookup_settle: 5s", 5 * time.Second},
+		{"zero", "lookup_settle: 0s", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			extra := ""
+			if tt.yaml != "" {
+				extra = ", " + tt.yaml
+			}
+			cfg, err := config.Parse([]byte("providers: [{name: crm, kind: http, url: \"https://crm.example.com/m\", lookup_url: \"https://crm.example.com/m/{ref}\""+extra+"}]\n"), func(string) string { return "" })
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := cfg.Providers[0].LookupSettle; got != tt.want {
+				t.Errorf("lookup_settle = %s, want %s", got, tt.want)
 			}
 		})
 	}

@@ -212,6 +212,7 @@ func (d *decoder) channel(path string, n *yaml.Node, names, providers map[string
 	if !ok {
 		return ch, false
 	}
+	d.signedFields(path, ch, set["fields"])
 	if set["name"] == nil {
 		d.fail(joinPath(path, "name"), n, "missing; every channel needs a name ([a-z0-9-]+)")
 	}
@@ -491,6 +492,7 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 				p.LookupURL = s
 			},
 			"timeout":              func(k string, v *yaml.Node) { d.duration(k, v, &p.Timeout, false) },
+			"lookup_settle":        func(k string, v *yaml.Node) { d.duration(k, v, &p.LookupSettle, true) },
 			"fail":                 func(k string, v *yaml.Node) { d.oneOf(k, v, &p.Fail, "a failure kind", "permanent", "ambiguous") },
 			"fail_first":           func(k string, v *yaml.Node) { d.intIn(k, v, &p.FailFirst, 0, 1000) },
 			"timeout_after_accept": func(k string, v *yaml.Node) { d.boolean(k, v, &p.TimeoutAfterAccept) },
@@ -511,6 +513,9 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 					d.fail(joinPath(path, knob), set[knob], "only a sandbox provider takes %s (it is for tests and drills)", knob)
 				}
 			}
+		}
+		if set["lookup_settle"] == nil && p.Kind != "sandbox" {
+			p.LookupSettle = DefaultLookupSettle(p.Timeout)
 		}
 		if set["name"] == nil {
 			d.fail(joinPath(path, "name"), n, "missing; every provider needs a name ([a-z0-9-]+)")

@@ -52,8 +52,8 @@ func hoSend(t *testing.T, st *Store, d Draft, at time.Time) Outbox {
 	}
 	exec := ulid.Make().String()
 	sentAt := at.Add(time.Minute)
-	if _, prev, err := st.ClaimOutbox(ctx, ap.Outbox.ID, exec, sentAt); err != nil || prev != OutboxPending {
-		t.Fatalf("ClaimOutbox(%s) = prev %s, %v; want pending", ap.Outbox.ID, prev, err)
+	if _, prev, err := st.ClaimOutbox(ctx, ap.Outbox.ID, exec, sentAt); err != nil || prev.Status != OutboxPending {
+		t.Fatalf("ClaimOutbox(%s) = prev %s, %v; want pending", ap.Outbox.ID, prev.Status, err)
 	}
 	o, err := st.FinishOutbox(ctx, ap.Outbox.ID, exec, sentAt, OutboxResult{
 		Status: OutboxSent, ProviderID: "prov-" + d.ID,

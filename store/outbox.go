@@ -66,6 +66,7 @@ type Outbox struct {
 	Status          OutboxStatus     `json:"status"`
 	ProviderID      string           `json:"provider_id,omitempty"`
 	ExecutionID     string           `json:"execution_id,omitempty"` // the attempt that holds the claim
+	ClaimedAt       time.Time        `json:"claimed_at,omitzero"`    // when ExecutionID claimed the row
 	Note            string           `json:"note,omitempty"`         // why it failed or needs a person
 	ApprovedBy      string           `json:"approved_by"`
 	CreatedAt       time.Time        `json:"created_at"`
@@ -112,33 +113,47 @@ func setOutbox(tx *bolt.Tx, o *Outbox, old OutboxStatus) error {
 	return putJSON(tx.Bucket(bucketOutbox), []byte(o.ID), o)
 }
 
+// OutboxClaim is the claim a row carried before ClaimOutbox replaced it:
+// an execution that claimed the row and recorded no attempt died in the
+// middle of its call, which may have reached the provider.
+type OutboxClaim struct {
+	Status      OutboxStatus
+	ExecutionID string
+	At          time.Time
+}
+
 // ClaimOutbox marks row id effect_pending for execution execID before the
-// provider is called. prev is the status found: pending for a first send,
-// effect_pending when an earlier attempt's outcome is unknown (it failed
-// ambiguously or its process died mid-call). A row in any other status is
-// returned unchanged: there is nothing to send.
-func (s *Store) ClaimOutbox(ctx context.Context, id, execID string, now time.Time) (row Outbox, prev OutboxStatus, err error) {
+// provider is called. prev is what the row held before: status pending for
+// a first send, effect_pending when an earlier attempt's outcome is unknown
+// (it failed ambiguously or its process died mid-call). A row in any other
+// status is returned unchanged: there is nothing to send.
+func (s *Store) ClaimOutbox(ctx context.Context, id, execID string, now time.Time) (row Outbox, prev OutboxClaim, err error) {
 	err = s.update(ctx, func(tx *bolt.Tx) error {
-		row, prev = Outbox{}, ""
+		row, prev = Outbox{}, OutboxClaim{}
 		if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &row); err != nil {
 			return err
 		}
-		prev = row.Status
+		prev = OutboxClaim{Status: row.Status, ExecutionID: row.ExecutionID, At: row.ClaimedAt}
+		if prev.At.IsZero() {
+			prev.At = row.UpdatedAt // rows written before claimed_at existed
+		}
 		if row.Status != OutboxPending && row.Status != OutboxEffectPending {
 			return nil
 		}
-		row.Status, row.ExecutionID, row.UpdatedAt = OutboxEffectPending, execID, now
-		return setOutbox(tx, &row, prev)
+		row.Status, row.ExecutionID, row.ClaimedAt, row.UpdatedAt = OutboxEffectPending, execID, now, now
+		return setOutbox(tx, &row, prev.Status)
 	})
 	if err != nil {
-		return Outbox{}, "", fmt.Errorf("store: claim outbox %s: %w", id, err)
+		return Outbox{}, OutboxClaim{}, fmt.Errorf("store: claim outbox %s: %w", id, err)
 	}
 	return row, prev, nil
 }
 
 // OutboxResult is how a delivery attempt ended.
 type OutboxResult struct {
-	Status     OutboxStatus // sent, failed, needs_reconciliation, or effect_pending (unknown; will retry)
+	// Status is sent, failed, needs_reconciliation, effect_pending (unknown;
+	// will retry) or pending (the attempt provably sent nothing; will retry).
+	Status     OutboxStatus
 	ProviderID string
 	Note       string
 	Attempt    OutboxAttempt
@@ -173,7 +188,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Ti
 				return err
 			}
 		}
-		if r.JobID != "" && r.Status != OutboxEffectPending {
+		if r.JobID != "" && r.Status != OutboxEffectPending && r.Status != OutboxPending {
 			// A job whose lease was reaped meanwhile is not this execution's
 			// to complete; the outcome is still recorded, and the job's next
 			// execution finds the row settled.

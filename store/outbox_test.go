@@ -213,12 +213,13 @@ func TestClaimOutbox(t *testing.T) {
 	id := a.Outbox.ID
 
 	row, prev, err := st.ClaimOutbox(ctx, id, "exec-1", approvedAt)
-	if err != nil || prev != OutboxPending || row.Status != OutboxEffectPending || row.ExecutionID != "exec-1" {
-		t.Fatalf("first claim = %s/%s exec %q err %v; want prev pending, now effect_pending by exec-1", prev, row.Status, row.ExecutionID, err)
+	if err != nil || prev.Status != OutboxPending || prev.ExecutionID != "" || row.Status != OutboxEffectPending || row.ExecutionID != "exec-1" || !row.ClaimedAt.Equal(approvedAt) {
+		t.Fatalf("first claim = %+v/%s exec %q at %s err %v; want prev pending unclaimed, now effect_pending by exec-1 at %s", prev, row.Status, row.ExecutionID, row.ClaimedAt, err, approvedAt)
 	}
-	row, prev, err = st.ClaimOutbox(ctx, id, "exec-2", approvedAt)
-	if err != nil || prev != OutboxEffectPending || row.Status != OutboxEffectPending || row.ExecutionID != "exec-2" {
-		t.Fatalf("second claim = %s/%s exec %q err %v; want prev effect_pending, held by exec-2", prev, row.Status, row.ExecutionID, err)
+	claimed2 := approvedAt.Add(time.Second)
+	row, prev, err = st.ClaimOutbox(ctx, id, "exec-2", claimed2)
+	if err != nil || prev.Status != OutboxEffectPending || prev.ExecutionID != "exec-1" || !prev.At.Equal(approvedAt) || row.Status != OutboxEffectPending || row.ExecutionID != "exec-2" {
+		t.Fatalf("second claim = %+v/%s exec %q err %v; want prev effect_pending by exec-1 at %s, held by exec-2", prev, row.Status, row.ExecutionID, err, approvedAt)
 	}
 	if stored := outboxRow(t, st, id); stored.ExecutionID != "exec-2" || stored.Status != OutboxEffectPending {
 		t.Errorf("stored row %s held by %q, want effect_pending by exec-2", stored.Status, stored.ExecutionID)
@@ -231,7 +232,7 @@ func TestClaimOutbox(t *testing.T) {
 	}
 	before := outboxRow(t, st, id)
 	row, prev, err = st.ClaimOutbox(ctx, id, "exec-3", approvedAt.Add(time.Minute))
-	if err != nil || prev != OutboxSent || row.Status != OutboxSent {
+	if err != nil || prev.Status != OutboxSent || row.Status != OutboxSent {
 		t.Fatalf("claim of a sent row = %s/%s err %v; want it returned sent", prev, row.Status, err)
 	}
 	if after := outboxRow(t, st, id); !reflect.DeepEqual(before, after) {

@@ -44,6 +44,7 @@ type HTTP struct {
 	secret    string // never formatted into an error or a log
 	idemKey   bool
 	timeout   time.Duration
+	settle    time.Duration // lookup_settle
 	now       func() time.Time
 	client    *http.Client
 }
@@ -81,7 +82,9 @@ func newHTTP(cfg config.Provider, d Deps) (Provider, error) {
 		idemKey:   cfg.SupportsIdempotencyKey,
 		timeout:   timeout,
 		now:       now,
+		settle:    cfg.LookupSettle,
 		client: &http.Client{
+			Transport:     newTransport(timeout),
 			Timeout:       timeout,
 			CheckRedirect: checkRedirect,
 		},
@@ -132,10 +135,16 @@ func (h *HTTP) Send(ctx context.Context, m Message) (string, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	var wire wireWatch
+	req, err := http.NewRequestWithContext(wire.trace(ctx), http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
 		return "", &Permanent{Err: fmt.Errorf("%s: build request: %w", h.name, err)}
 	}
+	// Without GetBody the body cannot be rewound, so net/http never sends
+	// this POST a second time by itself (after a reused connection died,
+	// or for a redirect): the only resend is ours, recorded as an attempt.
+	// ContentLength stays set, so the request is still framed exactly.
+	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", userAgent)
@@ -156,6 +165,11 @@ func (h *HTTP) Send(ctx context.Context, m Message) (string, error) {
 
 	resp, err := h.client.Do(req)
 	if err != nil {
+		if wire.nothingWritten() {
+			// No connection, or not one byte of the request on it: no
+			// server can have acted on it.
+			return "", &NotSent{Err: fmt.Errorf("%s: POST: %w", h.name, transportErr(err))}
+		}
 		// The request may have reached the provider before the connection
 		// broke or the clock ran out: only a resend or a lookup can tell.
 		return "", &Ambiguous{Err: fmt.Errorf("%s: POST: %w", h.name, transportErr(err))}
@@ -236,7 +250,7 @@ func (h *HTTP) Lookup(ctx context.Context, ref, correlationID string) (string, b
 // Capabilities follow the configuration: only the operator knows whether
 // the receiver honours Idempotency-Key.
 func (h *HTTP) Capabilities() Capabilities {
-	return Capabilities{IdempotencyKey: h.idemKey, Lookup: h.lookupURL != ""}
+	return Capabilities{IdempotencyKey: h.idemKey, Lookup: h.lookupURL != "", Timeout: h.timeout, LookupSettle: h.settle}
 }
 
 // answerID reads {"id": …} where the id is a string or a number (many

@@ -257,6 +257,11 @@ func checkOutcome(t *testing.T, id string, err error, wantID, wantKind string, w
 		if perm.Status != wantCode {
 			t.Errorf("status = %d, want %d", perm.Status, wantCode)
 		}
+	case "not_sent":
+		var ns *NotSent
+		if !errors.As(err, &ns) {
+			t.Fatalf("err = %v (%T), want *NotSent", err, err)
+		}
 	case "ambiguous":
 		if !errors.As(err, &amb) {
 			t.Fatalf("err = %v (%T), want *Ambiguous", err, err)
@@ -310,14 +315,16 @@ func TestHTTPSendNoAnswer(t *testing.T) {
 		name string
 		url  func(t *testing.T) string
 		ctx  func(t *testing.T) context.Context
+		want string
 	}{
-		{name: "client timeout", url: stalled},
-		{name: "caller deadline", url: stalled, ctx: func(t *testing.T) context.Context {
+		{name: "client timeout", url: stalled, want: "ambiguous"},
+		{name: "caller deadline", url: stalled, want: "ambiguous", ctx: func(t *testing.T) context.Context {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			t.Cleanup(cancel)
 			return ctx
 		}},
-		{name: "connection refused", url: refused},
+		// No connection, so not one byte of the request left: safe to send again.
+		{name: "connection refused", url: refused, want: "not_sent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -328,7 +335,7 @@ func TestHTTPSendNoAnswer(t *testing.T) {
 			}
 			p := mustHTTP(t, config.Provider{URL: tt.url(t), Timeout: 100 * time.Millisecond, SigningSecret: testSecret}, Deps{})
 			id, err := p.Send(ctx, testMsg)
-			checkOutcome(t, id, err, "", "ambiguous", 0, 0)
+			checkOutcome(t, id, err, "", tt.want, 0, 0)
 			if strings.Contains(err.Error(), strings.TrimPrefix(testSecret, "whsec_")) {
 				t.Errorf("error %q quotes the signing secret", err)
 			}
@@ -471,11 +478,12 @@ func TestHTTPCapabilities(t *testing.T) {
 		cfg  config.Provider
 		want Capabilities
 	}{
-		{name: "bare", cfg: config.Provider{URL: "https://crm.example/m"}},
-		{name: "idempotent", cfg: config.Provider{URL: "https://crm.example/m", SupportsIdempotencyKey: true}, want: Capabilities{IdempotencyKey: true}},
-		{name: "lookup", cfg: config.Provider{URL: "https://crm.example/m", LookupURL: "https://crm.example/m?ref={ref}"}, want: Capabilities{Lookup: true}},
+		{name: "bare", cfg: config.Provider{URL: "https://crm.example/m"}, want: Capabilities{Timeout: defaultHTTPTimeout}},
+		{name: "idempotent", cfg: config.Provider{URL: "https://crm.example/m", SupportsIdempotencyKey: true}, want: Capabilities{IdempotencyKey: true, Timeout: defaultHTTPTimeout}},
+		{name: "lookup", cfg: config.Provider{URL: "https://crm.example/m", LookupURL: "https://crm.example/m?ref={ref}", Timeout: 2 * time.Second, LookupSettle: time.Minute},
+			want: Capabilities{Lookup: true, Timeout: 2 * time.Second, LookupSettle: time.Minute}},
 		{name: "both", cfg: config.Provider{URL: "https://crm.example/m", SupportsIdempotencyKey: true, LookupURL: "https://crm.example/m/{ref}"},
-			want: Capabilities{IdempotencyKey: true, Lookup: true}},
+			want: Capabilities{IdempotencyKey: true, Lookup: true, Timeout: defaultHTTPTimeout}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

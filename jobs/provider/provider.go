@@ -30,6 +30,14 @@ type Capabilities struct {
 	IdempotencyKey bool
 	// Lookup: a send can be found by our reference.
 	Lookup bool
+	// Timeout is the longest one send can be in flight: a send whose
+	// process died is taken to have reached the provider up to this long
+	// after it was claimed.
+	Timeout time.Duration
+	// LookupSettle is how long after a send that may have reached the
+	// provider ended a lookup's "not found" starts to mean "not sent";
+	// before that the provider may still be storing what it accepted.
+	LookupSettle time.Duration
 }
 
 // Provider delivers messages. Send returns the provider's id for the
@@ -71,6 +79,14 @@ func (e *Ambiguous) Error() string {
 	return fmt.Sprintf("outcome unknown (%d): %v", e.Status, e.Err)
 }
 func (e *Ambiguous) Unwrap() error { return e.Err }
+
+// NotSent is a send that provably never reached the provider: the
+// connection could not be made, or it broke before the whole request was
+// written, so no server can have acted on it. Sending again is safe.
+type NotSent struct{ Err error }
+
+func (e *NotSent) Error() string { return fmt.Sprintf("not sent: %v", e.Err) }
+func (e *NotSent) Unwrap() error { return e.Err }
 
 // Deps are what provider kinds may need from the process.
 type Deps struct {

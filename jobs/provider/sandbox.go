@@ -52,7 +52,9 @@ func newSandbox(cfg config.Provider, d Deps) (Provider, error) {
 
 // Capabilities follow the config: lookup unless turned off, idempotency keys when declared.
 func (s *Sandbox) Capabilities() Capabilities {
-	return Capabilities{IdempotencyKey: s.cfg.SupportsIdempotencyKey, Lookup: !s.cfg.NoLookup}
+	// Its lookup reads what its send committed to the same database, so a
+	// "not found" needs no settle time unless a drill asks for one.
+	return Capabilities{IdempotencyKey: s.cfg.SupportsIdempotencyKey, Lookup: !s.cfg.NoLookup, LookupSettle: s.cfg.LookupSettle}
 }
 
 // Send records m, or fails as configured.
