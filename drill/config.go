@@ -15,6 +15,15 @@ type sandbox struct {
 	delay              time.Duration // delay
 }
 
+// httpProvider is one provider of kind http of the drill's instance,
+// pointing at the outside provider in the drill process.
+type httpProvider struct {
+	name, url, lookupURL string
+	idempotencyKey       bool          // supports_idempotency_key
+	timeout              time.Duration // timeout
+	lookupSettle         time.Duration // lookup_settle; 0 leaves the default
+}
+
 // channel is one inbound channel, auto-approved, sending through provider.
 type channel struct {
 	name, provider string
@@ -22,8 +31,8 @@ type channel struct {
 
 // configYAML is the instance's configuration: the drafter is the fake
 // model, retries are fast, and each fixture has its own channel and
-// sandbox provider with the knobs it needs.
-func configYAML(modelURL string, channels []channel, providers []sandbox) string {
+// provider (a sandbox, or one of kind http) with the knobs it needs.
+func configYAML(modelURL string, channels []channel, providers []sandbox, remotes []httpProvider) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# written by handoff drill
 workers: 4
@@ -60,6 +69,19 @@ channels:
 		}
 		if p.delay > 0 {
 			fmt.Fprintf(&b, "    delay: %s\n", p.delay)
+		}
+	}
+	for _, p := range remotes {
+		fmt.Fprintf(&b, "  - name: %s\n    kind: http\n    url: %s\n", p.name, p.url)
+		if p.lookupURL != "" {
+			fmt.Fprintf(&b, "    lookup_url: %q\n", p.lookupURL)
+		}
+		fmt.Fprintf(&b, "    supports_idempotency_key: %t\n", p.idempotencyKey)
+		if p.timeout > 0 {
+			fmt.Fprintf(&b, "    timeout: %s\n", p.timeout)
+		}
+		if p.lookupSettle > 0 {
+			fmt.Fprintf(&b, "    lookup_settle: %s\n", p.lookupSettle)
 		}
 	}
 	return b.String()

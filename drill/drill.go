@@ -1,7 +1,10 @@
 // Package drill rehearses the failures handoff exists to survive before
 // they happen for real: it starts a fresh temporary instance of the binary
 // with a fake model, then runs duplicate, timeout, crash and replay fixtures
-// against it and says, for each, what was expected and what happened.
+// against it and says, for each, what was expected and what happened. Two
+// of them send through an outside HTTP provider that the drill serves
+// itself: one that drops a reused keep-alive connection after accepting,
+// and one slower than the instance's timeout.
 //
 // The instance is a real child process (SIGKILL is the only honest crash),
 // every wait is a poll with a deadline, and only 127.0.0.1 is contacted.
@@ -40,6 +43,8 @@ type Options struct {
 var Breaks = map[string]string{
 	"idempotency": "fixture idempotency's provider does not honour idempotency keys",
 	"lookup":      "fixture kill-mid-delivery's provider cannot look a message up",
+	"settle":      "fixture late-lookup's provider gets lookup_settle: 1ms, so a lookup's early \"not found\" counts as not sent",
+	"dedupe":      "fixture drop-reused's provider is declared to deduplicate by Idempotency-Key, which it does not",
 }
 
 // Fixtures lists the fixture names in the order they run.
@@ -82,10 +87,11 @@ func (r *result) pass() bool { return len(r.failures) == 0 }
 
 // drill is one run of the fixtures.
 type drill struct {
-	opt   Options
-	out   io.Writer
-	model *model
-	inst  *instance
+	opt    Options
+	out    io.Writer
+	model  *model
+	remote *remote // the outside HTTP provider
+	inst   *instance
 	// nokeyRow is the outbox row fixture no-key left needing
 	// reconciliation; replay-reply replays it.
 	nokeyRow string
@@ -131,11 +137,16 @@ func Run(ctx context.Context, opt Options) (ok bool, err error) {
 
 	m := newModel()
 	defer m.close()
+	rm, err := newRemote()
+	if err != nil {
+		return false, err
+	}
+	defer rm.close()
 	cfgPath := filepath.Join(dir, "drill.yaml")
-	if err := os.WriteFile(cfgPath, []byte(configYAML(m.baseURL(), drillChannels, providers(opt.Break))), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(configYAML(m.baseURL(), drillChannels, providers(opt.Break), remotes(rm, opt.Break))), 0o600); err != nil {
 		return false, fmt.Errorf("drill: %w", err)
 	}
-	d := &drill{opt: opt, out: out, model: m,
+	d := &drill{opt: opt, out: out, model: m, remote: rm,
 		inst: newInstance(opt.Binary, cfgPath, filepath.Join(dir, "data"), randomHex(24), randomHex(16), logFile)}
 	// The instance is stopped whatever happens, before its folder goes.
 	defer func() {

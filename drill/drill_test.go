@@ -60,19 +60,24 @@ func TestDrill(t *testing.T) {
 	tests := []struct {
 		name     string
 		sabotage string
+		only     []string // run only these fixtures; empty runs all
 		wantOK   bool
-		wantFail string // the one fixture that must fail; every other must pass
+		wantFail string // the one fixture that must fail; every other that ran must pass
 	}{
 		{name: "healthy instance", wantOK: true},
 		{name: "no idempotency key support", sabotage: "idempotency", wantFail: "3 timeout after accept, idempotency key"},
 		{name: "no lookup after a crash", sabotage: "lookup", wantFail: "5 SIGKILL mid-delivery"},
+		// These sabotages touch only an outside provider's config, which
+		// no other fixture uses, so the fixture alone is run.
+		{name: "not found counts at once", sabotage: "settle", only: []string{"late-lookup"}, wantFail: "8 provider slower than the timeout, with lookup"},
+		{name: "declared to deduplicate but does not", sabotage: "dedupe", only: []string{"drop-reused"}, wantFail: "7 provider drops a reused connection after accepting"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 			defer cancel()
 			var out bytes.Buffer
-			ok, err := Run(ctx, Options{Binary: bin, Break: tt.sabotage, Out: &out})
+			ok, err := Run(ctx, Options{Binary: bin, Break: tt.sabotage, Only: tt.only, Out: &out})
 			t.Logf("drill output:\n%s", out.String())
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -81,7 +86,20 @@ func TestDrill(t *testing.T) {
 				t.Errorf("Run ok = %v, want %v", ok, tt.wantOK)
 			}
 			got := verdicts(out.String())
-			for _, f := range fixtures {
+			ran, err := selectFixtures(tt.only)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := 0
+			for _, v := range got {
+				if v == "PASS" || v == "FAIL" { // not the header or the rule under it
+					rows++
+				}
+			}
+			if rows != len(ran) {
+				t.Errorf("the table has %d fixture rows, want %d (one per fixture that ran): %v", rows, len(ran), got)
+			}
+			for _, f := range ran {
 				want := "PASS"
 				if f.label == tt.wantFail {
 					want = "FAIL"

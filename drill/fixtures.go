@@ -11,7 +11,7 @@ import (
 )
 
 // The channels of the drill's instance, one per fixture, each with its own
-// sandbox provider so that one fixture's knobs never touch another's.
+// provider so that one fixture's knobs never touch another's.
 var drillChannels = []channel{
 	{"storm", "sbx-storm"},
 	{"crash", "sbx-crash"},
@@ -19,6 +19,8 @@ var drillChannels = []channel{
 	{"nokey", "sbx-nokey"},
 	{"slow", "sbx-slow"},
 	{"dead", "sbx-dead"},
+	{"drop", "remote-drop"},
+	{"late", "remote-late"},
 }
 
 // providers are the sandbox providers, with a sabotage applied to the
@@ -40,6 +42,24 @@ func providers(sabotage string) []sandbox {
 		slow,
 		{name: "sbx-dead"},
 	}
+}
+
+// remotes are the providers of kind http, both served by rm in the drill
+// process, with a sabotage applied to the instance.
+func remotes(rm *remote, sabotage string) []httpProvider {
+	// The drop fixture's lookups find what the provider accepted at once;
+	// a short settle keeps a surprise "not found" from stalling it.
+	drop := httpProvider{name: "remote-drop", url: rm.url("drop"), lookupURL: rm.lookupURL("drop"), timeout: 5 * time.Second, lookupSettle: 2 * time.Second}
+	// Far below lateStore, so every send times out before the provider
+	// has stored it; the settle is a few times lateStore.
+	late := httpProvider{name: "remote-late", url: rm.url("late"), lookupURL: rm.lookupURL("late"), timeout: 300 * time.Millisecond, lookupSettle: 3 * lateStore}
+	switch sabotage {
+	case "settle":
+		late.lookupSettle = time.Millisecond
+	case "dedupe":
+		drop.idempotencyKey = true
+	}
+	return []httpProvider{drop, late}
 }
 
 // fixtures in run order. They share one instance and run one at a time;
@@ -81,6 +101,16 @@ var fixtures = []fixture{
 		expected: "409 without confirm; confirmed: still 1 message, row back in needs_reconciliation (the provider already has it)",
 		needs:    []string{"no-key"},
 		run:      (*drill).replayReply,
+	},
+	{
+		name: "drop-reused", label: "7 provider drops a reused connection after accepting",
+		expected: "every row sent, 1 message each, repeats 0: a lost answer is looked up, never resent by the HTTP client",
+		run:      (*drill).dropReused,
+	},
+	{
+		name: "late-lookup", label: "8 provider slower than the timeout, with lookup",
+		expected: "every row sent, 1 message each, repeats 0: an early \"not found\" waits for lookup_settle",
+		run:      (*drill).lateLookup,
 	},
 }
 
@@ -465,7 +495,141 @@ func (d *drill) replayReply(ctx context.Context, r *result) error {
 	return nil
 }
 
+// ---- 7 ----
+
+// dropReused sends through a provider that accepts every message and then
+// closes, unanswered, each connection it had answered on before. An HTTP
+// client that replays such a request by itself delivers a second copy
+// that no attempt records; handoff must instead look the message up.
+func (d *drill) dropReused(ctx context.Context, r *result) error {
+	tags := []string{"drop-01", "drop-02", "drop-03", "drop-04", "drop-05", "drop-06"}
+	// The first reply opens a connection and leaves it idle, so the next
+	// send is sure to reuse it.
+	first, err := d.send("drop", tags[0])
+	if err != nil {
+		return err
+	}
+	if _, err := d.settle(ctx, []string{first}, 20*time.Second); err != nil {
+		return err
+	}
+	keys := []string{first}
+	for _, tag := range tags[1:] {
+		key, err := d.send("drop", tag)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, key)
+	}
+	tls, err := d.settle(ctx, keys, 30*time.Second)
+	d.report(r, tags, keys, tls)
+	c := d.remote.counts("drop", outboxIDs(keys, tls))
+	r.happened = fmt.Sprintf("%d POSTs, %d dropped on a reused connection; %d rows found by lookup", c.posts, c.dropped, lastAction(keys, tls, "lookup:sent"))
+	if err != nil {
+		return err
+	}
+	r.check(c.dropped > 0, "the provider dropped no reused connection (%d POSTs): the instance reused none, so nothing was rehearsed", c.posts)
+	d.expectPerEvent(r, tags, keys, tls, want{modelCalls: 1, noRepeats: true, row: "sent", lead: "replied"})
+	d.expectRemoteIDs(r, keys, tls)
+	return nil
+}
+
+// ---- 8 ----
+
+// lateLookup sends through a provider that stores a message lateStore
+// after the request, with the instance's timeout far shorter: the lookup
+// after each timeout comes before the provider has stored anything, and
+// that "not found" must not count as "not sent" until lookup_settle has
+// passed, or the message is sent a second time.
+func (d *drill) lateLookup(ctx context.Context, r *result) error {
+	tags := []string{"late-01", "late-02", "late-03", "late-04"}
+	var keys []string
+	for _, tag := range tags {
+		key, err := d.send("late", tag)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, key)
+	}
+	tls, err := d.settle(ctx, keys, 30*time.Second)
+	d.report(r, tags, keys, tls)
+	c := d.remote.counts("late", outboxIDs(keys, tls))
+	r.happened = fmt.Sprintf("%d POSTs timed out; %d lookups came before the provider had stored (%d recorded not_found_yet)",
+		c.posts, c.notFound, attemptsWith(keys, tls, "lookup:not_found_yet"))
+	if err != nil {
+		return err
+	}
+	r.check(c.notFound > 0, "no lookup came before the provider had stored a message: the race was not rehearsed")
+	d.expectPerEvent(r, tags, keys, tls, want{modelCalls: 1, noRepeats: true, row: "sent", lead: "replied"})
+	d.expectRemoteIDs(r, keys, tls)
+	return nil
+}
+
+// expectRemoteIDs checks that every sent row carries the id the outside
+// provider gave its message.
+func (d *drill) expectRemoteIDs(r *result, keys []string, tls map[string]timeline) {
+	msgs := d.remote.messages()
+	for _, k := range keys {
+		if o := tls[k].Outbox; o != nil && o.Status == "sent" {
+			m, ok := msgs[o.ID]
+			r.check(ok && o.ProviderID == m.ID, "%s: row sent as %q; want the provider's id %q", k, o.ProviderID, m.ID)
+		}
+	}
+}
+
 // ---- waiting and reporting ----
+
+// messages is what the sandbox and the outside provider received, by our
+// reference.
+func (d *drill) messages() (map[string]sandboxMessage, error) {
+	msgs, err := d.inst.sandbox()
+	if err != nil {
+		return nil, err
+	}
+	for ref, m := range d.remote.messages() {
+		msgs[ref] = m
+	}
+	return msgs, nil
+}
+
+// outboxIDs is the outbox row of each key that has one.
+func outboxIDs(keys []string, tls map[string]timeline) []string {
+	var ids []string
+	for _, k := range keys {
+		if t, ok := tls[k]; ok && t.Outbox != nil {
+			ids = append(ids, t.Outbox.ID)
+		}
+	}
+	return ids
+}
+
+// lastAction counts the rows of keys whose last attempt was step ("lookup:sent").
+func lastAction(keys []string, tls map[string]timeline, step string) int {
+	n := 0
+	for _, k := range keys {
+		if t, ok := tls[k]; ok && t.Outbox != nil && len(t.Outbox.Attempts) > 0 {
+			a := t.Outbox.Attempts[len(t.Outbox.Attempts)-1]
+			if a.Action+":"+a.Outcome == step {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// attemptsWith counts the attempts of the rows of keys that were step.
+func attemptsWith(keys []string, tls map[string]timeline, step string) int {
+	n := 0
+	for _, k := range keys {
+		if t, ok := tls[k]; ok && t.Outbox != nil {
+			for _, a := range t.Outbox.Attempts {
+				if a.Action+":"+a.Outcome == step {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
 
 // final reports whether an outbox status needs nothing more from the instance.
 func final(status string) bool {
@@ -547,7 +711,7 @@ func (d *drill) report(r *result, tags, keys []string, tls map[string]timeline) 
 	if failed > 0 {
 		r.model += fmt.Sprintf(" (%d failed)", failed)
 	}
-	if msgs, err := d.inst.sandbox(); err == nil {
+	if msgs, err := d.messages(); err == nil {
 		n, repeats := 0, 0
 		for _, k := range keys {
 			if t, ok := tls[k]; ok && t.Outbox != nil {
@@ -594,7 +758,7 @@ type want struct {
 // one message at the provider, its draft job completed, and, once its reply
 // is sent, its delivery job completed.
 func (d *drill) expectPerEvent(r *result, tags, keys []string, tls map[string]timeline, w want) {
-	msgs, err := d.inst.sandbox()
+	msgs, err := d.messages()
 	if err != nil {
 		r.check(false, "GET /api/v1/sandbox/messages: %v", err)
 		return
