@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -229,6 +230,13 @@ func TestDeliverNotSent(t *testing.T) {
 		}
 		if job.State != store.JobCompleted {
 			t.Errorf("delivery job ended %s, want completed: the row holds the outcome", job.State)
+		}
+		dl, err := g.st.DeadLetter(g.outboxID)
+		if err != nil {
+			t.Fatalf("DeadLetter: %v", err)
+		}
+		if !dl.Safe || !strings.Contains(dl.Why, "could not be reached") {
+			t.Errorf("dead letter safe=%v (%q), want safe to replay: nothing left", dl.Safe, dl.Why)
 		}
 	})
 }

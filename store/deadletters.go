@@ -208,6 +208,8 @@ func outboxSafety(o Outbox) (bool, string, []string) {
 		}
 	}
 	switch {
+	case o.Status == OutboxFailed && unknown == 0 && len(o.Attempts) > 0 && o.Attempts[len(o.Attempts)-1].Outcome == "not_sent":
+		return true, "the provider could not be reached and not one byte of it left, so it was not delivered; a replay sends it again with the same key", effects
 	case o.Status == OutboxFailed && unknown == 0:
 		return true, "the provider refused it permanently, so it was not delivered; a replay sends it again with the same key", effects
 	case o.Status == OutboxPending:
