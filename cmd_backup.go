@@ -77,6 +77,11 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 			return fmt.Errorf("the download's SHA-256 is %s but the server sent %s: the file was damaged in transit; nothing was written", sum, want)
 		}
 		if err := store.VerifyFile(tmp); err != nil {
+			// Name the file asked for, not the temporary one, which is gone.
+			var de *store.DamagedError
+			if errors.As(err, &de) {
+				return fmt.Errorf("%s was not written: the download %s", *out, de.Problem)
+			}
 			return fmt.Errorf("the downloaded backup was not written: %w", err)
 		}
 		return nil

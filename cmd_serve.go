@@ -59,7 +59,9 @@ func serve(ctx context.Context, args []string, e env) error {
 		log.Warn(w)
 	}
 
-	st, err := store.Open(cfg.DataDir, store.Options{})
+	// A damaged file is refused in one sentence, never opened: bbolt would
+	// crash on it, or a zero-length file would become an empty database.
+	st, err := store.Open(cfg.DataDir, store.Options{CheckPages: true})
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@ func userCmd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(*dataDir, store.Options{})
+	st, err := store.Open(*dataDir, store.Options{CheckPages: true})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/store/storetest"
 	"github.com/handoff/handoff/web"
 )
 
@@ -35,6 +37,10 @@ import (
 // the process is run in a child, so a crash fails one test, not all.
 const childArgsEnv = "HANDOFF_TEST_CLI_ARGS"
 
+// childVarsEnv holds the child's environment as the CLI sees it (a JSON
+// object); the test process's own is not passed on.
+const childVarsEnv = "HANDOFF_TEST_CLI_VARS"
+
 func TestMain(m *testing.M) {
 	if args := os.Getenv(childArgsEnv); args != "" {
 		var list []string
@@ -42,7 +48,14 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		err := run(context.Background(), list, env{getenv: func(string) string { return "" }, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
+		var vars map[string]string
+		if raw := os.Getenv(childVarsEnv); raw != "" {
+			if err := json.Unmarshal([]byte(raw), &vars); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
+		err := run(context.Background(), list, env{getenv: func(k string) string { return vars[k] }, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "handoff:", err)
 			os.Exit(1)
@@ -592,4 +605,219 @@ func TestRestoreCommand(t *testing.T) {
 	}
 	defer st.Close()
 	runCLI(t, "", nil, "restore", "--data", fresh, backup).wantErr(t, "stop the server")
+}
+
+// childRun is one run of the CLI in a child process.
+type childRun struct {
+	code           int
+	stdout, stderr string
+	started        bool // a server came up and was stopped
+}
+
+// runChild runs args in a child process (see childArgsEnv) with the
+// environment vars, so that a crash fails one test and its output can be
+// read. A server that starts listening is killed at once and reported as
+// started: nothing waits.
+func runChild(t *testing.T, vars map[string]string, args ...string) childRun {
+	t.Helper()
+	list, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	varList, err := json.Marshal(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(list), childVarsEnv+"="+string(varList))
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var r childRun
+	var stderr strings.Builder
+	sc := bufio.NewScanner(pipe)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		stderr.WriteString(line + "\n")
+		if !r.started && strings.Contains(line, `"msg":"listening"`) {
+			r.started = true
+			cmd.Process.Kill()
+		}
+	}
+	cmd.Wait()
+	r.code, r.stdout, r.stderr = cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+	return r
+}
+
+// wantRefused fails unless the run exited 1 with exactly one line that is
+// not a JSON log line: "handoff: …" naming path. A panic, a goroutine dump
+// or a signal would be another exit status or more lines.
+func (r childRun) wantRefused(t *testing.T, path string) {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(r.stdout+r.stderr, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "{") {
+			lines = append(lines, l)
+		}
+	}
+	switch {
+	case r.started:
+		t.Fatalf("the server started; want it to refuse the file. Output:\n%.2000s", r.stdout+r.stderr)
+	case r.code != 1 || len(lines) != 1:
+		t.Fatalf("exit %d with %d lines; want exit 1 and one line. Output:\n%.2000s", r.code, len(lines), r.stdout+r.stderr)
+	case !strings.HasPrefix(lines[0], "handoff: ") || !strings.Contains(lines[0], path):
+		t.Errorf("the message %q does not name %s", lines[0], path)
+	}
+	t.Log(lines[0])
+}
+
+// foreignBolt is a bbolt file of another program: buckets, no handoff meta.
+func foreignBolt(t *testing.T) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("widgets"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("w-1"), []byte("blue"))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDamagedFilesEveryCommand gives every damaged file to serve, verify,
+// restore and backup's verification, each in a child process: each must
+// exit 1 with one sentence naming the file, never crash; restore keeps the
+// database it would have replaced and backup writes nothing. Damage inside
+// a record's bytes is a full check's finding: serve, which walks the pages
+// only, starts.
+func TestDamagedFilesEveryCommand(t *testing.T) {
+	st, err := store.Open(database(t, 400), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full bytes.Buffer
+	_, _, err = st.Backup(&full)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := full.Bytes()
+	cases, err := storetest.Cases(good, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases = append(cases,
+		storetest.Case{Name: "another program's bbolt file", Data: foreignBolt(t)},
+		storetest.Case{Name: "backup cut short", Data: good[:len(good)*2/3]},
+	)
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Run("verify", func(t *testing.T) {
+				t.Parallel()
+				path := filepath.Join(t.TempDir(), "suspect.db")
+				if err := os.WriteFile(path, tc.Data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				runChild(t, nil, "verify", path).wantRefused(t, path)
+			})
+			t.Run("restore", func(t *testing.T) {
+				t.Parallel()
+				path := filepath.Join(t.TempDir(), "suspect.db")
+				if err := os.WriteFile(path, tc.Data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				live := t.TempDir()
+				if err := os.WriteFile(dbFile(live), good, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				runChild(t, nil, "restore", "--data", live, path).wantRefused(t, path)
+				if b, err := os.ReadFile(dbFile(live)); err != nil || !bytes.Equal(b, good) {
+					t.Errorf("a refused restore changed the live database (%v)", err)
+				}
+				if entries, _ := os.ReadDir(live); len(entries) != 1 {
+					t.Errorf("a refused restore left %d files in the data folder; want only %s", len(entries), store.FileName)
+				}
+			})
+			t.Run("serve", func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				if err := os.WriteFile(dbFile(dir), tc.Data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				r := runChild(t, nil, "serve", "--data", dir, "--addr", "127.0.0.1:0")
+				if tc.RecordsOnly {
+					if !r.started {
+						t.Fatalf("exit %d; want the server to start. Output:\n%.2000s", r.code, r.stdout+r.stderr)
+					}
+					return
+				}
+				r.wantRefused(t, dbFile(dir))
+			})
+			t.Run("backup", func(t *testing.T) {
+				t.Parallel()
+				sum := sha256.Sum256(tc.Data)
+				hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					// The server vouches for these bytes: only the verification can refuse them.
+					w.Header().Set("Trailer", "X-Backup-SHA256")
+					w.Write(tc.Data)
+					w.Header().Set("X-Backup-SHA256", hex.EncodeToString(sum[:]))
+				}))
+				defer hs.Close()
+				dir := t.TempDir()
+				out := filepath.Join(dir, "snap.db")
+				runChild(t, map[string]string{"HANDOFF_API_TOKEN": "t"}, "backup", "--url", hs.URL, "-o", out).wantRefused(t, out)
+				if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+					t.Errorf("a refused backup left %d files behind", len(entries))
+				}
+			})
+		})
+	}
+}
+
+// TestServeRefusesAnEmptyDatabase: a zero-length handoff.db is refused,
+// not silently made into an empty database; the same folder without the
+// file starts with a new one.
+func TestServeRefusesAnEmptyDatabase(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dbFile(dir), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runChild(t, nil, "serve", "--data", dir, "--addr", "127.0.0.1:0")
+	r.wantRefused(t, dbFile(dir))
+	if !strings.Contains(r.stderr, "is empty (0 bytes)") {
+		t.Errorf("the refusal does not say the file is empty:\n%s", r.stderr)
+	}
+	if fi, err := os.Stat(dbFile(dir)); err != nil || fi.Size() != 0 {
+		t.Fatalf("the refused file was changed: %v", err)
+	}
+	if err := os.Remove(dbFile(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if r := runChild(t, nil, "serve", "--data", dir, "--addr", "127.0.0.1:0"); !r.started {
+		t.Fatalf("serve with no database file: exit %d; want a new database. Output:\n%.2000s", r.code, r.stdout+r.stderr)
+	}
 }

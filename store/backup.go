@@ -145,17 +145,21 @@ func WriteFileAtomic(path string, write func(io.Writer) error, check func(tmp st
 }
 
 // VerifyFile opens the database file at path read-only, changing nothing,
-// and runs Check on it: what a backup or a file to restore must pass.
+// and runs Check on it: what a backup or a file to restore must pass. The
+// check runs in a child process (see checkInChild), so a file that would
+// crash bbolt is an error too: a *DamagedError naming the file and its
+// problem in one sentence, or an error saying another process holds it.
 func VerifyFile(path string) error {
-	st, err := OpenFile(path, Options{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("%s cannot be opened: %w", path, err)
+	return verifyIsolated(context.Background(), path)
+}
+
+// verifyIsolated is VerifyFile, stopped when ctx ends.
+func verifyIsolated(ctx context.Context, path string) error {
+	// The cheap refusals need no child process.
+	if err := preflight(path); err != nil {
+		return err
 	}
-	defer st.Close()
-	if err := st.Check(); err != nil {
-		return fmt.Errorf("%s failed verification:\n%w", path, err)
-	}
-	return nil
+	return checkInChild(ctx, path, checkFull)
 }
 
 func syncDir(dir string) error {
@@ -171,7 +175,7 @@ func syncDir(dir string) error {
 // refuses while a server holds the database, verifies src first, and keeps
 // the old database beside the new one. It returns the old file's new name.
 func Restore(ctx context.Context, dataDir, src string) (string, error) {
-	if err := VerifyFile(src); err != nil {
+	if err := verifyIsolated(ctx, src); err != nil {
 		return "", fmt.Errorf("restore: nothing was changed: %w", err)
 	}
 	live := filepath.Join(dataDir, FileName)

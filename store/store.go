@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -52,6 +53,11 @@ type Options struct {
 	Timeout time.Duration
 	// ReadOnly opens without the committer, for verify and backup tools.
 	ReadOnly bool
+	// CheckPages walks every page of an existing file in a child process
+	// before opening it (see checkInChild): bbolt's own walk at open kills
+	// the process on a damaged page; the child's death becomes an error.
+	// It costs about as much as the open's own walk; serve sets it.
+	CheckPages bool
 }
 
 // Open opens (creating when absent) the database in dir and migrates it.
@@ -62,11 +68,23 @@ func Open(dir string, opts Options) (*Store, error) {
 	return OpenFile(filepath.Join(dir, FileName), opts)
 }
 
-// OpenFile opens the database file at path.
+// OpenFile opens the database file at path. Only a path where no file
+// exists at all becomes a new database: an existing file, empty, truncated
+// or foreign included, must pass preflight first, and CheckPages too when set.
 func OpenFile(path string, opts Options) (*Store, error) {
 	timeout := opts.Timeout
 	if timeout == 0 {
 		timeout = 100 * time.Millisecond
+	}
+	if _, err := os.Lstat(path); opts.ReadOnly || !errors.Is(err, fs.ErrNotExist) {
+		if err := preflight(path); err != nil {
+			return nil, err
+		}
+		if opts.CheckPages {
+			if err := checkInChild(context.Background(), path, checkPages); err != nil {
+				return nil, err
+			}
+		}
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:  timeout,
@@ -80,7 +98,7 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		FreelistType:   bolt.FreelistMapType,
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("store: %s is in use by another process (is a server running?)", path)
+		return nil, inUseError{path}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
