@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/web"
 )
@@ -54,7 +55,7 @@ func userCmd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	hash, err := web.HashPassword(pw)
+	hash, err := password.Hash(pw)
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func userCmd(ctx context.Context, args []string, e env) error {
 func readPassword(stdin io.Reader) (pw string, generated bool, err error) {
 	if f, ok := stdin.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return web.GeneratePassword(), true, nil
+			return password.Generate(), true, nil
 		}
 	}
 	line, err := bufio.NewReader(stdin).ReadString('\n')
@@ -94,7 +95,7 @@ func readPassword(stdin io.Reader) (pw string, generated bool, err error) {
 	}
 	line = strings.TrimRight(line, "\r\n")
 	if line == "" {
-		return web.GeneratePassword(), true, nil
+		return password.Generate(), true, nil
 	}
 	return line, false, nil
 }

@@ -31,5 +31,5 @@ echo "== go test -race"
 go test -race -count=1 -timeout 12m ./...
 
 echo "== fuzz (briefly; run longer by hand)"
-go test -run='^$' -fuzz='^FuzzParseAndMessageID$' -fuzztime=10s ./web/hook/
-go test -run='^$' -fuzz='^FuzzStandardWebhooksHeader$' -fuzztime=10s ./web/hook/
+go test -run='^$' -fuzz='^FuzzParseAndMessageID$' -fuzztime=10s ./hook/
+go test -run='^$' -fuzz='^FuzzStandardWebhooksHeader$' -fuzztime=10s ./webhook/

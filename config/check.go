@@ -10,7 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/handoff/handoff/web/hook"
+	"github.com/handoff/handoff/hook"
+	"github.com/handoff/handoff/webhook"
 )
 
 // validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
@@ -160,7 +161,7 @@ func unsignedHeader(scheme, source string) error {
 	case "hmac-sha256":
 		return fmt.Errorf("%s is not covered by the hmac-sha256 signature, which signs only the body; read it from the body or use standard-webhooks", source)
 	case "standard-webhooks":
-		if hook.StandardWebhooksSigns(name) {
+		if webhook.Signs(name) {
 			return nil
 		}
 		return fmt.Errorf("%s is not covered by the standard-webhooks signature, which signs only the body and the webhook-id and webhook-timestamp headers; read it from the body or from one of those headers", source)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff/handoff/web/hook"
+	"github.com/handoff/handoff/hook"
 )
 
 func TestValidSource(t *testing.T) {

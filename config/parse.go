@@ -10,8 +10,9 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/jobs/drafter"
-	"github.com/handoff/handoff/web/hook"
+	"github.com/handoff/handoff/webhook"
 )
 
 // Parse validates YAML bytes (getenv resolves *_env keys; pass os.Getenv in production, a map in tests).
@@ -263,10 +264,10 @@ func (d *decoder) signature(path string, n *yaml.Node) *Signature {
 		// A header here is ignored, with a warning, rather than refused:
 		// the spec's own example sets one.
 		if set["tolerance"] == nil {
-			s.Tolerance = hook.DefaultTolerance
+			s.Tolerance = webhook.DefaultTolerance
 		}
 		if s.Secret != "" {
-			if err := hook.ValidateSecret(s.Secret); err != nil {
+			if err := webhook.ValidateSecret(s.Secret); err != nil {
 				d.fail(joinPath(path, secretKey), set[secretKey], "%v", err)
 			}
 		}
@@ -469,7 +470,7 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 				if !ok {
 					return
 				}
-				if err := hook.ValidateSecret(secret); err != nil {
+				if err := webhook.ValidateSecret(secret); err != nil {
 					d.fail(k, v, "%v", err)
 					return
 				}

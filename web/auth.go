@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
-	"golang.org/x/crypto/bcrypt"
 
+	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 )
 
@@ -270,13 +270,9 @@ func (l *limiter) prune(key string, now time.Time) []time.Time {
 // errLoginFailed never says which part was wrong.
 var errLoginFailed = errors.New("the name or password is wrong")
 
-// dummyHash makes a login for an unknown user cost as much as a real one,
-// so timing does not tell which names exist.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("handoff-dummy-password"), bcrypt.DefaultCost)
-
 // login checks a name and password and starts a session. It returns the
 // session secret for the cookie.
-func (s *Server) login(c *echo.Context, name, password string) (string, error) {
+func (s *Server) login(c *echo.Context, name, pw string) (string, error) {
 	now := s.now()
 	ip := c.RealIP()
 	// Every attempt is counted before the comparison, so parallel guesses
@@ -285,12 +281,14 @@ func (s *Server) login(c *echo.Context, name, password string) (string, error) {
 	if !s.loginsByIP.reserve(ip, now) || !s.loginsByUser.reserve(name, now) {
 		return "", errorf(http.StatusTooManyRequests, "too many failed logins; wait 15 minutes and try again")
 	}
+	// A name that is not a user is checked against no hash, which costs
+	// as much as a real one, so timing does not tell which names exist.
 	u, err := s.st.User(name)
-	hash := dummyHash
+	var hash []byte
 	if err == nil {
 		hash = u.PasswordHash
 	}
-	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
+	if !password.Check(hash, pw) || err != nil {
 		who := name
 		if err != nil {
 			// Not a user: maybe a password typed into the name field. Keep
@@ -320,20 +318,3 @@ func (s *Server) sessionCookieFor(value string, maxAge int) *http.Cookie {
 		Secure: strings.HasPrefix(s.cfg.BaseURL, "https://"),
 	}
 }
-
-// MinPasswordLen is the shortest password accepted.
-const MinPasswordLen = 10
-
-// HashPassword checks a new password's length and hashes it with bcrypt.
-func HashPassword(pw string) ([]byte, error) {
-	if len(pw) < MinPasswordLen {
-		return nil, errorf(http.StatusBadRequest, "the password must be at least %d characters", MinPasswordLen)
-	}
-	if len(pw) > 72 {
-		return nil, errorf(http.StatusBadRequest, "the password must be at most 72 bytes (bcrypt's limit)")
-	}
-	return bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
-}
-
-// GeneratePassword returns a random password for a new account.
-func GeneratePassword() string { return newSecret()[:20] }

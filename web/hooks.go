@@ -9,9 +9,9 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/web/hook"
 )
 
 // hookAnswer is the body of every non-error webhook answer.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/web/hook"
+	"github.com/handoff/handoff/webhook"
 )
 
 const (
@@ -127,7 +127,7 @@ func TestDuplicateStorm(t *testing.T) {
 
 func signStd(t *testing.T, msgID string, ts time.Time, body string) http.Header {
 	t.Helper()
-	sig, err := hook.SignStandardWebhooks(testStdSecret, msgID, ts, []byte(body))
+	sig, err := webhook.Sign(testStdSecret, msgID, ts, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/static"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
@@ -125,9 +126,9 @@ func (b *browser) login(name, password string) {
 	}
 }
 
-func addUser(t *testing.T, st *store.Store, name string, role store.Role, owner, password string) {
+func addUser(t *testing.T, st *store.Store, name string, role store.Role, owner, pw string) {
 	t.Helper()
-	hash, err := HashPassword(password)
+	hash, err := password.Hash(pw)
 	if err != nil {
 		t.Fatal(err)
 	}

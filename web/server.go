@@ -14,9 +14,9 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
-	"github.com/handoff/handoff/web/hook"
 )
 
 // Waker is told when new work was committed.

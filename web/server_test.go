@@ -5,21 +5,36 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/jobs/drafter"
-	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/store"
 )
 
 const testToken = "test-token-1234"
 
-// testEnv is a real server on a real bbolt file, served over real HTTP.
+// NewApp builds the whole process for cfg, wired by package app exactly as
+// serve wires it, with now as the HTTP clock and apiToken accepted; it is
+// not started yet, and the test's end stops it and checks its file. The
+// tests of package web cannot import app, which imports web: app_test.go,
+// an external test file of this folder (package web_test), can, and sets
+// NewApp when the test binary starts.
+var NewApp func(t *testing.T, cfg *config.Config, now func() time.Time, apiToken string) App
+
+// App is what these tests use of the whole process (an *app.App).
+type App interface {
+	Start(context.Context) error
+	Addr() net.Addr
+	Store() *store.Store
+	Web() *Server
+	Jobs() *jobs.Runner
+}
+
+// testEnv is the whole process on a real bbolt file, served over real HTTP.
 type testEnv struct {
 	url     string
 	st      *store.Store
@@ -36,81 +51,44 @@ type envOptions struct {
 	pause      func(item int)   // holds every bulk replay before each item
 }
 
-// newTestEnv starts the whole HTTP side with cfg (nil: the demo config).
+// newTestEnv starts the whole process with cfg (nil: the demo config).
 func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 	t.Helper()
 	e, _ := newEnv(t, cfg, envOptions{})
 	return e
 }
 
-// newEnv starts the whole HTTP side wired the way serve wires it: the
-// configured drafter (an OpenAI-compatible one when cfg says so) and one
-// Metrics shared by the server, the runner (job attempts) and the drafter
-// (model calls). The store lives in a temporary folder that becomes
-// cfg.DataDir (nil cfg: the demo config). It also returns the server.
+// newEnv starts the whole process (NewApp) for cfg (nil: the demo config)
+// with two workers and retries after milliseconds, in a temporary folder
+// that becomes cfg.DataDir. It also returns the server.
 func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) {
 	t.Helper()
+	if NewApp == nil {
+		t.Fatal("NewApp is not set: app_test.go (package web_test) sets it")
+	}
 	if cfg == nil {
 		cfg = config.Default()
 	}
-	if o.now == nil {
-		o.now = time.Now
-	}
-	if o.metricsNow == nil {
-		o.metricsNow = o.now
-	}
 	cfg.DataDir = t.TempDir()
-	st, err := store.Open(cfg.DataDir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := discardLogger()
-	metrics := NewMetrics(st, cfg, o.metricsNow)
-	var d jobs.Drafter
-	switch cfg.Drafter.Kind {
-	case "openai":
-		d, err = drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: cfg.Drafter.BaseURL, Model: cfg.Drafter.Model, PromptVersion: cfg.Drafter.PromptVersion, Timeout: cfg.Drafter.Timeout})
-	default:
-		d, err = drafter.NewTemplate(cfg.Drafter.Template, cfg.Drafter.PromptVersion, 0)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds, draftJob := jobs.Kinds(st, cfg, d, providers)
-	draftJob.Observe = metrics.ModelCall
-	runner := jobs.NewRunner(st, kinds, jobs.Options{
-		Workers: 2, Backoff: jobs.Backoff{Base: time.Millisecond, Max: 10 * time.Millisecond},
-		Logger: log, Observe: metrics.JobAttempt,
-	})
-	if err := runner.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Deps{Config: cfg, Store: st, Jobs: runner, Logger: log, APIToken: testToken, Now: o.now, Metrics: metrics})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg.Workers = 2
+	cfg.Retry.BaseDelay, cfg.Retry.MaxDelay = time.Millisecond, 10*time.Millisecond
+	a := NewApp(t, cfg, o.now, testToken)
+	srv := a.Web()
+	// Set before Start: no request can race with them.
 	srv.bulk.pause = o.pause
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Stop(ctx); err != nil {
-			t.Error(err)
+	if o.metricsNow != nil {
+		// Swap the gauges' collector for one on the other clock; the
+		// registry matches collectors by what they describe.
+		if !srv.metrics.reg.Unregister(&storeCollector{}) {
+			t.Fatal("the metrics have no store collector to replace")
 		}
-		if err := runner.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := st.Check(); err != nil {
-			t.Errorf("store check after test: %v", err)
-		}
-		st.Close()
-	})
-	return &testEnv{url: hs.URL, st: st, runner: runner, cfg: cfg, srv: srv, metrics: metrics}, srv
+		srv.metrics.reg.MustRegister(&storeCollector{st: a.Store(), cfg: cfg, now: o.metricsNow, m: srv.metrics})
+	}
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{url: "http://" + a.Addr().String(), st: a.Store(), runner: a.Jobs(), cfg: cfg, srv: srv, metrics: srv.metrics}
+	return e, srv
 }
 
 // do sends a request and decodes a JSON answer into a map.

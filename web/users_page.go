@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v5"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -62,7 +63,7 @@ func formRole(c *echo.Context) (store.Role, bool) {
 // createUser answers POST /users (form: name, role, owner, password). An
 // empty password is generated and shown once.
 func (s *Server) createUser(c *echo.Context) error {
-	name, owner, password := strings.TrimSpace(c.FormValue("name")), strings.TrimSpace(c.FormValue("owner")), c.FormValue("password")
+	name, owner, pw := strings.TrimSpace(c.FormValue("name")), strings.TrimSpace(c.FormValue("owner")), c.FormValue("password")
 	role, ok := formRole(c)
 	switch {
 	case !ValidName(name):
@@ -72,14 +73,13 @@ func (s *Server) createUser(c *echo.Context) error {
 	case len(owner) > 64:
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The owner is at most 64 characters."})
 	}
-	generated := password == ""
+	generated := pw == ""
 	if generated {
-		password = GeneratePassword()
+		pw = password.Generate()
 	}
-	hash, err := HashPassword(password)
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return s.renderUsers(c, ae.status, nil, &views.Notice{Tone: "error", Text: "Not added: " + ae.msg + "."})
+	hash, err := password.Hash(pw)
+	if errors.Is(err, password.ErrTooShort) || errors.Is(err, password.ErrTooLong) {
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not added: " + err.Error() + "."})
 	}
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (s *Server) createUser(c *echo.Context) error {
 	}
 	var secret *views.Secret
 	if generated {
-		secret = &views.Secret{What: "Password of " + name, Value: password}
+		secret = &views.Secret{What: "Password of " + name, Value: pw}
 	}
 	return s.renderUsers(c, http.StatusOK, secret, &views.Notice{Tone: "ok", Text: "Added " + name + " as " + string(role) + "."})
 }

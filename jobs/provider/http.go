@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/web/hook"
+	"github.com/handoff/handoff/webhook"
 )
 
 func init() { register("http", newHTTP) }
@@ -60,9 +60,9 @@ func newHTTP(cfg config.Provider, d Deps) (Provider, error) {
 	}
 	if cfg.SigningSecret != "" {
 		// Signing once now turns a malformed secret into a startup error
-		// instead of a failure on every send. The hook package's errors
-		// never quote the secret.
-		if _, err := hook.SignStandardWebhooks(cfg.SigningSecret, "probe", time.Unix(0, 0), nil); err != nil {
+		// instead of a failure on every send. webhook's errors never
+		// quote the secret.
+		if _, err := webhook.Sign(cfg.SigningSecret, "probe", time.Unix(0, 0), nil); err != nil {
 			return nil, fmt.Errorf("http: signing secret: %w", err)
 		}
 	}
@@ -154,7 +154,7 @@ func (h *HTTP) Send(ctx context.Context, m Message) (string, error) {
 	}
 	if h.secret != "" {
 		ts := h.now()
-		sig, err := hook.SignStandardWebhooks(h.secret, m.Ref, ts, body)
+		sig, err := webhook.Sign(h.secret, m.Ref, ts, body)
 		if err != nil {
 			return "", &Permanent{Err: fmt.Errorf("%s: sign: %w", h.name, err)}
 		}

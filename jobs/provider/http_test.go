@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/web/hook"
+	"github.com/handoff/handoff/webhook"
 )
 
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -155,7 +155,7 @@ func TestHTTPSendRequest(t *testing.T) {
 			if got, want := r.Header.Get("webhook-timestamp"), "1750000000"; got != want {
 				t.Errorf("webhook-timestamp = %q, want %q", got, want)
 			}
-			v, err := hook.NewStandardWebhooks(testSecret, 5*time.Minute)
+			v, err := webhook.NewVerifier(testSecret, 5*time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}

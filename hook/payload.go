@@ -1,7 +1,8 @@
 // Package hook holds the pure parts of an inbound webhook: reading the body,
-// picking fields out of it, composing the provider message id, and checking or
-// producing signatures. It knows nothing of HTTP routing or storage, so every
-// rule the dedup key depends on can be tested, and fuzzed, on its own.
+// picking fields out of it, composing the provider message id, and checking
+// signatures (hmac-sha256 here, Standard Webhooks through package webhook).
+// It knows nothing of HTTP routing or storage, so every rule the dedup key
+// depends on can be tested, and fuzzed, on its own.
 package hook
 
 import (

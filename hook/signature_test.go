@@ -1,0 +1,116 @@
+package hook
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/handoff/handoff/webhook"
+)
+
+// TestStandardWebhooksAnswers401 checks the adapter only: the scheme itself
+// is tested in package webhook. Every refusal is a 401 *Error carrying
+// webhook's sentence, so the sender learns why.
+func TestStandardWebhooksAnswers401(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	const body = `{"id":"evt_1"}`
+	at := time.Unix(1614265330, 0)
+	sig, err := webhook.Sign(secret, "msg_1", at, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := func(id, sig string) http.Header {
+		return http.Header{"Webhook-Id": {id}, "Webhook-Timestamp": {strconv.FormatInt(at.Unix(), 10)}, "Webhook-Signature": {sig}}
+	}
+	tests := []struct {
+		name   string
+		header http.Header
+		now    time.Time
+		errMsg string // empty: verification must pass
+	}{
+		{name: "valid", header: signed("msg_1", sig), now: at},
+		{name: "tampered id", header: signed("msg_2", sig), now: at, errMsg: "the signature does not match"},
+		{name: "stale", header: signed("msg_1", sig), now: at.Add(time.Hour), errMsg: "the webhook timestamp is outside the 5m0s tolerance"},
+		{name: "no headers", header: http.Header{}, now: at, errMsg: "the webhook-id header is missing"},
+	}
+	v, err := NewStandardWebhooks(secret, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := v.Verify(tt.header, []byte(body), tt.now)
+			if tt.errMsg == "" {
+				if err != nil {
+					t.Errorf("Verify = %v, want nil", err)
+				}
+				return
+			}
+			wantError(t, err, http.StatusUnauthorized, tt.errMsg)
+		})
+	}
+	if _, err := NewStandardWebhooks("whsec_not base64!", 0); err == nil {
+		t.Error("NewStandardWebhooks accepted a secret that is not base64")
+	}
+}
+
+// The example from GitHub's "Validating webhook deliveries" documentation.
+const (
+	ghSecret = "It's a Secret to Everybody"
+	ghBody   = "Hello, World!"
+	ghHex    = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+)
+
+func TestHMACSHA256(t *testing.T) {
+	tests := []struct {
+		name   string
+		value  string // "" leaves the header out
+		body   string
+		errMsg string
+	}{
+		{name: "valid", value: ghHex},
+		{name: "sha256= prefix", value: "sha256=" + ghHex},
+		{name: "upper-case prefix", value: "SHA256=" + ghHex},
+		{name: "upper-case hex", value: "sha256=" + "757107EA0EB2509FC211221CCE984B8A37570B6D7586C22C46F4379C8B043E17"},
+		{name: "surrounding space", value: " " + ghHex + " "},
+		{name: "wrong", value: "sha256=" + "857107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", errMsg: "the signature does not match"},
+		{name: "tampered body", value: ghHex, body: "Hello, World?", errMsg: "the signature does not match"},
+		{name: "missing header", errMsg: "the X-Hub-Signature-256 header is missing"},
+		{name: "prefix only", value: "sha256=", errMsg: "is not a hex HMAC-SHA256"},
+		{name: "non-hex", value: "sha256=" + "zz7107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", errMsg: "the X-Hub-Signature-256 header is not a hex HMAC-SHA256"},
+		{name: "too short", value: ghHex[:62], errMsg: "is not a hex HMAC-SHA256"},
+		{name: "sha1 prefix", value: "sha1=" + ghHex, errMsg: "is not a hex HMAC-SHA256"},
+	}
+	v := NewHMACSHA256([]byte(ghSecret), "x-hub-signature-256")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			if tt.value != "" {
+				h.Set("X-Hub-Signature-256", tt.value)
+			}
+			body := tt.body
+			if body == "" {
+				body = ghBody
+			}
+			err := v.Verify(h, []byte(body), time.Time{})
+			if tt.errMsg == "" {
+				if err != nil {
+					t.Errorf("Verify = %v, want nil", err)
+				}
+				return
+			}
+			wantError(t, err, http.StatusUnauthorized, tt.errMsg)
+		})
+	}
+}
+
+func TestHMACSHA256CopiesSecret(t *testing.T) {
+	secret := []byte(ghSecret)
+	v := NewHMACSHA256(secret, "X-Signature")
+	secret[0] = 'X'
+	h := http.Header{"X-Signature": {ghHex}}
+	if err := v.Verify(h, []byte(ghBody), time.Time{}); err != nil {
+		t.Errorf("Verify after the caller reused its secret slice = %v, want nil", err)
+	}
+}

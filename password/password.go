@@ -1,0 +1,78 @@
+// Package password holds the rules for people's passwords: how long one may
+// be, how it is hashed (bcrypt), and how a login compares it. It returns plain
+// errors, so the dashboard answers them as 400s and the command line prints
+// the same sentence.
+package password
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"sync"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// MinLen is the shortest password accepted, in bytes.
+const MinLen = 10
+
+// MaxLen is the longest password accepted, in bytes: bcrypt reads no further.
+const MaxLen = 72
+
+// The errors of Hash are sentences for the person who chose the password.
+var (
+	ErrTooShort = fmt.Errorf("the password must be at least %d characters", MinLen)
+	ErrTooLong  = fmt.Errorf("the password must be at most %d bytes (bcrypt's limit)", MaxLen)
+)
+
+// Hash checks a new password's length and hashes it with bcrypt.
+func Hash(pw string) ([]byte, error) {
+	if len(pw) < MinLen {
+		return nil, ErrTooShort
+	}
+	if len(pw) > MaxLen {
+		return nil, ErrTooLong
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	if err != nil {
+		return nil, fmt.Errorf("password: hash: %w", err)
+	}
+	return h, nil
+}
+
+// Generate returns a random password for a new account: 20 characters of
+// URL-safe base64, 120 bits.
+func Generate() string {
+	b := make([]byte, 15)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Check reports whether pw matches hash. An empty hash (a name that is not a
+// user) is compared with a dummy hash and fails, so that a login costs the
+// same whether or not the name exists and timing does not tell which do.
+func Check(hash []byte, pw string) bool {
+	if len(hash) == 0 {
+		_ = bcrypt.CompareHashAndPassword(dummy.get(), []byte(pw))
+		return false
+	}
+	return bcrypt.CompareHashAndPassword(hash, []byte(pw)) == nil
+}
+
+// dummy is made on first use, not at init: a bcrypt hash takes tens of
+// milliseconds, which every command (version, the container's health check)
+// used to pay at start although only a login needs it.
+var dummy lazyHash
+
+type lazyHash struct {
+	once sync.Once
+	hash []byte
+}
+
+func (l *lazyHash) get() []byte {
+	l.once.Do(func() {
+		// Only a cost out of range fails, and DefaultCost is in range.
+		l.hash, _ = bcrypt.GenerateFromPassword([]byte("handoff-dummy-password"), bcrypt.DefaultCost)
+	})
+	return l.hash
+}
