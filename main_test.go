@@ -9,8 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,10 +24,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/app"
+	"github.com/handoff/handoff/app/apptest"
+	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/store/storetest"
-	"github.com/handoff/handoff/web"
 )
 
 // childArgsEnv, when set, makes the test binary run the CLI with these
@@ -338,7 +337,7 @@ func TestUserAdd(t *testing.T) {
 		t.Fatalf("stdout %q; want the generated password shown once", c.stdout.String())
 	}
 	pw := m[1]
-	if len(pw) < web.MinPasswordLen || strings.Count(c.stdout.String()+c.stderr.String(), pw) != 1 {
+	if len(pw) < password.MinLen || strings.Count(c.stdout.String()+c.stderr.String(), pw) != 1 {
 		t.Errorf("generated password %q: too short, or printed more than once", pw)
 	}
 	u, err = userOf(t, dir, "root")
@@ -394,35 +393,14 @@ func TestUserAdd(t *testing.T) {
 	st.Close()
 }
 
-// noWake is a Waker for a server without workers.
-type noWake struct{}
-
-func (noWake) Wake() {}
-
-// liveServer runs the real web.Server over a store in a fresh data folder,
-// with API token token, and records n events.
-func liveServer(t *testing.T, token string, n int) (*httptest.Server, *store.Store) {
+// liveServer runs the whole process (apptest, wired by app as serve wires
+// it) in a fresh data folder, with API token token, records n events and
+// returns the server's URL.
+func liveServer(t *testing.T, token string, n int) string {
 	t.Helper()
-	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
-	st, err := store.Open(cfg.DataDir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := web.New(web.Deps{Config: cfg, Store: st, Jobs: noWake{}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), APIToken: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		if err := st.Check(); err != nil {
-			t.Errorf("Check: %v", err)
-		}
-		st.Close()
-	})
+	url := apptest.URL(apptest.Start(t, nil, app.Deps{APIToken: token}))
 	for i := range n {
-		resp, err := http.Post(hs.URL+"/hooks/demo", "application/json", strings.NewReader(fmt.Sprintf(`{"id":"b-%d","from":"x%d@example.com"}`, i, i)))
+		resp, err := http.Post(url+"/hooks/demo", "application/json", strings.NewReader(fmt.Sprintf(`{"id":"b-%d","from":"x%d@example.com"}`, i, i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,21 +409,21 @@ func liveServer(t *testing.T, token string, n int) (*httptest.Server, *store.Sto
 			t.Fatalf("hook %d: %d", i, resp.StatusCode)
 		}
 	}
-	return hs, st
+	return url
 }
 
 func TestBackupCommand(t *testing.T) {
 	const token = "T-backup-token-123"
-	hs, _ := liveServer(t, token, 20)
+	url := liveServer(t, token, 20)
 	out := filepath.Join(t.TempDir(), "snap.db")
 
-	c := runCLI(t, "", map[string]string{"HANDOFF_API_TOKEN": token}, "backup", "--url", hs.URL, "-o", out)
+	c := runCLI(t, "", map[string]string{"HANDOFF_API_TOKEN": token}, "backup", "--url", url, "-o", out)
 	c.wantOK(t)
 	if c.stderr.Len() != 0 {
 		t.Errorf("backup from the real server warned: %q", c.stderr.String())
 	}
 	// The token as a flag works too, with a warning that ps shows it.
-	flagged := runCLI(t, "", nil, "backup", "--url", hs.URL, "--token", token, "-o", out+".2")
+	flagged := runCLI(t, "", nil, "backup", "--url", url, "--token", token, "-o", out+".2")
 	flagged.wantOK(t)
 	if !strings.Contains(flagged.stderr.String(), "prefer HANDOFF_API_TOKEN") {
 		t.Errorf("a token on the command line gave no warning: %q", flagged.stderr.String())
@@ -466,7 +444,7 @@ func TestBackupCommand(t *testing.T) {
 
 	// The token may come from the environment, and the URL may end in a slash.
 	out2 := filepath.Join(t.TempDir(), "snap2.db")
-	runCLI(t, "", map[string]string{"HANDOFF_API_TOKEN": token}, "backup", "--url", hs.URL+"/", "-o", out2).wantOK(t)
+	runCLI(t, "", map[string]string{"HANDOFF_API_TOKEN": token}, "backup", "--url", url+"/", "-o", out2).wantOK(t)
 	runCLI(t, "", nil, "verify", out2).wantOK(t)
 
 	for _, tc := range []struct {
@@ -474,9 +452,9 @@ func TestBackupCommand(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"wrong token", []string{"--url", hs.URL, "--token", "nope", "-o", "X"}, []string{"401"}},
-		{"no token", []string{"--url", hs.URL, "-o", "X"}, []string{"--token"}},
-		{"no output", []string{"--url", hs.URL, "--token", token}, []string{"-o FILE"}},
+		{"wrong token", []string{"--url", url, "--token", "nope", "-o", "X"}, []string{"401"}},
+		{"no token", []string{"--url", url, "-o", "X"}, []string{"--token"}},
+		{"no output", []string{"--url", url, "--token", token}, []string{"-o FILE"}},
 		{"no server", []string{"--url", "http://127.0.0.1:1", "--token", token, "-o", "X"}, []string{"download the backup"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

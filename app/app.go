@@ -1,0 +1,244 @@
+// Package app wires the process: the store, the providers, the drafter, the
+// job kinds and their runner, the cron schedule and the HTTP server, built
+// in that order by New, started by Start and stopped in reverse by Stop.
+// serve runs it; every test that needs a whole server runs it too, so the
+// process is wired here and nowhere else.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/web"
+)
+
+// ShutdownGrace is how long Stop lets HTTP requests finish, and then as long
+// again for running jobs before they are released back to the queue.
+const ShutdownGrace = 15 * time.Second
+
+// Deps is what serve or a test injects; every field may be left zero.
+type Deps struct {
+	Logger *slog.Logger // nil: logs are discarded
+	// Now is the clock of the HTTP side and of the metrics' gauges; nil:
+	// time.Now. The queue keeps real time, so a test's frozen clock never
+	// holds a retry back.
+	Now func() time.Time
+	// Listener is where HTTP is served; nil: New listens on cfg.Addr.
+	Listener net.Listener
+	APIToken string // HANDOFF_API_TOKEN; empty disables bearer access
+	// AfterDraftSave, when set, runs right after each draft commits (crash tests).
+	AfterDraftSave func()
+}
+
+// App is the whole process.
+type App struct {
+	log    *slog.Logger
+	st     *store.Store
+	runner *jobs.Runner
+	sched  *jobs.Schedule
+	maint  *jobs.Maintenance
+	web    *web.Server
+	ln     net.Listener
+	http   *http.Server
+	served chan error
+
+	started bool
+}
+
+// New builds the process from a validated config: it opens the store (a
+// damaged file is refused, never opened), then the providers, the drafter,
+// the job kinds, the runner, the cron schedule and the web server, and
+// binds the listener. Nothing runs yet; every error is returned here, with
+// what was opened closed again.
+func New(cfg *config.Config, d Deps) (_ *App, err error) {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	// A damaged file is refused in one sentence, never opened: bbolt would
+	// crash on it, or a zero-length file would become an empty database.
+	st, err := store.Open(cfg.DataDir, store.Options{CheckPages: true})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	a := &App{log: d.Logger, st: st, served: make(chan error, 1)}
+	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st})
+	if err != nil {
+		return nil, err
+	}
+	dr, err := newDrafter(cfg.Drafter)
+	if err != nil {
+		return nil, err
+	}
+	metrics := web.NewMetrics(a.st, cfg, d.Now)
+	kinds, draftJob := jobs.Kinds(a.st, cfg, dr, providers)
+	draftJob.Observe = metrics.ModelCall
+	draftJob.AfterSave = d.AfterDraftSave
+	a.runner = jobs.NewRunner(a.st, kinds, jobs.Options{
+		Workers: cfg.Workers,
+		Lease:   lease(cfg),
+		Backoff: jobs.Backoff{Base: cfg.Retry.BaseDelay, Max: cfg.Retry.MaxDelay},
+		Logger:  d.Logger,
+		Observe: metrics.JobAttempt,
+	})
+
+	a.sched = jobs.NewSchedule(d.Logger)
+	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
+		return nil, err
+	}
+	a.maint = &jobs.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake}
+	for _, task := range []struct {
+		name, spec string
+		fn         func(context.Context) error
+	}{
+		{"resolve unfinished deliveries", "@every 1m", a.maint.EnsureDelivery},
+		{"flag stuck leads", "@every 1m", a.maint.FlagStuck},
+		{"prune by retention", "@every 1h", a.maint.Prune},
+		{"scheduled backup", cfg.Backups.Schedule, a.maint.Backup},
+	} {
+		if err := a.sched.Add(task.name, task.spec, 30*time.Minute, task.fn); err != nil {
+			return nil, fmt.Errorf("schedule %s: %w", task.name, err)
+		}
+	}
+	// The last good backup survives a restart: it is the newest file on disk.
+	if files, err := store.Backups(jobs.BackupDir(cfg.DataDir)); err == nil && len(files) > 0 {
+		metrics.RestoreLastBackup(files[0].ModTime)
+	}
+
+	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics})
+	if err != nil {
+		return nil, err
+	}
+	a.http = &http.Server{
+		Handler:           a.web,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute, // backups stream for a while
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(d.Logger.Handler(), slog.LevelWarn),
+	}
+	if a.ln = d.Listener; a.ln == nil {
+		if a.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
+	}
+	return a, nil
+}
+
+// Start runs the process: it gives unfinished deliveries a job, starts the
+// workers (releasing the jobs a stopped process left running), the cron
+// schedule, and serves HTTP last, so nothing is accepted before the
+// workers run. On an error nothing is left running; Stop still closes the
+// store.
+func (a *App) Start(ctx context.Context) error {
+	if err := a.maint.EnsureDelivery(ctx); err != nil {
+		return err
+	}
+	if err := a.runner.Start(ctx); err != nil {
+		return err
+	}
+	a.sched.Start()
+	a.started = true
+	go func() {
+		if err := a.http.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("http server stopped", slog.Any("err", err))
+			a.served <- err
+		}
+	}()
+	return nil
+}
+
+// Stop shuts the process down in order: stop accepting HTTP and let
+// requests finish, stop the web's bulk replays, drain the workers (jobs
+// still running after ShutdownGrace are released, never discarded), stop
+// cron, and close the database last. ctx can cut both waits short. Stop
+// also releases an app that was built but never started.
+func (a *App) Stop(ctx context.Context) error {
+	if !a.started {
+		a.ln.Close()
+		return a.closeStore()
+	}
+	hctx, cancel := context.WithTimeout(ctx, ShutdownGrace)
+	defer cancel()
+	if err := a.http.Shutdown(hctx); err != nil {
+		a.log.Warn("http shutdown", slog.Any("err", err))
+		a.http.Close()
+	}
+	if err := a.web.Stop(hctx); err != nil {
+		a.log.Warn("bulk replay stop", slog.Any("err", err))
+	}
+	jctx, cancelJobs := context.WithTimeout(ctx, ShutdownGrace)
+	defer cancelJobs()
+	if err := a.runner.Stop(jctx); err != nil {
+		a.log.Warn("job runner stop", slog.Any("err", err))
+	}
+	a.sched.Stop(jctx)
+	return a.closeStore()
+}
+
+func (a *App) closeStore() error {
+	if err := a.st.Close(); err != nil {
+		return fmt.Errorf("close the database: %w", err)
+	}
+	return nil
+}
+
+// Failed delivers the error that ended serving HTTP before Stop (the
+// listener failed); it is logged already.
+func (a *App) Failed() <-chan error { return a.served }
+
+// Addr is the address HTTP is served on.
+func (a *App) Addr() net.Addr { return a.ln.Addr() }
+
+// Store is the process's store: for the first-admin bootstrap between New
+// and Start, and for tests.
+func (a *App) Store() *store.Store { return a.st }
+
+// Web is the HTTP side, for web's own tests.
+func (a *App) Web() *web.Server { return a.web }
+
+// Jobs is the job runner, for tests.
+func (a *App) Jobs() *jobs.Runner { return a.runner }
+
+// newDrafter builds the configured drafter.
+func newDrafter(c config.Drafter) (jobs.Drafter, error) {
+	switch c.Kind {
+	case "template":
+		return drafter.NewTemplate(c.Template, c.PromptVersion, c.Delay)
+	case "openai":
+		return drafter.NewOpenAI(drafter.OpenAIConfig{
+			BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, PromptVersion: c.PromptVersion,
+			SystemPrompt: c.SystemPrompt, Timeout: c.Timeout,
+		})
+	default:
+		return nil, fmt.Errorf("config: drafter.kind: %q is not a drafter (use template or openai)", c.Kind)
+	}
+}
+
+// lease outlasts the slowest call a job makes (the model, or a provider),
+// so the reaper only takes jobs whose worker is truly gone or hung.
+func lease(cfg *config.Config) time.Duration {
+	longest := cfg.Drafter.Timeout + cfg.Drafter.Delay
+	for _, p := range cfg.Providers {
+		longest = max(longest, 2*p.Timeout+p.Delay) // a lookup and a send
+	}
+	return longest + time.Minute
+}
