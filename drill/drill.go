@@ -142,16 +142,17 @@ func Run(ctx context.Context, opt Options) (ok bool, err error) {
 		return false, err
 	}
 	defer rm.close()
-	cfgPath := filepath.Join(dir, "drill.yaml")
-	if err := os.WriteFile(cfgPath, []byte(configYAML(m.baseURL(), drillChannels, providers(opt.Break), remotes(rm, opt.Break))), 0o600); err != nil {
-		return false, fmt.Errorf("drill: %w", err)
-	}
+	cfg := configYAML(m.baseURL(), drillChannels, providers(opt.Break), remotes(rm, opt.Break))
 	d := &drill{opt: opt, out: out, model: m, remote: rm,
-		inst: newInstance(opt.Binary, cfgPath, filepath.Join(dir, "data"), randomHex(24), randomHex(16), logFile)}
+		inst: newInstance(opt.Binary, dir, cfg, randomHex(24), randomHex(16), logFile)}
 	// The instance is stopped whatever happens, before its folder goes.
 	defer func() {
-		if d.inst.cur != nil {
-			fmt.Fprintf(out, "instance stopped (%s)\n", d.inst.stop())
+		if d.inst.cur() != nil {
+			how := "exit status 0"
+			if err := d.inst.stop(); err != nil {
+				how = err.Error()
+			}
+			fmt.Fprintf(out, "instance stopped (%s)\n", how)
 		}
 	}()
 

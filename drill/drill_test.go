@@ -3,41 +3,31 @@ package drill
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/proc"
 )
 
-// buildBinary builds the handoff command from the repository root, so the
-// drill runs exactly what a user would install.
+// TestMain removes the binary that TestDrill built (proc.Binary).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proc.RemoveBinary()
+	os.Exit(code)
+}
+
+// buildBinary builds the handoff command from the repository root, once, so
+// the drill runs exactly what a user would install.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the real binary; skipped with -short")
 	}
-	dir, err := os.Getwd()
+	bin, err := proc.Binary()
 	if err != nil {
 		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal(errors.New("no go.mod above the drill package"))
-		}
-		dir = parent
-	}
-	bin := filepath.Join(t.TempDir(), "handoff")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/handoff/handoff")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build -o %s github.com/handoff/handoff (in %s): %v\n%s", bin, dir, err, bytes.TrimSpace(out))
 	}
 	return bin
 }

@@ -7,7 +7,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/handoff/handoff/proc"
 )
 
 // The channels of the drill's instance, one per fixture, each with its own
@@ -215,30 +218,30 @@ func (d *drill) duplicates(ctx context.Context, r *result) error {
 func (d *drill) draftCrash(ctx context.Context, r *result) error {
 	const tag = "crash-01"
 	key := "crash:" + tag
-	prev := d.inst.cur.n
-	how := d.inst.stop()
-	r.check(how == "exit status 0", "run %d, stopped with SIGTERM to restart with the fault: %s; want exit status 0", prev, how)
+	prev := d.inst.cur().Number()
+	err := d.inst.stop()
+	r.check(err == nil, "run %d, stopped with SIGTERM to restart with the fault: %v; want exit status 0", prev, err)
 	if err := d.inst.start(ctx, "HANDOFF_FAULT=exit-after-draft-commit"); err != nil {
 		return fmt.Errorf("start with HANDOFF_FAULT=exit-after-draft-commit: %w", err)
 	}
-	faulty := d.inst.cur
-	if _, err := d.send("crash", tag); err != nil && !faulty.wait(time.Second) {
+	faulty := d.inst.cur()
+	if _, err := d.send("crash", tag); err != nil && !faulty.Wait(time.Second) {
 		// (A lost answer is no failure when the process died right
 		// after recording the event: the restart shows whether it did.)
 		return err
 	}
-	if !faulty.wait(20 * time.Second) {
+	if !faulty.Wait(20 * time.Second) {
 		r.happened = "the process with the fault did not die within 20s of the event"
-		return fmt.Errorf("run %d did not kill itself after the draft committed (HANDOFF_FAULT=exit-after-draft-commit)", faulty.n)
+		return fmt.Errorf("run %d did not kill itself after the draft committed (HANDOFF_FAULT=exit-after-draft-commit)", faulty.Number())
 	}
-	r.check(faulty.killedBySIGKILL(), "run %d with the fault ended with %s; want signal: killed", faulty.n, faulty.exitDesc())
+	r.check(faulty.ExitSignal() == syscall.SIGKILL, "run %d with the fault ended with %s; want signal: killed", faulty.Number(), faulty.Exit())
 	d.inst.client.CloseIdleConnections()
 	if err := d.inst.start(ctx); err != nil {
 		return fmt.Errorf("restart after the crash: %w", err)
 	}
 	tls, err := d.settle(ctx, []string{key}, 20*time.Second)
 	d.report(r, []string{tag}, []string{key}, tls)
-	r.happened = fmt.Sprintf("run %d died (%s) after the draft committed; run %d finished the job", faulty.n, faulty.exitDesc(), d.inst.cur.n)
+	r.happened = fmt.Sprintf("run %d died (%s) after the draft committed; run %d finished the job", faulty.Number(), faulty.Exit(), d.inst.cur().Number())
 	if err != nil {
 		return err
 	}
@@ -317,7 +320,7 @@ func (d *drill) killMidDelivery(ctx context.Context, r *result) error {
 	// by the kill cannot blur the count) and one row is claimed with its
 	// provider call under way.
 	var atKill map[string]int
-	err := poll(ctx, 20*time.Second, func() (bool, error) {
+	err := proc.Eventually(ctx, 20*time.Second, func() (bool, error) {
 		tls, err := d.timelines(keys)
 		if err != nil {
 			return false, err
@@ -338,7 +341,7 @@ func (d *drill) killMidDelivery(ctx context.Context, r *result) error {
 		r.happened = "no row was seen effect_pending: " + countStates(atKill)
 		return fmt.Errorf("waiting for an effect_pending row: %w", err)
 	}
-	killed := d.inst.cur.n
+	killed := d.inst.cur().Number()
 	if err := d.inst.kill(); err != nil {
 		return err
 	}
@@ -367,7 +370,7 @@ func (d *drill) replayJob(ctx context.Context, r *result) error {
 		return err
 	}
 	var dl deadLetter
-	err = poll(ctx, 20*time.Second, func() (bool, error) {
+	err = proc.Eventually(ctx, 20*time.Second, func() (bool, error) {
 		items, err := d.inst.deadLetters("job", "dead")
 		if err != nil {
 			return false, err
@@ -422,7 +425,7 @@ func (d *drill) replayReply(ctx context.Context, r *result) error {
 		return fmt.Errorf("fixture 4 left no needs_reconciliation row")
 	}
 	var dl deadLetter
-	err := poll(ctx, 10*time.Second, func() (bool, error) {
+	err := proc.Eventually(ctx, 10*time.Second, func() (bool, error) {
 		items, err := d.inst.deadLetters("outbox", "nokey")
 		if err != nil {
 			return false, err
@@ -460,7 +463,7 @@ func (d *drill) replayReply(ctx context.Context, r *result) error {
 		return fmt.Errorf("replay with {\"confirm\":%q}: %d %s; want 200", id, code, body)
 	}
 	var o outboxRow
-	err = poll(ctx, 20*time.Second, func() (bool, error) {
+	err = proc.Eventually(ctx, 20*time.Second, func() (bool, error) {
 		var err error
 		o, err = d.inst.outbox(id)
 		if err != nil {
@@ -674,7 +677,7 @@ func (d *drill) timelines(keys []string) (map[string]timeline, error) {
 // jobs have ended, and returns the last timelines seen (also on a timeout, for the report).
 func (d *drill) settle(ctx context.Context, keys []string, within time.Duration) (map[string]timeline, error) {
 	var last map[string]timeline
-	err := poll(ctx, within, func() (bool, error) {
+	err := proc.Eventually(ctx, within, func() (bool, error) {
 		tls, err := d.timelines(keys)
 		if err != nil {
 			return false, err

@@ -7,15 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/handoff/handoff/proc"
 )
 
 const (
@@ -25,36 +21,31 @@ const (
 	startTimeout = 20 * time.Second
 	// stopGrace is how long a run gets after SIGTERM before SIGKILL.
 	stopGrace = 10 * time.Second
-	// pollInterval paces every wait-for-a-condition loop.
-	pollInterval = 25 * time.Millisecond
 )
 
-// instance is the temporary handoff installation under drill: one config
-// file, one data folder and one API token that outlive any single process,
-// so a fixture can kill the process and start another on the same files.
-// start, kill and stop must not run concurrently with requests.
+// instance is the temporary handoff installation under drill: one folder
+// holding the config file and the data folder, and one API token, that
+// outlive any single process, so a fixture can kill the process and start
+// another on the same files. start, kill and stop must not run concurrently
+// with requests.
 type instance struct {
-	bin, config, data string
-	token, password   string
-	client            *http.Client
-	log               *lockedFile
-	runs              int
-	cur               *process
+	files  *proc.Instance
+	token  string
+	client *http.Client
 }
 
-// process is one run of the binary.
-type process struct {
-	n     int
-	cmd   *exec.Cmd
-	base  string        // http://127.0.0.1:PORT
-	done  chan struct{} // closed once the process has exited
-	state *os.ProcessState
-}
-
-func newInstance(bin, config, data, token, password string, log *os.File) *instance {
+func newInstance(bin, dir, configYAML, token, password string, log io.Writer) *instance {
 	return &instance{
-		bin: bin, config: config, data: data, token: token, password: password,
-		log: &lockedFile{f: log},
+		files: &proc.Instance{
+			Binary: bin,
+			Dir:    dir,
+			Config: configYAML,
+			// An admin password of our own, so that none is generated and printed.
+			Env:    []string{"HANDOFF_API_TOKEN=" + token, "HANDOFF_ADMIN_PASSWORD=" + password},
+			Log:    log,
+			Within: startTimeout,
+		},
+		token: token,
 		client: &http.Client{
 			Timeout: 20 * time.Second, // a hung instance fails a fixture, not the drill
 			Transport: &http.Transport{
@@ -65,241 +56,44 @@ func newInstance(bin, config, data, token, password string, log *os.File) *insta
 	}
 }
 
+// cur is the current run; nil before the first start.
+func (i *instance) cur() *proc.Process { return i.files.Current() }
+
 // running reports whether the current run is alive.
-func (i *instance) running() bool { return i.cur != nil && !i.cur.exited() }
+func (i *instance) running() bool { return i.cur() != nil && !i.cur().Exited() }
 
 // start runs the binary on the instance's files, with extra environment
 // variables for this run only, and waits until /readyz answers 200.
 func (i *instance) start(ctx context.Context, extraEnv ...string) error {
-	if i.running() {
-		return fmt.Errorf("run %d is still running", i.cur.n)
-	}
-	i.runs++
-	n := i.runs
-	i.log.printf("---- run %d: %s serve --config %s --data %s --addr 127.0.0.1:0 %s\n", n, i.bin, i.config, i.data, strings.Join(extraEnv, " "))
-	cmd := exec.Command(i.bin, "serve", "--config", i.config, "--data", i.data, "--addr", "127.0.0.1:0")
-	cmd.Env = append(childEnv(i.token, i.password), extraEnv...)
-	addrCh := make(chan string, 1)
-	cmd.Stderr = &lineWriter{log: i.log, onLine: func(line []byte) {
-		if addr, ok := listeningAddr(line); ok {
-			select {
-			case addrCh <- addr:
-			default:
-			}
-		}
-	}}
-	cmd.Stdout = &lineWriter{log: i.log, prefix: "stdout: "}
-	cmd.WaitDelay = 5 * time.Second // a grandchild holding the pipes cannot hang Wait
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", i.bin, err)
-	}
-	p := &process{n: n, cmd: cmd, done: make(chan struct{})}
-	i.cur = p
-	go func() {
-		_ = cmd.Wait() // the exit status is read from ProcessState
-		p.state = cmd.ProcessState
-		close(p.done)
-	}()
-
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case addr := <-addrCh:
-		host, _, _ := net.SplitHostPort(addr)
-		if host != "127.0.0.1" {
-			i.stop()
-			return fmt.Errorf("run %d listens on %s, not on 127.0.0.1 as asked", n, addr)
-		}
-		p.base = "http://" + addr
-	case <-p.done:
-		return fmt.Errorf("run %d exited (%s) before logging {\"msg\":\"listening\",...}", n, p.exitDesc())
-	case <-timer.C:
-		i.stop()
-		return fmt.Errorf("run %d logged no {\"msg\":\"listening\",...} line within %v", n, startTimeout)
-	case <-ctx.Done():
-		i.stop()
-		return ctx.Err()
-	}
-	err := poll(ctx, startTimeout, func() (bool, error) {
-		if p.exited() {
-			return false, fmt.Errorf("run %d exited (%s) while starting", n, p.exitDesc())
-		}
-		code, _, err := i.do(http.MethodGet, "/readyz", nil)
-		return err == nil && code == http.StatusOK, nil
-	})
-	if err != nil {
-		i.stop()
-		return fmt.Errorf("run %d: GET /readyz: %w", n, err)
-	}
-	return nil
+	_, err := i.files.Start(ctx, extraEnv...)
+	return err
 }
 
 // kill sends SIGKILL to the current run and waits until it is reaped: the
 // crash that nothing in-process can imitate.
 func (i *instance) kill() error {
-	p := i.cur
-	if p == nil || p.exited() {
+	if i.cur() == nil {
 		return nil
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	if !p.wait(stopGrace) {
-		return fmt.Errorf("run %d still not reaped %v after SIGKILL", p.n, stopGrace)
+	if err := i.cur().Kill(); err != nil {
+		return fmt.Errorf("run %d: %w", i.cur().Number(), err)
 	}
 	i.client.CloseIdleConnections()
 	return nil
 }
 
 // stop ends the current run with SIGTERM, and with SIGKILL when it has not
-// exited stopGrace later. It says how the run ended.
-func (i *instance) stop() string {
-	p := i.cur
-	if p == nil {
-		return "not started"
-	}
-	if p.exited() {
-		return p.exitDesc()
+// exited stopGrace later; it is nil only for exit status 0.
+func (i *instance) stop() error {
+	if i.cur() == nil {
+		return errNotRunning
 	}
 	// Idle keep-alive connections would make the server's graceful
 	// shutdown wait for them; hang up first.
 	i.client.CloseIdleConnections()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	if !p.wait(stopGrace) {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		p.wait(stopGrace)
-		return fmt.Sprintf("did not stop within %v of SIGTERM; killed", stopGrace)
-	}
+	err := i.cur().Stop(stopGrace)
 	i.client.CloseIdleConnections()
-	return p.exitDesc()
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait waits up to d for the process to exit.
-func (p *process) wait(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-// killedBySIGKILL reports whether the process died of SIGKILL.
-func (p *process) killedBySIGKILL() bool {
-	if !p.exited() {
-		return false
-	}
-	ws, ok := p.state.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
-}
-
-func (p *process) exitDesc() string {
-	if !p.exited() {
-		return "still running"
-	}
-	return p.state.String() // "exit status 0", "signal: killed"
-}
-
-// childEnv is this process's environment without any HANDOFF_* variable
-// (they override flags and could point the child at someone's real data),
-// plus the API token and an admin password, so none is generated and printed.
-func childEnv(token, password string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HANDOFF_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "HANDOFF_API_TOKEN="+token, "HANDOFF_ADMIN_PASSWORD="+password)
-}
-
-// listeningAddr recognises the log line that announces the bound address.
-func listeningAddr(line []byte) (string, bool) {
-	var rec struct {
-		Msg  string `json:"msg"`
-		Addr string `json:"addr"`
-	}
-	if json.Unmarshal(line, &rec) != nil || rec.Msg != "listening" {
-		return "", false
-	}
-	if _, _, err := net.SplitHostPort(rec.Addr); err != nil {
-		return "", false
-	}
-	return rec.Addr, true
-}
-
-// lockedFile is the instance's log, written by the output copiers of
-// every run.
-type lockedFile struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func (l *lockedFile) printf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(l.f, format, args...)
-}
-
-// lineWriter splits one output stream into lines; os/exec writes each
-// stream from a single goroutine.
-type lineWriter struct {
-	log     *lockedFile
-	prefix  string
-	onLine  func([]byte)
-	partial []byte
-}
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	w.partial = append(w.partial, b...)
-	for {
-		n := bytes.IndexByte(w.partial, '\n')
-		if n < 0 {
-			break
-		}
-		line := w.partial[:n]
-		if w.onLine != nil {
-			w.onLine(line)
-		}
-		w.log.printf("%s%s\n", w.prefix, line)
-		w.partial = w.partial[n+1:]
-	}
-	w.partial = append([]byte(nil), w.partial...)
-	return len(b), nil
-}
-
-// poll calls cond every pollInterval until it reports done, returns an
-// error, ctx ends or within has passed.
-func poll(ctx context.Context, within time.Duration, cond func() (bool, error)) error {
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		done, err := cond()
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("not within %v", within)
-		case <-tick.C:
-		}
-	}
+	return err
 }
 
 // ---- the API, as the drill uses it ----
@@ -310,7 +104,7 @@ var errNotRunning = errors.New("the instance is not running")
 // do sends one request with the API token to the current run and returns
 // the status and body.
 func (i *instance) do(method, path string, body any) (int, []byte, error) {
-	if i.cur == nil || i.cur.base == "" {
+	if i.cur() == nil || i.cur().Addr() == "" {
 		return 0, nil, errNotRunning
 	}
 	var rd io.Reader
@@ -321,7 +115,7 @@ func (i *instance) do(method, path string, body any) (int, []byte, error) {
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, i.cur.base+path, rd)
+	req, err := http.NewRequest(method, i.cur().URL()+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}

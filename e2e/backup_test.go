@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/proc"
 )
 
 // backupConfig writes a scheduled backup every second and keeps two.
@@ -28,12 +30,8 @@ func runOnce(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HANDOFF_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd := exec.CommandContext(ctx, requireBinary(t), args...)
+	cmd.Env = proc.Environ()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -115,7 +113,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 
 	before := acceptedNow()
 	file := filepath.Join(t.TempDir(), "snapshot.db")
-	code, out, errOut := runOnce(t, "backup", "--url", inst.cur().baseURL, "--token", inst.token, "-o", file)
+	code, out, errOut := runOnce(t, "backup", "--url", inst.cur().URL(), "--token", inst.token, "-o", file)
 	if code != 0 {
 		t.Fatalf("handoff backup under load: exit %d\n%s%s", code, out, errOut)
 	}

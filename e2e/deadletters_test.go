@@ -30,7 +30,7 @@ retry: {base_delay: 100ms, max_delay: 1s}
 // decodes the JSON answer.
 func dxPost(t *testing.T, i *instance, path, body string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, i.cur().baseURL+path, strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, i.cur().URL()+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func dxParked(t *testing.T, i *instance, key string, n int) dlvOutbox {
 func TestDeadLetterReplayNeedsConfirmation(t *testing.T) {
 	inst := startInstance(t, stallConfig)
 	body, _ := json.Marshal(map[string]string{"id": "dx-1", "conversation_id": "+15550009999", "from": "+15550009999", "name": "Ada", "text": "hi"})
-	resp, err := inst.client.Post(inst.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+	resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ type dlvSandboxMessage struct {
 // dlvGet fetches path from the current process with the API token into v;
 // it returns the status code (v is filled only on 200).
 func dlvGet(i *instance, path string, v any) (int, error) {
-	req, err := http.NewRequest(http.MethodGet, i.cur().baseURL+path, nil)
+	req, err := http.NewRequest(http.MethodGet, i.cur().URL()+path, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -109,7 +109,7 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 		conv := fmt.Sprintf("+1555010%04d", k)
 		keys[k] = "demo:" + id
 		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "hi"})
-		resp, err := inst.client.Post(inst.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+		resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatalf("POST /hooks/demo %s: %v", id, err)
 		}
@@ -268,7 +268,7 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 		conv := fmt.Sprintf("+1555020%04d", k)
 		keys[k] = "demo:" + id
 		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "hi"})
-		resp, err := inst.client.Post(inst.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+		resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatalf("POST /hooks/demo %s: %v", id, err)
 		}
@@ -456,7 +456,7 @@ retry: {base_delay: 100ms, max_delay: 1s}
 
 	const key = "demo:held-1"
 	body, _ := json.Marshal(map[string]string{"id": "held-1", "conversation_id": "+15550030000", "from": "+15550030000", "name": "Ada", "text": "hi"})
-	resp, err := inst.client.Post(inst.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+	resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("POST /hooks/demo: %v", err)
 	}

@@ -96,14 +96,12 @@ retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 	if err == nil && res.code != http.StatusAccepted {
 		t.Fatalf("POST /hooks/demo = %s, want 202", res)
 	}
-	select {
-	case <-faulty.done:
-	case <-time.After(20 * time.Second):
+	if !faulty.Wait(20 * time.Second) {
 		t.Fatalf("the process with HANDOFF_FAULT=exit-after-draft-commit still runs 20s after the event; model calls: %d", len(model.Calls()))
 	}
 	inst.client.CloseIdleConnections()
-	if ws, ok := faulty.state.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("run %d ended with %s, want killed by SIGKILL right after the draft commit", faulty.n, faulty.exitDesc())
+	if faulty.ExitSignal() != syscall.SIGKILL {
+		t.Fatalf("run %d ended with %s, want killed by SIGKILL right after the draft commit", faulty.Number(), faulty.Exit())
 	}
 	if n := len(model.Calls()); n != 1 {
 		t.Fatalf("model called %d times before the crash, want 1", n)

@@ -6,143 +6,66 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// modulePath is what TestMain builds; it must be the main package at the repo root.
-const modulePath = "github.com/handoff/handoff"
+	"github.com/handoff/handoff/proc"
+)
 
 const (
 	// startTimeout bounds how long a process may take to log its address and
 	// answer /readyz; opening bbolt and releasing leases takes milliseconds,
 	// so this only matters when something is badly wrong.
 	startTimeout = 20 * time.Second
-	// pollInterval is the ticker for every wait-for-condition loop.
-	pollInterval = 25 * time.Millisecond
-	// logTail is how much of each run's output a failing test prints; the whole
-	// output stays in a kept log folder.
-	logTail = 16 << 10
+	// logTail is how many lines of each run's output a failing test prints;
+	// the whole output stays in a kept log file.
+	logTail = 100
 )
 
-var (
-	// binPath is the handoff binary that TestMain builds once for the package.
-	binPath string
-	// buildErr is why that build failed; every test reports it instead of running.
-	buildErr error
-)
-
+// TestMain removes the binary that the first test built (proc.Binary).
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+	code := m.Run()
+	proc.RemoveBinary()
+	os.Exit(code)
 }
 
-// runTests builds the binary, runs the tests and removes the binary, in a
-// function of its own so the deferred removal runs before os.Exit.
-func runTests(m *testing.M) int {
-	flag.Parse()
-	if testing.Short() {
-		// The tests skip themselves; building would only cost time.
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "handoff-e2e-bin-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "handoff")
-	if buildErr = buildBinary(binPath); buildErr != nil {
-		// Said once here and again in every test, so it is seen in -v and non -v output alike.
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", buildErr)
-	}
-	return m.Run()
-}
-
-// buildBinary builds the handoff command from the repository root that holds
-// this package, so the tests run exactly what a user would install.
-func buildBinary(out string) error {
-	root, err := repoRoot()
-	if err != nil {
-		return fmt.Errorf("cannot build the handoff binary: %w", err)
-	}
-	cmd := exec.Command("go", "build", "-o", out, modulePath)
-	cmd.Dir = root
-	output, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("cannot build the handoff binary (go build -o %s %s, in %s): %v\n%s",
-			out, modulePath, root, err, bytes.TrimSpace(output))
-	}
-	return nil
-}
-
-// repoRoot walks up from the working directory (the package folder under go
-// test) to the folder holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod found above the e2e package")
-		}
-		dir = parent
-	}
-}
-
-// requireBinary stops a test that cannot run: skipped under -short, failed
-// with the build output when the binary did not build.
-func requireBinary(t *testing.T) {
+// requireBinary stops a test that cannot run (skipped under -short, failed
+// with the build output when the binary did not build) and returns the
+// binary, built once for the package.
+func requireBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test: starts the real binary; skipped with -short")
 	}
-	if buildErr != nil {
-		t.Fatalf("%v", buildErr)
+	bin, err := proc.Binary()
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
+	return bin
 }
 
 // instance is one handoff installation under test. The data folder, config
 // file and API token outlive any single process, so a test can kill the
 // process and start another one on the same files.
 //
-// Requests may be sent from many goroutines, but start, kill and terminate
-// must not run concurrently with them: they change which process is current.
+// Requests may be sent from many goroutines, but start, kill and stop must
+// not run concurrently with them: they change which process is current.
 type instance struct {
 	t       *testing.T
+	files   *proc.Instance
 	dataDir string
-	config  string // path of the config file; empty for none
 	token   string
-	logDir  string
+	log     *os.File // every run's output, kept when the test fails
 	client  *http.Client
-	runs    []*process
-}
-
-// process is one run of the binary.
-type process struct {
-	n       int
-	cmd     *exec.Cmd
-	log     *runLog
-	baseURL string
-	done    chan struct{} // closed once the process has exited and its output is drained
-	state   *os.ProcessState
 }
 
 // startInstance starts handoff on a fresh data folder, with configYAML (if not
@@ -153,18 +76,30 @@ type process struct {
 // failed.
 func startInstance(t *testing.T, configYAML string, extraEnv ...string) *instance {
 	t.Helper()
-	requireBinary(t)
+	bin := requireBinary(t)
 
-	dir := t.TempDir()
 	logDir, err := os.MkdirTemp("", "handoff-e2e-"+sanitize(t.Name())+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
+	log, err := os.Create(filepath.Join(logDir, "handoff.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := randomHex(t, 24)
 	inst := &instance{
-		t:       t,
-		dataDir: filepath.Join(dir, "data"),
-		token:   randomHex(t, 24),
-		logDir:  logDir,
+		t: t,
+		files: &proc.Instance{
+			Binary: bin,
+			Dir:    t.TempDir(),
+			Config: configYAML,
+			// An admin password of our own, so that none is generated and printed.
+			Env:    []string{"HANDOFF_API_TOKEN=" + token, "HANDOFF_ADMIN_PASSWORD=" + randomHex(t, 12)},
+			Log:    log,
+			Within: startTimeout,
+		},
+		token: token,
+		log:   log,
 		client: &http.Client{
 			// A hung server must fail the test, not hang it.
 			Timeout: 20 * time.Second,
@@ -175,12 +110,7 @@ func startInstance(t *testing.T, configYAML string, extraEnv ...string) *instanc
 			},
 		},
 	}
-	if configYAML != "" {
-		inst.config = filepath.Join(dir, "handoff.yaml")
-		if err := os.WriteFile(inst.config, []byte(configYAML), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	inst.dataDir = inst.files.Data()
 	// Registered after t.TempDir, so it runs before the data folder is
 	// removed: a live process would otherwise keep writing into it.
 	t.Cleanup(inst.cleanup)
@@ -189,15 +119,12 @@ func startInstance(t *testing.T, configYAML string, extraEnv ...string) *instanc
 }
 
 // cur is the most recently started process.
-func (i *instance) cur() *process { return i.runs[len(i.runs)-1] }
+func (i *instance) cur() *proc.Process { return i.files.Current() }
 
 // restart starts a new process on the same data folder and config; the
 // previous one must have exited.
 func (i *instance) restart() {
 	i.t.Helper()
-	if p := i.cur(); !p.exited() {
-		i.t.Fatalf("restart: run %d is still running", p.n)
-	}
 	i.start(nil)
 }
 
@@ -206,96 +133,21 @@ func (i *instance) restart() {
 func (i *instance) start(extraEnv []string) {
 	t := i.t
 	t.Helper()
-	n := len(i.runs) + 1
-	f, err := os.Create(filepath.Join(i.logDir, fmt.Sprintf("run-%d.log", n)))
+	p, err := i.files.Start(t.Context(), extraEnv...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	rl := &runLog{f: f}
-
-	args := []string{"serve", "--data", i.dataDir, "--addr", "127.0.0.1:0"}
-	if i.config != "" {
-		args = append(args, "--config", i.config)
-	}
-	cmd := exec.Command(binPath, args...)
-	cmd.Env = append(childEnv(i.token, randomHex(t, 12)), extraEnv...)
-	addrCh := make(chan string, 1)
-	stderr := &lineWriter{log: rl, onLine: func(line []byte) {
-		if addr, ok := listeningAddr(line); ok {
-			select {
-			case addrCh <- addr:
-			default:
-			}
-		}
-	}}
-	stdout := &lineWriter{log: rl, prefix: "stdout: "}
-	cmd.Stderr = stderr
-	cmd.Stdout = stdout
-	// Should the binary ever leave a child holding its pipes, Wait still returns.
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", binPath, err)
-	}
-	p := &process{n: n, cmd: cmd, log: rl, done: make(chan struct{})}
-	i.runs = append(i.runs, p)
-	go func() {
-		_ = cmd.Wait() // the exit status is read from ProcessState
-		stderr.flush()
-		stdout.flush()
-		p.state = cmd.ProcessState
-		close(p.done)
-	}()
-
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case addr := <-addrCh:
-		p.baseURL = "http://" + addr
-	case <-p.done:
-		t.Fatalf("handoff run %d exited (%s) before logging {\"msg\":\"listening\",\"addr\":...}", n, p.exitDesc())
-	case <-timer.C:
-		t.Fatalf("handoff run %d logged no {\"msg\":\"listening\",\"addr\":...} line within %v", n, startTimeout)
-	}
-	if err := i.waitReady(p, time.Now().Add(startTimeout)); err != nil {
-		t.Fatalf("handoff run %d: %v", n, err)
+		t.Fatalf("handoff %v", err)
 	}
 	if code, err := i.status("/healthz"); err != nil || code != http.StatusOK {
-		t.Fatalf("handoff run %d: GET /healthz = %d, %v; want 200 once ready", n, code, err)
+		t.Fatalf("handoff run %d: GET /healthz = %d, %v; want 200 once ready", p.Number(), code, err)
 	}
 }
 
-// waitReady polls /readyz until it answers 200, the process exits or the deadline passes.
-func (i *instance) waitReady(p *process, deadline time.Time) error {
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		code, err := i.status("/readyz")
-		if err == nil && code == http.StatusOK {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("GET /readyz not 200 within %v (last: %d, %v)", startTimeout, code, err)
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("exited (%s) while waiting for /readyz", p.exitDesc())
-		case <-tick.C:
-		}
-	}
-}
-
-// waitUntil polls cond every pollInterval until it holds, and fails the test
-// when timeout passes first; cond may fail the test itself.
+// waitUntil fails the test unless cond holds within timeout; cond may fail
+// the test itself.
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
+	if err := proc.Eventually(t.Context(), timeout, func() (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 
@@ -303,39 +155,18 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 // crash that nothing in-process can imitate.
 func (i *instance) kill() {
 	i.t.Helper()
-	p := i.cur()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !p.exited() {
-		i.t.Fatalf("SIGKILL run %d: %v", p.n, err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		i.t.Fatalf("run %d still not reaped 10s after SIGKILL", p.n)
+	if err := i.cur().Kill(); err != nil {
+		i.t.Fatalf("run %d: %v", i.cur().Number(), err)
 	}
 	i.client.CloseIdleConnections()
 }
 
-// terminate sends SIGTERM to the current process and waits up to within for it
-// to exit. It returns the exit code, or -1 when the process had to be killed or
-// died of a signal; the test fails when the deadline passes.
-func (i *instance) terminate(within time.Duration) int {
-	i.t.Helper()
-	p := i.cur()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !p.exited() {
-		i.t.Fatalf("SIGTERM run %d: %v", p.n, err)
-	}
-	timer := time.NewTimer(within)
-	defer timer.Stop()
-	select {
-	case <-p.done:
-	case <-timer.C:
-		i.t.Errorf("run %d did not exit within %v of SIGTERM; killing it", p.n, within)
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return -1
-	}
+// stop sends SIGTERM to the current process and waits up to within for it to
+// exit, killing it after that; it is nil only for exit status 0.
+func (i *instance) stop(within time.Duration) error {
+	err := i.cur().Stop(within)
 	i.client.CloseIdleConnections()
-	return p.state.ExitCode()
+	return err
 }
 
 // stopCleanly ends a test's last run with SIGTERM and insists on exit 0: a
@@ -346,155 +177,27 @@ func (i *instance) stopCleanly() {
 	// http.Server.Shutdown waits up to 5s for such "new" connections; hang up
 	// first so a quiet stop is quick. (The SIGTERM-under-load test does not.)
 	i.client.CloseIdleConnections()
-	if code := i.terminate(30 * time.Second); code != 0 {
-		i.t.Errorf("after SIGTERM run %d exited with %s; want exit status 0", i.cur().n, i.cur().exitDesc())
+	if err := i.stop(30 * time.Second); err != nil {
+		i.t.Errorf("run %d: %v; want exit status 0 after SIGTERM", i.cur().Number(), err)
 	}
 }
 
 // cleanup kills whatever still runs and, when the test failed, prints the tail
-// of every run's output and keeps the full logs.
+// of every run's output and keeps the full log.
 func (i *instance) cleanup() {
-	for _, p := range i.runs {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			select {
-			case <-p.done:
-			case <-time.After(10 * time.Second):
-			}
-		}
-		p.log.close()
+	if p := i.cur(); p != nil {
+		_ = p.Kill()
 	}
 	i.client.CloseIdleConnections()
+	_ = i.log.Close()
 	if !i.t.Failed() {
-		os.RemoveAll(i.logDir)
+		os.RemoveAll(filepath.Dir(i.log.Name()))
 		return
 	}
-	for _, p := range i.runs {
-		i.t.Logf("---- handoff run %d (%s), last %d bytes of output:\n%s", p.n, p.exitDesc(), logTail, p.log.tail())
+	for _, p := range i.files.Runs() {
+		i.t.Logf("---- handoff run %d (%s), last %d lines of output:\n%s", p.Number(), p.Exit(), logTail, p.Tail(logTail))
 	}
-	i.t.Logf("full output of every run kept in %s", i.logDir)
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// exitDesc says how the process ended, for failure messages.
-func (p *process) exitDesc() string {
-	if !p.exited() {
-		return "still running"
-	}
-	return p.state.String() // "exit status 1", "signal: killed"
-}
-
-// childEnv is the test's environment without any HANDOFF_* variable (they
-// override flags and would point the child at someone else's data), plus the
-// API token and an admin password so that none is generated and printed.
-func childEnv(token, adminPassword string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HANDOFF_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "HANDOFF_API_TOKEN="+token, "HANDOFF_ADMIN_PASSWORD="+adminPassword)
-}
-
-// listeningAddr recognises the slog line that announces the bound address.
-func listeningAddr(line []byte) (string, bool) {
-	var rec struct {
-		Msg  string `json:"msg"`
-		Addr string `json:"addr"`
-	}
-	if json.Unmarshal(line, &rec) != nil || rec.Msg != "listening" {
-		return "", false
-	}
-	if _, _, err := net.SplitHostPort(rec.Addr); err != nil {
-		return "", false
-	}
-	return rec.Addr, true
-}
-
-// runLog keeps one run's output: all of it in a file, the end of it in memory.
-type runLog struct {
-	mu   sync.Mutex
-	f    *os.File
-	last []byte
-}
-
-func (l *runLog) writeLine(prefix string, line []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	rec := prefix + string(line) + "\n"
-	if l.f != nil {
-		_, _ = l.f.WriteString(rec)
-	}
-	l.last = append(l.last, rec...)
-	if len(l.last) > 4*logTail {
-		l.last = append([]byte(nil), l.last[len(l.last)-logTail:]...)
-	}
-}
-
-func (l *runLog) tail() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.last) > logTail {
-		return string(l.last[len(l.last)-logTail:])
-	}
-	return string(l.last)
-}
-
-func (l *runLog) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f != nil {
-		_ = l.f.Close()
-		l.f = nil
-	}
-}
-
-// lineWriter splits one output stream into lines for a runLog. os/exec calls
-// Write from a single goroutine per stream, so it needs no lock of its own.
-type lineWriter struct {
-	log     *runLog
-	prefix  string
-	onLine  func([]byte)
-	partial []byte
-}
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	w.partial = append(w.partial, b...)
-	rest := w.partial
-	for {
-		n := bytes.IndexByte(rest, '\n')
-		if n < 0 {
-			break
-		}
-		w.line(rest[:n])
-		rest = rest[n+1:]
-	}
-	w.partial = append(w.partial[:0], rest...)
-	return len(b), nil
-}
-
-// flush hands over a last line that had no newline; called after Wait.
-func (w *lineWriter) flush() {
-	if len(w.partial) > 0 {
-		w.line(w.partial)
-		w.partial = nil
-	}
-}
-
-func (w *lineWriter) line(b []byte) {
-	if w.onLine != nil {
-		w.onLine(b)
-	}
-	w.log.writeLine(w.prefix, b)
+	i.t.Logf("full output of every run kept in %s", i.log.Name())
 }
 
 func randomHex(t *testing.T, n int) string {
@@ -588,7 +291,7 @@ type draftView struct {
 
 // status is the status code of GET path on the current process.
 func (i *instance) status(path string) (int, error) {
-	resp, err := i.client.Get(i.cur().baseURL + path)
+	resp, err := i.client.Get(i.cur().URL() + path)
 	if err != nil {
 		return 0, err
 	}
@@ -603,7 +306,7 @@ func (i *instance) postHook(id string) (hookResult, error) {
 	if err != nil {
 		return hookResult{}, err
 	}
-	resp, err := i.client.Post(i.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+	resp, err := i.client.Post(i.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return hookResult{}, err
 	}
@@ -625,7 +328,7 @@ var errNoEvent = errors.New("event not found (404)")
 // event fetches one event's timeline with the API token.
 func (i *instance) event(key string) (eventView, error) {
 	var v eventView
-	req, err := http.NewRequest(http.MethodGet, i.cur().baseURL+"/api/v1/events/"+url.PathEscape(key), nil)
+	req, err := http.NewRequest(http.MethodGet, i.cur().URL()+"/api/v1/events/"+url.PathEscape(key), nil)
 	if err != nil {
 		return v, err
 	}

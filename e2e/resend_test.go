@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/proc"
 )
 
 // What lies below handoff's own retries can resend too: Go's http.Transport
@@ -222,7 +224,7 @@ func rsPostHooks(t *testing.T, inst *instance, prefix string, n int) []string {
 		conv := fmt.Sprintf("+1555060%04d", k)
 		keys[k] = "demo:" + id
 		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "hi"})
-		resp, err := inst.client.Post(inst.cur().baseURL+"/hooks/demo", "application/json", bytes.NewReader(body))
+		resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
 		if err != nil {
 			t.Fatalf("POST /hooks/demo %s: %v", id, err)
 		}
@@ -268,24 +270,19 @@ func rsSettle(t *testing.T, inst *instance, keys []string, within time.Duration)
 		rows[key] = row
 		return true
 	}
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
+	err := proc.Eventually(t.Context(), within, func() (bool, error) {
 		clear(last)
 		for _, key := range keys {
 			if _, done := rows[key]; !done {
 				settled(key)
 			}
 		}
-		if len(rows) == len(keys) {
-			return rows
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for the replies to settle: %d settled, the others %s", within, len(rows), rsCount(last))
-		}
-		<-tick.C
+		return len(rows) == len(keys), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the replies to settle: %v: %d settled, the others %s", err, len(rows), rsCount(last))
 	}
+	return rows
 }
 
 func rsFinal(status string) bool {

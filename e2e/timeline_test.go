@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/proc"
 )
 
 // Job and attempt vocabulary from the contract.
@@ -53,13 +55,13 @@ func drafted(v eventView) (done bool, fatal string) {
 // the deadline passes, and returns the final timelines.
 func waitAllDrafted(t *testing.T, inst *instance, keys []string, timeout time.Duration) map[string]eventView {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	final := make(map[string]eventView, len(keys))
 	pending := slices.Clone(keys)
-	tick := time.NewTicker(10 * pollInterval) // a round is hundreds of GETs; no need to hammer
-	defer tick.Stop()
-	for {
-		views, err := inst.events(pending)
+	var views map[string]eventView
+	// A round is hundreds of GETs; Eventually pauses as long as one takes.
+	err := proc.Eventually(t.Context(), timeout, func() (bool, error) {
+		var err error
+		views, err = inst.events(pending)
 		if err != nil {
 			t.Fatalf("polling for drafts: %v", err)
 		}
@@ -77,19 +79,17 @@ func waitAllDrafted(t *testing.T, inst *instance, keys []string, timeout time.Du
 			}
 		}
 		pending = still
-		if len(pending) == 0 {
-			return final
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		var b strings.Builder
+		for _, k := range pending[:min(5, len(pending))] {
+			fmt.Fprintf(&b, "\n  %s: %s", k, describe(views[k]))
 		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, k := range pending[:min(5, len(pending))] {
-				fmt.Fprintf(&b, "\n  %s: %s", k, describe(views[k]))
-			}
-			t.Fatalf("%d of %d events still not drafted (job completed, draft %s) after %v; for example:%s",
-				len(pending), len(keys), draftPendingApproval, timeout, b.String())
-		}
-		<-tick.C
+		t.Fatalf("%d of %d events still not drafted (job completed, draft %s): %v; for example:%s",
+			len(pending), len(keys), draftPendingApproval, err, b.String())
 	}
+	return final
 }
 
 // describe summarises a timeline's jobs and draft for failure messages.
@@ -229,27 +229,24 @@ func checkNoOpenAttemptBefore(t *testing.T, views map[string]eventView, before t
 // returns that key. Tests call it before a kill or SIGTERM so that the signal
 // provably lands while a draft is mid-run.
 func waitForRunningJob(inst *instance, keys func() []string, timeout time.Duration) (string, error) {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
+	var running string
+	err := proc.Eventually(inst.t.Context(), timeout, func() (bool, error) {
 		for _, k := range keys() {
 			v, err := inst.event(k)
 			if err != nil {
-				return "", err
+				return false, err
 			}
 			for _, j := range v.Jobs {
 				if j.State == jobRunning {
-					return k, nil
+					running = k
+					return true, nil
 				}
 			}
-			if time.Now().After(deadline) {
-				break
-			}
 		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no job in state %s within %v", jobRunning, timeout)
-		}
-		<-tick.C
+		return false, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("no job in state %s: %w", jobRunning, err)
 	}
+	return running, nil
 }

@@ -9,11 +9,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -21,8 +18,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,83 +25,26 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/handoff/handoff/proc"
 )
-
-// modulePath is what TestMain builds: the main package at the repo root.
-const modulePath = "github.com/handoff/handoff"
 
 // chromiumPath is Debian's Chromium, which the CI script installs.
 const chromiumPath = "/usr/bin/chromium"
 
 const (
-	// startTimeout bounds how long the server may take to say where it listens.
+	// startTimeout bounds how long the server may take to listen and be ready.
 	startTimeout = 20 * time.Second
 	// stepTimeout bounds one browser step (a navigation, a wait for an element).
 	stepTimeout = 15 * time.Second
-	// pollInterval is the ticker of every wait-for-condition loop.
-	pollInterval = 25 * time.Millisecond
-	// logTail is how much server output a failing test prints.
-	logTail = 8 << 10
+	// logTail is how many lines of server output a failing test prints.
+	logTail = 60
 )
 
-var (
-	// binPath is the handoff binary that TestMain builds once for the package.
-	binPath string
-	// buildErr is why that build failed; every test reports it.
-	buildErr error
-	// repo is the repository root; screenshots go under repo/testdata/out/browser.
-	repo string
-)
-
+// TestMain removes the binary that the first test built (proc.Binary).
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-// runTests builds the binary, runs the tests and removes the binary, in a
-// function of its own so the deferred removal runs before os.Exit.
-func runTests(m *testing.M) int {
-	flag.Parse()
-	if testing.Short() {
-		return m.Run() // the tests skip themselves; building would only cost time
-	}
-	var err error
-	if repo, err = repoRoot(); err != nil {
-		buildErr = err
-		return m.Run()
-	}
-	dir, err := os.MkdirTemp("", "handoff-browser-bin-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "browser: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binPath = filepath.Join(dir, "handoff")
-	cmd := exec.Command("go", "build", "-o", binPath, modulePath)
-	cmd.Dir = repo
-	if out, err := cmd.CombinedOutput(); err != nil {
-		buildErr = fmt.Errorf("cannot build the handoff binary (go build -o %s %s, in %s): %v\n%s",
-			binPath, modulePath, repo, err, bytes.TrimSpace(out))
-		fmt.Fprintf(os.Stderr, "browser: %v\n", buildErr)
-	}
-	return m.Run()
-}
-
-// repoRoot walks up from the package folder to the folder holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod found above e2e/browser")
-		}
-		dir = parent
-	}
+	code := m.Run()
+	proc.RemoveBinary()
+	os.Exit(code)
 }
 
 // requireEnvironment stops a test that cannot run. A missing browser is a
@@ -117,8 +55,8 @@ func requireEnvironment(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test: starts the real binary and Chromium; skipped with -short")
 	}
-	if buildErr != nil {
-		t.Fatalf("%v", buildErr)
+	if _, err := proc.Binary(); err != nil {
+		t.Fatalf("%v", err)
 	}
 	if _, err := os.Stat(chromiumPath); err != nil {
 		if ci := os.Getenv("CI"); ci != "" && ci != "0" && !strings.EqualFold(ci, "false") {
@@ -142,9 +80,7 @@ type server struct {
 	url    string // http://127.0.0.1:PORT
 	token  string // HANDOFF_API_TOKEN: an admin bearer token
 	client *http.Client
-	cmd    *exec.Cmd
-	done   chan struct{}
-	out    *tail
+	run    *proc.Process
 }
 
 // startServer creates users, then starts `handoff serve` on a fresh data
@@ -153,78 +89,48 @@ type server struct {
 // stopped with SIGTERM when the test ends.
 func startServer(t *testing.T, users ...user) *server {
 	t.Helper()
-	data := t.TempDir()
-	s := &server{
-		t:      t,
-		token:  randomHex(t, 24),
-		client: &http.Client{Timeout: 10 * time.Second},
-		done:   make(chan struct{}),
-		out:    &tail{},
+	bin, err := proc.Binary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	env := childEnv(s.token, randomHex(t, 12))
+	token := randomHex(t, 24)
+	inst := &proc.Instance{
+		Binary: bin,
+		Dir:    t.TempDir(),
+		Env:    []string{"HANDOFF_API_TOKEN=" + token, "HANDOFF_ADMIN_PASSWORD=" + randomHex(t, 12)},
+		Within: startTimeout,
+	}
 	for _, u := range users {
 		// The SPEC's order: --data DIR NAME --role R.
-		cmd := exec.Command(binPath, "user", "add", "--data", data, u.name, "--role", u.role)
-		cmd.Env = env
+		cmd := exec.Command(bin, "user", "add", "--data", inst.Data(), u.name, "--role", u.role)
+		cmd.Env = proc.Environ(inst.Env...)
 		cmd.Stdin = strings.NewReader(u.password + "\n")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("handoff user add %s --role %s: %v\n%s", u.name, u.role, err, out)
 		}
 	}
-
-	addrCh := make(chan string, 1)
-	onLine := func(line []byte) {
-		if addr, ok := listeningAddr(line); ok {
-			select {
-			case addrCh <- addr:
-			default:
-			}
-		}
-	}
-	s.cmd = exec.Command(binPath, "serve", "--data", data, "--addr", "127.0.0.1:0")
-	s.cmd.Env = env
-	s.cmd.Stdout = &lineWriter{out: s.out, onLine: onLine}
-	s.cmd.Stderr = &lineWriter{out: s.out, onLine: onLine}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start handoff serve: %v", err)
-	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.done)
-	}()
+	s := &server{t: t, token: token, client: &http.Client{Timeout: 10 * time.Second}}
 	t.Cleanup(s.stop)
-
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case addr := <-addrCh:
-		s.url = "http://" + addr
-	case <-s.done:
-		t.Fatalf("handoff serve exited (%s) before logging {\"msg\":\"listening\",\"addr\":...}", s.cmd.ProcessState)
-	case <-timer.C:
-		t.Fatalf("handoff serve logged no {\"msg\":\"listening\",\"addr\":...} line within %v", startTimeout)
+	s.run, err = inst.Start(t.Context())
+	if err != nil {
+		t.Fatalf("handoff serve %v", err)
 	}
-	eventually(t, startTimeout, "GET /readyz answers 200", func() (bool, string) {
-		code, _, err := s.request(http.MethodGet, "/readyz", nil)
-		return err == nil && code == http.StatusOK, fmt.Sprintf("last: %d, %v", code, err)
-	})
+	s.url = s.run.URL()
 	return s
 }
 
 // stop ends the server with SIGTERM (SIGKILL after 10s) and prints its
 // output when the test failed.
 func (s *server) stop() {
+	if s.run == nil {
+		return
+	}
 	s.client.CloseIdleConnections()
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.t.Errorf("handoff serve did not exit within 10s of SIGTERM; killing it")
-		_ = s.cmd.Process.Kill()
-		<-s.done
+	if err := s.run.Stop(10 * time.Second); err != nil {
+		s.t.Errorf("handoff serve: %v; want exit status 0 after SIGTERM", err)
 	}
 	if s.t.Failed() {
-		s.t.Logf("---- handoff serve output, last %d bytes:\n%s", logTail, s.out.String())
+		s.t.Logf("---- handoff serve (%s), last %d lines of output:\n%s", s.run.Exit(), logTail, s.run.Tail(logTail))
 	}
 }
 
@@ -369,97 +275,18 @@ func (s *server) sandbox() ([]sandboxMessage, error) {
 	return body.Messages, err
 }
 
-// childEnv is the test's environment without any HANDOFF_* variable (they
-// override flags), plus the API token and the admin's password.
-func childEnv(token, adminPassword string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HANDOFF_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "HANDOFF_API_TOKEN="+token, "HANDOFF_ADMIN_PASSWORD="+adminPassword)
-}
-
-// listeningAddr recognises the slog line that announces the bound address.
-func listeningAddr(line []byte) (string, bool) {
-	var rec struct {
-		Msg  string `json:"msg"`
-		Addr string `json:"addr"`
-	}
-	if json.Unmarshal(line, &rec) != nil || rec.Msg != "listening" {
-		return "", false
-	}
-	if _, _, err := net.SplitHostPort(rec.Addr); err != nil {
-		return "", false
-	}
-	return rec.Addr, true
-}
-
-// tail keeps the end of the server's output for a failing test.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (l *tail) add(line []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(append(l.buf, line...), '\n')
-	if len(l.buf) > 4*logTail {
-		l.buf = append([]byte(nil), l.buf[len(l.buf)-logTail:]...)
-	}
-}
-
-func (l *tail) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > logTail {
-		return string(l.buf[len(l.buf)-logTail:])
-	}
-	return string(l.buf)
-}
-
-// lineWriter splits one output stream into lines. os/exec calls Write from
-// one goroutine per stream.
-type lineWriter struct {
-	out     *tail
-	onLine  func([]byte)
-	partial []byte
-}
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	w.partial = append(w.partial, b...)
-	for {
-		n := bytes.IndexByte(w.partial, '\n')
-		if n < 0 {
-			break
-		}
-		line := w.partial[:n]
-		w.onLine(line)
-		w.out.add(line)
-		w.partial = w.partial[n+1:]
-	}
-	w.partial = append([]byte(nil), w.partial...)
-	return len(b), nil
-}
-
-// eventually polls cond every pollInterval until it holds, failing the test
-// with cond's last word when within passes. It is the only way these tests wait.
+// eventually fails the test with cond's last word unless cond holds within
+// that long. It is the only way these tests wait.
 func eventually(t *testing.T, within time.Duration, what string, cond func() (ok bool, last string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; %s", within, what, last)
-		}
-		<-tick.C
+	var last string
+	err := proc.Eventually(t.Context(), within, func() (bool, error) {
+		var ok bool
+		ok, last = cond()
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v; %s", what, err, last)
 	}
 }
 
@@ -518,6 +345,10 @@ func newBrowser(t *testing.T) *browser {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s did not start within 30s", chromiumPath)
+	}
+	repo, err := proc.Root(".")
+	if err != nil {
+		t.Fatal(err)
 	}
 	b := &browser{t: t, ctx: ctx, shots: filepath.Join(repo, "testdata", "out", "browser")}
 	if err := os.MkdirAll(b.shots, 0o755); err != nil {

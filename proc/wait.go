@@ -1,0 +1,43 @@
+package proc
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// interval is the shortest pause between two calls of a condition.
+const interval = 25 * time.Millisecond
+
+// Eventually calls cond until it reports done and then returns nil. It
+// returns cond's error as soon as there is one, ctx's error when ctx ends,
+// and an error saying so when within passes first; cond is called a last
+// time at the deadline. Between calls it pauses 25ms, or four times as long
+// as the last call took when that is longer, so that a costly check
+// (hundreds of requests) keeps a server busy a fifth of the time at most.
+// It is the one way the harnesses wait: never a sleep.
+func Eventually(ctx context.Context, within time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(within)
+	for {
+		began := time.Now()
+		done, err := cond()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		now := time.Now()
+		left := deadline.Sub(now)
+		if left <= 0 {
+			return fmt.Errorf("not within %v", within)
+		}
+		t := time.NewTimer(min(max(interval, 4*now.Sub(began)), left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
