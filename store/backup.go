@@ -26,9 +26,9 @@ const BackupPrefix = "handoff-backup-"
 func (s *Store) Backup(w io.Writer) (int64, string, error) {
 	h := sha256.New()
 	var n int64
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		var err error
-		n, err = tx.WriteTo(io.MultiWriter(w, h))
+		n, err = tx.tx.WriteTo(io.MultiWriter(w, h))
 		return err
 	})
 	if err != nil {
@@ -268,8 +268,8 @@ type Size struct {
 // Size reports the file's size and free pages.
 func (s *Store) Size() (Size, error) {
 	var sz Size
-	err := s.view(func(tx *bolt.Tx) error {
-		sz.Bytes = tx.Size()
+	err := s.view(func(tx *Tx) error {
+		sz.Bytes = tx.tx.Size()
 		return nil
 	})
 	st := s.db.Stats()

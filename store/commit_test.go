@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 func TestRecordEventConcurrentDistinctKeys(t *testing.T) {
@@ -150,9 +148,9 @@ func TestCommitRoundWithFailingCallers(t *testing.T) {
 			batch := make([]*writeReq, len(tt.fail))
 			for i, fail := range tt.fail {
 				k := []byte(fmt.Sprintf("test-%d-%d", ti, i))
-				batch[i] = &writeReq{done: make(chan error, 1), fn: func(tx *bolt.Tx) error {
+				batch[i] = &writeReq{done: make(chan error, 1), fn: func(tx *Tx) error {
 					runs[i]++
-					if err := tx.Bucket(bucketMeta).Put(k, []byte("written")); err != nil {
+					if err := tx.bucket(bucketMeta).Put(k, []byte("written")); err != nil {
 						return err
 					}
 					if fail {
@@ -207,11 +205,11 @@ func TestUpdateConcurrentFailingCallers(t *testing.T) {
 		runs := make([]atomic.Int32, good+bad)
 		together(good+bad, func(i int) {
 			k := []byte(fmt.Sprintf("test-%d-%d", r, i))
-			errs[i] = st.update(context.Background(), func(tx *bolt.Tx) error {
+			errs[i] = st.update(context.Background(), func(tx *Tx) error {
 				if runs[i].Add(1) > 1 {
 					reran.Add(1)
 				}
-				if err := tx.Bucket(bucketMeta).Put(k, []byte("written")); err != nil {
+				if err := tx.bucket(bucketMeta).Put(k, []byte("written")); err != nil {
 					return err
 				}
 				if i >= good {
@@ -299,7 +297,7 @@ func TestReopenKeepsRecords(t *testing.T) {
 func countKeys(t testing.TB, st *Store, bucket []byte) int {
 	t.Helper()
 	n := 0
-	if err := st.view(func(tx *bolt.Tx) error { n = tx.Bucket(bucket).Stats().KeyN; return nil }); err != nil {
+	if err := st.view(func(tx *Tx) error { n = tx.bucket(bucket).Stats().KeyN; return nil }); err != nil {
 		t.Fatalf("count %s: %v", bucket, err)
 	}
 	return n
@@ -308,8 +306,8 @@ func countKeys(t testing.TB, st *Store, bucket []byte) int {
 func metaGet(t testing.TB, st *Store, k string) []byte {
 	t.Helper()
 	var v []byte
-	if err := st.view(func(tx *bolt.Tx) error {
-		v = slices.Clone(tx.Bucket(bucketMeta).Get([]byte(k)))
+	if err := st.view(func(tx *Tx) error {
+		v = slices.Clone(tx.bucket(bucketMeta).Get([]byte(k)))
 		return nil
 	}); err != nil {
 		t.Fatalf("read meta %s: %v", k, err)

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Dead-letter kinds.
@@ -67,9 +66,9 @@ func (s *Store) DeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 		f.Limit = 200
 	}
 	out := []DeadLetter{}
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		if f.Kind == "" || f.Kind == DeadJob {
-			c := tx.Bucket(bucketJobsDead).Cursor()
+			c := tx.bucket(bucketJobsDead).Cursor()
 			for k, _ := c.First(); k != nil && len(out) < f.Limit; k, _ = c.Next() {
 				dl, err := deadJob(tx, string(k))
 				if err != nil {
@@ -81,7 +80,7 @@ func (s *Store) DeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 			}
 		}
 		if f.Kind == "" || f.Kind == DeadOutbox {
-			c := tx.Bucket(bucketOutboxByStatus).Cursor()
+			c := tx.bucket(bucketOutboxByStatus).Cursor()
 			for _, st := range []OutboxStatus{OutboxFailed, OutboxNeedsReconciliation} {
 				prefix := append([]byte(st), 0)
 				for k, _ := c.Seek(prefix); k != nil && strings.HasPrefix(string(k), string(prefix)) && len(out) < f.Limit; k, _ = c.Next() {
@@ -122,7 +121,7 @@ func (f DeadLetterFilter) keep(dl DeadLetter) bool {
 // DeadLetter returns one item by job id or outbox id.
 func (s *Store) DeadLetter(id string) (DeadLetter, error) {
 	var dl DeadLetter
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		var err error
 		dl, err = findDeadLetter(tx, id)
 		return err
@@ -130,11 +129,11 @@ func (s *Store) DeadLetter(id string) (DeadLetter, error) {
 	return dl, err
 }
 
-func findDeadLetter(tx *bolt.Tx, id string) (DeadLetter, error) {
-	if tx.Bucket(bucketJobsDead).Get([]byte(id)) != nil {
+func findDeadLetter(tx *Tx, id string) (DeadLetter, error) {
+	if tx.bucket(bucketJobsDead).Get([]byte(id)) != nil {
 		return deadJob(tx, id)
 	}
-	if tx.Bucket(bucketOutbox).Get([]byte(id)) != nil {
+	if outboxTable.has(tx, []byte(id)) {
 		dl, err := deadOutbox(tx, id)
 		if err != nil {
 			return DeadLetter{}, err
@@ -149,9 +148,9 @@ func findDeadLetter(tx *bolt.Tx, id string) (DeadLetter, error) {
 }
 
 // deadJob describes a discarded job.
-func deadJob(tx *bolt.Tx, id string) (DeadLetter, error) {
-	var j Job
-	if err := getJSON(tx.Bucket(bucketJobs), []byte(id), &j); err != nil {
+func deadJob(tx *Tx, id string) (DeadLetter, error) {
+	j, err := tx.Job(id)
+	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dead job %s: %w", id, err)
 	}
 	// A dismissed job is cancelled and off idx_jobs_dead, so it never gets here.
@@ -159,10 +158,10 @@ func deadJob(tx *bolt.Tx, id string) (DeadLetter, error) {
 	switch j.Kind {
 	case KindDraft:
 		dl.EventKey = j.Key
-		if ev, err := eventByKey(tx, j.Key); err == nil {
+		if ev, err := tx.EventByKey(j.Key); err == nil {
 			dl.Channel = ev.Channel
 		}
-		if d, err := draftByEvent(tx, j.Key); err == nil {
+		if d, err := tx.DraftByEvent(j.Key); err == nil {
 			dl.Draft = &d
 			dl.Effects = append(dl.Effects, "draft "+d.ID+" is stored ("+string(d.Status)+")")
 			dl.Safe, dl.Why = true, "the draft is stored and will be reused: no model call"
@@ -170,8 +169,7 @@ func deadJob(tx *bolt.Tx, id string) (DeadLetter, error) {
 			dl.Safe, dl.Why = true, "no draft was stored, so the drafter is called again; nothing has reached the customer"
 		}
 	case KindDeliver:
-		var o Outbox
-		if err := getJSON(tx.Bucket(bucketOutbox), []byte(j.Key), &o); err == nil {
+		if o, err := tx.Outbox(j.Key); err == nil {
 			dl.Outbox, dl.Channel, dl.EventKey = &o, o.Channel, o.EventKey
 			dl.Safe, dl.Why, dl.Effects = outboxSafety(o)
 		}
@@ -182,9 +180,9 @@ func deadJob(tx *bolt.Tx, id string) (DeadLetter, error) {
 }
 
 // deadOutbox describes a reply that failed or may have been sent.
-func deadOutbox(tx *bolt.Tx, id string) (DeadLetter, error) {
-	var o Outbox
-	if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &o); err != nil {
+func deadOutbox(tx *Tx, id string) (DeadLetter, error) {
+	o, err := tx.Outbox(id)
+	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dead outbox row %s: %w", id, err)
 	}
 	dl := DeadLetter{ID: o.ID, Kind: DeadOutbox, Channel: o.Channel, EventKey: o.EventKey, State: string(o.Status), Error: o.Note, Since: o.UpdatedAt, Outbox: &o}
@@ -269,7 +267,7 @@ func (e *UnsafeReplayError) Unwrap() error { return ErrUnconfirmed }
 // either. newID mints a job id when one is needed.
 func (s *Store) ReplayDeadLetter(ctx context.Context, id string, r Replay, maxAttempts int, newID string) (DeadLetter, error) {
 	var out DeadLetter
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		dl, err := findDeadLetter(tx, id)
 		if err != nil {
 			return err
@@ -315,27 +313,25 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, id string, r Replay, maxAt
 
 // reviveJob puts a discarded job back in the queue. retire instead closes it
 // as cancelled (a delivery job whose row got a fresh job).
-func reviveJob(tx *bolt.Tx, j *Job, r Replay, more int, retire bool) error {
-	if err := tx.Bucket(bucketJobsDead).Delete([]byte(j.ID)); err != nil {
-		return err
-	}
-	j.Replays = append(j.Replays, r)
+func reviveJob(tx *Tx, j *Job, r Replay, more int, retire bool) error {
+	old := *j
+	j.Replays = append(slices.Clip(j.Replays), r)
 	j.UpdatedAt = r.At
 	if retire {
 		j.State = JobCancelled
 		j.LastError = "replayed: its reply was requeued with a new delivery job"
-		return putJSON(tx.Bucket(bucketJobs), []byte(j.ID), j)
+		return tx.PutJob(&old, j)
 	}
-	unique := tx.Bucket(bucketJobsUnique)
-	uk := uniqueKey(j.Kind, j.Key)
-	if live := unique.Get(uk); live != nil {
-		return &StateError{What: "job " + j.ID, State: "discarded while job " + string(live) + " for the same key is live", Want: "the only job for its key"}
+	if live, err := tx.LiveJob(j.Kind, j.Key); err == nil {
+		return &StateError{What: "job " + j.ID, State: "discarded while job " + live.ID + " for the same key is live", Want: "the only job for its key"}
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
 	}
 	j.State, j.RunAt, j.MaxAttempts = JobAvailable, r.At, j.Attempt+more
 	if r.Regenerate {
 		// The version to make is fixed now, so a retried attempt cannot make two.
 		next := 1
-		if d, err := draftByEvent(tx, j.Key); err == nil {
+		if d, err := tx.DraftByEvent(j.Key); err == nil {
 			if d.Status == DraftApproved {
 				return &StateError{What: "draft " + d.ID, State: "approved", Want: "pending or rejected to be regenerated"}
 			}
@@ -343,37 +339,31 @@ func reviveJob(tx *bolt.Tx, j *Job, r Replay, more int, retire bool) error {
 		}
 		j.Payload = []byte(fmt.Sprintf(`{"regenerate_version":%d}`, next))
 	}
-	if err := unique.Put(uk, []byte(j.ID)); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketJobsReady).Put(timeKey(j.RunAt, j.ID), nil); err != nil {
-		return err
-	}
-	return putJSON(tx.Bucket(bucketJobs), []byte(j.ID), j)
+	return tx.PutJob(&old, j)
 }
 
 // requeueOutbox sends a reply again with the same id and key.
-func requeueOutbox(tx *bolt.Tx, o *Outbox, r Replay, maxAttempts int, newID string) error {
-	old := o.Status
-	switch old {
+func requeueOutbox(tx *Tx, o *Outbox, r Replay, maxAttempts int, newID string) error {
+	old := *o
+	switch old.Status {
 	case OutboxFailed, OutboxNeedsReconciliation, OutboxEffectPending, OutboxPending:
 		// pending: its delivery job died before sending; a new job sends it.
 	default:
-		return &StateError{What: "outbox row " + o.ID, State: string(old), Want: "pending, failed, needs_reconciliation or effect_pending"}
+		return &StateError{What: "outbox row " + o.ID, State: string(old.Status), Want: "pending, failed, needs_reconciliation or effect_pending"}
 	}
 	// Back in the queue, it is back on the list if it fails again.
 	o.Status, o.ExecutionID, o.Note, o.UpdatedAt, o.Dismissed = OutboxPending, "", "", r.At, nil
-	o.Replays = append(o.Replays, r)
+	o.Replays = append(slices.Clip(o.Replays), r)
 	if _, _, err := enqueue(tx, NewJob{ID: newID, Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, r.At); err != nil {
 		return err
 	}
-	return setOutbox(tx, o, old)
+	return tx.PutOutbox(&old, o)
 }
 
 // DismissDeadLetter takes an item off the list with a reason; a discarded
 // job becomes cancelled.
 func (s *Store) DismissDeadLetter(ctx context.Context, id string, d Dismissal) error {
-	return s.update(ctx, func(tx *bolt.Tx) error {
+	return s.update(ctx, func(tx *Tx) error {
 		dl, err := findDeadLetter(tx, id)
 		if err != nil {
 			return err
@@ -383,17 +373,16 @@ func (s *Store) DismissDeadLetter(ctx context.Context, id string, d Dismissal) e
 		}
 		if dl.Kind == DeadJob {
 			j := dl.Job
-			if err := tx.Bucket(bucketJobsDead).Delete([]byte(j.ID)); err != nil {
-				return err
-			}
+			old := *j
 			j.State, j.Dismissed, j.UpdatedAt = JobCancelled, &d, d.At
-			if err := putJSON(tx.Bucket(bucketJobs), []byte(j.ID), j); err != nil {
+			if err := tx.PutJob(&old, j); err != nil {
 				return err
 			}
 		} else {
 			o := dl.Outbox
+			old := *o
 			o.Dismissed, o.UpdatedAt = &d, d.At
-			if err := putJSON(tx.Bucket(bucketOutbox), []byte(o.ID), o); err != nil {
+			if err := tx.PutOutbox(&old, o); err != nil {
 				return err
 			}
 		}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // DraftStatus is where a draft is on its way to a person's decision.
@@ -92,9 +90,9 @@ func (s *Store) SaveDraft(ctx context.Context, draft Draft) (Draft, bool, error)
 // DraftByEvent returns the draft stored for an event key.
 func (s *Store) DraftByEvent(eventKey string) (Draft, error) {
 	var d Draft
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		var err error
-		d, err = draftByEvent(tx, eventKey)
+		d, err = tx.DraftByEvent(eventKey)
 		return err
 	})
 	if err != nil {
@@ -110,55 +108,49 @@ func draftStatusKey(d Draft) []byte {
 // Draft returns one draft by id.
 func (s *Store) Draft(id string) (Draft, error) {
 	var d Draft
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketDrafts), []byte(id), &d) })
+	err := s.view(func(tx *Tx) error {
+		var err error
+		d, err = tx.Draft(id)
+		return err
+	})
 	if err != nil {
 		return Draft{}, fmt.Errorf("store: draft %s: %w", id, err)
 	}
 	return d, nil
 }
 
-// draftByEvent reads the current draft of the event key inside tx:
-// ErrNotFound when the event has none.
-func draftByEvent(tx *bolt.Tx, eventKey string) (Draft, error) {
-	id := tx.Bucket(bucketDraftsByEvent).Get([]byte(eventKey))
-	if id == nil {
-		return Draft{}, ErrNotFound
-	}
-	var d Draft
-	if err := getJSON(tx.Bucket(bucketDrafts), id, &d); err != nil {
-		// A dangling index is damage, not absence: it must not read as ErrNotFound.
-		return Draft{}, fmt.Errorf("idx_drafts_by_event points at draft %s, which cannot be read: %v", id, err)
-	}
-	return d, nil
+// Draft reads one draft by id: ErrNotFound when there is none.
+func (tx *Tx) Draft(id string) (Draft, error) { return draftsTable.get(tx, []byte(id)) }
+
+// DraftByEvent reads the current draft of the event key (its newest
+// version): ErrNotFound when the event has none.
+func (tx *Tx) DraftByEvent(eventKey string) (Draft, error) {
+	return draftsTable.lookup(tx, &draftsByEvent, []byte(eventKey))
 }
 
-// setDraftStatus moves d to status, keeping idx_drafts_by_status and the
-// per-status counts in step.
-func setDraftStatus(tx *bolt.Tx, d *Draft, status DraftStatus) error {
-	if err := unindexDraft(tx, *d); err != nil {
-		return err
+// PutDraft writes d over old, the draft as read in this transaction (nil:
+// d is a new draft, which becomes its event's current one), moving its
+// index entries and the per-status counts.
+func (tx *Tx) PutDraft(old, d *Draft) error {
+	if old == nil || old.Status != d.Status {
+		if old != nil {
+			if err := addCount(tx, draftCountKey(old.Status), -1); err != nil {
+				return err
+			}
+		}
+		if err := addCount(tx, draftCountKey(d.Status), 1); err != nil {
+			return err
+		}
 	}
-	d.Status = status
-	if err := indexDraft(tx, *d); err != nil {
-		return err
-	}
-	return putJSON(tx.Bucket(bucketDrafts), []byte(d.ID), d)
+	return draftsTable.put(tx, old, d)
 }
 
-// indexDraft adds d to idx_drafts_by_status and its status's count.
-func indexDraft(tx *bolt.Tx, d Draft) error {
-	if err := tx.Bucket(bucketDraftsByStatus).Put(draftStatusKey(d), nil); err != nil {
+// DeleteDraft removes the stored draft d, its index entries and its count.
+func (tx *Tx) DeleteDraft(d *Draft) error {
+	if err := addCount(tx, draftCountKey(d.Status), -1); err != nil {
 		return err
 	}
-	return addCount(tx, draftCountKey(d.Status), 1)
-}
-
-// unindexDraft removes d from idx_drafts_by_status and its status's count.
-func unindexDraft(tx *bolt.Tx, d Draft) error {
-	if err := tx.Bucket(bucketDraftsByStatus).Delete(draftStatusKey(d)); err != nil {
-		return err
-	}
-	return addCount(tx, draftCountKey(d.Status), -1)
+	return draftsTable.delete(tx, d)
 }
 
 // ConflictError is a decision that contradicts an earlier one (reject after
@@ -197,19 +189,19 @@ type Approved struct {
 // written. Approving a rejected draft is a *ConflictError.
 func (s *Store) ApproveDraft(ctx context.Context, id string, approval Approval) (Approved, error) {
 	var out Approved
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		out = Approved{}
 		a := approval // a round may run twice: start from the caller's values
-		var d Draft
-		if err := getJSON(tx.Bucket(bucketDrafts), []byte(id), &d); err != nil {
+		d, err := tx.Draft(id)
+		if err != nil {
 			return err
 		}
 		switch d.Status {
 		case DraftRejected:
 			return &ConflictError{Draft: d}
 		case DraftApproved:
-			var o Outbox
-			if err := getJSON(tx.Bucket(bucketOutbox), []byte(d.OutboxID), &o); err != nil {
+			o, err := tx.Outbox(d.OutboxID)
+			if err != nil {
 				return fmt.Errorf("approved draft's outbox row %s: %w", d.OutboxID, err)
 			}
 			out = Approved{Draft: d, Outbox: o}
@@ -226,10 +218,11 @@ func (s *Store) ApproveDraft(ctx context.Context, id string, approval Approval) 
 			a.Text = d.Text
 		}
 		a.Edited = a.Text != d.Text
-		ev, err := eventByKey(tx, d.EventKey)
+		ev, err := tx.EventByKey(d.EventKey)
 		if err != nil {
 			return fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
 		}
+		old := d
 		dec := a.Decision
 		d.Decision = &dec
 		d.OutboxID = OutboxID(d.ConversationID, d.ID)
@@ -245,7 +238,8 @@ func (s *Store) ApproveDraft(ctx context.Context, id string, approval Approval) 
 		if _, _, err := enqueue(tx, NewJob{ID: a.JobID, Kind: KindDeliver, Key: o.ID, MaxAttempts: a.MaxAttempts}, d.CorrelationID, a.At); err != nil {
 			return err
 		}
-		if err := setDraftStatus(tx, &d, DraftApproved); err != nil {
+		d.Status = DraftApproved
+		if err := tx.PutDraft(&old, &d); err != nil {
 			return err
 		}
 		detail := "approved as written"
@@ -278,10 +272,10 @@ type Rejected struct {
 // draft is a *ConflictError.
 func (s *Store) RejectDraft(ctx context.Context, id string, dec Decision) (Rejected, error) {
 	var out Rejected
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		out = Rejected{} // a round may run twice: start from nothing
-		var d Draft
-		if err := getJSON(tx.Bucket(bucketDrafts), []byte(id), &d); err != nil {
+		d, err := tx.Draft(id)
+		if err != nil {
 			return err
 		}
 		switch d.Status {
@@ -291,9 +285,10 @@ func (s *Store) RejectDraft(ctx context.Context, id string, dec Decision) (Rejec
 			out = Rejected{Draft: d}
 			return nil
 		}
+		old := d
 		mine := dec
-		d.Decision = &mine
-		if err := setDraftStatus(tx, &d, DraftRejected); err != nil {
+		d.Decision, d.Status = &mine, DraftRejected
+		if err := tx.PutDraft(&old, &d); err != nil {
 			return err
 		}
 		if err := writeAudit(tx, AuditEntry{At: dec.At, Who: dec.By, From: dec.From, Action: "reject draft", Target: d.ID, Detail: dec.Reason}); err != nil {
@@ -336,10 +331,9 @@ func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial b
 		f.Limit = 50
 	}
 	page = []Draft{}
-	err = s.view(func(tx *bolt.Tx) error {
-		drafts := tx.Bucket(bucketDrafts)
+	err = s.view(func(tx *Tx) error {
 		prefix := append([]byte(f.Status), 0)
-		c := tx.Bucket(bucketDraftsByStatus).Cursor()
+		c := tx.bucket(bucketDraftsByStatus).Cursor()
 		k, _ := c.Seek(prefix)
 		if f.After != nil {
 			k, _ = c.Seek(f.After)
@@ -357,8 +351,8 @@ func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial b
 			}
 			last = k
 			_, id := splitTimeKey(k[len(prefix):])
-			var d Draft
-			if err := getJSON(drafts, []byte(id), &d); err != nil {
+			d, err := tx.Draft(id)
+			if err != nil {
 				return fmt.Errorf("status index points at draft %s: %w", id, err)
 			}
 			scanned++
@@ -383,10 +377,10 @@ func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft
 		out     Draft
 		created bool
 	)
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		out, created = Draft{}, false
 		d := draft // a round may run twice: start from the caller's values
-		cur, err := draftByEvent(tx, d.EventKey)
+		cur, err := tx.DraftByEvent(d.EventKey)
 		hasCur := err == nil
 		switch {
 		case hasCur:
@@ -401,7 +395,7 @@ func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft
 		case !errors.Is(err, ErrNotFound):
 			return err
 		}
-		ev, err := eventByKey(tx, d.EventKey)
+		ev, err := tx.EventByKey(d.EventKey)
 		if err != nil {
 			return fmt.Errorf("event %s: %w", d.EventKey, err)
 		}
@@ -411,8 +405,10 @@ func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft
 		if hasCur {
 			d.Replaces = cur.ID
 			if cur.Status == DraftPending {
+				old := cur
 				cur.Decision = &Decision{By: "regeneration", At: d.CreatedAt, Reason: "replaced by " + d.ID}
-				if err := setDraftStatus(tx, &cur, DraftRejected); err != nil {
+				cur.Status = DraftRejected
+				if err := tx.PutDraft(&old, &cur); err != nil {
 					return err
 				}
 			}
@@ -432,7 +428,7 @@ func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft
 // DraftVersions lists every stored draft of an event, oldest first.
 func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
 	var out []Draft
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		out = draftsOf(tx, eventKey)
 		return nil
 	})
@@ -441,14 +437,8 @@ func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
 
 // insertDraft writes d as the current draft of its event with its indexes,
 // and moves the lead forward in the same transaction.
-func insertDraft(tx *bolt.Tx, d Draft, ev Event) error {
-	if err := putJSON(tx.Bucket(bucketDrafts), []byte(d.ID), d); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketDraftsByEvent).Put([]byte(d.EventKey), []byte(d.ID)); err != nil {
-		return err
-	}
-	if err := indexDraft(tx, d); err != nil {
+func insertDraft(tx *Tx, d Draft, ev Event) error {
+	if err := tx.PutDraft(nil, &d); err != nil {
 		return err
 	}
 	return advanceOnDraft(tx, d, ev.Contact, d.CreatedAt)

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // recordVersion is the version field of every JSON record this binary writes.
@@ -62,42 +61,10 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded
 		return Recorded{}, fmt.Errorf("store: record event %s: %w", ev.Key, err)
 	}
 	var out Recorded
-	err = s.update(ctx, func(tx *bolt.Tx) error {
-		out = Recorded{}
-		byKey := tx.Bucket(bucketEventsByKey)
-		events := tx.Bucket(bucketEvents)
-		if id := byKey.Get([]byte(ev.Key)); id != nil {
-			var first Event
-			if err := getJSON(events, id, &first); err != nil {
-				return fmt.Errorf("store: event %s indexed but unreadable: %w", ev.Key, err)
-			}
-			first.Duplicates++
-			at := ev.ReceivedAt
-			first.LastDuplicateAt = &at
-			if first.FirstDuplicateAt == nil {
-				first.FirstDuplicateAt = &at
-			}
-			out.Event = first
-			return putJSON(events, id, first)
-		}
-		if err := events.Put([]byte(ev.ID), evRaw); err != nil {
-			return err
-		}
-		if err := byKey.Put([]byte(ev.Key), []byte(ev.ID)); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketEventsByConv).Put(convKey(LeadKey(ev.Channel, ev.ConversationID), ev.ID), nil); err != nil {
-			return err
-		}
-		if err := receiveOnHandoff(tx, ev); err != nil {
-			return err
-		}
-		j, _, err := enqueueEncoded(tx, j, jobRaw)
-		if err != nil {
-			return err
-		}
-		out = Recorded{Event: ev, Created: true, Job: j}
-		return nil
+	err = s.update(ctx, func(tx *Tx) error {
+		var err error
+		out, err = recordEvent(tx, &ev, evRaw, &j, jobRaw)
+		return err
 	})
 	if err != nil {
 		return Recorded{}, fmt.Errorf("store: record event %s: %w", ev.Key, err)
@@ -105,12 +72,44 @@ func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded
 	return out, nil
 }
 
+// recordEvent is RecordEvent's write, with ev and j already encoded as
+// evRaw and jobRaw: the committer's one step of every webhook.
+func recordEvent(tx *Tx, ev *Event, evRaw []byte, j *Job, jobRaw []byte) (Recorded, error) {
+	if first, err := tx.EventByKey(ev.Key); err == nil {
+		return recordDuplicate(tx, first, ev.ReceivedAt)
+	} else if !errors.Is(err, ErrNotFound) {
+		return Recorded{}, err
+	}
+	if err := eventsTable.insertRaw(tx, ev, evRaw); err != nil {
+		return Recorded{}, err
+	}
+	if err := receiveOnHandoff(tx, *ev); err != nil {
+		return Recorded{}, err
+	}
+	live, _, err := enqueueEncoded(tx, j, jobRaw)
+	if err != nil {
+		return Recorded{}, err
+	}
+	return Recorded{Event: *ev, Created: true, Job: live}, nil
+}
+
+// recordDuplicate counts a duplicate received at at on the first event.
+func recordDuplicate(tx *Tx, first Event, at time.Time) (Recorded, error) {
+	old := first
+	first.Duplicates++
+	first.LastDuplicateAt = &at
+	if first.FirstDuplicateAt == nil {
+		first.FirstDuplicateAt = &at
+	}
+	return Recorded{Event: first}, eventsTable.put(tx, &old, &first)
+}
+
 // EventByKey returns the event recorded under key.
 func (s *Store) EventByKey(key string) (Event, error) {
 	var ev Event
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		var err error
-		ev, err = eventByKey(tx, key)
+		ev, err = tx.EventByKey(key)
 		return err
 	})
 	if err != nil {
@@ -119,19 +118,18 @@ func (s *Store) EventByKey(key string) (Event, error) {
 	return ev, nil
 }
 
-// eventByKey reads the event recorded under key inside tx: ErrNotFound when
-// there is none.
-func eventByKey(tx *bolt.Tx, key string) (Event, error) {
-	id := tx.Bucket(bucketEventsByKey).Get([]byte(key))
-	if id == nil {
-		return Event{}, ErrNotFound
-	}
-	var ev Event
-	if err := getJSON(tx.Bucket(bucketEvents), id, &ev); err != nil {
-		// A dangling index is damage, not absence: it must not read as ErrNotFound.
-		return Event{}, fmt.Errorf("idx_events_by_key points at event %s, which cannot be read: %v", id, err)
-	}
-	return ev, nil
+// Event reads the event with ULID id: ErrNotFound when there is none.
+func (tx *Tx) Event(id string) (Event, error) { return eventsTable.get(tx, []byte(id)) }
+
+// PutEvent writes ev over old, the event as read in this transaction (nil:
+// ev is a new event, refused if its id is taken; a caller checks
+// EventByKey first, as RecordEvent does), moving its index entries.
+func (tx *Tx) PutEvent(old, ev *Event) error { return eventsTable.put(tx, old, ev) }
+
+// EventByKey reads the event recorded under its event key (the dedup
+// index): ErrNotFound when there is none.
+func (tx *Tx) EventByKey(key string) (Event, error) {
+	return eventsTable.lookup(tx, &eventsByKey, []byte(key))
 }
 
 func convKey(lead, eventID string) []byte {
@@ -142,9 +140,8 @@ func convKey(lead, eventID string) []byte {
 // event beforeID, newest last: the context a drafter sees.
 func (s *Store) Conversation(lead, beforeID string, limit int) ([]Event, error) {
 	var out []Event
-	err := s.view(func(tx *bolt.Tx) error {
-		events := tx.Bucket(bucketEvents)
-		c := tx.Bucket(bucketEventsByConv).Cursor()
+	err := s.view(func(tx *Tx) error {
+		c := tx.bucket(bucketEventsByConv).Cursor()
 		prefix := append([]byte(lead), 0)
 		k, _ := c.Seek(convKey(lead, beforeID))
 		if k == nil {
@@ -153,8 +150,8 @@ func (s *Store) Conversation(lead, beforeID string, limit int) ([]Event, error) 
 			k, _ = c.Prev()
 		}
 		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Prev() {
-			var ev Event
-			if err := getJSON(events, k[len(prefix):], &ev); err != nil {
+			ev, err := tx.Event(string(k[len(prefix):]))
+			if err != nil {
 				return err
 			}
 			out = append(out, ev)

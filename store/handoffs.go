@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // HandoffStatus is how far one lead's current cycle has got.
@@ -57,20 +56,26 @@ func LeadKey(channel, conversationID string) string { return channel + ":" + con
 // moveHandoff puts h into status at now, recording the transition and
 // keeping idx_handoffs_by_status in step. It is only ever called inside the
 // transaction that stores what justifies the move.
-func moveHandoff(tx *bolt.Tx, h *Handoff, status HandoffStatus, now time.Time, eventKey, note string) error {
-	idx := tx.Bucket(bucketHandoffsByStatus)
+func moveHandoff(tx *Tx, h *Handoff, status HandoffStatus, now time.Time, eventKey, note string) error {
+	var old *Handoff // nil: a new lead, which receiveOnHandoff found absent
 	if h.Status != "" {
-		if err := idx.Delete(handoffStatusKey(h.Status, h.Since, h.Key)); err != nil {
-			return err
-		}
+		o := *h
+		old = &o
 	}
 	h.Status, h.Since = status, now
-	h.History = append(h.History, Transition{Cycle: h.Cycle, Status: status, At: now, EventKey: eventKey, Note: note})
-	if err := idx.Put(handoffStatusKey(status, now, h.Key), nil); err != nil {
-		return err
+	h.History = append(slices.Clip(h.History), Transition{Cycle: h.Cycle, Status: status, At: now, EventKey: eventKey, Note: note})
+	if old == nil {
+		return handoffsTable.insert(tx, h)
 	}
-	return putJSON(tx.Bucket(bucketHandoffs), []byte(h.Key), h)
+	return tx.PutHandoff(old, h)
 }
+
+// Handoff reads one lead by key: ErrNotFound when there is none.
+func (tx *Tx) Handoff(key string) (Handoff, error) { return handoffsTable.get(tx, []byte(key)) }
+
+// PutHandoff writes h over old, the lead as read in this transaction (nil:
+// h is a new lead), moving its status index entry.
+func (tx *Tx) PutHandoff(old, h *Handoff) error { return handoffsTable.put(tx, old, h) }
 
 func handoffStatusKey(s HandoffStatus, since time.Time, key string) []byte {
 	return append(append([]byte(s), 0), timeKey(since, key)...)
@@ -79,11 +84,9 @@ func handoffStatusKey(s HandoffStatus, since time.Time, key string) []byte {
 // receiveOnHandoff records a new inbound event on its lead: a new lead or a
 // replied one starts a cycle at received; a lead still in progress keeps its
 // status and notes the newer message.
-func receiveOnHandoff(tx *bolt.Tx, ev Event) error {
-	b := tx.Bucket(bucketHandoffs)
+func receiveOnHandoff(tx *Tx, ev Event) error {
 	key := LeadKey(ev.Channel, ev.ConversationID)
-	var h Handoff
-	err := getJSON(b, []byte(key), &h)
+	h, err := tx.Handoff(key)
 	switch {
 	case err == ErrNotFound:
 		h = Handoff{V: recordVersion, Key: key, Channel: ev.Channel, ConversationID: ev.ConversationID, Cycle: 1}
@@ -92,8 +95,9 @@ func receiveOnHandoff(tx *bolt.Tx, ev Event) error {
 	case h.Status == HandoffReplied:
 		h.Cycle++
 	default:
+		old := h
 		h.LastEventKey = ev.Key
-		return putJSON(b, []byte(key), h)
+		return tx.PutHandoff(&old, &h)
 	}
 	h.LastEventKey = ev.Key
 	h.Contact = ev.Contact
@@ -102,9 +106,9 @@ func receiveOnHandoff(tx *bolt.Tx, ev Event) error {
 
 // advanceOnDraft moves a lead forward once a draft is stored: matched when a
 // contact is identified, owned when routing named an owner.
-func advanceOnDraft(tx *bolt.Tx, d Draft, contact string, now time.Time) error {
-	var h Handoff
-	if err := getJSON(tx.Bucket(bucketHandoffs), []byte(LeadKey(d.Channel, d.ConversationID)), &h); err != nil {
+func advanceOnDraft(tx *Tx, d Draft, contact string, now time.Time) error {
+	h, err := tx.Handoff(LeadKey(d.Channel, d.ConversationID))
+	if err != nil {
 		return fmt.Errorf("lead of %s: %w", d.EventKey, err)
 	}
 	if h.Status == HandoffReceived && (contact != "" || d.Fields["email"] != "" || d.Fields["phone"] != "") {
@@ -129,7 +133,11 @@ func advanceOnDraft(tx *bolt.Tx, d Draft, contact string, now time.Time) error {
 // Handoff returns one lead by key.
 func (s *Store) Handoff(key string) (Handoff, error) {
 	var h Handoff
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketHandoffs), []byte(key), &h) })
+	err := s.view(func(tx *Tx) error {
+		var err error
+		h, err = tx.Handoff(key)
+		return err
+	})
 	if err != nil {
 		return Handoff{}, fmt.Errorf("store: lead %s: %w", key, err)
 	}
@@ -154,9 +162,8 @@ func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
 		f.Limit = 100
 	}
 	out := []Handoff{}
-	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketHandoffs)
-		c := tx.Bucket(bucketHandoffsByStatus).Cursor()
+	err := s.view(func(tx *Tx) error {
+		c := tx.bucket(bucketHandoffsByStatus).Cursor()
 		for _, st := range statuses {
 			prefix := append([]byte(st), 0)
 			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < f.Limit; k, _ = c.Next() {
@@ -164,8 +171,8 @@ func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
 				if !f.SinceBefore.IsZero() && !since.Before(f.SinceBefore) {
 					break
 				}
-				var h Handoff
-				if err := getJSON(b, []byte(key), &h); err != nil {
+				h, err := tx.Handoff(key)
+				if err != nil {
 					return fmt.Errorf("status index points at lead %s: %w", key, err)
 				}
 				out = append(out, h)
@@ -201,25 +208,25 @@ func (s *Store) FlagStuck(ctx context.Context, now time.Time, after map[HandoffS
 		cutoff := now.Add(-d)
 		for {
 			var chunk []Handoff
-			err := s.update(ctx, func(tx *bolt.Tx) error {
+			err := s.update(ctx, func(tx *Tx) error {
 				chunk = chunk[:0]
-				b := tx.Bucket(bucketHandoffs)
 				prefix := append([]byte(st), 0)
-				c := tx.Bucket(bucketHandoffsByStatus).Cursor()
+				c := tx.bucket(bucketHandoffsByStatus).Cursor()
 				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(chunk) < retentionChunk; k, _ = c.Next() {
 					since, key := splitTimeKey(k[len(prefix):])
 					if !since.Before(cutoff) {
 						break
 					}
-					var h Handoff
-					if err := getJSON(b, []byte(key), &h); err != nil {
+					h, err := tx.Handoff(key)
+					if err != nil {
 						return err
 					}
 					if h.Stuck() {
 						continue
 					}
+					old := h
 					h.StuckSince, h.StuckAt = &h.Since, &now
-					if err := putJSON(b, []byte(key), h); err != nil {
+					if err := tx.PutHandoff(&old, &h); err != nil {
 						return err
 					}
 					if alert != nil {
@@ -243,9 +250,9 @@ func (s *Store) FlagStuck(ctx context.Context, now time.Time, after map[HandoffS
 	return flagged, nil
 }
 
-func enqueueAlert(tx *bolt.Tx, h Handoff, now time.Time, a StuckAlert) error {
+func enqueueAlert(tx *Tx, h Handoff, now time.Time, a StuckAlert) error {
 	id := fmt.Sprintf("stuck:%s:%d", h.Key, h.Since.Unix())
-	if tx.Bucket(bucketOutbox).Get([]byte(id)) != nil {
+	if outboxTable.has(tx, []byte(id)) {
 		return nil
 	}
 	text := fmt.Sprintf("Lead %s has been %s since %s (owner: %s).", h.Key, h.Status, h.Since.UTC().Format(time.RFC3339), orNone(h.Owner))

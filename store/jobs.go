@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bolt "go.etcd.io/bbolt"
 )
 
 // JobState is where a job is in its life; see docs/architecture.md.
@@ -91,8 +92,9 @@ func corrKey(corr, jobID string) []byte {
 
 // enqueue inserts nj unless a live job of the same kind and key exists, in
 // which case that job is returned with created false.
-func enqueue(tx *bolt.Tx, nj NewJob, corr string, now time.Time) (Job, bool, error) {
-	return enqueueEncoded(tx, newJob(nj, corr, now), nil)
+func enqueue(tx *Tx, nj NewJob, corr string, now time.Time) (Job, bool, error) {
+	j := newJob(nj, corr, now)
+	return enqueueEncoded(tx, &j, nil)
 }
 
 // newJob builds the record of a job to enqueue.
@@ -113,36 +115,52 @@ func newJob(nj NewJob, corr string, now time.Time) Job {
 // enqueueEncoded inserts j (raw is its JSON when the caller encoded it
 // outside the transaction, else nil) unless a live job of the same kind and
 // key exists, which is then returned with created false.
-func enqueueEncoded(tx *bolt.Tx, j Job, raw []byte) (Job, bool, error) {
-	unique := tx.Bucket(bucketJobsUnique)
-	jobs := tx.Bucket(bucketJobs)
-	if id := unique.Get(uniqueKey(j.Kind, j.Key)); id != nil {
-		var live Job
-		if err := getJSON(jobs, id, &live); err != nil {
-			return Job{}, false, fmt.Errorf("unique index points at job %s: %w", id, err)
-		}
+func enqueueEncoded(tx *Tx, j *Job, raw []byte) (Job, bool, error) {
+	live, err := tx.LiveJob(j.Kind, j.Key)
+	if err == nil {
 		return live, false, nil
 	}
-	var err error
+	if !errors.Is(err, ErrNotFound) {
+		return Job{}, false, err
+	}
 	if raw == nil {
-		if raw, err = json.Marshal(j); err != nil {
-			return Job{}, false, err
-		}
+		err = jobsTable.insert(tx, j)
+	} else {
+		err = jobsTable.insertRaw(tx, j, raw)
 	}
-	if err := jobs.Put([]byte(j.ID), raw); err != nil {
+	if err != nil {
 		return Job{}, false, err
 	}
-	if err := tx.Bucket(bucketJobsReady).Put(timeKey(j.RunAt, j.ID), nil); err != nil {
-		return Job{}, false, err
-	}
-	if err := unique.Put(uniqueKey(j.Kind, j.Key), []byte(j.ID)); err != nil {
-		return Job{}, false, err
-	}
-	if err := tx.Bucket(bucketJobsByCorr).Put(corrKey(j.CorrelationID, j.ID), nil); err != nil {
-		return Job{}, false, err
-	}
-	return j, true, nil
+	return *j, true, nil
 }
+
+// Enqueue adds a job inside tx unless a live job of the same kind and key
+// exists; it returns the live job and whether this call created it. corr
+// is the correlation id of the event the job follows from; nj.ID is minted
+// by the caller, outside tx.
+func (tx *Tx) Enqueue(nj NewJob, corr string, now time.Time) (Job, bool, error) {
+	return enqueue(tx, nj, corr, now)
+}
+
+// Job reads one job by id: ErrNotFound when there is none.
+func (tx *Tx) Job(id string) (Job, error) { return jobsTable.get(tx, []byte(id)) }
+
+// LiveJob reads the live job of kind and business key (idx_jobs_unique):
+// ErrNotFound when none is live.
+func (tx *Tx) LiveJob(kind, key string) (Job, error) {
+	return jobsTable.lookup(tx, &jobsUnique, uniqueKey(kind, key))
+}
+
+// PutJob writes j over old, the job as read in this transaction, moving
+// its entries in the queue's indexes (ready, leased, unique, dead) to
+// match its new state.
+func (tx *Tx) PutJob(old, j *Job) error { return jobsTable.put(tx, old, j) }
+
+// DeleteJob removes the stored job j and its index entries.
+func (tx *Tx) DeleteJob(j *Job) error { return jobsTable.delete(tx, j) }
+
+// JobsByCorrelation reads every job that followed from one event, oldest first.
+func (tx *Tx) JobsByCorrelation(corr string) ([]Job, error) { return jobsOf(tx, corr) }
 
 // Enqueue adds a job unless a live one of the same kind and key exists; it
 // returns the live job and whether this call created it.
@@ -151,7 +169,7 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob, corr string, now time.Ti
 		out     Job
 		created bool
 	)
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		var err error
 		out, created, err = enqueue(tx, nj, corr, now)
 		return err
@@ -167,11 +185,9 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob, corr string, now time.Ti
 // id and an attempt record before any of its work starts.
 func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease time.Duration) ([]Job, error) {
 	var claimed []Job
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		claimed = claimed[:0]
-		ready := tx.Bucket(bucketJobsReady)
-		jobs := tx.Bucket(bucketJobs)
-		leased := tx.Bucket(bucketJobsLeased)
+		ready := tx.bucket(bucketJobsReady)
 		limit := timeKey(now, "\xff")
 		var due [][]byte
 		c := ready.Cursor()
@@ -183,10 +199,11 @@ func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease tim
 			if err := ready.Delete(k); err != nil {
 				return err
 			}
-			var j Job
-			if err := getJSON(jobs, []byte(id), &j); err != nil {
+			j, err := tx.Job(id)
+			if err != nil {
 				return fmt.Errorf("ready index points at job %s: %w", id, err)
 			}
+			old := j
 			until := now.Add(lease)
 			j.State = JobRunning
 			j.Attempt++
@@ -194,10 +211,7 @@ func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease tim
 			j.LeaseUntil = &until
 			j.UpdatedAt = now
 			j.Attempts = append(j.Attempts, Attempt{ExecutionID: j.ExecutionID, Number: j.Attempt, StartedAt: now})
-			if err := putJSON(jobs, []byte(j.ID), j); err != nil {
-				return err
-			}
-			if err := leased.Put(timeKey(until, j.ID), nil); err != nil {
+			if err := jobsTable.put(tx, &old, &j); err != nil {
 				return err
 			}
 			claimed = append(claimed, j)
@@ -212,8 +226,8 @@ func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease tim
 
 // NextRunAt is the earliest time a ready job becomes due; ok is false when none waits.
 func (s *Store) NextRunAt() (t time.Time, ok bool, err error) {
-	err = s.view(func(tx *bolt.Tx) error {
-		k, _ := tx.Bucket(bucketJobsReady).Cursor().First()
+	err = s.view(func(tx *Tx) error {
+		k, _ := tx.bucket(bucketJobsReady).Cursor().First()
 		if k != nil {
 			t, _ = splitTimeKey(k)
 			ok = true
@@ -239,10 +253,9 @@ type Result struct {
 // lease was taken from this execution (it expired and the job was reaped).
 func (s *Store) FinishJob(ctx context.Context, id, execID string, now time.Time, r Result) (Job, error) {
 	var out Job
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		jobs := tx.Bucket(bucketJobs)
-		var j Job
-		if err := getJSON(jobs, []byte(id), &j); err != nil {
+	err := s.update(ctx, func(tx *Tx) error {
+		j, err := tx.Job(id)
+		if err != nil {
 			return err
 		}
 		if j.State == JobCompleted && r.Outcome == OutcomeCompleted && completedBy(j, execID) {
@@ -281,9 +294,9 @@ func completedBy(j Job, execID string) bool {
 // completeJob completes job id held by execID inside tx: a kind that
 // records its outcome and ends its job in one transaction leaves no moment
 // where the outcome is stored but the job still looks live.
-func completeJob(tx *bolt.Tx, id, execID string, now time.Time) error {
-	var j Job
-	if err := getJSON(tx.Bucket(bucketJobs), []byte(id), &j); err != nil {
+func completeJob(tx *Tx, id, execID string, now time.Time) error {
+	j, err := tx.Job(id)
+	if err != nil {
 		return err
 	}
 	if err := releaseLease(tx, &j, execID); err != nil {
@@ -292,20 +305,23 @@ func completeJob(tx *bolt.Tx, id, execID string, now time.Time) error {
 	return endAttempt(tx, &j, now, OutcomeCompleted, false, "", "", time.Time{})
 }
 
-// releaseLease takes j's lease from idx_jobs_leased when execution execID
-// holds it, else ErrLeaseLost (the lease expired and was given away).
-func releaseLease(tx *bolt.Tx, j *Job, execID string) error {
+// releaseLease proves that execution execID holds j's lease, else
+// ErrLeaseLost (the lease expired and was given away). endAttempt then
+// moves the job off idx_jobs_leased.
+func releaseLease(_ *Tx, j *Job, execID string) error {
 	if j.State != JobRunning || j.ExecutionID != execID {
 		return ErrLeaseLost
 	}
-	return tx.Bucket(bucketJobsLeased).Delete(timeKey(*j.LeaseUntil, j.ID))
+	return nil
 }
 
-// endAttempt closes the running attempt of j with outcome and moves j to the
-// matching state and indexes; with discard the job is discarded whatever
-// the attempt's own outcome (a lease that expired on the last attempt). The
-// caller has already removed the lease.
-func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome string, discard bool, errText, raw string, retryAt time.Time) error {
+// endAttempt closes the running attempt of j (as stored) with outcome and
+// moves j to the matching state, its index entries with it; with discard
+// the job is discarded whatever the attempt's own outcome (a lease that
+// expired on the last attempt).
+func endAttempt(tx *Tx, j *Job, now time.Time, outcome string, discard bool, errText, raw string, retryAt time.Time) error {
+	old := *j
+	j.Attempts = slices.Clone(j.Attempts)
 	for i := range j.Attempts {
 		a := &j.Attempts[i]
 		if a.ExecutionID == j.ExecutionID {
@@ -324,9 +340,6 @@ func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome string, discard bool
 	switch {
 	case discard || outcome == OutcomeDiscarded:
 		j.State = JobDiscarded
-		if err := tx.Bucket(bucketJobsDead).Put([]byte(j.ID), nil); err != nil {
-			return err
-		}
 	case outcome == OutcomeCompleted:
 		j.State = JobCompleted
 	case outcome == OutcomeRetry, outcome == OutcomeLeaseExpired:
@@ -335,22 +348,10 @@ func endAttempt(tx *bolt.Tx, j *Job, now time.Time, outcome string, discard bool
 		if j.RunAt.IsZero() {
 			j.RunAt = now
 		}
-		if err := tx.Bucket(bucketJobsReady).Put(timeKey(j.RunAt, j.ID), nil); err != nil {
-			return err
-		}
 	default:
 		return fmt.Errorf("unknown outcome %q", outcome)
 	}
-	if j.State.Final() {
-		unique := tx.Bucket(bucketJobsUnique)
-		uk := uniqueKey(j.Kind, j.Key)
-		if bytes.Equal(unique.Get(uk), []byte(j.ID)) {
-			if err := unique.Delete(uk); err != nil {
-				return err
-			}
-		}
-	}
-	return putJSON(tx.Bucket(bucketJobs), []byte(j.ID), j)
+	return jobsTable.put(tx, &old, j)
 }
 
 // reapChunk bounds one reaping transaction so the write lock is held briefly.
@@ -365,10 +366,9 @@ func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, e
 	total := 0
 	for {
 		n := 0
-		err := s.update(ctx, func(tx *bolt.Tx) error {
+		err := s.update(ctx, func(tx *Tx) error {
 			n = 0
-			leased := tx.Bucket(bucketJobsLeased)
-			jobs := tx.Bucket(bucketJobs)
+			leased := tx.bucket(bucketJobsLeased)
 			var expired [][]byte
 			c := leased.Cursor()
 			for k, _ := c.First(); k != nil && len(expired) < reapChunk; k, _ = c.Next() {
@@ -383,8 +383,8 @@ func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, e
 				if err := leased.Delete(k); err != nil {
 					return err
 				}
-				var j Job
-				if err := getJSON(jobs, []byte(id), &j); err != nil {
+				j, err := tx.Job(id)
+				if err != nil {
 					return fmt.Errorf("leased index points at job %s: %w", id, err)
 				}
 				// The attempt keeps lease_expired as its outcome even when it was
@@ -410,7 +410,11 @@ func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, e
 // Job returns one job by id.
 func (s *Store) Job(id string) (Job, error) {
 	var j Job
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketJobs), []byte(id), &j) })
+	err := s.view(func(tx *Tx) error {
+		var err error
+		j, err = tx.Job(id)
+		return err
+	})
 	if err != nil {
 		return Job{}, fmt.Errorf("store: job %s: %w", id, err)
 	}
@@ -420,7 +424,7 @@ func (s *Store) Job(id string) (Job, error) {
 // JobsByCorrelation returns every job that followed from one event, oldest first.
 func (s *Store) JobsByCorrelation(corr string) ([]Job, error) {
 	var out []Job
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		var err error
 		out, err = jobsOf(tx, corr)
 		return err
@@ -432,32 +436,16 @@ func (s *Store) JobsByCorrelation(corr string) ([]Job, error) {
 }
 
 // jobsOf reads every job of correlation id corr inside tx, oldest first.
-func jobsOf(tx *bolt.Tx, corr string) ([]Job, error) {
-	jobs := tx.Bucket(bucketJobs)
+func jobsOf(tx *Tx, corr string) ([]Job, error) {
 	prefix := []byte(corr + "|")
 	var out []Job
-	c := tx.Bucket(bucketJobsByCorr).Cursor()
+	c := tx.bucket(bucketJobsByCorr).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		var j Job
-		if err := getJSON(jobs, k[len(prefix):], &j); err != nil {
+		j, err := tx.Job(string(k[len(prefix):]))
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, j)
 	}
 	return out, nil
-}
-
-// deleteJob removes a finished job and its idx_jobs_by_corr and
-// idx_jobs_dead keys; a finished job is in no other index.
-func deleteJob(tx *bolt.Tx, j Job) error {
-	for _, del := range []struct{ b, k []byte }{
-		{bucketJobsByCorr, corrKey(j.CorrelationID, j.ID)},
-		{bucketJobsDead, []byte(j.ID)},
-		{bucketJobs, []byte(j.ID)},
-	} {
-		if err := tx.Bucket(del.b).Delete(del.k); err != nil {
-			return err
-		}
-	}
-	return nil
 }

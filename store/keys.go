@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bolt "go.etcd.io/bbolt"
 )
 
 // KeyState is where an idempotency key of the key API is.
@@ -69,8 +68,8 @@ func (s *Store) ClaimKey(ctx context.Context, key, hash string, now time.Time, l
 		out     IdemKey
 		outcome string
 	)
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketKeys)
+	err := s.update(ctx, func(tx *Tx) error {
+		b := tx.bucket(bucketKeys)
 		var k IdemKey
 		err := getJSON(b, []byte(key), &k)
 		if err == ErrNotFound || (err == nil && k.State == KeyCompleted && k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) {
@@ -134,8 +133,8 @@ type KeyTransition struct {
 // with a *StateError. Completing twice with the same result is not an error.
 func (s *Store) MoveKey(ctx context.Context, key string, t KeyTransition, now time.Time) (IdemKey, error) {
 	var out IdemKey
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketKeys)
+	err := s.update(ctx, func(tx *Tx) error {
+		b := tx.bucket(bucketKeys)
 		var k IdemKey
 		if err := getJSON(b, []byte(key), &k); err != nil {
 			return err
@@ -200,7 +199,7 @@ func (s *Store) MoveKey(ctx context.Context, key string, t KeyTransition, now ti
 // Key returns one idempotency key.
 func (s *Store) Key(key string) (IdemKey, error) {
 	var k IdemKey
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketKeys), []byte(key), &k) })
+	err := s.view(func(tx *Tx) error { return getJSON(tx.bucket(bucketKeys), []byte(key), &k) })
 	if err != nil {
 		return IdemKey{}, fmt.Errorf("store: key %s: %w", key, err)
 	}
@@ -210,8 +209,8 @@ func (s *Store) Key(key string) (IdemKey, error) {
 // Keys lists keys in a state (all states when empty), by key, at most limit.
 func (s *Store) Keys(state KeyState, limit int) ([]IdemKey, error) {
 	out := []IdemKey{}
-	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketKeys).Cursor()
+	err := s.view(func(tx *Tx) error {
+		c := tx.bucket(bucketKeys).Cursor()
 		for k, v := c.First(); k != nil && len(out) < limit; k, v = c.Next() {
 			var ik IdemKey
 			if err := json.Unmarshal(v, &ik); err != nil {
@@ -232,9 +231,9 @@ func (s *Store) PruneKeys(ctx context.Context, now time.Time, chunk int) (int, e
 	total := 0
 	for {
 		n := 0
-		err := s.update(ctx, func(tx *bolt.Tx) error {
+		err := s.update(ctx, func(tx *Tx) error {
 			n = 0
-			b := tx.Bucket(bucketKeys)
+			b := tx.bucket(bucketKeys)
 			var dead [][]byte
 			_ = b.ForEach(func(k, v []byte) error {
 				if len(dead) >= chunk {
@@ -262,7 +261,7 @@ func (s *Store) PruneKeys(ctx context.Context, now time.Time, chunk int) (int, e
 }
 
 // auditKey writes a key move's audit entry when the caller gave one.
-func auditKey(tx *bolt.Tx, e AuditEntry, action, key string) error {
+func auditKey(tx *Tx, e AuditEntry, action, key string) error {
 	if e.Who == "" {
 		return nil
 	}

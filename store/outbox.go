@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Job kinds the store enqueues itself, inside the transaction that makes
@@ -88,29 +86,21 @@ func outboxStatusKey(status OutboxStatus, id string) []byte {
 	return append(append([]byte(status), 0), id...)
 }
 
-func insertOutbox(tx *bolt.Tx, o Outbox) error {
-	b := tx.Bucket(bucketOutbox)
-	if b.Get([]byte(o.ID)) != nil {
+// Outbox reads one outbox row by id: ErrNotFound when there is none.
+func (tx *Tx) Outbox(id string) (Outbox, error) { return outboxTable.get(tx, []byte(id)) }
+
+// PutOutbox writes o over old, the row as read in this transaction (nil:
+// o is a new row), moving its status index entry.
+func (tx *Tx) PutOutbox(old, o *Outbox) error { return outboxTable.put(tx, old, o) }
+
+// DeleteOutbox removes the stored row o and its index entry.
+func (tx *Tx) DeleteOutbox(o *Outbox) error { return outboxTable.delete(tx, o) }
+
+func insertOutbox(tx *Tx, o Outbox) error {
+	if outboxTable.has(tx, []byte(o.ID)) {
 		return fmt.Errorf("outbox row %s exists without its approval", o.ID)
 	}
-	if err := putJSON(b, []byte(o.ID), o); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketOutboxByStatus).Put(outboxStatusKey(o.Status, o.ID), nil)
-}
-
-// setOutbox writes o, moving its status index entry from old.
-func setOutbox(tx *bolt.Tx, o *Outbox, old OutboxStatus) error {
-	idx := tx.Bucket(bucketOutboxByStatus)
-	if old != o.Status {
-		if err := idx.Delete(outboxStatusKey(old, o.ID)); err != nil {
-			return err
-		}
-		if err := idx.Put(outboxStatusKey(o.Status, o.ID), nil); err != nil {
-			return err
-		}
-	}
-	return putJSON(tx.Bucket(bucketOutbox), []byte(o.ID), o)
+	return outboxTable.insert(tx, &o)
 }
 
 // OutboxClaim is the claim a row carried before ClaimOutbox replaced it:
@@ -128,9 +118,10 @@ type OutboxClaim struct {
 // (it failed ambiguously or its process died mid-call). A row in any other
 // status is returned unchanged: there is nothing to send.
 func (s *Store) ClaimOutbox(ctx context.Context, id, execID string, now time.Time) (row Outbox, prev OutboxClaim, err error) {
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	err = s.update(ctx, func(tx *Tx) error {
 		row, prev = Outbox{}, OutboxClaim{}
-		if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &row); err != nil {
+		var err error
+		if row, err = tx.Outbox(id); err != nil {
 			return err
 		}
 		prev = OutboxClaim{Status: row.Status, ExecutionID: row.ExecutionID, At: row.ClaimedAt}
@@ -140,8 +131,9 @@ func (s *Store) ClaimOutbox(ctx context.Context, id, execID string, now time.Tim
 		if row.Status != OutboxPending && row.Status != OutboxEffectPending {
 			return nil
 		}
+		old := row
 		row.Status, row.ExecutionID, row.ClaimedAt, row.UpdatedAt = OutboxEffectPending, execID, now, now
-		return setOutbox(tx, &row, prev.Status)
+		return tx.PutOutbox(&old, &row)
 	})
 	if err != nil {
 		return Outbox{}, OutboxClaim{}, fmt.Errorf("store: claim outbox %s: %w", id, err)
@@ -169,14 +161,15 @@ type OutboxResult struct {
 // transaction. ErrLeaseLost when another execution holds the row.
 func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Time, r OutboxResult) (Outbox, error) {
 	var out Outbox
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		var o Outbox
-		if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &o); err != nil {
+	err := s.update(ctx, func(tx *Tx) error {
+		o, err := tx.Outbox(id)
+		if err != nil {
 			return err
 		}
 		if o.Status != OutboxEffectPending || o.ExecutionID != execID {
 			return ErrLeaseLost
 		}
+		old := o
 		o.Attempts = append(o.Attempts, r.Attempt)
 		o.UpdatedAt = now
 		if r.Note != "" {
@@ -197,7 +190,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Ti
 			}
 		}
 		out = o
-		return setOutbox(tx, &o, OutboxEffectPending)
+		return tx.PutOutbox(&old, &o)
 	})
 	if err != nil {
 		return Outbox{}, fmt.Errorf("store: finish outbox %s: %w", id, err)
@@ -206,13 +199,13 @@ func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Ti
 }
 
 // markSent records the provider id and moves the lead to replied.
-func markSent(tx *bolt.Tx, o *Outbox, providerID string, now time.Time) error {
+func markSent(tx *Tx, o *Outbox, providerID string, now time.Time) error {
 	o.ProviderID, o.SentAt, o.ExecutionID, o.Note = providerID, &now, "", ""
 	if o.Kind == OutboxAlert {
 		return nil // an alert to the team is not a reply to the lead
 	}
-	var h Handoff
-	if err := getJSON(tx.Bucket(bucketHandoffs), []byte(LeadKey(o.Channel, o.ConversationID)), &h); err != nil {
+	h, err := tx.Handoff(LeadKey(o.Channel, o.ConversationID))
+	if err != nil {
 		return fmt.Errorf("lead of %s: %w", o.ID, err)
 	}
 	if h.Status == HandoffReplied || h.LastEventKey != o.EventKey {
@@ -229,15 +222,15 @@ func markSent(tx *bolt.Tx, o *Outbox, providerID string, now time.Time) error {
 // job (jobID), so the reply keeps its id and key.
 func (s *Store) Reconcile(ctx context.Context, id string, rec Reconciliation, jobID string, maxAttempts int) (Outbox, error) {
 	var out Outbox
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		var o Outbox
-		if err := getJSON(tx.Bucket(bucketOutbox), []byte(id), &o); err != nil {
+	err := s.update(ctx, func(tx *Tx) error {
+		o, err := tx.Outbox(id)
+		if err != nil {
 			return err
 		}
 		if o.Status != OutboxNeedsReconciliation && o.Status != OutboxFailed {
 			return &StateError{What: "outbox row " + id, State: string(o.Status), Want: "needs_reconciliation or failed"}
 		}
-		old := o.Status
+		old := o
 		o.Reconciliations = append(o.Reconciliations, rec)
 		o.UpdatedAt = rec.At
 		switch rec.Outcome {
@@ -258,7 +251,7 @@ func (s *Store) Reconcile(ctx context.Context, id string, rec Reconciliation, jo
 		if err := writeAudit(tx, AuditEntry{At: rec.At, Who: rec.By, From: rec.From, Action: "reconcile", Target: o.ID, Detail: rec.Outcome + " " + rec.ProviderID}); err != nil {
 			return err
 		}
-		return setOutbox(tx, &o, old)
+		return tx.PutOutbox(&old, &o)
 	})
 	if err != nil {
 		return Outbox{}, fmt.Errorf("store: reconcile %s: %w", id, err)
@@ -278,7 +271,11 @@ func (e *StateError) Error() string {
 // OutboxRow returns one outbox row.
 func (s *Store) OutboxRow(id string) (Outbox, error) {
 	var o Outbox
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketOutbox), []byte(id), &o) })
+	err := s.view(func(tx *Tx) error {
+		var err error
+		o, err = tx.Outbox(id)
+		return err
+	})
 	if err != nil {
 		return Outbox{}, fmt.Errorf("store: outbox %s: %w", id, err)
 	}
@@ -288,13 +285,12 @@ func (s *Store) OutboxRow(id string) (Outbox, error) {
 // OutboxByStatus lists up to limit rows in status, by id.
 func (s *Store) OutboxByStatus(status OutboxStatus, limit int) ([]Outbox, error) {
 	out := []Outbox{}
-	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketOutbox)
+	err := s.view(func(tx *Tx) error {
 		prefix := append([]byte(status), 0)
-		c := tx.Bucket(bucketOutboxByStatus).Cursor()
+		c := tx.bucket(bucketOutboxByStatus).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
-			var o Outbox
-			if err := getJSON(b, k[len(prefix):], &o); err != nil {
+			o, err := tx.Outbox(string(k[len(prefix):]))
+			if err != nil {
 				return err
 			}
 			out = append(out, o)
@@ -313,15 +309,14 @@ func (s *Store) OutboxByStatus(status OutboxStatus, limit int) ([]Outbox, error)
 // enqueued. newID mints job ids.
 func (s *Store) EnsureDelivery(ctx context.Context, now time.Time, maxAttempts int, newID func() string) (int, error) {
 	n := 0
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		n = 0
-		b := tx.Bucket(bucketOutbox)
-		c := tx.Bucket(bucketOutboxByStatus).Cursor()
+		c := tx.bucket(bucketOutboxByStatus).Cursor()
 		for _, st := range []OutboxStatus{OutboxPending, OutboxEffectPending} {
 			prefix := append([]byte(st), 0)
 			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				var o Outbox
-				if err := getJSON(b, k[len(prefix):], &o); err != nil {
+				o, err := tx.Outbox(string(k[len(prefix):]))
+				if err != nil {
 					return err
 				}
 				_, created, err := enqueue(tx, NewJob{ID: newID(), Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, now)

@@ -24,14 +24,14 @@ func (c Counts) DeadLetters() int { return c.DeadJobs + c.FailedReplies + c.Need
 // time before which a lead in it is stuck.
 func (s *Store) Counts(stuckBefore map[HandoffStatus]time.Time) (Counts, error) {
 	var c Counts
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		c.DraftsWaiting = count(tx, draftCountKey(DraftPending))
 		for st, before := range stuckBefore {
 			prefix := append([]byte(st), 0)
-			c.StuckLeads += countPrefix(tx.Bucket(bucketHandoffsByStatus), prefix, append(bytes.Clone(prefix), timeKey(before, "")...))
+			c.StuckLeads += countPrefix(tx.bucket(bucketHandoffsByStatus), prefix, append(bytes.Clone(prefix), timeKey(before, "")...))
 		}
-		c.DeadJobs = tx.Bucket(bucketJobsDead).Stats().KeyN
-		ob := tx.Bucket(bucketOutboxByStatus)
+		c.DeadJobs = tx.bucket(bucketJobsDead).Stats().KeyN
+		ob := tx.bucket(bucketOutboxByStatus)
 		c.FailedReplies = countUndismissed(tx, OutboxFailed)
 		c.NeedsReconciliation = countUndismissed(tx, OutboxNeedsReconciliation)
 		c.EffectPending = countPrefix(ob, append([]byte(OutboxEffectPending), 0), nil)
@@ -64,22 +64,21 @@ type JobCount struct {
 // yet dismissed), by kind: the live part of the queue, read from its indexes.
 func (s *Store) JobCounts() ([]JobCount, error) {
 	counts := map[[2]string]int{}
-	err := s.view(func(tx *bolt.Tx) error {
-		jobs := tx.Bucket(bucketJobs)
+	err := s.view(func(tx *Tx) error {
 		count := func(id []byte) error {
-			var j Job
-			if err := getJSON(jobs, id, &j); err != nil {
+			j, err := tx.Job(string(id))
+			if err != nil {
 				return err
 			}
 			counts[[2]string{j.Kind, string(j.State)}]++
 			return nil
 		}
 		for _, b := range [][]byte{bucketJobsReady, bucketJobsLeased} {
-			if err := tx.Bucket(b).ForEach(func(k, _ []byte) error { _, id := splitTimeKey(k); return count([]byte(id)) }); err != nil {
+			if err := tx.bucket(b).ForEach(func(k, _ []byte) error { _, id := splitTimeKey(k); return count([]byte(id)) }); err != nil {
 				return err
 			}
 		}
-		return tx.Bucket(bucketJobsDead).ForEach(func(k, _ []byte) error { return count(k) })
+		return tx.bucket(bucketJobsDead).ForEach(func(k, _ []byte) error { return count(k) })
 	})
 	out := make([]JobCount, 0, len(counts))
 	for k, n := range counts {
@@ -91,8 +90,8 @@ func (s *Store) JobCounts() ([]JobCount, error) {
 // OutboxCounts counts outbox rows by status.
 func (s *Store) OutboxCounts() (map[OutboxStatus]int, error) {
 	out := map[OutboxStatus]int{}
-	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketOutboxByStatus).ForEach(func(k, _ []byte) error {
+	err := s.view(func(tx *Tx) error {
+		return tx.bucket(bucketOutboxByStatus).ForEach(func(k, _ []byte) error {
 			if i := bytes.IndexByte(k, 0); i > 0 {
 				out[OutboxStatus(k[:i])]++
 			}
@@ -104,14 +103,12 @@ func (s *Store) OutboxCounts() (map[OutboxStatus]int, error) {
 
 // countUndismissed counts the rows in status that a person has not taken
 // off the dead-letter list. These lists are short, so reading each row is fine.
-func countUndismissed(tx *bolt.Tx, status OutboxStatus) int {
+func countUndismissed(tx *Tx, status OutboxStatus) int {
 	n := 0
-	rows := tx.Bucket(bucketOutbox)
 	prefix := append([]byte(status), 0)
-	c := tx.Bucket(bucketOutboxByStatus).Cursor()
+	c := tx.bucket(bucketOutboxByStatus).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		var o Outbox
-		if getJSON(rows, k[len(prefix):], &o) == nil && o.Dismissed == nil {
+		if o, err := tx.Outbox(string(k[len(prefix):])); err == nil && o.Dismissed == nil {
 			n++
 		}
 	}

@@ -37,16 +37,11 @@ func fillDrafts(b *testing.B, st *Store, n int) {
 	b.Helper()
 	const chunk = 5000
 	for done := 0; done < n; done += chunk {
-		err := st.db.Update(func(tx *bolt.Tx) error {
+		err := st.db.Update(func(btx *bolt.Tx) error {
+			tx := &Tx{tx: btx}
 			for i := done; i < min(done+chunk, n); i++ {
 				ev := newEvent(fmt.Sprintf("web:q-%07d", i), t0.Add(time.Duration(i)*time.Millisecond))
-				if err := putJSON(tx.Bucket(bucketEvents), []byte(ev.ID), ev); err != nil {
-					return err
-				}
-				if err := tx.Bucket(bucketEventsByKey).Put([]byte(ev.Key), []byte(ev.ID)); err != nil {
-					return err
-				}
-				if err := tx.Bucket(bucketEventsByConv).Put(convKey(LeadKey(ev.Channel, ev.ConversationID), ev.ID), nil); err != nil {
+				if err := eventsTable.insert(tx, &ev); err != nil {
 					return err
 				}
 				if err := receiveOnHandoff(tx, ev); err != nil {

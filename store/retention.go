@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // retentionChunk bounds one pruning transaction, so webhooks never wait
@@ -39,9 +37,9 @@ func (s *Store) pruneEventsChunk(ctx context.Context, cutoff time.Time, after []
 		n    int
 		last []byte
 	)
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		n, last = 0, nil
-		c := tx.Bucket(bucketEvents).Cursor()
+		c := tx.bucket(bucketEvents).Cursor()
 		k, v := c.First()
 		if after != nil {
 			k, v = c.Seek(after)
@@ -85,7 +83,7 @@ func (s *Store) pruneEventsChunk(ctx context.Context, cutoff time.Time, after []
 }
 
 // finished reports whether nothing about ev is still in flight.
-func finished(tx *bolt.Tx, ev Event) (bool, error) {
+func finished(tx *Tx, ev Event) (bool, error) {
 	jobs, err := jobsOf(tx, ev.CorrelationID)
 	if err != nil {
 		return false, err
@@ -100,8 +98,8 @@ func finished(tx *bolt.Tx, ev Event) (bool, error) {
 			return false, nil
 		}
 		if d.OutboxID != "" {
-			var o Outbox
-			if err := getJSON(tx.Bucket(bucketOutbox), []byte(d.OutboxID), &o); err != nil {
+			o, err := tx.Outbox(d.OutboxID)
+			if err != nil {
 				return false, err
 			}
 			if o.Status != OutboxSent && !(o.Status == OutboxFailed && o.Dismissed != nil) {
@@ -113,16 +111,15 @@ func finished(tx *bolt.Tx, ev Event) (bool, error) {
 }
 
 // draftsOf returns every draft version of an event.
-func draftsOf(tx *bolt.Tx, eventKey string) []Draft {
-	evID := tx.Bucket(bucketEventsByKey).Get([]byte(eventKey))
+func draftsOf(tx *Tx, eventKey string) []Draft {
+	evID := tx.bucket(bucketEventsByKey).Get([]byte(eventKey))
 	if evID == nil {
 		return nil
 	}
-	drafts := tx.Bucket(bucketDrafts)
 	var out []Draft
 	for n := 1; ; n++ {
-		var d Draft
-		if getJSON(drafts, []byte(draftVersionID(string(evID), n)), &d) != nil {
+		d, err := tx.Draft(draftVersionID(string(evID), n))
+		if err != nil {
 			return out
 		}
 		out = append(out, d)
@@ -130,44 +127,34 @@ func draftsOf(tx *bolt.Tx, eventKey string) []Draft {
 }
 
 // deleteEvent removes an event and everything that hangs off it but its lead.
-func deleteEvent(tx *bolt.Tx, ev Event) error {
+func deleteEvent(tx *Tx, ev Event) error {
 	jobs, err := jobsOf(tx, ev.CorrelationID)
 	if err != nil {
 		return err
 	}
 	for _, j := range jobs {
-		if err := deleteJob(tx, j); err != nil {
+		if err := tx.DeleteJob(&j); err != nil {
 			return err
 		}
 	}
 	for _, d := range draftsOf(tx, ev.Key) {
-		var o Outbox
-		if d.OutboxID != "" && getJSON(tx.Bucket(bucketOutbox), []byte(d.OutboxID), &o) == nil {
-			if err := deleteOutbox(tx, o); err != nil {
-				return err
+		if d.OutboxID != "" {
+			if o, err := tx.Outbox(d.OutboxID); err == nil {
+				if err := tx.DeleteOutbox(&o); err != nil {
+					return err
+				}
 			}
 		}
-		if err := unindexDraft(tx, d); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketDrafts).Delete([]byte(d.ID)); err != nil {
+		if err := tx.DeleteDraft(&d); err != nil {
 			return err
 		}
 	}
-	for _, del := range []struct {
-		b []byte
-		k []byte
-	}{
-		{bucketDraftsByEvent, []byte(ev.Key)},
-		{bucketEventsByKey, []byte(ev.Key)},
-		{bucketEventsByConv, convKey(LeadKey(ev.Channel, ev.ConversationID), ev.ID)},
-		{bucketEvents, []byte(ev.ID)},
-	} {
-		if err := tx.Bucket(del.b).Delete(del.k); err != nil {
-			return err
-		}
+	// The current draft's idx_drafts_by_event entry went with it above;
+	// this removes one that outlived its draft.
+	if err := tx.bucket(bucketDraftsByEvent).Delete([]byte(ev.Key)); err != nil {
+		return err
 	}
-	return nil
+	return eventsTable.delete(tx, &ev)
 }
 
 // PruneOutside deletes what retention would otherwise never reach, older
@@ -176,16 +163,15 @@ func deleteEvent(tx *bolt.Tx, ev Event) error {
 // received. It returns how many records it deleted.
 func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error) {
 	n := 0
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		n = 0
-		rows := tx.Bucket(bucketOutbox)
 		var alerts []Outbox
 		for _, st := range []OutboxStatus{OutboxSent, OutboxFailed} {
 			prefix := append([]byte(st), 0)
-			c := tx.Bucket(bucketOutboxByStatus).Cursor()
+			c := tx.bucket(bucketOutboxByStatus).Cursor()
 			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(alerts) < retentionChunk; k, _ = c.Next() {
-				var o Outbox
-				if err := getJSON(rows, k[len(prefix):], &o); err != nil {
+				o, err := tx.Outbox(string(k[len(prefix):]))
+				if err != nil {
 					return err
 				}
 				if o.Kind == OutboxAlert && o.UpdatedAt.Before(cutoff) && (st == OutboxSent || o.Dismissed != nil) {
@@ -199,7 +185,7 @@ func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error)
 			}
 			n++
 		}
-		sandbox := tx.Bucket(bucketSandbox)
+		sandbox := tx.bucket(bucketSandbox)
 		var old [][]byte
 		c := sandbox.Cursor()
 		for k, v := c.First(); k != nil && len(old) < retentionChunk; k, v = c.Next() {
@@ -223,25 +209,17 @@ func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error)
 }
 
 // deleteAlert removes a finished alert row and its finished delivery jobs.
-func deleteAlert(tx *bolt.Tx, o Outbox) error {
+func deleteAlert(tx *Tx, o Outbox) error {
 	jobs, err := jobsOf(tx, o.CorrelationID)
 	if err != nil {
 		return err
 	}
 	for _, j := range jobs {
 		if j.Key == o.ID && j.State.Final() {
-			if err := deleteJob(tx, j); err != nil {
+			if err := tx.DeleteJob(&j); err != nil {
 				return err
 			}
 		}
 	}
-	return deleteOutbox(tx, o)
-}
-
-// deleteOutbox removes an outbox row and its idx_outbox_by_status key.
-func deleteOutbox(tx *bolt.Tx, o Outbox) error {
-	if err := tx.Bucket(bucketOutboxByStatus).Delete(outboxStatusKey(o.Status, o.ID)); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketOutbox).Delete([]byte(o.ID))
+	return tx.DeleteOutbox(&o)
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // SandboxMessage is what the built-in sandbox provider received, keyed by
@@ -34,8 +32,8 @@ func (s *Store) SandboxAccept(ctx context.Context, m SandboxMessage) (SandboxMes
 		out SandboxMessage
 		dup bool
 	)
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSandbox)
+	err := s.update(ctx, func(tx *Tx) error {
+		b := tx.bucket(bucketSandbox)
 		out, dup = SandboxMessage{}, false
 		if err := getJSON(b, []byte(m.Ref), &out); err == nil {
 			dup = true
@@ -57,7 +55,7 @@ func (s *Store) SandboxAccept(ctx context.Context, m SandboxMessage) (SandboxMes
 // SandboxLookup finds a sandbox message by our reference.
 func (s *Store) SandboxLookup(ref string) (SandboxMessage, error) {
 	var m SandboxMessage
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketSandbox), []byte(ref), &m) })
+	err := s.view(func(tx *Tx) error { return getJSON(tx.bucket(bucketSandbox), []byte(ref), &m) })
 	if err != nil {
 		return SandboxMessage{}, fmt.Errorf("store: sandbox message %s: %w", ref, err)
 	}
@@ -67,8 +65,8 @@ func (s *Store) SandboxLookup(ref string) (SandboxMessage, error) {
 // SandboxMessages lists the newest limit messages the sandbox received, newest last.
 func (s *Store) SandboxMessages(limit int) ([]SandboxMessage, error) {
 	out := []SandboxMessage{}
-	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSandbox).ForEach(func(k, v []byte) error {
+	err := s.view(func(tx *Tx) error {
+		return tx.bucket(bucketSandbox).ForEach(func(k, v []byte) error {
 			var m SandboxMessage
 			if err := json.Unmarshal(v, &m); err != nil {
 				return fmt.Errorf("message %s: %w", k, err)

@@ -74,17 +74,17 @@ var (
 type migration struct {
 	version int
 	name    string
-	apply   func(tx *bolt.Tx) error
+	apply   func(tx *Tx) error
 }
 
 // migrations is ordered; SchemaVersion is the version after the last one.
 // Version 1 is the initial layout, created by migrate.
 var migrations = []migration{
-	{version: 1, name: "count drafts by status in meta", apply: func(tx *bolt.Tx) error {
+	{version: 1, name: "count drafts by status in meta", apply: func(tx *Tx) error {
 		for st, n := range recountDrafts(tx) {
 			var buf [8]byte
 			binary.BigEndian.PutUint64(buf[:], uint64(n))
-			if err := tx.Bucket(bucketMeta).Put(draftCountKey(st), buf[:]); err != nil {
+			if err := tx.bucket(bucketMeta).Put(draftCountKey(st), buf[:]); err != nil {
 				return err
 			}
 		}
@@ -121,7 +121,7 @@ func migrate(tx *bolt.Tx) error {
 		if m.version < v {
 			continue
 		}
-		if err := m.apply(tx); err != nil {
+		if err := m.apply(&Tx{tx: tx}); err != nil {
 			return fmt.Errorf("store: migration %d (%s): %w", m.version, m.name, err)
 		}
 		v = m.version + 1

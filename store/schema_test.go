@@ -78,7 +78,7 @@ func TestCheckCatchesWrongCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	bump := func(delta int) {
-		if err := st.db.Update(func(tx *bolt.Tx) error { return addCount(tx, draftCountKey(DraftPending), delta) }); err != nil {
+		if err := st.db.Update(func(tx *bolt.Tx) error { return addCount(&Tx{tx: tx}, draftCountKey(DraftPending), delta) }); err != nil {
 			t.Fatal(err)
 		}
 	}

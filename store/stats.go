@@ -1,8 +1,6 @@
 package store
 
-import (
-	bolt "go.etcd.io/bbolt"
-)
+import ()
 
 // Stats counts the records of each kind.
 type Stats struct {
@@ -16,13 +14,13 @@ type Stats struct {
 // Stats counts records in one read transaction.
 func (s *Store) Stats() (Stats, error) {
 	var st Stats
-	err := s.view(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *Tx) error {
 		st = Stats{
-			Events: tx.Bucket(bucketEvents).Stats().KeyN,
-			Jobs:   tx.Bucket(bucketJobs).Stats().KeyN,
-			Drafts: tx.Bucket(bucketDrafts).Stats().KeyN,
-			Ready:  tx.Bucket(bucketJobsReady).Stats().KeyN,
-			Leased: tx.Bucket(bucketJobsLeased).Stats().KeyN,
+			Events: tx.bucket(bucketEvents).Stats().KeyN,
+			Jobs:   tx.bucket(bucketJobs).Stats().KeyN,
+			Drafts: tx.bucket(bucketDrafts).Stats().KeyN,
+			Ready:  tx.bucket(bucketJobsReady).Stats().KeyN,
+			Leased: tx.bucket(bucketJobsLeased).Stats().KeyN,
 		}
 		return nil
 	})

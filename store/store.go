@@ -22,6 +22,8 @@ var (
 	ErrLeaseLost = errors.New("the job's lease belongs to another execution")
 	// ErrUnavailable wraps a commit that failed (disk full, I/O error): the caller's write is not stored.
 	ErrUnavailable = errors.New("store: the database cannot commit")
+	// ErrReadOnly is a write asked of a store opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("store: opened read-only")
 )
 
 // FileName is the database file inside the data folder.
@@ -43,7 +45,7 @@ type Store struct {
 }
 
 type writeReq struct {
-	fn   func(tx *bolt.Tx) error
+	fn   func(tx *Tx) error
 	done chan error
 }
 
@@ -131,12 +133,52 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
-// update runs fn inside a write transaction shared with every other caller
-// queued at the same moment, and returns fn's own result once the
-// transaction is durable. fn may run more than once (when a neighbour fails
-// the round is retried without it), so it must not touch anything outside tx
-// and must set its outputs afresh on every run.
-func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+// Tx is one transaction, handed to the function given to Update or View.
+// It wraps bbolt's transaction privately: callers see records and their
+// typed operations (tx.Job, tx.PutJob, tx.Enqueue, tx.EventByKey, ...),
+// never buckets, so every index stays in step with its records.
+//
+// The typed operations are methods, one small set per record type, over
+// the private generic tables of tables.go: Go has no generic methods, and
+// tx.PutOutbox(&old, &o) reads better at a call site, and in the package
+// docs, than store.Put(tx, outboxes, &old, &o); it also keeps the table
+// declarations out of reach, so no caller can write a record past its
+// indexes. A write takes old, the record as read in the same transaction,
+// and moves exactly the index entries that changed.
+type Tx struct {
+	tx *bolt.Tx
+}
+
+// bucket is one of the buckets created at open.
+func (tx *Tx) bucket(name []byte) *bolt.Bucket { return tx.tx.Bucket(name) }
+
+// Update runs fn inside a write transaction shared with every other caller
+// queued at the same moment (the group commit), and returns fn's own error
+// once the transaction is durable: fn's writes are committed if and only if
+// Update returns nil.
+//
+// fn may run more than once: bbolt has no savepoints, so when a neighbour in
+// the same round fails, the round is rolled back and run again without it.
+// So fn must touch nothing outside tx (no channels, no metrics, no shared
+// variables but its own outputs) and must set its outputs afresh on every
+// run; side effects belong after Update returns. fn must not keep tx or
+// anything read through it once it returns.
+//
+// A returned error rolls back fn's writes, and only fn's. "Already exists"
+// is an answer, not an error: return it in fn's outputs (as RecordEvent's
+// Created does), so that a duplicate never costs its neighbours a re-run.
+//
+// Update never reports failure for a write it committed: once fn is handed
+// to the committer, Update waits for the decision even if ctx ends.
+func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
+	if s.writes == nil {
+		return ErrReadOnly
+	}
+	return s.update(ctx, fn)
+}
+
+// update is Update without the read-only guard, for the store's own methods.
+func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
 	req := &writeReq{fn: fn, done: make(chan error, 1)}
 	select {
 	case s.writes <- req:
@@ -187,7 +229,8 @@ func (s *Store) commit(batch []*writeReq) {
 	for len(batch) > 0 {
 		failed := -1
 		var failure error
-		err := s.db.Update(func(tx *bolt.Tx) error {
+		err := s.db.Update(func(btx *bolt.Tx) error {
+			tx := &Tx{tx: btx}
 			for i, r := range batch {
 				if err := r.fn(tx); err != nil {
 					failed, failure = i, err
@@ -211,15 +254,22 @@ func (s *Store) commit(batch []*writeReq) {
 	}
 }
 
-// view runs a read transaction.
-func (s *Store) view(fn func(tx *bolt.Tx) error) error {
-	return s.db.View(fn)
+// View runs fn inside a read transaction: a consistent snapshot, however
+// many writes commit meanwhile. Writes through tx fail. Anything fn returns
+// it must have copied out of tx (the typed operations do).
+func (s *Store) View(fn func(tx *Tx) error) error {
+	return s.view(fn)
+}
+
+// view is View, for the store's own methods.
+func (s *Store) view(fn func(tx *Tx) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
 }
 
 // Ping proves the store can commit: a write round trip through the committer.
 func (s *Store) Ping(ctx context.Context) error {
-	return s.update(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketMeta).Put([]byte("ping"), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	return s.update(ctx, func(tx *Tx) error {
+		return tx.bucket(bucketMeta).Put([]byte("ping"), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Role is what a person may do.
@@ -37,8 +36,8 @@ type User struct {
 // CreateUser adds u, and the audit entries given, in one transaction;
 // ErrExists when the name is taken.
 func (s *Store) CreateUser(ctx context.Context, u User, audit ...AuditEntry) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketUsers)
+	err := s.update(ctx, func(tx *Tx) error {
+		b := tx.bucket(bucketUsers)
 		if b.Get([]byte(u.Name)) != nil {
 			return ErrExists
 		}
@@ -57,7 +56,7 @@ func (s *Store) CreateUser(ctx context.Context, u User, audit ...AuditEntry) err
 // User returns one user.
 func (s *Store) User(name string) (User, error) {
 	var u User
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketUsers), []byte(name), &u) })
+	err := s.view(func(tx *Tx) error { return getJSON(tx.bucket(bucketUsers), []byte(name), &u) })
 	if err != nil {
 		return User{}, fmt.Errorf("store: user %s: %w", name, err)
 	}
@@ -67,8 +66,8 @@ func (s *Store) User(name string) (User, error) {
 // Users lists every user by name.
 func (s *Store) Users() ([]User, error) {
 	out := []User{}
-	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketUsers).ForEach(func(k, v []byte) error {
+	err := s.view(func(tx *Tx) error {
+		return tx.bucket(bucketUsers).ForEach(func(k, v []byte) error {
 			var u User
 			if err := json.Unmarshal(v, &u); err != nil {
 				return fmt.Errorf("user %s: %w", k, err)
@@ -95,31 +94,31 @@ type Session struct {
 // CreateSession stores a session under the hash of its secret.
 func (s *Store) CreateSession(ctx context.Context, hash []byte, sess Session) error {
 	sess.V = recordVersion
-	return s.update(ctx, func(tx *bolt.Tx) error { return putJSON(tx.Bucket(bucketSessions), hash, sess) })
+	return s.update(ctx, func(tx *Tx) error { return putJSON(tx.bucket(bucketSessions), hash, sess) })
 }
 
 // Session finds a session by the hash of its secret.
 func (s *Store) Session(hash []byte) (Session, error) {
 	var sess Session
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketSessions), hash, &sess) })
+	err := s.view(func(tx *Tx) error { return getJSON(tx.bucket(bucketSessions), hash, &sess) })
 	return sess, err
 }
 
 // TouchSession records activity, so the idle expiry moves.
 func (s *Store) TouchSession(ctx context.Context, hash []byte, now time.Time) error {
-	return s.update(ctx, func(tx *bolt.Tx) error {
+	return s.update(ctx, func(tx *Tx) error {
 		var sess Session
-		if err := getJSON(tx.Bucket(bucketSessions), hash, &sess); err != nil {
+		if err := getJSON(tx.bucket(bucketSessions), hash, &sess); err != nil {
 			return err
 		}
 		sess.LastSeen = now
-		return putJSON(tx.Bucket(bucketSessions), hash, sess)
+		return putJSON(tx.bucket(bucketSessions), hash, sess)
 	})
 }
 
 // DeleteSession ends a session (logout, expiry).
 func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
-	return s.update(ctx, func(tx *bolt.Tx) error { return tx.Bucket(bucketSessions).Delete(hash) })
+	return s.update(ctx, func(tx *Tx) error { return tx.bucket(bucketSessions).Delete(hash) })
 }
 
 // Token is an API token, stored by the SHA-256 of its secret; the secret is
@@ -139,8 +138,8 @@ type Token struct {
 // same name.
 func (s *Store) CreateToken(ctx context.Context, hash []byte, t Token, audit ...AuditEntry) error {
 	t.V = recordVersion
-	return s.update(ctx, func(tx *bolt.Tx) error {
-		toks := tx.Bucket(bucketTokens)
+	return s.update(ctx, func(tx *Tx) error {
+		toks := tx.bucket(bucketTokens)
 		err := toks.ForEach(func(_, v []byte) error {
 			var other Token
 			if json.Unmarshal(v, &other) == nil && other.Name == t.Name && other.RevokedAt == nil {
@@ -154,7 +153,7 @@ func (s *Store) CreateToken(ctx context.Context, hash []byte, t Token, audit ...
 		if err := putJSON(toks, hash, t); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketTokensByID).Put([]byte(t.ID), hash); err != nil {
+		if err := tx.bucket(bucketTokensByID).Put([]byte(t.ID), hash); err != nil {
 			return err
 		}
 		return writeAudits(tx, audit)
@@ -164,7 +163,7 @@ func (s *Store) CreateToken(ctx context.Context, hash []byte, t Token, audit ...
 // TokenByHash finds a token by the hash of its secret.
 func (s *Store) TokenByHash(hash []byte) (Token, error) {
 	var t Token
-	err := s.view(func(tx *bolt.Tx) error { return getJSON(tx.Bucket(bucketTokens), hash, &t) })
+	err := s.view(func(tx *Tx) error { return getJSON(tx.bucket(bucketTokens), hash, &t) })
 	return t, err
 }
 
@@ -172,19 +171,19 @@ func (s *Store) TokenByHash(hash []byte) (Token, error) {
 // transaction; revoking twice keeps the first time.
 func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time, audit ...AuditEntry) (Token, error) {
 	var t Token
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *Tx) error {
 		t = Token{}
-		hash := tx.Bucket(bucketTokensByID).Get([]byte(id))
+		hash := tx.bucket(bucketTokensByID).Get([]byte(id))
 		if hash == nil {
 			return ErrNotFound
 		}
-		if err := getJSON(tx.Bucket(bucketTokens), hash, &t); err != nil {
+		if err := getJSON(tx.bucket(bucketTokens), hash, &t); err != nil {
 			return err
 		}
 		if t.RevokedAt == nil {
 			t.RevokedAt = &now
 		}
-		if err := putJSON(tx.Bucket(bucketTokens), bytes.Clone(hash), t); err != nil {
+		if err := putJSON(tx.bucket(bucketTokens), bytes.Clone(hash), t); err != nil {
 			return err
 		}
 		return writeAudits(tx, audit)
@@ -198,9 +197,9 @@ func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time, audit
 // Tokens lists every token, oldest first.
 func (s *Store) Tokens() ([]Token, error) {
 	out := []Token{}
-	err := s.view(func(tx *bolt.Tx) error {
-		toks := tx.Bucket(bucketTokens)
-		return tx.Bucket(bucketTokensByID).ForEach(func(id, hash []byte) error {
+	err := s.view(func(tx *Tx) error {
+		toks := tx.bucket(bucketTokens)
+		return tx.bucket(bucketTokensByID).ForEach(func(id, hash []byte) error {
 			var t Token
 			if err := getJSON(toks, hash, &t); err != nil {
 				return err
@@ -225,15 +224,15 @@ type AuditEntry struct {
 }
 
 // writeAudit appends e inside the transaction of the action it describes.
-func writeAudit(tx *bolt.Tx, e AuditEntry) error {
+func writeAudit(tx *Tx, e AuditEntry) error {
 	e.V = recordVersion
 	if e.ID == "" {
 		e.ID = ulid.MustNew(ulid.Timestamp(e.At), ulid.DefaultEntropy()).String()
 	}
-	return putJSON(tx.Bucket(bucketAudit), []byte(e.ID), e)
+	return putJSON(tx.bucket(bucketAudit), []byte(e.ID), e)
 }
 
-func writeAudits(tx *bolt.Tx, es []AuditEntry) error {
+func writeAudits(tx *Tx, es []AuditEntry) error {
 	for _, e := range es {
 		if err := writeAudit(tx, e); err != nil {
 			return err
@@ -244,14 +243,14 @@ func writeAudits(tx *bolt.Tx, es []AuditEntry) error {
 
 // Audit records an action that has no record of its own (a login, a token created).
 func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
-	return s.update(ctx, func(tx *bolt.Tx) error { return writeAudit(tx, e) })
+	return s.update(ctx, func(tx *Tx) error { return writeAudit(tx, e) })
 }
 
 // AuditLog lists the newest limit entries, newest first.
 func (s *Store) AuditLog(limit int) ([]AuditEntry, error) {
 	out := []AuditEntry{}
-	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketAudit).Cursor()
+	err := s.view(func(tx *Tx) error {
+		c := tx.bucket(bucketAudit).Cursor()
 		for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
 			var e AuditEntry
 			if err := json.Unmarshal(v, &e); err != nil {

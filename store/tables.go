@@ -1,0 +1,123 @@
+package store
+
+// Every record type with secondary indexes, and each of its indexes,
+// declared once. The key layout is drawn in schema.go; put, delete and
+// Check derive from these declarations.
+
+var eventsTable = &table[Event]{
+	name: "event", bucket: bucketEvents,
+	key:   func(e *Event) []byte { return []byte(e.ID) },
+	label: func(e *Event) string { return e.ID + " (" + e.Key + ")" },
+	indexes: []index[Event]{
+		eventsByKey,
+		{
+			bucket: bucketEventsByConv, ref: refAfterLast(0),
+			key: func(e *Event) []byte { return convKey(LeadKey(e.Channel, e.ConversationID), e.ID) },
+		},
+	},
+}
+
+// eventsByKey is the dedup index: an event key names the event recorded under it.
+var eventsByKey = index[Event]{
+	bucket: bucketEventsByKey, ref: refValue,
+	key:   func(e *Event) []byte { return []byte(e.Key) },
+	value: func(e *Event) []byte { return []byte(e.ID) },
+}
+
+var jobsTable = &table[Job]{
+	name: "job", bucket: bucketJobs,
+	key:   func(j *Job) []byte { return []byte(j.ID) },
+	label: func(j *Job) string { return j.ID + " (" + string(j.State) + ")" },
+	indexes: []index[Job]{
+		{
+			// What can run, next due first.
+			bucket: bucketJobsReady, ref: refAfterTime,
+			key: func(j *Job) []byte {
+				if j.State != JobAvailable && j.State != JobRetryable {
+					return nil
+				}
+				return timeKey(j.RunAt, j.ID)
+			},
+		},
+		{
+			// What is running, earliest expiry first.
+			bucket: bucketJobsLeased, ref: refAfterTime,
+			key: func(j *Job) []byte {
+				if j.State != JobRunning || j.LeaseUntil == nil {
+					return nil
+				}
+				return timeKey(*j.LeaseUntil, j.ID)
+			},
+		},
+		jobsUnique,
+		{
+			bucket: bucketJobsByCorr, ref: refAfterLast('|'),
+			key: func(j *Job) []byte { return corrKey(j.CorrelationID, j.ID) },
+		},
+		{
+			// The dead-letter list.
+			bucket: bucketJobsDead, ref: refKey,
+			key: func(j *Job) []byte {
+				if j.State != JobDiscarded {
+					return nil
+				}
+				return []byte(j.ID)
+			},
+		},
+	},
+}
+
+// jobsUnique holds at most one live job per kind and business key.
+var jobsUnique = index[Job]{
+	bucket: bucketJobsUnique, ref: refValue,
+	key: func(j *Job) []byte {
+		if j.State.Final() {
+			return nil
+		}
+		return uniqueKey(j.Kind, j.Key)
+	},
+	value: func(j *Job) []byte { return []byte(j.ID) },
+}
+
+var draftsTable = &table[Draft]{
+	name: "draft", bucket: bucketDrafts,
+	key:   func(d *Draft) []byte { return []byte(d.ID) },
+	label: func(d *Draft) string { return d.ID + " (" + string(d.Status) + ")" },
+	indexes: []index[Draft]{
+		draftsByEvent,
+		{
+			// The approval queue, oldest first.
+			bucket: bucketDraftsByStatus, ref: refAfter(0, 8),
+			key: func(d *Draft) []byte { return draftStatusKey(*d) },
+		},
+	},
+}
+
+// draftsByEvent names the current draft of each event: every version has
+// its event's key, and an insert moves the entry to the newest.
+var draftsByEvent = index[Draft]{
+	bucket: bucketDraftsByEvent, ref: refValue, shared: true,
+	key:   func(d *Draft) []byte { return []byte(d.EventKey) },
+	value: func(d *Draft) []byte { return []byte(d.ID) },
+}
+
+var outboxTable = &table[Outbox]{
+	name: "outbox row", bucket: bucketOutbox,
+	key:   func(o *Outbox) []byte { return []byte(o.ID) },
+	label: func(o *Outbox) string { return o.ID + " (" + string(o.Status) + ")" },
+	indexes: []index[Outbox]{{
+		bucket: bucketOutboxByStatus, ref: refAfter(0, 0),
+		key: func(o *Outbox) []byte { return outboxStatusKey(o.Status, o.ID) },
+	}},
+}
+
+var handoffsTable = &table[Handoff]{
+	name: "lead", bucket: bucketHandoffs,
+	key:   func(h *Handoff) []byte { return []byte(h.Key) },
+	label: func(h *Handoff) string { return h.Key + " (" + string(h.Status) + ")" },
+	indexes: []index[Handoff]{{
+		// Leads by status, longest waiting first.
+		bucket: bucketHandoffsByStatus, ref: refAfter(0, 8),
+		key: func(h *Handoff) []byte { return handoffStatusKey(h.Status, h.Since, h.Key) },
+	}},
+}
