@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/store"
 )
 
@@ -103,9 +104,10 @@ func (m *Maintenance) Prune(ctx context.Context) error {
 	return nil
 }
 
-// EnsureDelivery requeues replies left without a delivery job.
+// EnsureDelivery requeues replies left without a delivery job (the rule is
+// delivery's: Outbox.Resolve).
 func (m *Maintenance) EnsureDelivery(ctx context.Context) error {
-	n, err := m.Store.EnsureDelivery(ctx, m.now(), m.Config.Retry.MaxAttempts, func() string { return ulid.Make().String() })
+	n, err := delivery.New(m.Store, m.Config).Resolve(ctx, m.now())
 	if n > 0 {
 		m.Log.Warn("requeued replies left without a delivery job", "rows", n)
 		if m.Wake != nil {

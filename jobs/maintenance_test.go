@@ -15,6 +15,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/keys"
 	"github.com/handoff/handoff/store"
 )
 
@@ -287,10 +288,10 @@ func TestMaintenancePrune(t *testing.T) {
 	if _, err := st.FinishJob(ctx, jobs[0].ID, jobs[0].ExecutionID, mt0, store.Result{Outcome: store.OutcomeCompleted}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.ClaimKey(ctx, "n8n-run-1", "h", mt0, time.Minute); err != nil {
+	if _, _, err := keys.Claim(ctx, st, "n8n-run-1", "h", mt0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.MoveKey(ctx, "n8n-run-1", store.KeyTransition{To: store.KeyCompleted, Result: []byte(`{}`), Keep: cfg.Retention.Keys}, mt0); err != nil {
+	if _, err := keys.Complete(ctx, st, "n8n-run-1", keys.By{}, []byte(`{}`), cfg.Retention.Keys, mt0); err != nil {
 		t.Fatal(err)
 	}
 

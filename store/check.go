@@ -56,6 +56,7 @@ func check(tx *Tx) error {
 	problems = append(problems, draftsTable.check(tx)...)
 	problems = append(problems, handoffsTable.check(tx)...)
 	problems = append(problems, outboxTable.check(tx)...)
+	problems = append(problems, keysTable.check(tx)...)
 	// What no index declaration says.
 	problems = append(problems, checkDraftEvents(tx)...)
 	problems = append(problems, checkDraftCounts(tx, schema >= 2)...)

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,7 +16,9 @@ const (
 
 // DeadLetter is one item of the dead-letter list with what is known about
 // it: prior attempts, the side effects already made, and whether a replay is
-// safe, in a sentence.
+// safe, in a sentence. Whether resending a reply is safe is the delivery
+// package's rule: the store describes an item that holds an outbox row
+// (Outbox set) and leaves Safe, Why and Effects for delivery to fill in.
 type DeadLetter struct {
 	ID       string    `json:"id"`
 	Kind     string    `json:"kind"`
@@ -60,7 +61,8 @@ type DeadLetterFilter struct {
 	Limit     int
 }
 
-// DeadLetters lists the dead-letter list, oldest first.
+// DeadLetters lists the dead-letter list, oldest first, as records: the
+// replies' safety is delivery's to judge (delivery.DeadLetters).
 func (s *Store) DeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 	if f.Limit <= 0 {
 		f.Limit = 200
@@ -80,17 +82,18 @@ func (s *Store) DeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 			}
 		}
 		if f.Kind == "" || f.Kind == DeadOutbox {
-			c := tx.bucket(bucketOutboxByStatus).Cursor()
 			for _, st := range []OutboxStatus{OutboxFailed, OutboxNeedsReconciliation} {
-				prefix := append([]byte(st), 0)
-				for k, _ := c.Seek(prefix); k != nil && strings.HasPrefix(string(k), string(prefix)) && len(out) < f.Limit; k, _ = c.Next() {
-					dl, err := deadOutbox(tx, string(k[len(prefix):]))
-					if err != nil {
-						return err
+				err := tx.EachOutbox(st, func(o Outbox) error {
+					if len(out) >= f.Limit {
+						return errEnough
 					}
-					if f.keep(dl) {
+					if dl := deadOutbox(o); f.keep(dl) {
 						out = append(out, dl)
 					}
+					return nil
+				})
+				if err != nil && !errors.Is(err, errEnough) {
+					return err
 				}
 			}
 		}
@@ -118,33 +121,20 @@ func (f DeadLetterFilter) keep(dl DeadLetter) bool {
 	return true
 }
 
-// DeadLetter returns one item by job id or outbox id.
-func (s *Store) DeadLetter(id string) (DeadLetter, error) {
-	var dl DeadLetter
-	err := s.view(func(tx *Tx) error {
-		var err error
-		dl, err = findDeadLetter(tx, id)
-		return err
-	})
-	return dl, err
-}
-
-func findDeadLetter(tx *Tx, id string) (DeadLetter, error) {
+// DeadLetter reads one item by job id (a discarded job) or outbox id (any
+// row: which rows a person may act on is delivery's rule).
+func (tx *Tx) DeadLetter(id string) (DeadLetter, error) {
 	if tx.bucket(bucketJobsDead).Get([]byte(id)) != nil {
 		return deadJob(tx, id)
 	}
-	if outboxTable.has(tx, []byte(id)) {
-		dl, err := deadOutbox(tx, id)
-		if err != nil {
-			return DeadLetter{}, err
-		}
-		switch OutboxStatus(dl.State) {
-		case OutboxFailed, OutboxNeedsReconciliation, OutboxEffectPending:
-			return dl, nil
-		}
-		return DeadLetter{}, &StateError{What: "outbox row " + id, State: dl.State, Want: "failed, needs_reconciliation or effect_pending to be replayed"}
+	o, err := tx.Outbox(id)
+	if errors.Is(err, ErrNotFound) {
+		return DeadLetter{}, fmt.Errorf("dead letter %s: %w", id, ErrNotFound)
 	}
-	return DeadLetter{}, fmt.Errorf("dead letter %s: %w", id, ErrNotFound)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("dead outbox row %s: %w", id, err)
+	}
+	return deadOutbox(o), nil
 }
 
 // deadJob describes a discarded job.
@@ -170,8 +160,7 @@ func deadJob(tx *Tx, id string) (DeadLetter, error) {
 		}
 	case KindDeliver:
 		if o, err := tx.Outbox(j.Key); err == nil {
-			dl.Outbox, dl.Channel, dl.EventKey = &o, o.Channel, o.EventKey
-			dl.Safe, dl.Why, dl.Effects = outboxSafety(o)
+			dl.Outbox, dl.Channel, dl.EventKey = &o, o.Channel, o.EventKey // delivery judges it
 		}
 	default:
 		dl.Safe, dl.Why = true, "a replay runs the job again under the same key"
@@ -180,11 +169,7 @@ func deadJob(tx *Tx, id string) (DeadLetter, error) {
 }
 
 // deadOutbox describes a reply that failed or may have been sent.
-func deadOutbox(tx *Tx, id string) (DeadLetter, error) {
-	o, err := tx.Outbox(id)
-	if err != nil {
-		return DeadLetter{}, fmt.Errorf("dead outbox row %s: %w", id, err)
-	}
+func deadOutbox(o Outbox) DeadLetter {
 	dl := DeadLetter{ID: o.ID, Kind: DeadOutbox, Channel: o.Channel, EventKey: o.EventKey, State: string(o.Status), Error: o.Note, Since: o.UpdatedAt, Outbox: &o}
 	if len(o.Attempts) > 0 && dl.Error == "" {
 		dl.Error = o.Attempts[len(o.Attempts)-1].Error
@@ -192,30 +177,7 @@ func deadOutbox(tx *Tx, id string) (DeadLetter, error) {
 	if o.Dismissed != nil {
 		dl.State = "dismissed"
 	}
-	dl.Safe, dl.Why, dl.Effects = outboxSafety(o)
-	return dl, nil
-}
-
-// outboxSafety says whether resending a reply is safe, and why.
-func outboxSafety(o Outbox) (bool, string, []string) {
-	effects := []string{"outbox row " + o.ID + " exists (" + string(o.Status) + ")"}
-	unknown := 0
-	for _, a := range o.Attempts {
-		if a.Outcome == "ambiguous" {
-			unknown++
-		}
-	}
-	switch {
-	case o.Status == OutboxFailed && unknown == 0 && len(o.Attempts) > 0 && o.Attempts[len(o.Attempts)-1].Outcome == "not_sent":
-		return true, "the provider could not be reached and not one byte of it left, so it was not delivered; a replay sends it again with the same key", effects
-	case o.Status == OutboxFailed && unknown == 0:
-		return true, "the provider refused it permanently, so it was not delivered; a replay sends it again with the same key", effects
-	case o.Status == OutboxPending:
-		return true, "it was never sent", effects
-	case o.Status == OutboxSent:
-		return false, "it was sent (provider id " + o.ProviderID + "); there is nothing to replay", append(effects, "delivered as "+o.ProviderID)
-	}
-	return false, fmt.Sprintf("the provider may already have this message (%d attempt(s) with an unknown outcome): check it first, then confirm the replay or reconcile", unknown), append(effects, "sent to the provider with an unknown outcome")
+	return dl
 }
 
 // ErrUnconfirmed refuses a replay that may repeat a side effect.
@@ -239,14 +201,6 @@ func (e *NotRegenerableError) Error() string {
 
 func (e *NotRegenerableError) Unwrap() error { return ErrNotRegenerable }
 
-// deadKind names what a dead letter is, for a sentence.
-func deadKind(dl DeadLetter) string {
-	if dl.Job != nil {
-		return dl.Job.Kind + " job"
-	}
-	return "reply (outbox row)"
-}
-
 // UnsafeReplayError explains why a replay needs confirmation.
 type UnsafeReplayError struct {
 	ID, Why string
@@ -258,70 +212,23 @@ func (e *UnsafeReplayError) Error() string {
 
 func (e *UnsafeReplayError) Unwrap() error { return ErrUnconfirmed }
 
-// ReplayDeadLetter runs a dead letter again under the same business key, in
-// one transaction: a discarded job becomes available again (attempts keep
-// counting; it gets maxAttempts more); a failed or unresolved reply goes
-// back to pending with a delivery job. An item whose side effect may have
-// happened is refused unless confirmed; a regenerate of anything but a
-// discarded draft job is a *NotRegenerableError (ErrNotRegenerable), before
-// either. newID mints a job id when one is needed.
-func (s *Store) ReplayDeadLetter(ctx context.Context, id string, r Replay, maxAttempts int, newID string) (DeadLetter, error) {
-	var out DeadLetter
-	err := s.update(ctx, func(tx *Tx) error {
-		dl, err := findDeadLetter(tx, id)
-		if err != nil {
-			return err
-		}
-		// First: no state or confirmation makes this request one that can succeed.
-		if r.Regenerate && (dl.Kind != DeadJob || dl.Job.Kind != KindDraft) {
-			return &NotRegenerableError{ID: id, What: deadKind(dl)}
-		}
-		if dl.State == "dismissed" {
-			return &StateError{What: dl.Kind + " " + id, State: "dismissed", Want: "on the dead-letter list"}
-		}
-		if !dl.Safe && !r.Confirmed {
-			return &UnsafeReplayError{ID: id, Why: dl.Why}
-		}
-		switch {
-		case dl.Kind == DeadJob && dl.Job.Kind == KindDeliver && dl.Outbox != nil:
-			if err := requeueOutbox(tx, dl.Outbox, r, maxAttempts, newID); err != nil {
-				return err
-			}
-			if err := reviveJob(tx, dl.Job, r, 0, true); err != nil {
-				return err
-			}
-		case dl.Kind == DeadJob:
-			if err := reviveJob(tx, dl.Job, r, maxAttempts, false); err != nil {
-				return err
-			}
-		default:
-			if err := requeueOutbox(tx, dl.Outbox, r, maxAttempts, newID); err != nil {
-				return err
-			}
-		}
-		if err := writeAudit(tx, AuditEntry{At: r.At, Who: r.By, From: r.From, Action: "replay " + dl.Kind, Target: id, Detail: fmt.Sprintf("regenerate=%v confirmed=%v", r.Regenerate, r.Confirmed)}); err != nil {
-			return err
-		}
-		out = dl
-		return nil
-	})
-	if err != nil {
-		return DeadLetter{}, fmt.Errorf("store: replay %s: %w", id, err)
-	}
-	return out, nil
-}
-
-// reviveJob puts a discarded job back in the queue. retire instead closes it
-// as cancelled (a delivery job whose row got a fresh job).
-func reviveJob(tx *Tx, j *Job, r Replay, more int, retire bool) error {
+// RetireJob closes a discarded delivery job as cancelled, recording the
+// replay that gave its reply a fresh job.
+func (tx *Tx) RetireJob(j *Job, r Replay) error {
 	old := *j
 	j.Replays = append(slices.Clip(j.Replays), r)
 	j.UpdatedAt = r.At
-	if retire {
-		j.State = JobCancelled
-		j.LastError = "replayed: its reply was requeued with a new delivery job"
-		return tx.PutJob(&old, j)
-	}
+	j.State = JobCancelled
+	j.LastError = "replayed: its reply was requeued with a new delivery job"
+	return tx.PutJob(&old, j)
+}
+
+// ReviveJob puts a discarded job back in the queue under the same key, with
+// more attempts; a regenerate fixes the draft version to make.
+func (tx *Tx) ReviveJob(j *Job, r Replay, more int) error {
+	old := *j
+	j.Replays = append(slices.Clip(j.Replays), r)
+	j.UpdatedAt = r.At
 	if live, err := tx.LiveJob(j.Kind, j.Key); err == nil {
 		return &StateError{What: "job " + j.ID, State: "discarded while job " + live.ID + " for the same key is live", Want: "the only job for its key"}
 	} else if !errors.Is(err, ErrNotFound) {
@@ -342,50 +249,9 @@ func reviveJob(tx *Tx, j *Job, r Replay, more int, retire bool) error {
 	return tx.PutJob(&old, j)
 }
 
-// requeueOutbox sends a reply again with the same id and key.
-func requeueOutbox(tx *Tx, o *Outbox, r Replay, maxAttempts int, newID string) error {
-	old := *o
-	switch old.Status {
-	case OutboxFailed, OutboxNeedsReconciliation, OutboxEffectPending, OutboxPending:
-		// pending: its delivery job died before sending; a new job sends it.
-	default:
-		return &StateError{What: "outbox row " + o.ID, State: string(old.Status), Want: "pending, failed, needs_reconciliation or effect_pending"}
-	}
-	// Back in the queue, it is back on the list if it fails again.
-	o.Status, o.ExecutionID, o.Note, o.UpdatedAt, o.Dismissed = OutboxPending, "", "", r.At, nil
-	o.Replays = append(slices.Clip(o.Replays), r)
-	if _, _, err := enqueue(tx, NewJob{ID: newID, Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, r.At); err != nil {
-		return err
-	}
-	return tx.PutOutbox(&old, o)
-}
-
-// DismissDeadLetter takes an item off the list with a reason; a discarded
-// job becomes cancelled.
-func (s *Store) DismissDeadLetter(ctx context.Context, id string, d Dismissal) error {
-	return s.update(ctx, func(tx *Tx) error {
-		dl, err := findDeadLetter(tx, id)
-		if err != nil {
-			return err
-		}
-		if dl.Kind == DeadOutbox && dl.Outbox.Status == OutboxEffectPending {
-			return &StateError{What: "outbox row " + id, State: string(OutboxEffectPending), Want: "failed or needs_reconciliation to be cancelled (it is being sent)"}
-		}
-		if dl.Kind == DeadJob {
-			j := dl.Job
-			old := *j
-			j.State, j.Dismissed, j.UpdatedAt = JobCancelled, &d, d.At
-			if err := tx.PutJob(&old, j); err != nil {
-				return err
-			}
-		} else {
-			o := dl.Outbox
-			old := *o
-			o.Dismissed, o.UpdatedAt = &d, d.At
-			if err := tx.PutOutbox(&old, o); err != nil {
-				return err
-			}
-		}
-		return writeAudit(tx, AuditEntry{At: d.At, Who: d.By, From: d.From, Action: "cancel " + dl.Kind, Target: id, Detail: d.Reason})
-	})
+// DismissJob takes a discarded job off the list with a reason: it becomes cancelled.
+func (tx *Tx) DismissJob(j *Job, d Dismissal) error {
+	old := *j
+	j.State, j.Dismissed, j.UpdatedAt = JobCancelled, &d, d.At
+	return tx.PutJob(&old, j)
 }

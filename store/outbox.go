@@ -2,14 +2,15 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"time"
 )
 
 // Job kinds the store enqueues itself, inside the transaction that makes
-// them necessary (an event enqueues its draft job, an approval its delivery).
+// them necessary (an event enqueues its draft job, an approval its
+// delivery). What a delivery job does, and every move of an outbox row
+// after it is created, is the delivery package's.
 const (
 	KindDraft   = "draft"
 	KindDeliver = "deliver"
@@ -103,161 +104,49 @@ func insertOutbox(tx *Tx, o Outbox) error {
 	return outboxTable.insert(tx, &o)
 }
 
-// OutboxClaim is the claim a row carried before ClaimOutbox replaced it:
-// an execution that claimed the row and recorded no attempt died in the
-// middle of its call, which may have reached the provider.
-type OutboxClaim struct {
-	Status      OutboxStatus
-	ExecutionID string
-	At          time.Time
-}
-
-// ClaimOutbox marks row id effect_pending for execution execID before the
-// provider is called. prev is what the row held before: status pending for
-// a first send, effect_pending when an earlier attempt's outcome is unknown
-// (it failed ambiguously or its process died mid-call). A row in any other
-// status is returned unchanged: there is nothing to send.
-func (s *Store) ClaimOutbox(ctx context.Context, id, execID string, now time.Time) (row Outbox, prev OutboxClaim, err error) {
-	err = s.update(ctx, func(tx *Tx) error {
-		row, prev = Outbox{}, OutboxClaim{}
-		var err error
-		if row, err = tx.Outbox(id); err != nil {
-			return err
-		}
-		prev = OutboxClaim{Status: row.Status, ExecutionID: row.ExecutionID, At: row.ClaimedAt}
-		if prev.At.IsZero() {
-			prev.At = row.UpdatedAt // rows written before claimed_at existed
-		}
-		if row.Status != OutboxPending && row.Status != OutboxEffectPending {
-			return nil
-		}
-		old := row
-		row.Status, row.ExecutionID, row.ClaimedAt, row.UpdatedAt = OutboxEffectPending, execID, now, now
-		return tx.PutOutbox(&old, &row)
-	})
-	if err != nil {
-		return Outbox{}, OutboxClaim{}, fmt.Errorf("store: claim outbox %s: %w", id, err)
-	}
-	return row, prev, nil
-}
-
-// OutboxResult is how a delivery attempt ended.
-type OutboxResult struct {
-	// Status is sent, failed, needs_reconciliation, effect_pending (unknown;
-	// will retry) or pending (the attempt provably sent nothing; will retry).
-	Status     OutboxStatus
-	ProviderID string
-	Note       string
-	Attempt    OutboxAttempt
-	// JobID, when set, completes the delivery job (held by the same
-	// execution) in the same transaction once the row leaves effect_pending,
-	// so a replay or reconciliation right after always finds no live job and
-	// enqueues a fresh one.
-	JobID string
-}
-
-// FinishOutbox records an attempt on row id held by execID and moves the
-// row to r.Status. A sent row moves its lead to replied in the same
-// transaction. ErrLeaseLost when another execution holds the row.
-func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Time, r OutboxResult) (Outbox, error) {
-	var out Outbox
-	err := s.update(ctx, func(tx *Tx) error {
-		o, err := tx.Outbox(id)
+// EachOutbox calls fn for every row in status, by id, until fn returns an error.
+func (tx *Tx) EachOutbox(status OutboxStatus, fn func(Outbox) error) error {
+	prefix := append([]byte(status), 0)
+	c := tx.bucket(bucketOutboxByStatus).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		o, err := tx.Outbox(string(k[len(prefix):]))
 		if err != nil {
 			return err
 		}
-		if o.Status != OutboxEffectPending || o.ExecutionID != execID {
-			return ErrLeaseLost
+		if err := fn(o); err != nil {
+			return err
 		}
-		old := o
-		o.Attempts = append(o.Attempts, r.Attempt)
-		o.UpdatedAt = now
-		if r.Note != "" {
-			o.Note = r.Note
-		}
-		o.Status = r.Status
-		if r.Status == OutboxSent {
-			if err := markSent(tx, &o, r.ProviderID, now); err != nil {
-				return err
-			}
-		}
-		if r.JobID != "" && r.Status != OutboxEffectPending && r.Status != OutboxPending {
-			// A job whose lease was reaped meanwhile is not this execution's
-			// to complete; the outcome is still recorded, and the job's next
-			// execution finds the row settled.
-			if err := completeJob(tx, r.JobID, execID, now); err != nil && !errors.Is(err, ErrLeaseLost) {
-				return err
-			}
-		}
-		out = o
-		return tx.PutOutbox(&old, &o)
-	})
-	if err != nil {
-		return Outbox{}, fmt.Errorf("store: finish outbox %s: %w", id, err)
 	}
-	return out, nil
+	return nil
 }
 
-// markSent records the provider id and moves the lead to replied.
-func markSent(tx *Tx, o *Outbox, providerID string, now time.Time) error {
-	o.ProviderID, o.SentAt, o.ExecutionID, o.Note = providerID, &now, "", ""
+// ReplyLead moves the lead of o, a reply just sent, to replied. The rule is
+// the lead's, so it stays with the lead records: an alert to the team is no
+// reply, and a lead already replied or with a newer message still
+// unanswered does not move (it must not look done).
+func (tx *Tx) ReplyLead(o Outbox, now time.Time) error {
 	if o.Kind == OutboxAlert {
-		return nil // an alert to the team is not a reply to the lead
+		return nil
 	}
 	h, err := tx.Handoff(LeadKey(o.Channel, o.ConversationID))
 	if err != nil {
 		return fmt.Errorf("lead of %s: %w", o.ID, err)
 	}
 	if h.Status == HandoffReplied || h.LastEventKey != o.EventKey {
-		// Replied already, or a newer message is still unanswered: the lead
-		// must not look done.
 		return nil
 	}
 	return moveHandoff(tx, &h, HandoffReplied, now, o.EventKey, "reply "+o.ID+" sent")
 }
 
-// Reconcile applies a person's verdict on a row that needs reconciliation
-// (or failed): sent records the provider id they found and moves the lead to
-// replied; not_sent puts the same row back to pending with a new delivery
-// job (jobID), so the reply keeps its id and key.
-func (s *Store) Reconcile(ctx context.Context, id string, rec Reconciliation, jobID string, maxAttempts int) (Outbox, error) {
-	var out Outbox
-	err := s.update(ctx, func(tx *Tx) error {
-		o, err := tx.Outbox(id)
-		if err != nil {
-			return err
-		}
-		if o.Status != OutboxNeedsReconciliation && o.Status != OutboxFailed {
-			return &StateError{What: "outbox row " + id, State: string(o.Status), Want: "needs_reconciliation or failed"}
-		}
-		old := o
-		o.Reconciliations = append(o.Reconciliations, rec)
-		o.UpdatedAt = rec.At
-		switch rec.Outcome {
-		case "sent":
-			o.Status = OutboxSent
-			if err := markSent(tx, &o, rec.ProviderID, rec.At); err != nil {
-				return err
-			}
-		case "not_sent":
-			o.Status, o.ExecutionID, o.Note, o.Dismissed = OutboxPending, "", "", nil
-			if _, _, err := enqueue(tx, NewJob{ID: jobID, Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, rec.At); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("outcome %q is not sent or not_sent", rec.Outcome)
-		}
-		out = o
-		if err := writeAudit(tx, AuditEntry{At: rec.At, Who: rec.By, From: rec.From, Action: "reconcile", Target: o.ID, Detail: rec.Outcome + " " + rec.ProviderID}); err != nil {
-			return err
-		}
-		return tx.PutOutbox(&old, &o)
-	})
-	if err != nil {
-		return Outbox{}, fmt.Errorf("store: reconcile %s: %w", id, err)
-	}
-	return out, nil
+// CompleteJob completes job id held by execution execID inside tx, so a
+// kind can record its outcome and end its job in one transaction:
+// ErrLeaseLost when execID no longer holds the job.
+func (tx *Tx) CompleteJob(id, execID string, now time.Time) error {
+	return completeJob(tx, id, execID, now)
 }
+
+// Audit appends e inside the transaction of the action it describes.
+func (tx *Tx) Audit(e AuditEntry) error { return writeAudit(tx, e) }
 
 // StateError is a transition the record's current state does not allow.
 type StateError struct {
@@ -282,56 +171,28 @@ func (s *Store) OutboxRow(id string) (Outbox, error) {
 	return o, nil
 }
 
+// errEnough ends a walk that has what it needs.
+var errEnough = errors.New("enough")
+
 // OutboxByStatus lists up to limit rows in status, by id.
 func (s *Store) OutboxByStatus(status OutboxStatus, limit int) ([]Outbox, error) {
 	out := []Outbox{}
 	err := s.view(func(tx *Tx) error {
-		prefix := append([]byte(status), 0)
-		c := tx.bucket(bucketOutboxByStatus).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Next() {
-			o, err := tx.Outbox(string(k[len(prefix):]))
-			if err != nil {
-				return err
+		out = out[:0]
+		err := tx.EachOutbox(status, func(o Outbox) error {
+			if len(out) >= limit {
+				return errEnough
 			}
 			out = append(out, o)
+			return nil
+		})
+		if errors.Is(err, errEnough) {
+			return nil
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: outbox rows %s: %w", status, err)
 	}
 	return out, nil
-}
-
-// EnsureDelivery enqueues a delivery job for every row left effect_pending
-// or pending without a live job (a job discarded by a crash loop, a bug):
-// the job then resolves it by the usual rules. It returns how many it
-// enqueued. newID mints job ids.
-func (s *Store) EnsureDelivery(ctx context.Context, now time.Time, maxAttempts int, newID func() string) (int, error) {
-	n := 0
-	err := s.update(ctx, func(tx *Tx) error {
-		n = 0
-		c := tx.bucket(bucketOutboxByStatus).Cursor()
-		for _, st := range []OutboxStatus{OutboxPending, OutboxEffectPending} {
-			prefix := append([]byte(st), 0)
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				o, err := tx.Outbox(string(k[len(prefix):]))
-				if err != nil {
-					return err
-				}
-				_, created, err := enqueue(tx, NewJob{ID: newID(), Kind: KindDeliver, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, now)
-				if err != nil {
-					return err
-				}
-				if created {
-					n++
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: ensure delivery jobs: %w", err)
-	}
-	return n, nil
 }

@@ -121,3 +121,10 @@ var handoffsTable = &table[Handoff]{
 		key: func(h *Handoff) []byte { return handoffStatusKey(h.Status, h.Since, h.Key) },
 	}},
 }
+
+// keysTable holds the key API's idempotency keys, by the caller's key; no index.
+var keysTable = &table[IdemKey]{
+	name: "key", bucket: bucketKeys,
+	key:   func(k *IdemKey) []byte { return []byte(k.Key) },
+	label: func(k *IdemKey) string { return k.Key + " (" + string(k.State) + ")" },
+}

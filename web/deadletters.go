@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/labstack/echo/v5"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/store"
 )
 
@@ -56,7 +56,7 @@ func (s *Server) listDeadLetters(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dls, err := s.st.DeadLetters(f)
+	dls, err := delivery.New(s.st, s.cfg).DeadLetters(f)
 	if err != nil {
 		return err
 	}
@@ -109,31 +109,11 @@ func (s *Server) replayItem(ctx context.Context, id, confirm string, regenerate 
 	return s.replay(ctx, id, store.Replay{By: by, At: s.now().UTC(), From: from, Regenerate: regenerate, Confirmed: confirm == id})
 }
 
-// deadLetterError words the store's refusals of a dead-letter action.
-func deadLetterError(id string, err error) error {
-	var unsafe *store.UnsafeReplayError
-	var state *store.StateError
-	var notRegen *store.NotRegenerableError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &notRegen):
-		return &apiError{status: http.StatusBadRequest, msg: notRegen.Error()}
-	case errors.As(err, &unsafe):
-		return &apiError{status: http.StatusConflict, msg: unsafe.Error()}
-	case errors.As(err, &state):
-		return &apiError{status: http.StatusConflict, msg: state.Error()}
-	case errors.Is(err, store.ErrNotFound):
-		return errorf(http.StatusNotFound, "there is no dead letter %q", id)
-	}
-	return err
-}
-
 // replay is the one replay shared by the API, the bulk replay and the dashboard.
 func (s *Server) replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
-	dl, err := s.st.ReplayDeadLetter(ctx, id, r, s.cfg.Retry.MaxAttempts, ulid.Make().String())
-	if err := deadLetterError(id, err); err != nil {
-		return dl, err
+	dl, err := delivery.New(s.st, s.cfg).Replay(ctx, id, r)
+	if err != nil {
+		return dl, missing(err, "there is no dead letter %q", id)
 	}
 	s.jobs.Wake()
 	return dl, nil
@@ -163,8 +143,8 @@ func (s *Server) cancelItem(ctx context.Context, id, reason, by, from string) er
 	if reason == "" {
 		return errorf(http.StatusBadRequest, "a cancel needs a reason")
 	}
-	err := s.st.DismissDeadLetter(ctx, id, store.Dismissal{By: by, At: s.now().UTC(), From: from, Reason: reason})
-	return deadLetterError(id, err)
+	err := delivery.New(s.st, s.cfg).Dismiss(ctx, id, store.Dismissal{By: by, At: s.now().UTC(), From: from, Reason: reason})
+	return missing(err, "there is no dead letter %q", id)
 }
 
 // bulkRun is one bulk replay, running in the background so it can be cancelled.
@@ -274,7 +254,7 @@ func (s *Server) startBulk(body deadLetterFilter, by, from string) (*bulkRun, er
 	if err != nil {
 		return nil, err
 	}
-	items, err := s.st.DeadLetters(f)
+	items, err := delivery.New(s.st, s.cfg).DeadLetters(f)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +296,7 @@ func (s *Server) startBulk(body deadLetterFilter, by, from string) (*bulkRun, er
 			_, err := s.replay(context.WithoutCancel(ctx), it.ID, store.Replay{By: by, At: s.now().UTC(), From: from})
 			run.mu.Lock()
 			if err != nil {
-				status, msg := errorAnswer(err)
+				status, msg := answerFor(err)
 				if status >= 500 {
 					s.log.Error("bulk replay: item failed", "run", run.st.ID, "item", it.ID, slog.Any("err", err))
 				}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"encoding/base64"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -135,11 +134,8 @@ func (s *Server) approve(c *echo.Context, id, text string) (store.Approved, erro
 		JobID:       ulid.Make().String(),
 		MaxAttempts: s.cfg.Retry.MaxAttempts,
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Approved{}, errorf(http.StatusNotFound, "there is no draft %q", id)
-	}
 	if err != nil {
-		return store.Approved{}, decisionError(err)
+		return store.Approved{}, missing(err, "there is no draft %q", id)
 	}
 	if res.Created {
 		s.jobs.Wake()
@@ -204,22 +200,7 @@ func (s *Server) reject(c *echo.Context, id, reason string) (store.Rejected, err
 	}
 	res, err := s.st.RejectDraft(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(reason)})
 	if err != nil {
-		return store.Rejected{}, decisionError(err)
+		return store.Rejected{}, missing(err, "there is no such draft")
 	}
 	return res, nil
-}
-
-// decisionError turns the store's refusals into answers.
-func decisionError(err error) error {
-	var conflict *store.ConflictError
-	var state *store.StateError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return errorf(http.StatusNotFound, "there is no such draft")
-	case errors.As(err, &conflict):
-		return &apiError{status: http.StatusConflict, msg: conflict.Error() + "; that decision stands"}
-	case errors.As(err, &state):
-		return &apiError{status: http.StatusConflict, msg: state.Error()}
-	}
-	return err
 }

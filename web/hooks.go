@@ -48,16 +48,16 @@ func (s *Server) receive(c *echo.Context, name string) (string, error) {
 	now := s.now().UTC()
 	if v := s.verifiers[ch.Name]; v != nil {
 		if err := v.Verify(req.Header, body, now); err != nil {
-			return "rejected_signature", hookError(err, http.StatusUnauthorized)
+			return "rejected_signature", refused(err, http.StatusUnauthorized)
 		}
 	}
 	p, err := hook.Parse(req.Header.Get("Content-Type"), body, req.Header)
 	if err != nil {
-		return "rejected_body", hookError(err, http.StatusBadRequest)
+		return "rejected_body", refused(err, http.StatusBadRequest)
 	}
 	msgID, err := hook.MessageID(p, ch.Fields.MessageID)
 	if err != nil {
-		return "rejected_message_id", hookError(err, http.StatusBadRequest)
+		return "rejected_message_id", refused(err, http.StatusBadRequest)
 	}
 	ev := store.Event{
 		ID: ulid.Make().String(), Key: ch.Name + ":" + msgID, Channel: ch.Name, MessageID: msgID,
@@ -83,15 +83,6 @@ func (s *Server) receive(c *echo.Context, name string) (string, error) {
 	}
 	s.jobs.Wake()
 	return "accepted", c.JSON(http.StatusAccepted, hookAnswer{Status: "accepted", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
-}
-
-// hookError maps a hook package error to its answer.
-func hookError(err error, fallback int) error {
-	var he *hook.Error
-	if errors.As(err, &he) {
-		return &apiError{status: he.Status, msg: he.Msg}
-	}
-	return &apiError{status: fallback, msg: err.Error()}
 }
 
 // optional reads a field that may be absent or of the wrong type: a message

@@ -6,13 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/keys"
 	"github.com/handoff/handoff/store"
 )
 
@@ -71,27 +71,23 @@ func (s *Server) claimKey(c *echo.Context) error {
 		}
 	}
 	sum := sha256.Sum256(canon)
-	k, outcome, err := s.st.ClaimKey(c.Request().Context(), key, hex.EncodeToString(sum[:]), s.now().UTC(), lease)
+	// A refusal (another body, held, needs reconciliation) is a keys
+	// error, answered by answerFor.
+	k, outcome, err := keys.Claim(c.Request().Context(), s.st, key, hex.EncodeToString(sum[:]), s.now().UTC(), lease)
 	if err != nil {
 		return err
 	}
 	a := keyAnswer{Key: key, State: k.State, Result: k.Result, Record: k}
 	switch outcome {
-	case store.ClaimCreated:
+	case keys.Created:
 		a.Claim = k.Claim
 		return c.JSON(http.StatusCreated, a)
-	case store.ClaimTakeover:
+	case keys.TakenOver:
 		a.Claim, a.TakenOver = k.Claim, true
 		a.Message = "the previous claim's lease expired before it reported an effect; this claim took the key over"
 		return c.JSON(http.StatusCreated, a)
-	case store.ClaimDone:
+	default: // done
 		return c.JSON(http.StatusOK, a)
-	case store.ClaimMismatch:
-		return errorf(http.StatusUnprocessableEntity, "key %q was first claimed with a different body; use a new key for a different request", key)
-	case store.ClaimBusy:
-		return errorf(http.StatusConflict, "key %q is held by another claim (%s) until %s; try again after that", key, k.State, k.LeaseUntil.Format(time.RFC3339))
-	default: // unsure
-		return errorf(http.StatusConflict, "key %q needs reconciliation: %s; check the side effect, then POST /api/v1/keys/%s/reconcile", key, k.Note, key)
 	}
 }
 
@@ -118,7 +114,9 @@ func canonicalJSON(raw []byte) ([]byte, error) {
 // keyEffectPending answers POST /api/v1/keys/{key}/effect-pending?claim=;
 // the lease is extended by the claim's own lease.
 func (s *Server) keyEffectPending(c *echo.Context) error {
-	return s.moveKey(c, store.KeyTransition{To: store.KeyEffectPending, Lease: defaultKeyLease, Claim: c.QueryParam("claim")})
+	return s.moveKey(c, func(ctx context.Context, key string, by keys.By, now time.Time) (store.IdemKey, error) {
+		return keys.EffectPending(ctx, s.st, key, by, defaultKeyLease, now)
+	})
 }
 
 // completeKey answers POST /api/v1/keys/{key}/complete?claim= (body: the result).
@@ -131,7 +129,14 @@ func (s *Server) completeKey(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.moveKey(c, store.KeyTransition{To: store.KeyCompleted, Result: result, Keep: s.cfg.Retention.Keys, Claim: c.QueryParam("claim")})
+	return s.moveKey(c, s.completeWith(result))
+}
+
+// completeWith is the move that completes a key with result, kept for retention.keys.
+func (s *Server) completeWith(result json.RawMessage) keyMove {
+	return func(ctx context.Context, key string, by keys.By, now time.Time) (store.IdemKey, error) {
+		return keys.Complete(ctx, s.st, key, by, result, s.cfg.Retention.Keys, now)
+	}
 }
 
 // keyReconcileBody is a person's verdict on a key whose effect is unknown.
@@ -167,42 +172,41 @@ func (s *Server) settleKey(ctx context.Context, key, outcome string, result []by
 		if err != nil {
 			return store.IdemKey{}, err
 		}
-		return s.applyKey(ctx, key, store.KeyTransition{To: store.KeyCompleted, Result: canon, Keep: s.cfg.Retention.Keys}, by, from)
+		return s.applyKey(ctx, key, "", by, from, s.completeWith(canon))
 	case "not_done":
-		return s.applyKey(ctx, key, store.KeyTransition{Reset: true}, by, from)
+		return s.applyKey(ctx, key, "", by, from, func(ctx context.Context, key string, by keys.By, now time.Time) (store.IdemKey, error) {
+			return keys.Release(ctx, s.st, key, by, now)
+		})
 	}
 	return store.IdemKey{}, errorf(http.StatusBadRequest, `outcome must be "completed" (with the result) or "not_done", not %q`, outcome)
 }
 
-func (s *Server) moveKey(c *echo.Context, t store.KeyTransition) error {
+// keyMove is one of package keys' moves of key, by by, at now.
+type keyMove func(ctx context.Context, key string, by keys.By, now time.Time) (store.IdemKey, error)
+
+// moveKey answers a holder's move (effect-pending, complete): ?claim=,
+// when given, must be the key's current claim.
+func (s *Server) moveKey(c *echo.Context, m keyMove) error {
 	key, err := s.keyParam(c)
 	if err != nil {
 		return err
 	}
-	k, err := s.applyKey(c.Request().Context(), key, t, actor(c), c.RealIP())
+	k, err := s.applyKey(c.Request().Context(), key, c.QueryParam("claim"), actor(c), c.RealIP(), m)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, keyAnswer{Key: key, State: k.State, Result: k.Result, Record: k, Message: k.Note})
 }
 
-// applyKey moves key by t and audits it as by.
-func (s *Server) applyKey(ctx context.Context, key string, t store.KeyTransition, by, from string) (store.IdemKey, error) {
+// applyKey applies m to key for the holder of claim (empty: unchecked),
+// audited as by from the address from.
+func (s *Server) applyKey(ctx context.Context, key, claim, by, from string, m keyMove) (store.IdemKey, error) {
 	if err := checkKey(key); err != nil {
 		return store.IdemKey{}, err
 	}
-	t.Audit = store.AuditEntry{At: s.now().UTC(), Who: by, From: from}
-	k, err := s.st.MoveKey(ctx, key, t, s.now().UTC())
-	var state *store.StateError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return k, errorf(http.StatusNotFound, "key %q was never claimed (or has expired); claim it first", key)
-	case errors.As(err, &state):
-		return k, &apiError{status: http.StatusConflict, msg: state.Error()}
-	case err != nil:
-		return k, err
-	}
-	return k, nil
+	now := s.now().UTC()
+	k, err := m(ctx, key, keys.By{Claim: claim, Audit: store.AuditEntry{At: now, Who: by, From: from}}, now)
+	return k, missing(err, "key %q was never claimed (or has expired); claim it first", key)
 }
 
 // getKey answers GET /api/v1/keys/{key}.
@@ -212,11 +216,8 @@ func (s *Server) getKey(c *echo.Context) error {
 		return err
 	}
 	k, err := s.st.Key(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(http.StatusNotFound, "key %q was never claimed (or has expired)", key)
-	}
 	if err != nil {
-		return err
+		return missing(err, "key %q was never claimed (or has expired)", key)
 	}
 	return c.JSON(http.StatusOK, keyAnswer{Key: key, State: k.State, Result: k.Result, Record: k})
 }

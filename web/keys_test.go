@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/keys"
+	"github.com/handoff/handoff/store"
 )
 
 // keyPath is the API path of an action on key.
@@ -286,4 +289,32 @@ func stringsOf(ans map[string]any) []string {
 		}
 	}
 	return out
+}
+
+// TestAnswerForKeys pins how the key API's refusals are answered, as
+// package keys returns them (wrapped with context).
+func TestAnswerForKeys(t *testing.T) {
+	until := time.Date(2026, 11, 29, 9, 5, 0, 0, time.UTC)
+	wrap := func(err error) error { return fmt.Errorf("keys: claim k-1: %w", err) }
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		msg    string
+	}{
+		{"another body", wrap(&keys.MismatchError{Key: "k-1"}), 422, `key "k-1" was first claimed with a different body; use a new key for a different request`},
+		{"held", wrap(&keys.BusyError{Key: "k-1", State: store.KeyStarted, Until: until}), 409, `key "k-1" is held by another claim (started) until 2026-11-29T09:05:00Z; try again after that`},
+		{"unsure", wrap(&keys.UnsureError{Key: "k-1", Note: "the effect may have happened"}), 409,
+			`key "k-1" needs reconciliation: the effect may have happened; check the side effect, then POST /api/v1/keys/k-1/reconcile`},
+		{"lost claim", wrap(&keys.LostClaimError{Key: "k-1", Holder: "B", Claim: "A"}), 409, (&keys.LostClaimError{Key: "k-1", Holder: "B", Claim: "A"}).Error()},
+		{"state", wrap(&keys.StateError{Key: "k-1", State: store.KeyCompleted, Want: "started"}), 409, "key k-1 is completed; this needs it to be started"},
+		{"never claimed", missing(fmt.Errorf("keys: complete k-1: %w", store.ErrNotFound), "key %q was never claimed", "k-1"), 404, `key "k-1" was never claimed`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if status, msg := answerFor(tt.err); status != tt.status || msg != tt.msg {
+				t.Errorf("answerFor = %d %q, want %d %q", status, msg, tt.status, tt.msg)
+			}
+		})
+	}
 }

@@ -1,13 +1,12 @@
 package web
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/labstack/echo/v5"
-	"github.com/oklog/ulid/v2"
 
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/store"
 )
 
@@ -15,11 +14,8 @@ import (
 func (s *Server) outboxRow(c *echo.Context) error {
 	id := c.Param("*")
 	o, err := s.st.OutboxRow(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(http.StatusNotFound, "there is no outbox row %q", id)
-	}
 	if err != nil {
-		return err
+		return missing(err, "there is no outbox row %q", id)
 	}
 	return c.JSON(http.StatusOK, o)
 }
@@ -58,17 +54,11 @@ func (s *Server) reconcileRow(c *echo.Context, id, outcome, providerID string) (
 	default:
 		return store.Outbox{}, errorf(http.StatusBadRequest, `outcome must be "sent" or "not_sent", not %q`, outcome)
 	}
-	o, err := s.st.Reconcile(c.Request().Context(), id, store.Reconciliation{
+	o, err := delivery.New(s.st, s.cfg).Reconcile(c.Request().Context(), id, store.Reconciliation{
 		By: actor(c), At: s.now().UTC(), Outcome: outcome, ProviderID: providerID, From: c.RealIP(),
-	}, ulid.Make().String(), s.cfg.Retry.MaxAttempts)
-	var stateErr *store.StateError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return store.Outbox{}, errorf(http.StatusNotFound, "there is no outbox row %q", id)
-	case errors.As(err, &stateErr):
-		return store.Outbox{}, &apiError{status: http.StatusConflict, msg: stateErr.Error()}
-	case err != nil:
-		return store.Outbox{}, err
+	})
+	if err != nil {
+		return store.Outbox{}, missing(err, "there is no outbox row %q", id)
 	}
 	if outcome == "not_sent" {
 		s.jobs.Wake()

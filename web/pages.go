@@ -2,7 +2,6 @@ package web
 
 import (
 	"bytes"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -42,24 +41,6 @@ func isHX(c *echo.Context) bool { return c.Request().Header.Get("HX-Request") ==
 // wantsHTML reports whether the client reads HTML: a browser or htmx.
 func wantsHTML(r *http.Request) bool {
 	return r.Header.Get("HX-Request") == "true" || strings.Contains(r.Header.Get("Accept"), "text/html")
-}
-
-// errorAnswer is the status and sentence an error is answered with.
-func errorAnswer(err error) (int, string) {
-	var ae *apiError
-	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &ae):
-		return ae.status, ae.msg
-	case errors.As(err, &he):
-		if he.Message == "" {
-			return he.Code, http.StatusText(he.Code)
-		}
-		return he.Code, he.Message
-	case echo.StatusCode(err) != 0:
-		return echo.StatusCode(err), http.StatusText(echo.StatusCode(err))
-	}
-	return http.StatusInternalServerError, "something went wrong on our side; it has been logged"
 }
 
 // layout gathers what every page shows around its content: who is logged
@@ -106,11 +87,10 @@ func (s *Server) loginSubmit(c *echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
 	next := safeNext(c.FormValue("next"))
 	secret, err := s.login(c, name, c.FormValue("password"))
-	var ae *apiError
-	if errors.As(err, &ae) && (ae.status == http.StatusUnauthorized || ae.status == http.StatusTooManyRequests) {
-		return render(c, ae.status, views.Login(views.LoginPage{Name: name, Next: next, Error: ae.msg}))
-	}
 	if err != nil {
+		if status, msg := answerFor(err); status == http.StatusUnauthorized || status == http.StatusTooManyRequests {
+			return render(c, status, views.Login(views.LoginPage{Name: name, Next: next, Error: msg}))
+		}
 		return err
 	}
 	c.SetCookie(s.sessionCookieFor(secret, int(sessionMax.Seconds())))

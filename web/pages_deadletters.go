@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -25,7 +26,7 @@ func (s *Server) deadLettersPage(c *echo.Context) error {
 		return err
 	}
 	f.Limit = deadLettersLimit + 1
-	items, err := s.st.DeadLetters(f)
+	items, err := delivery.New(s.st, s.cfg).DeadLetters(f)
 	if err != nil {
 		return err
 	}

@@ -236,11 +236,8 @@ func (s *Server) focusCard(c *echo.Context, v queueView, page []store.Draft, nex
 		return s.pendingCard(c, v, page, next, i, page[i])
 	}
 	d, err := s.st.Draft(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return views.DraftCard{}, errorf(http.StatusNotFound, "there is no draft %q", id)
-	}
 	if err != nil {
-		return views.DraftCard{}, err
+		return views.DraftCard{}, missing(err, "there is no draft %q", id)
 	}
 	if d.Status != store.DraftPending {
 		return s.decidedCard(c, v, d, page, nil)
@@ -306,15 +303,15 @@ func (s *Server) rejectFromQueue(c *echo.Context) error {
 // refusedDecision answers a decision the store refused: a conflict with
 // an earlier decision (409) shows that decision's card with its sentence.
 func (s *Server) refusedDecision(c *echo.Context, v queueView, id string, err error) error {
-	var ae *apiError
-	if !isHX(c) || !errors.As(err, &ae) || ae.status != http.StatusConflict {
+	status, msg := answerFor(err)
+	if !isHX(c) || status != http.StatusConflict {
 		return err
 	}
 	d, derr := s.st.Draft(id)
 	if derr != nil {
 		return err
 	}
-	return s.answerDecision(c, v, d, &views.Notice{Tone: "error", Text: ae.msg}, ae.status, true)
+	return s.answerDecision(c, v, d, &views.Notice{Tone: "error", Text: msg}, status, true)
 }
 
 // answerDecision renders the answer to a decision on draft decided: the

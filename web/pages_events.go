@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -14,50 +13,14 @@ import (
 	"github.com/handoff/handoff/views"
 )
 
-// loadTimeline gathers what GET /api/v1/events/{key} answers, for the page.
+// loadTimeline reads what GET /api/v1/events/{key} answers and the page
+// shows, from one read transaction.
 func (s *Server) loadTimeline(key string) (timeline, error) {
-	ev, err := s.st.EventByKey(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return timeline{}, errorf(http.StatusNotFound, "no event has the key %q", key)
-	}
+	t, err := s.st.Timeline(key)
 	if err != nil {
-		return timeline{}, err
+		return timeline{}, missing(err, "no event has the key %q", key)
 	}
-	t := timeline{Event: ev}
-	if t.Jobs, err = s.st.JobsByCorrelation(ev.CorrelationID); err != nil {
-		return timeline{}, err
-	}
-	if t.Jobs == nil {
-		t.Jobs = []store.Job{}
-	}
-	d, err := s.st.DraftByEvent(ev.Key)
-	switch {
-	case err == nil:
-		t.Draft = &d
-	case !errors.Is(err, store.ErrNotFound):
-		return timeline{}, err
-	}
-	if t.Drafts, err = s.st.DraftVersions(ev.Key); err != nil {
-		return timeline{}, err
-	}
-	if t.Drafts == nil {
-		t.Drafts = []store.Draft{}
-	}
-	if t.Draft != nil && t.Draft.OutboxID != "" {
-		o, err := s.st.OutboxRow(t.Draft.OutboxID)
-		if err != nil {
-			return timeline{}, err
-		}
-		t.Outbox = &o
-	}
-	h, err := s.st.Handoff(store.LeadKey(ev.Channel, ev.ConversationID))
-	switch {
-	case err == nil:
-		t.Handoff = &h
-	case !errors.Is(err, store.ErrNotFound):
-		return timeline{}, err
-	}
-	return t, nil
+	return timeline{Event: t.Event, Jobs: t.Jobs, Draft: t.Draft, Drafts: t.Drafts, Handoff: t.Handoff, Outbox: t.Outbox}, nil
 }
 
 // timelinePage answers GET /events/{event key}: the event and everything

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/hook"
@@ -145,10 +146,12 @@ func (s *Server) handleError(c *echo.Context, err error) {
 		return
 	}
 	r := c.Request()
-	status, msg := errorAnswer(err)
+	status, msg := answerFor(err)
 	msg = routeSentence(c, status, msg)
 	if status >= 500 {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, slog.Any("err", err))
+		corr := ulid.Make().String()
+		c.Response().Header().Set(correlationHeader, corr)
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "correlation_id", corr, slog.Any("err", err))
 	}
 	switch {
 	case r.Method == http.MethodHead:

@@ -1,7 +1,7 @@
 package web
 
 import (
-	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -47,6 +47,17 @@ func (s *Server) renderUsers(c *echo.Context, status int, secret *views.Secret, 
 	return render(c, status, views.UsersPageView(l, views.UsersPage{Users: users, Tokens: tokens, Secret: secret, Notice: n, Owners: s.owners()}))
 }
 
+// refuseUsers shows the users page again with a form's refusal (a name in
+// use, a password too short), worded by answerFor and put into format; an
+// error that is not the form's fault is the error page.
+func (s *Server) refuseUsers(c *echo.Context, err error, format string) error {
+	status, msg := answerFor(err)
+	if status >= http.StatusInternalServerError {
+		return err
+	}
+	return s.renderUsers(c, status, nil, &views.Notice{Tone: "error", Text: fmt.Sprintf(format, msg)})
+}
+
 // ValidName reports whether s may name a person or an API token: 1 to 64
 // letters, digits, '.', '_', '-' or '@' (the dashboard and "user add" alike).
 func ValidName(s string) bool {
@@ -78,20 +89,14 @@ func (s *Server) createUser(c *echo.Context) error {
 		pw = password.Generate()
 	}
 	hash, err := password.Hash(pw)
-	if errors.Is(err, password.ErrTooShort) || errors.Is(err, password.ErrTooLong) {
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not added: " + err.Error() + "."})
-	}
 	if err != nil {
-		return err
+		return s.refuseUsers(c, err, "Not added: %s.")
 	}
 	now := s.now().UTC()
 	err = s.st.CreateUser(c.Request().Context(), store.User{Name: name, Role: role, Owner: owner, PasswordHash: hash, CreatedAt: now},
 		s.auditEntry(c, "create user", name, "role "+string(role)+", owner "+owner))
-	if errors.Is(err, store.ErrExists) {
-		return s.renderUsers(c, http.StatusConflict, nil, &views.Notice{Tone: "error", Text: "There is already a person named " + name + "."})
-	}
 	if err != nil {
-		return err
+		return s.refuseUsers(c, taken(err, "There is already a person named %s.", name), "%s")
 	}
 	var secret *views.Secret
 	if generated {
@@ -114,11 +119,8 @@ func (s *Server) createToken(c *echo.Context) error {
 	secret := newSecret()
 	t := store.Token{ID: ulid.Make().String(), Name: name, User: who(c).Name, Role: role, CreatedAt: s.now().UTC()}
 	err := s.st.CreateToken(c.Request().Context(), hashSecret(secret), t, s.auditEntry(c, "create token", t.ID, name+" ("+string(role)+")"))
-	if errors.Is(err, store.ErrExists) {
-		return s.renderUsers(c, http.StatusConflict, nil, &views.Notice{Tone: "error", Text: "A live token is already named " + name + "; revoke it first or choose another name."})
-	}
 	if err != nil {
-		return err
+		return s.refuseUsers(c, taken(err, "A live token is already named %s; revoke it first or choose another name.", name), "%s")
 	}
 	return s.renderUsers(c, http.StatusOK, &views.Secret{What: "API token " + name, Value: secret},
 		&views.Notice{Tone: "ok", Text: "Created token " + name + ". Send it as Authorization: Bearer <token>."})
@@ -128,11 +130,8 @@ func (s *Server) createToken(c *echo.Context) error {
 func (s *Server) revokeToken(c *echo.Context) error {
 	id := c.Param("id")
 	_, err := s.st.RevokeToken(c.Request().Context(), id, s.now().UTC(), s.auditEntry(c, "revoke token", id, ""))
-	if errors.Is(err, store.ErrNotFound) {
-		return errorf(http.StatusNotFound, "there is no token %q", id)
-	}
 	if err != nil {
-		return err
+		return missing(err, "there is no token %q", id)
 	}
 	return c.Redirect(http.StatusSeeOther, "/users?revoked="+id)
 }

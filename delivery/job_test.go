@@ -1,4 +1,4 @@
-package jobs
+package delivery_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/store"
@@ -133,7 +135,8 @@ func (f *fakeCRM) seen() (posts []crmPost, held map[string]string, lookups []str
 // under test, with the real job kinds running it end to end.
 type deliveryRig struct {
 	st       *store.Store
-	runner   *Runner
+	runner   *jobs.Runner
+	kinds    map[string]jobs.Kind
 	ev       store.Event
 	outboxID string
 }
@@ -161,18 +164,18 @@ func startDelivery(t *testing.T, st *store.Store, prov config.Provider, maxAttem
 	if err != nil {
 		t.Fatalf("NewTemplate: %v", err)
 	}
-	kinds, _ := Kinds(st, cfg, d, providers)
+	kinds, _ := jobs.Kinds(st, cfg, d, providers)
 	key := "demo:msg-1"
 	rec, err := st.RecordEvent(context.Background(), store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: "msg-1", CorrelationID: ulid.Make().String(),
 		ConversationID: deliverConv, Contact: deliverConv, Name: "Ada", Text: "Hello, do you ship to Lisbon?",
 		ReceivedAt: time.Now().UTC(),
-	}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: maxAttempts})
+	}, store.NewJob{ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: key, MaxAttempts: maxAttempts})
 	if err != nil {
 		t.Fatalf("RecordEvent: %v", err)
 	}
 	r := startRunner(t, st, kinds, testOptions())
-	return &deliveryRig{st: st, runner: r, ev: rec.Event, outboxID: store.OutboxID(deliverConv, store.DraftID(rec.Event.ID))}
+	return &deliveryRig{st: st, runner: r, kinds: kinds, ev: rec.Event, outboxID: store.OutboxID(deliverConv, store.DraftID(rec.Event.ID))}
 }
 
 // settle waits until the outbox row exists, is out of pending and
@@ -211,7 +214,7 @@ func (g *deliveryRig) deliverJobs(t *testing.T) []store.Job {
 	}
 	var out []store.Job
 	for _, j := range all {
-		if j.Kind == KindDeliver {
+		if j.Kind == delivery.Kind {
 			out = append(out, j)
 		}
 	}
@@ -393,7 +396,7 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 				return
 			}
 			// Running the delivery again must never send it again.
-			again, _, err := st.Enqueue(context.Background(), store.NewJob{ID: ulid.Make().String(), Kind: KindDeliver, Key: g.outboxID, MaxAttempts: 3}, g.ev.CorrelationID, time.Now())
+			again, _, err := st.Enqueue(context.Background(), store.NewJob{ID: ulid.Make().String(), Kind: delivery.Kind, Key: g.outboxID, MaxAttempts: 3}, g.ev.CorrelationID, time.Now())
 			if err != nil {
 				t.Fatalf("Enqueue: %v", err)
 			}
@@ -522,7 +525,7 @@ func TestDeliverLastAttemptCutByShutdown(t *testing.T) {
 		t.Fatalf("delivery jobs %+v, want one handed back, not final", jobs)
 	}
 
-	startRunner(t, st, g.runner.kinds, testOptions())
+	startRunner(t, st, g.kinds, testOptions())
 	row, jobs = g.settle(t)
 	if row.Status != store.OutboxSent || row.ProviderID != "crm-1" {
 		t.Errorf("row is %s with provider id %q, want sent as crm-1 (found by lookup)", row.Status, row.ProviderID)

@@ -1,4 +1,4 @@
-package jobs
+package delivery_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/store"
@@ -79,7 +81,7 @@ func (p *slowProvider) counts() (sends, lookups int) {
 type slowRig struct {
 	st       *store.Store
 	clock    *fakeClock
-	runner   *Runner
+	runner   *jobs.Runner
 	outboxID string
 	corr     string
 }
@@ -95,13 +97,13 @@ func startSlow(t *testing.T, p *slowProvider, maxAttempts int) *slowRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds, _ := Kinds(st, cfg, d, map[string]provider.Provider{"slow": p})
-	kinds[KindDeliver].(*DeliverJob).Now = p.clock.Now
+	kinds, _ := jobs.Kinds(st, cfg, d, map[string]provider.Provider{"slow": p})
+	kinds[delivery.Kind].(*jobs.DeliverJob).Now = p.clock.Now
 	ev := store.Event{
 		ID: ulid.Make().String(), Key: "demo:slow-1", Channel: "demo", MessageID: "slow-1", CorrelationID: ulid.Make().String(),
 		ConversationID: deliverConv, Contact: deliverConv, Name: "Ada", Text: "Is Friday free?", ReceivedAt: p.clock.Now(),
 	}
-	if _, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: maxAttempts}); err != nil {
+	if _, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: ev.Key, MaxAttempts: maxAttempts}); err != nil {
 		t.Fatal(err)
 	}
 	opt := testOptions()
@@ -126,7 +128,7 @@ func (g *slowRig) waitAttempts(t *testing.T, n int) (store.Outbox, store.Job) {
 			t.Fatal(err)
 		}
 		for _, j := range all {
-			if j.Kind == KindDeliver {
+			if j.Kind == delivery.Kind {
 				job = j
 			}
 		}
@@ -231,7 +233,7 @@ func TestDeliverNotSent(t *testing.T) {
 		if job.State != store.JobCompleted {
 			t.Errorf("delivery job ended %s, want completed: the row holds the outcome", job.State)
 		}
-		dl, err := g.st.DeadLetter(g.outboxID)
+		dl, err := delivery.NewForTest(g.st, 3, nil).DeadLetter(g.outboxID)
 		if err != nil {
 			t.Fatalf("DeadLetter: %v", err)
 		}
@@ -248,13 +250,13 @@ func TestSettledAt(t *testing.T) {
 	tests := []struct {
 		name     string
 		attempts []store.OutboxAttempt
-		prev     store.OutboxClaim
+		prev     delivery.Claim
 		want     time.Time
 	}{
 		{
 			name:     "an unknown send: settle after its end",
 			attempts: []store.OutboxAttempt{{ExecutionID: "e1", Action: "send", Outcome: "ambiguous", At: at(2 * time.Second)}},
-			prev:     store.OutboxClaim{Status: store.OutboxEffectPending, ExecutionID: "e1", At: t0},
+			prev:     delivery.Claim{Status: store.OutboxEffectPending, ExecutionID: "e1", At: t0},
 			want:     at(2*time.Second + time.Minute),
 		},
 		{
@@ -263,12 +265,12 @@ func TestSettledAt(t *testing.T) {
 				{ExecutionID: "e1", Action: "send", Outcome: "ambiguous", At: at(2 * time.Second)},
 				{ExecutionID: "e2", Action: "lookup", Outcome: "not_found_yet", At: at(30 * time.Second)},
 			},
-			prev: store.OutboxClaim{Status: store.OutboxEffectPending, ExecutionID: "e2", At: at(29 * time.Second)},
+			prev: delivery.Claim{Status: store.OutboxEffectPending, ExecutionID: "e2", At: at(29 * time.Second)},
 			want: at(2*time.Second + time.Minute),
 		},
 		{
 			name: "a process that died holding the row: its claim plus the timeout",
-			prev: store.OutboxClaim{Status: store.OutboxEffectPending, ExecutionID: "e1", At: t0},
+			prev: delivery.Claim{Status: store.OutboxEffectPending, ExecutionID: "e1", At: t0},
 			want: at(2*time.Second + time.Minute),
 		},
 		{
@@ -276,7 +278,7 @@ func TestSettledAt(t *testing.T) {
 			attempts: []store.OutboxAttempt{
 				{ExecutionID: "e1", Action: "resend", Outcome: "ambiguous", At: at(2 * time.Second)},
 			},
-			prev: store.OutboxClaim{Status: store.OutboxEffectPending, ExecutionID: "e2", At: at(10 * time.Second)},
+			prev: delivery.Claim{Status: store.OutboxEffectPending, ExecutionID: "e2", At: at(10 * time.Second)},
 			want: at(12*time.Second + time.Minute),
 		},
 		{
@@ -285,13 +287,13 @@ func TestSettledAt(t *testing.T) {
 				{ExecutionID: "e1", Action: "send", Outcome: "ambiguous", At: at(2 * time.Second)},
 				{ExecutionID: "e2", Action: "send", Outcome: "not_sent", At: at(20 * time.Second)},
 			},
-			prev: store.OutboxClaim{Status: store.OutboxEffectPending, ExecutionID: "e2", At: at(19 * time.Second)},
+			prev: delivery.Claim{Status: store.OutboxEffectPending, ExecutionID: "e2", At: at(19 * time.Second)},
 			want: at(2*time.Second + time.Minute),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := settledAt(store.Outbox{Attempts: tt.attempts}, tt.prev, caps)
+			got := delivery.SettledAt(store.Outbox{Attempts: tt.attempts}, tt.prev, caps)
 			if !got.Equal(tt.want) {
 				t.Errorf("settledAt = %s, want %s", got, tt.want)
 			}

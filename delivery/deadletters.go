@@ -1,0 +1,186 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/handoff/handoff/store"
+)
+
+// Safety says whether resending the reply o is safe, why, in a sentence,
+// and the side effects known to have happened.
+func Safety(o store.Outbox) (safe bool, why string, effects []string) {
+	effects = []string{"outbox row " + o.ID + " exists (" + string(o.Status) + ")"}
+	unknown := 0
+	for _, a := range o.Attempts {
+		if a.Outcome == "ambiguous" {
+			unknown++
+		}
+	}
+	switch {
+	case o.Status == store.OutboxFailed && unknown == 0 && len(o.Attempts) > 0 && o.Attempts[len(o.Attempts)-1].Outcome == "not_sent":
+		return true, "the provider could not be reached and not one byte of it left, so it was not delivered; a replay sends it again with the same key", effects
+	case o.Status == store.OutboxFailed && unknown == 0:
+		return true, "the provider refused it permanently, so it was not delivered; a replay sends it again with the same key", effects
+	case o.Status == store.OutboxPending:
+		return true, "it was never sent", effects
+	case o.Status == store.OutboxSent:
+		return false, "it was sent (provider id " + o.ProviderID + "); there is nothing to replay", append(effects, "delivered as "+o.ProviderID)
+	}
+	return false, fmt.Sprintf("the provider may already have this message (%d attempt(s) with an unknown outcome): check it first, then confirm the replay or reconcile", unknown), append(effects, "sent to the provider with an unknown outcome")
+}
+
+// judge fills in the safety of an item that holds a reply.
+func judge(dl *store.DeadLetter) {
+	if dl.Outbox != nil {
+		dl.Safe, dl.Why, dl.Effects = Safety(*dl.Outbox)
+	}
+}
+
+// DeadLetters lists the dead-letter list, oldest first, each reply judged.
+func (ob *Outbox) DeadLetters(f store.DeadLetterFilter) ([]store.DeadLetter, error) {
+	dls, err := ob.st.DeadLetters(f)
+	for i := range dls {
+		judge(&dls[i])
+	}
+	return dls, err
+}
+
+// DeadLetter returns one item by job id or outbox id, judged.
+func (ob *Outbox) DeadLetter(id string) (store.DeadLetter, error) {
+	var dl store.DeadLetter
+	err := ob.st.View(func(tx *store.Tx) error {
+		var err error
+		dl, err = find(tx, id)
+		return err
+	})
+	return dl, err
+}
+
+// find reads item id, judged: a reply is an item only while it failed, needs
+// a person or is being sent.
+func find(tx *store.Tx, id string) (store.DeadLetter, error) {
+	dl, err := tx.DeadLetter(id)
+	if err != nil {
+		return store.DeadLetter{}, err
+	}
+	judge(&dl)
+	if dl.Kind == store.DeadOutbox {
+		switch dl.Outbox.Status {
+		case store.OutboxFailed, store.OutboxNeedsReconciliation, store.OutboxEffectPending:
+		default:
+			return store.DeadLetter{}, &store.StateError{What: "outbox row " + id, State: dl.State, Want: "failed, needs_reconciliation or effect_pending to be replayed"}
+		}
+	}
+	return dl, nil
+}
+
+// what names what a dead letter is, for a sentence.
+func what(dl store.DeadLetter) string {
+	if dl.Job != nil {
+		return dl.Job.Kind + " job"
+	}
+	return "reply (outbox row)"
+}
+
+// Replay runs a dead letter again under the same business key, in one
+// transaction: a discarded job becomes available again (attempts keep
+// counting; it gets the configured attempts more); a failed or unresolved
+// reply goes back to pending with a new delivery job, and a discarded
+// delivery job is retired in its favour. An item whose side effect may have
+// happened is refused (*store.UnsafeReplayError) unless confirmed; a
+// regenerate of anything but a discarded draft job is a
+// *store.NotRegenerableError, before either.
+func (ob *Outbox) Replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
+	var out store.DeadLetter
+	jobID := ob.newID()
+	err := ob.st.Update(ctx, func(tx *store.Tx) error {
+		dl, err := find(tx, id)
+		if err != nil {
+			return err
+		}
+		// First: no state or confirmation makes this request one that can succeed.
+		if r.Regenerate && (dl.Kind != store.DeadJob || dl.Job.Kind != store.KindDraft) {
+			return &store.NotRegenerableError{ID: id, What: what(dl)}
+		}
+		if dl.State == "dismissed" {
+			return &store.StateError{What: dl.Kind + " " + id, State: "dismissed", Want: "on the dead-letter list"}
+		}
+		if !dl.Safe && !r.Confirmed {
+			return &store.UnsafeReplayError{ID: id, Why: dl.Why}
+		}
+		switch {
+		case dl.Kind == store.DeadJob && dl.Job.Kind == Kind && dl.Outbox != nil:
+			if err := ob.requeue(tx, dl.Outbox, r, jobID); err != nil {
+				return err
+			}
+			if err := tx.RetireJob(dl.Job, r); err != nil {
+				return err
+			}
+		case dl.Kind == store.DeadJob:
+			if err := tx.ReviveJob(dl.Job, r, ob.maxAttempts); err != nil {
+				return err
+			}
+		default:
+			if err := ob.requeue(tx, dl.Outbox, r, jobID); err != nil {
+				return err
+			}
+		}
+		if err := tx.Audit(store.AuditEntry{At: r.At, Who: r.By, From: r.From, Action: "replay " + dl.Kind, Target: id, Detail: fmt.Sprintf("regenerate=%v confirmed=%v", r.Regenerate, r.Confirmed)}); err != nil {
+			return err
+		}
+		out = dl
+		return nil
+	})
+	if err != nil {
+		return store.DeadLetter{}, fmt.Errorf("delivery: replay %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// requeue sends a reply again with the same id and key, under job jobID.
+func (ob *Outbox) requeue(tx *store.Tx, o *store.Outbox, r store.Replay, jobID string) error {
+	old := *o
+	switch old.Status {
+	case store.OutboxFailed, store.OutboxNeedsReconciliation, store.OutboxEffectPending, store.OutboxPending:
+		// pending: its delivery job died before sending; a new job sends it.
+	default:
+		return &store.StateError{What: "outbox row " + o.ID, State: string(old.Status), Want: "pending, failed, needs_reconciliation or effect_pending"}
+	}
+	// Back in the queue, it is back on the list if it fails again.
+	o.Status, o.ExecutionID, o.Note, o.UpdatedAt, o.Dismissed = store.OutboxPending, "", "", r.At, nil
+	o.Replays = append(slices.Clip(o.Replays), r)
+	if _, _, err := tx.Enqueue(ob.job(jobID, *o), o.CorrelationID, r.At); err != nil {
+		return err
+	}
+	return tx.PutOutbox(&old, o)
+}
+
+// Dismiss takes an item off the list with a reason: a discarded job
+// becomes cancelled, a reply keeps its status and leaves the list. A reply
+// being sent cannot be dismissed.
+func (ob *Outbox) Dismiss(ctx context.Context, id string, d store.Dismissal) error {
+	return ob.st.Update(ctx, func(tx *store.Tx) error {
+		dl, err := find(tx, id)
+		if err != nil {
+			return err
+		}
+		if dl.Kind == store.DeadOutbox && dl.Outbox.Status == store.OutboxEffectPending {
+			return &store.StateError{What: "outbox row " + id, State: string(store.OutboxEffectPending), Want: "failed or needs_reconciliation to be cancelled (it is being sent)"}
+		}
+		if dl.Kind == store.DeadJob {
+			if err := tx.DismissJob(dl.Job, d); err != nil {
+				return err
+			}
+		} else {
+			o := dl.Outbox
+			old := *o
+			o.Dismissed, o.UpdatedAt = &d, d.At
+			if err := tx.PutOutbox(&old, o); err != nil {
+				return err
+			}
+		}
+		return tx.Audit(store.AuditEntry{At: d.At, Who: d.By, From: d.From, Action: "cancel " + dl.Kind, Target: id, Detail: d.Reason})
+	})
+}

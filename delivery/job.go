@@ -1,0 +1,209 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/store"
+)
+
+// Sender is what the delivery job needs of a provider.
+type Sender interface {
+	Send(ctx context.Context, m provider.Message) (string, error)
+	Lookup(ctx context.Context, ref, correlationID string) (string, bool, error)
+	Capabilities() provider.Capabilities
+}
+
+// Job is the delivery job kind: it sends the outbox row job.Key once. It claims the row
+// (effect_pending, with its execution id) in one transaction before the
+// call and records the outcome in another; an outcome it cannot know is
+// resolved by resending with the same key (only where the provider honours
+// it), by lookup (where the provider supports it), or else parked for a
+// person as needs_reconciliation. It never resends blindly.
+//
+// Its control flow reaches the queue as *Later (ask again after a delay)
+// and *Gone (the row does not exist: retrying cannot help); every other
+// error is an attempt that failed and counts.
+type Job struct {
+	Store     *store.Store
+	Providers map[string]Sender
+	Now       func() time.Time
+}
+
+// Run delivers one outbox row.
+func (k *Job) Run(ctx context.Context, job store.Job) error {
+	now := k.now
+	ob := &Outbox{st: k.Store}
+	row, prev, err := ob.Claim(ctx, job.Key, job.ExecutionID, now())
+	if errors.Is(err, store.ErrNotFound) {
+		return &Gone{Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	if row.Status != store.OutboxEffectPending {
+		return nil // sent, failed or waiting for a person: nothing to do
+	}
+	finish := func(status store.OutboxStatus, providerID, note string, a store.OutboxAttempt) error {
+		a.ExecutionID, a.At = job.ExecutionID, now()
+		// What the provider said is recorded even when the attempt's context
+		// has just ended: dropping it would turn a known outcome into an
+		// unknown one.
+		_, err := ob.Finish(context.WithoutCancel(ctx), row.ID, job.ExecutionID, now(), Result{Status: status, ProviderID: providerID, Note: note, Attempt: a, JobID: job.ID})
+		return err
+	}
+	p, ok := k.Providers[row.Provider]
+	if !ok {
+		note := fmt.Sprintf("provider %q is not configured; nothing was sent", row.Provider)
+		if err := finish(store.OutboxFailed, "", note, store.OutboxAttempt{Action: "send", Outcome: "permanent", Error: note}); err != nil {
+			return err
+		}
+		return nil
+	}
+	caps := p.Capabilities()
+	// The last attempt parks an unknown outcome for a person, unless the
+	// attempt was cut short by shutdown: the runner hands that one back
+	// without counting it as the end, and the next process resolves it.
+	last := func() bool { return job.Attempt >= job.MaxAttempts && !errors.Is(ctx.Err(), context.Canceled) }
+	action := "send"
+	if prev.Status == store.OutboxEffectPending {
+		// An earlier attempt may have delivered: find out before sending.
+		switch {
+		case caps.IdempotencyKey:
+			action = "resend"
+		case caps.Lookup:
+			id, found, err := p.Lookup(ctx, row.ID, row.CorrelationID)
+			switch {
+			case err != nil:
+				return k.unknown(finish, last(), "lookup", err)
+			case found:
+				return finish(store.OutboxSent, id, "", store.OutboxAttempt{Action: "lookup", Outcome: "sent", ProviderID: id})
+			}
+			// "Not found" proves nothing while the provider may still be
+			// storing what an earlier send handed it.
+			if proof := settledAt(row, prev, caps); now().Before(proof) {
+				return k.tooSoon(finish, last(), proof.Sub(now()), proof)
+			}
+			// The provider had time to store it and says it never got it:
+			// sending is safe. The lookup is recorded first, so the row
+			// shows why this send was not blind.
+			if err := finish(store.OutboxEffectPending, "", "", store.OutboxAttempt{Action: "lookup", Outcome: "not_found"}); err != nil {
+				return err
+			}
+		default:
+			note := fmt.Sprintf("an earlier attempt's outcome is unknown and provider %s can neither deduplicate nor look a message up: check whether %s arrived, then reconcile", row.Provider, row.ID)
+			return finish(store.OutboxNeedsReconciliation, "", note, store.OutboxAttempt{Action: "check", Outcome: "ambiguous", Error: note})
+		}
+	}
+	id, err := p.Send(ctx, provider.Message{Ref: row.ID, ConversationID: row.ConversationID, To: row.To, Text: row.Text, CorrelationID: row.CorrelationID})
+	var perm *provider.Permanent
+	var unsent *provider.NotSent
+	switch {
+	case err == nil:
+		return finish(store.OutboxSent, id, "", store.OutboxAttempt{Action: action, Outcome: "sent", ProviderID: id})
+	case errors.As(err, &perm):
+		return finish(store.OutboxFailed, "", err.Error(), store.OutboxAttempt{Action: action, Outcome: "permanent", Error: err.Error()})
+	case errors.As(err, &unsent) && prev.Status != store.OutboxEffectPending:
+		// Nothing reached the provider, and nothing before it did either:
+		// the row is as it was before the claim. (After an unknown outcome
+		// it stays effect_pending below: this attempt proves nothing about
+		// the earlier one.)
+		a := store.OutboxAttempt{Action: action, Outcome: "not_sent", Error: err.Error()}
+		if last() {
+			note := fmt.Sprintf("provider %s could not be reached in %d attempts; nothing was sent, so a replay is safe", row.Provider, job.Attempt)
+			return finish(store.OutboxFailed, "", note, a)
+		}
+		if ferr := finish(store.OutboxPending, "", "", a); ferr != nil {
+			return ferr
+		}
+		return err
+	case caps.IdempotencyKey || caps.Lookup:
+		return k.unknown(finish, last(), action, err)
+	default:
+		note := fmt.Sprintf("the provider's answer was lost (%v) and provider %s can neither deduplicate nor look a message up: check whether %s arrived, then reconcile", err, row.Provider, row.ID)
+		return finish(store.OutboxNeedsReconciliation, "", note, store.OutboxAttempt{Action: action, Outcome: "ambiguous", Error: err.Error()})
+	}
+}
+
+// settledAt is when a lookup's "not found" becomes proof that nothing
+// arrived: lookup_settle after the last moment an earlier send may have
+// reached the provider. That moment is the end of the last recorded send
+// or resend, or, for an execution that claimed the row and died before
+// recording anything, its claim plus the provider's timeout (how long its
+// call could have gone on). Lookups themselves never move it, so asking
+// early cannot push the proof away.
+func settledAt(row store.Outbox, prev Claim, caps provider.Capabilities) time.Time {
+	var sent time.Time
+	died := prev.ExecutionID != ""
+	for _, a := range row.Attempts {
+		if a.ExecutionID == prev.ExecutionID {
+			died = false
+		}
+		if (a.Action == "send" || a.Action == "resend") && a.Outcome != "not_sent" && a.At.After(sent) {
+			sent = a.At
+		}
+	}
+	if died {
+		if t := prev.At.Add(caps.Timeout); t.After(sent) {
+			sent = t
+		}
+	}
+	return sent.Add(caps.LookupSettle)
+}
+
+// tooSoon records a "not found" that came before it could count: the row
+// stays effect_pending and the job asks again when the answer settles.
+func (k *Job) tooSoon(finish func(store.OutboxStatus, string, string, store.OutboxAttempt) error, last bool, wait time.Duration, proof time.Time) error {
+	cause := fmt.Errorf("the provider has no record of the message yet, which proves nothing before %s (lookup_settle after the last send that may have reached it)", proof.UTC().Format(time.RFC3339))
+	a := store.OutboxAttempt{Action: "lookup", Outcome: "not_found_yet", Error: cause.Error()}
+	if last {
+		return finish(store.OutboxNeedsReconciliation, "", "the last attempt's lookup found nothing, but too soon after a send to count: check with the provider, then reconcile", a)
+	}
+	if err := finish(store.OutboxEffectPending, "", "", a); err != nil {
+		return err
+	}
+	return &Later{Err: cause, After: wait}
+}
+
+// unknown handles an outcome that a later attempt can resolve: the row stays
+// effect_pending and the job retries, unless this was its last attempt.
+func (k *Job) unknown(finish func(store.OutboxStatus, string, string, store.OutboxAttempt) error, last bool, action string, cause error) error {
+	a := store.OutboxAttempt{Action: action, Outcome: "ambiguous", Error: cause.Error()}
+	if last {
+		return finish(store.OutboxNeedsReconciliation, "", "the outcome is still unknown after the last attempt: check with the provider, then reconcile", a)
+	}
+	if err := finish(store.OutboxEffectPending, "", "", a); err != nil {
+		return err
+	}
+	var amb *provider.Ambiguous
+	if errors.As(cause, &amb) && amb.RetryAfter > 0 {
+		return &Later{Err: cause, After: amb.RetryAfter}
+	}
+	return cause
+}
+
+func (k *Job) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
+}
+
+// Later asks the queue to run the job again after After instead of its
+// usual backoff (a lookup too soon to count, a provider's Retry-After).
+type Later struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *Later) Error() string { return fmt.Sprintf("retry after %s: %v", e.After, e.Err) }
+func (e *Later) Unwrap() error { return e.Err }
+
+// Gone ends the job at once: the row it was to send does not exist.
+type Gone struct{ Err error }
+
+func (e *Gone) Error() string { return "permanent: " + e.Err.Error() }
+func (e *Gone) Unwrap() error { return e.Err }
