@@ -185,7 +185,7 @@ var approvedAt = t0.Add(time.Hour)
 // approvedReply records an event for key, completes its draft job, stores
 // its draft and approves it for the sandbox: one pending outbox row with a
 // live delivery job, as the approval API leaves it.
-func approvedReply(t *testing.T, st *testStore, key string) (store.Recorded, store.Approved) {
+func approvedReply(t *testing.T, st *testStore, key string) (store.Recorded, Approved) {
 	t.Helper()
 	ctx := context.Background()
 	rec := record(t, st, key, t0)
@@ -200,7 +200,7 @@ func approvedReply(t *testing.T, st *testStore, key string) (store.Recorded, sto
 	if err != nil {
 		t.Fatalf("SaveDraft(%s): %v", key, err)
 	}
-	res, err := st.ApproveDraft(ctx, d.ID, store.Approval{
+	res, err := st.ApproveDraft(ctx, d.ID, approval{
 		Decision: store.Decision{By: "alice", At: approvedAt}, Provider: "sandbox",
 		JobID: ulid.Make().String(), MaxAttempts: 3,
 	})
@@ -602,7 +602,7 @@ func parkedRow(t *testing.T, st *testStore, key string, at time.Time, status sto
 	if err != nil {
 		t.Fatalf("SaveDraft: %v", err)
 	}
-	a, err := st.ApproveDraft(ctx, d.ID, store.Approval{Decision: store.Decision{By: "ann", At: at}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3})
+	a, err := st.ApproveDraft(ctx, d.ID, approval{Decision: store.Decision{By: "ann", At: at}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3})
 	if err != nil {
 		t.Fatalf("ApproveDraft: %v", err)
 	}
@@ -915,7 +915,7 @@ func TestRegenerateRefusedOnceApproved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.ApproveDraft(ctx, d.ID, store.Approval{Decision: store.Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 1}); err != nil {
+	if _, err := st.ApproveDraft(ctx, d.ID, approval{Decision: store.Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.FinishJob(ctx, j.ID, j.ExecutionID, t0, store.Result{Outcome: store.OutcomeRetry, Err: "x"}); err != nil {
@@ -980,7 +980,7 @@ func TestReplayWhileDeliveryJobFinishes(t *testing.T) {
 			if _, err := st.FinishJob(ctx, draftJob.ID, draftJob.ExecutionID, t0, store.Result{Outcome: store.OutcomeCompleted}); err != nil {
 				t.Fatal(err)
 			}
-			a, err := st.ApproveDraft(ctx, d.ID, store.Approval{Decision: store.Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3})
+			a, err := st.ApproveDraft(ctx, d.ID, approval{Decision: store.Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1028,7 +1028,7 @@ func approvedRow(t *testing.T, st *testStore, key string) (store.Outbox, store.J
 	if _, err := st.FinishJob(ctx, dj.ID, dj.ExecutionID, t0, store.Result{Outcome: store.OutcomeCompleted}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := st.ApproveDraft(ctx, d.ID, store.Approval{Decision: store.Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3})
+	a, err := st.ApproveDraft(ctx, d.ID, approval{Decision: store.Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1095,7 +1095,7 @@ func TestReplayDeadJobWithPendingRow(t *testing.T) {
 	if _, err := st.FinishJob(ctx, dj.ID, dj.ExecutionID, t0, store.Result{Outcome: store.OutcomeCompleted}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := st.ApproveDraft(ctx, d.ID, store.Approval{Decision: store.Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 1})
+	a, err := st.ApproveDraft(ctx, d.ID, approval{Decision: store.Decision{By: "ann", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

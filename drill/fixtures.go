@@ -76,7 +76,7 @@ var fixtures = []fixture{
 	},
 	{
 		name: "draft-crash", label: "2 crash right after the draft commits",
-		expected: "after restart the stored draft is used: 1 model call, 1 message, row sent",
+		expected: "after restart the stored draft is used (never a second model call): 1 model call, 1 message, row sent",
 		run:      (*drill).draftCrash,
 	},
 	{
@@ -241,7 +241,7 @@ func (d *drill) draftCrash(ctx context.Context, r *result) error {
 	}
 	tls, err := d.settle(ctx, []string{key}, 20*time.Second)
 	d.report(r, []string{tag}, []string{key}, tls)
-	r.happened = fmt.Sprintf("run %d died (%s) after the draft committed; run %d finished the job", faulty.Number(), faulty.Exit(), d.inst.cur().Number())
+	r.happened = fmt.Sprintf("run %d died (%s) after the draft committed; run %d sent the reply from it", faulty.Number(), faulty.Exit(), d.inst.cur().Number())
 	if err != nil {
 		return err
 	}

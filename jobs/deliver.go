@@ -27,6 +27,9 @@ type DeliverJob struct {
 
 // Run delivers one outbox row.
 func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
+	if _, err := Decode[DeliverArgs](job); err != nil {
+		return err
+	}
 	err := (&delivery.Job{Store: k.Store, Providers: k.Providers, Now: k.Now}).Run(ctx, job)
 	var later *delivery.Later
 	var gone *delivery.Gone

@@ -2,15 +2,13 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -25,20 +23,20 @@ type Drafter interface {
 	Draft(ctx context.Context, in drafter.Input) (drafter.Output, error)
 }
 
-// DraftJob drafts a reply to an event, routes it, and stores the result
-// against the event key together with the lead's new status. The stored
-// draft is the record of the drafting call: an attempt that finds it reuses
-// it and never calls the drafter again.
+// DraftJob drafts a reply to an event and routes it; review.Record then
+// stores the result against the event key, auto-approves it and completes
+// the job, in one transaction with the lead's new status. The stored draft
+// is the record of the drafting call: an attempt that finds it reuses it and
+// never calls the drafter again.
 type DraftJob struct {
 	Store   *store.Store
+	Review  *review.Review
 	Drafter Drafter
 	Router  Router
-	// AutoApprove maps each channel with auto_approve to its provider.
-	AutoApprove map[string]string
-	// MaxAttempts is given to the delivery job an auto-approval enqueues.
-	MaxAttempts int
+	// Now is the clock the job's completion is recorded in; nil: time.Now.
+	Now func() time.Time
 	// AfterSave, when set, runs right after the draft commits (crash tests
-	// kill the process there).
+	// kill the process there); by then the job is complete too.
 	AfterSave func()
 	// Observe, when set, is told of every drafter call (metrics).
 	Observe func(drafter, outcome string, promptTokens, outputTokens int64)
@@ -48,16 +46,12 @@ type DraftJob struct {
 
 // Run drafts the event job.Key unless its draft is already stored.
 func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
-	var p struct {
-		RegenerateVersion int `json:"regenerate_version"`
-	}
-	if len(job.Payload) > 0 {
-		if err := json.Unmarshal(job.Payload, &p); err != nil {
-			return &Discard{Err: fmt.Errorf("job payload: %w", err)}
-		}
+	p, err := Decode[DraftArgs](job)
+	if err != nil {
+		return err
 	}
 	if d, err := k.Store.DraftByEvent(job.Key); err == nil && d.Version >= p.RegenerateVersion {
-		return k.autoApprove(ctx, d) // a crash may have come between save and approval
+		return k.record(ctx, job, nil, 0) // an attempt that stored it did not complete the job
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -100,9 +94,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		return fmt.Errorf("draft %s: %w", ev.Key, err)
 	}
 	dec := k.Router.Route(ev.Channel, ev.Text, routingFields(out.Fields, ev))
-	// The model's answer is stored even when the attempt's context has just
-	// ended: it is the record of the call, and a retry reuses it.
-	d, _, err := k.Store.SaveDraftVersion(context.WithoutCancel(ctx), store.Draft{
+	err = k.record(ctx, job, &store.Draft{
 		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
 		ConversationID: ev.ConversationID, Text: out.Text, Drafter: out.Drafter,
 		Model: out.Model, Template: out.Template, PromptVersion: out.PromptVersion,
@@ -117,25 +109,19 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	if k.AfterSave != nil {
 		k.AfterSave()
 	}
-	return k.autoApprove(ctx, d)
+	return nil
 }
 
-// autoApprove approves d when its channel says so; approval is idempotent,
-// so a retry that finds it approved changes nothing.
-func (k *DraftJob) autoApprove(ctx context.Context, d store.Draft) error {
-	prov, ok := k.AutoApprove[d.Channel]
-	if !ok || d.Status != store.DraftPending {
-		return nil
+// record stores d as version n (nil: the draft is already stored),
+// auto-approves it and completes job, in one commit (review.Record). The
+// model's answer is stored even when the attempt's context has just ended:
+// it is the record of the call, and a retry reuses it.
+func (k *DraftJob) record(ctx context.Context, job store.Job, d *store.Draft, n int) error {
+	now := time.Now
+	if k.Now != nil {
+		now = k.Now
 	}
-	now := time.Now().UTC()
-	_, err := k.Store.ApproveDraft(ctx, d.ID, store.Approval{
-		Decision: store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel},
-		Provider: prov, JobID: ulid.Make().String(), MaxAttempts: k.MaxAttempts,
-	})
-	var conflict *store.ConflictError
-	if errors.As(err, &conflict) {
-		return nil // a person rejected it meanwhile: that decision stands, nothing to retry
-	}
+	_, err := k.Review.Record(context.WithoutCancel(ctx), job, d, n, now().UTC())
 	return err
 }
 

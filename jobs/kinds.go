@@ -3,24 +3,20 @@ package jobs
 import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
-// Kinds wires every job kind of handoff from the config.
+// Kinds wires every job kind of handoff from the config, each under the
+// kind its arguments name.
 func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]provider.Provider) (map[string]Kind, *DraftJob) {
-	auto := map[string]string{}
-	for _, ch := range cfg.Channels {
-		if ch.AutoApprove {
-			auto[ch.Name] = ch.Provider
-		}
-	}
 	senders := make(map[string]Sender, len(providers))
 	for name, p := range providers {
 		senders[name] = p
 	}
-	draft := &DraftJob{Store: st, Drafter: d, Router: NewRouter(cfg.Routing), AutoApprove: auto, MaxAttempts: cfg.Retry.MaxAttempts, DrafterName: cfg.Drafter.Kind}
+	draft := &DraftJob{Store: st, Review: review.New(st, cfg), Drafter: d, Router: NewRouter(cfg.Routing), DrafterName: cfg.Drafter.Kind}
 	return map[string]Kind{
-		KindDraft:   draft,
-		KindDeliver: &DeliverJob{Store: st, Providers: senders},
+		DraftArgs{}.Kind():   draft,
+		DeliverArgs{}.Kind(): &DeliverJob{Store: st, Providers: senders},
 	}, draft
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -244,9 +245,23 @@ func (tx *Tx) ReviveJob(j *Job, r Replay, more int) error {
 			}
 			next = max(d.Version, 1) + 1
 		}
-		j.Payload = []byte(fmt.Sprintf(`{"regenerate_version":%d}`, next))
+		raw, err := json.Marshal(regenerateArgs{RegenerateVersion: next})
+		if err != nil {
+			return err
+		}
+		j.Payload = raw
 	}
 	return tx.PutJob(&old, j)
+}
+
+// regenerateArgs is the payload of a regenerated draft job: the fields of
+// jobs.DraftArgs beyond its key, which the draft job decodes it as (a jobs
+// test pins the two together). The store writes it only because
+// delivery.Replay revives the job here and delivery cannot import jobs
+// (jobs wires delivery's job kind): moving the regenerate to the queue is
+// the next step of issue 12.
+type regenerateArgs struct {
+	RegenerateVersion int `json:"regenerate_version"`
 }
 
 // DismissJob takes a discarded job off the list with a reason: it becomes cancelled.

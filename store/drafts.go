@@ -2,8 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -70,21 +68,13 @@ type Decision struct {
 // a random page each.
 func DraftID(eventID string) string { return "d" + eventID }
 
-// draftVersionID names version n of a draft.
-func draftVersionID(eventID string, n int) string {
+// DraftVersionID names version n of the draft of the event with ULID
+// eventID (n <= 1: the first, DraftID).
+func DraftVersionID(eventID string, n int) string {
 	if n <= 1 {
 		return DraftID(eventID)
 	}
 	return fmt.Sprintf("%s-v%d", DraftID(eventID), n)
-}
-
-// SaveDraft stores d against its event key unless a draft is already stored
-// there; it returns the stored draft and whether this call stored it. The
-// first draft wins: a retry that raced a slower attempt reuses it. The same
-// transaction moves the lead forward (matched, owned), so its status never
-// claims more than what is stored.
-func (s *Store) SaveDraft(ctx context.Context, draft Draft) (Draft, bool, error) {
-	return s.SaveDraftVersion(ctx, draft, 1)
 }
 
 // DraftByEvent returns the draft stored for an event key.
@@ -104,6 +94,9 @@ func (s *Store) DraftByEvent(eventKey string) (Draft, error) {
 func draftStatusKey(d Draft) []byte {
 	return append(append([]byte(d.Status), 0), timeKey(d.CreatedAt, d.ID)...)
 }
+
+// draftVersionID is DraftVersionID, for the store's own walks (retention).
+func draftVersionID(eventID string, n int) string { return DraftVersionID(eventID, n) }
 
 // Draft returns one draft by id.
 func (s *Store) Draft(id string) (Draft, error) {
@@ -154,7 +147,9 @@ func (tx *Tx) DeleteDraft(d *Draft) error {
 }
 
 // ConflictError is a decision that contradicts an earlier one (reject after
-// approve, approve after reject). It names the earlier decision.
+// approve, approve after reject). It names the earlier decision. The review
+// package decides when it happens; it is the store's so that web maps it
+// with the other record errors.
 type ConflictError struct {
 	Draft Draft
 }
@@ -162,145 +157,6 @@ type ConflictError struct {
 func (e *ConflictError) Error() string {
 	d := e.Draft.Decision
 	return fmt.Sprintf("draft %s was already %s by %s at %s", e.Draft.ID, e.Draft.Status, d.By, d.At.UTC().Format(time.RFC3339))
-}
-
-// Approval asks for a draft to be approved and sent.
-type Approval struct {
-	Decision
-	Provider string // the channel's provider
-	// ProviderFor, when set, names the provider of the draft's channel inside
-	// the transaction (false: the channel is no longer configured); an
-	// approval that already happened is answered without it.
-	ProviderFor func(channel string) (string, bool)
-	JobID       string // a ULID for the delivery job, minted by the caller
-	MaxAttempts int
-}
-
-// Approved is the answer to ApproveDraft.
-type Approved struct {
-	Draft   Draft
-	Outbox  Outbox
-	Created bool // false: an earlier approval made the outbox row; Draft.Decision says who
-}
-
-// ApproveDraft approves draft id and, in the same transaction, creates its
-// outbox row ("<conversation id>:<draft id>") and delivery job, unless an
-// approval already did: then the existing row is returned and nothing is
-// written. Approving a rejected draft is a *ConflictError.
-func (s *Store) ApproveDraft(ctx context.Context, id string, approval Approval) (Approved, error) {
-	var out Approved
-	err := s.update(ctx, func(tx *Tx) error {
-		out = Approved{}
-		a := approval // a round may run twice: start from the caller's values
-		d, err := tx.Draft(id)
-		if err != nil {
-			return err
-		}
-		switch d.Status {
-		case DraftRejected:
-			return &ConflictError{Draft: d}
-		case DraftApproved:
-			o, err := tx.Outbox(d.OutboxID)
-			if err != nil {
-				return fmt.Errorf("approved draft's outbox row %s: %w", d.OutboxID, err)
-			}
-			out = Approved{Draft: d, Outbox: o}
-			return nil
-		}
-		if a.ProviderFor != nil {
-			p, ok := a.ProviderFor(d.Channel)
-			if !ok {
-				return &StateError{What: "draft " + d.ID, State: "in channel " + d.Channel + ", which is no longer configured", Want: "in a configured channel to be approved"}
-			}
-			a.Provider = p
-		}
-		if a.Text == "" {
-			a.Text = d.Text
-		}
-		a.Edited = a.Text != d.Text
-		ev, err := tx.EventByKey(d.EventKey)
-		if err != nil {
-			return fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
-		}
-		old := d
-		dec := a.Decision
-		d.Decision = &dec
-		d.OutboxID = OutboxID(d.ConversationID, d.ID)
-		o := Outbox{
-			V: recordVersion, ID: d.OutboxID, DraftID: d.ID, EventKey: d.EventKey, CorrelationID: d.CorrelationID,
-			Channel: d.Channel, ConversationID: d.ConversationID, To: ev.Contact, Text: a.Text,
-			Provider: a.Provider, Status: OutboxPending, CreatedAt: a.At, UpdatedAt: a.At,
-			ApprovedBy: a.By, Attempts: []OutboxAttempt{},
-		}
-		if err := insertOutbox(tx, o); err != nil {
-			return err
-		}
-		if _, _, err := enqueue(tx, NewJob{ID: a.JobID, Kind: KindDeliver, Key: o.ID, MaxAttempts: a.MaxAttempts}, d.CorrelationID, a.At); err != nil {
-			return err
-		}
-		d.Status = DraftApproved
-		if err := tx.PutDraft(&old, &d); err != nil {
-			return err
-		}
-		detail := "approved as written"
-		if a.Edited {
-			detail = "approved with edited text"
-		}
-		if err := writeAudit(tx, AuditEntry{At: a.At, Who: a.By, From: a.From, Action: "approve draft", Target: d.ID, Detail: detail + "; outbox " + o.ID}); err != nil {
-			return err
-		}
-		out = Approved{Draft: d, Outbox: o, Created: true}
-		return nil
-	})
-	if err != nil {
-		return Approved{}, fmt.Errorf("store: approve draft %s: %w", id, err)
-	}
-	return out, nil
-}
-
-// Rejected is the answer to RejectDraft. Draft is embedded (not a named
-// field as in Approved) so callers that read the draft's fields off the
-// answer keep reading them there.
-type Rejected struct {
-	Draft
-	Decided bool // false: an earlier rejection decided the draft; Draft.Decision says who
-}
-
-// RejectDraft rejects draft id, deciding inside one transaction whether this
-// call is the one that rejects it. Rejecting it again writes nothing and
-// answers the earlier rejection with Decided false; rejecting an approved
-// draft is a *ConflictError.
-func (s *Store) RejectDraft(ctx context.Context, id string, dec Decision) (Rejected, error) {
-	var out Rejected
-	err := s.update(ctx, func(tx *Tx) error {
-		out = Rejected{} // a round may run twice: start from nothing
-		d, err := tx.Draft(id)
-		if err != nil {
-			return err
-		}
-		switch d.Status {
-		case DraftApproved:
-			return &ConflictError{Draft: d}
-		case DraftRejected:
-			out = Rejected{Draft: d}
-			return nil
-		}
-		old := d
-		mine := dec
-		d.Decision, d.Status = &mine, DraftRejected
-		if err := tx.PutDraft(&old, &d); err != nil {
-			return err
-		}
-		if err := writeAudit(tx, AuditEntry{At: dec.At, Who: dec.By, From: dec.From, Action: "reject draft", Target: d.ID, Detail: dec.Reason}); err != nil {
-			return err
-		}
-		out = Rejected{Draft: d, Decided: true}
-		return nil
-	})
-	if err != nil {
-		return Rejected{}, fmt.Errorf("store: reject draft %s: %w", id, err)
-	}
-	return out, nil
 }
 
 // DraftFilter selects drafts for Drafts.
@@ -368,63 +224,6 @@ func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial b
 	return page, next, partial, nil
 }
 
-// SaveDraftVersion stores a regenerated draft as version n of its event,
-// unless version n (or later) is stored: then that one is returned. The
-// draft it replaces is kept, rejected with a note if it was pending, and
-// the event's index points at the new one.
-func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft, bool, error) {
-	var (
-		out     Draft
-		created bool
-	)
-	err := s.update(ctx, func(tx *Tx) error {
-		out, created = Draft{}, false
-		d := draft // a round may run twice: start from the caller's values
-		cur, err := tx.DraftByEvent(d.EventKey)
-		hasCur := err == nil
-		switch {
-		case hasCur:
-			// A record from before versions were counted (0) is version 1.
-			if max(cur.Version, 1) >= n {
-				out = cur
-				return nil
-			}
-			if cur.Status == DraftApproved {
-				return &StateError{What: "draft " + cur.ID, State: "approved", Want: "pending or rejected to be regenerated"}
-			}
-		case !errors.Is(err, ErrNotFound):
-			return err
-		}
-		ev, err := tx.EventByKey(d.EventKey)
-		if err != nil {
-			return fmt.Errorf("event %s: %w", d.EventKey, err)
-		}
-		d.V, d.Version, d.Status = recordVersion, n, DraftPending
-		d.ID = draftVersionID(ev.ID, n)
-		d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
-		if hasCur {
-			d.Replaces = cur.ID
-			if cur.Status == DraftPending {
-				old := cur
-				cur.Decision = &Decision{By: "regeneration", At: d.CreatedAt, Reason: "replaced by " + d.ID}
-				cur.Status = DraftRejected
-				if err := tx.PutDraft(&old, &cur); err != nil {
-					return err
-				}
-			}
-		}
-		if err := insertDraft(tx, d, ev); err != nil {
-			return err
-		}
-		out, created = d, true
-		return nil
-	})
-	if err != nil {
-		return Draft{}, false, fmt.Errorf("store: save draft version %d for %s: %w", n, draft.EventKey, err)
-	}
-	return out, created, nil
-}
-
 // DraftVersions lists every stored draft of an event, oldest first.
 func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
 	var out []Draft
@@ -435,8 +234,17 @@ func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
 	return out, err
 }
 
-// insertDraft writes d as the current draft of its event with its indexes,
-// and moves the lead forward in the same transaction.
+// InsertDraft writes d, a new draft of event ev (its record version stamped), as the event's current
+// draft with its indexes and counts, and moves the lead forward in the same
+// transaction (matched, owned): the lead's rules stay with the lead records,
+// so its status never claims more than what is stored. Which draft is
+// stored, and when, is the review package's.
+func (tx *Tx) InsertDraft(d *Draft, ev Event) error {
+	d.V = recordVersion
+	return insertDraft(tx, *d, ev)
+}
+
+// insertDraft is InsertDraft.
 func insertDraft(tx *Tx, d Draft, ev Event) error {
 	if err := tx.PutDraft(nil, &d); err != nil {
 		return err

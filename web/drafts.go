@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v5"
-	"github.com/oklog/ulid/v2"
 
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -121,21 +121,10 @@ func splitAction(rest, usage string) (id, action string, err error) {
 }
 
 // approve runs the one idempotent approval shared by the API and the dashboard.
-func (s *Server) approve(c *echo.Context, id, text string) (store.Approved, error) {
-	res, err := s.st.ApproveDraft(c.Request().Context(), id, store.Approval{
-		Decision: store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Text: text},
-		ProviderFor: func(channel string) (string, bool) {
-			ch, ok := s.cfg.Channel(channel)
-			if !ok {
-				return "", false
-			}
-			return ch.Provider, true
-		},
-		JobID:       ulid.Make().String(),
-		MaxAttempts: s.cfg.Retry.MaxAttempts,
-	})
+func (s *Server) approve(c *echo.Context, id, text string) (review.Approved, error) {
+	res, err := review.New(s.st, s.cfg).Approve(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Text: text})
 	if err != nil {
-		return store.Approved{}, missing(err, "there is no draft %q", id)
+		return review.Approved{}, missing(err, "there is no draft %q", id)
 	}
 	if res.Created {
 		s.jobs.Wake()
@@ -143,7 +132,7 @@ func (s *Server) approve(c *echo.Context, id, text string) (store.Approved, erro
 	return res, nil
 }
 
-func approvedAnswer(res store.Approved) approveAnswer {
+func approvedAnswer(res review.Approved) approveAnswer {
 	a := approveAnswer{Status: "approved", DraftID: res.Draft.ID, OutboxID: res.Outbox.ID, Outbox: &res.Outbox, Decision: res.Draft.Decision}
 	if !res.Created {
 		a.Status = "already_approved"
@@ -181,7 +170,7 @@ func (s *Server) rejectDraft(c *echo.Context) error {
 	return c.JSON(http.StatusOK, rejectedAnswer(res))
 }
 
-func rejectedAnswer(res store.Rejected) rejectAnswer {
+func rejectedAnswer(res review.Rejected) rejectAnswer {
 	a := rejectAnswer{Status: "rejected", DraftID: res.ID, Decision: res.Decision}
 	if !res.Decided {
 		a.Status = "already_rejected"
@@ -194,13 +183,13 @@ func rejectedAnswer(res store.Rejected) rejectAnswer {
 
 // reject is the one rejection shared by the API and the dashboard; the
 // answer says whether this call made the decision.
-func (s *Server) reject(c *echo.Context, id, reason string) (store.Rejected, error) {
+func (s *Server) reject(c *echo.Context, id, reason string) (review.Rejected, error) {
 	if len(reason) > 1000 {
-		return store.Rejected{}, errorf(http.StatusBadRequest, "the reason is %d bytes; keep it under 1000", len(reason))
+		return review.Rejected{}, errorf(http.StatusBadRequest, "the reason is %d bytes; keep it under 1000", len(reason))
 	}
-	res, err := s.st.RejectDraft(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(reason)})
+	res, err := review.New(s.st, s.cfg).Reject(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(reason)})
 	if err != nil {
-		return store.Rejected{}, missing(err, "there is no such draft")
+		return review.Rejected{}, missing(err, "there is no such draft")
 	}
 	return res, nil
 }

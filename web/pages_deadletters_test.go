@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -548,7 +549,7 @@ func TestTimelineShowsDraftVersions(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
 	v1 := pending(t, e, "demo", "v-1", "hello")
-	v2, created, err := e.st.SaveDraftVersion(t.Context(), store.Draft{
+	v2, created, err := review.New(e.st, &config.Config{}).Save(t.Context(), store.Draft{
 		EventKey: v1.EventKey, Text: "A better reply", Drafter: "openai", Model: "m2", PromptVersion: "p2",
 		InputHash: "hash-2", Fields: map[string]string{"intent": "sales"}, Owner: "sales", RuleVersion: "r1",
 		ExecutionID: "exec-2", CreatedAt: v1.CreatedAt.Add(time.Second),

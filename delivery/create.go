@@ -1,0 +1,51 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/handoff/handoff/store"
+)
+
+// Reply is an approved reply to put in the outbox.
+type Reply struct {
+	Draft    store.Draft // the approved draft: the row's id, event and conversation
+	To       string      // the contact of the draft's event
+	Text     string      // the reply as approved (edited or not)
+	Provider string      // the channel's provider
+	By       string      // who approved it
+	At       time.Time
+	// JobID names the delivery job, minted by the caller outside tx; the job
+	// gets maxAttempts attempts.
+	JobID       string
+	MaxAttempts int
+}
+
+// CreateTx creates the outbox row of an approved reply, pending, with its
+// id "<conversation id>:<draft id>", and its delivery job, inside the
+// caller's transaction (the approval's): the row and the decision commit
+// together or not at all. A row that already exists is an error: only the
+// approval creates it, once.
+func CreateTx(tx *store.Tx, r Reply) (store.Outbox, error) {
+	d := r.Draft
+	o := store.Outbox{
+		V: 1, ID: store.OutboxID(d.ConversationID, d.ID), DraftID: d.ID, EventKey: d.EventKey, CorrelationID: d.CorrelationID,
+		Channel: d.Channel, ConversationID: d.ConversationID, To: r.To, Text: r.Text,
+		Provider: r.Provider, Status: store.OutboxPending, CreatedAt: r.At, UpdatedAt: r.At,
+		ApprovedBy: r.By, Attempts: []store.OutboxAttempt{},
+	}
+	switch _, err := tx.Outbox(o.ID); {
+	case err == nil:
+		return store.Outbox{}, fmt.Errorf("outbox row %s exists without its approval", o.ID)
+	case !errors.Is(err, store.ErrNotFound):
+		return store.Outbox{}, err
+	}
+	if err := tx.PutOutbox(nil, &o); err != nil {
+		return store.Outbox{}, err
+	}
+	if _, _, err := tx.Enqueue(store.NewJob{ID: r.JobID, Kind: Kind, Key: o.ID, MaxAttempts: r.MaxAttempts}, d.CorrelationID, r.At); err != nil {
+		return store.Outbox{}, err
+	}
+	return o, nil
+}

@@ -1,0 +1,124 @@
+package review_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/store"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// openStore opens a store on a real bbolt file; its cleanup checks the
+// file's consistency and closes it.
+func openStore(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Check(); err != nil {
+			t.Errorf("Check at the end of the test: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return st
+}
+
+// testConfig has the web channel sending through the sandbox, and the auto
+// channel approving its own drafts; delivery jobs get 3 attempts.
+func testConfig() *config.Config {
+	return &config.Config{
+		Channels: []config.Channel{
+			{Name: "web", Provider: "sandbox"},
+			{Name: "auto", Provider: "sandbox", AutoApprove: true},
+		},
+		Retry: config.Retry{MaxAttempts: 3},
+	}
+}
+
+func newReview(st *store.Store) *review.Review { return review.New(st, testConfig()) }
+
+// record stores an inbound event on channel with its draft job.
+func record(t testing.TB, st *store.Store, channel, key string, at time.Time) store.Recorded {
+	t.Helper()
+	ev := store.Event{
+		ID: ulid.Make().String(), Key: key, Channel: channel, MessageID: key,
+		CorrelationID: ulid.Make().String(), ConversationID: "conv-" + key,
+		Contact: "ada@example.com", Name: "Ada", Text: "hello from " + key, ReceivedAt: at,
+	}
+	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: key, MaxAttempts: 3})
+	if err != nil || !rec.Created {
+		t.Fatalf("RecordEvent(%s) = created %v, %v", key, rec.Created, err)
+	}
+	return rec
+}
+
+// draftFor is a draft of ev as the draft job stores it.
+func draftFor(ev store.Event, text string) store.Draft {
+	return store.Draft{
+		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
+		ConversationID: ev.ConversationID, Text: text, Drafter: "template", CreatedAt: ev.ReceivedAt,
+	}
+}
+
+// saved stores the first draft of ev.
+func saved(t testing.TB, rv *review.Review, ev store.Event, text string) store.Draft {
+	t.Helper()
+	d, created, err := rv.Save(context.Background(), draftFor(ev, text), 1)
+	if err != nil || !created {
+		t.Fatalf("Save(%s) = created %v, %v", ev.Key, created, err)
+	}
+	return d
+}
+
+// together runs fn(0..n-1) on n goroutines released at once.
+func together(n int, fn func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fn(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
+
+// claim leases the one due job.
+func claim(t testing.TB, st *store.Store, now time.Time) store.Job {
+	t.Helper()
+	got, err := st.ClaimJobs(context.Background(), now, 1, time.Minute)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("ClaimJobs = %d jobs, %v; want 1", len(got), err)
+	}
+	return got[0]
+}
+
+// jobsOfKind returns the jobs of kind that followed from one event.
+func jobsOfKind(t testing.TB, st *store.Store, corr, kind string) []store.Job {
+	t.Helper()
+	all, err := st.JobsByCorrelation(corr)
+	if err != nil {
+		t.Fatalf("JobsByCorrelation(%s): %v", corr, err)
+	}
+	var out []store.Job
+	for _, j := range all {
+		if j.Kind == kind {
+			out = append(out, j)
+		}
+	}
+	return out
+}

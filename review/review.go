@@ -1,0 +1,300 @@
+// Package review owns drafts on their way to a person's decision: the
+// draft state machine and every rule about it, written through the store's
+// Tx.
+//
+//	(draft job) ──save──▶ pending_approval ──approve──▶ approved (+ outbox row, delivery job)
+//	                        │   │
+//	                        │   └──reject──▶ rejected
+//	                        └──regenerate (version n+1)──▶ rejected, "replaced by" the new version
+//
+// Save stores what the drafter wrote (the first draft of a version wins);
+// Approve decides a draft and, in the same transaction, creates its outbox
+// row through delivery.CreateTx and its delivery job; Reject decides it the
+// other way; a channel with auto_approve approves its drafts as they are
+// saved. Record is the draft job's one write: save, auto-approve and the
+// job's completion in one transaction. The store keeps the Draft record, its
+// table, indexes, counts and Check; the outbox status is delivery's.
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/store"
+)
+
+// Review is the drafts' operations and the policy they follow: which
+// provider a channel sends through, which channels approve their own
+// drafts, and how many attempts a delivery job gets. Its zero value is not
+// usable; call New.
+type Review struct {
+	st          *store.Store
+	cfg         *config.Config
+	maxAttempts int
+	newID       func() string
+}
+
+// New returns the review of drafts in st under cfg's channels and retry policy.
+func New(st *store.Store, cfg *config.Config) *Review {
+	return &Review{st: st, cfg: cfg, maxAttempts: cfg.Retry.MaxAttempts, newID: func() string { return ulid.Make().String() }}
+}
+
+// provider names the provider of channel (false: it is no longer configured).
+func (r *Review) provider(channel string) (string, bool) {
+	ch, ok := r.cfg.Channel(channel)
+	if !ok {
+		return "", false
+	}
+	return ch.Provider, true
+}
+
+// autoApproves reports whether channel approves its drafts as they are saved.
+func (r *Review) autoApproves(channel string) bool {
+	ch, ok := r.cfg.Channel(channel)
+	return ok && ch.AutoApprove
+}
+
+// SaveTx stores d as version n (n <= 1: the first draft) of its event's
+// draft, unless version n or later is stored: then that one is returned
+// with created false (the first draft wins; a retry that raced a slower
+// attempt reuses it). A regeneration keeps the draft it replaces, rejected
+// with a note if it was pending; an approved draft is not regenerated. The
+// store moves the lead forward in the same transaction.
+func SaveTx(tx *store.Tx, d store.Draft, n int) (out store.Draft, created bool, err error) {
+	n = max(n, 1)
+	cur, err := tx.DraftByEvent(d.EventKey)
+	hasCur := err == nil
+	switch {
+	case hasCur:
+		// A record from before versions were counted (0) is version 1.
+		if max(cur.Version, 1) >= n {
+			return cur, false, nil
+		}
+		if cur.Status == store.DraftApproved {
+			return store.Draft{}, false, &store.StateError{What: "draft " + cur.ID, State: "approved", Want: "pending or rejected to be regenerated"}
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return store.Draft{}, false, err
+	}
+	ev, err := tx.EventByKey(d.EventKey)
+	if err != nil {
+		return store.Draft{}, false, fmt.Errorf("event %s: %w", d.EventKey, err)
+	}
+	d.Version, d.Status = n, store.DraftPending
+	d.ID = store.DraftVersionID(ev.ID, n)
+	d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
+	if hasCur {
+		d.Replaces = cur.ID
+		if cur.Status == store.DraftPending {
+			old := cur
+			cur.Decision = &store.Decision{By: "regeneration", At: d.CreatedAt, Reason: "replaced by " + d.ID}
+			cur.Status = store.DraftRejected
+			if err := tx.PutDraft(&old, &cur); err != nil {
+				return store.Draft{}, false, err
+			}
+		}
+	}
+	if err := tx.InsertDraft(&d, ev); err != nil {
+		return store.Draft{}, false, err
+	}
+	return d, true, nil
+}
+
+// Save is SaveTx in a transaction of its own.
+func (r *Review) Save(ctx context.Context, d store.Draft, n int) (store.Draft, bool, error) {
+	var (
+		out     store.Draft
+		created bool
+	)
+	err := r.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		out, created, err = SaveTx(tx, d, n)
+		return err
+	})
+	if err != nil {
+		return store.Draft{}, false, fmt.Errorf("review: save draft version %d for %s: %w", max(n, 1), d.EventKey, err)
+	}
+	return out, created, nil
+}
+
+// Approved is the answer to Approve.
+type Approved struct {
+	Draft   store.Draft
+	Outbox  store.Outbox
+	Created bool // false: an earlier approval made the outbox row; Draft.Decision says who
+}
+
+// ApproveTx approves draft id with dec and, in the same transaction,
+// creates its outbox row ("<conversation id>:<draft id>") and its delivery
+// job jobID, unless an approval already did: then the existing row is
+// returned and nothing is written. Approving a rejected draft is a
+// *store.ConflictError; a draft whose channel is no longer configured is a
+// *store.StateError (an approval that already happened is still answered).
+// dec.Text empty approves the draft as written; Edited is set here.
+func (r *Review) ApproveTx(tx *store.Tx, id string, dec store.Decision, jobID string) (Approved, error) {
+	d, err := tx.Draft(id)
+	if err != nil {
+		return Approved{}, err
+	}
+	switch d.Status {
+	case store.DraftRejected:
+		return Approved{}, &store.ConflictError{Draft: d}
+	case store.DraftApproved:
+		o, err := tx.Outbox(d.OutboxID)
+		if err != nil {
+			return Approved{}, fmt.Errorf("approved draft's outbox row %s: %w", d.OutboxID, err)
+		}
+		return Approved{Draft: d, Outbox: o}, nil
+	}
+	prov, ok := r.provider(d.Channel)
+	if !ok {
+		return Approved{}, &store.StateError{What: "draft " + d.ID, State: "in channel " + d.Channel + ", which is no longer configured", Want: "in a configured channel to be approved"}
+	}
+	if dec.Text == "" {
+		dec.Text = d.Text
+	}
+	dec.Edited = dec.Text != d.Text
+	ev, err := tx.EventByKey(d.EventKey)
+	if err != nil {
+		return Approved{}, fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
+	}
+	o, err := delivery.CreateTx(tx, delivery.Reply{
+		Draft: d, To: ev.Contact, Text: dec.Text, Provider: prov, By: dec.By, At: dec.At,
+		JobID: jobID, MaxAttempts: r.maxAttempts,
+	})
+	if err != nil {
+		return Approved{}, err
+	}
+	old := d
+	d.Decision, d.OutboxID, d.Status = &dec, o.ID, store.DraftApproved
+	if err := tx.PutDraft(&old, &d); err != nil {
+		return Approved{}, err
+	}
+	detail := "approved as written"
+	if dec.Edited {
+		detail = "approved with edited text"
+	}
+	if err := tx.Audit(store.AuditEntry{At: dec.At, Who: dec.By, From: dec.From, Action: "approve draft", Target: d.ID, Detail: detail + "; outbox " + o.ID}); err != nil {
+		return Approved{}, err
+	}
+	return Approved{Draft: d, Outbox: o, Created: true}, nil
+}
+
+// Approve is ApproveTx in a transaction of its own, with a fresh job id.
+func (r *Review) Approve(ctx context.Context, id string, dec store.Decision) (Approved, error) {
+	var out Approved
+	jobID := r.newID()
+	err := r.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		out, err = r.ApproveTx(tx, id, dec, jobID)
+		return err
+	})
+	if err != nil {
+		return Approved{}, fmt.Errorf("review: approve draft %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// Rejected is the answer to Reject. Draft is embedded (not a named field as
+// in Approved) so callers that read the draft's fields off the answer keep
+// reading them there.
+type Rejected struct {
+	store.Draft
+	Decided bool // false: an earlier rejection decided the draft; Draft.Decision says who
+}
+
+// RejectTx rejects draft id with dec, deciding inside tx whether this call
+// is the one that rejects it. Rejecting it again writes nothing and answers
+// the earlier rejection with Decided false; rejecting an approved draft is
+// a *store.ConflictError.
+func RejectTx(tx *store.Tx, id string, dec store.Decision) (Rejected, error) {
+	d, err := tx.Draft(id)
+	if err != nil {
+		return Rejected{}, err
+	}
+	switch d.Status {
+	case store.DraftApproved:
+		return Rejected{}, &store.ConflictError{Draft: d}
+	case store.DraftRejected:
+		return Rejected{Draft: d}, nil
+	}
+	old := d
+	d.Decision, d.Status = &dec, store.DraftRejected
+	if err := tx.PutDraft(&old, &d); err != nil {
+		return Rejected{}, err
+	}
+	if err := tx.Audit(store.AuditEntry{At: dec.At, Who: dec.By, From: dec.From, Action: "reject draft", Target: d.ID, Detail: dec.Reason}); err != nil {
+		return Rejected{}, err
+	}
+	return Rejected{Draft: d, Decided: true}, nil
+}
+
+// Reject is RejectTx in a transaction of its own.
+func (r *Review) Reject(ctx context.Context, id string, dec store.Decision) (Rejected, error) {
+	var out Rejected
+	err := r.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		out, err = RejectTx(tx, id, dec)
+		return err
+	})
+	if err != nil {
+		return Rejected{}, fmt.Errorf("review: reject draft %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// AutoApproveTx approves d, as just read or saved in tx, when its channel
+// approves its drafts itself, and returns the draft as it now stands. A
+// draft already decided is left as it is: a person's rejection stands, and
+// an approval is idempotent.
+func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID string) (store.Draft, error) {
+	if d.Status != store.DraftPending || !r.autoApproves(d.Channel) {
+		return d, nil
+	}
+	res, err := r.ApproveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID)
+	if err != nil {
+		return store.Draft{}, err
+	}
+	return res.Draft, nil
+}
+
+// Record is the draft job's one write. In one transaction it saves d as
+// version n of its event's draft (SaveTx; nil: the job found the draft
+// already stored, and it is read again here), approves it when its channel
+// auto-approves, and completes job, held by execution job.ExecutionID, as
+// of now: a draft costs the job's claim and this one commit. A lease lost
+// meanwhile (the reaper gave the job to another execution) still records
+// the draft and the approval, but the job is not this execution's to
+// complete; its next execution finds the draft and completes it.
+func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n int, now time.Time) (store.Draft, error) {
+	var out store.Draft
+	jobID := r.newID() // the delivery job an auto-approval enqueues
+	err := r.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		if d != nil {
+			out, _, err = SaveTx(tx, *d, n)
+		} else {
+			out, err = tx.DraftByEvent(job.Key)
+		}
+		if err != nil {
+			return err
+		}
+		if out, err = r.AutoApproveTx(tx, out, now, jobID); err != nil {
+			return err
+		}
+		if err := tx.CompleteJob(job.ID, job.ExecutionID, now); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Draft{}, fmt.Errorf("review: record the draft of %s: %w", job.Key, err)
+	}
+	return out, nil
+}
