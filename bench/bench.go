@@ -2,17 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/handoff/handoff/proc"
 )
 
 const (
@@ -143,7 +143,7 @@ func measure(ctx context.Context, cfg config, tpl bodyTemplate, target string, a
 	client := newClient(cfg.c)
 	defer client.CloseIdleConnections()
 
-	if err := waitReady(ctx, client, base+"/readyz", startupTimeout); err != nil {
+	if err := ch.Ready(ctx, startupTimeout); err != nil {
 		return m, fmt.Errorf("%w%s", err, ch.logTail())
 	}
 	if cfg.warmup > 0 {
@@ -340,36 +340,14 @@ func handoffBinary(ctx context.Context, cfg config, dir string, out io.Writer) (
 		if err != nil {
 			return "", err
 		}
-		if root, err = repoRoot(wd); err != nil {
-			return "", err
+		if root, err = proc.Root(wd); err != nil {
+			return "", fmt.Errorf("%w; pass -repo or -bin", err)
 		}
 	}
 	bin := filepath.Join(dir, "handoff")
 	fmt.Fprintf(out, "building handoff from %s\n", root)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build in %s: %w\n%s", root, err, b)
-	}
-	return bin, nil
-}
-
-// repoRoot walks up from dir to the first directory holding go.mod.
-func repoRoot(dir string) (string, error) {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
+	if err := proc.Build(ctx, root, bin); err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return "", errors.New("no go.mod above the working directory; pass -repo or -bin")
-		}
-		dir = up
-	}
+	return bin, nil
 }

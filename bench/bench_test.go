@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,66 +63,6 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-func TestParseListening(t *testing.T) {
-	tests := []struct {
-		name    string
-		line    string
-		want    string
-		wantErr bool
-	}{
-		{"slog line", `{"time":"2025-01-01T00:00:00Z","level":"INFO","msg":"listening","addr":"127.0.0.1:43127"}`, "127.0.0.1:43127", false},
-		{"trailing newline and spaces", "  {\"msg\":\"listening\",\"addr\":\"127.0.0.1:8080\"}\r\n", "127.0.0.1:8080", false},
-		{"other message", `{"msg":"store opened","addr":"127.0.0.1:1"}`, "", false},
-		{"listening text but not the msg", `{"msg":"starting","note":"listening"}`, "", false},
-		{"not json", `listening on 127.0.0.1:8080`, "", false},
-		{"truncated json", `{"msg":"listening","addr":"127.0.0.1:80`, "", false},
-		{"empty", ``, "", false},
-		{"all interfaces", `{"msg":"listening","addr":"0.0.0.0:8080"}`, "", true},
-		{"ipv6 any", `{"msg":"listening","addr":"[::]:8080"}`, "", true},
-		{"localhost name", `{"msg":"listening","addr":"localhost:8080"}`, "", true},
-		{"port zero", `{"msg":"listening","addr":"127.0.0.1:0"}`, "", true},
-		{"no port", `{"msg":"listening","addr":"127.0.0.1"}`, "", true},
-		{"missing addr", `{"msg":"listening"}`, "", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseListening([]byte(tt.line))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseListening(%q) error = %v, wantErr %v", tt.line, err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Errorf("parseListening(%q) = %q, want %q", tt.line, got, tt.want)
-			}
-		})
-	}
-}
-
-// The watcher sees the child's output in arbitrary chunks, so a listening
-// line split across writes must still be found.
-func TestListenWatcherSplitWrites(t *testing.T) {
-	var log []byte
-	w := &listenWatcher{out: writerFunc(func(p []byte) { log = append(log, p...) }), found: make(chan listenResult, 1)}
-	out := "{\"msg\":\"starting\"}\n{\"msg\":\"liste" + "ning\",\"addr\":\"127.0.0.1:5555\"}\n{\"msg\":\"later\"}\n"
-	for i := 0; i < len(out); i += 7 {
-		w.Write([]byte(out[i:min(i+7, len(out))]))
-	}
-	select {
-	case got := <-w.found:
-		if got.err != nil || got.addr != "127.0.0.1:5555" {
-			t.Errorf("found %+v, want addr 127.0.0.1:5555", got)
-		}
-	default:
-		t.Fatal("listening line not found")
-	}
-	if string(log) != out {
-		t.Errorf("log = %q, want everything written: %q", log, out)
-	}
-}
-
-type writerFunc func([]byte)
-
-func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
-
 func TestBodyTemplate(t *testing.T) {
 	for _, size := range []int{minBodySize, 200, 512, 4096} {
 		tpl, err := newBodyTemplate(size)
@@ -167,24 +106,6 @@ func TestFSType(t *testing.T) {
 	}
 }
 
-func TestRepoRoot(t *testing.T) {
-	root := t.TempDir()
-	deep := filepath.Join(root, "a", "b")
-	if err := os.MkdirAll(deep, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := repoRoot(deep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != root {
-		t.Errorf("repoRoot(%q) = %q, want %q", deep, got, root)
-	}
-}
-
 func TestThousands(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 21345: "21,345", 1234567: "1,234,567", -4500: "-4,500"} {
 		if got := thousands(n); got != want {
@@ -218,12 +139,5 @@ func TestServeBaselineFloorNeedsData(t *testing.T) {
 	err := serveBaseline(context.Background(), []string{"-" + floorServeFlag, filepath.Join(t.TempDir(), "addr")})
 	if err == nil || !strings.Contains(err.Error(), floorDataFlag) {
 		t.Errorf("floor without a data folder: err = %v, want one naming -%s", err, floorDataFlag)
-	}
-}
-
-func TestChildEnvDropsEveryHandoffVariable(t *testing.T) {
-	got := childEnv([]string{"PATH=/bin", "HANDOFF_ADDR=0.0.0.0:80", "HANDOFF_FAULT=exit-after-draft-commit", "HANDOFF_DATA=/srv", "GOGC=400", "MY_HANDOFF_X=1"})
-	if want := []string{"PATH=/bin", "GOGC=400", "MY_HANDOFF_X=1"}; strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("childEnv = %q, want %q", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoff/handoff/proc"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -23,24 +25,22 @@ func startFloor(t *testing.T, dataDir string) (string, func() error) {
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	errc := make(chan error, 1)
 	go func() { errc <- serveFloor(ctx, addrFile, dataDir, io.Discard) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(addrFile)
-		if err == nil {
-			stop := func() error { cancel(); return <-errc }
-			return "http://" + strings.TrimSpace(string(b)), stop
-		}
+	var base string
+	err := proc.Eventually(ctx, 10*time.Second, func() (bool, error) {
 		select {
 		case err := <-errc:
-			cancel()
-			t.Fatalf("floor target stopped before listening: %v", err)
-		case <-time.After(5 * time.Millisecond):
+			return false, fmt.Errorf("stopped before listening: %v", err)
+		default:
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatal("floor target did not write its address within 10s")
-		}
+		b, err := os.ReadFile(addrFile)
+		base = "http://" + strings.TrimSpace(string(b))
+		return err == nil, nil
+	})
+	if err != nil {
+		cancel()
+		t.Fatalf("floor target: %v", err)
 	}
+	return base, func() error { cancel(); return <-errc }
 }
 
 // The floor is a baseline only if it keeps the same promise as handoff: a

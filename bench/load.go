@@ -260,35 +260,3 @@ func postHook(ctx context.Context, client *http.Client, url string, body []byte)
 	}
 	return reply, resp.StatusCode, raw, nil
 }
-
-// waitReady polls /readyz until it answers 200. The child has already logged
-// that it listens, so this only waits for the store to be writable.
-func waitReady(ctx context.Context, client *http.Client, url string, within time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var last string
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready within %s (last: %s)", url, within, last)
-		case <-tick.C:
-		}
-	}
-}

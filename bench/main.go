@@ -2,6 +2,8 @@
 // against a bare net/http server, side by side in one run, and prints ratios.
 //
 //	go run ./bench [flags]
+//	go run ./bench sustained [flags]   # a fixed arrival rate: does drafting keep up?
+//	go run ./bench footprint [flags]   # RSS, start-up and page latency on a big file
 //
 // See README.md for how to read the output.
 package main
@@ -60,6 +62,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		case bareServeFlag, floorServeFlag:
 			return serveBaseline(ctx, args)
 		}
+		switch args[0] {
+		case "sustained": // sustained.go
+			return sustained(ctx, args[1:], stdout)
+		case "footprint": // footprint.go
+			return footprint(ctx, args[1:], stdout)
+		}
 	}
 
 	cfg, err := parseFlags(args)
@@ -105,7 +113,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (data, child logs)")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "upper bound for the whole run")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./bench [flags]\n\n")
+		fmt.Fprintf(fs.Output(), "usage: go run ./bench [flags]\n       go run ./bench sustained|footprint [flags]  (see -help of each)\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
