@@ -49,6 +49,7 @@ type App struct {
 	sched  *jobs.Schedule
 	maint  *jobs.Maintenance
 	web    *web.Server
+	bulk   *jobs.BulkReplayJob
 	ln     net.Listener
 	http   *http.Server
 	served chan error
@@ -99,6 +100,10 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		Logger:  d.Logger,
 		Observe: metrics.JobAttempt,
 	})
+	// Bulk replays stamp their replays with the HTTP side's clock, as a
+	// single replay does, and wake the runner for the work they queue.
+	a.bulk = kinds[jobs.KindBulkReplay].(*jobs.BulkReplayJob)
+	a.bulk.Now, a.bulk.Log, a.bulk.Wake = d.Now, d.Logger, a.runner.Wake
 
 	a.sched = jobs.NewSchedule(d.Logger)
 	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
@@ -167,8 +172,9 @@ func (a *App) Start(ctx context.Context) error {
 }
 
 // Stop shuts the process down in order: stop accepting HTTP and let
-// requests finish, stop the web's bulk replays, drain the workers (jobs
-// still running after ShutdownGrace are released, never discarded), stop
+// requests finish, drain the workers (jobs still running after
+// ShutdownGrace are released, never discarded; a bulk replay among them
+// resumes at its next item after a restart), stop
 // cron, and close the database last. ctx can cut both waits short. Stop
 // also releases an app that was built but never started.
 func (a *App) Stop(ctx context.Context) error {
@@ -181,9 +187,6 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.http.Shutdown(hctx); err != nil {
 		a.log.Warn("http shutdown", slog.Any("err", err))
 		a.http.Close()
-	}
-	if err := a.web.Stop(hctx); err != nil {
-		a.log.Warn("bulk replay stop", slog.Any("err", err))
 	}
 	jctx, cancelJobs := context.WithTimeout(ctx, ShutdownGrace)
 	defer cancelJobs()
@@ -217,6 +220,10 @@ func (a *App) Web() *web.Server { return a.web }
 
 // Jobs is the job runner, for tests.
 func (a *App) Jobs() *jobs.Runner { return a.runner }
+
+// BulkReplay is the bulk replay job kind, for tests to set its Pause
+// before Start.
+func (a *App) BulkReplay() *jobs.BulkReplayJob { return a.bulk }
 
 // newDrafter builds the configured drafter.
 func newDrafter(c config.Drafter) (jobs.Drafter, error) {

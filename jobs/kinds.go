@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -18,5 +19,7 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 	return map[string]Kind{
 		DraftArgs{}.Kind():   draft,
 		DeliverArgs{}.Kind(): &DeliverJob{Store: st, Providers: senders},
+		// app sets its clock, its Wake and its log.
+		BulkReplayArgs{}.Kind(): &BulkReplayJob{Store: st, Outbox: delivery.New(st, cfg)},
 	}, draft
 }

@@ -47,6 +47,9 @@ func check(tx *Tx) error {
 			problems = append(problems, fmt.Errorf("check: bucket %s is missing", b))
 		}
 	}
+	if schema >= 3 && tx.bucket(bucketBulk) == nil {
+		problems = append(problems, fmt.Errorf("check: bucket %s is missing", bucketBulk))
+	}
 	if len(problems) > 0 {
 		return errors.Join(problems...)
 	}
@@ -57,6 +60,9 @@ func check(tx *Tx) error {
 	problems = append(problems, handoffsTable.check(tx)...)
 	problems = append(problems, outboxTable.check(tx)...)
 	problems = append(problems, keysTable.check(tx)...)
+	if tx.bucket(bucketBulk) != nil { // schema 3 on
+		problems = append(problems, bulkTable.check(tx)...)
+	}
 	// What no index declaration says.
 	problems = append(problems, checkDraftEvents(tx)...)
 	problems = append(problems, checkDraftCounts(tx, schema >= 2)...)

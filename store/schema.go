@@ -36,6 +36,7 @@ import (
 //	audit                entry id (ULID) -> AuditEntry JSON (every human action)
 //	keys                 caller's idempotency key -> IdemKey JSON (the key API)
 //	idx_handoffs_by_status status 0x00 since (8 bytes BE) | lead key -> "" (leads by status, longest waiting first)
+//	bulk                 run id (ULID) -> BulkRun JSON (a bulk replay's progress; schema 3 on)
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
 // next due job is the first key of idx_jobs_ready and inserts append at the
@@ -65,6 +66,9 @@ var (
 	bucketAudit            = []byte("audit")
 	bucketJobsDead         = []byte("idx_jobs_dead")
 	bucketKeys             = []byte("keys")
+	// bucketBulk is created by migration 2, not with allBuckets, so a file
+	// from before it still checks as what it is.
+	bucketBulk             = []byte("bulk")
 	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox, bucketUsers, bucketSessions, bucketTokens, bucketTokensByID, bucketAudit, bucketJobsDead, bucketKeys}
 	keySchema              = []byte("schema")
 	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
@@ -90,10 +94,14 @@ var migrations = []migration{
 		}
 		return nil
 	}},
+	{version: 2, name: "keep bulk replays in the bulk bucket", apply: func(tx *Tx) error {
+		_, err := tx.tx.CreateBucketIfNotExists(bucketBulk)
+		return err
+	}},
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrate creates the buckets and runs every migration the file has not seen.
 func migrate(tx *bolt.Tx) error {

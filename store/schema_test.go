@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -87,4 +89,83 @@ func TestCheckCatchesWrongCount(t *testing.T) {
 		t.Errorf("Check with a pending count of 2 for 1 pending draft = nil, want an error")
 	}
 	bump(-1) // repaired, so the cleanup's Check passes
+}
+
+// TestMigrationCreatesBulk: a schema 2 file, from before bulk replays were
+// kept, checks as it is, and gets the bulk bucket at open; a fresh file has
+// it from the start. Either way a run can be stored and read back.
+func TestMigrationCreatesBulk(t *testing.T) {
+	tests := []struct {
+		name string
+		old  bool
+	}{{"fresh", false}, {"schema 2", true}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			path := filepath.Join(dir, FileName)
+			if tt.old {
+				db, err := bolt.Open(path, 0o600, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = db.Update(func(tx *bolt.Tx) error {
+					if err := tx.DeleteBucket(bucketBulk); err != nil {
+						return err
+					}
+					return tx.Bucket(bucketMeta).Put(keySchema, []byte("2"))
+				})
+				db.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				old, err := OpenFile(path, Options{ReadOnly: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := old.Check(); err != nil {
+					t.Errorf("Check of a schema 2 file: %v", err)
+				}
+				if err := old.View(func(tx *Tx) error { _, err := tx.BulkRun("x"); return err }); !errors.Is(err, ErrNotFound) {
+					t.Errorf("a run read from a schema 2 file: %v, want ErrNotFound", err)
+				}
+				old.Close()
+			}
+
+			st, err = Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var version string
+			_ = st.View(func(tx *Tx) error {
+				version = string(tx.bucket(bucketMeta).Get(keySchema))
+				if tx.bucket(bucketBulk) == nil {
+					t.Errorf("no bucket %s after open", bucketBulk)
+				}
+				return nil
+			})
+			if want := strconv.Itoa(SchemaVersion); version != want {
+				t.Errorf("schema %q after open, want %s", version, want)
+			}
+			run := BulkRun{ID: "01RUN", Items: []string{"a", "b"}, Total: 2, State: BulkRunning, StartedAt: t0}
+			if err := st.Update(context.Background(), func(tx *Tx) error { return tx.PutBulkRun(nil, &run) }); err != nil {
+				t.Fatal(err)
+			}
+			var got BulkRun
+			if err := st.View(func(tx *Tx) error { got, err = tx.BulkRun(run.ID); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if got.V != 1 || got.Total != 2 || len(got.Items) != 2 || got.State != BulkRunning {
+				t.Errorf("run read back %+v, want %+v", got, run)
+			}
+			if err := st.Check(); err != nil {
+				t.Errorf("Check after the migration: %v", err)
+			}
+		})
+	}
 }

@@ -128,3 +128,10 @@ var keysTable = &table[IdemKey]{
 	key:   func(k *IdemKey) []byte { return []byte(k.Key) },
 	label: func(k *IdemKey) string { return k.Key + " (" + string(k.State) + ")" },
 }
+
+// bulkTable holds the progress of bulk replays, by run id (a ULID); no index.
+var bulkTable = &table[BulkRun]{
+	name: "bulk replay", bucket: bucketBulk,
+	key:   func(b *BulkRun) []byte { return []byte(b.ID) },
+	label: func(b *BulkRun) string { return b.ID + " (" + string(b.State) + ")" },
+}

@@ -2,18 +2,15 @@ package web
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -109,7 +106,8 @@ func (s *Server) replayItem(ctx context.Context, id, confirm string, regenerate 
 	return s.replay(ctx, id, store.Replay{By: by, At: s.now().UTC(), From: from, Regenerate: regenerate, Confirmed: confirm == id})
 }
 
-// replay is the one replay shared by the API, the bulk replay and the dashboard.
+// replay is the one replay shared by the API and the dashboard (the bulk
+// replay job calls the same delivery Replay).
 func (s *Server) replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
 	dl, err := delivery.New(s.st, s.cfg).Replay(ctx, id, r)
 	if err != nil {
@@ -147,14 +145,7 @@ func (s *Server) cancelItem(ctx context.Context, id, reason, by, from string) er
 	return missing(err, "there is no dead letter %q", id)
 }
 
-// bulkRun is one bulk replay, running in the background so it can be cancelled.
-type bulkRun struct {
-	mu     sync.Mutex
-	st     bulkStatus
-	cancel context.CancelFunc
-}
-
-// bulkStatus is what a bulk replay has done so far.
+// bulkStatus is what a bulk replay has done so far, as the API answers it.
 type bulkStatus struct {
 	ID       string        `json:"id"`
 	State    string        `json:"state"` // running, done, cancelled
@@ -169,48 +160,17 @@ type bulkSkipped struct {
 	Why string `json:"why"`
 }
 
-// status is a copy of the run's progress, safe to read while it goes on.
-func (b *bulkRun) status() bulkStatus {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.st
-	out.Replayed = append([]string{}, b.st.Replayed...)
-	out.Skipped = append([]bulkSkipped{}, b.st.Skipped...)
-	out.Failed = append([]bulkSkipped{}, b.st.Failed...)
-	return out
-}
-
-// bulkRuns keeps the bulk replays of this process.
-type bulkRuns struct {
-	mu   sync.Mutex
-	runs map[string]*bulkRun
-	// pause, when set (tests only), runs before item i of every run is
-	// looked at, so a test can hold a run at a known point.
-	pause func(i int)
-	// running counts the runs' goroutines, so Stop can wait for them;
-	// stopping, once Stop has cancelled them, refuses new runs.
-	running  sync.WaitGroup
-	stopping bool
-}
-
-// Stop cancels the bulk replays still running and waits until each has
-// finished the item under way, or ctx ends. serve calls it after the HTTP
-// server stopped and before the store closes.
-func (s *Server) Stop(ctx context.Context) error {
-	s.bulk.mu.Lock()
-	for _, r := range s.bulk.runs {
-		r.cancel()
+// statusOf is the answer for the stored run.
+func statusOf(run store.BulkRun) bulkStatus {
+	st := bulkStatus{ID: run.ID, State: string(run.State), Total: run.Total,
+		Replayed: append([]string{}, run.Replayed...), Skipped: []bulkSkipped{}, Failed: []bulkSkipped{}}
+	for _, it := range run.Skipped {
+		st.Skipped = append(st.Skipped, bulkSkipped{ID: it.ID, Why: it.Why})
 	}
-	s.bulk.stopping = true
-	s.bulk.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.bulk.running.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("web: bulk replays still running: %w", ctx.Err())
+	for _, it := range run.Failed {
+		st.Failed = append(st.Failed, bulkSkipped{ID: it.ID, Why: it.Why})
 	}
+	return st
 }
 
 // startBulkReplay answers POST /api/v1/dead-letters/replay with a filter:
@@ -221,111 +181,69 @@ func (s *Server) startBulkReplay(c *echo.Context) error {
 	if err := decodeOptionalJSON(c, &body); err != nil {
 		return err
 	}
-	run, err := s.startBulk(body, actor(c), c.RealIP())
+	run, err := s.startBulk(c.Request().Context(), body, actor(c), c.RealIP())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, run.status())
+	return c.JSON(http.StatusAccepted, statusOf(run))
 }
 
-// keepBulkRuns is how many finished bulk runs stay readable.
-const keepBulkRuns = 50
-
-// forgetFinished drops finished runs, oldest first (ids are ULIDs), until
-// at most keep remain. The caller holds b.mu.
-func (b *bulkRuns) forgetFinished(keep int) {
-	var done []string
-	for id, r := range b.runs {
-		if r.status().State != "running" {
-			done = append(done, id)
-		}
-	}
-	slices.Sort(done)
-	for _, id := range done[:max(0, len(done)-keep)] {
-		delete(b.runs, id)
-	}
-}
-
-// startBulk selects the items matching f and replays the safe ones in the
-// background, one at a time, as by; shared by the API and the dashboard.
-// The run outlives the request that started it.
-func (s *Server) startBulk(body deadLetterFilter, by, from string) (*bulkRun, error) {
+// startBulk selects the items matching f and starts the bulk replay job
+// over them, as by; shared by the API and the dashboard. The run's record
+// and its job commit together, so a run that was answered for survives a
+// restart; the job replays the safe items one at a time.
+func (s *Server) startBulk(ctx context.Context, body deadLetterFilter, by, from string) (store.BulkRun, error) {
 	f, err := s.storeFilter(body)
 	if err != nil {
-		return nil, err
+		return store.BulkRun{}, err
 	}
 	items, err := delivery.New(s.st, s.cfg).DeadLetters(f)
 	if err != nil {
-		return nil, err
+		return store.BulkRun{}, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	run := &bulkRun{cancel: cancel, st: bulkStatus{
-		ID: ulid.Make().String(), State: "running", Total: len(items),
-		Replayed: []string{}, Skipped: []bulkSkipped{}, Failed: []bulkSkipped{},
-	}}
-	s.bulk.mu.Lock()
-	if s.bulk.stopping {
-		s.bulk.mu.Unlock()
-		cancel()
-		return nil, errorf(http.StatusServiceUnavailable, "the server is stopping; start the bulk replay again once it is back")
+	filter := store.BulkFilter{Kind: body.Kind, Channel: body.Channel, Error: body.Error, OlderThan: body.OlderThan}
+	run := store.BulkRun{
+		ID: ulid.Make().String(), Filter: filter, Total: len(items), Items: make([]string, 0, len(items)),
+		Replayed: []string{}, Skipped: []store.BulkSkip{}, Failed: []store.BulkSkip{}, StartedAt: s.now().UTC(),
 	}
-	// Keep the runs a person may still be watching; forget finished ones
-	// beyond the newest few, so the map cannot grow for ever.
-	s.bulk.forgetFinished(keepBulkRuns)
-	s.bulk.runs[run.st.ID] = run
-	pause := s.bulk.pause
-	s.bulk.running.Add(1)
-	s.bulk.mu.Unlock()
-	go func() {
-		defer s.bulk.running.Done()
-		defer cancel()
-		for i, it := range items {
-			if pause != nil {
-				pause(i)
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			if !it.Safe {
-				run.mu.Lock()
-				run.st.Skipped = append(run.st.Skipped, bulkSkipped{ID: it.ID, Why: it.Why})
-				run.mu.Unlock()
-				continue
-			}
-			// The item under way finishes even when the run is cancelled meanwhile.
-			_, err := s.replay(context.WithoutCancel(ctx), it.ID, store.Replay{By: by, At: s.now().UTC(), From: from})
-			run.mu.Lock()
-			if err != nil {
-				status, msg := answerFor(err)
-				if status >= 500 {
-					s.log.Error("bulk replay: item failed", "run", run.st.ID, "item", it.ID, slog.Any("err", err))
-				}
-				run.st.Failed = append(run.st.Failed, bulkSkipped{ID: it.ID, Why: msg})
-			} else {
-				run.st.Replayed = append(run.st.Replayed, it.ID)
-			}
-			run.mu.Unlock()
-		}
-		run.mu.Lock()
-		if ctx.Err() != nil {
-			run.st.State = "cancelled"
-		} else {
-			run.st.State = "done"
-		}
-		run.mu.Unlock()
-	}()
+	for _, it := range items {
+		run.Items = append(run.Items, it.ID)
+	}
+	args := jobs.BulkReplayArgs{Filter: filter, By: by, From: from}
+	// The queue keeps real time, whatever the HTTP side's clock says.
+	opts := jobs.Opts{MaxAttempts: s.cfg.Retry.MaxAttempts, Now: time.Now()}
+	err = s.st.Update(ctx, func(tx *store.Tx) error {
+		r := run // fn may run twice: start from the same run each time
+		return jobs.StartBulkReplay(tx, &r, args, opts)
+	})
+	if err != nil {
+		return store.BulkRun{}, err
+	}
+	run.State = store.BulkRunning
+	s.jobs.Wake()
 	return run, nil
 }
 
-// lookupBulk finds a bulk replay of this process.
-func (s *Server) lookupBulk(id string) (*bulkRun, error) {
-	s.bulk.mu.Lock()
-	defer s.bulk.mu.Unlock()
-	run, ok := s.bulk.runs[id]
-	if !ok {
-		return nil, errorf(http.StatusNotFound, "there is no bulk replay %q in this process", id)
-	}
-	return run, nil
+// lookupBulk reads a bulk replay's record.
+func (s *Server) lookupBulk(id string) (store.BulkRun, error) {
+	var run store.BulkRun
+	err := s.st.View(func(tx *store.Tx) error {
+		var err error
+		run, err = tx.BulkRun(id)
+		return err
+	})
+	return run, missing(err, "there is no bulk replay %q", id)
+}
+
+// cancelBulk asks the run id to stop before its next item.
+func (s *Server) cancelBulk(ctx context.Context, id string) (store.BulkRun, error) {
+	var run store.BulkRun
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		run, err = jobs.CancelBulkReplay(tx, id)
+		return err
+	})
+	return run, missing(err, "there is no bulk replay %q", id)
 }
 
 // bulkReplayStatus answers GET /api/v1/dead-letters/bulk/{id}.
@@ -334,16 +252,15 @@ func (s *Server) bulkReplayStatus(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, run.status())
+	return c.JSON(http.StatusOK, statusOf(run))
 }
 
 // cancelBulkReplay answers POST /api/v1/dead-letters/bulk/{id}/cancel: the
 // item in progress finishes, no further item starts.
 func (s *Server) cancelBulkReplay(c *echo.Context) error {
-	run, err := s.lookupBulk(c.Param("id"))
+	run, err := s.cancelBulk(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	run.cancel()
-	return c.JSON(http.StatusOK, run.status())
+	return c.JSON(http.StatusOK, statusOf(run))
 }

@@ -508,60 +508,104 @@ func TestBulkReplayCancel(t *testing.T) {
 	wantAudit(t, e.st, "api-token", "replay job")
 }
 
-// TestStopEndsBulkReplays: Stop (serve calls it before closing the store)
-// cancels a running bulk replay and returns only once its goroutine is done.
-func TestStopEndsBulkReplays(t *testing.T) {
+// TestBulkReplaySurvivesRestart: a bulk run is a job with its progress in
+// the store. Held before its second item while the process stops, it is
+// handed back to the queue; the process started again on the same folder
+// resumes it there, and every item ends replayed exactly once.
+func TestBulkReplaySurvivesRestart(t *testing.T) {
 	t.Parallel()
-	reached, release := make(chan struct{}), make(chan struct{})
+	held := make(chan struct{})
 	var once sync.Once
 	model := newFakeModel(t, -1)
-	e, srv := newEnv(t, dlConfig(model, nil), envOptions{pause: func(i int) {
+	cfg := dlConfig(model, nil)
+	e, _ := newEnv(t, cfg, envOptions{pauseCtx: func(ctx context.Context, i int) {
 		if i == 1 {
-			once.Do(func() { close(reached) })
-			<-release
+			once.Do(func() { close(held) })
+			<-ctx.Done() // until the runner stops
 		}
 	}})
-	const n = 3
+	const n = 4
 	for i := range n {
-		sendLead(t, e, "manual", fmt.Sprintf("s-%02d", i), fmt.Sprintf("+1555100%04d", i))
+		sendLead(t, e, "manual", fmt.Sprintf("r-%02d", i), fmt.Sprintf("+1555200%04d", i))
 	}
 	eventually(t, "every draft job to be discarded", func() bool { return len(deadLetters(t, e, "kind=job")) == n })
 	model.set(0)
 	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`)
-	if code != http.StatusAccepted {
+	if code != http.StatusAccepted || ans["state"] != "running" || ans["total"] != float64(n) {
 		t.Fatalf("bulk: %d %v", code, ans)
 	}
+	id := ans["id"].(string)
 	select {
-	case <-reached:
+	case <-held:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the bulk replay never reached its second item")
 	}
-	stopped := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		stopped <- srv.Stop(ctx)
-	}()
-	eventually(t, "Stop to cancel the run", func() bool {
-		srv.bulk.mu.Lock()
-		defer srv.bulk.mu.Unlock()
-		return srv.bulk.stopping
-	})
-	close(release)
-	if err := <-stopped; err != nil {
+	// Stop at once: the runner does not wait for the held run, it ends its
+	// context and hands the job back.
+	stopNow, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.app.Stop(stopNow); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	run, err := srv.lookupBulk(ans["id"].(string))
+	if run := bulkRunIn(t, cfg.DataDir, id); run.State != store.BulkRunning || len(run.Replayed) != 1 {
+		t.Fatalf("stored run after Stop: %+v, want running after one item", run)
+	}
+
+	again := NewApp(t, cfg, nil, testToken) // the same data folder
+	if err := again.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e2 := &testEnv{url: "http://" + again.Addr().String(), st: again.Store(), cfg: cfg}
+	var st map[string]any
+	eventually(t, "the resumed bulk replay to end", func() bool {
+		st = apiGet(t, e2, "/api/v1/dead-letters/bulk/"+id)
+		return st["state"] != "running"
+	})
+	replayed := list(st["replayed"])
+	if st["state"] != "done" || len(replayed) != n || len(list(st["skipped"])) != 0 || len(list(st["failed"])) != 0 {
+		t.Fatalf("after the restart: %v, want done with all %d replayed", st, n)
+	}
+	var items []string
+	if err := e2.st.View(func(tx *store.Tx) error {
+		run, err := tx.BulkRun(id)
+		items = run.Items
+		return err
+	}); err != nil || len(items) != n {
+		t.Fatalf("stored items %v (%v), want %d", items, err, n)
+	}
+	for i, item := range items {
+		if replayed[i] != item {
+			t.Errorf("replayed %v, want the items in order %v", replayed, items)
+		}
+		j, err := e2.st.Job(item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j.Replays) != 1 {
+			t.Errorf("job %s has %d replays, want 1", item, len(j.Replays))
+		}
+	}
+	if rest := deadLetters(t, e2, "kind=job"); len(rest) != 0 {
+		t.Errorf("still on the list after the resumed run: %v", rest)
+	}
+}
+
+// bulkRunIn reads the run id from the closed store in dir.
+func bulkRunIn(t *testing.T, dir, id string) store.BulkRun {
+	t.Helper()
+	st, err := store.Open(dir, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := run.status(); st.State != "cancelled" || len(st.Replayed) != 1 {
-		t.Errorf("after Stop: %+v, want cancelled after one item", st)
+	defer st.Close()
+	var run store.BulkRun
+	if err := st.View(func(tx *store.Tx) error {
+		run, err = tx.BulkRun(id)
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
-	// A run asked for once the server is stopping is refused, not started.
-	if code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`); code != http.StatusServiceUnavailable || !strings.Contains(errorOf(ans), "stopping") {
-		t.Errorf("bulk replay after Stop: %d %v, want 503 saying the server is stopping", code, ans)
-	}
+	return run
 }
 
 // TestCancelDeadLetterAPI: a cancel needs a reason and takes the item off the list.

@@ -145,15 +145,14 @@ func bulkView(st bulkStatus, csrf string) views.BulkStatus {
 // filters): the bulk replay of the API, started as the person. htmx gets
 // the status, which then polls; a plain form goes to the run's page.
 func (s *Server) bulkReplaySubmit(c *echo.Context) error {
-	run, err := s.startBulk(filterFrom(c.FormValue), actor(c), c.RealIP())
+	run, err := s.startBulk(c.Request().Context(), filterFrom(c.FormValue), actor(c), c.RealIP())
 	if err != nil {
 		return err
 	}
-	st := run.status()
 	if isHX(c) {
-		return render(c, http.StatusOK, views.BulkStatusFragment(bulkView(st, csrfOf(c))))
+		return render(c, http.StatusOK, views.BulkStatusFragment(bulkView(statusOf(run), csrfOf(c))))
 	}
-	return c.Redirect(http.StatusSeeOther, views.BulkStatus{ID: st.ID}.URL())
+	return c.Redirect(http.StatusSeeOther, views.BulkStatus{ID: run.ID}.URL())
 }
 
 // bulkStatusPage answers GET /dead-letters/bulk/{id}: the fragment htmx
@@ -163,7 +162,7 @@ func (s *Server) bulkStatusPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	b := bulkView(run.status(), csrfOf(c))
+	b := bulkView(statusOf(run), csrfOf(c))
 	if isHX(c) {
 		return render(c, http.StatusOK, views.BulkStatusFragment(b))
 	}
@@ -177,13 +176,12 @@ func (s *Server) bulkStatusPage(c *echo.Context) error {
 // bulkCancelSubmit answers POST /dead-letters/bulk/{id}/cancel: the item
 // under way finishes, no further item starts.
 func (s *Server) bulkCancelSubmit(c *echo.Context) error {
-	run, err := s.lookupBulk(c.Param("id"))
+	run, err := s.cancelBulk(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	run.cancel()
 	if isHX(c) {
-		return render(c, http.StatusOK, views.BulkStatusFragment(bulkView(run.status(), csrfOf(c))))
+		return render(c, http.StatusOK, views.BulkStatusFragment(bulkView(statusOf(run), csrfOf(c))))
 	}
-	return c.Redirect(http.StatusSeeOther, views.BulkStatus{ID: run.status().ID}.URL())
+	return c.Redirect(http.StatusSeeOther, views.BulkStatus{ID: run.ID}.URL())
 }

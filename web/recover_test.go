@@ -3,11 +3,12 @@ package web
 import (
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/store"
 )
 
 // TestPanicIsA500: a handler that panics answers the usual JSON error
@@ -79,21 +80,36 @@ func TestRouterErrorsAreHTMLToBrowsers(t *testing.T) {
 	}
 }
 
-// TestBulkRunsForgetFinished: finished bulk runs beyond the newest few are
-// forgotten, oldest first; a running one is never.
-func TestBulkRunsForgetFinished(t *testing.T) {
-	b := bulkRuns{runs: map[string]*bulkRun{}}
-	for i, state := range []string{"done", "running", "cancelled", "done", "done"} {
-		id := string(rune('a' + i)) // sorts like the ULIDs of runs started in this order
-		b.runs[id] = &bulkRun{st: bulkStatus{ID: id, State: state}}
+// TestBulkRunsAreKept: a finished bulk run stays readable as its record
+// (retention leaves the bulk bucket alone), and a cancel of a finished run
+// answers it unchanged.
+func TestBulkRunsAreKept(t *testing.T) {
+	e := newTestEnv(t, nil)
+	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{}`)
+	if code != http.StatusAccepted || ans["state"] != "running" || ans["total"] != float64(0) {
+		t.Fatalf("bulk over an empty list: %d %v, want 202 running over 0", code, ans)
 	}
-	b.forgetFinished(2)
-	got := []string{}
-	for id := range b.runs {
-		got = append(got, id)
+	path := "/api/v1/dead-letters/bulk/" + ans["id"].(string)
+	var st map[string]any
+	eventually(t, "the empty run to end", func() bool {
+		st = apiGet(t, e, path)
+		return st["state"] != "running"
+	})
+	if st["state"] != "done" {
+		t.Fatalf("empty run: %v, want done", st)
 	}
-	slices.Sort(got)
-	if want := []string{"b", "d", "e"}; !slices.Equal(got, want) {
-		t.Errorf("runs kept %v, want %v (the running one and the two newest finished)", got, want)
+	if code, ans := apiPost(t, e, path+"/cancel", ""); code != http.StatusOK || ans["state"] != "done" {
+		t.Errorf("cancel of a finished run: %d %v, want 200 done", code, ans)
+	}
+	var run store.BulkRun
+	if err := e.st.View(func(tx *store.Tx) error {
+		var err error
+		run, err = tx.BulkRun(ans["id"].(string))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if run.State != store.BulkDone || run.Cancelled || run.FinishedAt == nil {
+		t.Errorf("stored run %+v, want done, not cancelled, with its end", run)
 	}
 }

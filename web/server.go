@@ -47,7 +47,6 @@ type Server struct {
 
 	loginsByUser *limiter
 	loginsByIP   *limiter
-	bulk         bulkRuns
 	metrics      *Metrics
 	backupSums   *sumCache // SHA-256 of the scheduled backup files
 }
@@ -60,7 +59,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{
 		cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{},
 		loginsByUser: newLimiter(5, 15*time.Minute), loginsByIP: newLimiter(20, 15*time.Minute),
-		bulk: bulkRuns{runs: map[string]*bulkRun{}}, backupSums: &sumCache{sums: map[sumKey]string{}},
+		backupSums: &sumCache{sums: map[sumKey]string{}},
 	}
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.Store, d.Config, d.Now)

@@ -32,6 +32,8 @@ type App interface {
 	Store() *store.Store
 	Web() *Server
 	Jobs() *jobs.Runner
+	BulkReplay() *jobs.BulkReplayJob
+	Stop(context.Context) error
 }
 
 // testEnv is the whole process on a real bbolt file, served over real HTTP.
@@ -42,6 +44,7 @@ type testEnv struct {
 	cfg     *config.Config
 	srv     *Server
 	metrics *Metrics
+	app     App
 }
 
 // envOptions are what newEnv takes beyond a config.
@@ -49,6 +52,9 @@ type envOptions struct {
 	now        func() time.Time // the server's clock; nil: time.Now
 	metricsNow func() time.Time // the clock of the scrape-time gauges; nil: now
 	pause      func(item int)   // holds every bulk replay before each item
+	// pauseCtx is pause with the job's context, which ends when the
+	// runner stops: a test can hold a run until the process stops.
+	pauseCtx func(ctx context.Context, item int)
 }
 
 // newTestEnv starts the whole process with cfg (nil: the demo config).
@@ -74,8 +80,13 @@ func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) 
 	cfg.Retry.BaseDelay, cfg.Retry.MaxDelay = time.Millisecond, 10*time.Millisecond
 	a := NewApp(t, cfg, o.now, testToken)
 	srv := a.Web()
-	// Set before Start: no request can race with them.
-	srv.bulk.pause = o.pause
+	// Set before Start: no job can race with them.
+	switch {
+	case o.pauseCtx != nil:
+		a.BulkReplay().Pause = o.pauseCtx
+	case o.pause != nil:
+		a.BulkReplay().Pause = func(_ context.Context, i int) { o.pause(i) }
+	}
 	if o.metricsNow != nil {
 		// Swap the gauges' collector for one on the other clock; the
 		// registry matches collectors by what they describe.
@@ -87,7 +98,7 @@ func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) 
 	if err := a.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{url: "http://" + a.Addr().String(), st: a.Store(), runner: a.Jobs(), cfg: cfg, srv: srv, metrics: srv.metrics}
+	e := &testEnv{url: "http://" + a.Addr().String(), st: a.Store(), runner: a.Jobs(), cfg: cfg, srv: srv, metrics: srv.metrics, app: a}
 	return e, srv
 }
 

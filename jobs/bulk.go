@@ -1,0 +1,261 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/store"
+)
+
+// KindBulkReplay replays the safe items of a dead-letter selection, one at
+// a time, with its progress in the bulk bucket (store.BulkRun).
+const KindBulkReplay = "bulk_replay"
+
+// BulkReplayArgs run the bulk replay RunID, whose items and progress are
+// its store.BulkRun, as By from From (who asked, and from where).
+type BulkReplayArgs struct {
+	RunID  string           `json:"-"`
+	Filter store.BulkFilter `json:"filter"`
+	By     string           `json:"by"`
+	From   string           `json:"from"`
+}
+
+// Kind is the bulk replay job kind.
+func (BulkReplayArgs) Kind() string { return KindBulkReplay }
+
+// Key is the run's id.
+func (a BulkReplayArgs) Key() string { return a.RunID }
+
+func (a *BulkReplayArgs) setKey(k string) { a.RunID = k }
+
+// StartBulkReplay stores run, as running, and enqueues the job that works
+// through it, inside the caller's transaction: a run that was answered
+// for is a run that will happen, restarts included.
+func StartBulkReplay(tx *store.Tx, run *store.BulkRun, args BulkReplayArgs, o Opts) error {
+	args.RunID, run.State = run.ID, store.BulkRunning
+	if err := tx.PutBulkRun(nil, run); err != nil {
+		return err
+	}
+	_, _, err := Enqueue(tx, args, o)
+	return err
+}
+
+// CancelBulkReplay asks the run id to stop: the item under way finishes,
+// the job stops before the next. A finished run is left as it is.
+func CancelBulkReplay(tx *store.Tx, id string) (store.BulkRun, error) {
+	run, err := tx.BulkRun(id)
+	if err != nil || run.State != store.BulkRunning || run.Cancelled {
+		return run, err
+	}
+	old := run
+	run.Cancelled = true
+	return run, tx.PutBulkRun(&old, &run)
+}
+
+// errUnmapped is the sentence an item's failure gets when it is none of the
+// replay's own refusals: the one web gives every error nobody maps. Its
+// cause is logged.
+const errUnmapped = "something went wrong on our side; it has been logged"
+
+// BulkReplayJob runs bulk replays. Each item goes through the single
+// replay (delivery's Replay, under its safe-ones-only rule) and is then
+// recorded in the run, so a run the runner hands back at shutdown resumes
+// after a restart at the first item not recorded.
+type BulkReplayJob struct {
+	Store  *store.Store
+	Outbox *delivery.Outbox
+	Log    *slog.Logger // nil: slog.Default
+	// Now stamps the replays: the HTTP side's clock, as a single replay's.
+	Now func() time.Time
+	// Wake tells the runner that a replay queued work; may be nil.
+	Wake func()
+	// Pause, when set (tests only), runs before item i of every run is
+	// looked at, so a test can hold a run at a known point.
+	Pause func(ctx context.Context, i int)
+}
+
+func (k *BulkReplayJob) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
+}
+
+func (k *BulkReplayJob) run(id string) (store.BulkRun, error) {
+	var run store.BulkRun
+	err := k.Store.View(func(tx *store.Tx) error {
+		var err error
+		run, err = tx.BulkRun(id)
+		return err
+	})
+	return run, err
+}
+
+// Run works through the run's items from the first not yet handled. It
+// stops between items when the run is cancelled (it ends cancelled) or the
+// job's context ends (the runner hands the job back to resume later).
+func (k *BulkReplayJob) Run(ctx context.Context, job store.Job) error {
+	args, err := Decode[BulkReplayArgs](job)
+	if err != nil {
+		return err
+	}
+	// The item an earlier attempt was on may have been replayed without
+	// being recorded: it is recognised by its replay, never replayed twice.
+	resumed := job.Attempt > 1
+	for {
+		run, err := k.run(args.RunID)
+		if errors.Is(err, store.ErrNotFound) {
+			return &Discard{Err: err}
+		}
+		if err != nil {
+			return err
+		}
+		if run.State != store.BulkRunning {
+			return nil
+		}
+		i := run.Handled()
+		if i < len(run.Items) && !run.Cancelled {
+			if k.Pause != nil {
+				k.Pause(ctx, i)
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// A cancel may have come while paused.
+			if run, err = k.run(args.RunID); err != nil {
+				return err
+			}
+		}
+		if run.Cancelled || i >= len(run.Items) {
+			return k.finish(ctx, args.RunID)
+		}
+		id := run.Items[i]
+		var out outcome
+		if resumed && k.replayedBy(id, args, run.StartedAt) {
+			out = outcome{replayed: true}
+		} else if out, err = k.item(ctx, args, run.ID, id); err != nil {
+			return err
+		}
+		resumed = false
+		if err := k.record(ctx, args.RunID, i, id, out); err != nil {
+			return err
+		}
+	}
+}
+
+// outcome is what became of one item: replayed, or skipped or failed and why.
+type outcome struct {
+	replayed bool
+	skipped  bool
+	why      string
+}
+
+// item replays one item if it is safe. A refusal is the item's outcome; an
+// error returned is the store's, and the job tries again later.
+func (k *BulkReplayJob) item(ctx context.Context, args BulkReplayArgs, runID, id string) (outcome, error) {
+	dl, err := k.Outbox.DeadLetter(id)
+	if err == nil && !dl.Safe {
+		return outcome{skipped: true, why: dl.Why}, nil
+	}
+	if err == nil {
+		// The item under way finishes even when the job is stopped meanwhile.
+		_, err = k.Outbox.Replay(context.WithoutCancel(ctx), id, store.Replay{By: args.By, At: k.now().UTC(), From: args.From})
+	}
+	if err == nil {
+		if k.Wake != nil {
+			k.Wake()
+		}
+		return outcome{replayed: true}, nil
+	}
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrClosed) {
+		return outcome{}, err
+	}
+	return outcome{why: k.sentence(runID, id, err)}, nil
+}
+
+// sentence words an item's failure as a single replay's answer would.
+func (k *BulkReplayJob) sentence(runID, id string, err error) string {
+	var (
+		unsafe   *store.UnsafeReplayError
+		state    *store.StateError
+		notRegen *store.NotRegenerableError
+	)
+	switch {
+	case errors.As(err, &unsafe):
+		return unsafe.Error()
+	case errors.As(err, &state):
+		return state.Error()
+	case errors.As(err, &notRegen):
+		return notRegen.Error()
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Sprintf("there is no dead letter %q", id)
+	}
+	log := k.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("bulk replay: item failed", "run", runID, "item", id, slog.Any("err", err))
+	return errUnmapped
+}
+
+// replayedBy reports whether item id holds a replay by this run's person
+// since the run started.
+func (k *BulkReplayJob) replayedBy(id string, args BulkReplayArgs, since time.Time) bool {
+	var replays []store.Replay
+	if j, err := k.Store.Job(id); err == nil {
+		replays = j.Replays
+	} else if o, err := k.Store.OutboxRow(id); err == nil {
+		replays = o.Replays
+	}
+	for _, r := range replays {
+		if r.By == args.By && r.From == args.From && !r.At.Before(since) {
+			return true
+		}
+	}
+	return false
+}
+
+// record writes the outcome of item i (id) into the run, unless the run
+// is past it already.
+func (k *BulkReplayJob) record(ctx context.Context, runID string, i int, id string, out outcome) error {
+	return k.Store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		run, err := tx.BulkRun(runID)
+		if err != nil {
+			return err
+		}
+		if run.Handled() != i {
+			return nil
+		}
+		old := run
+		switch {
+		case out.replayed:
+			run.Replayed = append(run.Replayed[:len(run.Replayed):len(run.Replayed)], id)
+		case out.skipped:
+			run.Skipped = append(run.Skipped[:len(run.Skipped):len(run.Skipped)], store.BulkSkip{ID: id, Why: out.why})
+		default:
+			run.Failed = append(run.Failed[:len(run.Failed):len(run.Failed)], store.BulkSkip{ID: id, Why: out.why})
+		}
+		return tx.PutBulkRun(&old, &run)
+	})
+}
+
+// finish ends the run: done when every item was handled, else cancelled.
+func (k *BulkReplayJob) finish(ctx context.Context, runID string) error {
+	at := k.now().UTC()
+	return k.Store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		run, err := tx.BulkRun(runID)
+		if err != nil || run.State != store.BulkRunning {
+			return err
+		}
+		old := run
+		run.State, run.FinishedAt = store.BulkDone, &at
+		if run.Handled() < len(run.Items) {
+			run.State = store.BulkCancelled
+		}
+		return tx.PutBulkRun(&old, &run)
+	})
+}
