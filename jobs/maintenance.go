@@ -11,6 +11,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -65,14 +66,21 @@ func StuckAfter(cfg *config.Config) map[store.HandoffStatus]time.Duration {
 	}
 }
 
-// FlagStuck flags leads stuck past their thresholds, each once per stay,
-// and enqueues the alert when stuck.alert names a provider.
+// FlagStuck flags leads stuck past their thresholds, each once per stay
+// (leads.FlagStuck), and creates the alert (delivery.CreateAlertTx) in the
+// same transaction when stuck.alert names a provider.
 func (m *Maintenance) FlagStuck(ctx context.Context) error {
-	var alert *store.StuckAlert
+	var alert leads.AlertTx
 	if m.Config.Stuck.Alert != "" {
-		alert = &store.StuckAlert{Provider: m.Config.Stuck.Alert, MaxAttempts: m.Config.Retry.MaxAttempts, NewJobID: func() string { return ulid.Make().String() }}
+		alert = func(tx *store.Tx, h store.Handoff, now time.Time) error {
+			_, err := delivery.CreateAlertTx(tx, delivery.Alert{
+				Lead: h, Provider: m.Config.Stuck.Alert, At: now,
+				JobID: ulid.Make().String(), MaxAttempts: m.Config.Retry.MaxAttempts,
+			})
+			return err
+		}
 	}
-	flagged, err := m.Store.FlagStuck(ctx, m.now(), StuckAfter(m.Config), alert)
+	flagged, err := leads.FlagStuck(ctx, m.Store, m.now(), StuckAfter(m.Config), alert)
 	for _, h := range flagged {
 		m.Log.Warn("lead stuck", "lead", h.Key, "status", h.Status, "since", h.Since, "owner", h.Owner, "event_key", h.LastEventKey)
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -52,6 +51,13 @@ func (h Handoff) Stuck() bool { return h.StuckSince != nil && h.StuckSince.Equal
 
 // LeadKey names the lead an event belongs to.
 func LeadKey(channel, conversationID string) string { return channel + ":" + conversationID }
+
+// The lead's moves that other concepts cause run here, inside the record
+// operation that justifies them (Record: received; InsertDraft: matched,
+// owned; ReplyLead: replied), and not yet as leads.On…Tx functions: their
+// callers (review, delivery, and every fixture that records through
+// RecordEvent) must switch in the same change, so that each rule lives in
+// one place. Stuck detection is leads' (leads.FlagStuck over EachHandoff).
 
 // moveHandoff puts h into status at now, recording the transition and
 // keeping idx_handoffs_by_status in step. It is only ever called inside the
@@ -163,19 +169,13 @@ func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
 	}
 	out := []Handoff{}
 	err := s.view(func(tx *Tx) error {
-		c := tx.bucket(bucketHandoffsByStatus).Cursor()
 		for _, st := range statuses {
-			prefix := append([]byte(st), 0)
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(out) < f.Limit; k, _ = c.Next() {
-				since, key := splitTimeKey(k[len(prefix):])
-				if !f.SinceBefore.IsZero() && !since.Before(f.SinceBefore) {
-					break
-				}
-				h, err := tx.Handoff(key)
-				if err != nil {
-					return fmt.Errorf("status index points at lead %s: %w", key, err)
-				}
+			err := tx.EachHandoff(st, f.SinceBefore, func(h Handoff) (bool, error) {
 				out = append(out, h)
+				return len(out) < f.Limit, nil
+			})
+			if err != nil || len(out) >= f.Limit {
+				return err
 			}
 		}
 		return nil
@@ -186,91 +186,25 @@ func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
 	return out, nil
 }
 
-// StuckAlert asks FlagStuck to announce each newly stuck lead through a provider.
-type StuckAlert struct {
-	Provider    string
-	MaxAttempts int
-	NewJobID    func() string
-}
-
-// FlagStuck flags every lead that has been in a status longer than its
-// threshold and was not flagged for this stay yet, in small transactions.
-// With alert set, the same transaction creates an alert outbox row
-// ("stuck:<lead>:<since>") and its delivery job, so an alert is sent once
-// even across restarts. It returns the leads it flagged.
-func (s *Store) FlagStuck(ctx context.Context, now time.Time, after map[HandoffStatus]time.Duration, alert *StuckAlert) ([]Handoff, error) {
-	var flagged []Handoff
-	for _, st := range []HandoffStatus{HandoffReceived, HandoffMatched, HandoffOwned} {
-		d, ok := after[st]
-		if !ok || d <= 0 {
-			continue
+// EachHandoff calls fn for every lead in status that entered it before
+// before (zero: every one), longest in the status first, until fn answers
+// false or an error. It walks idx_handoffs_by_status, so the leads past a
+// threshold cost one seek: the stuck-lead scan (leads.FlagStuck).
+func (tx *Tx) EachHandoff(status HandoffStatus, before time.Time, fn func(Handoff) (bool, error)) error {
+	prefix := append([]byte(status), 0)
+	c := tx.bucket(bucketHandoffsByStatus).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		since, key := splitTimeKey(k[len(prefix):])
+		if !before.IsZero() && !since.Before(before) {
+			return nil
 		}
-		cutoff := now.Add(-d)
-		for {
-			var chunk []Handoff
-			err := s.update(ctx, func(tx *Tx) error {
-				chunk = chunk[:0]
-				prefix := append([]byte(st), 0)
-				c := tx.bucket(bucketHandoffsByStatus).Cursor()
-				for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(chunk) < retentionChunk; k, _ = c.Next() {
-					since, key := splitTimeKey(k[len(prefix):])
-					if !since.Before(cutoff) {
-						break
-					}
-					h, err := tx.Handoff(key)
-					if err != nil {
-						return err
-					}
-					if h.Stuck() {
-						continue
-					}
-					old := h
-					h.StuckSince, h.StuckAt = &h.Since, &now
-					if err := tx.PutHandoff(&old, &h); err != nil {
-						return err
-					}
-					if alert != nil {
-						if err := enqueueAlert(tx, h, now, *alert); err != nil {
-							return err
-						}
-					}
-					chunk = append(chunk, h)
-				}
-				return nil
-			})
-			if err != nil {
-				return flagged, fmt.Errorf("store: flag stuck leads: %w", err)
-			}
-			flagged = append(flagged, chunk...)
-			if len(chunk) < retentionChunk {
-				break
-			}
+		h, err := tx.Handoff(key)
+		if err != nil {
+			return fmt.Errorf("status index points at lead %s: %w", key, err)
+		}
+		if more, err := fn(h); err != nil || !more {
+			return err
 		}
 	}
-	return flagged, nil
-}
-
-func enqueueAlert(tx *Tx, h Handoff, now time.Time, a StuckAlert) error {
-	id := fmt.Sprintf("stuck:%s:%d", h.Key, h.Since.Unix())
-	if outboxTable.has(tx, []byte(id)) {
-		return nil
-	}
-	text := fmt.Sprintf("Lead %s has been %s since %s (owner: %s).", h.Key, h.Status, h.Since.UTC().Format(time.RFC3339), orNone(h.Owner))
-	o := Outbox{
-		V: recordVersion, ID: id, Kind: OutboxAlert, EventKey: h.LastEventKey, Channel: h.Channel, CorrelationID: "alert:" + h.Key,
-		ConversationID: h.ConversationID, To: "team", Text: text, Provider: a.Provider, Status: OutboxPending,
-		CreatedAt: now, UpdatedAt: now, ApprovedBy: "stuck-lead alert", Attempts: []OutboxAttempt{},
-	}
-	if err := insertOutbox(tx, o); err != nil {
-		return err
-	}
-	_, _, err := enqueue(tx, NewJob{ID: a.NewJobID(), Kind: KindDeliver, Key: id, MaxAttempts: a.MaxAttempts}, o.CorrelationID, now)
-	return err
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none yet"
-	}
-	return s
+	return nil
 }

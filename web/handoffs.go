@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -65,21 +66,7 @@ func (s *Server) handoffs(q handoffQuery, now time.Time, limit int) ([]store.Han
 	if !q.Stuck {
 		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit})
 	}
-	out := []store.Handoff{}
-	after := jobs.StuckAfter(s.cfg)
-	for _, st := range stuckStatuses {
-		if q.Status != "" && st != q.Status {
-			continue
-		}
-		hs, err := s.st.Handoffs(store.HandoffFilter{Status: st, SinceBefore: now.Add(-after[st]), Limit: limit - len(out)})
-		if err != nil {
-			return nil, err
-		}
-		if out = append(out, hs...); len(out) >= limit {
-			break
-		}
-	}
-	return out, nil
+	return leads.Stuck(s.st, now, jobs.StuckAfter(s.cfg), q.Status, limit)
 }
 
 // queryLimit reads ?limit= (default 100, at most 1000).

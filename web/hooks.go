@@ -6,12 +6,10 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v5"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/hook"
-	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/intake"
 )
 
 // hookAnswer is the body of every non-error webhook answer.
@@ -22,7 +20,7 @@ type hookAnswer struct {
 }
 
 // receiveHook records an inbound event and enqueues its draft job in one
-// transaction, durable before the answer. Nothing is stored on any error.
+// transaction (intake.Record), durable before the answer. Nothing is stored on any error.
 func (s *Server) receiveHook(c *echo.Context) error {
 	name := c.Param("channel")
 	outcome, err := s.receive(c, name)
@@ -59,22 +57,12 @@ func (s *Server) receive(c *echo.Context, name string) (string, error) {
 	if err != nil {
 		return "rejected_message_id", refused(err, http.StatusBadRequest)
 	}
-	ev := store.Event{
-		ID: ulid.Make().String(), Key: ch.Name + ":" + msgID, Channel: ch.Name, MessageID: msgID,
-		CorrelationID: ulid.Make().String(), ContentType: req.Header.Get("Content-Type"),
-		ReceivedAt: now,
-		Contact:    optional(p, ch.Fields.Contact), Name: optional(p, ch.Fields.Name), Text: optional(p, ch.Fields.Text),
-	}
-	ev.ConversationID = conversationID(p, ch, ev.Contact, msgID)
-	// A JSON payload has already been decoded as exactly one valid value.
-	if p.IsJSON() {
-		ev.Body = body
-	} else {
-		ev.BodyText = string(body)
-	}
-	rec, err := s.st.RecordEvent(req.Context(), ev, store.NewJob{
-		ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: ev.Key, MaxAttempts: s.cfg.Retry.MaxAttempts,
-	})
+	contact := optional(p, ch.Fields.Contact)
+	rec, err := intake.Record(req.Context(), s.st, intake.Message{
+		Channel: ch.Name, MessageID: msgID, ConversationID: conversationID(p, ch, contact, msgID),
+		Contact: contact, Name: optional(p, ch.Fields.Name), Text: optional(p, ch.Fields.Text),
+		ContentType: req.Header.Get("Content-Type"), Body: body, JSON: p.IsJSON(), ReceivedAt: now,
+	}, s.cfg.Retry.MaxAttempts)
 	if err != nil {
 		return "rejected_unavailable", &apiError{status: http.StatusServiceUnavailable, msg: "the event could not be stored; nothing was recorded, retry later", err: err}
 	}

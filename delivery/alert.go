@@ -1,0 +1,59 @@
+package delivery
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/handoff/handoff/store"
+)
+
+// Alert announces a stuck lead to the team through a provider.
+type Alert struct {
+	Lead     store.Handoff // the lead as flagged: its stay names the row
+	Provider string        // stuck.alert
+	At       time.Time
+	// JobID names the delivery job; MaxAttempts is its attempts.
+	JobID       string
+	MaxAttempts int
+}
+
+// AlertID is the outbox id of the alert for the lead's stay that began at since.
+func AlertID(lead string, since time.Time) string {
+	return fmt.Sprintf("stuck:%s:%d", lead, since.Unix())
+}
+
+// CreateAlertTx creates the alert row "stuck:<lead>:<since>", pending, and
+// its delivery job inside the caller's transaction (the flagging's), so an
+// alert is sent once per stay, across restarts, with the delivery rules of
+// a reply. A row that exists already is left alone: created is false.
+func CreateAlertTx(tx *store.Tx, a Alert) (created bool, err error) {
+	h := a.Lead
+	id := AlertID(h.Key, h.Since)
+	switch _, err := tx.Outbox(id); {
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return false, err
+	}
+	text := fmt.Sprintf("Lead %s has been %s since %s (owner: %s).", h.Key, h.Status, h.Since.UTC().Format(time.RFC3339), orNone(h.Owner))
+	o := store.Outbox{
+		V: 1, ID: id, Kind: store.OutboxAlert, EventKey: h.LastEventKey, Channel: h.Channel, CorrelationID: "alert:" + h.Key,
+		ConversationID: h.ConversationID, To: "team", Text: text, Provider: a.Provider, Status: store.OutboxPending,
+		CreatedAt: a.At, UpdatedAt: a.At, ApprovedBy: "stuck-lead alert", Attempts: []store.OutboxAttempt{},
+	}
+	if err := tx.PutOutbox(nil, &o); err != nil {
+		return false, err
+	}
+	if _, _, err := tx.Enqueue(store.NewJob{ID: a.JobID, Kind: Kind, Key: id, MaxAttempts: a.MaxAttempts}, o.CorrelationID, a.At); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none yet"
+	}
+	return s
+}

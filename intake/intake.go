@@ -1,0 +1,58 @@
+// Package intake records inbound messages: one event per event key, with
+// its lead received and its draft job, in one transaction, durable before
+// the webhook is answered.
+package intake
+
+import (
+	"context"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/store"
+)
+
+// Message is an inbound message as the webhook parsed it.
+type Message struct {
+	Channel, MessageID, ConversationID string
+	Contact, Name, Text                string
+	ContentType                        string
+	// Body is the request body as received; JSON says it was decoded as
+	// exactly one JSON value, so it is kept as JSON rather than as text.
+	Body       []byte
+	JSON       bool
+	ReceivedAt time.Time
+}
+
+// Key is the message's event key, the dedup key.
+func (m Message) Key() string { return m.Channel + ":" + m.MessageID }
+
+// Record records m unless its event key was recorded before, with its
+// lead's move and its draft job (maxAttempts attempts), in one commit
+// round: the answer says whether this call created the event; a duplicate
+// returns the first event, its duplicate count raised. The ids are minted
+// and the records encoded here, in the caller's goroutine, so the
+// committer's step only copies bytes.
+func Record(ctx context.Context, st *store.Store, m Message, maxAttempts int) (store.Recorded, error) {
+	ev := store.Event{
+		ID: ulid.Make().String(), Key: m.Key(), Channel: m.Channel, MessageID: m.MessageID,
+		CorrelationID: ulid.Make().String(), ConversationID: m.ConversationID,
+		Contact: m.Contact, Name: m.Name, Text: m.Text, ContentType: m.ContentType,
+		ReceivedAt: m.ReceivedAt,
+	}
+	if m.JSON {
+		ev.Body = m.Body
+	} else {
+		ev.BodyText = string(m.Body)
+	}
+	job, err := jobs.NewJob(jobs.DraftArgs{EventKey: ev.Key}, jobs.Opts{MaxAttempts: maxAttempts})
+	if err != nil {
+		return store.Recorded{}, err
+	}
+	e, err := store.EncodeEvent(ev, job)
+	if err != nil {
+		return store.Recorded{}, err
+	}
+	return st.Record(ctx, e)
+}

@@ -1,0 +1,97 @@
+// Package leads owns the lead (handoff) rules that run on their own
+// schedule: which leads are stuck, and flagging each stay once, with the
+// alert created in the flagging's transaction.
+//
+// The moves other concepts cause (a new event: received; a stored draft:
+// matched, owned; a sent reply: replied) still run inside the store's
+// record operations (store.RecordEvent, tx.InsertDraft, tx.ReplyLead), in
+// store/handoffs.go: see the note there.
+package leads
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/handoff/handoff/store"
+)
+
+// Statuses are the statuses a lead can be stuck in, in order.
+var Statuses = []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned}
+
+// chunk is how many leads one flagging transaction takes, so a backlog of
+// stuck leads never makes one long write.
+const chunk = 200
+
+// AlertTx announces h, just flagged, inside the flagging's transaction
+// (delivery.CreateAlertTx, wired by the caller so that leads never imports
+// delivery, which may call leads).
+type AlertTx func(tx *store.Tx, h store.Handoff, now time.Time) error
+
+// FlagStuck flags every lead that has been in a status longer than its
+// threshold in after and was not flagged for this stay yet, in small
+// transactions; with alert set, the same transaction announces it, so an
+// alert exists once per stay even across restarts. It returns the leads it
+// flagged.
+func FlagStuck(ctx context.Context, st *store.Store, now time.Time, after map[store.HandoffStatus]time.Duration, alert AlertTx) ([]store.Handoff, error) {
+	var flagged []store.Handoff
+	for _, status := range Statuses {
+		d, ok := after[status]
+		if !ok || d <= 0 {
+			continue
+		}
+		cutoff := now.Add(-d)
+		for {
+			var got []store.Handoff
+			err := st.Update(ctx, func(tx *store.Tx) error {
+				got = got[:0] // fn may run twice
+				return tx.EachHandoff(status, cutoff, func(h store.Handoff) (bool, error) {
+					if h.Stuck() {
+						return true, nil
+					}
+					old := h
+					h.StuckSince, h.StuckAt = &h.Since, &now
+					if err := tx.PutHandoff(&old, &h); err != nil {
+						return false, err
+					}
+					if alert != nil {
+						if err := alert(tx, h, now); err != nil {
+							return false, err
+						}
+					}
+					got = append(got, h)
+					return len(got) < chunk, nil
+				})
+			})
+			if err != nil {
+				return flagged, fmt.Errorf("leads: flag stuck leads: %w", err)
+			}
+			flagged = append(flagged, got...)
+			if len(got) < chunk {
+				break
+			}
+		}
+	}
+	return flagged, nil
+}
+
+// Stuck lists up to limit leads stuck at now (in status, or in every
+// status a lead can be stuck in when status is empty), longest waiting
+// first per status: the same thresholds as FlagStuck, whether flagged yet
+// or not.
+func Stuck(st *store.Store, now time.Time, after map[store.HandoffStatus]time.Duration, status store.HandoffStatus, limit int) ([]store.Handoff, error) {
+	out := []store.Handoff{}
+	for _, s := range Statuses {
+		if status != "" && s != status {
+			continue
+		}
+		hs, err := st.Handoffs(store.HandoffFilter{Status: s, SinceBefore: now.Add(-after[s]), Limit: limit - len(out)})
+		if err != nil {
+			return nil, err
+		}
+		if out = append(out, hs...); len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
+}
