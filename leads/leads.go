@@ -19,9 +19,16 @@ import (
 // Statuses are the statuses a lead can be stuck in, in order.
 var Statuses = []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned}
 
-// chunk is how many leads one flagging transaction takes, so a backlog of
-// stuck leads never makes one long write.
-const chunk = 200
+// chunk is how many leads one flagging transaction flags, and scanChunk
+// how many it reads at most, so a backlog of stuck leads never makes one
+// long write; each transaction resumes after the last lead the previous
+// one read, so a sweep reads every lead of a status once (re-reading from
+// the start made it quadratic: 40,000 stuck leads stalled drafting from
+// ~870/s to 2/s in bench/'s fill).
+const (
+	chunk     = 200
+	scanChunk = 2000
+)
 
 // AlertTx announces h, just flagged, inside the flagging's transaction
 // (delivery.CreateAlertTx, wired by the caller so that leads never imports
@@ -41,35 +48,45 @@ func FlagStuck(ctx context.Context, st *store.Store, now time.Time, after map[st
 			continue
 		}
 		cutoff := now.Add(-d)
+		var resume *store.Handoff // the last lead read, as it was indexed
 		for {
-			var got []store.Handoff
+			var (
+				got     []store.Handoff
+				last    *store.Handoff
+				stopped bool
+			)
 			err := st.Update(ctx, func(tx *store.Tx) error {
-				got = got[:0] // fn may run twice
-				return tx.EachHandoff(status, cutoff, func(h store.Handoff) (bool, error) {
-					if h.Stuck() {
-						return true, nil
-					}
-					old := h
-					h.StuckSince, h.StuckAt = &h.Since, &now
-					if err := tx.PutHandoff(&old, &h); err != nil {
-						return false, err
-					}
-					if alert != nil {
-						if err := alert(tx, h, now); err != nil {
+				got, last, stopped = got[:0], nil, false // fn may run twice
+				scanned := 0
+				return tx.EachHandoffAfter(status, resume, cutoff, func(h store.Handoff) (bool, error) {
+					indexed := h
+					last = &indexed
+					scanned++
+					if !h.Stuck() {
+						old := h
+						h.StuckSince, h.StuckAt = &h.Since, &now
+						if err := tx.PutHandoff(&old, &h); err != nil {
 							return false, err
 						}
+						if alert != nil {
+							if err := alert(tx, h, now); err != nil {
+								return false, err
+							}
+						}
+						got = append(got, h)
 					}
-					got = append(got, h)
-					return len(got) < chunk, nil
+					stopped = len(got) >= chunk || scanned >= scanChunk
+					return !stopped, nil
 				})
 			})
 			if err != nil {
 				return flagged, fmt.Errorf("leads: flag stuck leads: %w", err)
 			}
 			flagged = append(flagged, got...)
-			if len(got) < chunk {
+			if !stopped {
 				break
 			}
+			resume = last
 		}
 	}
 	return flagged, nil

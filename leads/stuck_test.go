@@ -1,6 +1,7 @@
 package leads_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -171,4 +172,36 @@ func TestFlagStuckAlertFailsFlagsNothing(t *testing.T) {
 		t.Errorf("the lead was flagged although its alert failed: %+v", h)
 	}
 	wantFlagged(t, "next run", flagAt(t, st, t0.Add(12*time.Minute), pager), "web:conv-af@received")
+}
+
+// TestFlagStuckBacklog flags a backlog larger than one transaction's
+// chunk and scan limits, with flagged leads in between the new ones: each
+// lead is flagged exactly once, across transactions that resume where the
+// last one stopped, and a later sweep finds only the newcomers.
+func TestFlagStuckBacklog(t *testing.T) {
+	st := openStore(t, t.TempDir())
+	const old = 2300 // more than scanChunk, so one sweep takes several scans
+	for i := range old {
+		receive(t, st, fmt.Sprintf("m%d", i), fmt.Sprintf("c%d", i), "", t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	now := t0.Add(time.Hour)
+	got, err := leads.FlagStuck(context.Background(), st, now, stuckAfter, nil)
+	if err != nil || len(got) != old {
+		t.Fatalf("first sweep flagged %d (%v), want %d", len(got), err, old)
+	}
+	seen := map[string]bool{}
+	for _, h := range got {
+		if seen[h.Key] {
+			t.Fatalf("lead %s flagged twice in one sweep", h.Key)
+		}
+		seen[h.Key] = true
+	}
+	// Newcomers sort after the flagged backlog in the status index.
+	for i := range 3 {
+		receive(t, st, fmt.Sprintf("n%d", i), fmt.Sprintf("n%d", i), "", t0.Add(10*time.Minute))
+	}
+	got, err = leads.FlagStuck(context.Background(), st, now.Add(time.Hour), stuckAfter, nil)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("second sweep flagged %d (%v), want the 3 newcomers only", len(got), err)
+	}
 }

@@ -191,9 +191,26 @@ func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
 // false or an error. It walks idx_handoffs_by_status, so the leads past a
 // threshold cost one seek: the stuck-lead scan (leads.FlagStuck).
 func (tx *Tx) EachHandoff(status HandoffStatus, before time.Time, fn func(Handoff) (bool, error)) error {
+	return tx.EachHandoffAfter(status, nil, before, fn)
+}
+
+// EachHandoffAfter is EachHandoff starting after lead after (as it was
+// indexed: its status, since and key), so that a walk split over several
+// transactions resumes where the last one stopped instead of reading the
+// start of the index again. A nil after starts at the beginning.
+func (tx *Tx) EachHandoffAfter(status HandoffStatus, after *Handoff, before time.Time, fn func(Handoff) (bool, error)) error {
 	prefix := append([]byte(status), 0)
+	start := prefix
+	var skip []byte
+	if after != nil {
+		skip = handoffStatusKey(status, after.Since, after.Key)
+		start = skip
+	}
 	c := tx.bucket(bucketHandoffsByStatus).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+	for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if skip != nil && bytes.Equal(k, skip) {
+			continue
+		}
 		since, key := splitTimeKey(k[len(prefix):])
 		if !before.IsZero() && !since.Before(before) {
 			return nil
