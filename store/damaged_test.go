@@ -109,11 +109,11 @@ func TestDamagedFiles(t *testing.T) {
 				}
 			}
 
+			// This file is small, so CheckPages checks it in full: a
+			// damaged record is refused too.
 			st, oerr := OpenFile(path, Options{CheckPages: true})
 			t.Logf("OpenFile: %v", oerr)
-			if isGood || tc.RecordsOnly {
-				// A damaged record is not the page walk's business: it is
-				// a decoding error when read, and verify's finding.
+			if isGood {
 				if oerr != nil {
 					t.Fatalf("OpenFile = %v; want it opened", oerr)
 				}
@@ -162,5 +162,35 @@ func TestCheckInChildReportsACrash(t *testing.T) {
 	}
 	if got := lastWords("", errors.New("signal: killed")); got != "signal: killed" {
 		t.Errorf("lastWords of a silent death = %q, want the exit", got)
+	}
+}
+
+// TestOpenLargeFileWalksPagesOnly: above fullCheckLimit, CheckPages walks
+// the pages only, so a file whose damage is inside a record's bytes opens
+// (the record is a decoding error where it is read, and verify's finding),
+// while page damage is still refused.
+func TestOpenLargeFileWalksPagesOnly(t *testing.T) {
+	limit := fullCheckLimit
+	fullCheckLimit = 0 // every file counts as large
+	t.Cleanup(func() { fullCheckLimit = limit })
+	cases, err := storetest.Cases(goodBackup(t), string(bucketEvents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		path := filepath.Join(t.TempDir(), "large.db")
+		if err := os.WriteFile(path, tc.Data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err := OpenFile(path, Options{CheckPages: true})
+		switch {
+		case tc.RecordsOnly && err != nil:
+			t.Errorf("%s: OpenFile = %v; want it opened (a page walk cannot see inside records)", tc.Name, err)
+		case !tc.RecordsOnly && err == nil:
+			t.Errorf("%s: opened; want the page walk to refuse it", tc.Name)
+		}
+		if err == nil {
+			st.Close()
+		}
 	}
 }
