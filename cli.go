@@ -21,12 +21,13 @@ const usage = `usage:
   handoff [serve]   --config FILE --data DIR --addr HOST:PORT
   handoff backup    --url URL --token TOKEN -o FILE     (from a running server)
   handoff restore   --data DIR FILE                     (server stopped; verifies first, keeps the old file)
-  handoff verify    FILE
+  handoff verify    FILE                                (bbolt structure, schema version, indexes agree with records)
   handoff user add  --data DIR NAME --role admin|approver [--owner NAME]   (password from stdin or generated)
-  handoff drill     [--keep]                            (duplicate, timeout and crash fixtures against a temporary instance)
+  handoff drill     [--keep]                            (duplicate, timeout, crash, replay, dropped-connection and slow-provider fixtures against a temporary instance)
   handoff health    --addr HOST:PORT                    (exit 0 when the server is ready; for health checks)
   handoff version
 environment: HANDOFF_CONFIG, HANDOFF_DATA, HANDOFF_ADDR override the flags;
+HANDOFF_ADMIN_PASSWORD sets the first admin's password (else one is generated);
 HANDOFF_API_TOKEN is accepted as an admin bearer token.`
 
 // run dispatches a sub-command.
