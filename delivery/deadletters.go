@@ -94,49 +94,58 @@ func what(dl store.DeadLetter) string {
 // *store.NotRegenerableError, before either.
 func (ob *Outbox) Replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
 	var out store.DeadLetter
-	jobID := ob.newID()
-	err := ob.st.Update(ctx, func(tx *store.Tx) error {
-		dl, err := find(tx, id)
-		if err != nil {
-			return err
-		}
-		// First: no state or confirmation makes this request one that can succeed.
-		if r.Regenerate && (dl.Kind != store.DeadJob || dl.Job.Kind != store.KindDraft) {
-			return &store.NotRegenerableError{ID: id, What: what(dl)}
-		}
-		if dl.State == "dismissed" {
-			return &store.StateError{What: dl.Kind + " " + id, State: "dismissed", Want: "on the dead-letter list"}
-		}
-		if !dl.Safe && !r.Confirmed {
-			return &store.UnsafeReplayError{ID: id, Why: dl.Why}
-		}
-		switch {
-		case dl.Kind == store.DeadJob && dl.Job.Kind == Kind && dl.Outbox != nil:
-			if err := ob.requeue(tx, dl.Outbox, r, jobID); err != nil {
-				return err
-			}
-			if err := tx.RetireJob(dl.Job, r); err != nil {
-				return err
-			}
-		case dl.Kind == store.DeadJob:
-			if err := tx.ReviveJob(dl.Job, r, ob.maxAttempts); err != nil {
-				return err
-			}
-		default:
-			if err := ob.requeue(tx, dl.Outbox, r, jobID); err != nil {
-				return err
-			}
-		}
-		if err := tx.Audit(store.AuditEntry{At: r.At, Who: r.By, From: r.From, Action: "replay " + dl.Kind, Target: id, Detail: fmt.Sprintf("regenerate=%v confirmed=%v", r.Regenerate, r.Confirmed)}); err != nil {
-			return err
-		}
-		out = dl
-		return nil
+	err := ob.st.Update(ctx, func(tx *store.Tx) (err error) {
+		out, err = ob.ReplayTx(tx, id, r)
+		return err
 	})
 	if err != nil {
 		return store.DeadLetter{}, fmt.Errorf("delivery: replay %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// ReplayTx is Replay inside the caller's transaction, so that a caller can
+// record what it replayed in the same commit (a bulk replay does). Every
+// refusal is decided before anything is written. A rerun of the
+// transaction mints a new id for the delivery job it enqueues: only the
+// rolled-back run saw the first.
+func (ob *Outbox) ReplayTx(tx *store.Tx, id string, r store.Replay) (store.DeadLetter, error) {
+	dl, err := find(tx, id)
+	if err != nil {
+		return store.DeadLetter{}, err
+	}
+	// First: no state or confirmation makes this request one that can succeed.
+	if r.Regenerate && (dl.Kind != store.DeadJob || dl.Job.Kind != store.KindDraft) {
+		return store.DeadLetter{}, &store.NotRegenerableError{ID: id, What: what(dl)}
+	}
+	if dl.State == "dismissed" {
+		return store.DeadLetter{}, &store.StateError{What: dl.Kind + " " + id, State: "dismissed", Want: "on the dead-letter list"}
+	}
+	if !dl.Safe && !r.Confirmed {
+		return store.DeadLetter{}, &store.UnsafeReplayError{ID: id, Why: dl.Why}
+	}
+	jobID := ob.newID()
+	switch {
+	case dl.Kind == store.DeadJob && dl.Job.Kind == Kind && dl.Outbox != nil:
+		if err := ob.requeue(tx, dl.Outbox, r, jobID); err != nil {
+			return store.DeadLetter{}, err
+		}
+		if err := tx.RetireJob(dl.Job, r); err != nil {
+			return store.DeadLetter{}, err
+		}
+	case dl.Kind == store.DeadJob:
+		if err := tx.ReviveJob(dl.Job, r, ob.maxAttempts); err != nil {
+			return store.DeadLetter{}, err
+		}
+	default:
+		if err := ob.requeue(tx, dl.Outbox, r, jobID); err != nil {
+			return store.DeadLetter{}, err
+		}
+	}
+	if err := tx.Audit(store.AuditEntry{At: r.At, Who: r.By, From: r.From, Action: "replay " + dl.Kind, Target: id, Detail: fmt.Sprintf("regenerate=%v confirmed=%v", r.Regenerate, r.Confirmed)}); err != nil {
+		return store.DeadLetter{}, err
+	}
+	return dl, nil
 }
 
 // requeue sends a reply again with the same id and key, under job jobID.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/handoff/handoff/delivery"
@@ -103,9 +104,6 @@ func (k *BulkReplayJob) Run(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return err
 	}
-	// The item an earlier attempt was on may have been replayed without
-	// being recorded: it is recognised by its replay, never replayed twice.
-	resumed := job.Attempt > 1
 	for {
 		run, err := k.run(args.RunID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -133,15 +131,7 @@ func (k *BulkReplayJob) Run(ctx context.Context, job store.Job) error {
 		if run.Cancelled || i >= len(run.Items) {
 			return k.finish(ctx, args.RunID)
 		}
-		id := run.Items[i]
-		var out outcome
-		if resumed && k.replayedBy(id, args, run.StartedAt) {
-			out = outcome{replayed: true}
-		} else if out, err = k.item(ctx, args, run.ID, id); err != nil {
-			return err
-		}
-		resumed = false
-		if err := k.record(ctx, args.RunID, i, id, out); err != nil {
+		if err := k.item(ctx, args, i, run.Items[i]); err != nil {
 			return err
 		}
 	}
@@ -154,27 +144,38 @@ type outcome struct {
 	why      string
 }
 
-// item replays one item if it is safe. A refusal is the item's outcome; an
-// error returned is the store's, and the job tries again later.
-func (k *BulkReplayJob) item(ctx context.Context, args BulkReplayArgs, runID, id string) (outcome, error) {
-	dl, err := k.Outbox.DeadLetter(id)
-	if err == nil && !dl.Safe {
-		return outcome{skipped: true, why: dl.Why}, nil
-	}
-	if err == nil {
-		// The item under way finishes even when the job is stopped meanwhile.
-		_, err = k.Outbox.Replay(context.WithoutCancel(ctx), id, store.Replay{By: args.By, At: k.now().UTC(), From: args.From})
-	}
-	if err == nil {
+// item replays item i (id) if it is safe, and records that in the same
+// transaction, so a run stopped at any moment resumes at the first item not
+// recorded and never replays one twice. A refusal (unsafe, dismissed, gone)
+// writes nothing of the replay and is recorded in a transaction of its own;
+// an error returned is the store's, and the job tries again later.
+func (k *BulkReplayJob) item(ctx context.Context, args BulkReplayArgs, i int, id string) error {
+	r := store.Replay{By: args.By, At: k.now().UTC(), From: args.From}
+	// The item under way finishes even when the job is stopped meanwhile.
+	ctx = context.WithoutCancel(ctx)
+	err := k.Store.Update(ctx, func(tx *store.Tx) error {
+		run, err := tx.BulkRun(args.RunID)
+		if err != nil || run.Handled() != i {
+			return err // recorded already: nothing to do
+		}
+		if _, err := k.Outbox.ReplayTx(tx, id, r); err != nil {
+			return err
+		}
+		return recordTx(tx, run, id, outcome{replayed: true})
+	})
+	var unsafe *store.UnsafeReplayError
+	switch {
+	case err == nil:
 		if k.Wake != nil {
 			k.Wake()
 		}
-		return outcome{replayed: true}, nil
+		return nil
+	case errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrClosed):
+		return err
+	case errors.As(err, &unsafe):
+		return k.record(ctx, args.RunID, i, id, outcome{skipped: true, why: unsafe.Why})
 	}
-	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrClosed) {
-		return outcome{}, err
-	}
-	return outcome{why: k.sentence(runID, id, err)}, nil
+	return k.record(ctx, args.RunID, i, id, outcome{why: k.sentence(args.RunID, id, err)})
 }
 
 // sentence words an item's failure as a single replay's answer would.
@@ -202,45 +203,30 @@ func (k *BulkReplayJob) sentence(runID, id string, err error) string {
 	return errUnmapped
 }
 
-// replayedBy reports whether item id holds a replay by this run's person
-// since the run started.
-func (k *BulkReplayJob) replayedBy(id string, args BulkReplayArgs, since time.Time) bool {
-	var replays []store.Replay
-	if j, err := k.Store.Job(id); err == nil {
-		replays = j.Replays
-	} else if o, err := k.Store.OutboxRow(id); err == nil {
-		replays = o.Replays
-	}
-	for _, r := range replays {
-		if r.By == args.By && r.From == args.From && !r.At.Before(since) {
-			return true
-		}
-	}
-	return false
-}
-
 // record writes the outcome of item i (id) into the run, unless the run
 // is past it already.
 func (k *BulkReplayJob) record(ctx context.Context, runID string, i int, id string, out outcome) error {
 	return k.Store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
 		run, err := tx.BulkRun(runID)
-		if err != nil {
+		if err != nil || run.Handled() != i {
 			return err
 		}
-		if run.Handled() != i {
-			return nil
-		}
-		old := run
-		switch {
-		case out.replayed:
-			run.Replayed = append(run.Replayed[:len(run.Replayed):len(run.Replayed)], id)
-		case out.skipped:
-			run.Skipped = append(run.Skipped[:len(run.Skipped):len(run.Skipped)], store.BulkSkip{ID: id, Why: out.why})
-		default:
-			run.Failed = append(run.Failed[:len(run.Failed):len(run.Failed)], store.BulkSkip{ID: id, Why: out.why})
-		}
-		return tx.PutBulkRun(&old, &run)
+		return recordTx(tx, run, id, out)
 	})
+}
+
+// recordTx appends the outcome for id to run, as read in tx.
+func recordTx(tx *store.Tx, run store.BulkRun, id string, out outcome) error {
+	old := run
+	switch {
+	case out.replayed:
+		run.Replayed = append(slices.Clip(run.Replayed), id)
+	case out.skipped:
+		run.Skipped = append(slices.Clip(run.Skipped), store.BulkSkip{ID: id, Why: out.why})
+	default:
+		run.Failed = append(slices.Clip(run.Failed), store.BulkSkip{ID: id, Why: out.why})
+	}
+	return tx.PutBulkRun(&old, &run)
 }
 
 // finish ends the run: done when every item was handled, else cancelled.
