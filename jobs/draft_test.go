@@ -290,12 +290,12 @@ func TestDraftJobCommitsPerDraft(t *testing.T) {
 	if err := r.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	// Start reaps leases (one round) and the idle runner's last claim finds
-	// nothing (one more): allow those two.
+	// Start reaps leases (one round); a claim that finds nothing due is a
+	// read (store.ClaimJobs), so the idle runner adds none.
 	got := commits(t, st) - before
 	t.Logf("%d commit rounds for %d drafts: %.2f per draft", got, n, float64(got)/n)
-	if got > 2*n+2 {
-		t.Errorf("%d commit rounds for %d drafts, want at most %d: a claim and one commit each", got, n, 2*n+2)
+	if got > 2*n+1 {
+		t.Errorf("%d commit rounds for %d drafts, want at most %d: a claim and one commit each, and the start's reap", got, n, 2*n+1)
 	}
 }
 

@@ -184,6 +184,21 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob, corr string, now time.Ti
 // each moves from the ready index to the leased index, gets a new execution
 // id and an attempt record before any of its work starts.
 func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease time.Duration) ([]Job, error) {
+	// Nothing due costs a read, not a commit round with its fsyncs: the
+	// runner asks whenever a worker frees up or it is woken, and an idle
+	// queue would otherwise write an empty transaction each time. The
+	// write below decides again on its own; this only skips it.
+	var due bool
+	if err := s.view(func(tx *Tx) error {
+		k, _ := tx.bucket(bucketJobsReady).Cursor().First()
+		due = k != nil && bytes.Compare(k, timeKey(now, "\xff")) <= 0
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store: claim jobs: %w", err)
+	}
+	if !due || max <= 0 {
+		return nil, nil
+	}
 	var claimed []Job
 	err := s.update(ctx, func(tx *Tx) error {
 		claimed = claimed[:0]
