@@ -10,26 +10,13 @@ import (
 
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
-// openStore opens a store on a real bbolt file; its cleanup checks the
-// file's consistency and closes it. Register it before anything that uses it,
-// so that its cleanup runs last.
+// openStore opens a store on a real bbolt file, checked and closed at cleanup.
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Check(); err != nil {
-			t.Errorf("Check at the end of the test: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return st
+	return testkit.OpenStore(t, "")
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -62,20 +49,10 @@ func startRunner(t *testing.T, st *store.Store, kinds map[string]jobs.Kind, opt 
 	return r
 }
 
-// waitFor polls cond until it holds, failing the test after a deadline.
+// waitFor waits for cond with a deadline (testkit.WaitFor).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out after 10s waiting for %s", what)
-		}
-	}
+	testkit.WaitFor(t, what, cond)
 }
 
 // waitState waits until job id is in a final state and returns it; it fails

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // testStore is a store with delivery's operations under the names the tests use.
@@ -32,19 +32,7 @@ type testStore struct {
 // Its cleanup checks the file's consistency, then closes it.
 func openTest(t testing.TB) *testStore {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatalf("Open(%s): %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := st.Check(); err != nil {
-			t.Errorf("Check at the end of the test: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	st := testkit.OpenStore(t, "")
 	return &testStore{Store: st, ob: delivery.NewForTest(st, 3, func() string { return ulid.Make().String() })}
 }
 
@@ -147,23 +135,6 @@ func mustJob(t testing.TB, st *testStore, id string) store.Job {
 		t.Fatalf("Job(%s): %v", id, err)
 	}
 	return j
-}
-
-// together runs n goroutines that all start at the same moment (a closed
-// channel releases them) and waits for every one of them.
-func together(n int, fn func(i int)) {
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			fn(i)
-		}()
-	}
-	close(start)
-	wg.Wait()
 }
 
 func containsString(err error, s string) bool {

@@ -8,23 +8,15 @@ import (
 	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
+// openStore opens a store on a real bbolt file, checked and closed at cleanup.
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Check(); err != nil {
-			t.Errorf("Check at the end of the test: %v", err)
-		}
-		st.Close()
-	})
-	return st
+	return testkit.OpenStore(t, "")
 }
 
 // TestRecord: the first message is stored with its lead received and one

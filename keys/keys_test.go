@@ -6,51 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // t0 is the fixed clock every test starts from.
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-// openStore opens a store on a real bbolt file in a temporary folder; its
-// cleanup checks the file, then closes it.
+// openStore opens a store on a real bbolt file, checked and closed at cleanup.
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Check(); err != nil {
-			t.Errorf("Check at the end of the test: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return st
+	return testkit.OpenStore(t, "")
 }
 
-// together runs n goroutines released at the same moment by a closed
-// channel, and waits for all of them.
-func together(n int, fn func(i int)) {
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			fn(i)
-		}()
-	}
-	close(start)
-	wg.Wait()
-}
+// together runs n goroutines released at once (testkit.Together).
+func together(n int, fn func(i int)) { testkit.Together(n, fn) }
 
 func claimed(t *testing.T, st *store.Store, key, hash string, now time.Time, lease time.Duration) (store.IdemKey, Outcome) {
 	t.Helper()

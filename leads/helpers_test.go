@@ -15,6 +15,7 @@ import (
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // t0 is the fixed clock of the lead tests; every time is passed explicitly.
@@ -27,21 +28,11 @@ var stuckAfter = map[store.HandoffStatus]time.Duration{
 	store.HandoffOwned:    4 * time.Hour,
 }
 
-// openStore opens a store on a real bbolt file in dir; its cleanup checks
-// the file's consistency and closes it.
+// openStore opens a store on a real bbolt file in dir, checked and closed
+// at cleanup.
 func openStore(t *testing.T, dir string) *store.Store {
 	t.Helper()
-	st, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Check(); err != nil {
-			t.Errorf("Check at the end of the test: %v", err)
-		}
-		st.Close()
-	})
-	return st
+	return testkit.OpenStore(t, dir)
 }
 
 func testConfig() *config.Config {

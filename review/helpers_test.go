@@ -2,7 +2,6 @@ package review_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,27 +10,15 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-// openStore opens a store on a real bbolt file; its cleanup checks the
-// file's consistency and closes it.
+// openStore opens a store on a real bbolt file, checked and closed at cleanup.
 func openStore(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatalf("store.Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Check(); err != nil {
-			t.Errorf("Check at the end of the test: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return st
+	return testkit.OpenStore(t, "")
 }
 
 // testConfig has the web channel sending through the sandbox, and the auto
@@ -81,21 +68,8 @@ func saved(t testing.TB, rv *review.Review, ev store.Event, text string) store.D
 	return d
 }
 
-// together runs fn(0..n-1) on n goroutines released at once.
-func together(n int, fn func(i int)) {
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			fn(i)
-		}()
-	}
-	close(start)
-	wg.Wait()
-}
+// together runs n goroutines released at once (testkit.Together).
+func together(n int, fn func(i int)) { testkit.Together(n, fn) }
 
 // claim leases the one due job.
 func claim(t testing.TB, st *store.Store, now time.Time) store.Job {

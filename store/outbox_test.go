@@ -68,16 +68,6 @@ func outboxRow(t *testing.T, st *Store, id string) Outbox {
 	return o
 }
 
-// leadStatus is the handoff status of the lead of ev.
-func leadStatus(t *testing.T, st *Store, ev Event) HandoffStatus {
-	t.Helper()
-	h, err := st.Handoff(LeadKey(ev.Channel, ev.ConversationID))
-	if err != nil {
-		t.Fatalf("Handoff(%s): %v", LeadKey(ev.Channel, ev.ConversationID), err)
-	}
-	return h.Status
-}
-
 func TestApproveDraftConcurrentCallersCreateOnce(t *testing.T) {
 	st := openTest(t)
 	ctx := context.Background()
