@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoff/handoff/leads"
+
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v5"
 
@@ -119,7 +121,7 @@ func (s *Server) overviewPage(c *echo.Context) error {
 	}
 	o := views.Overview{Counts: l.Counts, Stuck: []views.HandoffRow{}}
 	after := jobs.StuckAfter(s.cfg)
-	for _, st := range stuckStatuses {
+	for _, st := range leads.Statuses {
 		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})
 		hs, err := s.handoffs(handoffQuery{Status: st, Stuck: true}, l.Now, 5)
 		if err != nil {
@@ -132,9 +134,6 @@ func (s *Server) overviewPage(c *echo.Context) error {
 	}
 	return render(c, http.StatusOK, views.OverviewPage(l, o))
 }
-
-// stuckStatuses are the statuses a lead can be stuck in, in order.
-var stuckStatuses = []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned}
 
 func (s *Server) handoffRows(hs []store.Handoff, now time.Time) []views.HandoffRow {
 	after := jobs.StuckAfter(s.cfg)
