@@ -472,3 +472,10 @@ func jobsOf(tx *Tx, corr string) ([]Job, error) {
 	}
 	return out, nil
 }
+
+// CompleteJob completes job id held by execution execID inside tx, so a
+// kind can record its outcome and end its job in one transaction:
+// ErrLeaseLost when execID no longer holds the job.
+func (tx *Tx) CompleteJob(id, execID string, now time.Time) error {
+	return completeJob(tx, id, execID, now)
+}

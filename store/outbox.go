@@ -138,16 +138,6 @@ func (tx *Tx) ReplyLead(o Outbox, now time.Time) error {
 	return moveHandoff(tx, &h, HandoffReplied, now, o.EventKey, "reply "+o.ID+" sent")
 }
 
-// CompleteJob completes job id held by execution execID inside tx, so a
-// kind can record its outcome and end its job in one transaction:
-// ErrLeaseLost when execID no longer holds the job.
-func (tx *Tx) CompleteJob(id, execID string, now time.Time) error {
-	return completeJob(tx, id, execID, now)
-}
-
-// Audit appends e inside the transaction of the action it describes.
-func (tx *Tx) Audit(e AuditEntry) error { return writeAudit(tx, e) }
-
 // StateError is a transition the record's current state does not allow.
 type StateError struct {
 	What, State, Want string

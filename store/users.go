@@ -262,3 +262,6 @@ func (s *Store) AuditLog(limit int) ([]AuditEntry, error) {
 	})
 	return out, err
 }
+
+// Audit appends e inside the transaction of the action it describes.
+func (tx *Tx) Audit(e AuditEntry) error { return writeAudit(tx, e) }
