@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v5"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
@@ -103,37 +102,6 @@ func (s *Server) createUser(c *echo.Context) error {
 		secret = &views.Secret{What: "Password of " + name, Value: pw}
 	}
 	return s.renderUsers(c, http.StatusOK, secret, &views.Notice{Tone: "ok", Text: "Added " + name + " as " + string(role) + "."})
-}
-
-// createToken answers POST /users/tokens (form: name, role): the secret is
-// shown once; only its SHA-256 is stored.
-func (s *Server) createToken(c *echo.Context) error {
-	name := strings.TrimSpace(c.FormValue("name"))
-	role, ok := formRole(c)
-	switch {
-	case !ValidName(name):
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "A token name is 1 to 64 letters, digits, dots, dashes, underscores or @."})
-	case !ok:
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
-	}
-	secret := newSecret()
-	t := store.Token{ID: ulid.Make().String(), Name: name, User: who(c).Name, Role: role, CreatedAt: s.now().UTC()}
-	err := s.st.CreateToken(c.Request().Context(), hashSecret(secret), t, s.auditEntry(c, "create token", t.ID, name+" ("+string(role)+")"))
-	if err != nil {
-		return s.refuseUsers(c, taken(err, "A live token is already named %s; revoke it first or choose another name.", name), "%s")
-	}
-	return s.renderUsers(c, http.StatusOK, &views.Secret{What: "API token " + name, Value: secret},
-		&views.Notice{Tone: "ok", Text: "Created token " + name + ". Send it as Authorization: Bearer <token>."})
-}
-
-// revokeToken answers POST /users/tokens/{id}/revoke.
-func (s *Server) revokeToken(c *echo.Context) error {
-	id := c.Param("id")
-	_, err := s.st.RevokeToken(c.Request().Context(), id, s.now().UTC(), s.auditEntry(c, "revoke token", id, ""))
-	if err != nil {
-		return missing(err, "there is no token %q", id)
-	}
-	return c.Redirect(http.StatusSeeOther, "/users?revoked="+id)
 }
 
 // auditEntry describes a dashboard action, for the transaction that does it.

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Token is an API token, stored by the SHA-256 of its secret; the secret is
+// shown once, when it is created.
+type Token struct {
+	V         int        `json:"v"`
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	User      string     `json:"user"`
+	Role      Role       `json:"role"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// CreateToken stores a token under the hash of its secret, with the audit
+// entries given, in one transaction; ErrExists when a live token has the
+// same name.
+func (s *Store) CreateToken(ctx context.Context, hash []byte, t Token, audit ...AuditEntry) error {
+	t.V = recordVersion
+	return s.update(ctx, func(tx *Tx) error {
+		toks := tx.bucket(bucketTokens)
+		err := toks.ForEach(func(_, v []byte) error {
+			var other Token
+			if json.Unmarshal(v, &other) == nil && other.Name == t.Name && other.RevokedAt == nil {
+				return ErrExists
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := putJSON(toks, hash, t); err != nil {
+			return err
+		}
+		if err := tx.bucket(bucketTokensByID).Put([]byte(t.ID), hash); err != nil {
+			return err
+		}
+		return writeAudits(tx, audit)
+	})
+}
+
+// TokenByHash finds a token by the hash of its secret.
+func (s *Store) TokenByHash(hash []byte) (Token, error) {
+	var t Token
+	err := s.view(func(tx *Tx) error { return getJSON(tx.bucket(bucketTokens), hash, &t) })
+	return t, err
+}
+
+// RevokeToken marks a token revoked, with the audit entries given, in one
+// transaction; revoking twice keeps the first time.
+func (s *Store) RevokeToken(ctx context.Context, id string, now time.Time, audit ...AuditEntry) (Token, error) {
+	var t Token
+	err := s.update(ctx, func(tx *Tx) error {
+		t = Token{}
+		hash := tx.bucket(bucketTokensByID).Get([]byte(id))
+		if hash == nil {
+			return ErrNotFound
+		}
+		if err := getJSON(tx.bucket(bucketTokens), hash, &t); err != nil {
+			return err
+		}
+		if t.RevokedAt == nil {
+			t.RevokedAt = &now
+		}
+		if err := putJSON(tx.bucket(bucketTokens), bytes.Clone(hash), t); err != nil {
+			return err
+		}
+		return writeAudits(tx, audit)
+	})
+	if err != nil {
+		return Token{}, fmt.Errorf("store: revoke token %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// Tokens lists every token, oldest first.
+func (s *Store) Tokens() ([]Token, error) {
+	out := []Token{}
+	err := s.view(func(tx *Tx) error {
+		toks := tx.bucket(bucketTokens)
+		return tx.bucket(bucketTokensByID).ForEach(func(id, hash []byte) error {
+			var t Token
+			if err := getJSON(toks, hash, &t); err != nil {
+				return err
+			}
+			out = append(out, t)
+			return nil
+		})
+	})
+	return out, err
+}
+
