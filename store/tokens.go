@@ -97,4 +97,3 @@ func (s *Store) Tokens() ([]Token, error) {
 	})
 	return out, err
 }
-

@@ -41,4 +41,3 @@ func (s *Server) revokeToken(c *echo.Context) error {
 	}
 	return c.Redirect(http.StatusSeeOther, "/users?revoked="+id)
 }
-
