@@ -39,6 +39,10 @@ func FuzzParseAndMessageID(f *testing.F) {
 	f.Add(jsonType, []byte("{\"id\":\"u-\xff\"}"), "/id")
 	f.Add(jsonType, []byte(`{"id":"u-\ud800","x":"\\udc00"}`), "/id")
 	f.Add(jsonType, []byte(`{"id":"u-\ud83d\ude00\udfff"}`), "/id,/id")
+	f.Add("multipart/form-data; boundary=b", []byte("--b\r\nContent-Disposition: form-data; name=\"headers\"\r\n\r\nMessage-ID: <a@b>\nSubject: x\r\n--b\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.pdf\"\r\n\r\nbytes\r\n--b--\r\n"), "mailheader:Message-ID@/headers")
+	f.Add("multipart/form-data; boundary=b", []byte("--b\r\nContent-Disposition: form-data; name=\"Message-Id\"\r\n\r\n<x@y>\r\n--b--"), "/Message-Id,/Message-Id")
+	f.Add("multipart/form-data", []byte("--b--"), "/a")
+	f.Add(jsonType, []byte(`{"a":[{"k":"x","id":"1"},{"k":"y","id":"2"}]}`), "/a/[k=y]/id")
 	f.Fuzz(func(t *testing.T, contentType string, body []byte, sources string) {
 		header := http.Header{"X-Id": {" hdr-1 "}}
 		p, err := Parse(contentType, body, header)

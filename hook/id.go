@@ -24,6 +24,11 @@ var partEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
 // message would be answered as a duplicate of the first and lost. MaxIDLen
 // applies to the composed id.
 func MessageID(p *Payload, sources []string) (string, error) {
+	return MessageIDAt(p, sources, nil)
+}
+
+// MessageIDAt is MessageID for one item of a batch (see Payload.FieldAt).
+func MessageIDAt(p *Payload, sources []string, at []int) (string, error) {
 	if len(sources) == 0 {
 		// A configuration mistake, not the client's: not an *Error.
 		return "", errors.New("hook: no message id source configured")
@@ -31,7 +36,7 @@ func MessageID(p *Payload, sources []string) (string, error) {
 	composite := len(sources) > 1
 	var id strings.Builder
 	for i, src := range sources {
-		v, res, err := p.resolve(src)
+		v, res, err := p.resolveAt(src, at)
 		if err != nil {
 			return "", err
 		}
@@ -48,7 +53,7 @@ func MessageID(p *Payload, sources []string) (string, error) {
 			return "", badRequest("the message id field %s is not valid UTF-8", src)
 		case strings.IndexFunc(v, unicode.IsControl) >= 0:
 			return "", badRequest("the message id field %s contains control characters", src)
-		case p.replacedSurrogate(src, v):
+		case p.replacedSurrogate(src, at, v):
 			return "", badRequest(`the message id field %s holds an escaped lone UTF-16 surrogate (\ud800 to \udfff without its pair), which is not a character`, src)
 		}
 		if i > 0 {

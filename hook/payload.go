@@ -1,6 +1,8 @@
-// Package hook holds the pure parts of an inbound webhook: reading the body,
-// picking fields out of it, composing the provider message id, and checking
-// signatures (hmac-sha256 here, Standard Webhooks through package webhook).
+// Package hook holds the pure parts of an inbound webhook: reading the body
+// (JSON, form-encoded or multipart), picking fields and batch items out of
+// it, composing the provider message id, checking signatures (every scheme
+// here, Standard Webhooks through package webhook) and the presets that
+// bundle them per provider.
 // It knows nothing of HTTP routing or storage, so every rule the dedup key
 // depends on can be tested, and fuzzed, on its own.
 package hook
@@ -41,10 +43,12 @@ func unauthorized(format string, args ...any) *Error {
 // Payload is one parsed inbound request body plus its headers, so that every
 // configured field source, body or header, is read the same way.
 type Payload struct {
-	isForm bool
-	doc    any        // decoded JSON document when !isForm
-	form   url.Values // form fields when isForm
-	header http.Header
+	isForm      bool
+	isMultipart bool       // the form came as multipart/form-data
+	doc         any        // decoded JSON document when !isForm
+	form        url.Values // form fields when isForm
+	attachments []Attachment
+	header      http.Header
 	// marked is the JSON body decoded again with each escaped lone surrogate
 	// written as \u0000 instead of the U+FFFD that encoding/json puts there,
 	// or nil when the body escapes none: a field that reads differently in
@@ -81,8 +85,12 @@ func Parse(contentType string, body []byte, header http.Header) (*Payload, error
 		}
 		p.isForm = true
 		p.form = form
+	case mt == "multipart/form-data":
+		if err := p.parseMultipart(contentType, body); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, badRequest("the body is neither JSON nor form-encoded")
+		return nil, badRequest("the body is neither JSON, form-encoded nor multipart/form-data")
 	}
 	return p, nil
 }
@@ -95,7 +103,7 @@ func mediaType(contentType string) (string, error) {
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil && !errors.Is(err, mime.ErrInvalidMediaParameter) {
-		return "", badRequest("the body is neither JSON nor form-encoded: the Content-Type header is not a valid media type")
+		return "", badRequest("the body is neither JSON, form-encoded nor multipart/form-data: the Content-Type header is not a valid media type")
 	}
 	return mt, nil
 }
@@ -184,7 +192,7 @@ func hex4(b []byte) rune {
 // replacedSurrogate reports whether v, the value found at source, reads
 // differently once lone surrogate escapes are kept apart from U+FFFD: then
 // two different ids would both have become v.
-func (p *Payload) replacedSurrogate(source, v string) bool {
+func (p *Payload) replacedSurrogate(source string, at []int, v string) bool {
 	if p.marked == nil {
 		return false
 	}
@@ -192,7 +200,11 @@ func (p *Payload) replacedSurrogate(source, v string) bool {
 	if err != nil || r.isHeader {
 		return false
 	}
+	r.bind(at)
 	mv, res := lookupJSON(p.marked, r.tokens)
+	if r.mail != "" && res == found {
+		mv, res = mailHeader(mv, r.mail)
+	}
 	return res != found || mv != v
 }
 
@@ -208,12 +220,26 @@ const (
 // IsJSON reports whether the body was JSON (else it was a form).
 func (p *Payload) IsJSON() bool { return !p.isForm }
 
+// Present reports whether source finds anything, a string, a number, an
+// object or an array; null and a missing key are not present. It decides
+// whether an item is a message or a notification.
+func (p *Payload) Present(source string, at []int) bool {
+	_, res, err := p.resolveAt(source, at)
+	return err == nil && res != absent
+}
+
 // Field returns the value at source with surrounding space trimmed; ok is
 // false when it is absent. A JSON null counts as absent because senders use
 // it interchangeably with leaving the key out; a value that is not a string
 // or number is an *Error.
 func (p *Payload) Field(source string) (value string, ok bool, err error) {
-	v, res, err := p.resolve(source)
+	return p.FieldAt(source, nil)
+}
+
+// FieldAt is Field for one item of a batch: the k-th "*" token of source
+// reads at[k], the item's index in the k-th array its pattern walks.
+func (p *Payload) FieldAt(source string, at []int) (value string, ok bool, err error) {
+	v, res, err := p.resolveAt(source, at)
 	switch {
 	case err != nil:
 		return "", false, err
@@ -228,23 +254,34 @@ func (p *Payload) Field(source string) (value string, ok bool, err error) {
 // resolve returns an error only for a malformed source, which is a
 // configuration mistake rather than the client's, so it is not an *Error.
 func (p *Payload) resolve(source string) (string, lookup, error) {
+	return p.resolveAt(source, nil)
+}
+
+func (p *Payload) resolveAt(source string, at []int) (string, lookup, error) {
 	r, err := parseSource(source)
 	if err != nil {
 		return "", absent, err
 	}
+	r.bind(at)
+	v, res := p.lookup(r)
+	if r.mail != "" && res == found {
+		v, res = mailHeader(v, r.mail)
+	}
+	return v, res, nil
+}
+
+func (p *Payload) lookup(r ref) (string, lookup) {
 	if r.isHeader {
 		vs := p.header.Values(r.header)
 		if len(vs) == 0 {
-			return "", absent, nil
+			return "", absent
 		}
-		return strings.TrimSpace(vs[0]), found, nil
+		return strings.TrimSpace(vs[0]), found
 	}
 	if p.isForm {
-		v, res := lookupForm(p.form, r.tokens)
-		return v, res, nil
+		return lookupForm(p.form, r.tokens)
 	}
-	v, res := lookupJSON(p.doc, r.tokens)
-	return v, res, nil
+	return lookupJSON(p.doc, r.tokens)
 }
 
 // lookupForm treats a form as a flat object: the first value wins when a
@@ -264,25 +301,47 @@ func lookupForm(form url.Values, tokens []string) (string, lookup) {
 }
 
 func lookupJSON(doc any, tokens []string) (string, lookup) {
+	cur, ok := walkJSON(doc, tokens)
+	if !ok {
+		return "", absent
+	}
+	return scalar(cur)
+}
+
+// walkJSON follows tokens from doc: a key in an object; in an array, an
+// RFC 6901 index or a [path=value] selector.
+func walkJSON(doc any, tokens []string) (any, bool) {
 	cur := doc
 	for _, tok := range tokens {
 		switch v := cur.(type) {
 		case map[string]any:
 			next, ok := v[tok]
 			if !ok {
-				return "", absent
+				return nil, false
 			}
 			cur = next
 		case []any:
+			if sel, ok := parseSelector(tok); ok {
+				next, ok := sel.pick(v)
+				if !ok {
+					return nil, false
+				}
+				cur = next
+				continue
+			}
 			i, ok := arrayIndex(tok, len(v))
 			if !ok {
-				return "", absent
+				return nil, false
 			}
 			cur = v[i]
 		default:
-			return "", absent
+			return nil, false
 		}
 	}
+	return cur, true
+}
+
+func scalar(cur any) (string, lookup) {
 	switch v := cur.(type) {
 	case nil:
 		return "", absent

@@ -90,12 +90,13 @@ func TestParseRefuses(t *testing.T) {
 	tests := []struct {
 		name, contentType, body, msg string
 	}{
-		{"xml", "application/xml", `<id>1</id>`, "the body is neither JSON nor form-encoded"},
-		{"xml body without type", "", `<id>1</id>`, "the body is neither JSON nor form-encoded"},
-		{"plain text not json", "text/plain", `hello`, "the body is neither JSON nor form-encoded"},
-		{"multipart", "multipart/form-data; boundary=x", "--x--", "the body is neither JSON nor form-encoded"},
-		{"empty body no type", "", "", "the body is neither JSON nor form-encoded"},
-		{"garbage content type", "/;;", `{"id":"a"}`, "the body is neither JSON nor form-encoded"},
+		{"xml", "application/xml", `<id>1</id>`, "the body is neither JSON, form-encoded nor multipart/form-data"},
+		{"xml body without type", "", `<id>1</id>`, "the body is neither JSON, form-encoded nor multipart/form-data"},
+		{"plain text not json", "text/plain", `hello`, "the body is neither JSON, form-encoded nor multipart/form-data"},
+		{"multipart without a boundary", "multipart/form-data", "--x--", "names no boundary"},
+		{"multipart cut short", "multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nvalue", "not valid multipart/form-data"},
+		{"empty body no type", "", "", "the body is neither JSON, form-encoded nor multipart/form-data"},
+		{"garbage content type", "/;;", `{"id":"a"}`, "the body is neither JSON, form-encoded nor multipart/form-data"},
 		{"empty json body", jsonType, "", "the body is empty"},
 		{"blank json body", jsonType, " \n\t", "the body is empty"},
 		{"invalid json", jsonType, `{"id":}`, "the body is not valid JSON: invalid character '}'"},

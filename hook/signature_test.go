@@ -40,7 +40,7 @@ func TestStandardWebhooksAnswers401(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := v.Verify(tt.header, []byte(body), tt.now)
+			err := v.Verify(&Request{Header: tt.header, Body: []byte(body), Now: tt.now})
 			if tt.errMsg == "" {
 				if err != nil {
 					t.Errorf("Verify = %v, want nil", err)
@@ -93,7 +93,7 @@ func TestHMACSHA256(t *testing.T) {
 			if body == "" {
 				body = ghBody
 			}
-			err := v.Verify(h, []byte(body), time.Time{})
+			err := v.Verify(&Request{Header: h, Body: []byte(body)})
 			if tt.errMsg == "" {
 				if err != nil {
 					t.Errorf("Verify = %v, want nil", err)
@@ -110,7 +110,7 @@ func TestHMACSHA256CopiesSecret(t *testing.T) {
 	v := NewHMACSHA256(secret, "X-Signature")
 	secret[0] = 'X'
 	h := http.Header{"X-Signature": {ghHex}}
-	if err := v.Verify(h, []byte(ghBody), time.Time{}); err != nil {
+	if err := v.Verify(&Request{Header: h, Body: []byte(ghBody)}); err != nil {
 		t.Errorf("Verify after the caller reused its secret slice = %v, want nil", err)
 	}
 }

@@ -3,21 +3,46 @@ package hook
 import (
 	"fmt"
 	"net/textproto"
+	"strconv"
 	"strings"
 )
 
-const headerPrefix = "header:"
+const (
+	headerPrefix = "header:"
+	mailPrefix   = "mailheader:"
+)
 
 // ref is a parsed field source.
 type ref struct {
 	isHeader bool
 	header   string   // canonical header name when isHeader
 	tokens   []string // unescaped pointer tokens otherwise; none means the whole document
+	// mail, when set, is the canonical name of an email header read from the
+	// RFC 5322 header block found at tokens (mailheader:Message-ID@/headers).
+	mail string
+}
+
+// bind replaces the k-th "*" token with at[k], the index of the batch item
+// being read; tokens past len(at) stay "*", which names no array element.
+func (r *ref) bind(at []int) {
+	if len(at) == 0 {
+		return
+	}
+	k := 0
+	for i, t := range r.tokens {
+		if t == "*" && k < len(at) {
+			r.tokens = append([]string(nil), r.tokens...)
+			r.tokens[i] = strconv.Itoa(at[k])
+			k++
+		}
+	}
 }
 
 // ValidateSource reports whether source is "" (not read), an RFC 6901 JSON
-// pointer or header:Name. The config package calls it, so that a typo stops
-// the server at start, by the very rules the webhooks read fields with.
+// pointer (with the array selectors [path=value] and, in a batch, *),
+// header:Name or mailheader:Name@/pointer. The config package calls it, so
+// that a typo stops the server at start, by the very rules the webhooks
+// read fields with.
 func ValidateSource(source string) error {
 	_, err := parseSource(source)
 	return err
@@ -35,6 +60,24 @@ func HeaderSource(source string) (string, bool) {
 }
 
 func parseSource(source string) (ref, error) {
+	if rest, ok := strings.CutPrefix(source, mailPrefix); ok {
+		name, ptr, ok := strings.Cut(rest, "@")
+		bad := fmt.Errorf("%q does not name an email header inside a field (use mailheader:Name@/field, e.g. mailheader:Message-ID@/headers)", source)
+		if !ok || name == "" || ptr == "" || ptr[0] != '/' {
+			return ref{}, bad
+		}
+		for i := 0; i < len(name); i++ {
+			if !isTokenChar(name[i]) {
+				return ref{}, bad
+			}
+		}
+		r, err := parseSource(ptr)
+		if err != nil {
+			return ref{}, fmt.Errorf("%q: %v", source, err)
+		}
+		r.mail = textproto.CanonicalMIMEHeaderKey(name)
+		return r, nil
+	}
 	if name, ok := strings.CutPrefix(source, headerPrefix); ok {
 		notHeader := fmt.Errorf("%q does not name a request header (use header:Name, e.g. header:X-Request-Id)", source)
 		if name == "" {
@@ -58,6 +101,11 @@ func parseSource(source string) (ref, error) {
 		t, err := unescapeToken(p)
 		if err != nil {
 			return ref{}, fmt.Errorf("%q is not a valid JSON pointer: %v", source, err)
+		}
+		if strings.HasPrefix(t, "[") {
+			if _, ok := parseSelector(t); !ok {
+				return ref{}, fmt.Errorf("%q: %q is not an array selector (use [path=value], e.g. [field.ref=email])", source, t)
+			}
 		}
 		parts[i] = t
 	}

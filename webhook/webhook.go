@@ -65,54 +65,89 @@ func decodeSecret(secret string) ([]byte, error) {
 	return key, nil
 }
 
-// Verifier checks requests signed with one secret.
+// Verifier checks requests signed with any of its secrets.
 type Verifier struct {
-	key       []byte
+	keys      [][]byte
 	tolerance time.Duration
 }
 
 // NewVerifier returns a verifier for secret; a non-positive tolerance means
 // DefaultTolerance.
 func NewVerifier(secret string, tolerance time.Duration) (*Verifier, error) {
-	key, err := decodeSecret(secret)
-	if err != nil {
-		return nil, fmt.Errorf("webhook: %w", err)
-	}
-	if tolerance <= 0 {
-		tolerance = DefaultTolerance
-	}
-	return &Verifier{key: key, tolerance: tolerance}, nil
+	return NewMultiVerifier([]string{secret}, tolerance)
 }
+
+// NewMultiVerifier returns a verifier that accepts a signature made with any
+// of secrets, so that a receiver can rotate its secret without the sender
+// signing twice: list the new secret beside the old until every sender has
+// moved. A non-positive tolerance means DefaultTolerance.
+func NewMultiVerifier(secrets []string, tolerance time.Duration) (*Verifier, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("webhook: no secret")
+	}
+	v := &Verifier{tolerance: tolerance}
+	if v.tolerance <= 0 {
+		v.tolerance = DefaultTolerance
+	}
+	for i, secret := range secrets {
+		key, err := decodeSecret(secret)
+		if err != nil {
+			return nil, fmt.Errorf("webhook: secret %d: %w", i+1, err)
+		}
+		v.keys = append(v.keys, key)
+	}
+	return v, nil
+}
+
+// headerNames are the three headers of one naming: the standard's, and
+// Svix's, which signs the very same way under its own names.
+type headerNames struct{ id, timestamp, signature string }
+
+var (
+	standardNames = headerNames{"webhook-id", "webhook-timestamp", "webhook-signature"}
+	svixNames     = headerNames{"svix-id", "svix-timestamp", "svix-signature"}
+)
 
 // Verify accepts the request when any v1 entry matches, because senders list
 // signatures under the old and new secret while rotating it. Every error is
 // a *VerifyError; now is passed in so that the tolerance is testable without
 // a real clock.
+//
+// The svix-id, svix-timestamp and svix-signature headers are read when no
+// webhook-id header is present: Svix-powered senders sign exactly the same
+// content under those names.
 func (v *Verifier) Verify(header http.Header, body []byte, now time.Time) error {
-	id := header.Get("webhook-id")
+	names := standardNames
+	if header.Get(standardNames.id) == "" && header.Get(svixNames.id) != "" {
+		names = svixNames
+	}
+	id := header.Get(names.id)
 	if id == "" {
 		return refuse("the webhook-id header is missing")
 	}
-	ts := header.Get("webhook-timestamp")
+	ts := header.Get(names.timestamp)
 	if ts == "" {
-		return refuse("the webhook-timestamp header is missing")
+		return refuse("the %s header is missing", names.timestamp)
 	}
-	sigs := header.Values("webhook-signature")
+	sigs := header.Values(names.signature)
 	if len(sigs) == 0 {
-		return refuse("the webhook-signature header is missing")
+		return refuse("the %s header is missing", names.signature)
 	}
 	// Only the canonical decimal form is accepted, so the signed text is the
 	// same whether a sender signs the header as sent or re-formats the number.
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || strconv.FormatInt(sec, 10) != ts {
-		return refuse("the webhook-timestamp header is not a unix time")
+		return refuse("the %s header is not a unix time", names.timestamp)
 	}
 	// Checked before the signature so that a replayed old request is refused
 	// even though its signature is genuine.
 	if d := now.Sub(time.Unix(sec, 0)); d > v.tolerance || d < -v.tolerance {
 		return refuse("the webhook timestamp is outside the %v tolerance", v.tolerance)
 	}
-	want := mac(v.key, id, ts, body)
+	wants := make([][]byte, len(v.keys))
+	for i, key := range v.keys {
+		wants[i] = mac(key, id, ts, body)
+	}
 	sawV1 := false
 	for _, h := range sigs {
 		for _, entry := range strings.Fields(h) {
@@ -124,23 +159,29 @@ func (v *Verifier) Verify(header http.Header, body []byte, now time.Time) error 
 			// Strict refuses non-canonical padding bits, so only the exact
 			// string a signer produces is accepted.
 			got, err := base64.StdEncoding.Strict().DecodeString(sig)
-			if err == nil && hmac.Equal(got, want) {
-				return nil
+			if err != nil {
+				continue
+			}
+			for _, want := range wants {
+				if hmac.Equal(got, want) {
+					return nil
+				}
 			}
 		}
 	}
 	if !sawV1 {
-		return refuse("the webhook-signature header has no v1 signature")
+		return refuse("the %s header has no v1 signature", names.signature)
 	}
 	return refuse("the signature does not match")
 }
 
 // Signs reports whether a signature covers the request header name (any
 // case): the signed content is id.timestamp.body, so webhook-id and
-// webhook-timestamp are, and webhook-signature itself is not.
+// webhook-timestamp are (and their Svix names), and webhook-signature
+// itself is not.
 func Signs(name string) bool {
 	switch http.CanonicalHeaderKey(name) {
-	case "Webhook-Id", "Webhook-Timestamp":
+	case "Webhook-Id", "Webhook-Timestamp", "Svix-Id", "Svix-Timestamp":
 		return true
 	}
 	return false

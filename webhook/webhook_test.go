@@ -282,3 +282,54 @@ func TestSigns(t *testing.T) {
 		}
 	}
 }
+
+// TestSvixNamesAndRotation: the same signature under svix-* names verifies;
+// a verifier with several secrets accepts a signature by any of them and
+// nothing else.
+func TestSvixNamesAndRotation(t *testing.T) {
+	at := time.Unix(swTS, 0)
+	svix := http.Header{}
+	svix.Set("svix-id", swID)
+	svix.Set("svix-timestamp", strconv.Itoa(swTS))
+	svix.Set("svix-signature", swSig)
+	const other = "whsec_b3RoZXItc2VjcmV0LWZvci1yb3RhdGlvbg=="
+	tests := []struct {
+		name    string
+		secrets []string
+		header  http.Header
+		ok      bool
+		errMsg  string
+	}{
+		{name: "svix names", secrets: []string{swSecret}, header: svix, ok: true},
+		{name: "rotated, old second", secrets: []string{other, swSecret}, header: swHeader(swID, strconv.Itoa(swTS), swSig), ok: true},
+		{name: "rotated, svix", secrets: []string{other, swSecret}, header: svix, ok: true},
+		{name: "only the other secret", secrets: []string{other}, header: svix, errMsg: "the signature does not match"},
+		{name: "svix without a timestamp", secrets: []string{swSecret}, header: http.Header{"Svix-Id": {swID}, "Svix-Signature": {swSig}}, errMsg: "the svix-timestamp header is missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := NewMultiVerifier(tt.secrets, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = v.Verify(tt.header, []byte(swBody), at)
+			if tt.ok != (err == nil) || (!tt.ok && (err == nil || !strings.Contains(err.Error(), tt.errMsg))) {
+				t.Errorf("Verify = %v, want ok %v / %q", err, tt.ok, tt.errMsg)
+			}
+		})
+	}
+	if _, err := NewMultiVerifier(nil, 0); err == nil {
+		t.Error("NewMultiVerifier accepted no secret")
+	}
+	if _, err := NewMultiVerifier([]string{swSecret, "whsec_!!"}, 0); err == nil || strings.Contains(err.Error(), "!!") {
+		t.Errorf("NewMultiVerifier with a bad second secret = %v, want an error that does not quote it", err)
+	}
+	for _, name := range []string{"svix-id", "Svix-Timestamp"} {
+		if !Signs(name) {
+			t.Errorf("Signs(%q) = false", name)
+		}
+	}
+	if Signs("svix-signature") {
+		t.Error("Signs(svix-signature) = true")
+	}
+}

@@ -1,0 +1,186 @@
+package hook
+
+import "slices"
+
+// Handshakes a channel can answer.
+const (
+	HandshakeMeta  = "meta"  // GET ?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…
+	HandshakeSlack = "slack" // POST {"type":"url_verification","challenge":…}, signed
+)
+
+// Answers a channel can give the sender.
+const (
+	AnswerJSON  = "json"  // 202 accepted / 200 duplicate, with the outcome as JSON
+	AnswerOK    = "ok"    // always 200, the outcome as JSON: Meta, Slack, Mailgun, Postmark retry anything else
+	AnswerTwiML = "twiml" // always 200, an empty TwiML <Response/> as text/xml: Twilio answers the sender with it
+)
+
+// Preset bundles what one provider needs: how it signs, where its fields
+// are, how it batches, which notifications are not messages, how it
+// registers a URL and what it expects back. A channel's own keys override
+// any of it.
+type Preset struct {
+	Name      string
+	Scheme    string // the signature scheme a signature block without one gets
+	Header    string // hmac-sha256 and token
+	Encoding  string // hmac-sha256
+	Prefix    string // hmac-sha256
+	Fields    PresetFields
+	Messages  Messages
+	Receipts  Receipts
+	Handshake string
+	Answer    string
+}
+
+// PresetFields are a preset's field sources (see Payload.FieldAt).
+type PresetFields struct {
+	MessageID                           []string
+	ConversationID, Contact, Name, Text string
+}
+
+// Messages says which items of a body are messages: Items is a pattern
+// whose "*" tokens walk arrays ("" is the whole body, one item); an item is
+// a message when every When source is present and no Unless source is.
+// Anything else is a notification, answered 2xx and counted.
+type Messages struct {
+	Items  string
+	When   []string
+	Unless []string
+}
+
+// Receipts says where a body reports on one of our own sends: Items as in
+// Messages, ID the provider's message id of the send, Status its new
+// status. No ID source: the provider sends none.
+type Receipts struct {
+	Items  string
+	ID     string
+	Status string
+}
+
+const (
+	waValue   = "/entry/*/changes/*/value"
+	waMessage = waValue + "/messages/*"
+	waStatus  = waValue + "/statuses/*"
+	fbItem    = "/entry/*/messaging/*"
+)
+
+// metaMessaging is Messenger's and Instagram's shape: entry[].messaging[],
+// where a message has message.mid and our own sends come back as echoes.
+func metaMessaging(name string) Preset {
+	return Preset{
+		Name: name, Scheme: SchemeMeta,
+		Fields: PresetFields{
+			MessageID: []string{fbItem + "/message/mid"},
+			Contact:   fbItem + "/sender/id", Text: fbItem + "/message/text",
+		},
+		Messages:  Messages{Items: fbItem, When: []string{fbItem + "/message/mid"}, Unless: []string{fbItem + "/message/is_echo"}},
+		Handshake: HandshakeMeta, Answer: AnswerOK,
+	}
+}
+
+var presets = map[string]Preset{
+	"generic": {Name: "generic", Answer: AnswerJSON},
+	"twilio": {
+		Name: "twilio", Scheme: SchemeTwilio,
+		Fields: PresetFields{
+			MessageID: []string{"/MessageSid"},
+			Contact:   "/From", Name: "/ProfileName", Text: "/Body",
+		},
+		// A status callback carries MessageStatus; an inbound message does not.
+		Messages: Messages{When: []string{"/MessageSid"}, Unless: []string{"/MessageStatus"}},
+		Receipts: Receipts{ID: "/MessageSid", Status: "/MessageStatus"},
+		Answer:   AnswerTwiML,
+	},
+	"whatsapp": {
+		Name: "whatsapp", Scheme: SchemeMeta,
+		Fields: PresetFields{
+			MessageID: []string{waMessage + "/id"},
+			Contact:   waMessage + "/from", Name: waValue + "/contacts/0/profile/name", Text: waMessage + "/text/body",
+		},
+		Messages:  Messages{Items: waMessage, When: []string{waMessage + "/id"}},
+		Receipts:  Receipts{Items: waStatus, ID: waStatus + "/id", Status: waStatus + "/status"},
+		Handshake: HandshakeMeta, Answer: AnswerOK,
+	},
+	"messenger": metaMessaging("messenger"),
+	"instagram": metaMessaging("instagram"),
+	"telegram": {
+		Name: "telegram", Scheme: SchemeToken, Header: "X-Telegram-Bot-Api-Secret-Token",
+		Fields: PresetFields{
+			MessageID:      []string{"/update_id"},
+			ConversationID: "/message/chat/id", Contact: "/message/from/id", Name: "/message/from/first_name", Text: "/message/text",
+		},
+		Messages: Messages{When: []string{"/message/message_id"}},
+		Answer:   AnswerJSON,
+	},
+	"slack": {
+		Name: "slack", Scheme: SchemeSlack,
+		Fields: PresetFields{
+			MessageID:      []string{"/event_id"},
+			ConversationID: "/event/channel", Contact: "/event/user", Name: "", Text: "/event/text",
+		},
+		// Bots' messages (our own replies among them) and edits carry
+		// bot_id or a subtype; other events carry no text.
+		Messages:  Messages{When: []string{"/event_id", "/event/text", "/event/user"}, Unless: []string{"/event/bot_id", "/event/subtype"}},
+		Handshake: HandshakeSlack, Answer: AnswerOK,
+	},
+	"sendgrid": {
+		Name: "sendgrid", Scheme: SchemeBasic,
+		Fields: PresetFields{
+			MessageID: []string{"mailheader:Message-ID@/headers"},
+			Contact:   "/from", Name: "", Text: "/text",
+		},
+		Answer: AnswerOK,
+	},
+	"mailgun": {
+		Name: "mailgun", Scheme: SchemeMailgun,
+		Fields: PresetFields{
+			MessageID: []string{"/Message-Id"},
+			Contact:   "/sender", Name: "", Text: "/stripped-text",
+		},
+		// Event webhooks (delivered, opened...) are JSON without Message-Id.
+		Messages: Messages{When: []string{"/Message-Id"}},
+		Receipts: Receipts{ID: "/event-data/message/headers/message-id", Status: "/event-data/event"},
+		Answer:   AnswerOK,
+	},
+	"postmark": {
+		Name: "postmark", Scheme: SchemeBasic,
+		Fields: PresetFields{
+			MessageID: []string{"/MessageID"},
+			Contact:   "/FromFull/Email", Name: "/FromName", Text: "/StrippedTextReply",
+		},
+		Answer: AnswerOK,
+	},
+	"typeform": {
+		Name: "typeform", Scheme: SchemeHMACSHA256, Header: "Typeform-Signature", Encoding: "base64", Prefix: "sha256=",
+		Fields: PresetFields{
+			MessageID: []string{"/form_response/token"},
+			Contact:   "/form_response/answers/[type=email]/email",
+			Name:      "/form_response/answers/[field.ref=name]/text",
+			Text:      "/form_response/answers/[field.ref=message]/text",
+		},
+		Answer: AnswerJSON,
+	},
+}
+
+// PresetNames lists the presets, sorted.
+func PresetNames() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// LookupPreset returns the preset called name; the caller may change the
+// copy it gets.
+func LookupPreset(name string) (Preset, bool) {
+	p, ok := presets[name]
+	if !ok {
+		return Preset{}, false
+	}
+	p.Fields.MessageID = slices.Clone(p.Fields.MessageID)
+	p.Messages.When = slices.Clone(p.Messages.When)
+	p.Messages.Unless = slices.Clone(p.Messages.Unless)
+	return p, true
+}
