@@ -17,7 +17,14 @@ import (
 	"github.com/handoff/handoff/webhook"
 )
 
-func init() { register("http", newHTTP) }
+func init() {
+	register("http", newHTTP, Declared{
+		ResendSafe: "with `supports_idempotency_key: true` (our reference as `Idempotency-Key`)",
+		Lookup:     "with `lookup_url`",
+		Receipts:   "no",
+		Unknown:    "resend with the key, or look it up; with neither, `needs_reconciliation`",
+	})
+}
 
 const (
 	// defaultHTTPTimeout matches config's default, for providers built
@@ -35,17 +42,28 @@ const (
 	userAgent  = "handoff"
 )
 
-// HTTP is the outbound HTTP call of the spec: one JSON POST per message,
-// keyed by our reference so a receiver can deduplicate resends.
+// HTTP is the outbound HTTP call of the spec: one POST per message, keyed
+// by our reference so a receiver can deduplicate resends. By default the
+// body is the JSON of Message; body: form, fields, auth_env, answer_id and
+// success fit it to a receiver with its own shape.
 type HTTP struct {
 	name      string
 	url       string
 	lookupURL string
 	secret    string // never formatted into an error or a log
+	auth      string // the Authorization header; never formatted either
+	form      bool
+	fields    map[string]string
+	answerID  string
+	successP  string
+	successV  string
 	idemKey   bool
 	timeout   time.Duration
 	settle    time.Duration // lookup_settle
+	rate      float64
+	burst     int
 	now       func() time.Time
+	w         *wire
 	client    *http.Client
 }
 
@@ -66,28 +84,33 @@ func newHTTP(cfg config.Provider, d Deps) (Provider, error) {
 			return nil, fmt.Errorf("http: signing secret: %w", err)
 		}
 	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = defaultHTTPTimeout
+	if !headerSafe(cfg.Auth) {
+		return nil, errors.New("http: the value of auth_env has control characters and cannot be a header")
 	}
-	now := d.Now
-	if now == nil {
-		now = time.Now
+	w := newWire(cfg.Name, cfg.Timeout, d.Now, cfg.Rate, cfg.Burst)
+	answerID := cfg.AnswerID
+	if answerID == "" {
+		answerID = "/id"
 	}
 	return &HTTP{
 		name:      cfg.Name,
 		url:       cfg.URL,
 		lookupURL: cfg.LookupURL,
 		secret:    cfg.SigningSecret,
+		auth:      cfg.Auth,
+		form:      cfg.Body == "form",
+		fields:    cfg.Fields,
+		answerID:  answerID,
+		successP:  cfg.SuccessPointer,
+		successV:  cfg.SuccessValue,
 		idemKey:   cfg.SupportsIdempotencyKey,
-		timeout:   timeout,
-		now:       now,
+		timeout:   w.timeout,
+		now:       w.now,
 		settle:    cfg.LookupSettle,
-		client: &http.Client{
-			Transport:     newTransport(timeout),
-			Timeout:       timeout,
-			CheckRedirect: checkRedirect,
-		},
+		rate:      cfg.Rate,
+		burst:     cfg.Burst,
+		w:         w,
+		client:    w.client,
 	}, nil
 }
 
@@ -128,29 +151,19 @@ func (h *HTTP) Send(ctx context.Context, m Message) (string, error) {
 	if !headerSafe(m.Ref) || !headerSafe(m.CorrelationID) {
 		return "", &Permanent{Err: fmt.Errorf("%s: the reference or correlation id has control characters", h.name)}
 	}
-	body, err := json.Marshal(m)
+	body, contentType, err := h.encode(m)
 	if err != nil {
 		return "", &Permanent{Err: fmt.Errorf("%s: encode message: %w", h.name, err)}
 	}
-
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
-	defer cancel()
-	var wire wireWatch
-	req, err := http.NewRequestWithContext(wire.trace(ctx), http.MethodPost, h.url, bytes.NewReader(body))
-	if err != nil {
-		return "", &Permanent{Err: fmt.Errorf("%s: build request: %w", h.name, err)}
-	}
-	// Without GetBody the body cannot be rewound, so net/http never sends
-	// this POST a second time by itself (after a reused connection died,
-	// or for a redirect): the only resend is ours, recorded as an attempt.
-	// ContentLength stays set, so the request is still framed exactly.
-	req.GetBody = nil
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", userAgent)
-	req.Header.Set("Idempotency-Key", m.Ref)
+	hdr := http.Header{}
+	hdr.Set("Content-Type", contentType)
+	hdr.Set("Accept", "application/json")
+	hdr.Set("Idempotency-Key", m.Ref)
 	if m.CorrelationID != "" {
-		req.Header.Set("X-Correlation-ID", m.CorrelationID)
+		hdr.Set("X-Correlation-ID", m.CorrelationID)
+	}
+	if h.auth != "" {
+		hdr.Set("Authorization", h.auth)
 	}
 	if h.secret != "" {
 		ts := h.now()
@@ -158,48 +171,71 @@ func (h *HTTP) Send(ctx context.Context, m Message) (string, error) {
 		if err != nil {
 			return "", &Permanent{Err: fmt.Errorf("%s: sign: %w", h.name, err)}
 		}
-		req.Header.Set("webhook-id", m.Ref)
-		req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
-		req.Header.Set("webhook-signature", sig)
+		hdr.Set("webhook-id", m.Ref)
+		hdr.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
+		hdr.Set("webhook-signature", sig)
 	}
-
-	resp, err := h.client.Do(req)
+	a, err := h.w.post(ctx, h.url, hdr, body)
 	if err != nil {
-		if wire.nothingWritten() {
-			// No connection, or not one byte of the request on it: no
-			// server can have acted on it.
-			return "", &NotSent{Err: fmt.Errorf("%s: POST: %w", h.name, transportErr(err))}
-		}
-		// The request may have reached the provider before the connection
-		// broke or the clock ran out: only a resend or a lookup can tell.
-		return "", &Ambiguous{Err: fmt.Errorf("%s: POST: %w", h.name, transportErr(err))}
+		return "", err
 	}
-	defer closeBody(resp.Body)
-
-	switch c := resp.StatusCode; {
+	switch c := a.Status; {
 	case c >= 200 && c < 300:
-		answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-		if err != nil {
+		if a.ReadErr != nil {
 			// The provider accepted, but its id was lost on the way; a
 			// resend with the same key or a lookup recovers it.
-			return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: read answer: %w", h.name, transportErr(err))}
+			return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: read answer: %w", h.name, a.ReadErr)}
+		}
+		if h.successP != "" {
+			// An API that answers 200 with an error: the rule decides.
+			if v, _ := pointer(a.Body, h.successP); v != h.successV {
+				return "", &Permanent{Status: c, Err: fmt.Errorf("%s: POST answered %d but %s is %q, not %q: %s", h.name, c, h.successP, v, h.successV, short(a.Body))}
+			}
 		}
 		// A 2xx is a delivery whatever the body says; the id is a bonus
 		// for the operator, so an answer without one is still sent.
-		id, _ := answerID(answer)
+		id, _ := pointer(a.Body, h.answerID)
 		return id, nil
 	case c >= 300 && c < 400:
-		return "", &Permanent{Status: c, Err: fmt.Errorf("%s: POST answered %s (redirected to %q; fix the url): %s",
-			h.name, resp.Status, resp.Header.Get("Location"), excerpt(resp.Body))}
+		return "", &Permanent{Status: c, Err: fmt.Errorf("%s: POST answered %d %s (redirected to %q; fix the url): %s",
+			h.name, c, http.StatusText(c), a.Header.Get("Location"), short(a.Body))}
 	case c == http.StatusRequestTimeout || c == http.StatusConflict || c == http.StatusTooManyRequests || c >= 500:
-		return "", &Ambiguous{Status: c, RetryAfter: retryAfter(resp.Header.Get("Retry-After"), h.now()),
-			Err: fmt.Errorf("%s: POST answered %s: %s", h.name, resp.Status, excerpt(resp.Body))}
+		return "", &Ambiguous{Status: c, RetryAfter: h.w.retryAfter(a),
+			Err: fmt.Errorf("%s: POST answered %d %s: %s", h.name, c, http.StatusText(c), short(a.Body))}
 	case c >= 400:
-		return "", &Permanent{Status: c, Err: fmt.Errorf("%s: POST answered %s: %s", h.name, resp.Status, excerpt(resp.Body))}
+		return "", &Permanent{Status: c, Err: fmt.Errorf("%s: POST answered %d %s: %s", h.name, c, http.StatusText(c), short(a.Body))}
 	default:
 		// An unexpected 1xx or non-standard code says nothing about delivery.
-		return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: POST answered %s", h.name, resp.Status)}
+		return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: POST answered %d", h.name, c)}
 	}
+}
+
+// encode builds the body: Message's JSON, or a form, with each field
+// under the name the receiver wants.
+func (h *HTTP) encode(m Message) ([]byte, string, error) {
+	vals := [][2]string{{"client_ref", m.Ref}, {"conversation_id", m.ConversationID}, {"to", m.To}, {"text", m.Text}, {"correlation_id", m.CorrelationID}}
+	for i, kv := range vals {
+		if n := h.fields[kv[0]]; n != "" {
+			vals[i][0] = n
+		}
+	}
+	if h.form {
+		f := url.Values{}
+		for _, kv := range vals {
+			f.Set(kv[0], kv[1])
+		}
+		return []byte(f.Encode()), "application/x-www-form-urlencoded", nil
+	}
+	if len(h.fields) == 0 {
+		b, err := json.Marshal(m)
+		return b, "application/json", err
+	}
+	obj := map[string]string{}
+	for _, kv := range vals {
+		obj[kv[0]] = kv[1]
+	}
+	b, err := json.Marshal(obj)
+	return b, "application/json", err
 }
 
 // Lookup asks lookup_url whether a send with our reference arrived. Only a
@@ -218,6 +254,9 @@ func (h *HTTP) Lookup(ctx context.Context, ref, correlationID string) (string, b
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", userAgent)
+	if h.auth != "" {
+		req.Header.Set("Authorization", h.auth)
+	}
 	if correlationID != "" {
 		req.Header.Set("X-Correlation-ID", correlationID)
 	}
@@ -233,8 +272,8 @@ func (h *HTTP) Lookup(ctx context.Context, ref, correlationID string) (string, b
 		if err != nil {
 			return "", false, fmt.Errorf("%s: lookup %s: read answer: %w", h.name, ref, transportErr(err))
 		}
-		id, ok := answerID(answer)
-		if !ok {
+		id, ok := pointer(answer, h.answerID)
+		if !ok || id == "" {
 			// Some APIs answer 200 with an empty list for "none": that is
 			// not the 404 the spec promises, so it decides nothing.
 			return "", false, fmt.Errorf("%s: lookup %s: a 200 without an id: %s", h.name, ref, excerpt(bytes.NewReader(answer)))
@@ -247,30 +286,13 @@ func (h *HTTP) Lookup(ctx context.Context, ref, correlationID string) (string, b
 	}
 }
 
+// Hold holds a send to the provider's rate.
+func (h *HTTP) Hold(ref string, now time.Time) time.Duration { return h.w.Hold(ref, now) }
+
 // Capabilities follow the configuration: only the operator knows whether
 // the receiver honours Idempotency-Key.
 func (h *HTTP) Capabilities() Capabilities {
-	return Capabilities{IdempotencyKey: h.idemKey, Lookup: h.lookupURL != "", Timeout: h.timeout, LookupSettle: h.settle}
-}
-
-// answerID reads {"id": …} where the id is a string or a number (many
-// receivers use database integers); ok is false when there is none.
-func answerID(answer []byte) (id string, ok bool) {
-	var v struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if err := json.Unmarshal(answer, &v); err != nil || len(v.ID) == 0 {
-		return "", false
-	}
-	var s string
-	if err := json.Unmarshal(v.ID, &s); err == nil {
-		return s, s != ""
-	}
-	var n json.Number
-	if err := json.Unmarshal(v.ID, &n); err == nil {
-		return n.String(), true
-	}
-	return "", false
+	return Capabilities{IdempotencyKey: h.idemKey, Lookup: h.lookupURL != "", Timeout: h.timeout, LookupSettle: h.settle, Rate: h.rate, Burst: h.burst}
 }
 
 // retryAfter reads Retry-After as delay-seconds or an HTTP-date; a missing,

@@ -1,7 +1,10 @@
-// Package provider delivers approved replies: the built-in sandbox and the
-// outbound HTTP call of the spec. Each kind lives in its own file and
-// registers itself, so adding SMTP or SMS later touches only its own file
-// and the config.
+// Package provider delivers approved replies: the built-in sandbox, the
+// outbound HTTP call of the spec, and the APIs agencies use (Twilio,
+// WhatsApp Cloud API, Telegram, Slack, SMTP). Each kind lives in its own
+// file, registers itself with what it can prove after an unknown outcome,
+// and sorts its provider's documented answers into sent, refused for good
+// (Permanent), refused for now (NotSent with RetryAfter) and unknown
+// (Ambiguous).
 package provider
 
 import (
@@ -22,6 +25,10 @@ type Message struct {
 	To             string `json:"to"`
 	Text           string `json:"text"`
 	CorrelationID  string `json:"correlation_id"`
+	// Subject is the inbound subject an email reply answers ("Re: " is
+	// added), InReplyTo its Message-ID; only the smtp kind reads them.
+	Subject   string `json:"-"`
+	InReplyTo string `json:"-"`
 }
 
 // Capabilities say what a provider lets us do after an ambiguous outcome.
@@ -38,6 +45,13 @@ type Capabilities struct {
 	// provider ended a lookup's "not found" starts to mean "not sent";
 	// before that the provider may still be storing what it accepted.
 	LookupSettle time.Duration
+	// Receipts: the provider reports delivery on a status webhook, which
+	// can settle an unknown outcome without a person.
+	Receipts bool
+	// Rate is the sends per second this provider is held to (0: no
+	// limit), Burst how many may go at once.
+	Rate  float64
+	Burst int
 }
 
 // Provider delivers messages. Send returns the provider's id for the
@@ -83,10 +97,36 @@ func (e *Ambiguous) Unwrap() error { return e.Err }
 // NotSent is a send that provably never reached the provider: the
 // connection could not be made, or it broke before the whole request was
 // written, so no server can have acted on it. Sending again is safe.
-type NotSent struct{ Err error }
+type NotSent struct {
+	Err error
+	// RetryAfter is the provider's advice when it refused for now (a rate
+	// limit that means "not accepted"); 0 leaves the queue's backoff.
+	RetryAfter time.Duration
+}
 
 func (e *NotSent) Error() string { return fmt.Sprintf("not sent: %v", e.Err) }
 func (e *NotSent) Unwrap() error { return e.Err }
+
+// Declared is what a kind can prove, as the README's table publishes it.
+type Declared struct {
+	Kind       string
+	ResendSafe string // does a resend with our reference deliver once?
+	Lookup     string // can a send be found by our reference?
+	Receipts   string // does the provider report delivery, naming what?
+	Unknown    string // what handoff does with an unknown outcome
+}
+
+// declared is filled by each kind's init.
+var declared = map[string]Declared{}
+
+// Declarations lists every kind's declaration, by kind.
+func Declarations() []Declared {
+	out := make([]Declared, 0, len(declared))
+	for _, k := range Kinds() {
+		out = append(out, declared[k])
+	}
+	return out
+}
 
 // Deps are what provider kinds may need from the process.
 type Deps struct {
@@ -101,7 +141,11 @@ type factory func(cfg config.Provider, d Deps) (Provider, error)
 // kinds is filled by each kind's init and never changed after.
 var kinds = map[string]factory{}
 
-func register(kind string, f factory) { kinds[kind] = f }
+func register(kind string, f factory, d Declared) {
+	kinds[kind] = f
+	d.Kind = kind
+	declared[kind] = d
+}
 
 // Kinds lists the provider kinds this binary knows.
 func Kinds() []string {

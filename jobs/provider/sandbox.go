@@ -14,7 +14,14 @@ import (
 	"github.com/handoff/handoff/store"
 )
 
-func init() { register("sandbox", newSandbox) }
+func init() {
+	register("sandbox", newSandbox, Declared{
+		ResendSafe: "with `supports_idempotency_key: true`",
+		Lookup:     "yes (unless `lookup: false`)",
+		Receipts:   "no",
+		Unknown:    "resend with the key, or look it up; with neither, `needs_reconciliation`",
+	})
+}
 
 // SandboxStore is where the sandbox keeps what it received.
 type SandboxStore interface {

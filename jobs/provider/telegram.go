@@ -1,0 +1,98 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/handoff/handoff/config"
+)
+
+func init() {
+	register("telegram", newTelegram, Declared{
+		ResendSafe: "no",
+		Lookup:     "no",
+		Receipts:   "no (bots get no delivery reports)",
+		Unknown:    "`needs_reconciliation`: a person checks the chat",
+	})
+}
+
+const telegramAPI = "https://api.telegram.org"
+
+// Telegram calls the Bot API's sendMessage: the token in the URL path,
+// {"chat_id":…,"text":…}, answers {"ok":…,"result":{"message_id":…}}.
+type Telegram struct {
+	apiKind
+	url string // holds the token: never formatted
+}
+
+func newTelegram(cfg config.Provider, d Deps) (Provider, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("telegram: token_env is required")
+	}
+	return &Telegram{apiKind: newAPIKind(cfg, d), url: base(cfg, telegramAPI) + "/bot" + cfg.Token + "/sendMessage"}, nil
+}
+
+// Capabilities: nothing to prove an unknown outcome with.
+func (t *Telegram) Capabilities() Capabilities { return t.caps(false) }
+
+// Send calls sendMessage once.
+func (t *Telegram) Send(ctx context.Context, m Message) (string, error) {
+	msg := map[string]any{"chat_id": m.To, "text": m.Text}
+	if n, err := strconv.ParseInt(m.To, 10, 64); err == nil {
+		msg["chat_id"] = n // a numeric chat id goes as the number it is
+	}
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return "", &Permanent{Err: fmt.Errorf("%s: encode message: %w", t.name, err)}
+	}
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json")
+	a, err := t.w.post(ctx, t.url, hdr, body)
+	if err != nil {
+		return "", err
+	}
+	var ans struct {
+		OK          bool   `json:"ok"`
+		ErrorCode   int    `json:"error_code"`
+		Description string `json:"description"`
+		Result      struct {
+			MessageID json.Number `json:"message_id"`
+		} `json:"result"`
+		Parameters struct {
+			RetryAfter int `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	_ = json.Unmarshal(a.Body, &ans)
+	why := ans.Description
+	if why == "" {
+		why = short(a.Body)
+	}
+	switch c := a.Status; {
+	case c == http.StatusOK && ans.OK:
+		return ans.Result.MessageID.String(), nil
+	case c == http.StatusOK:
+		if a.ReadErr != nil {
+			return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: read answer: %w", t.name, a.ReadErr)}
+		}
+		return "", t.w.refused("unknown", a, 0, why)
+	case c == http.StatusTooManyRequests:
+		// "Too Many Requests: retry after N": not sent.
+		retry := time.Duration(ans.Parameters.RetryAfter) * time.Second
+		if retry == 0 {
+			retry = t.w.retryAfter(a)
+		}
+		return "", t.w.refused("later", a, retry, why)
+	case c >= 500:
+		return "", t.w.refused("unknown", a, 0, why)
+	case c >= 400:
+		// 400 chat not found / empty text, 401 bad token, 403 blocked by
+		// the user: nothing was sent.
+		return "", t.w.refused("permanent", a, 0, why)
+	}
+	return "", t.w.refused("unknown", a, 0, why)
+}

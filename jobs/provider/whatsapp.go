@@ -1,0 +1,125 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/handoff/handoff/config"
+)
+
+func init() {
+	register("whatsapp", newWhatsApp, Declared{
+		ResendSafe: "no (the Cloud API has no idempotency key)",
+		Lookup:     "no",
+		Receipts:   "yes, status webhooks; each carries our reference in `biz_opaque_callback_data`",
+		Unknown:    "`needs_reconciliation` at once; the status webhook then settles it without a person",
+	})
+}
+
+// whatsappAPI is the Graph API the Cloud API lives on.
+const whatsappAPI = "https://graph.facebook.com"
+
+// whatsappVersion is the Graph API version this kind was written against.
+const whatsappVersion = "v21.0"
+
+// WhatsApp sends a text message through the Cloud API: a bearer token,
+// {"messaging_product":"whatsapp","to":…,"type":"text","text":{"body":…}},
+// our reference in biz_opaque_callback_data (echoed on every status
+// webhook), the id at messages[0].id.
+type WhatsApp struct {
+	apiKind
+	url  string
+	auth string // never formatted
+}
+
+func newWhatsApp(cfg config.Provider, d Deps) (Provider, error) {
+	if cfg.PhoneNumberID == "" || cfg.Token == "" {
+		return nil, errors.New("whatsapp: phone_number_id and token_env are required")
+	}
+	return &WhatsApp{
+		apiKind: newAPIKind(cfg, d),
+		url:     base(cfg, whatsappAPI) + "/" + whatsappVersion + "/" + url.PathEscape(cfg.PhoneNumberID) + "/messages",
+		auth:    "Bearer " + cfg.Token,
+	}, nil
+}
+
+// Capabilities: receipts, which carry our reference.
+func (w *WhatsApp) Capabilities() Capabilities { return w.caps(true) }
+
+// whatsappLater are Cloud API error codes that mean "not accepted, send
+// later": 4 and 80007 (application/account rate limits), 130429
+// (throughput reached), 131048 (spam rate limit), 131056 (pair rate limit).
+var whatsappLater = map[int]bool{4: true, 80007: true, 130429: true, 131048: true, 131056: true}
+
+// whatsappUnknown are codes of a failure on Meta's side, where the
+// message may have gone: 1 and 2 (unknown/temporary), 131000 (something
+// went wrong), 131016 (service unavailable).
+var whatsappUnknown = map[int]bool{1: true, 2: true, 131000: true, 131016: true}
+
+type whatsappText struct {
+	MessagingProduct string `json:"messaging_product"`
+	RecipientType    string `json:"recipient_type"`
+	To               string `json:"to"`
+	Type             string `json:"type"`
+	Text             struct {
+		PreviewURL bool   `json:"preview_url"`
+		Body       string `json:"body"`
+	} `json:"text"`
+	BizOpaqueCallbackData string `json:"biz_opaque_callback_data,omitempty"`
+}
+
+// Send posts one text message.
+func (w *WhatsApp) Send(ctx context.Context, m Message) (string, error) {
+	msg := whatsappText{MessagingProduct: "whatsapp", RecipientType: "individual", To: m.To, Type: "text", BizOpaqueCallbackData: m.Ref}
+	msg.Text.Body = m.Text
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return "", &Permanent{Err: fmt.Errorf("%s: encode message: %w", w.name, err)}
+	}
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Authorization", w.auth)
+	a, err := w.w.post(ctx, w.url, hdr, body)
+	if err != nil {
+		return "", err
+	}
+	var ans struct {
+		Messages []struct {
+			ID string `json:"id"`
+		} `json:"messages"`
+		Error struct {
+			Message string `json:"message"`
+			Code    int    `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(a.Body, &ans)
+	why := fmt.Sprintf("code %d: %s", ans.Error.Code, ans.Error.Message)
+	if ans.Error.Code == 0 {
+		why = short(a.Body)
+	}
+	switch c := a.Status; {
+	case c == http.StatusOK:
+		if len(ans.Messages) == 0 || ans.Messages[0].ID == "" {
+			// Accepted, but the id was lost: the status webhook will
+			// bring it, with our reference.
+			if a.ReadErr != nil {
+				return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: read answer: %w", w.name, a.ReadErr)}
+			}
+			return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: answered 200 without messages[0].id: %s", w.name, short(a.Body))}
+		}
+		return ans.Messages[0].ID, nil
+	case c == http.StatusTooManyRequests || whatsappLater[ans.Error.Code]:
+		return "", w.w.refused("later", a, w.w.retryAfter(a), why)
+	case c >= 500 || whatsappUnknown[ans.Error.Code]:
+		return "", w.w.refused("unknown", a, w.w.retryAfter(a), why)
+	case c >= 400:
+		// 400 (131026 undeliverable, 131047 outside the 24h window, 100
+		// bad parameter), 401 (190 expired token), 403 (10, 200 permission).
+		return "", w.w.refused("permanent", a, 0, why)
+	}
+	return "", w.w.refused("unknown", a, 0, why)
+}
