@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,12 +18,15 @@ import (
 // backupCmd runs `handoff backup --url URL --token TOKEN -o FILE`: it
 // downloads a consistent snapshot from a running server, writes it to a
 // temporary file beside FILE, verifies it, and renames it into place (the
-// folder fsynced, as the server's own backups are).
+// folder fsynced, as the server's own backups are). With `--to s3` it has
+// the server write a backup now and copy it to its backups.target instead
+// (backupToTarget).
 func backupCmd(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("backup", e)
 	base := fs.String("url", "http://127.0.0.1:8080", "the server's base URL")
 	token := fs.String("token", "", "an admin API token (better: HANDOFF_API_TOKEN, which ps does not show)")
 	out := fs.String("o", "", "the file to write")
+	to := fs.String("to", "", "s3: have the server back up now and copy the backup to its backups.target")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -31,11 +35,20 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 	} else {
 		fmt.Fprintln(e.stderr, "handoff backup: a token on the command line shows in ps and shell history; prefer HANDOFF_API_TOKEN")
 	}
-	if *out == "" {
-		return errors.New("backup needs -o FILE")
+	if *to != "" && *to != "s3" {
+		return fmt.Errorf("backup --to %q: the only target is s3 (the server's backups.target)", *to)
+	}
+	if *out == "" && *to == "" {
+		return errors.New("backup needs -o FILE (or --to s3)")
+	}
+	if *out != "" && *to != "" {
+		return errors.New("backup takes -o FILE or --to s3, not both")
 	}
 	if *token == "" {
 		return errors.New("backup needs --token (or HANDOFF_API_TOKEN)")
+	}
+	if *to == "s3" {
+		return backupToTarget(ctx, *base, *token, e)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
@@ -122,5 +135,55 @@ func restoreCmd(ctx context.Context, args []string, e env) error {
 	} else {
 		fmt.Fprintf(e.stdout, "restored %s into %s\n", file, *dataDir)
 	}
+	return nil
+}
+
+// backupToTarget asks the server at base for a backup now with its offsite
+// copy (POST /api/v1/backups?to=s3) and prints where it went. The server
+// holds the credentials; this command needs only an admin token.
+func backupToTarget(ctx context.Context, base, token string, e env) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/api/v1/backups?to=s3", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the server for a backup: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("read the server's answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &msg) != nil || msg.Error == "" {
+			msg.Error = strings.TrimSpace(string(body))
+		}
+		return fmt.Errorf("the server answered %s: %s", resp.Status, msg.Error)
+	}
+	var res struct {
+		File struct {
+			Name string `json:"name"`
+			Size int64  `json:"size"`
+		} `json:"file"`
+		SHA256  string `json:"sha256"`
+		Offsite *struct {
+			Key  string `json:"key"`
+			Size int64  `json:"size"`
+		} `json:"offsite"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil {
+		return fmt.Errorf("the server's answer is not a backup result: %w", err)
+	}
+	if res.Offsite == nil {
+		return fmt.Errorf("the server wrote %s but reported no offsite copy", res.File.Name)
+	}
+	fmt.Fprintf(e.stdout, "%s: %d bytes (sha256 %s), copied to %s and verified there\n", res.File.Name, res.File.Size, res.SHA256, res.Offsite.Key)
 	return nil
 }

@@ -1,0 +1,146 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/offsite"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/web"
+)
+
+// backups is the process's side of the backups page: a backup now, its
+// offsite copy, and a restore while serving. It is the web.Backups the
+// HTTP side calls, so web never learns how the process is put together.
+type backups struct {
+	a       *App
+	target  *offsite.Target // nil: no backups.target
+	metrics *web.Metrics
+
+	mu   sync.Mutex // one backup (scheduled or asked for) at a time
+	last web.BackupResult
+
+	restoring sync.Mutex // one restore at a time, and none during Stop
+}
+
+// scheduled is the cron task: the backup and, when a target is set, its
+// offsite copy.
+func (b *backups) scheduled(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.a.maint.Backup(ctx)
+}
+
+// afterBackup copies the backup just written offsite (Maintenance.AfterBackup).
+func (b *backups) afterBackup(ctx context.Context, f store.BackupFile, sum string) error {
+	b.last = web.BackupResult{File: f, SHA256: sum}
+	if b.target == nil {
+		return nil
+	}
+	c, err := b.target.Upload(ctx, f.Path, f.Name)
+	if err != nil {
+		b.metrics.Offsite(false, f.Name, 0, time.Time{}, err)
+		return fmt.Errorf("offsite copy: %w", err)
+	}
+	b.metrics.Offsite(true, c.Name, c.Size, c.Uploaded, nil)
+	b.last.Copy = &c
+	b.a.log.Info("backup copied offsite", "target", b.target.URL(), "key", c.Key, "bytes", c.Size, "sha256", c.SHA256)
+	return nil
+}
+
+// BackupNow writes a backup as the schedule does and copies it offsite
+// when a target is set; the dashboard's button and `handoff backup --to
+// s3` call it.
+func (b *backups) BackupNow(ctx context.Context) (web.BackupResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.last = web.BackupResult{}
+	err := b.a.maint.Backup(ctx)
+	return b.last, err
+}
+
+// Offsite is the configured target, or nil.
+func (b *backups) Offsite() web.Offsite {
+	if b.target == nil {
+		return nil
+	}
+	return b.target
+}
+
+// Restore swaps the live database for the file src while serving: it
+// stops the workers and the cron schedule (each job still running after
+// the grace is released, as at shutdown), has the store verify src and
+// swap it in (store.Replace: the old file is kept beside it), then starts
+// the workers and the schedule again on the restored database. HTTP goes
+// on throughout; requests wait at the store's gate for the swap.
+func (b *backups) Restore(ctx context.Context, src string) (string, error) {
+	b.restoring.Lock()
+	defer b.restoring.Unlock()
+	a := b.a
+	if !a.started {
+		return "", errors.New("restore: the server is not running")
+	}
+	// Verify before stopping anything: a bad file costs no downtime.
+	if err := store.VerifyFile(src); err != nil {
+		return "", fmt.Errorf("restore: nothing was changed: %w", err)
+	}
+	// The background page walk reads the old file directly.
+	if a.stopCheck != nil {
+		a.stopCheck()
+	}
+	if a.checked != nil {
+		<-a.checked
+	}
+	jctx, cancel := context.WithTimeout(ctx, ShutdownGrace)
+	defer cancel()
+	if err := a.runner.Stop(jctx); err != nil {
+		a.log.Warn("restore: job runner stop", slog.Any("err", err))
+	}
+	a.sched.Stop(jctx)
+	// Whatever happens to the swap, the process goes on working, on the
+	// restored database or on the old one.
+	defer func() {
+		if err := a.maint.EnsureDelivery(context.WithoutCancel(ctx)); err != nil {
+			a.log.Error("restore: resolve unfinished deliveries", slog.Any("err", err))
+		}
+		if err := a.runner.Start(context.WithoutCancel(ctx)); err != nil {
+			a.log.Error("restore: restart the job runner", slog.Any("err", err))
+		}
+		a.sched.Start()
+	}()
+	sctx, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	kept, err := a.st.Replace(sctx, src)
+	if err != nil {
+		return "", err
+	}
+	// The last good backup is what is on disk, whatever the restored
+	// database says.
+	if files, err := store.Backups(jobs.BackupDir(a.cfg.DataDir)); err == nil && len(files) > 0 {
+		b.metrics.RestoreLastBackup(files[0].ModTime)
+	}
+	return kept, nil
+}
+
+// lastOffsite sets the offsite gauges from the newest copy in the bucket,
+// so they survive a restart; a bucket that cannot be listed is only logged.
+func (b *backups) lastOffsite(ctx context.Context) {
+	if b.target == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	list, err := b.target.List(ctx)
+	if err != nil {
+		b.a.log.Warn("list the offsite copies", "target", b.target.URL(), slog.Any("err", err))
+		return
+	}
+	if len(list) > 0 {
+		b.metrics.RestoreLastOffsite(list[0].Name, list[0].Size, list[0].Uploaded)
+	}
+}
