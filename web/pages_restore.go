@@ -1,0 +1,197 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/offsite"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
+)
+
+// maxRestoreUpload is the largest backup file the dashboard takes; a
+// larger one is restored with `handoff restore` and the server stopped.
+const maxRestoreUpload = 4 << 30
+
+// restoreWord is what a person types to confirm a restore.
+const restoreWord = "restore"
+
+// offsiteView is the offsite panel: the target, its last copy, and the
+// copies in the bucket (listed with a short deadline, so a dead bucket
+// slows the page by seconds, not minutes).
+func (s *Server) offsiteView(ctx context.Context) *views.Offsite {
+	if s.backups == nil || s.backups.Offsite() == nil {
+		return nil
+	}
+	t := s.backups.Offsite()
+	st := s.metrics.OffsiteStatus()
+	o := &views.Offsite{URL: t.URL(), Keep: t.Keep(), LastOK: st.LastOK, LastSize: st.LastSize, LastName: st.LastName, Result: st.Result, Err: st.Err}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	copies, err := t.List(ctx)
+	if err != nil {
+		s.log.Error("list offsite copies", "target", t.URL(), "err", err)
+		o.ListError = "The bucket cannot be listed: " + err.Error()
+	}
+	for _, c := range copies {
+		o.Copies = append(o.Copies, views.OffsiteRow{Name: c.Name, Size: c.Size, Uploaded: c.Uploaded})
+	}
+	return o
+}
+
+// backupNowPage answers POST /backups/now: a backup written now and, with
+// a target, copied offsite and verified.
+func (s *Server) backupNowPage(c *echo.Context) error {
+	if s.backups == nil {
+		return errNoBackups
+	}
+	res, err := s.backups.BackupNow(c.Request().Context())
+	if err != nil {
+		s.log.Error("backup now", "err", err)
+		return s.renderBackups(c, http.StatusBadGateway, "", "The backup failed: "+err.Error())
+	}
+	msg := fmt.Sprintf("Backup %s written (%s, SHA-256 %s).", res.File.Name, views.ByteSize(res.File.Size), res.SHA256)
+	if res.Copy != nil {
+		msg += fmt.Sprintf(" Copied to %s and verified there (size and SHA-256).", s.backups.Offsite().URL())
+	}
+	return s.renderBackups(c, http.StatusOK, msg, "")
+}
+
+// allowUpload admits the restore form's multipart body up to
+// maxRestoreUpload and gives it time to arrive; it stands where limitForm
+// stands on the other forms.
+func allowUpload(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		r := c.Request()
+		if r.ContentLength > maxRestoreUpload {
+			return errorf(http.StatusRequestEntityTooLarge, "the file is larger than %s, the most the dashboard takes; restore it with handoff restore", views.ByteSize(maxRestoreUpload))
+		}
+		rc := http.NewResponseController(c.Response())
+		_ = rc.SetReadDeadline(time.Now().Add(time.Hour))
+		_ = rc.SetWriteDeadline(time.Now().Add(time.Hour))
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxRestoreUpload+1<<20)
+		return next(c)
+	}
+}
+
+// restoreListed answers POST /backups/restore: a scheduled backup on this
+// disk ("local:NAME") or an offsite copy ("offsite:NAME") restored.
+func (s *Server) restoreListed(c *echo.Context) error {
+	if s.backups == nil {
+		return errNoBackups
+	}
+	if strings.TrimSpace(c.FormValue("confirm")) != restoreWord {
+		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: type restore in the confirmation box to restore.")
+	}
+	kind, name, _ := strings.Cut(c.FormValue("source"), ":")
+	ctx := c.Request().Context()
+	switch kind {
+	case "local":
+		files, err := store.Backups(jobs.BackupDir(s.cfg.DataDir))
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if f.Name == name {
+				return s.restoreFrom(c, f.Path, "the scheduled backup "+name)
+			}
+		}
+		return s.renderBackups(c, http.StatusNotFound, "", fmt.Sprintf("Nothing was restored: there is no scheduled backup named %q.", name))
+	case "offsite":
+		t := s.backups.Offsite()
+		if t == nil {
+			return s.renderBackups(c, http.StatusConflict, "", "Nothing was restored: no offsite target is configured.")
+		}
+		tmp, err := os.CreateTemp(s.cfg.DataDir, ".restore-offsite-*.tmp")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(tmp.Name())
+		_, err = t.Download(ctx, name, tmp)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			status := http.StatusBadGateway
+			if errors.Is(err, offsite.ErrNotFound) {
+				status = http.StatusNotFound
+			}
+			return s.renderBackups(c, status, "", "Nothing was restored: "+err.Error())
+		}
+		return s.restoreFrom(c, tmp.Name(), "the offsite copy "+t.URL()+"/"+name)
+	default:
+		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: pick a backup to restore.")
+	}
+}
+
+// restoreUpload answers POST /backups/restore/upload: an uploaded backup
+// file restored.
+func (s *Server) restoreUpload(c *echo.Context) error {
+	if s.backups == nil {
+		return errNoBackups
+	}
+	fh, err := c.FormFile("file")
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return s.renderBackups(c, http.StatusRequestEntityTooLarge, "", "Nothing was restored: the file is larger than "+views.ByteSize(maxRestoreUpload)+", the most the dashboard takes; restore it with handoff restore.")
+		}
+		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: choose a backup file to upload.")
+	}
+	if strings.TrimSpace(c.FormValue("confirm")) != restoreWord {
+		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: type restore in the confirmation box to restore.")
+	}
+	in, err := fh.Open()
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	// The upload is copied into the data folder first: the restore
+	// renames a file there into place, on the same file system.
+	tmp, err := os.CreateTemp(s.cfg.DataDir, ".restore-upload-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, in)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("store the uploaded backup: %w", err)
+	}
+	return s.restoreFrom(c, tmp.Name(), "the uploaded file "+filepath.Base(fh.Filename))
+}
+
+// restoreFrom restores the file at path (described as what), audits it in
+// the restored database, and shows the result.
+func (s *Server) restoreFrom(c *echo.Context, path, what string) error {
+	ctx := c.Request().Context()
+	p := who(c)
+	s.log.Warn("restore requested", "who", p.Name, "source", what)
+	kept, err := s.backups.Restore(ctx, path)
+	if err != nil {
+		s.log.Error("restore failed", "who", p.Name, "source", what, "err", err)
+		var de *store.DamagedError
+		if errors.As(err, &de) {
+			return s.renderBackups(c, http.StatusUnprocessableEntity, "", fmt.Sprintf("Nothing was restored: %s %s.", what, de.Problem))
+		}
+		return s.renderBackups(c, http.StatusUnprocessableEntity, "", "Nothing was restored: "+err.Error())
+	}
+	detail := "the previous database is kept as " + filepath.Base(kept)
+	if err := s.st.Audit(ctx, store.AuditEntry{At: s.now(), Who: p.Name, From: c.RealIP(), Action: "backup restored", Target: what, Detail: detail}); err != nil {
+		s.log.Error("audit the restore", "err", err)
+	}
+	s.log.Warn("restored", "who", p.Name, "source", what, "kept", kept)
+	return s.renderBackups(c, http.StatusOK, fmt.Sprintf("Restored %s; %s. The server goes on with the restored database.", what, detail), "")
+}
