@@ -1,0 +1,99 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestBodyStoredOnce: an event whose text is a string of its JSON body
+// keeps that text once on disk, and reads back exactly as recorded,
+// through every way an event is read, and through a duplicate's rewrite.
+func TestBodyStoredOnce(t *testing.T) {
+	st := openTest(t)
+	big := strings.Repeat("a kitchen, a hallway, \"quoted\", é ü 日本 \\ and a garden office; ", 16<<10) // about 1 MiB
+	tests := []struct {
+		name, text string
+		body       string
+		once       bool
+	}{
+		{"1 MiB text in the body", big, `{"id":"m1","text":` + mustJSON(t, big) + `}`, true},
+		{"text written with \\u escapes", "hello there, this text is long enough to be worth a reference: ünïcödé!", `{"text":"hello there, this text is long enough to be worth a reference: \u00fcn\u00efc\u00f6d\u00e9!"}`, false},
+		{"text from elsewhere", strings.Repeat("not in the body ", 10), `{"id":"m3"}`, false},
+		{"short text", "hi", `{"text":"hi"}`, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "web:once-" + string(rune('a'+i))
+			ev := newEvent(key, t0)
+			ev.Text, ev.Body = tt.text, json.RawMessage(tt.body)
+			if _, err := st.RecordEvent(t.Context(), ev, draftJobFor(key, 3)); err != nil {
+				t.Fatal(err)
+			}
+			var raw []byte
+			if err := st.View(func(tx *Tx) error {
+				id, err := tx.EventByKey(key)
+				if err != nil {
+					return err
+				}
+				raw = bytes.Clone(tx.bucket(bucketEvents).Get([]byte(id.ID)))
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if once := len(raw) < len(tt.body)+len(tt.text); once != tt.once {
+				t.Errorf("stored %d bytes for a %d-byte body and %d-byte text: once = %v, want %v", len(raw), len(tt.body), len(tt.text), once, tt.once)
+			}
+			if tt.once && len(raw) > len(tt.body)+1024 {
+				t.Errorf("stored %d bytes for a %d-byte body", len(raw), len(tt.body))
+			}
+			got, err := st.EventByKey(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Text != tt.text || got.TextAt != nil || string(got.Body) != tt.body {
+				t.Errorf("read back text %d bytes (equal %v), text_at %v", len(got.Text), got.Text == tt.text, got.TextAt)
+			}
+			// A duplicate rewrites the record through put.
+			dup := newEvent(key, t0)
+			dup.Text, dup.Body = tt.text, json.RawMessage(tt.body)
+			rec, err := st.RecordEvent(t.Context(), dup, draftJobFor(key, 3))
+			if err != nil || rec.Created {
+				t.Fatalf("duplicate: %+v %v", rec.Created, err)
+			}
+			again, err := st.EventByKey(key)
+			if err != nil || again.Text != tt.text || again.Duplicates != 1 {
+				t.Errorf("after the duplicate: text equal %v, duplicates %d, %v", again.Text == tt.text, again.Duplicates, err)
+			}
+			conv, err := st.Conversation(again.Channel+":"+again.ConversationID, "", 10)
+			if err == nil {
+				for _, c := range conv {
+					if c.Key == key && c.Text != tt.text {
+						t.Errorf("the conversation shows another text")
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTextRefDamage: a reference that points outside the body is damage,
+// reported by Check and by the read, never a wrong text.
+func TestTextRefDamage(t *testing.T) {
+	ev := Event{ID: "x", Body: json.RawMessage(`{"text":"hi"}`), TextAt: &[2]int{9, 40}}
+	if err := ev.decodedRecord(); err == nil {
+		t.Fatal("a reference past the body decoded")
+	}
+}
+
+func mustJSON(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(b.String())
+}
