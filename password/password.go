@@ -1,5 +1,6 @@
 // Package password holds the rules for people's passwords: how long one may
-// be, how it is hashed (bcrypt), and how a login compares it. It returns plain
+// be, which are too common (common.go), how it is hashed (bcrypt), and how a
+// login compares it; and the second factor (totp.go). It returns plain
 // errors, so the dashboard answers them as 400s and the command line prints
 // the same sentence.
 package password
@@ -7,14 +8,16 @@ package password
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 )
 
-// MinLen is the shortest password accepted, in bytes.
-const MinLen = 10
+// MinLen is the shortest password accepted, in characters.
+const MinLen = 12
 
 // MaxLen is the longest password accepted, in bytes: bcrypt reads no further.
 const MaxLen = 72
@@ -23,15 +26,28 @@ const MaxLen = 72
 var (
 	ErrTooShort = fmt.Errorf("the password must be at least %d characters", MinLen)
 	ErrTooLong  = fmt.Errorf("the password must be at most %d bytes (bcrypt's limit)", MaxLen)
+	ErrCommon   = errors.New("the password is a common one (or a common one with digits or symbols added, or a repeated pattern); choose another, such as four unrelated words")
 )
 
-// Hash checks a new password's length and hashes it with bcrypt.
-func Hash(pw string) ([]byte, error) {
-	if len(pw) < MinLen {
-		return nil, ErrTooShort
+// Valid checks a new password against the rules: MinLen characters,
+// MaxLen bytes, not a common password.
+func Valid(pw string) error {
+	if utf8.RuneCountInString(pw) < MinLen {
+		return ErrTooShort
 	}
 	if len(pw) > MaxLen {
-		return nil, ErrTooLong
+		return ErrTooLong
+	}
+	if Common(pw) {
+		return ErrCommon
+	}
+	return nil
+}
+
+// Hash checks a new password (Valid) and hashes it with bcrypt.
+func Hash(pw string) ([]byte, error) {
+	if err := Valid(pw); err != nil {
+		return nil, err
 	}
 	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
 	if err != nil {
