@@ -1,0 +1,80 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/password"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
+)
+
+// SetupPath is where the first start's setup link points: SetupPath + the
+// link's secret.
+const SetupPath = "/setup/"
+
+// setupForm answers GET /setup/:token: the form to create the first admin,
+// while the link is live.
+func (s *Server) setupForm(c *echo.Context) error {
+	token := c.Param("token")
+	c.Response().Header().Set("Cache-Control", "no-store")
+	c.Response().Header().Set("Referrer-Policy", "no-referrer")
+	if !s.st.SetupLinkValid(hashSecret(token), s.now()) {
+		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
+	}
+	return render(c, http.StatusOK, views.Setup(views.SetupPage{Token: token, Name: "admin"}))
+}
+
+// setupSubmit answers POST /setup/:token (form: name, password): the first
+// admin is created and the link spent in one transaction, then they are
+// logged in. A second use is refused.
+func (s *Server) setupSubmit(c *echo.Context) error {
+	token := c.Param("token")
+	name, pw := strings.TrimSpace(c.FormValue("name")), c.FormValue("password")
+	c.Response().Header().Set("Cache-Control", "no-store")
+	c.Response().Header().Set("Referrer-Policy", "no-referrer")
+	again := func(msg string) error {
+		return render(c, http.StatusBadRequest, views.Setup(views.SetupPage{Token: token, Name: name, Error: msg}))
+	}
+	if !ValidName(name) {
+		return again("A name is 1 to 64 letters, digits, dots, dashes, underscores or @.")
+	}
+	hash, err := password.Hash(pw)
+	if err != nil {
+		if errors.Is(err, password.ErrTooShort) || errors.Is(err, password.ErrTooLong) || errors.Is(err, password.ErrCommon) {
+			return again(sentence(err))
+		}
+		return err
+	}
+	now := s.now().UTC()
+	ip := c.RealIP()
+	err = s.st.UseSetupLink(c.Request().Context(), hashSecret(token), now,
+		store.User{Name: name, Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: now},
+		store.AuditEntry{At: now, Who: name, From: ip, Action: "create user", Target: name, Detail: "the first admin, with the setup link"})
+	if errors.Is(err, store.ErrSetupUsed) {
+		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
+	}
+	if err != nil {
+		return err
+	}
+	secret := newSecret()
+	sess := store.Session{User: name, Role: store.RoleAdmin, CSRF: newSecret(), From: ip, CreatedAt: now, LastSeen: now}
+	if err := s.st.CreateSession(c.Request().Context(), hashSecret(secret), sess); err != nil {
+		return err
+	}
+	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: name, From: ip, Action: "login", Detail: "after setup"})
+	c.SetCookie(s.sessionCookieFor(secret, int(sessionMax.Seconds())))
+	return c.Redirect(http.StatusSeeOther, "/")
+}
+
+// sentence is err's text as a sentence: capital first letter, full stop.
+func sentence(err error) string {
+	m := err.Error()
+	if m == "" {
+		return m
+	}
+	return strings.ToUpper(m[:1]) + m[1:] + "."
+}
