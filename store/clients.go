@@ -1,0 +1,158 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Visible is the part of the data a caller may see: every channel, or the
+// channels of the clients a person is limited to. The zero value sees
+// nothing, so a reader that was handed no Visible shows nothing rather
+// than everything.
+type Visible struct {
+	all      bool
+	channels map[string]bool
+}
+
+// Everything sees every channel: admins, and people not limited to clients.
+func Everything() Visible { return Visible{all: true} }
+
+// OnlyChannels sees the named channels alone.
+func OnlyChannels(names ...string) Visible {
+	v := Visible{channels: make(map[string]bool, len(names))}
+	for _, n := range names {
+		v.channels[n] = true
+	}
+	return v
+}
+
+// All reports whether v sees every channel.
+func (v Visible) All() bool { return v.all }
+
+// Channel reports whether v sees channel.
+func (v Visible) Channel(name string) bool { return v.all || v.channels[name] }
+
+// Key reports whether v sees the record behind an event key or lead key
+// (`<channel>:…`; channel names never hold a colon).
+func (v Visible) Key(key string) bool {
+	if v.all {
+		return true
+	}
+	ch, _, ok := strings.Cut(key, ":")
+	return ok && v.channels[ch]
+}
+
+// Draft reports whether v sees d, by its event key (which every draft has).
+func (v Visible) Draft(d Draft) bool { return v.Key(d.EventKey) }
+
+// Outbox reports whether v sees row o: its channel, or for a row without
+// one its event's.
+func (v Visible) Outbox(o Outbox) bool {
+	if o.Channel == "" {
+		return v.Key(o.EventKey)
+	}
+	return v.Channel(o.Channel)
+}
+
+// CountsFor is Counts as v sees them. Everything reads the kept counts;
+// a narrower view counts what it sees by walking the short lists (waiting
+// drafts, stuck leads, the dead letters) and reading each record's
+// channel, in one read transaction.
+func (s *Store) CountsFor(v Visible, stuckBefore map[HandoffStatus]time.Time) (Counts, error) {
+	if v.all {
+		return s.Counts(stuckBefore)
+	}
+	var c Counts
+	err := s.view(func(tx *Tx) error {
+		c = Counts{}
+		var err error
+		if c.DraftsWaiting, err = visibleDrafts(tx, v, DraftPending); err != nil {
+			return err
+		}
+		for st, before := range stuckBefore {
+			prefix := append([]byte(st), 0)
+			limit := append(bytes.Clone(prefix), timeKey(before, "")...)
+			cur := tx.bucket(bucketHandoffsByStatus).Cursor()
+			for k, _ := cur.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && bytes.Compare(k, limit) < 0; k, _ = cur.Next() {
+				if _, key := splitTimeKey(k[len(prefix):]); v.Key(key) {
+					c.StuckLeads++
+				}
+			}
+		}
+		dc := tx.bucket(bucketJobsDead).Cursor()
+		for k, _ := dc.First(); k != nil; k, _ = dc.Next() {
+			j, err := tx.Job(string(k))
+			if err != nil {
+				return fmt.Errorf("dead-letter index points at job %s: %w", k, err)
+			}
+			if v.Key(j.Key) {
+				c.DeadJobs++
+			}
+		}
+		for _, st := range []OutboxStatus{OutboxFailed, OutboxNeedsReconciliation, OutboxEffectPending} {
+			prefix := append([]byte(st), 0)
+			oc := tx.bucket(bucketOutboxByStatus).Cursor()
+			for k, _ := oc.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = oc.Next() {
+				o, err := tx.Outbox(string(k[len(prefix):]))
+				if err != nil || !v.Outbox(o) {
+					continue
+				}
+				switch {
+				case st == OutboxEffectPending:
+					c.EffectPending++
+				case o.Dismissed != nil:
+				case st == OutboxFailed:
+					c.FailedReplies++
+				default:
+					c.NeedsReconciliation++
+				}
+			}
+		}
+		return nil
+	})
+	return c, err
+}
+
+// DraftCountsFor is DraftCounts as v sees them: the kept counts for
+// Everything, else a walk of each status's index reading each draft's
+// channel (a person limited to clients pays for the drafts there are).
+func (s *Store) DraftCountsFor(v Visible) (map[DraftStatus]int, error) {
+	if v.all {
+		return s.DraftCounts()
+	}
+	out := map[DraftStatus]int{}
+	err := s.view(func(tx *Tx) error {
+		for _, st := range DraftStatuses {
+			n, err := visibleDrafts(tx, v, st)
+			if err != nil {
+				return err
+			}
+			out[st] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: draft counts: %w", err)
+	}
+	return out, nil
+}
+
+// visibleDrafts counts the drafts in status that v sees.
+func visibleDrafts(tx *Tx, v Visible, status DraftStatus) (int, error) {
+	n := 0
+	prefix := append([]byte(status), 0)
+	c := tx.bucket(bucketDraftsByStatus).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		_, id := splitTimeKey(k[len(prefix):])
+		d, err := tx.Draft(id)
+		if err != nil {
+			return 0, fmt.Errorf("status index points at draft %s: %w", id, err)
+		}
+		if v.Draft(d) {
+			n++
+		}
+	}
+	return n, nil
+}

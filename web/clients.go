@@ -1,0 +1,212 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/handoff/handoff/store"
+)
+
+// Clients: a person may be limited to some clients (store.User.Clients),
+// and then sees only their channels' leads, drafts, events and replies.
+//
+// Two things keep that from being forgotten on a route:
+//   - clientScope, in the chain of every dashboard and API route, lets a
+//     limited person reach only the routes of limitedRoutes; any other
+//     route answers them 404, as if it did not exist. A route with an id
+//     in its path names how that id's channel is found, and an id of a
+//     channel they do not see gets the same 404 as an id that does not
+//     exist.
+//   - every list and count a limited person reaches reads through
+//     s.visible(c) (store.Visible, whose zero value sees nothing), inside
+//     the store's read transaction, so pages, cursors and counts agree.
+//
+// Admins (and the tokens they make) see every client: they run the
+// install, its backups and its users.
+
+// visible is what the request's caller may see.
+func (s *Server) visible(c *echo.Context) store.Visible {
+	p := who(c)
+	switch {
+	case p == nil:
+		return store.Visible{}
+	case p.Role == store.RoleAdmin || len(p.Clients) == 0:
+		return store.Everything()
+	}
+	return store.OnlyChannels(s.cfg.ClientChannels(p.Clients...)...)
+}
+
+// only is visible for the filters whose nil means every channel.
+func (s *Server) only(c *echo.Context) *store.Visible {
+	v := s.visible(c)
+	if v.All() {
+		return nil
+	}
+	return &v
+}
+
+// limitedRoute says whether a limited person may use a route, and checks
+// the record its path names; nil lets the handler run.
+type limitedRoute func(s *Server, c *echo.Context, v store.Visible) error
+
+// limitedRoutes are the routes a person limited to clients may reach, by
+// method and path pattern. Lists (listed) filter by s.visible themselves.
+var limitedRoutes = map[string]limitedRoute{
+	"GET /":                           listed,
+	"GET /search":                     listed,
+	"GET /drafts":                     listed,
+	"GET /handoffs":                   listed,
+	"GET /events/*":                   eventParam(false),
+	"POST /events/*":                  eventParam(true),
+	"POST /drafts/:id/approve":        draftParam("there is no draft %q"),
+	"POST /drafts/:id/reject":         draftParam("there is no such draft"),
+	"GET /api/v1/handoffs":            listed,
+	"GET /api/v1/drafts":              listed,
+	"GET /api/v1/events/*":            eventParam(false),
+	"POST /api/v1/events/*":           eventParam(true),
+	"POST /api/v1/drafts/:id/approve": draftParam("there is no draft %q"),
+	"POST /api/v1/drafts/:id/reject":  draftParam("there is no such draft"),
+	"GET /api/v1/outbox/*":            outboxParam,
+	"GET /clients":                    listed,
+	"GET /clients/:id/export":         clientParam,
+	"POST /clients/:id/erase":         clientParam,
+}
+
+// listed routes filter what they list by s.visible.
+func listed(*Server, *echo.Context, store.Visible) error { return nil }
+
+// eventParam checks the event or lead key of /events/{key}[/{action}].
+func eventParam(action bool) limitedRoute {
+	return func(_ *Server, c *echo.Context, v store.Visible) error {
+		key := c.Param("*")
+		if action {
+			k, _, err := splitAction(key, "there is no such lead action")
+			if err != nil {
+				return err
+			}
+			key = k
+		}
+		if !v.Key(key) {
+			return errorf(http.StatusNotFound, "no event has the key %q", key)
+		}
+		return nil
+	}
+}
+
+// draftParam checks the draft of /drafts/{id}/…; missing is the sentence
+// the route says of a draft that does not exist.
+func draftParam(missingDraft string) limitedRoute {
+	return func(s *Server, c *echo.Context, v store.Visible) error {
+		id := c.Param("id")
+		d, err := s.st.Draft(id)
+		if errors.Is(err, store.ErrNotFound) || err == nil && !v.Draft(d) {
+			if strings.Contains(missingDraft, "%q") {
+				return errorf(http.StatusNotFound, missingDraft, id)
+			}
+			return errorf(http.StatusNotFound, "%s", missingDraft)
+		}
+		return err
+	}
+}
+
+// outboxParam checks the row of /api/v1/outbox/{id}.
+func outboxParam(s *Server, c *echo.Context, v store.Visible) error {
+	id := c.Param("*")
+	o, err := s.st.OutboxRow(id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !v.Outbox(o) {
+		return errorf(http.StatusNotFound, "there is no outbox row %q", id)
+	}
+	return err
+}
+
+// clientParam checks the client of /clients/{id}/…: one of the person's own.
+func clientParam(s *Server, c *echo.Context, _ store.Visible) error {
+	if !s.seesClient(c, c.Param("id")) {
+		return errorf(http.StatusNotFound, "there is no client %q", c.Param("id"))
+	}
+	return nil
+}
+
+// seesClient reports whether the caller may see client id: an admin or a
+// person not limited sees every configured client.
+func (s *Server) seesClient(c *echo.Context, id string) bool {
+	if _, ok := s.cfg.Client(id); !ok {
+		return false
+	}
+	p := who(c)
+	switch {
+	case p == nil:
+		return false
+	case p.Role == store.RoleAdmin || len(p.Clients) == 0:
+		return true
+	}
+	return slices.Contains(p.Clients, id)
+}
+
+// clientScope keeps a person limited to clients to limitedRoutes and to
+// the records of their clients' channels (see the comment above). It runs
+// after requireAPI / requirePage, which set the principal.
+func (s *Server) clientScope(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		v := s.visible(c)
+		if v.All() {
+			return next(c)
+		}
+		check, ok := limitedRoutes[c.Request().Method+" "+c.Path()]
+		if !ok {
+			r := c.Request()
+			return errorf(http.StatusNotFound, "there is no %s %s", r.Method, r.URL.Path)
+		}
+		if err := check(s, c, v); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// formClients reads a person's clients from a form: the ids, separated by
+// commas or spaces (empty: every client), each a configured client.
+func (s *Server) formClients(c *echo.Context) ([]string, error) {
+	ids := ParseClients(c.FormValue("clients"))
+	if err := s.cfg.CheckClients(ids); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// ParseClients splits a list of client ids given as "a,b" or "a b",
+// dropping repeats; the dashboard and "handoff user" alike.
+func ParseClients(s string) []string {
+	var out []string
+	for _, id := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// clientsText names clients for the audit log.
+func clientsText(ids []string) string {
+	if len(ids) == 0 {
+		return "all"
+	}
+	return strings.Join(ids, ", ")
+}
+
+// CheckClientIDs says, in a sentence, which id is not a client id at all
+// ([a-z0-9-]+), for "handoff user add --clients", which does not read the
+// config: an id no client has limits the person to nothing.
+func CheckClientIDs(ids []string) error {
+	for _, id := range ids {
+		if id == "" || len(id) > 64 || strings.ContainsFunc(id, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') }) {
+			return fmt.Errorf("%q is not a client id (1 to 64 lowercase letters, digits and -)", id)
+		}
+	}
+	return nil
+}
