@@ -7,6 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
+
+	"github.com/handoff/handoff/store"
 )
 
 // Message is one earlier message of the conversation, given as context.
@@ -18,16 +21,52 @@ type Message struct {
 // Input is everything a drafter may see. It is hashed into Output.InputHash,
 // so it must hold no secrets.
 type Input struct {
-	EventKey       string    `json:"event_key"`
-	Channel        string    `json:"channel"`
-	ConversationID string    `json:"conversation_id"`
-	Contact        string    `json:"contact,omitempty"`
-	Name           string    `json:"name,omitempty"`
-	Text           string    `json:"text"`
-	Owner          string    `json:"owner,omitempty"`
-	History        []Message `json:"history,omitempty"`
+	EventKey       string `json:"event_key"`
+	Channel        string `json:"channel"`
+	ConversationID string `json:"conversation_id"`
+	Contact        string `json:"contact,omitempty"`
+	Name           string `json:"name,omitempty"`
+	// Text is the turn's messages, one after another: what the reply answers.
+	Text string `json:"text"`
+	// Messages are the turn's messages one by one when it has more than one
+	// (a burst: "hi" / "can I book for Friday" / "4 people").
+	Messages []string `json:"messages,omitempty"`
+	Owner    string   `json:"owner,omitempty"`
+	// Instruction is what a person asked of this draft when they had it
+	// drafted again ("shorter", "mention the Friday slot").
+	Instruction string    `json:"instruction,omitempty"`
+	History     []Message `json:"history,omitempty"`
 	// CorrelationID is sent as X-Correlation-ID; it is not part of the hashed input.
 	CorrelationID string `json:"-"`
+}
+
+// TurnInput is the input for a draft of ev, the newest event of a turn
+// whose messages are turn (in the order they were recorded), after the
+// conversation's earlier messages history. The sender is ev's, else the
+// latest message's that names one.
+func TurnInput(ev store.Event, turn []store.Event, history []Message) Input {
+	in := Input{
+		EventKey: ev.Key, Channel: ev.Channel, ConversationID: ev.ConversationID,
+		Contact: ev.Contact, Name: ev.Name, Text: ev.Text,
+		History: history, CorrelationID: ev.CorrelationID,
+	}
+	if len(turn) <= 1 {
+		return in
+	}
+	texts := make([]string, 0, len(turn))
+	for _, e := range turn {
+		if t := strings.TrimSpace(e.Text); t != "" {
+			texts = append(texts, t)
+		}
+		if in.Contact == "" {
+			in.Contact = e.Contact
+		}
+		if in.Name == "" {
+			in.Name = e.Name
+		}
+	}
+	in.Messages, in.Text = texts, strings.Join(texts, "\n")
+	return in
 }
 
 // Hash is a stable digest of the exact input, recorded with the draft.
@@ -54,4 +93,15 @@ type Output struct {
 	Raw           string // the model's raw answer, or the rendered template
 	PromptTokens  int64  // as the server reported them; 0 when it did not
 	OutputTokens  int64
+	// PromptHash is the sha256 of the system prompt sent (facts included);
+	// FactsHash the client's facts alone ("" when it has none).
+	PromptHash, FactsHash string
+	// Structured is how the answer's shape was asked for (drafter.structured).
+	Structured string
+	// Cost is the call's price (drafter.price × tokens), in Currency.
+	Cost     float64
+	Currency string
+	// Notes say what handoff did to the answer: a field dropped for
+	// breaking its rule, a plain-text answer taken as the reply.
+	Notes []string
 }

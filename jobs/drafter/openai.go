@@ -1,7 +1,6 @@
 package drafter
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -15,25 +14,50 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// schemaJSON is the contract of the model's answer; it is sent to servers
-// that support structured output and always checked here, whatever the
-// server claims, so nothing unvalidated is ever routed on.
+// schemaJSON is the shape of the model's answer sent to servers with
+// structured output: types only, every key required and the optional ones
+// nullable, which OpenAI's strict mode, llama.cpp's grammar converter and
+// vLLM's xgrammar and guidance backends all accept. The rules they cannot
+// all express are checked by parseAnswer, whatever the server enforced.
 //
 //go:embed schema.json
 var schemaJSON []byte
 
+// Schema is the response schema handoff sends (a copy), for tests and docs.
+func Schema() []byte { return append([]byte(nil), schemaJSON...) }
+
+// The values of drafter.structured: how the answer's shape is asked for.
+const (
+	StructuredSchema = "json_schema" // response_format json_schema, strict: OpenAI, Ollama, vLLM, llama.cpp, LM Studio
+	StructuredObject = "json_object" // response_format json_object: any JSON, the keys asked for in the prompt
+	StructuredNone   = "none"        // no response_format; a plain-text answer is taken as the reply
+)
+
+// Price is what a model's tokens cost, per million.
+type Price struct {
+	Input, Output float64
+	Currency      string
+}
+
+// Cost is the price of a call that used the given tokens.
+func (p Price) Cost(in, out int64) float64 {
+	return (float64(in)*p.Input + float64(out)*p.Output) / 1e6
+}
+
 // OpenAI drafts with any OpenAI-compatible chat completions endpoint
-// (OpenAI, Ollama, vLLM, llama.cpp's server, LiteLLM).
+// (OpenAI, Ollama, vLLM, llama.cpp's server, LM Studio, LiteLLM).
 type OpenAI struct {
-	client        openai.Client
-	model         string
-	promptVersion string
-	systemPrompt  string
-	schema        *jsonschema.Schema
-	schemaDoc     map[string]any
+	client         openai.Client
+	model          string
+	promptVersion  string
+	systemPrompt   string
+	channelPrompts map[string]string
+	facts          map[string]string
+	structured     string
+	price          Price
+	schemaDoc      map[string]any
 }
 
 // OpenAIConfig configures NewOpenAI.
@@ -43,8 +67,16 @@ type OpenAIConfig struct {
 	Model         string
 	PromptVersion string
 	SystemPrompt  string
-	Timeout       time.Duration
-	HTTPClient    *http.Client // nil: a client with Timeout
+	// ChannelPrompts replace SystemPrompt on the channels they name.
+	ChannelPrompts map[string]string
+	// Facts are the client's facts (hours, prices, policies) by channel,
+	// put into the system prompt of that channel's drafts.
+	Facts map[string]string
+	// Structured is how the answer's shape is asked for; "" is json_schema.
+	Structured string
+	Price      Price
+	Timeout    time.Duration
+	HTTPClient *http.Client // nil: a client with Timeout
 }
 
 // defaultSystemPrompt is used when the config gives none.
@@ -58,17 +90,12 @@ func NewOpenAI(c OpenAIConfig) (*OpenAI, error) {
 	if err := json.Unmarshal(schemaJSON, &doc); err != nil {
 		return nil, fmt.Errorf("drafter: schema: %w", err)
 	}
-	comp := jsonschema.NewCompiler()
-	schemaDoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
-	if err != nil {
-		return nil, fmt.Errorf("drafter: schema: %w", err)
-	}
-	if err := comp.AddResource("draft.json", schemaDoc); err != nil {
-		return nil, fmt.Errorf("drafter: schema: %w", err)
-	}
-	sch, err := comp.Compile("draft.json")
-	if err != nil {
-		return nil, fmt.Errorf("drafter: schema: %w", err)
+	switch c.Structured {
+	case "":
+		c.Structured = StructuredSchema
+	case StructuredSchema, StructuredObject, StructuredNone:
+	default:
+		return nil, fmt.Errorf("drafter: structured %q is not json_schema, json_object or none", c.Structured)
 	}
 	hc := c.HTTPClient
 	if hc == nil {
@@ -87,27 +114,15 @@ func NewOpenAI(c OpenAIConfig) (*OpenAI, error) {
 	} else {
 		opts = append(opts, option.WithAPIKey("none")) // local servers ignore it; the SDK wants one
 	}
-	delete(doc, "$schema")
-	delete(doc, "title")
 	sp := c.SystemPrompt
 	if sp == "" {
 		sp = defaultSystemPrompt
 	}
 	return &OpenAI{
 		client: openai.NewClient(opts...), model: c.Model, promptVersion: c.PromptVersion,
-		systemPrompt: sp, schema: sch, schemaDoc: doc,
+		systemPrompt: sp, channelPrompts: c.ChannelPrompts, facts: c.Facts,
+		structured: c.Structured, price: c.Price, schemaDoc: doc,
 	}, nil
-}
-
-// answer is the validated shape of the model's JSON.
-type answer struct {
-	Reply      string  `json:"reply"`
-	Intent     string  `json:"intent"`
-	Name       string  `json:"name"`
-	Email      string  `json:"email"`
-	Phone      string  `json:"phone"`
-	Summary    string  `json:"summary"`
-	Confidence float64 `json:"confidence"`
 }
 
 // InvalidOutput is a model answer that is not JSON or breaks the schema. It
@@ -126,18 +141,48 @@ type PermanentError struct{ Err error }
 func (e *PermanentError) Error() string { return e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// Draft asks the model for a reply and the extracted fields, and validates its answer.
+// Refused is a model that declined to draft (OpenAI's message.refusal, or
+// an answer with no content): asking again gives the same answer, so the
+// job ends with the model's own words for a person to read.
+type Refused struct {
+	Text string
+	Raw  string
+}
+
+func (e *Refused) Error() string {
+	if e.Text == "" {
+		return "the model refused to draft a reply and gave no reason"
+	}
+	return "the model refused to draft a reply: " + e.Text
+}
+
+// RateLimited is a 429: the server said when to come back (After, 0 when
+// it did not).
+type RateLimited struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RateLimited) Error() string { return e.Err.Error() }
+func (e *RateLimited) Unwrap() error { return e.Err }
+
+// Draft asks the model for a reply and the extracted fields, and checks its answer.
 func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
-	params := openai.ChatCompletionNewParams{
-		Model:    o.model,
-		Messages: o.messages(in),
-		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{
+	system := o.system(in.Channel)
+	params := openai.ChatCompletionNewParams{Model: o.model, Messages: o.messages(system, in)}
+	switch o.structured {
+	case StructuredSchema:
+		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
 			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
 				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
 					Name: "handoff_draft", Schema: o.schemaDoc, Strict: openai.Bool(true),
 				},
 			},
-		},
+		}
+	case StructuredObject:
+		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONObject: &shared.ResponseFormatJSONObjectParam{},
+		}
 	}
 	sent, err := json.Marshal(params)
 	if err != nil {
@@ -147,60 +192,98 @@ func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 	if in.CorrelationID != "" {
 		reqOpts = append(reqOpts, option.WithHeader("X-Correlation-ID", in.CorrelationID))
 	}
+	out := Output{
+		Drafter: "openai", Model: o.model, PromptVersion: o.promptVersion, InputHash: hashBytes(sent),
+		PromptHash: hashBytes([]byte(system)), Structured: o.structured, Currency: o.price.Currency,
+	}
+	if f := o.facts[in.Channel]; f != "" {
+		out.FactsHash = hashBytes([]byte(f))
+	}
 	resp, err := o.client.Chat.Completions.New(ctx, params, reqOpts...)
 	if err != nil {
 		var apiErr *openai.Error
-		if errors.As(err, &apiErr) && permanentStatus(apiErr.StatusCode) {
-			return Output{}, &PermanentError{Err: fmt.Errorf("the model server refused the request (%d): %s", apiErr.StatusCode, apiErr.Message)}
+		if errors.As(err, &apiErr) {
+			if apiErr.StatusCode == http.StatusTooManyRequests {
+				return out, &RateLimited{After: retryAfter(apiErr.Response), Err: fmt.Errorf("the model server is rate limiting (429): %s", apiErr.Message)}
+			}
+			if permanentStatus(apiErr.StatusCode) {
+				return out, &PermanentError{Err: fmt.Errorf("the model server refused the request (%d): %s", apiErr.StatusCode, apiErr.Message)}
+			}
 		}
-		return Output{}, fmt.Errorf("call the model: %w", err)
+		return out, fmt.Errorf("call the model: %w", err)
 	}
+	out.PromptTokens, out.OutputTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
+	out.Cost = o.price.Cost(out.PromptTokens, out.OutputTokens)
 	if len(resp.Choices) == 0 {
-		return Output{}, &InvalidOutput{Raw: resp.RawJSON(), Err: errors.New("the answer has no choices")}
+		return out, &InvalidOutput{Raw: resp.RawJSON(), Err: errors.New("the answer has no choices")}
 	}
-	raw := resp.Choices[0].Message.Content
-	a, err := o.validate(raw)
-	if err != nil {
-		return Output{}, &InvalidOutput{Raw: raw, Err: err}
+	msg := resp.Choices[0].Message
+	raw := msg.Content
+	out.Raw = raw
+	if r := strings.TrimSpace(msg.Refusal); r != "" {
+		return out, &Refused{Text: r, Raw: resp.RawJSON()}
 	}
-	fields := map[string]string{"intent": a.Intent, "summary": a.Summary, "confidence": strconv.FormatFloat(a.Confidence, 'f', -1, 64)}
-	phone := a.Phone
-	if p, ok := normalizePhone(phone); ok {
-		phone = p // the same form the template drafter stores
+	if strings.TrimSpace(raw) == "" {
+		if resp.Choices[0].FinishReason == "length" {
+			return out, &InvalidOutput{Raw: resp.RawJSON(), Err: errors.New("the answer is empty: the model ran out of tokens")}
+		}
+		return out, &Refused{Raw: resp.RawJSON()}
 	}
-	for k, v := range map[string]string{"name": a.Name, "email": strings.ToLower(a.Email), "phone": phone} {
-		if strings.TrimSpace(v) != "" {
-			fields[k] = strings.TrimSpace(v)
+	a, err := parseAnswer(raw)
+	if err != nil && o.structured == StructuredNone {
+		// A server without structured output answered in prose: that is
+		// the reply, and the contact details come from the customer's words.
+		if text := strings.TrimSpace(unfence(raw)); text != "" && !strings.HasPrefix(text, "{") {
+			a = answer{Reply: text, Fields: Extract(in.Text), Notes: []string{
+				"the model answered in plain text, not JSON: the reply is its whole answer; email and phone were taken from the customer's messages, the other fields are empty"}}
+			err = nil
 		}
 	}
-	return Output{
-		Text: strings.TrimSpace(a.Reply), Fields: fields, Drafter: "openai", Model: o.model,
-		PromptVersion: o.promptVersion, InputHash: hashBytes(sent), Raw: raw,
-		PromptTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens,
-	}, nil
+	if err != nil {
+		return out, &InvalidOutput{Raw: raw, Err: err}
+	}
+	out.Text, out.Fields, out.Notes = a.Reply, a.Fields, a.Notes
+	return out, nil
 }
 
-// validate parses raw and checks it against the schema.
-func (o *OpenAI) validate(raw string) (answer, error) {
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(raw))
-	if err != nil {
-		return answer{}, fmt.Errorf("not JSON: %w", err)
+// system is the system prompt of a channel's drafts: the channel's own
+// prompt or the default one, then the client's facts.
+func (o *OpenAI) system(channel string) string {
+	sp := o.systemPrompt
+	if p := o.channelPrompts[channel]; p != "" {
+		sp = p
 	}
-	if err := o.schema.Validate(doc); err != nil {
-		return answer{}, fmt.Errorf("breaks the schema: %w", err)
+	if f := strings.TrimSpace(o.facts[channel]); f != "" {
+		sp += "\n\nFacts about the business (hours, prices, policies). Use only these; say a person will confirm anything they do not cover:\n" + f
 	}
-	var a answer
-	if err := json.Unmarshal([]byte(raw), &a); err != nil {
-		return answer{}, err
+	return sp
+}
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date); 0 when
+// there is none or it cannot be read.
+func retryAfter(r *http.Response) time.Duration {
+	if r == nil {
+		return 0
 	}
-	return a, nil
+	v := strings.TrimSpace(r.Header.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := time.Until(t); d > 0 {
+			return d
+		}
+	}
+	return 0
 }
 
 // messages is the prompt: the system prompt, the earlier conversation
-// (bounded by the caller, newest last), then the new message.
-func (o *OpenAI) messages(in Input) []openai.ChatCompletionMessageParamUnion {
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(o.systemPrompt +
-		"\nAnswer with one JSON object with the keys reply, intent, name, email, phone, summary and confidence.")}
+// (bounded by the caller, newest last), then the turn's message or messages.
+func (o *OpenAI) messages(system string, in Input) []openai.ChatCompletionMessageParamUnion {
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system + answerShape)}
 	for _, m := range in.History {
 		if m.From == "agent" {
 			msgs = append(msgs, openai.AssistantMessage(m.Text))
@@ -216,12 +299,33 @@ func (o *OpenAI) messages(in Input) []openai.ChatCompletionMessageParamUnion {
 	if in.Contact != "" {
 		fmt.Fprintf(&b, "Sender contact: %s\n", in.Contact)
 	}
-	if len(in.History) > 0 {
-		fmt.Fprintf(&b, "This is message %d of the conversation.\n", countCustomer(in.History)+1)
+	switch n := countCustomer(in.History); {
+	case n > 0 && len(in.Messages) > 1:
+		fmt.Fprintf(&b, "These are messages %d to %d of the conversation.\n", n+1, n+len(in.Messages))
+	case n > 0:
+		fmt.Fprintf(&b, "This is message %d of the conversation.\n", n+1)
+	}
+	if in.Instruction != "" {
+		// A person asked for this draft again, and said how it should differ.
+		fmt.Fprintf(&b, "The person reviewing the reply asks: %s\n", in.Instruction)
+	}
+	if len(in.Messages) > 1 {
+		// A burst is one turn: one reply answers every message of it.
+		fmt.Fprintf(&b, "The sender wrote %d messages in a row; answer them together in one reply.\n", len(in.Messages))
+		for i, m := range in.Messages {
+			fmt.Fprintf(&b, "Message %d:\n%s\n", i+1, m)
+		}
+		return append(msgs, openai.UserMessage(strings.TrimSuffix(b.String(), "\n")))
 	}
 	fmt.Fprintf(&b, "Message:\n%s", in.Text)
 	return append(msgs, openai.UserMessage(b.String()))
 }
+
+// answerShape tells the model the answer's keys and rules: servers without
+// structured output only have this to go by.
+const answerShape = "\nAnswer with one JSON object, and nothing else, with the keys reply (the reply to send, at most 4000 characters), " +
+	"intent (one lowercase word: sales, support, billing, complaint, spam or other), name, email, phone (the customer's, or null when they gave none), " +
+	"summary (one sentence for the person who handles the request) and confidence (a number from 0 to 1)."
 
 func countCustomer(h []Message) int {
 	n := 0

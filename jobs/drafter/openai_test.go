@@ -29,6 +29,16 @@ const (
 	fmExtraKey      = "extra-key"      // JSON that breaks the schema: a key the schema does not allow
 	fmNoChoices     = "no-choices"     // a completion with no choices at all
 	fmBlankReply    = "blank-reply"    // a reply of only spaces: passes minLength, nothing after trimming
+	// How real servers answer (answers_test.go).
+	fmFenced      = "fenced"       // the JSON inside a ```json fence
+	fmRefusal     = "refusal"      // OpenAI's message.refusal, content null
+	fmNullContent = "null-content" // content null, no refusal text
+	fmMissingOpt  = "missing-opt"  // only reply, the optional keys left out (json_object servers)
+	fmBadIntent   = "bad-intent"   // intent "Support Request", email off-pattern: the reply is fine
+	fmStrict      = "strict"       // enforces OpenAI's strict-schema rules: 400 for a schema breaking them
+	fmRetryAfter  = "retry-after"  // 429 with Retry-After: 7
+	fmCut         = "cut"          // the answer's body cut off halfway, connection closed
+	fmProse       = "prose"        // plain text, no JSON (a server without structured output)
 )
 
 // fmCall is one request the fake model received.
@@ -146,6 +156,47 @@ func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		case <-f.quit:
 		}
 		return
+	case fmRetryAfter:
+		w.Header().Set("Retry-After", "7")
+		fmWriteError(w, http.StatusTooManyRequests, "Rate limit reached for requests", "requests")
+		return
+	case fmCut:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "400")
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"{\"reply\":\"hal`)
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	case fmRefusal, fmNullContent:
+		refusal := any(nil)
+		if mode == fmRefusal {
+			refusal = "I'm sorry, I can't help with that request."
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+				"message": map[string]any{"role": "assistant", "content": nil, "refusal": refusal}}},
+			"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+		})
+		return
+	case fmStrict:
+		if errs := strictSchemaErrors(call.Req.ResponseFormat.JSONSchema.Schema, "response_format.json_schema.schema"); len(errs) > 0 {
+			fmWriteError(w, http.StatusBadRequest, "Invalid schema for response_format 'handoff_draft': "+errs[0], "invalid_request_error")
+			return
+		}
+		content = fmt.Sprintf(`{"reply":"strict draft #%d","intent":"support","name":null,"email":null,"phone":null,"summary":"s","confidence":0.9}`, n)
+	case fmFenced:
+		content = fmt.Sprintf("```json\n{\"reply\":\"fenced draft #%d\",\"intent\":\"sales\",\"name\":\"Ada\",\"email\":null,\"phone\":null,\"summary\":\"s\",\"confidence\":0.5}\n```", n)
+	case fmMissingOpt:
+		content = fmt.Sprintf(`{"reply":"bare draft #%d"}`, n)
+	case fmBadIntent:
+		content = fmt.Sprintf(`{"reply":"labelled draft #%d","intent":"Support Request","name":"Ada","email":"ada at example","phone":null,"summary":"s","confidence":0.8}`, n)
+	case fmProse:
+		content = fmt.Sprintf("Hi Ada, thanks for writing, draft #%d. We will look at the invoice today.", n)
 	case fmNoChoices:
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":0,"total_tokens":11}}`)
@@ -387,9 +438,7 @@ func TestOpenAIErrors(t *testing.T) {
 		wantErr   string
 	}{
 		{mode: fmBadJSON, invalid: true, wantErr: "not JSON"},
-		{mode: fmBadConfidence, invalid: true, wantErr: "schema"},
 		{mode: fmMissingReply, invalid: true, wantErr: "schema"},
-		{mode: fmExtraKey, invalid: true, wantErr: "schema"},
 		{mode: fmNoChoices, invalid: true, wantErr: "no choices"},
 		{mode: fmStatus401, permanent: true, wantErr: "401"},
 		{mode: fmStatus500, wantErr: "500"},
