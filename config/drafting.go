@@ -1,0 +1,101 @@
+package config
+
+import (
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxFacts bounds a facts file: it goes into every draft's prompt, and
+// every token of it is paid for on every call.
+const maxFacts = 32 << 10
+
+// amount decodes a non-negative number (a price, a budget).
+func (d *decoder) amount(path string, n *yaml.Node, dst *float64) bool {
+	if n.Kind != yaml.ScalarNode {
+		d.fail(path, n, "must be a number, not %s", describe(n))
+		return false
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(n.Value), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		d.fail(path, n, "%q is not a number", n.Value)
+		return false
+	}
+	if v < 0 {
+		d.fail(path, n, "must not be negative, not %s", n.Value)
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// factsFile reads the facts file named at path into facts, so a missing or
+// unreadable file stops the server at start rather than at the first draft.
+func (d *decoder) factsFile(path string, n *yaml.Node, file, facts *string) {
+	if !d.text(path, n, file) {
+		return
+	}
+	data, err := os.ReadFile(*file)
+	switch {
+	case err != nil:
+		d.fail(path, n, "cannot read the facts file: %s", strings.TrimPrefix(err.Error(), "open "))
+	case len(data) > maxFacts:
+		d.fail(path, n, "the facts file %s is %d bytes; at most %d go into a prompt", *file, len(data), maxFacts)
+	case !utf8.Valid(data):
+		d.fail(path, n, "the facts file %s is not UTF-8 text", *file)
+	default:
+		*facts = strings.TrimSpace(string(data))
+	}
+}
+
+// channelPrompts decodes drafter.channel_prompts, a mapping of channel
+// names to system prompts; that every name is a channel is checked once
+// the whole file is read.
+func (d *decoder) channelPrompts(path string, n *yaml.Node, dst *map[string]string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(path, n, "must be a mapping of channel names to prompts, not %s", describe(n))
+		return
+	}
+	m := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		var s string
+		if d.text(joinPath(path, k.Value), v, &s) {
+			m[k.Value] = s
+		}
+	}
+	*dst = m
+}
+
+// checkChannelPrompts fails each drafter.channel_prompts key that names no channel.
+func (d *decoder) checkChannelPrompts(c *Config, n *yaml.Node) {
+	d.later(func() {
+		for name := range c.Drafter.ChannelPrompts {
+			if _, ok := c.Channel(name); !ok {
+				d.fail("drafter.channel_prompts."+name, n, "%q is not a channel", name)
+			}
+		}
+	})
+}
+
+// FactsOf is the facts of the client a channel belongs to: its
+// clients[].facts_file, else drafter.facts_file.
+func (c *Config) FactsOf(channel string) string {
+	if cl, ok := c.Client(c.ClientOf(channel)); ok && cl.Facts != "" {
+		return cl.Facts
+	}
+	return c.Drafter.Facts
+}
+
+// BudgetOf is the daily drafting budget of a client: its
+// clients[].daily_budget, else drafter.daily_budget; 0 is none.
+func (c *Config) BudgetOf(client string) float64 {
+	if cl, ok := c.Client(client); ok && cl.DailyBudget > 0 {
+		return cl.DailyBudget
+	}
+	return c.Drafter.DailyBudget
+}

@@ -1,0 +1,48 @@
+package views
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// DraftStats is the overview's drafting figures: what drafts cost and how
+// people decided them, per prompt version, over the last days.
+type DraftStats struct {
+	Days    int // how many days the figures cover
+	Costs   []CostRow
+	Prompts []PromptRow
+	// Paused are the clients whose daily budget is spent.
+	Paused []Notice
+	// Partial says the walk stopped at its bound: the figures are a lower bound.
+	Partial bool
+}
+
+// CostRow is the drafts of one day, client, channel and prompt version.
+type CostRow struct {
+	Day, Client, Channel, PromptVersion, Currency string
+	Drafts                                        int
+	Cost                                          float64
+}
+
+// PromptRow is how the drafts of one prompt version were decided.
+type PromptRow struct {
+	PromptVersion                                string
+	Drafts, Unchanged, Edited, Rejected, Waiting int
+}
+
+// Rate is n of the decided drafts as a percentage ("–" when none is decided).
+func (p PromptRow) Rate(n int) string {
+	decided := p.Unchanged + p.Edited + p.Rejected
+	if decided == 0 {
+		return "–"
+	}
+	return strconv.Itoa(n*100/decided) + "%"
+}
+
+// money is an amount with its currency; the template drafter's drafts have none.
+func money(v float64, currency string) string {
+	if currency == "" {
+		return fmt.Sprintf("%.4f", v)
+	}
+	return fmt.Sprintf("%.4f %s", v, currency)
+}
