@@ -3,12 +3,15 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/handoff/handoff/store/storetest"
 )
@@ -165,32 +168,195 @@ func TestCheckInChildReportsACrash(t *testing.T) {
 	}
 }
 
-// TestOpenLargeFileWalksPagesOnly: above fullCheckLimit, CheckPages walks
-// the pages only, so a file whose damage is inside a record's bytes opens
-// (the record is a decoding error where it is read, and verify's finding),
-// while page damage is still refused.
+// TestOpenLargeFileWalksPagesOnly: above fullCheckLimit, a file with a
+// stored freelist is opened after the cheap check (meta pages, freelist
+// page, the top levels of every bucket) and one without gets bbolt's page
+// walk in the child; neither reads inside records, so a file whose damage
+// is inside a record's bytes opens (the record is a decoding error where
+// it is read, and verify's finding), while page damage is still refused.
+// This file's buckets are two levels deep, so the cheap check sees them whole.
 func TestOpenLargeFileWalksPagesOnly(t *testing.T) {
 	limit := fullCheckLimit
 	fullCheckLimit = 0 // every file counts as large
 	t.Cleanup(func() { fullCheckLimit = limit })
-	cases, err := storetest.Cases(goodBackup(t), string(bucketEvents))
+	for _, synced := range []bool{true, false} {
+		good := goodBackup(t)
+		if !synced {
+			good = withoutFreelist(t, good)
+		}
+		cases, err := storetest.Cases(good, string(bucketEvents))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases, storetest.Case{Name: "good", Data: good, RecordsOnly: true})
+		for _, tc := range cases {
+			path := filepath.Join(t.TempDir(), "large.db")
+			if err := os.WriteFile(path, tc.Data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			st, err := OpenFile(path, Options{CheckPages: true})
+			switch {
+			case tc.RecordsOnly && err != nil:
+				t.Errorf("%s (freelist stored: %t): OpenFile = %v; want it opened (a page walk cannot see inside records)", tc.Name, synced, err)
+			case !tc.RecordsOnly && err == nil:
+				t.Errorf("%s (freelist stored: %t): opened; want the page check to refuse it", tc.Name, synced)
+			case !tc.RecordsOnly:
+				wantRefusal(t, tc.Name+": OpenFile", path, err)
+			}
+			if err == nil {
+				if st.Deferred() != synced {
+					t.Errorf("%s: Deferred() = %t with the freelist stored %t; want the walk deferred exactly when the open skipped it", tc.Name, st.Deferred(), synced)
+				}
+				st.Close()
+			}
+		}
+	}
+}
+
+// withoutFreelist returns a copy of the database file good as a handoff
+// that did not store its freelist wrote it: bbolt must then walk every page
+// at open.
+func withoutFreelist(t *testing.T, good []byte) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nofreelist.db")
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One commit with NoFreelistSync writes a meta without a freelist page.
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put([]byte("ping"), []byte("x")) }); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := db.View(func(tx *bolt.Tx) error { _, err := tx.WriteTo(&b); return err }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if m := decodeMeta(b.Bytes()); m.freelist != noFreelist {
+		t.Fatalf("the copy's meta names freelist page %d; want none", m.freelist)
+	}
+	return b.Bytes()
+}
+
+// TestCheckPagesFindsWhatTheOpenLeftOut: with the open reading only the
+// bucket roots, damage on a leaf page opens, Deferred says the walk is
+// still to run, and CheckPages finds it; from then on Ping (so /readyz)
+// answers with it. A sound file passes, however many writes commit
+// meanwhile: the walk's read transaction pins the pages it reads.
+func TestCheckPagesFindsWhatTheOpenLeftOut(t *testing.T) {
+	limit, levels := fullCheckLimit, openCheckLevels
+	fullCheckLimit, openCheckLevels = 0, 1
+	t.Cleanup(func() { fullCheckLimit, openCheckLevels = limit, levels })
+	good := goodBackup(t)
+	cases, err := storetest.Cases(good, string(bucketEvents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafDamage := 0
 	for _, tc := range cases {
 		path := filepath.Join(t.TempDir(), "large.db")
 		if err := os.WriteFile(path, tc.Data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		st, err := OpenFile(path, Options{CheckPages: true})
-		switch {
-		case tc.RecordsOnly && err != nil:
-			t.Errorf("%s: OpenFile = %v; want it opened (a page walk cannot see inside records)", tc.Name, err)
-		case !tc.RecordsOnly && err == nil:
-			t.Errorf("%s: opened; want the page walk to refuse it", tc.Name)
+		if err != nil {
+			if tc.RecordsOnly {
+				t.Errorf("%s: OpenFile = %v; want it opened", tc.Name, err)
+			}
+			continue // refused at open, as it should be when the open can see it
 		}
-		if err == nil {
-			st.Close()
+		if !st.Deferred() {
+			t.Errorf("%s: Deferred() = false; want the walk still to run", tc.Name)
 		}
+		cerr := st.CheckPages(context.Background())
+		t.Logf("%s: CheckPages: %v", tc.Name, cerr)
+		if tc.RecordsOnly {
+			if cerr != nil {
+				t.Errorf("%s: CheckPages = %v; want nil (the pages are sound)", tc.Name, cerr)
+			}
+		} else {
+			leafDamage++
+			wantRefusal(t, tc.Name+": CheckPages", path, cerr)
+			if perr := st.Ping(context.Background()); perr == nil || perr.Error() != cerr.Error() {
+				t.Errorf("%s: Ping after CheckPages = %v; want %v", tc.Name, perr, cerr)
+			}
+		}
+		st.Close()
+	}
+	if leafDamage == 0 {
+		t.Fatal("every damaged file was refused at open; the test wants some left to CheckPages")
+	}
+
+	// A sound file, walked again and again while events are recorded.
+	path := filepath.Join(t.TempDir(), "large.db")
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenFile(path, Options{CheckPages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 300 {
+			record(t, st, fmt.Sprintf("live-%04d", i), t0)
+		}
+	}()
+	walks := 0
+	for running := true; running || walks < 2; walks++ {
+		if err := st.CheckPages(context.Background()); err != nil {
+			t.Fatalf("CheckPages on a sound file during writes (walk %d) = %v", walks+1, err)
+		}
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+	}
+	if err := st.Ping(context.Background()); err != nil {
+		t.Errorf("Ping = %v", err)
+	}
+}
+
+// TestOpenRefusesADamagedFreelist: bbolt reads the stored freelist page at
+// open, through the mmap and in the caller's goroutine, so the check at
+// open reads it first: its type, its count and every page id it lists.
+func TestOpenRefusesADamagedFreelist(t *testing.T) {
+	good := goodBackup(t)
+	m := decodeMeta(good)
+	if m.freelist == noFreelist {
+		t.Fatal("the backup has no stored freelist; the store should write one")
+	}
+	at := int(m.freelist) * int(m.pageSize)
+	ne := binary.NativeEndian
+	for _, tc := range []struct {
+		name string
+		edit func(b []byte)
+	}{
+		{"freelist page type", func(b []byte) { b[at+8] = leafPageFlag }},
+		{"freelist count past the page", func(b []byte) { ne.PutUint16(b[at+10:], 0xFFFE) }},
+		{"freelist lists a page past the end", func(b []byte) {
+			ne.PutUint16(b[at+10:], 1)
+			ne.PutUint64(b[at+pageHeaderSize:], 1<<40)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := bytes.Clone(good)
+			tc.edit(data)
+			path := filepath.Join(t.TempDir(), FileName)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := OpenFile(path, Options{})
+			wantRefusal(t, "OpenFile", path, err)
+			if err != nil && !strings.Contains(err.Error(), "freelist") {
+				t.Errorf("OpenFile = %q; want it to name the freelist", err)
+			}
+		})
 	}
 }

@@ -109,68 +109,68 @@ func preflight(path string) error {
 		return &DamagedError{Path: path, Problem: "cannot be opened: " + err.Error()}
 	}
 	defer f.Close()
-	err = readMetas(path, f)
+	_, err = newestMeta(path, f)
 	if err != nil && lockedByOther(f) {
 		return inUseError{path}
 	}
 	return err
 }
 
-// readMetas is preflight on the open file f.
-func readMetas(path string, f *os.File) error {
+// newestMeta is preflight on the open file f; it returns the newest meta.
+func newestMeta(path string, f *os.File) (meta, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return damaged(path, "%v", err)
+		return meta{}, damaged(path, "%v", err)
 	}
 	size := fi.Size()
 	if fi.IsDir() {
-		return damaged(path, "it is a folder")
+		return meta{}, damaged(path, "it is a folder")
 	}
 	if size == 0 {
-		return damaged(path, "it is empty (0 bytes)")
+		return meta{}, damaged(path, "it is empty (0 bytes)")
 	}
 	head := make([]byte, firstMetaReadLen)
 	n, err := f.ReadAt(head, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return damaged(path, "%v", err)
+		return meta{}, damaged(path, "%v", err)
 	}
 	head = head[:n]
 	if len(head) < pageHeaderSize+metaSize {
 		if len(head) >= pageHeaderSize+4 && binary.NativeEndian.Uint32(head[pageHeaderSize:]) == boltMagic {
-			return damaged(path, "it is truncated: it has %d bytes, not even one meta page", size)
+			return meta{}, damaged(path, "it is truncated: it has %d bytes, not even one meta page", size)
 		}
-		return damaged(path, "it is not a bbolt database (it starts with %s)", startOf(head))
+		return meta{}, damaged(path, "it is not a bbolt database (it starts with %s)", startOf(head))
 	}
 	if decodeMeta(head).magic != boltMagic && !hasSecondMeta(f, size) {
-		return damaged(path, "it is not a bbolt database (it starts with %s)", startOf(head))
+		return meta{}, damaged(path, "it is not a bbolt database (it starts with %s)", startOf(head))
 	}
 	m0 := decodeMeta(head)
 	if p := m0.problem(0); p != "" {
-		return damaged(path, "%s", p)
+		return meta{}, damaged(path, "%s", p)
 	}
 	ps := int64(m0.pageSize)
 	if size < 2*ps {
-		return damaged(path, "it is truncated: it has %d bytes, fewer than its two meta pages (%d bytes)", size, 2*ps)
+		return meta{}, damaged(path, "it is truncated: it has %d bytes, fewer than its two meta pages (%d bytes)", size, 2*ps)
 	}
 	page1 := make([]byte, pageHeaderSize+metaSize)
 	if _, err := f.ReadAt(page1, ps); err != nil {
-		return damaged(path, "read meta page 1: %v", err)
+		return meta{}, damaged(path, "read meta page 1: %v", err)
 	}
 	m1 := decodeMeta(page1)
 	if p := m1.problem(1); p != "" {
-		return damaged(path, "%s", p)
+		return meta{}, damaged(path, "%s", p)
 	}
 	if m1.pageSize != m0.pageSize {
-		return damaged(path, "its meta pages disagree on the page size (%d and %d)", m0.pageSize, m1.pageSize)
+		return meta{}, damaged(path, "its meta pages disagree on the page size (%d and %d)", m0.pageSize, m1.pageSize)
 	}
 	newest := m0
 	if m1.txid > m0.txid {
 		newest = m1
 	}
 	if need := int64(newest.pgid) * ps; size < need {
-		return damaged(path, "it is truncated: it has %d bytes, but its pages reach %d (%d pages of %d bytes)", size, need, newest.pgid, ps)
+		return meta{}, damaged(path, "it is truncated: it has %d bytes, but its pages reach %d (%d pages of %d bytes)", size, need, newest.pgid, ps)
 	}
-	return nil
+	return newest, nil
 }
 
 // hasSecondMeta reports whether a meta page with bbolt's magic number sits

@@ -17,10 +17,10 @@ import (
 )
 
 // bbolt cannot be asked to read a damaged file safely: its page walk at
-// open (the freelist is rebuilt from the pages, see OpenFile) and tx.Check
-// run in goroutines of their own, where an index out of range on a corrupt
-// page kills the process, and it maps the file, so a page pointer past the
-// end is SIGBUS. Neither can be recovered by the caller. So the walk runs
+// the open of a file without a stored freelist (rebuilt from the pages,
+// see OpenFile) and tx.Check run in goroutines of their own, where an
+// index out of range on a corrupt page kills the process, and it maps the
+// file, so a page pointer past the end is SIGBUS. Neither can be recovered by the caller. So the walk runs
 // in a child process, this same program started again with checkerEnv set:
 // the child opens the file read-only, walks it and prints a verdict; a
 // child that dies instead means the file is damaged, and its last words
@@ -166,8 +166,9 @@ func walkPages(path string) error {
 	if err := preflight(path); err != nil {
 		return err
 	}
-	// PreLoadFreelist rebuilds the freelist from the pages, as the
-	// server's open does with NoFreelistSync.
+	// PreLoadFreelist rebuilds the freelist from the pages of a file
+	// without a stored one, as the server's open then does (the only
+	// files OpenFile sends here above fullCheckLimit).
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: checkerLockTimeout, PreLoadFreelist: true})
 	if err != nil {
 		return err
@@ -196,6 +197,9 @@ func verifyHere(path string) error {
 		return err
 	}
 	defer st.Close()
+	if err := st.refuseNewerSchema(path); err != nil {
+		return err
+	}
 	if err := st.Check(); err != nil {
 		return &DamagedError{Path: path, Problem: "failed verification: " + firstProblem(err)}
 	}
