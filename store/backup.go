@@ -268,11 +268,136 @@ type Size struct {
 // Size reports the file's size and free pages.
 func (s *Store) Size() (Size, error) {
 	var sz Size
+	// Inside the view: Replace may swap the handle between two calls.
 	err := s.view(func(tx *Tx) error {
 		sz.Bytes = tx.tx.Size()
+		db := tx.tx.DB()
+		sz.FreePages, sz.PageSize = db.Stats().FreePageN, db.Info().PageSize
 		return nil
 	})
-	st := s.db.Stats()
-	sz.FreePages, sz.PageSize = st.FreePageN, s.db.Info().PageSize
 	return sz, err
+}
+
+// IsBackupName says whether name is the name of a backup file as
+// BackupToDir writes it: the prefix, a time, ".db", and no folder.
+func IsBackupName(name string) bool {
+	return strings.HasPrefix(name, BackupPrefix) && strings.HasSuffix(name, ".db") &&
+		len(name) > len(BackupPrefix)+len(".db") && !strings.ContainsAny(name, `/\`) && !strings.Contains(name, "..")
+}
+
+// Replace restores the verified file src into the running store: the same
+// checks as Restore first (nothing is changed when they fail), then, with
+// every transaction finished and new ones held at the gate, the live file
+// is renamed aside (kept, and returned), src's copy takes its place, and
+// the store reopens on it, migrations included. Writes queued meanwhile
+// commit into the restored database. If the restored file cannot be
+// opened, the old one is put back and reopened. The caller stops whatever
+// must not straddle the swap (the job runner) first.
+func (s *Store) Replace(ctx context.Context, src string) (string, error) {
+	if s.writes == nil {
+		return "", ErrReadOnly
+	}
+	if err := verifyIsolated(ctx, src); err != nil {
+		return "", fmt.Errorf("restore: nothing was changed: %w", err)
+	}
+	// The copy is made before the gate shuts, so the process waits only
+	// for the rename and the reopen.
+	dir := filepath.Dir(s.path)
+	staged, err := stageCopy(dir, src)
+	if err != nil {
+		return "", fmt.Errorf("restore: nothing was changed: copy %s: %w", src, err)
+	}
+	defer os.Remove(staged) // gone after the rename
+	open, err := s.gate.shut(ctx)
+	if err != nil {
+		return "", fmt.Errorf("restore: nothing was changed: the database stayed busy (a long backup download or another restore): %w", err)
+	}
+	defer open()
+	kept, err := freeKeepName(s.path, time.Now().UTC())
+	if err != nil {
+		return "", err
+	}
+	if err := s.db.Close(); err != nil {
+		return "", fmt.Errorf("restore: close the database: %w", err)
+	}
+	reopen := func(why error) (string, error) {
+		// Put the old file back under its name and carry on with it.
+		if err := os.Rename(kept, s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("restore: %v, and the old database could not be put back from %s: %w", why, kept, err)
+		}
+		if err := s.reopen(); err != nil {
+			return "", fmt.Errorf("restore: %v, and the old database did not reopen: %w", why, err)
+		}
+		return "", fmt.Errorf("restore: nothing was changed: %w", why)
+	}
+	if err := os.Rename(s.path, kept); err != nil {
+		return reopen(fmt.Errorf("keep the current database: %w", err))
+	}
+	if err := os.Rename(staged, s.path); err != nil {
+		return reopen(fmt.Errorf("move the backup into place: %w", err))
+	}
+	if err := syncDir(dir); err != nil {
+		return reopen(err)
+	}
+	if err := s.reopen(); err != nil {
+		return reopen(fmt.Errorf("open the restored database: %w", err))
+	}
+	return kept, nil
+}
+
+// reopen opens s.path again through OpenFile, migrations included, and
+// takes the new handle's file; its own committer is stopped unused.
+func (s *Store) reopen() error {
+	ns, err := OpenFile(s.path, Options{Timeout: time.Second})
+	if err != nil {
+		return err
+	}
+	close(ns.quit)
+	<-ns.stopped
+	s.db = ns.db
+	s.damage.Store(nil)
+	return nil
+}
+
+// stageCopy copies src into a new temporary file in dir, fsynced.
+func stageCopy(dir, src string) (string, error) {
+	tmp, err := os.CreateTemp(dir, "."+FileName+".restore-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	in, err := os.Open(src)
+	if err == nil {
+		_, err = io.Copy(tmp, in)
+		in.Close()
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return tmp.Name(), nil
+}
+
+// freeKeepName is the name keepCopy would give the kept database: named
+// for the time, never one that exists.
+func freeKeepName(live string, now time.Time) (string, error) {
+	base := live + ".before-restore-" + now.Format("20060102T150405Z")
+	for n := 1; ; n++ {
+		name := base
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d", base, n)
+		}
+		_, err := os.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			return name, nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 }

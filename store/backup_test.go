@@ -229,15 +229,15 @@ func TestBackupToDirWhileWriting(t *testing.T) {
 	}
 }
 
-// gate is a writer whose first Write waits until open returns true: it
+// heldWriter is a writer whose first Write waits until open returns true: it
 // holds the snapshot's read transaction open while the test watches writers.
-type gate struct {
+type heldWriter struct {
 	buf    bytes.Buffer
 	opened bool
 	open   func() error
 }
 
-func (g *gate) Write(p []byte) (int, error) {
+func (g *heldWriter) Write(p []byte) (int, error) {
 	if !g.opened {
 		g.opened = true
 		if err := g.open(); err != nil {
@@ -257,7 +257,7 @@ func TestBackupIsASnapshotWhileWritersCommit(t *testing.T) {
 	w.waitAcks(t, 100)
 	before := w.ackedSoFar()
 
-	g := &gate{open: func() error {
+	g := &heldWriter{open: func() error {
 		// The read transaction is open: every call begun from now is later
 		// than the snapshot. Wait for some of them to be acknowledged.
 		w.late.Store(true)

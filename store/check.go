@@ -13,13 +13,30 @@ import (
 // Check verifies the file: bbolt's own page check, the schema version, and
 // that every index agrees with its records in both directions. It returns
 // every problem found, joined. bbolt's page check is not safe beside a
-// writer, so on a live store it runs inside a write transaction (writing
-// nothing); a read-only store has no writer.
+// writer, so on a live store it runs while the committer holds the write
+// lock (a read-only store has no writer), in a read transaction of its
+// own: the round's write transaction may already hold its neighbours'
+// writes, which bbolt reads in a way the check cannot use (an entry put
+// with an empty value reads as absent until it is committed, and
+// Bucket.Stats counts only committed pages).
 func (s *Store) Check() error {
 	if s.writes == nil {
 		return s.view(check)
 	}
-	return s.update(context.Background(), check)
+	return s.update(context.Background(), checkCommitted)
+}
+
+// checkCommitted is Check as one caller of a commit round: it checks the
+// committed state, not the round's transaction tx. The committer is inside
+// the gate already, and tx does not commit (or remap the file) until this
+// returns, so a read transaction beside it is safe here.
+func checkCommitted(tx *Tx) error {
+	rtx, err := tx.tx.DB().Begin(false)
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	defer func() { _ = rtx.Rollback() }()
+	return check(&Tx{tx: rtx})
 }
 
 // check is Check inside a transaction.
@@ -55,7 +72,11 @@ func check(tx *Tx) error {
 	}
 	// Every index, both ways, derived from its declaration (tables.go).
 	problems = append(problems, eventsTable.check(tx)...)
-	problems = append(problems, jobsTable.check(tx)...)
+	if schema >= 4 {
+		problems = append(problems, jobsTable.check(tx)...)
+	} else {
+		problems = append(problems, jobsTableV3.check(tx)...)
+	}
 	problems = append(problems, draftsTable.check(tx)...)
 	problems = append(problems, handoffsTable.check(tx)...)
 	problems = append(problems, outboxTable.check(tx)...)
@@ -66,6 +87,7 @@ func check(tx *Tx) error {
 	// What no index declaration says.
 	problems = append(problems, checkDraftEvents(tx)...)
 	problems = append(problems, checkDraftCounts(tx, schema >= 2)...)
+	problems = append(problems, checkJobCounts(tx, schema >= 4)...)
 	problems = append(problems, checkOutboxDrafts(tx)...)
 	problems = append(problems, checkTokens(tx)...)
 	return errors.Join(problems...)

@@ -55,7 +55,7 @@ func TestCheckDetectsDamage(t *testing.T) {
 		{
 			name: "stray key in idx_jobs_ready",
 			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
-				k := timeKey(t0, "01NOSUCHJOB")
+				k := readyKey(KindDraft, t0, "01NOSUCHJOB")
 				return func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsReady).Delete(k) },
 					tx.Bucket(bucketJobsReady).Put(k, nil)
 			},
@@ -64,7 +64,7 @@ func TestCheckDetectsDamage(t *testing.T) {
 		{
 			name: "available job missing from idx_jobs_ready",
 			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
-				k := timeKey(f.available.RunAt, f.available.ID)
+				k := readyKey(f.available.Kind, f.available.RunAt, f.available.ID)
 				return func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsReady).Put(k, nil) },
 					tx.Bucket(bucketJobsReady).Delete(k)
 			},

@@ -125,7 +125,7 @@ func (f DeadLetterFilter) keep(dl DeadLetter) bool {
 // DeadLetter reads one item by job id (a discarded job) or outbox id (any
 // row: which rows a person may act on is delivery's rule).
 func (tx *Tx) DeadLetter(id string) (DeadLetter, error) {
-	if tx.bucket(bucketJobsDead).Get([]byte(id)) != nil {
+	if j, err := tx.Job(id); err == nil && j.State == JobDiscarded { // not idx_jobs_dead's Get: its "" entries read as absent until committed
 		return deadJob(tx, id)
 	}
 	o, err := tx.Outbox(id)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
 )
 
 // JobState is where a job is in its life; see docs/architecture.md.
@@ -24,6 +25,9 @@ const (
 	JobDiscarded JobState = "discarded"
 	JobCancelled JobState = "cancelled"
 )
+
+// ready reports whether a worker may claim the job once it is due.
+func (j *Job) ready() bool { return j.State == JobAvailable || j.State == JobRetryable }
 
 // Final reports whether no worker will run the job again.
 func (s JobState) Final() bool {
@@ -123,15 +127,47 @@ func enqueueEncoded(tx *Tx, j *Job, raw []byte) (Job, bool, error) {
 	if !errors.Is(err, ErrNotFound) {
 		return Job{}, false, err
 	}
+	if err := insertJob(tx, j, raw); err != nil {
+		return Job{}, false, err
+	}
+	return *j, true, nil
+}
+
+// insertJob writes the new job j (raw is its JSON, or nil) and counts it.
+func insertJob(tx *Tx, j *Job, raw []byte) error {
+	var err error
 	if raw == nil {
 		err = jobsTable.insert(tx, j)
 	} else {
 		err = jobsTable.insertRaw(tx, j, raw)
 	}
 	if err != nil {
-		return Job{}, false, err
+		return err
 	}
-	return *j, true, nil
+	return moveJobCount(tx, nil, j)
+}
+
+// putJob writes j over old (nil: an insert that looks first) and moves
+// its count when its kind or state changed.
+func putJob(tx *Tx, old, j *Job) error {
+	if err := jobsTable.put(tx, old, j); err != nil {
+		return err
+	}
+	return moveJobCount(tx, old, j)
+}
+
+// deleteJob removes the stored job j and takes it off its count.
+func deleteJob(tx *Tx, j *Job) error {
+	if err := jobsTable.delete(tx, j); err != nil {
+		return err
+	}
+	return moveJobCount(tx, j, nil)
+}
+
+// readyKey is a job's entry in idx_jobs_ready: its kind, 0x00, then when
+// it is due and its id, so each kind's jobs sort next due first.
+func readyKey(kind string, runAt time.Time, id string) []byte {
+	return append(append([]byte(kind), 0), timeKey(runAt, id)...)
 }
 
 // Enqueue adds a job inside tx unless a live job of the same kind and key
@@ -154,10 +190,10 @@ func (tx *Tx) LiveJob(kind, key string) (Job, error) {
 // PutJob writes j over old, the job as read in this transaction, moving
 // its entries in the queue's indexes (ready, leased, unique, dead) to
 // match its new state.
-func (tx *Tx) PutJob(old, j *Job) error { return jobsTable.put(tx, old, j) }
+func (tx *Tx) PutJob(old, j *Job) error { return putJob(tx, old, j) }
 
 // DeleteJob removes the stored job j and its index entries.
-func (tx *Tx) DeleteJob(j *Job) error { return jobsTable.delete(tx, j) }
+func (tx *Tx) DeleteJob(j *Job) error { return deleteJob(tx, j) }
 
 // JobsByCorrelation reads every job that followed from one event, oldest first.
 func (tx *Tx) JobsByCorrelation(corr string) ([]Job, error) { return jobsOf(tx, corr) }
@@ -180,40 +216,151 @@ func (s *Store) Enqueue(ctx context.Context, nj NewJob, corr string, now time.Ti
 	return out, created, nil
 }
 
-// ClaimJobs leases up to max jobs that are due at now, in one transaction:
-// each moves from the ready index to the leased index, gets a new execution
-// id and an attempt record before any of its work starts.
+// ClaimLimits bounds one claim round: up to Kinds[k] jobs of kind k, and
+// up to Other jobs in all, shared by the kinds Kinds does not name.
+type ClaimLimits struct {
+	Kinds map[string]int
+	Other int
+}
+
+// AnyJobs is the limit "up to n jobs of any kind, earliest due first".
+func AnyJobs(n int) ClaimLimits { return ClaimLimits{Other: n} }
+
+// budget is what is left of the limits within one transaction; it is
+// copied from them at each run of the transaction's function, which the
+// group commit may run twice.
+type budget struct {
+	kinds map[string]int
+	other int
+}
+
+func (l ClaimLimits) budget() *budget {
+	b := &budget{kinds: make(map[string]int, len(l.Kinds)), other: l.Other}
+	for k, n := range l.Kinds {
+		b.kinds[k] = n
+	}
+	return b
+}
+
+func (b *budget) left(kind string) int {
+	if n, ok := b.kinds[kind]; ok {
+		return n
+	}
+	return b.other
+}
+
+func (b *budget) take(kind string) {
+	if _, ok := b.kinds[kind]; ok {
+		b.kinds[kind]--
+	} else {
+		b.other--
+	}
+}
+
+// readyHead is the next ready job of one kind, as a cursor over that
+// kind's part of idx_jobs_ready.
+type readyHead struct {
+	prefix []byte // kind 0x00
+	c      *bolt.Cursor
+	k      []byte // the entry at the cursor, nil when the kind has no more
+}
+
+// due reports whether the head's job is due at limit (a timeKey; nil: whenever).
+func (h *readyHead) due(limit []byte) bool {
+	return h.k != nil && (limit == nil || bytes.Compare(h.k[len(h.prefix):], limit) <= 0)
+}
+
+func (h *readyHead) next() {
+	k, _ := h.c.Next()
+	if k == nil || !bytes.HasPrefix(k, h.prefix) {
+		h.k = nil
+		return
+	}
+	h.k = k
+}
+
+// readyHeads places a cursor on the first ready job of every kind that b
+// leaves room for. It skips from one kind to the next with a seek, so it
+// costs a few page reads per kind however long each kind's backlog is.
+func readyHeads(tx *Tx, b *budget) []*readyHead {
+	ready := tx.bucket(bucketJobsReady)
+	var heads []*readyHead
+	c := ready.Cursor()
+	for k, _ := c.First(); k != nil; {
+		i := bytes.IndexByte(k, 0)
+		if i < 0 {
+			k, _ = c.Next() // damage, which Check names; a job never has it
+			continue
+		}
+		prefix := bytes.Clone(k[:i+1])
+		if b.left(string(k[:i])) > 0 {
+			hc := ready.Cursor()
+			hk, _ := hc.Seek(prefix)
+			heads = append(heads, &readyHead{prefix: prefix, c: hc, k: hk})
+		}
+		next := bytes.Clone(prefix)
+		next[len(next)-1] = 1 // just past every key of this kind
+		k, _ = c.Seek(next)
+	}
+	return heads
+}
+
+// pick returns the head whose job is due first at limit among the kinds b
+// leaves room for, or nil.
+func pick(heads []*readyHead, b *budget, limit []byte) *readyHead {
+	var best *readyHead
+	for _, h := range heads {
+		if !h.due(limit) || b.left(string(h.prefix[:len(h.prefix)-1])) <= 0 {
+			continue
+		}
+		if best == nil || bytes.Compare(h.k[len(h.prefix):], best.k[len(best.prefix):]) < 0 {
+			best = h
+		}
+	}
+	return best
+}
+
+// ClaimJobs leases up to max jobs of any kind that are due at now,
+// earliest due first (Claim with AnyJobs).
 func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease time.Duration) ([]Job, error) {
+	return s.Claim(ctx, now, AnyJobs(max), lease)
+}
+
+// Claim leases, in one transaction, the jobs due at now that lim leaves
+// room for, earliest due first: each moves from the ready index to the
+// leased index, gets a new execution id and an attempt record before any
+// of its work starts. A kind whose limit is reached is not read past, so
+// a backlog of one kind never delays another kind's claim.
+func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease time.Duration) ([]Job, error) {
+	limit := timeKey(now, "\xff")
 	// Nothing due costs a read, not a commit round with its fsyncs: the
 	// runner asks whenever a worker frees up or it is woken, and an idle
 	// queue would otherwise write an empty transaction each time. The
 	// write below decides again on its own; this only skips it.
 	var due bool
 	if err := s.view(func(tx *Tx) error {
-		k, _ := tx.bucket(bucketJobsReady).Cursor().First()
-		due = k != nil && bytes.Compare(k, timeKey(now, "\xff")) <= 0
+		b := lim.budget()
+		due = pick(readyHeads(tx, b), b, limit) != nil
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("store: claim jobs: %w", err)
 	}
-	if !due || max <= 0 {
+	if !due {
 		return nil, nil
 	}
 	var claimed []Job
 	err := s.update(ctx, func(tx *Tx) error {
 		claimed = claimed[:0]
-		ready := tx.bucket(bucketJobsReady)
-		limit := timeKey(now, "\xff")
-		var due [][]byte
-		c := ready.Cursor()
-		for k, _ := c.First(); k != nil && len(due) < max && bytes.Compare(k, limit) <= 0; k, _ = c.Next() {
-			due = append(due, bytes.Clone(k))
+		b := lim.budget()
+		heads := readyHeads(tx, b)
+		// Choose first, then write: a cursor does not survive writes to its bucket.
+		var ids []string
+		for h := pick(heads, b, limit); h != nil; h = pick(heads, b, limit) {
+			ids = append(ids, string(h.k[len(h.prefix)+8:]))
+			b.take(string(h.prefix[:len(h.prefix)-1]))
+			h.next()
 		}
-		for _, k := range due {
-			_, id := splitTimeKey(k)
-			if err := ready.Delete(k); err != nil {
-				return err
-			}
+		for _, id := range ids {
 			j, err := tx.Job(id)
 			if err != nil {
 				return fmt.Errorf("ready index points at job %s: %w", id, err)
@@ -226,7 +373,7 @@ func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease tim
 			j.LeaseUntil = &until
 			j.UpdatedAt = now
 			j.Attempts = append(j.Attempts, Attempt{ExecutionID: j.ExecutionID, Number: j.Attempt, StartedAt: now})
-			if err := jobsTable.put(tx, &old, &j); err != nil {
+			if err := putJob(tx, &old, &j); err != nil {
 				return err
 			}
 			claimed = append(claimed, j)
@@ -239,12 +386,13 @@ func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease tim
 	return claimed, nil
 }
 
-// NextRunAt is the earliest time a ready job becomes due; ok is false when none waits.
-func (s *Store) NextRunAt() (t time.Time, ok bool, err error) {
+// NextRunAt is the earliest time a ready job of a kind lim leaves room for
+// becomes due; ok is false when none waits.
+func (s *Store) NextRunAt(lim ClaimLimits) (t time.Time, ok bool, err error) {
 	err = s.view(func(tx *Tx) error {
-		k, _ := tx.bucket(bucketJobsReady).Cursor().First()
-		if k != nil {
-			t, _ = splitTimeKey(k)
+		b := lim.budget()
+		if h := pick(readyHeads(tx, b), b, nil); h != nil {
+			t, _ = splitTimeKey(h.k[len(h.prefix):])
 			ok = true
 		}
 		return nil
@@ -374,7 +522,7 @@ func endAttempt(tx *Tx, j *Job, now time.Time, outcome string, discard bool, err
 	default:
 		return fmt.Errorf("unknown outcome %q", outcome)
 	}
-	return jobsTable.put(tx, &old, j)
+	return putJob(tx, &old, j)
 }
 
 // reapChunk bounds one reaping transaction so the write lock is held briefly.

@@ -61,29 +61,21 @@ type JobCount struct {
 }
 
 // JobCounts counts the jobs that are waiting, running or discarded (and not
-// yet dismissed), by kind: the live part of the queue, read from its indexes.
+// yet dismissed), by kind: the live part of the queue, read from the counts
+// in meta (a few keys per kind), not from the jobs. Kinds and states with
+// no job are left out.
 func (s *Store) JobCounts() ([]JobCount, error) {
-	counts := map[[2]string]int{}
+	var out []JobCount
 	err := s.view(func(tx *Tx) error {
-		count := func(id []byte) error {
-			j, err := tx.Job(string(id))
-			if err != nil {
-				return err
-			}
-			counts[[2]string{j.Kind, string(j.State)}]++
-			return nil
-		}
-		for _, b := range [][]byte{bucketJobsReady, bucketJobsLeased} {
-			if err := tx.bucket(b).ForEach(func(k, _ []byte) error { _, id := splitTimeKey(k); return count([]byte(id)) }); err != nil {
-				return err
+		for k, n := range storedJobCounts(tx) {
+			switch st := JobState(k[1]); {
+			case n == 0, st != JobAvailable && st != JobRunning && st != JobRetryable && st != JobDiscarded:
+			default:
+				out = append(out, JobCount{Kind: k[0], State: st, N: n})
 			}
 		}
-		return tx.bucket(bucketJobsDead).ForEach(func(k, _ []byte) error { return count(k) })
+		return nil
 	})
-	out := make([]JobCount, 0, len(counts))
-	for k, n := range counts {
-		out = append(out, JobCount{Kind: k[0], State: JobState(k[1]), N: n})
-	}
 	return out, err
 }
 

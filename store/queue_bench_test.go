@@ -44,10 +44,8 @@ func fillDrafts(b *testing.B, st *Store, n int) {
 				if err := eventsTable.insert(tx, &ev); err != nil {
 					return err
 				}
-				if err := receiveOnHandoff(tx, ev); err != nil {
-					return err
-				}
-				if _, _, err := enqueue(tx, NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: 1}, ev.CorrelationID, ev.ReceivedAt); err != nil {
+				j := newJob(NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: 1}, ev.CorrelationID, ev.ReceivedAt)
+				if _, err := receiveTurn(tx, ev, &j, nil); err != nil {
 					return err
 				}
 				d := Draft{V: recordVersion, Version: 1, ID: DraftID(ev.ID), EventKey: ev.Key, Channel: ev.Channel, ConversationID: ev.ConversationID,

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strconv"
@@ -12,11 +13,12 @@ import (
 // The key layout of the whole database. Every bucket is created at open; a
 // secondary index is written in the same transaction as its record.
 //
-//	meta                 "schema" -> decimal schema version; "count:drafts:<status>" -> 8-byte BE count
+//	meta                 "schema" -> decimal schema version; "count:drafts:<status>" -> 8-byte BE count;
+//	                     "count:jobs:<kind> 0x00 <state>" -> 8-byte BE count (schema 4 on)
 //	events               eventID (ULID) -> Event JSON
 //	idx_events_by_key    "<channel>:<message id>" -> eventID          (the dedup index)
 //	jobs                 jobID (ULID) -> Job JSON (attempts inside)
-//	idx_jobs_ready       runAt (8 bytes BE unix ns) | jobID -> ""      (available and retryable jobs)
+//	idx_jobs_ready       kind 0x00 runAt (8 bytes BE unix ns) | jobID -> "" (available and retryable jobs, by kind; schema 4 on)
 //	idx_jobs_leased      leaseUntil (8 bytes BE unix ns) | jobID -> "" (running jobs)
 //	idx_jobs_unique      kind 0x00 business key -> jobID                (live jobs only)
 //	idx_jobs_dead        jobID -> ""                                    (discarded jobs: the dead-letter list)
@@ -37,6 +39,7 @@ import (
 //	keys                 caller's idempotency key -> IdemKey JSON (the key API)
 //	idx_handoffs_by_status status 0x00 since (8 bytes BE) | lead key -> "" (leads by status, longest waiting first)
 //	bulk                 run id (ULID) -> BulkRun JSON (a bulk replay's progress; schema 3 on)
+//	receipts             "<channel>:<provider message id>" -> Receipt JSON (delivery receipts; schema 5 on)
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
 // next due job is the first key of idx_jobs_ready and inserts append at the
@@ -69,6 +72,7 @@ var (
 	// bucketBulk is created by migration 2, not with allBuckets, so a file
 	// from before it still checks as what it is.
 	bucketBulk             = []byte("bulk")
+	bucketReceipts         = []byte("receipts") // created by migration 4, as bulk is by 2
 	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox, bucketUsers, bucketSessions, bucketTokens, bucketTokensByID, bucketAudit, bucketJobsDead, bucketKeys}
 	keySchema              = []byte("schema")
 	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
@@ -98,10 +102,46 @@ var migrations = []migration{
 		_, err := tx.tx.CreateBucketIfNotExists(bucketBulk)
 		return err
 	}},
+	{version: 3, name: "key ready jobs by kind and count jobs by kind and state in meta", apply: migrateJobsByKind},
+	{version: 4, name: "keep delivery receipts in the receipts bucket", apply: func(tx *Tx) error {
+		_, err := tx.tx.CreateBucketIfNotExists(bucketReceipts)
+		return err
+	}}, {version: 5, name: "events may keep their text as a place in their body", apply: migrateTextRefs}, // schema_bodyonce.go
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 3
+const SchemaVersion = 6
+
+// migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
+// from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes
+// the per-kind, per-state job counts from the records.
+func migrateJobsByKind(tx *Tx) error {
+	ready := tx.bucket(bucketJobsReady)
+	var old [][]byte
+	_ = ready.ForEach(func(k, _ []byte) error {
+		old = append(old, bytes.Clone(k))
+		return nil
+	})
+	for _, k := range old {
+		at, id := splitTimeKey(k)
+		j, err := tx.Job(id)
+		if err != nil {
+			return fmt.Errorf("idx_jobs_ready points at job %s: %w", id, err)
+		}
+		if err := ready.Delete(k); err != nil {
+			return err
+		}
+		if err := ready.Put(readyKey(j.Kind, at, id), nil); err != nil {
+			return err
+		}
+	}
+	for k, n := range recountJobs(tx) {
+		if err := putCount(tx, jobCountKey(k[0], JobState(k[1])), n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // migrate creates the buckets and runs every migration the file has not seen.
 func migrate(tx *bolt.Tx) error {

@@ -1,12 +1,18 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -33,6 +39,9 @@ func TestMigrationCountsDrafts(t *testing.T) {
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
+		if err := undoSchema4(tx); err != nil {
+			return err
+		}
 		for _, s := range []DraftStatus{DraftPending, DraftApproved, DraftRejected} {
 			if err := meta.Delete(draftCountKey(s)); err != nil {
 				return err
@@ -114,6 +123,9 @@ func TestMigrationCreatesBulk(t *testing.T) {
 					t.Fatal(err)
 				}
 				err = db.Update(func(tx *bolt.Tx) error {
+					if err := undoSchema4(tx); err != nil {
+						return err
+					}
 					if err := tx.DeleteBucket(bucketBulk); err != nil {
 						return err
 					}
@@ -167,5 +179,141 @@ func TestMigrationCreatesBulk(t *testing.T) {
 				t.Errorf("Check after the migration: %v", err)
 			}
 		})
+	}
+}
+
+// undoSchema4 turns the jobs of a file this binary wrote back into the
+// layout of schema 3: idx_jobs_ready keyed by time alone, no job counts.
+func undoSchema4(tx *bolt.Tx) error {
+	ready := tx.Bucket(bucketJobsReady)
+	var keys [][]byte
+	_ = ready.ForEach(func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil })
+	for _, k := range keys {
+		i := bytes.IndexByte(k, 0)
+		if err := ready.Delete(k); err != nil {
+			return err
+		}
+		if err := ready.Put(bytes.Clone(k[i+1:]), nil); err != nil {
+			return err
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	var counts [][]byte
+	_ = meta.ForEach(func(k, _ []byte) error {
+		if bytes.HasPrefix(k, jobCountPrefix) {
+			counts = append(counts, bytes.Clone(k))
+		}
+		return nil
+	})
+	for _, k := range counts {
+		if err := meta.Delete(k); err != nil {
+			return err
+		}
+	}
+	return meta.Put(keySchema, []byte("3"))
+}
+
+// TestMigrationKeysReadyByKind: a schema 3 file, its ready index keyed by
+// time alone and no job counts, checks as it is read-only; at open it gets
+// the ready index by kind and the counts of its jobs in every state, which
+// Check proves and the per-kind claim reads.
+func TestMigrationKeysReadyByKind(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four drafts: one left available, one running, one retryable, one
+	// completed; and two deliver jobs, one discarded.
+	for i := range 4 {
+		record(t, st, fmt.Sprintf("web:mig-%d", i), t0.Add(time.Duration(i)*time.Second))
+	}
+	for i := range 2 {
+		if _, _, err := st.Enqueue(ctx, NewJob{ID: ulid.Make().String(), Kind: "deliver", Key: fmt.Sprintf("out-%d", i), MaxAttempts: 1}, "corr", t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := t0.Add(time.Minute)
+	drafts, err := st.Claim(ctx, now, ClaimLimits{Kinds: map[string]int{KindDraft: 3}}, time.Minute)
+	if err != nil || len(drafts) != 3 {
+		t.Fatalf("claimed %d drafts, %v; want 3", len(drafts), err)
+	}
+	if _, err := st.FinishJob(ctx, drafts[0].ID, drafts[0].ExecutionID, now, Result{Outcome: OutcomeCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.FinishJob(ctx, drafts[1].ID, drafts[1].ExecutionID, now, Result{Outcome: OutcomeRetry, Err: "x", RetryAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	deliver, err := st.Claim(ctx, now, ClaimLimits{Kinds: map[string]int{"deliver": 1}}, time.Minute)
+	if err != nil || len(deliver) != 1 {
+		t.Fatalf("claimed %d deliver jobs, %v; want 1", len(deliver), err)
+	}
+	if _, err := st.FinishJob(ctx, deliver[0].ID, deliver[0].ExecutionID, now, Result{Outcome: OutcomeRetry, Err: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := st.JobCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(undoSchema4)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := OpenFile(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Check(); err != nil {
+		t.Errorf("Check of a schema 3 file: %v", err)
+	}
+	old.Close()
+
+	st, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Check(); err != nil {
+		t.Errorf("Check after the migration: %v", err)
+	}
+	got, err := st.JobCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sortCounts := func(c []JobCount) {
+		slices.SortFunc(c, func(a, b JobCount) int { return strings.Compare(a.Kind+string(a.State), b.Kind+string(b.State)) })
+	}
+	sortCounts(got)
+	sortCounts(want)
+	wantList := []JobCount{{KindDraft, JobAvailable, 1}, {KindDraft, JobRetryable, 1}, {KindDraft, JobRunning, 1}, {"deliver", JobAvailable, 1}, {"deliver", JobDiscarded, 1}}
+	sortCounts(wantList)
+	if !slices.Equal(got, wantList) || !slices.Equal(want, wantList) {
+		t.Errorf("job counts after the migration %v (before it %v), want %v", got, want, wantList)
+	}
+	var completed int
+	_ = st.View(func(tx *Tx) error { completed = count(tx, jobCountKey(KindDraft, JobCompleted)); return nil })
+	if completed != 1 {
+		t.Errorf("completed draft count %d after the migration, want 1", completed)
+	}
+	// The ready index is by kind again: a deliver-only claim takes the
+	// deliver job though the draft due earlier is first in time.
+	j, err := st.Claim(ctx, now, ClaimLimits{Kinds: map[string]int{"deliver": 5}}, time.Minute)
+	if err != nil || len(j) != 1 || j[0].Kind != "deliver" {
+		t.Fatalf("deliver claim after the migration = %v, %v; want the one deliver job", j, err)
+	}
+	if _, err := st.FinishJob(ctx, j[0].ID, j[0].ExecutionID, now, Result{Outcome: OutcomeCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Check(); err != nil {
+		t.Errorf("Check after claiming on the migrated file: %v", err)
 	}
 }

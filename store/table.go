@@ -62,7 +62,7 @@ func (t *table[T]) get(tx *Tx, key []byte) (T, error) {
 		return zero, ErrNotFound
 	}
 	v := new(T) // on the heap only when there is a record to decode
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := decode(raw, v); err != nil {
 		return *v, fmt.Errorf("%s %s: %w", t.name, key, err)
 	}
 	return *v, nil
@@ -96,7 +96,7 @@ func (t *table[T]) lookup(tx *Tx, ix *index[T], k []byte) (T, error) {
 // writing over a stored one would leave that one's entries behind. put
 // with old nil is the insert that looks first.
 func (t *table[T]) insert(tx *Tx, v *T) error {
-	raw, err := json.Marshal(v)
+	raw, err := encode(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", t.describe(v), err)
 	}
@@ -149,7 +149,7 @@ func (t *table[T]) put(tx *Tx, old, v *T) error {
 			}
 		}
 	}
-	raw, err := json.Marshal(v)
+	raw, err := encode(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", t.describe(v), err)
 	}
@@ -202,7 +202,7 @@ func (t *table[T]) check(tx *Tx) []error {
 	undecodable := 0
 	_ = tx.bucket(t.bucket).ForEach(func(pk, raw []byte) error {
 		var v T
-		if err := json.Unmarshal(raw, &v); err != nil {
+		if err := decode(raw, &v); err != nil {
 			report(&undecodable, fmt.Errorf("check: %s %s: %w", t.name, pk, err))
 			return nil
 		}

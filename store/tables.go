@@ -24,47 +24,68 @@ var eventsByKey = index[Event]{
 	value: func(e *Event) []byte { return []byte(e.ID) },
 }
 
-var jobsTable = &table[Job]{
-	name: "job", bucket: bucketJobs,
-	key:   func(j *Job) []byte { return []byte(j.ID) },
-	label: func(j *Job) string { return j.ID + " (" + string(j.State) + ")" },
-	indexes: []index[Job]{
-		{
-			// What can run, next due first.
-			bucket: bucketJobsReady, ref: refAfterTime,
-			key: func(j *Job) []byte {
-				if j.State != JobAvailable && j.State != JobRetryable {
-					return nil
-				}
-				return timeKey(j.RunAt, j.ID)
-			},
-		},
-		{
-			// What is running, earliest expiry first.
-			bucket: bucketJobsLeased, ref: refAfterTime,
-			key: func(j *Job) []byte {
-				if j.State != JobRunning || j.LeaseUntil == nil {
-					return nil
-				}
-				return timeKey(*j.LeaseUntil, j.ID)
-			},
-		},
-		jobsUnique,
-		{
-			bucket: bucketJobsByCorr, ref: refAfterLast('|'),
-			key: func(j *Job) []byte { return corrKey(j.CorrelationID, j.ID) },
-		},
-		{
-			// The dead-letter list.
-			bucket: bucketJobsDead, ref: refKey,
-			key: func(j *Job) []byte {
-				if j.State != JobDiscarded {
-					return nil
-				}
-				return []byte(j.ID)
-			},
-		},
+// jobsTable is the queue. Every write of a job goes through insertJob,
+// putJob or deleteJob (jobs.go), which also move the job counts in meta
+// (counts.go, checked against the records by checkJobCounts).
+var jobsTable = jobsTableWith(index[Job]{
+	// What can run, by kind and next due first, so each kind's pool
+	// claims its own jobs without reading past another kind's backlog.
+	bucket: bucketJobsReady, ref: refAfter(0, 8),
+	key: func(j *Job) []byte {
+		if !j.ready() {
+			return nil
+		}
+		return readyKey(j.Kind, j.RunAt, j.ID)
 	},
+})
+
+// jobsTableV3 is the queue as schema 3 and earlier laid it out
+// (idx_jobs_ready by time alone), so that Check verifies an older file
+// (a backup not yet opened by this binary) as what it is.
+var jobsTableV3 = jobsTableWith(index[Job]{
+	bucket: bucketJobsReady, ref: refAfterTime,
+	key: func(j *Job) []byte {
+		if !j.ready() {
+			return nil
+		}
+		return timeKey(j.RunAt, j.ID)
+	},
+})
+
+func jobsTableWith(ready index[Job]) *table[Job] {
+	return &table[Job]{
+		name: "job", bucket: bucketJobs,
+		key:   func(j *Job) []byte { return []byte(j.ID) },
+		label: func(j *Job) string { return j.ID + " (" + string(j.State) + ")" },
+		indexes: []index[Job]{
+			ready,
+			{
+				// What is running, earliest expiry first.
+				bucket: bucketJobsLeased, ref: refAfterTime,
+				key: func(j *Job) []byte {
+					if j.State != JobRunning || j.LeaseUntil == nil {
+						return nil
+					}
+					return timeKey(*j.LeaseUntil, j.ID)
+				},
+			},
+			jobsUnique,
+			{
+				bucket: bucketJobsByCorr, ref: refAfterLast('|'),
+				key: func(j *Job) []byte { return corrKey(j.CorrelationID, j.ID) },
+			},
+			{
+				// The dead-letter list.
+				bucket: bucketJobsDead, ref: refKey,
+				key: func(j *Job) []byte {
+					if j.State != JobDiscarded {
+						return nil
+					}
+					return []byte(j.ID)
+				},
+			},
+		},
+	}
 }
 
 // jobsUnique holds at most one live job per kind and business key.
@@ -127,6 +148,14 @@ var keysTable = &table[IdemKey]{
 	name: "key", bucket: bucketKeys,
 	key:   func(k *IdemKey) []byte { return []byte(k.Key) },
 	label: func(k *IdemKey) string { return k.Key + " (" + string(k.State) + ")" },
+}
+
+// receiptsTable holds the delivery receipts providers send about our sends,
+// by "<channel>:<provider message id>" (receipts.go); no index.
+var receiptsTable = &table[Receipt]{
+	name: "receipt", bucket: bucketReceipts,
+	key:   func(r *Receipt) []byte { return []byte(r.Key) },
+	label: func(r *Receipt) string { return r.Key + " (" + r.Status + ")" },
 }
 
 // bulkTable holds the progress of bulk replays, by run id (a ULID); no index.
