@@ -67,6 +67,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return sustained(ctx, args[1:], stdout)
 		case "footprint": // footprint.go
 			return footprint(ctx, args[1:], stdout)
+		case "bodies": // bodies.go
+			return bodies(ctx, args[1:], stdout)
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	hconfig "github.com/handoff/handoff/config"
 )
 
 // The sustained mode: webhooks arrive at a fixed rate for a fixed time, and
@@ -27,8 +30,12 @@ import (
 
 // sustainedConfig is the sustained mode's command line.
 type sustainedConfig struct {
-	rates          []int
-	workerCounts   []int // handoff's workers for each run; 0 leaves its default
+	rates        []int
+	workerCounts []int // handoff's workers for each run; 0 leaves its default
+	draftWorkers int   // handoff's draft_workers; 0 leaves its default
+	// quiet is the demo channel's quiet period: a draft job is due this
+	// long after its message, so drafting is compared with arrivals from then.
+	quiet          time.Duration
 	duration       time.Duration
 	c, size        int
 	autoApprove    bool // the demo channel approves its own drafts
@@ -46,8 +53,10 @@ func parseSustainedFlags(args []string) (sustainedConfig, error) {
 	fs.DurationVar(&cfg.duration, "duration", 60*time.Second, "how long events arrive at each rate")
 	fs.IntVar(&cfg.c, "c", 256, "most requests in flight (keep-alive connections); a request due while all are busy waits, and its latency counts the wait")
 	fs.IntVar(&cfg.size, "size", 512, "request body size in bytes")
-	fs.StringVar(&workers, "workers", "0", "handoff's job workers (the config's workers:), comma-separated; 0 keeps its default; every rate runs with each")
+	fs.StringVar(&workers, "workers", "0", "handoff's job workers per kind (the config's workers:), comma-separated; 0 keeps its default; every rate runs with each")
+	fs.IntVar(&cfg.draftWorkers, "draft-workers", 0, "handoff's draft pool (the config's draft_workers:); 0 keeps its default (128 with the template drafter)")
 	fs.BoolVar(&cfg.autoApprove, "auto-approve", false, "the demo channel approves its drafts and delivers them to the sandbox (default: drafts wait for approval)")
+	fs.DurationVar(&cfg.quiet, "quiet", hconfig.Default().Channels[0].Coalesce, "the demo channel's quiet period (its default channels[].coalesce): drafts are due this long after their message, so drafted/s is counted from then on")
 	fs.DurationVar(&cfg.sample, "sample", time.Second, "how often /metrics is read")
 	fs.DurationVar(&cfg.drain, "drain", 0, "after the arrivals stop, keep reading /metrics this long or until the draft queue is empty, to see how long the backlog takes")
 	fs.StringVar(&cfg.bin, "bin", "", "prebuilt handoff binary (default: go build the repository)")
@@ -84,12 +93,16 @@ func parseSustainedFlags(args []string) (sustainedConfig, error) {
 		return cfg, fmt.Errorf("-rate and -workers: at most %d runs", maxRound)
 	case cfg.duration < time.Second || cfg.duration > maxDuration:
 		return cfg, fmt.Errorf("-duration must be between 1s and %s", maxDuration)
+	case cfg.draftWorkers < 0 || cfg.draftWorkers > 256:
+		return cfg, errors.New("-draft-workers must be 0 (the default) or a count up to 256")
 	case cfg.c < 1 || cfg.c > 4096:
 		return cfg, errors.New("-c must be between 1 and 4096")
 	case cfg.size < minBodySize || cfg.size > maxBodySize:
 		return cfg, fmt.Errorf("-size must be between %d and %d bytes", minBodySize, maxBodySize)
 	case cfg.sample < 100*time.Millisecond:
 		return cfg, errors.New("-sample must be at least 100ms")
+	case cfg.quiet < 0 || cfg.quiet >= cfg.duration:
+		return cfg, errors.New("-quiet must not be negative and must be shorter than -duration")
 	case cfg.drain < 0 || cfg.timeout <= 0:
 		return cfg, errors.New("-drain must not be negative and -timeout must be positive")
 	}
@@ -123,7 +136,8 @@ type completion struct {
 // sustainedRun is what one rate observed.
 type sustainedRun struct {
 	rate, workers int
-	n             int // requests scheduled
+	quiet         time.Duration // drafted/s is counted from the first point after it
+	n             int           // requests scheduled
 	elapsed       time.Duration
 	done          []completion // in no particular order
 	transportErrs int
@@ -171,8 +185,8 @@ func sustained(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.autoApprove {
 		approval = "on: each draft is approved and delivered to the sandbox"
 	}
-	fmt.Fprintf(out, "sustained: rates %s events/s, %s each, open loop (at most %d in flight), %d-byte bodies; template drafter, auto_approve %s; workers %s\n",
-		joinInts(cfg.rates), cfg.duration, cfg.c, cfg.size, approval, workersLabel(cfg.workerCounts))
+	fmt.Fprintf(out, "sustained: rates %s events/s, %s each, open loop (at most %d in flight), %d-byte bodies; template drafter, auto_approve %s; workers %s, draft_workers %s\n",
+		joinInts(cfg.rates), cfg.duration, cfg.c, cfg.size, approval, workersLabel(cfg.workerCounts), workersLabel([]int{cfg.draftWorkers}))
 
 	bin, err := handoffBinary(ctx, config{bin: cfg.bin, repo: cfg.repo}, parent, out)
 	if err != nil {
@@ -238,15 +252,18 @@ func sustained(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// sustainedConfigFile is handoff's config for a sustained run, or "" when
-// the built-in demo (4 workers, auto_approve off) is what was asked for.
-func sustainedConfigFile(workers int, autoApprove bool) string {
-	if workers == 0 && !autoApprove {
-		return ""
-	}
+// sustainedConfigFile is handoff's config for a sustained run: the
+// built-in demo with what was asked for changed, and a metrics listener on
+// metricsAddr, which serves /metrics without a token (the main address
+// asks for one).
+func sustainedConfigFile(workers, draftWorkers int, autoApprove bool, metricsAddr string) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "metrics_addr: %q\n", metricsAddr)
 	if workers > 0 {
 		fmt.Fprintf(&b, "workers: %d\n", workers)
+	}
+	if draftWorkers > 0 {
+		fmt.Fprintf(&b, "draft_workers: %d\n", draftWorkers)
 	}
 	if autoApprove {
 		// The demo channel as config.Default declares it, plus auto_approve.
@@ -257,13 +274,15 @@ func sustainedConfigFile(workers int, autoApprove bool) string {
 
 func runSustained(ctx context.Context, cfg sustainedConfig, bin string, tpl bodyTemplate, rate, workers, round int, dir string) (*sustainedRun, error) {
 	argv := []string{bin, "serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0"}
-	if text := sustainedConfigFile(workers, cfg.autoApprove); text != "" {
-		path := filepath.Join(dir, "handoff.yaml")
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			return nil, err
-		}
-		argv = append(argv, "--config", path)
+	metricsAddr, err := freeLocalAddr()
+	if err != nil {
+		return nil, err
 	}
+	path := filepath.Join(dir, "handoff.yaml")
+	if err := os.WriteFile(path, []byte(sustainedConfigFile(workers, cfg.draftWorkers, cfg.autoApprove, metricsAddr)), 0o644); err != nil {
+		return nil, err
+	}
+	argv = append(argv, "--config", path)
 	ch, err := startChild(ctx, targetHandoff, argv, dir)
 	if err != nil {
 		return nil, err
@@ -283,9 +302,9 @@ func runSustained(ctx context.Context, cfg sustainedConfig, bin string, tpl body
 		return nil, fmt.Errorf("contract check: %w%s", err, ch.logTail())
 	}
 
-	r := &sustainedRun{rate: rate, workers: workers, n: int(int64(rate) * int64(cfg.duration) / int64(time.Second))}
+	r := &sustainedRun{rate: rate, workers: workers, quiet: cfg.quiet, n: int(int64(rate) * int64(cfg.duration) / int64(time.Second))}
 	read := func(at time.Duration) (point, error) {
-		m, took, err := scrape(ctx, probe, base+"/metrics")
+		m, took, err := scrape(ctx, probe, "http://"+metricsAddr+"/metrics")
 		if err != nil {
 			return point{}, fmt.Errorf("reading /metrics: %w%s", err, ch.logTail())
 		}
@@ -532,7 +551,8 @@ func msOrDash(sorted []time.Duration, p float64) string {
 
 // sustainedTotals is one rate's outcome.
 type sustainedTotals struct {
-	accepted, drafted float64 // per second over the load
+	accepted, drafted float64 // per second over the load; drafted from draftFrom on
+	draftFrom         time.Duration
 	ratio             float64
 	p50, p99, max     time.Duration
 	queueEnd, maxQ    float64
@@ -557,7 +577,17 @@ func totals(r *sustainedRun) sustainedTotals {
 	}
 	t.accepted = perSec(float64(len(lat)), r.elapsed)
 	end := r.points[r.loadEnd]
-	t.drafted = perSec(end.drafted-r.points[0].drafted, end.at)
+	// Drafts are due a quiet period after their message: compare the
+	// drafting rate once the first ones are due with the arrival rate.
+	from := r.points[0]
+	for _, p := range r.points[:r.loadEnd] {
+		if p.at >= r.quiet {
+			from = p
+			break
+		}
+	}
+	t.draftFrom = from.at
+	t.drafted = perSec(end.drafted-from.drafted, end.at-from.at)
 	if t.accepted > 0 {
 		t.ratio = t.drafted / t.accepted
 	}
@@ -588,9 +618,9 @@ func queueBounded(growth float64, ok bool, end, rate float64) bool {
 
 func printSustainedTotals(out io.Writer, r *sustainedRun) {
 	t := totals(r)
-	fmt.Fprintf(out, "total: %s events due over %s; %s accepted in %.1fs = %s accepted/s; drafted %s/s while they arrived; drafted/accepted %.2f (target >= 0.95)\n",
+	fmt.Fprintf(out, "total: %s events due over %s; %s accepted in %.1fs = %s accepted/s; drafted %s/s while they arrived (from %.1fs on, the quiet period); drafted/accepted %.2f (target >= 0.95)\n",
 		thousands(int64(r.n)), time.Duration(r.n)*time.Second/time.Duration(r.rate), thousands(int64(r.accepted())), r.elapsed.Seconds(),
-		thousands(int64(math.Round(t.accepted))), thousands(int64(math.Round(t.drafted))), t.ratio)
+		thousands(int64(math.Round(t.accepted))), thousands(int64(math.Round(t.drafted))), t.draftFrom.Seconds(), t.ratio)
 	fmt.Fprintf(out, "202 latency from the due time: p50 %s, p99 %s, max %s; the longest a due request waited for a free connection: %s\n",
 		ms(t.p50), ms(t.p99), ms(t.max), ms(r.maxLate))
 	verdict := "bounded"
@@ -662,4 +692,15 @@ func printHost(out io.Writer, dir string) {
 		}
 	}
 	fmt.Fprintf(out, "temp dir: %s (%s)\n", dir, fstype)
+}
+
+// freeLocalAddr returns a 127.0.0.1 port free a moment ago, for the
+// metrics listener of the child (it must be named in its config file).
+func freeLocalAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

@@ -180,16 +180,21 @@ func TestParseSustainedFlags(t *testing.T) {
 // what the modes say they mean.
 func TestModeConfigFilesParse(t *testing.T) {
 	getenv := func(string) string { return "" }
-	if sustainedConfigFile(0, false) != "" {
-		t.Error("the default sustained run must use the built-in demo, no file")
+	def, err := hconfig.Parse([]byte(sustainedConfigFile(0, 0, false, "127.0.0.1:9101")), getenv)
+	if err != nil {
+		t.Fatalf("default sustained config: %v", err)
 	}
-	c, err := hconfig.Parse([]byte(sustainedConfigFile(16, true)), getenv)
+	if want := hconfig.Default(); def.Workers != want.Workers || def.DraftConcurrency() != want.DraftConcurrency() || len(def.Channels) != 1 || def.Channels[0].AutoApprove || def.MetricsAddr != "127.0.0.1:9101" {
+		t.Errorf("the default sustained run must be the built-in demo (workers %d, draft pool %d) plus a metrics listener; got workers %d, draft pool %d, channels %+v, metrics_addr %q",
+			want.Workers, want.DraftConcurrency(), def.Workers, def.DraftConcurrency(), def.Channels, def.MetricsAddr)
+	}
+	c, err := hconfig.Parse([]byte(sustainedConfigFile(16, 8, true, "127.0.0.1:9101")), getenv)
 	if err != nil {
 		t.Fatalf("sustained config: %v", err)
 	}
 	demo, ok := c.Channel(demoChannel)
-	if c.Workers != 16 || !ok || !demo.AutoApprove {
-		t.Errorf("sustained config: workers %d, demo channel %v (auto_approve %v); want 16, true, true", c.Workers, ok, ok && demo.AutoApprove)
+	if c.Workers != 16 || c.DraftConcurrency() != 8 || !ok || !demo.AutoApprove {
+		t.Errorf("sustained config: workers %d, draft pool %d, demo channel %v (auto_approve %v); want 16, 8, true, true", c.Workers, c.DraftConcurrency(), ok, ok && demo.AutoApprove)
 	}
 	// The demo channel keeps the built-in one's fields, so the same bodies work.
 	if want := hconfig.Default().Channels[0].Fields; !ok || strings.Join(demo.Fields.MessageID, ",") != strings.Join(want.MessageID, ",") || demo.Fields.ConversationID != want.ConversationID {

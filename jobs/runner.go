@@ -22,7 +22,13 @@ type Kind interface {
 
 // Options configures a Runner.
 type Options struct {
+	// Workers is how many jobs of each kind run at once, unless
+	// Concurrency names the kind: every kind has its own pool, so a
+	// backlog of one kind never holds another's jobs back.
 	Workers int
+	// Concurrency sets the pool of a kind by name (the draft pool: the
+	// template drafter runs many at once, a model server takes a few).
+	Concurrency map[string]int
 	// Lease is how long a claimed job is held before the reaper may give it
 	// to another worker; a job's context ends a little before its lease.
 	Lease   time.Duration
@@ -36,20 +42,30 @@ type Options struct {
 	Observe func(kind string, state store.JobState, d time.Duration)
 }
 
-// Runner claims due jobs and runs them on a pool of worker goroutines. It
-// sleeps until woken by Wake (new work committed), a worker finishing, or
-// the earliest future run time; it never polls in a loop.
+// Runner claims due jobs and runs them on worker goroutines, one pool per
+// kind. It sleeps until woken by Wake (new work committed), a worker
+// finishing, or the earliest future run time; it never polls in a loop.
 type Runner struct {
 	st    *store.Store
 	kinds map[string]Kind
 	opt   Options
+	pools map[string]int // by kind; otherPool for jobs of kinds not in this binary
 	wake  chan struct{}
 
-	mu      sync.Mutex
+	// life serializes Start and Stop: a Stop that overlaps a Start stops
+	// what that Start began, so nothing it claims outlives the Stop.
+	life sync.Mutex
+	cur  *run // the dispatcher started last, nil once stopped
+}
+
+// run is one start of the runner, up to its Stop. Each has its own wait
+// group, so a restart (a restore stops and starts the runner) never adds
+// to the count that an earlier Stop may still be waiting on.
+type run struct {
 	stop    context.CancelFunc // stops claiming
 	abandon context.CancelFunc // ends running jobs' contexts
-	done    chan struct{}
-	running sync.WaitGroup
+	done    chan struct{}      // closed when the dispatcher has returned
+	running sync.WaitGroup     // the jobs it started
 }
 
 // NewRunner returns a runner over st for the given kinds, by name.
@@ -69,7 +85,44 @@ func NewRunner(st *store.Store, kinds map[string]Kind, opt Options) *Runner {
 	if opt.Jitter == nil {
 		opt.Jitter = randomJitter
 	}
-	return &Runner{st: st, kinds: kinds, opt: opt, wake: make(chan struct{}, 1)}
+	// A job of a kind this binary lacks is only discarded: one at a time.
+	pools := map[string]int{otherPool: 1}
+	for name := range kinds {
+		pools[name] = opt.Workers
+		if n, ok := opt.Concurrency[name]; ok && n > 0 {
+			pools[name] = n
+		}
+	}
+	return &Runner{st: st, kinds: kinds, opt: opt, pools: pools, wake: make(chan struct{}, 1)}
+}
+
+// otherPool names the pool of the jobs whose kind is not in this binary;
+// no kind is named "", so it cannot clash.
+const otherPool = ""
+
+// pool names the pool a job of kind runs in.
+func (r *Runner) pool(kind string) string {
+	if _, ok := r.kinds[kind]; ok {
+		return kind
+	}
+	return otherPool
+}
+
+// limits is what each pool has room for, given busy workers per pool;
+// ok is false when every pool is full.
+func (r *Runner) limits(busy map[string]int) (store.ClaimLimits, bool) {
+	lim := store.ClaimLimits{Kinds: make(map[string]int, len(r.kinds))}
+	room := false
+	for name, n := range r.pools {
+		free := max(n-busy[name], 0)
+		room = room || free > 0
+		if name == otherPool {
+			lim.Other = free
+		} else {
+			lim.Kinds[name] = free
+		}
+	}
+	return lim, room
 }
 
 // Wake tells the runner that work may be due. It never blocks.
@@ -83,6 +136,11 @@ func (r *Runner) Wake() {
 // Start releases the jobs a dead process left running, then starts the
 // dispatcher. ctx only bounds the start; Stop ends the runner.
 func (r *Runner) Start(ctx context.Context) error {
+	r.life.Lock()
+	defer r.life.Unlock()
+	if r.cur != nil {
+		return errors.New("jobs: the runner is already started")
+	}
 	n, err := r.st.ReapLeases(ctx, r.opt.Now(), true)
 	if err != nil {
 		return fmt.Errorf("jobs: release jobs left running: %w", err)
@@ -92,33 +150,35 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	claimCtx, stop := context.WithCancel(context.Background())
 	jobCtx, abandon := context.WithCancel(context.Background())
-	r.mu.Lock()
-	r.stop, r.abandon, r.done = stop, abandon, make(chan struct{})
-	r.mu.Unlock()
-	go r.dispatch(claimCtx, jobCtx)
+	ru := &run{stop: stop, abandon: abandon, done: make(chan struct{})}
+	r.cur = ru
+	go r.dispatch(ru, claimCtx, jobCtx)
 	return nil
 }
 
 // Stop stops claiming, waits for running jobs until ctx ends, then cancels
 // the rest; each cancelled job is released back to the queue (its attempt
-// recorded) before Stop returns.
+// recorded) before Stop returns. The claims in flight when it begins are
+// waited for, and the jobs they leased run (or are released) like the
+// others. Stopping a stopped runner does nothing.
 func (r *Runner) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	stop, abandon, done := r.stop, r.abandon, r.done
-	r.mu.Unlock()
-	if stop == nil {
+	r.life.Lock()
+	defer r.life.Unlock()
+	ru := r.cur
+	if ru == nil {
 		return nil
 	}
-	stop()
-	<-done
+	r.cur = nil
+	ru.stop()
+	<-ru.done
 	finished := make(chan struct{})
-	go func() { r.running.Wait(); close(finished) }()
+	go func() { ru.running.Wait(); close(finished) }()
 	select {
 	case <-finished:
-		abandon()
+		ru.abandon()
 		return nil
 	case <-ctx.Done():
-		abandon()
+		ru.abandon()
 		<-finished
 		return fmt.Errorf("jobs: stopped with jobs still running; they were released: %w", ctx.Err())
 	}
@@ -134,19 +194,80 @@ func (r *Runner) Reap(ctx context.Context) error {
 	return err
 }
 
-func (r *Runner) dispatch(claimCtx, jobCtx context.Context) {
-	defer close(r.done)
-	freed := make(chan struct{}, r.opt.Workers)
-	busy := 0
+// maxClaims bounds the claims in flight at once. A claim waits for a
+// commit round, about as long as a quick job takes: with one claim at a
+// time, the slots freed meanwhile would stay idle until it returned.
+const maxClaims = 4
+
+// claimed is what one claim round brought back: the jobs, and the slots it
+// had reserved in each pool (its limits), busy until it returned.
+type claimed struct {
+	jobs []store.Job
+	lim  store.ClaimLimits
+	err  error
+}
+
+func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
+	defer close(ru.done)
+	total := 0
+	for _, n := range r.pools {
+		total += n
+	}
+	freed := make(chan string, total) // the pool of each finished job
+	results := make(chan claimed, maxClaims)
+	// busy counts, per pool, the jobs running and the slots reserved by a
+	// claim in flight, so that claims in flight at once never over-fill one.
+	busy := make(map[string]int, len(r.pools))
+	inFlight := 0
+	wanted := true        // work may be due: a claim is worth a try
+	var retryAt time.Time // after a failed claim (wall clock), none before this
+	// handle starts the jobs of a claim and gives back the slots it
+	// reserved but did not fill. A pool that got every slot it asked for may
+	// have more due.
+	handle := func(res claimed) {
+		inFlight--
+		if res.err != nil && claimCtx.Err() == nil {
+			// Log and wait: a store that cannot claim must not spin the loop.
+			r.opt.Logger.Error("claim jobs", slog.Any("err", res.err))
+			retryAt = time.Now().Add(time.Second)
+		}
+		got := make(map[string]int, len(r.pools))
+		for _, j := range res.jobs {
+			p := r.pool(j.Kind)
+			got[p]++
+			ru.running.Add(1)
+			go r.execute(jobCtx, ru, j, p, freed)
+		}
+		release := func(p string, n int) {
+			busy[p] -= n - got[p]
+			if n > 0 && got[p] == n && res.err == nil {
+				wanted = true
+			}
+		}
+		for p, n := range res.lim.Kinds {
+			release(p, n)
+		}
+		release(otherPool, res.lim.Other)
+	}
+	// Jobs a claim leased are run even when stopping; the runner's Stop
+	// then waits for them or releases them.
+	defer func() {
+		for inFlight > 0 {
+			handle(<-results)
+		}
+	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		// Take back the slots of workers that finished meanwhile.
+		// Take back what finished meanwhile.
 	drain:
 		for {
 			select {
-			case <-freed:
-				busy--
+			case p := <-freed:
+				busy[p]--
+				wanted = true
+			case res := <-results:
+				handle(res)
 			default:
 				break drain
 			}
@@ -154,41 +275,43 @@ func (r *Runner) dispatch(claimCtx, jobCtx context.Context) {
 		if claimCtx.Err() != nil {
 			return
 		}
-		free := r.opt.Workers - busy
-		if free > 0 {
-			jobs, err := r.st.ClaimJobs(claimCtx, r.opt.Now(), free, r.opt.Lease)
-			if err != nil && claimCtx.Err() == nil {
-				// Log and wait: a store that cannot claim must not spin the loop.
-				r.opt.Logger.Error("claim jobs", slog.Any("err", err))
-				timer.Reset(time.Second)
-				select {
-				case <-timer.C:
-				case <-claimCtx.Done():
-					return
-				}
-				continue
+		lim, room := r.limits(busy)
+		if room && wanted && inFlight < maxClaims && !time.Now().Before(retryAt) {
+			for p, n := range lim.Kinds {
+				busy[p] += n
 			}
-			for _, j := range jobs {
-				busy++
-				r.running.Add(1)
-				go r.execute(jobCtx, j, freed)
-			}
-			if len(jobs) == free {
-				continue // there may be more due
-			}
+			busy[otherPool] += lim.Other
+			inFlight++
+			wanted = false
+			go func(lim store.ClaimLimits) {
+				jobs, err := r.st.Claim(claimCtx, r.opt.Now(), lim, r.opt.Lease)
+				results <- claimed{jobs: jobs, lim: lim, err: err}
+			}(lim)
+			lim, room = r.limits(busy)
 		}
+		// Sleep until the next job a pool with room could take is due (a
+		// claim in flight wakes the loop when it returns); a job due
+		// already, committed after the claim read, makes it 1ms.
 		wait := time.Hour
-		if busy < r.opt.Workers {
-			if next, ok, err := r.st.NextRunAt(); err == nil && ok {
+		switch {
+		case time.Now().Before(retryAt):
+			wait = time.Until(retryAt)
+		case room && inFlight == 0:
+			if next, ok, err := r.st.NextRunAt(lim); err == nil && ok {
 				wait = max(next.Sub(r.opt.Now()), time.Millisecond)
 			}
 		}
 		timer.Reset(wait)
 		select {
 		case <-r.wake:
+			wanted = true
 		case <-timer.C:
-		case <-freed:
-			busy--
+			wanted = true
+		case p := <-freed:
+			busy[p]--
+			wanted = true
+		case res := <-results:
+			handle(res)
 		case <-claimCtx.Done():
 			return
 		}
@@ -202,10 +325,10 @@ func (r *Runner) dispatch(claimCtx, jobCtx context.Context) {
 // slow attempt records its own end before the reaper could take the job.
 const leaseMargin = 5 * time.Second
 
-func (r *Runner) execute(ctx context.Context, j store.Job, freed chan<- struct{}) {
+func (r *Runner) execute(ctx context.Context, ru *run, j store.Job, pool string, freed chan<- string) {
 	defer func() {
-		r.running.Done()
-		freed <- struct{}{}
+		ru.running.Done()
+		freed <- pool
 		r.Wake()
 	}()
 	log := r.opt.Logger.With("job_id", j.ID, "kind", j.Kind, "key", j.Key,

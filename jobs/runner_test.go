@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/store"
+	"github.com/oklog/ulid/v2"
 )
 
 func TestRunnerAttempts(t *testing.T) {
@@ -387,5 +389,222 @@ func TestRunnerJobContextFollowsInjectedClock(t *testing.T) {
 			}
 			waitFinal(t, st, j.ID, store.JobCompleted)
 		})
+	}
+}
+
+// TestRunnerPoolsPerKind: each kind runs in its own pool. Drafts fill
+// their pool of 8 and no more, with 40 waiting, and a deliver job enqueued
+// behind all of them still runs at once in its own pool of Workers.
+func TestRunnerPoolsPerKind(t *testing.T) {
+	st := openStore(t)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	draft := &kindFunc{fn: func(context.Context, int, store.Job) error {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return nil
+	}}
+	deliver := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
+	var ids []string
+	for i := range 48 {
+		ids = append(ids, enqueue(t, st, "draft", fmt.Sprint("web:", i), 1, time.Now()).ID)
+	}
+	opt := testOptions()
+	opt.Workers = 1
+	opt.Concurrency = map[string]int{"draft": 8}
+	r := startRunner(t, st, map[string]Kind{"draft": draft, "deliver": deliver}, opt)
+	waitFor(t, "8 drafts to run", func() bool { mu.Lock(); defer mu.Unlock(); return inFlight == 8 })
+
+	d := enqueue(t, st, "deliver", "out:1", 1, time.Now())
+	r.Wake() // as every enqueue in handoff does once it commits
+	waitFinal(t, st, d.ID, store.JobCompleted)
+	counts, err := st.JobCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, c := range counts {
+		if c.Kind == "draft" && c.State == store.JobRunning {
+			running = c.N
+		}
+	}
+	if running != 8 {
+		t.Errorf("%d draft jobs claimed while the pool of 8 was full, want 8", running)
+	}
+	close(release)
+	for _, id := range ids {
+		waitFinal(t, st, id, store.JobCompleted)
+	}
+	if most != 8 {
+		t.Errorf("at most %d drafts ran at once, want the pool's 8", most)
+	}
+}
+
+// TestRunnerLiveCheckUnderIngest: webhooks recorded concurrently (several
+// messages per conversation, so turns move queued draft jobs and enqueue
+// new ones) while the runner claims and finishes them; a live Check during
+// the load and one after it both find the indexes and counts in step.
+func TestRunnerLiveCheckUnderIngest(t *testing.T) {
+	st := openStore(t)
+	work := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error {
+		if j.Attempt == 1 && strings.HasSuffix(j.Key, "3") {
+			return errors.New("first try fails")
+		}
+		return nil
+	}}
+	opt := testOptions()
+	opt.Workers = 4
+	r := startRunner(t, st, map[string]Kind{store.KindDraft: work}, opt)
+
+	const senders, each = 6, 12
+	var wg sync.WaitGroup
+	errs := make(chan error, senders*each+64)
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				now := time.Now()
+				id := ulid.Make().String()
+				key := fmt.Sprintf("web:s%d-m%d", s, i)
+				ev := store.Event{ID: id, Key: key, Channel: "web", MessageID: key, CorrelationID: id,
+					ConversationID: fmt.Sprintf("conv-%d-%d", s, i%3), Text: "hello", ReceivedAt: now}
+				nj := store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: key, MaxAttempts: 3, RunAt: now}
+				if _, err := st.RecordEvent(context.Background(), ev, nj); err != nil {
+					errs <- err
+					return
+				}
+				r.Wake()
+			}
+		}()
+	}
+	checks := make(chan struct{})
+	go func() {
+		defer close(checks)
+		for range 8 {
+			if err := st.Check(); err != nil {
+				errs <- fmt.Errorf("live check during ingest: %w", err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	<-checks
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitFor(t, "every draft job to end", func() bool {
+		counts, err := st.JobCounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range counts {
+			if !c.State.Final() && c.N > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := st.Check(); err != nil {
+		t.Fatalf("check after the load: %v", err)
+	}
+}
+
+// TestRunnerStopLeavesNothingRunning: Stop, called while claims are in
+// flight (many pools, jobs that finish at once), returns only after every
+// job it leased has ended or been released: no job is left running.
+func TestRunnerStopLeavesNothingRunning(t *testing.T) {
+	st := openStore(t)
+	var ran sync.Map
+	quick := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error { ran.Store(j.ID, true); return nil }}
+	kinds := map[string]Kind{"a": quick, "b": quick, "c": quick, "d": quick}
+	for i := range 400 {
+		enqueue(t, st, string(rune('a'+i%4)), fmt.Sprint("web:", i), 1, time.Now())
+	}
+	opt := testOptions()
+	opt.Workers = 2
+	for round := range 10 {
+		r := NewRunner(st, kinds, opt)
+		if err := r.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		before := 0
+		ran.Range(func(any, any) bool { before++; return true })
+		waitFor(t, "a job to run", func() bool {
+			n := 0
+			ran.Range(func(any, any) bool { n++; return true })
+			return n > before || n == 400
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := r.Stop(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: Stop: %v", round, err)
+		}
+		counts, err := st.JobCounts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range counts {
+			if c.State == store.JobRunning && c.N > 0 {
+				t.Fatalf("round %d: %d %s jobs still running after Stop returned", round, c.N, c.Kind)
+			}
+		}
+	}
+}
+
+// TestRunnerRestartBesideStop: a restart (what a restore does: Stop, then
+// Start) overlapping another Stop (the process shutting down) keeps each
+// start's jobs apart: every Stop waits for the jobs of the start it ends,
+// and once the last Stop returns no job is running.
+func TestRunnerRestartBesideStop(t *testing.T) {
+	st := openStore(t)
+	quick := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
+	for i := range 300 {
+		enqueue(t, st, "test", fmt.Sprint("web:", i), 1, time.Now())
+	}
+	opt := testOptions()
+	opt.Workers = 4
+	r := NewRunner(st, map[string]Kind{"test": quick}, opt)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}
+	for range 20 {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			stop()
+			if err := r.Start(context.Background()); err != nil {
+				t.Errorf("Start again: %v", err)
+			}
+		}()
+		go func() { defer wg.Done(); stop() }()
+		wg.Wait()
+	}
+	stop()
+	counts, err := st.JobCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range counts {
+		if c.State == store.JobRunning && c.N > 0 {
+			t.Fatalf("%d %s jobs still running after the last Stop", c.N, c.Kind)
+		}
 	}
 }

@@ -1,0 +1,95 @@
+package jobs
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
+)
+
+// BenchmarkDraftBacklog drains a backlog of 1,000 template drafts through
+// the runner with draft pools of 4, 64, 128 and 256, and reports drafts/s and
+// commit rounds per draft: the group commit folds the claim and save
+// rounds of concurrent drafts into one, so the pool sets the throughput.
+func BenchmarkDraftBacklog(b *testing.B) {
+	tpl, err := drafter.NewTemplate("Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly.", "v1", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 1000
+	for _, pool := range []int{4, 64, 128, 256} {
+		b.Run(fmt.Sprintf("pool=%d", pool), func(b *testing.B) {
+			var drafted, rounds int
+			var took time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				st := testkit.OpenStore(b, "")
+				for i := range n {
+					key := fmt.Sprintf("web:b-%05d", i)
+					if _, err := st.RecordEvent(context.Background(), store.Event{
+						ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
+						ConversationID: "conv-" + key, Contact: "ada@example.com", Name: "Ada", Text: "Hello, please call me.", ReceivedAt: time.Now(),
+					}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				before := commitsOf(b, st)
+				opt := Options{Workers: 4, Concurrency: map[string]int{KindDraft: pool}, Logger: discardLogger()}
+				r := NewRunner(st, map[string]Kind{KindDraft: &DraftJob{Store: st, Review: review.New(st, config.Default()), Drafter: tpl}}, opt)
+				b.StartTimer()
+				start := time.Now()
+				if err := r.Start(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				testkit.WaitFor(b, "the backlog to drain", func() bool {
+					c, err := st.JobCounts()
+					return err == nil && len(c) == 0
+				})
+				took += time.Since(start)
+				b.StopTimer()
+				if err := r.Stop(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				drafted += n
+				rounds += commitsOf(b, st) - before
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(drafted)/took.Seconds(), "drafts/s")
+			b.ReportMetric(float64(rounds)/float64(drafted), "rounds/draft")
+		})
+	}
+}
+
+// commitsOf is the transaction id of st's file, as commits reads it.
+func commitsOf(tb testing.TB, st *store.Store) int {
+	tb.Helper()
+	f, err := os.Open(st.Path())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 32)
+	if _, err := f.ReadAt(head, 0); err != nil {
+		tb.Fatal(err)
+	}
+	pageSize := int64(binary.LittleEndian.Uint32(head[24:28]))
+	txid := uint64(0)
+	for _, off := range []int64{0, pageSize} {
+		b := make([]byte, 8)
+		if _, err := f.ReadAt(b, off+64); err != nil {
+			tb.Fatal(err)
+		}
+		txid = max(txid, binary.LittleEndian.Uint64(b))
+	}
+	return int(txid)
+}
