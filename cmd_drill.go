@@ -9,7 +9,7 @@ import (
 	"github.com/handoff/handoff/drill"
 )
 
-// drillCmd runs the duplicate, timeout, crash, replay, dropped-connection
+// drillCmd runs the duplicate, burst, timeout, crash, replay, dropped-connection
 // and slow-provider fixtures against a
 // fresh temporary instance of this very binary; it fails unless all pass.
 func drillCmd(ctx context.Context, args []string, e env) error {

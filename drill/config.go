@@ -24,9 +24,12 @@ type httpProvider struct {
 	lookupSettle         time.Duration // lookup_settle; 0 leaves the default
 }
 
-// channel is one inbound channel, auto-approved, sending through provider.
+// channel is one inbound channel, auto-approved, sending through provider,
+// with quiet period coalesce (0: every message is drafted at once, so the
+// fixtures that count per message see one draft each).
 type channel struct {
 	name, provider string
+	coalesce       time.Duration
 }
 
 // configYAML is the instance's configuration: the drafter is the fake
@@ -53,7 +56,8 @@ channels:
     fields: {message_id: /id, conversation_id: /conversation_id}
     provider: %s
     auto_approve: true
-`, c.name, c.provider)
+    coalesce: %s
+`, c.name, c.provider, c.coalesce)
 	}
 	b.WriteString("providers:\n")
 	for _, p := range providers {

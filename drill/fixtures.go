@@ -16,15 +16,20 @@ import (
 // The channels of the drill's instance, one per fixture, each with its own
 // provider so that one fixture's knobs never touch another's.
 var drillChannels = []channel{
-	{"storm", "sbx-storm"},
-	{"crash", "sbx-crash"},
-	{"idem", "sbx-idem"},
-	{"nokey", "sbx-nokey"},
-	{"slow", "sbx-slow"},
-	{"dead", "sbx-dead"},
-	{"drop", "remote-drop"},
-	{"late", "remote-late"},
+	{"storm", "sbx-storm", 0},
+	{"burst", "sbx-burst", burstQuiet},
+	{"crash", "sbx-crash", 0},
+	{"idem", "sbx-idem", 0},
+	{"nokey", "sbx-nokey", 0},
+	{"slow", "sbx-slow", 0},
+	{"dead", "sbx-dead", 0},
+	{"drop", "remote-drop", 0},
+	{"late", "remote-late", 0},
 }
+
+// burstQuiet is the burst channel's quiet period: far longer than three
+// posts take, short enough to keep the drill quick.
+const burstQuiet = 2 * time.Second
 
 // providers are the sandbox providers, with a sabotage applied to the
 // instance (never to what a fixture expects).
@@ -39,6 +44,7 @@ func providers(sabotage string) []sandbox {
 	}
 	return []sandbox{
 		{name: "sbx-storm"},
+		{name: "sbx-burst"},
 		{name: "sbx-crash"},
 		idem,
 		{name: "sbx-nokey", timeoutAfterAccept: true, noLookup: true},
@@ -73,6 +79,11 @@ var fixtures = []fixture{
 		name: "duplicates", label: "1 duplicate storm",
 		expected: "20 accepted, 180 duplicate; 1 model call and 1 message per id; all sent, every lead replied",
 		run:      (*drill).duplicates,
+	},
+	{
+		name: "burst", label: "1b burst of messages from one lead",
+		expected: "3 messages in a second, one lead: 1 model call, 1 draft answering all 3, 1 message, lead replied",
+		run:      (*drill).burst,
 	},
 	{
 		name: "draft-crash", label: "2 crash right after the draft commits",
@@ -208,6 +219,51 @@ func (d *drill) duplicates(ctx context.Context, r *result) error {
 		return err
 	}
 	d.expectPerEvent(r, tags, keys, tls, want{modelCalls: 1, noRepeats: true, row: "sent", lead: "replied"})
+	return nil
+}
+
+// ---- 1b ----
+
+// burst posts three messages of one lead at once ("hi" / "can I book for
+// Friday" / "4 people", as people type on a phone): they are one turn of
+// the conversation, drafted once after the quiet period and answered once.
+func (d *drill) burst(ctx context.Context, r *result) error {
+	const tag = "burst" // in every message: the model counts the turn's calls
+	texts := []string{"hi", "can I book for Friday", "4 people"}
+	keys := make([]string, len(texts))
+	for n, text := range texts {
+		ev := inbound{
+			ID: fmt.Sprintf("burst-%d", n), ConversationID: "lead-burst", From: "drill+burst@example.invalid", Name: "Drill",
+			Text: "[drill:" + tag + "] " + text,
+		}
+		code, a, err := d.inst.post("burst", ev)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusAccepted {
+			return fmt.Errorf("POST /hooks/burst for %s: %d %q %s; want 202 accepted", ev.ID, code, a.Status, a.Error)
+		}
+		keys[n] = a.EventKey
+	}
+	tls, err := d.settle(ctx, keys, 30*time.Second)
+	d.report(r, []string{tag}, keys[:1], tls)
+	if err != nil {
+		return err
+	}
+	calls, _ := d.model.count(tag)
+	rows := map[string]bool{}
+	for _, k := range keys {
+		if o := tls[k].Outbox; o != nil {
+			rows[o.ID] = true
+		}
+	}
+	r.happened = fmt.Sprintf("%d model call(s), %d reply row(s) for %d messages", calls, len(rows), len(keys))
+	r.check(calls == 1, "the burst cost %d model calls; want 1", calls)
+	r.check(len(rows) == 1, "the burst's messages have %d reply rows %v; want 1, the turn's", len(rows), rows)
+	if dr := tls[keys[0]].Draft; dr == nil || len(dr.Answers) != len(keys) {
+		r.check(false, "the turn's draft answers %v; want all %d messages", dr, len(keys))
+	}
+	d.expectPerEvent(r, []string{tag}, keys[:1], tls, want{modelCalls: 1, noRepeats: true, row: "sent", lead: "replied"})
 	return nil
 }
 

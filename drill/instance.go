@@ -184,9 +184,10 @@ type timeline struct {
 		Attempts []attempt `json:"attempts"`
 	} `json:"jobs"`
 	Draft *struct {
-		ID       string `json:"id"`
-		Status   string `json:"status"`
-		OutboxID string `json:"outbox_id"`
+		ID       string   `json:"id"`
+		Status   string   `json:"status"`
+		OutboxID string   `json:"outbox_id"`
+		Answers  []string `json:"answers"` // the messages of the turn it answers
 	} `json:"draft"`
 	Outbox  *outboxRow `json:"outbox"`
 	Handoff *struct {

@@ -302,7 +302,9 @@ func (i *instance) status(path string) (int, error) {
 
 // postHook delivers one demo-channel message with the given provider id.
 func (i *instance) postHook(id string) (hookResult, error) {
-	body, err := json.Marshal(map[string]string{"id": id, "from": "+15550001234", "name": "Ada", "text": "hi"})
+	// Each message is its own lead (conversation): these tests count one
+	// draft per message; the turn tests (turns_test.go) send bursts of one lead.
+	body, err := json.Marshal(map[string]string{"id": id, "conversation_id": "conv-" + id, "from": "+15550001234", "name": "Ada", "text": "hi"})
 	if err != nil {
 		return hookResult{}, err
 	}

@@ -28,6 +28,10 @@ const (
 // moment of a load test several jobs are mid-run and a kill or SIGTERM lands
 // on running work rather than on an idle queue.
 const slowDrafterConfig = `workers: 4
+channels:
+  - name: demo
+    fields: {message_id: /id, conversation_id: /conversation_id}
+    coalesce: 0s
 drafter: {kind: template, delay: 300ms}
 retry: {max_attempts: 8, base_delay: 100ms, max_delay: 1s}
 `

@@ -23,13 +23,17 @@ type Message struct {
 	Body       []byte
 	JSON       bool
 	ReceivedAt time.Time
+	// Coalesce is the channel's quiet period: the lead's draft job is due
+	// this long after its latest message, so a burst is drafted once.
+	Coalesce time.Duration
 }
 
 // Key is the message's event key, the dedup key.
 func (m Message) Key() string { return m.Channel + ":" + m.MessageID }
 
 // Record records m unless its event key was recorded before, with its
-// lead's move and its draft job (maxAttempts attempts), in one commit
+// lead's move and its turn's draft job (maxAttempts attempts, due once the
+// lead has been quiet for m.Coalesce; see store/turns.go), in one commit
 // round: the answer says whether this call created the event; a duplicate
 // returns the first event, its duplicate count raised. The ids are minted
 // and the records encoded here, in the caller's goroutine, so the
@@ -46,7 +50,9 @@ func Record(ctx context.Context, st *store.Store, m Message, maxAttempts int) (s
 	} else {
 		ev.BodyText = string(m.Body)
 	}
-	job, err := jobs.NewJob(jobs.DraftArgs{EventKey: ev.Key}, jobs.Opts{MaxAttempts: maxAttempts})
+	// The due time is the message's quiet period: if the lead's turn is still
+	// waiting for its draft job, the store moves that job to this time instead.
+	job, err := jobs.NewJob(jobs.DraftArgs{EventKey: ev.Key}, jobs.Opts{MaxAttempts: maxAttempts, RunAt: m.ReceivedAt.Add(m.Coalesce)})
 	if err != nil {
 		return store.Recorded{}, err
 	}

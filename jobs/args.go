@@ -31,6 +31,9 @@ type Args interface {
 type DraftArgs struct {
 	EventKey          string `json:"-"`
 	RegenerateVersion int    `json:"regenerate_version,omitempty"`
+	// Instruction is a person's word for the new draft ("shorter"), when
+	// they asked to draft again; the drafter sees it, the draft records it.
+	Instruction string `json:"instruction,omitempty"`
 }
 
 // Kind is the draft job kind.

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
+	"unicode/utf8"
 
+	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -17,6 +20,14 @@ const KindDraft = store.KindDraft
 
 // historyLimit bounds the earlier messages a drafter sees.
 const historyLimit = 10
+
+// DefaultContextTokens is the token budget of the earlier conversation
+// (drafter.context_tokens' default).
+const DefaultContextTokens = 1000
+
+// estimateTokens is the usual rough count of about four characters a token:
+// enough to keep a prompt within a budget without the model's tokenizer.
+func estimateTokens(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
 
 // Drafter writes a reply for one message.
 type Drafter interface {
@@ -42,6 +53,14 @@ type DraftJob struct {
 	Observe func(drafter, outcome string, promptTokens, outputTokens int64)
 	// DrafterName labels the drafter in metrics (template, openai).
 	DrafterName string
+	// ObserveCost, when set, is told of every stored draft's cost (metrics).
+	ObserveCost func(channel, promptVersion, currency string, cost float64)
+	// Budget, when set, says which client a channel's drafts are paid by,
+	// that client's daily budget (0: none) and the channels that share it.
+	Budget func(channel string) (client string, limit float64, channels []string)
+	// ContextTokens is the budget of the earlier conversation given to the
+	// drafter, newest first; 0: DefaultContextTokens.
+	ContextTokens int
 }
 
 // Run drafts the event job.Key unless its draft is already stored.
@@ -62,25 +81,43 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return err
 	}
-	history, err := k.history(ev)
+	// The draft answers the lead's whole turn (store/turns.go): every message
+	// since its last reply, read as it stands now that the job runs.
+	turn, err := k.Store.TurnOf(job.Key)
 	if err != nil {
 		return err
 	}
+	if !turn.Current {
+		return k.record(ctx, job, nil, 0) // a newer message moved the turn to another draft
+	}
+	history, err := k.history(turn)
+	if err != nil {
+		return err
+	}
+	history, used := k.withinBudget(history)
+	in := drafter.TurnInput(ev, turn.Events, history)
 	// The owner is a hint for the drafter (the template names it); the
 	// recorded decision is made again below on the drafter's validated fields.
-	hint := k.Router.Route(ev.Channel, ev.Text, routingFields(drafter.Extract(ev.Text), ev))
-	out, err := k.Drafter.Draft(ctx, drafter.Input{
-		EventKey: ev.Key, Channel: ev.Channel, ConversationID: ev.ConversationID,
-		Contact: ev.Contact, Name: ev.Name, Text: ev.Text, Owner: hint.Owner,
-		History: history, CorrelationID: ev.CorrelationID,
-	})
+	hint := k.Router.Route(ev.Channel, in.Text, routingFields(drafter.Extract(in.Text), ev))
+	in.Owner, in.Instruction = hint.Owner, p.Instruction
+	if err := k.checkBudget(ev.Channel); err != nil {
+		return err
+	}
+	out, err := k.Drafter.Draft(ctx, in)
 	var invalid *drafter.InvalidOutput
 	var permanent *drafter.PermanentError
+	var refused *drafter.Refused
+	var limited *drafter.RateLimited
 	if k.Observe != nil {
 		outcome := "ok"
-		if errors.As(err, &invalid) {
+		switch {
+		case errors.As(err, &invalid):
 			outcome = "invalid"
-		} else if err != nil {
+		case errors.As(err, &refused):
+			outcome = "refused"
+		case errors.As(err, &limited):
+			outcome = "rate_limited"
+		case err != nil:
 			outcome = "error"
 		}
 		k.Observe(k.DrafterName, outcome, out.PromptTokens, out.OutputTokens)
@@ -88,12 +125,20 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	switch {
 	case errors.As(err, &invalid):
 		return &WithRaw{Err: err, Raw: invalid.Raw}
+	case errors.As(err, &refused):
+		// Asking again gets the same refusal: the lead waits in the dead
+		// letters with the model's words, for a person to write the reply.
+		return &Discard{Err: &WithRaw{Err: err, Raw: refused.Raw}}
+	case errors.As(err, &limited) && limited.After > 0:
+		// The queue's due time carries the server's Retry-After; the
+		// worker is free meanwhile.
+		return &RetryLater{Err: err, After: limited.After}
 	case errors.As(err, &permanent):
 		return &Discard{Err: err}
 	case err != nil:
 		return fmt.Errorf("draft %s: %w", ev.Key, err)
 	}
-	dec := k.Router.Route(ev.Channel, ev.Text, routingFields(out.Fields, ev))
+	dec := k.Router.Route(ev.Channel, in.Text, routingFields(out.Fields, ev))
 	err = k.record(ctx, job, &store.Draft{
 		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
 		ConversationID: ev.ConversationID, Text: out.Text, Drafter: out.Drafter,
@@ -102,9 +147,16 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		Owner: dec.Owner, RuleVersion: dec.Version, Rule: dec.Rule,
 		PromptTokens: out.PromptTokens, OutputTokens: out.OutputTokens,
 		ExecutionID: job.ExecutionID, CreatedAt: job.Attempts[len(job.Attempts)-1].StartedAt,
+		Answers: turn.Keys(), Instruction: p.Instruction,
+		PromptHash: out.PromptHash, FactsHash: out.FactsHash, Structured: out.Structured,
+		Cost: out.Cost, Currency: out.Currency, Notes: out.Notes,
+		ContextTokens: used, ContextBudget: k.contextBudget(), ContextMessages: len(history),
 	}, max(p.RegenerateVersion, 1))
 	if err != nil {
 		return err
+	}
+	if k.ObserveCost != nil {
+		k.ObserveCost(ev.Channel, out.PromptVersion, out.Currency, out.Cost)
 	}
 	if k.AfterSave != nil {
 		k.AfterSave()
@@ -125,6 +177,94 @@ func (k *DraftJob) record(ctx context.Context, job store.Job, d *store.Draft, n 
 	return err
 }
 
+// budgetScan bounds the drafts a budget check reads (store.DraftCosts).
+const budgetScan = 100000
+
+// BudgetSpent is a client whose drafting budget for the day is spent: its
+// messages wait (the job is due again at the next UTC midnight) until then
+// or until a person raises the budget and restarts.
+type BudgetSpent struct {
+	Client       string
+	Spent, Limit float64
+}
+
+func (e *BudgetSpent) Error() string {
+	return fmt.Sprintf("the daily drafting budget of client %s is spent (%.4f of %.4f): drafting waits until the next day (UTC) or a raised budget", e.Client, e.Spent, e.Limit)
+}
+
+// checkBudget refuses a model call once the channel's client has spent
+// its daily budget; the job waits until the next UTC day.
+func (k *DraftJob) checkBudget(channel string) error {
+	if k.Budget == nil {
+		return nil
+	}
+	client, limit, channels := k.Budget(channel)
+	if limit <= 0 {
+		return nil
+	}
+	now := time.Now
+	if k.Now != nil {
+		now = k.Now
+	}
+	t := now().UTC()
+	day := t.Truncate(24 * time.Hour)
+	spent, err := SpentSince(k.Store, day, channels)
+	if err != nil {
+		return err
+	}
+	if spent < limit {
+		return nil
+	}
+	return &RetryLater{Err: &BudgetSpent{Client: client, Spent: spent, Limit: limit}, After: day.Add(24 * time.Hour).Sub(t)}
+}
+
+// SpentSince is the cost of the drafts of the given channels created since t.
+func SpentSince(st *store.Store, t time.Time, channels []string) (float64, error) {
+	costs, _, err := st.DraftCosts(t, budgetScan)
+	if err != nil {
+		return 0, err
+	}
+	spent := 0.0
+	for _, c := range costs {
+		if slices.Contains(channels, c.Channel) {
+			spent += c.Cost
+		}
+	}
+	return spent, nil
+}
+
+// budgetOf is the Budget of a config: a channel's client, its budget
+// (config.BudgetOf) and its channels.
+func budgetOf(cfg *config.Config) func(string) (string, float64, []string) {
+	return func(channel string) (string, float64, []string) {
+		client := cfg.ClientOf(channel)
+		return client, cfg.BudgetOf(client), cfg.ClientChannels(client)
+	}
+}
+
+func (k *DraftJob) contextBudget() int {
+	if k.ContextTokens > 0 {
+		return k.ContextTokens
+	}
+	return DefaultContextTokens
+}
+
+// withinBudget keeps the newest messages of history whose estimated
+// tokens fit the context budget, and returns how many tokens they use.
+func (k *DraftJob) withinBudget(history []drafter.Message) ([]drafter.Message, int) {
+	budget, used := k.contextBudget(), 0
+	i := len(history)
+	for i > 0 {
+		n := estimateTokens(history[i-1].Text)
+		if used+n > budget {
+			break
+		}
+		used += n
+		i--
+	}
+	return history[i:], used
+}
+
 // routingFields adds the event's contact to the extracted fields, so a rule
 // can ask for `has: contact`.
 func routingFields(fields map[string]string, ev store.Event) map[string]string {
@@ -141,15 +281,20 @@ func routingFields(fields map[string]string, ev store.Event) map[string]string {
 	return f
 }
 
-// history is the lead's earlier messages and the replies approved for them,
-// newest last, bounded.
-func (k *DraftJob) history(ev store.Event) ([]drafter.Message, error) {
-	earlier, err := k.Store.Conversation(store.LeadKey(ev.Channel, ev.ConversationID), ev.ID, historyLimit)
+// history is the lead's messages before the turn and the replies approved
+// for them that were sent (or are being sent), newest last, bounded; the
+// job then keeps the newest of it within the context budget.
+func (k *DraftJob) history(turn store.Turn) ([]drafter.Message, error) {
+	first := turn.Events[0]
+	earlier, err := k.Store.Conversation(store.LeadKey(first.Channel, first.ConversationID), first.ID, historyLimit)
 	if err != nil {
 		return nil, err
 	}
 	var msgs []drafter.Message
 	for _, e := range earlier {
+		if slices.Contains(turn.Keys(), e.Key) {
+			continue // minted before the turn's first message, recorded after it
+		}
 		msgs = append(msgs, drafter.Message{From: "customer", Text: e.Text})
 		d, err := k.Store.DraftByEvent(e.Key)
 		if errors.Is(err, store.ErrNotFound) {
@@ -159,6 +304,18 @@ func (k *DraftJob) history(ev store.Event) ([]drafter.Message, error) {
 			return nil, err
 		}
 		if d.Status == store.DraftApproved {
+			if d.OutboxID != "" {
+				// Only a reply that went out, or may have, is part of
+				// the conversation: one whose send failed never reached
+				// the customer.
+				o, err := k.Store.OutboxRow(d.OutboxID)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return nil, err
+				}
+				if err == nil && o.Status == store.OutboxFailed {
+					continue
+				}
+			}
 			text := d.Text
 			if d.Decision != nil && d.Decision.Text != "" {
 				text = d.Decision.Text // what was approved, edits included

@@ -15,7 +15,8 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 	for name, p := range providers {
 		senders[name] = p
 	}
-	draft := &DraftJob{Store: st, Review: review.New(st, cfg), Drafter: d, Router: NewRouter(cfg.Routing), DrafterName: cfg.Drafter.Kind}
+	draft := &DraftJob{Store: st, Review: review.New(st, cfg), Drafter: d, Router: NewRouter(cfg.Routing), DrafterName: cfg.Drafter.Kind,
+		ContextTokens: cfg.Drafter.ContextTokens, Budget: budgetOf(cfg)}
 	return map[string]Kind{
 		DraftArgs{}.Kind():   draft,
 		DeliverArgs{}.Kind(): &DeliverJob{Store: st, Providers: senders},

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -89,7 +90,31 @@ func SaveTx(tx *store.Tx, d store.Draft, n int) (out store.Draft, created bool, 
 	d.Version, d.Status = n, store.DraftPending
 	d.ID = store.DraftVersionID(ev.ID, n)
 	d.Channel, d.ConversationID, d.CorrelationID = ev.Channel, ev.ConversationID, ev.CorrelationID
-	if hasCur {
+	h, err := tx.Handoff(store.LeadKey(ev.Channel, ev.ConversationID))
+	if err != nil {
+		return store.Draft{}, false, fmt.Errorf("lead of %s: %w", d.EventKey, err)
+	}
+	switch {
+	case h.Turn > 0 && h.TurnDraft != d.EventKey:
+		// A newer message moved the turn on (or it ended) while this was
+		// drafted: the model's answer is stored, as the record of the call,
+		// but it can no longer be approved.
+		cur, err := tx.CurrentDraftID(h)
+		if err != nil {
+			return store.Draft{}, false, err
+		}
+		supersede(&d, cur, d.CreatedAt)
+	case h.Turn > 0 && len(d.Answers) == 0:
+		d.Answers = slices.Clone(h.TurnEvents)
+	case h.Turn > 0 && len(h.TurnEvents) > 0 && d.Answers[len(d.Answers)-1] != h.TurnEvents[len(h.TurnEvents)-1]:
+		// The turn gained a message after this draft's input was read (new
+		// messages join at the end). Only an execution that lost its lease
+		// can get here: while a draft job runs, a new message makes a draft
+		// job of its own. Nothing is stored; the job's current execution
+		// drafts the whole turn.
+		return store.Draft{}, false, fmt.Errorf("the turn of lead %s has %d messages, and this draft answers %d; it is drafted again", h.Key, len(h.TurnEvents), len(d.Answers))
+	}
+	if hasCur && d.Status == store.DraftPending {
 		d.Replaces = cur.ID
 		if cur.Status == store.DraftPending {
 			old := cur
@@ -104,6 +129,17 @@ func SaveTx(tx *store.Tx, d store.Draft, n int) (out store.Draft, created bool, 
 		return store.Draft{}, false, err
 	}
 	return d, true, nil
+}
+
+// supersede marks d, written for a turn that has moved on, superseded by
+// the turn's current draft cur (empty: the turn has ended).
+func supersede(d *store.Draft, cur string, at time.Time) {
+	d.Status, d.SupersededBy = store.DraftSuperseded, cur
+	reason := "superseded: the turn it answered has ended"
+	if cur != "" {
+		reason = "superseded by " + cur + ": a newer message joined the turn it answered"
+	}
+	d.Decision = &store.Decision{By: "turn", At: at, Reason: reason}
 }
 
 // Save is SaveTx in a transaction of its own.
@@ -142,9 +178,19 @@ func (r *Review) ApproveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 	if err != nil {
 		return Approved{}, err
 	}
+	h, err := tx.Handoff(store.LeadKey(d.Channel, d.ConversationID))
+	if err != nil {
+		return Approved{}, fmt.Errorf("lead of draft %s: %w", d.ID, err)
+	}
 	switch d.Status {
 	case store.DraftRejected:
 		return Approved{}, &store.ConflictError{Draft: d}
+	case store.DraftSuperseded:
+		cur, err := tx.CurrentDraftID(h)
+		if err != nil {
+			return Approved{}, err
+		}
+		return Approved{}, &store.SupersededError{Draft: d, Current: cur}
 	case store.DraftApproved:
 		o, err := tx.Outbox(d.OutboxID)
 		if err != nil {
@@ -164,8 +210,12 @@ func (r *Review) ApproveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 	if err != nil {
 		return Approved{}, fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
 	}
+	to := Recipient(ev, h)
+	if to == "" {
+		return Approved{}, &store.StateError{What: "lead " + h.Key, State: "without a contact to send a reply to", Want: "reachable for draft " + d.ID + " to be approved; close it without a reply instead"}
+	}
 	o, err := delivery.CreateTx(tx, delivery.Reply{
-		Draft: d, To: ev.Contact, Text: dec.Text, Provider: prov, By: dec.By, At: dec.At,
+		Draft: d, To: to, Text: dec.Text, Provider: prov, By: dec.By, At: dec.At,
 		JobID: jobID, MaxAttempts: r.maxAttempts,
 	})
 	if err != nil {
@@ -176,6 +226,9 @@ func (r *Review) ApproveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 	if err := tx.PutDraft(&old, &d); err != nil {
 		return Approved{}, err
 	}
+	if err := tx.AnswerTurn(d); err != nil { // a newer message starts the next turn
+		return Approved{}, err
+	}
 	detail := "approved as written"
 	if dec.Edited {
 		detail = "approved with edited text"
@@ -184,6 +237,16 @@ func (r *Review) ApproveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 		return Approved{}, err
 	}
 	return Approved{Draft: d, Outbox: o, Created: true}, nil
+}
+
+// Recipient is where a reply to ev, a message of lead h, goes: the
+// message's contact, else the contact identified on the lead. Empty: the
+// lead cannot be replied to, only closed.
+func Recipient(ev store.Event, h store.Handoff) string {
+	if ev.Contact != "" {
+		return ev.Contact
+	}
+	return h.Contact
 }
 
 // Approve is ApproveTx in a transaction of its own, with a fresh job id.
@@ -257,6 +320,17 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 	if d.Status != store.DraftPending || !r.autoApproves(d.Channel) {
 		return d, nil
 	}
+	ev, err := tx.EventByKey(d.EventKey)
+	if err != nil {
+		return store.Draft{}, fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
+	}
+	h, err := tx.Handoff(store.LeadKey(d.Channel, d.ConversationID))
+	if err != nil {
+		return store.Draft{}, fmt.Errorf("lead of draft %s: %w", d.ID, err)
+	}
+	if Recipient(ev, h) == "" {
+		return d, nil // it waits for a person, who can only close the lead
+	}
 	res, err := r.ApproveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID)
 	if err != nil {
 		return store.Draft{}, err
@@ -277,10 +351,23 @@ func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n in
 	jobID := r.newID() // the delivery job an auto-approval enqueues
 	err := r.st.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		if d != nil {
+		switch {
+		case d != nil:
 			out, _, err = SaveTx(tx, *d, n)
-		} else {
+		default:
 			out, err = tx.DraftByEvent(job.Key)
+			if errors.Is(err, store.ErrNotFound) {
+				// The job found its turn moved on before it drafted: it has
+				// nothing to write, if the turn still has not come back to it.
+				var t store.Turn
+				if t, err = tx.TurnOf(job.Key); err == nil && t.Current {
+					err = fmt.Errorf("the turn of %s waits for this job's draft, and none was stored", job.Key)
+				}
+				if err == nil {
+					out = store.Draft{}
+					return completeJob(tx, job, now)
+				}
+			}
 		}
 		if err != nil {
 			return err
@@ -288,13 +375,19 @@ func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n in
 		if out, err = r.AutoApproveTx(tx, out, now, jobID); err != nil {
 			return err
 		}
-		if err := tx.CompleteJob(job.ID, job.ExecutionID, now); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			return err
-		}
-		return nil
+		return completeJob(tx, job, now)
 	})
 	if err != nil {
 		return store.Draft{}, fmt.Errorf("review: record the draft of %s: %w", job.Key, err)
 	}
 	return out, nil
+}
+
+// completeJob completes job, held by its execution, unless its lease was
+// lost meanwhile: then its next execution completes it.
+func completeJob(tx *store.Tx, job store.Job, now time.Time) error {
+	if err := tx.CompleteJob(job.ID, job.ExecutionID, now); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		return err
+	}
+	return nil
 }

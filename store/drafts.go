@@ -14,7 +14,14 @@ const (
 	DraftPending  DraftStatus = "pending_approval"
 	DraftApproved DraftStatus = "approved"
 	DraftRejected DraftStatus = "rejected"
+	// DraftSuperseded is a draft that was waiting when the customer wrote
+	// again: the newer message joined its turn, and a new draft answers the
+	// whole turn. It can no longer be approved.
+	DraftSuperseded DraftStatus = "superseded"
 )
+
+// DraftStatuses are every draft status, in the order the queue's counts show them.
+var DraftStatuses = []DraftStatus{DraftPending, DraftApproved, DraftRejected, DraftSuperseded}
 
 // Draft is the stored output of one drafting call: the record of the call
 // itself, reused by every retry so the drafter runs once per event.
@@ -49,6 +56,46 @@ type Draft struct {
 	Version int `json:"version"`
 	// Replaces names the draft a regeneration replaced.
 	Replaces string `json:"replaces,omitempty"`
+	// Answers are the event keys of the turn this draft answers, in the
+	// order they were recorded: every message the drafter saw. Empty on
+	// drafts from before turns were kept (they answer EventKey alone).
+	Answers []string `json:"answers,omitempty"`
+	// SupersededBy names the draft that answers the turn instead, once a
+	// newer message superseded this one.
+	SupersededBy string `json:"superseded_by,omitempty"`
+	// Instruction is what a person asked of this draft when drafting again
+	// ("shorter", "mention the Friday slot").
+	Instruction string `json:"instruction,omitempty"`
+	// Author is the person who wrote this draft themselves (drafter "person").
+	Author string `json:"author,omitempty"`
+	// PromptHash is the sha256 of the system prompt the model was given
+	// (the client's facts included), FactsHash of the facts alone: with
+	// PromptVersion they say exactly what the draft was written from.
+	PromptHash string `json:"prompt_hash,omitempty"`
+	FactsHash  string `json:"facts_hash,omitempty"`
+	// Structured is how the answer's shape was asked for (drafter.structured).
+	Structured string `json:"structured,omitempty"`
+	// Cost is the drafting call's price (drafter.price × tokens), in Currency.
+	Cost     float64 `json:"cost,omitempty"`
+	Currency string  `json:"currency,omitempty"`
+	// Notes say what handoff did to the model's answer (a field dropped
+	// for breaking its rule, a plain-text answer taken as the reply).
+	Notes []string `json:"notes,omitempty"`
+	// ContextTokens estimates the earlier conversation the drafter was
+	// given (about four characters a token), within ContextBudget.
+	ContextTokens int `json:"context_tokens,omitempty"`
+	ContextBudget int `json:"context_budget,omitempty"`
+	// ContextMessages counts the earlier messages and replies given.
+	ContextMessages int `json:"context_messages,omitempty"`
+}
+
+// AnsweredEvents is the turn d answers: Answers, or its own event on a
+// draft from before turns were kept.
+func (d Draft) AnsweredEvents() []string {
+	if len(d.Answers) > 0 {
+		return d.Answers
+	}
+	return []string{d.EventKey}
 }
 
 // Decision records who decided a draft, when, from where, and the final text.
@@ -157,6 +204,21 @@ type ConflictError struct {
 func (e *ConflictError) Error() string {
 	d := e.Draft.Decision
 	return fmt.Sprintf("draft %s was already %s by %s at %s", e.Draft.ID, e.Draft.Status, d.By, d.At.UTC().Format(time.RFC3339))
+}
+
+// SupersededError is an approval of a draft that a newer message in its
+// turn superseded. It names the turn's current draft (Current; empty when
+// the turn has ended), which is the one to decide instead.
+type SupersededError struct {
+	Draft   Draft
+	Current string
+}
+
+func (e *SupersededError) Error() string {
+	if e.Current == "" {
+		return fmt.Sprintf("draft %s was superseded and its turn has ended", e.Draft.ID)
+	}
+	return fmt.Sprintf("draft %s was superseded by a newer message of its conversation; the current draft is %s", e.Draft.ID, e.Current)
 }
 
 // DraftFilter selects drafts for Drafts.

@@ -28,12 +28,15 @@ type Event struct {
 	ContentType    string `json:"content_type,omitempty"`
 	// Body is the request body as received: JSON kept as JSON (no escaping,
 	// half the bytes), anything else in BodyText.
-	Body             json.RawMessage `json:"body,omitempty"`
-	BodyText         string          `json:"body_text,omitempty"`
-	ReceivedAt       time.Time       `json:"received_at"`
-	Duplicates       int             `json:"duplicates"`
-	FirstDuplicateAt *time.Time      `json:"first_duplicate_at,omitempty"`
-	LastDuplicateAt  *time.Time      `json:"last_duplicate_at,omitempty"`
+	Body     json.RawMessage `json:"body,omitempty"`
+	BodyText string          `json:"body_text,omitempty"`
+	// TextAt is where Text sits in Body in the stored record (bodyonce.go);
+	// always nil outside the store.
+	TextAt           *[2]int    `json:"text_at,omitempty"`
+	ReceivedAt       time.Time  `json:"received_at"`
+	Duplicates       int        `json:"duplicates"`
+	FirstDuplicateAt *time.Time `json:"first_duplicate_at,omitempty"`
+	LastDuplicateAt  *time.Time `json:"last_duplicate_at,omitempty"`
 }
 
 // Recorded is the answer to RecordEvent: the stored event and whether this call created it.
@@ -69,7 +72,7 @@ type Encoded struct {
 // Record's write only copies bytes.
 func EncodeEvent(ev Event, job NewJob) (*Encoded, error) {
 	ev.V = recordVersion
-	evRaw, err := json.Marshal(ev)
+	evRaw, err := ev.encodeRecord() // the body stored once: bodyonce.go
 	if err != nil {
 		return nil, fmt.Errorf("store: record event %s: %w", ev.Key, err)
 	}
@@ -114,10 +117,7 @@ func recordEvent(tx *Tx, ev *Event, evRaw []byte, j *Job, jobRaw []byte) (Record
 	if err := eventsTable.insertRaw(tx, ev, evRaw); err != nil {
 		return Recorded{}, err
 	}
-	if err := receiveOnHandoff(tx, *ev); err != nil {
-		return Recorded{}, err
-	}
-	live, _, err := enqueueEncoded(tx, j, jobRaw)
+	live, err := receiveTurn(tx, *ev, j, jobRaw) // the lead's move and its turn: store/turns.go
 	if err != nil {
 		return Recorded{}, err
 	}

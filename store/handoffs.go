@@ -16,6 +16,9 @@ const (
 	HandoffMatched  HandoffStatus = "matched"
 	HandoffOwned    HandoffStatus = "owned"
 	HandoffReplied  HandoffStatus = "replied"
+	// HandoffClosed ends a turn without a reply (a person closed it, with a
+	// reason); a new message reopens the lead at received.
+	HandoffClosed HandoffStatus = "closed"
 )
 
 // Transition is one status change of a lead, kept forever in its history.
@@ -44,6 +47,27 @@ type Handoff struct {
 	// in a status is flagged (and alerted) once.
 	StuckSince *time.Time `json:"stuck_since,omitempty"`
 	StuckAt    *time.Time `json:"stuck_at,omitempty"`
+	// Turn counts the lead's conversation turns: the inbound messages since
+	// its last approved reply (or since it was closed) are one turn, with at
+	// most one live draft. 0: a lead recorded before turns were kept.
+	Turn int `json:"turn,omitempty"`
+	// TurnEvents are the event keys of the open turn, in the order they
+	// were recorded; empty once the turn's draft is approved or the lead closed.
+	TurnEvents []string `json:"turn_events,omitempty"`
+	// TurnDraft is the event key that drafts the open turn: its draft job's
+	// business key and its draft's event (so the draft id is DraftID of that
+	// event). Empty: no turn is open.
+	TurnDraft string `json:"turn_draft,omitempty"`
+	// Closed says who closed the lead without a reply, when and why; nil
+	// unless the status is closed.
+	Closed *Closure `json:"closed,omitempty"`
+}
+
+// Closure is a person's decision to end a lead's turn without a reply.
+type Closure struct {
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
 }
 
 // Stuck reports whether the lead's current stay has been flagged.
@@ -53,7 +77,7 @@ func (h Handoff) Stuck() bool { return h.StuckSince != nil && h.StuckSince.Equal
 func LeadKey(channel, conversationID string) string { return channel + ":" + conversationID }
 
 // The lead's moves that other concepts cause run here, inside the record
-// operation that justifies them (Record: received; InsertDraft: matched,
+// operation that justifies them (Record: received, with the turn rules of store/turns.go; InsertDraft: matched,
 // owned; ReplyLead: replied), and not yet as leads.On…Tx functions: their
 // callers (review, delivery, and every fixture that records through
 // RecordEvent) must switch in the same change, so that each rule lives in
@@ -63,7 +87,7 @@ func LeadKey(channel, conversationID string) string { return channel + ":" + con
 // keeping idx_handoffs_by_status in step. It is only ever called inside the
 // transaction that stores what justifies the move.
 func moveHandoff(tx *Tx, h *Handoff, status HandoffStatus, now time.Time, eventKey, note string) error {
-	var old *Handoff // nil: a new lead, which receiveOnHandoff found absent
+	var old *Handoff // nil: a new lead, which receiveTurn found absent
 	if h.Status != "" {
 		o := *h
 		old = &o
@@ -85,29 +109,6 @@ func (tx *Tx) PutHandoff(old, h *Handoff) error { return handoffsTable.put(tx, o
 
 func handoffStatusKey(s HandoffStatus, since time.Time, key string) []byte {
 	return append(append([]byte(s), 0), timeKey(since, key)...)
-}
-
-// receiveOnHandoff records a new inbound event on its lead: a new lead or a
-// replied one starts a cycle at received; a lead still in progress keeps its
-// status and notes the newer message.
-func receiveOnHandoff(tx *Tx, ev Event) error {
-	key := LeadKey(ev.Channel, ev.ConversationID)
-	h, err := tx.Handoff(key)
-	switch {
-	case err == ErrNotFound:
-		h = Handoff{V: recordVersion, Key: key, Channel: ev.Channel, ConversationID: ev.ConversationID, Cycle: 1}
-	case err != nil:
-		return err
-	case h.Status == HandoffReplied:
-		h.Cycle++
-	default:
-		old := h
-		h.LastEventKey = ev.Key
-		return tx.PutHandoff(&old, &h)
-	}
-	h.LastEventKey = ev.Key
-	h.Contact = ev.Contact
-	return moveHandoff(tx, &h, HandoffReceived, ev.ReceivedAt, ev.Key, "message received")
 }
 
 // advanceOnDraft moves a lead forward once a draft is stored: matched when a
@@ -156,11 +157,14 @@ type HandoffFilter struct {
 	// SinceBefore keeps only leads that entered their status before this time (stuck leads).
 	SinceBefore time.Time
 	Limit       int
+	// Only, when set, keeps the leads of the channels it sees (a person
+	// limited to clients); nil lists every channel's.
+	Only *Visible
 }
 
 // Handoffs lists leads by status, longest in their status first.
 func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
-	statuses := []HandoffStatus{HandoffReceived, HandoffMatched, HandoffOwned, HandoffReplied}
+	statuses := []HandoffStatus{HandoffReceived, HandoffMatched, HandoffOwned, HandoffReplied, HandoffClosed}
 	if f.Status != "" {
 		statuses = []HandoffStatus{f.Status}
 	}
@@ -171,6 +175,9 @@ func (s *Store) Handoffs(f HandoffFilter) ([]Handoff, error) {
 	err := s.view(func(tx *Tx) error {
 		for _, st := range statuses {
 			err := tx.EachHandoff(st, f.SinceBefore, func(h Handoff) (bool, error) {
+				if f.Only != nil && !f.Only.Key(h.Key) {
+					return true, nil
+				}
 				out = append(out, h)
 				return len(out) < f.Limit, nil
 			})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -75,6 +76,10 @@ type Outbox struct {
 	Reconciliations []Reconciliation `json:"reconciliations,omitempty"`
 	Replays         []Replay         `json:"replays,omitempty"`
 	Dismissed       *Dismissal       `json:"dismissed,omitempty"`
+	// Delivery is the latest status the provider reported on a receipt
+	// (delivered, read, undelivered...), DeliveryAt when it arrived.
+	Delivery   string     `json:"delivery,omitempty"`
+	DeliveryAt *time.Time `json:"delivery_at,omitempty"`
 }
 
 // OutboxAlert marks an outbox row that announces a stuck lead to the team.
@@ -132,10 +137,28 @@ func (tx *Tx) ReplyLead(o Outbox, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("lead of %s: %w", o.ID, err)
 	}
-	if h.Status == HandoffReplied || h.LastEventKey != o.EventKey {
-		return nil
+	latest, err := answersLatest(tx, o, h)
+	if err != nil || h.Status == HandoffReplied || h.Status == HandoffClosed || !latest {
+		return err
 	}
 	return moveHandoff(tx, &h, HandoffReplied, now, o.EventKey, "reply "+o.ID+" sent")
+}
+
+// answersLatest reports whether reply o answers h's latest message: its
+// draft's turn (store/turns.go) holds it, a burst drafted under its first
+// message included.
+func answersLatest(tx *Tx, o Outbox, h Handoff) (bool, error) {
+	if h.LastEventKey == o.EventKey || o.DraftID == "" {
+		return h.LastEventKey == o.EventKey, nil
+	}
+	d, err := tx.Draft(o.DraftID)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil // retention took the draft; only its own event counts
+	}
+	if err != nil {
+		return false, fmt.Errorf("draft %s of reply %s: %w", o.DraftID, o.ID, err)
+	}
+	return slices.Contains(d.AnsweredEvents(), h.LastEventKey), nil
 }
 
 // StateError is a transition the record's current state does not allow.

@@ -31,7 +31,7 @@ func TestFindEvent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := st.FindEvent(tt.q)
+			got, err := st.FindEvent(Everything(), tt.q)
 			if err != nil || got != tt.want {
 				t.Errorf("FindEvent(%q) = %q, %v; want %q", tt.q, got, err, tt.want)
 			}
