@@ -65,6 +65,52 @@
     if (done) ev.preventDefault();
   });
 
+  // The SMS segment count under the reply follows the edit; it counts as
+  // views.SMSOf does: 160 GSM-7 septets in one message (153 a part when
+  // split; ^{}\[~]|€ and form feed take two), else 70 UTF-16 units (67).
+  var gsm = "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà";
+  var gsmExt = "^{}\\[~]|€\f";
+  function smsLine(text) {
+    var units = 0, unicode = false;
+    for (var ch of text) {
+      if (gsm.indexOf(ch) >= 0) units++;
+      else if (gsmExt.indexOf(ch) >= 0) units += 2;
+      else unicode = true;
+    }
+    var single = 160, part = 153;
+    if (unicode) { units = text.length; single = 70; part = 67; }
+    var segs = units === 0 ? 0 : units <= single ? 1 : Math.ceil(units / part);
+    return units + (unicode ? " characters (Unicode: 70 a message) · " : " characters · ") + segs + " SMS";
+  }
+  document.addEventListener("input", function (ev) {
+    var out = document.getElementById("sms-count");
+    if (out && ev.target && ev.target.id === "draft-text") out.textContent = smsLine(ev.target.value);
+  });
+
+  // The live queue's poll (#queue-live) says which draft the card shows
+  // and whether it is the empty card, and waits while the tab is hidden.
+  document.addEventListener("htmx:configRequest", function (ev) {
+    if (!ev.detail.elt || ev.detail.elt.id !== "queue-live") return;
+    if (document.hidden) {
+      ev.preventDefault();
+      return;
+    }
+    var card = document.getElementById("card");
+    ev.detail.parameters.current = card && card.dataset.draft ? card.dataset.draft : "";
+    ev.detail.parameters.empty = card && card.classList.contains("empty") ? "1" : "";
+  });
+
+  // The tab's title leads with the number of drafts waiting, "(3) Drafts · handoff".
+  function titleCount() {
+    var n = document.getElementById("nav-drafts-count");
+    var base = document.title.replace(/^\(\d+\) /, "");
+    var k = n ? parseInt(n.textContent, 10) : 0;
+    document.title = (k > 0 ? "(" + k + ") " : "") + base;
+  }
+  titleCount();
+  document.addEventListener("htmx:afterSettle", titleCount);
+  document.addEventListener("htmx:oobAfterSwap", titleCount);
+
   // htmx gives focus back to the field that had it when the card is
   // swapped; for the next draft, start with no field focused so the
   // shortcuts work again at once.

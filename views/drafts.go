@@ -55,6 +55,57 @@ type DraftCard struct {
 	Next    string // URL of the next draft (or page); "" when none
 	Notice  *Notice
 	Now     time.Time
+	// Turn is every message the draft answers, oldest first (the card's
+	// message when it answers one).
+	Turn []store.Event
+	// Recipient is where the reply goes; "" when the lead has no contact,
+	// and then the draft cannot be approved, only the lead closed.
+	Recipient string
+	Lead      LeadActions
+	// Drafting is what waits for a draft (the empty card must not say
+	// "all caught up" while drafting fails); nil when not read.
+	Drafting *store.Drafting
+	// LookedBy is another person who has this draft open (a soft claim);
+	// "" when nobody else does.
+	LookedBy string
+	// SMS says the channel sends SMS: the reply shows its segment count.
+	SMS bool
+	// OOB marks the card for an out-of-band swap: the live queue brings
+	// the first waiting draft onto an empty card.
+	OOB bool
+}
+
+// QueueLive is the live queue's poll answer, all of it swapped out of
+// band: the list, the nav count, a new card when the page showed the
+// empty one, and a warning when the card's draft was decided elsewhere or
+// superseded meanwhile.
+type QueueLive struct {
+	Items   []QueueItem
+	Waiting int
+	Counts  map[store.DraftStatus]int
+	Card    *DraftCard // nil: the card stays
+	Stale   *Notice    // nil: the card's draft still waits
+}
+
+// LiveURL is the live queue's poll address for this filter.
+func (f QueueFilter) LiveURL() string {
+	u := f.URL("")
+	if u == "/drafts" {
+		return "/drafts/live"
+	}
+	return "/drafts/live" + u[len("/drafts"):]
+}
+
+// LeadActions are the ways a person ends a lead's open turn other than
+// approving its draft: write the reply, draft again, close without reply.
+type LeadActions struct {
+	Open      bool   // the lead waits for a reply: the actions apply
+	EventKey  string // any event of the lead: the actions' target
+	CSRF      string
+	Back      string // where the forms return to
+	Recipient string // "" : no contact, so only closing is offered
+	Waiting   int    // messages in the open turn
+	Drafting  bool   // a draft of the turn is being written, so "draft again" waits
 }
 
 // QueueItem is one line of the list of upcoming drafts.
@@ -80,6 +131,9 @@ type DraftQueue struct {
 	NextPage  string // "" at the end
 	FirstPage string // "" on the first page
 	Partial   bool   // the filter looked at many drafts without filling the page
+	Drafting  store.Drafting
+	// Counts are the drafts in each status (store.DraftStatuses).
+	Counts map[store.DraftStatus]int
 }
 
 // QueueAnswer is the answer to a decision made through htmx: the next card,
@@ -114,4 +168,23 @@ func draftFacts(d store.Draft) []Fact {
 		{Label: "Drafted", Value: when(d.CreatedAt)},
 		{Label: "Draft", Value: d.ID, Mono: true},
 	}
+}
+
+// leadName is what the card calls the customer: the name they gave, else
+// their contact (an SMS lead often has only the number).
+func leadName(ev store.Event) string {
+	if ev.Name != "" {
+		return ev.Name
+	}
+	return orDash(ev.Contact)
+}
+
+// smsLine says how long a reply is as SMS, "87 characters · 1 SMS".
+func smsLine(text string) string {
+	s := SMSOf(text)
+	line := itoa(s.Units) + " characters · " + itoa(s.Segments) + " SMS"
+	if s.Unicode {
+		line = itoa(s.Units) + " characters (Unicode: 70 a message) · " + itoa(s.Segments) + " SMS"
+	}
+	return line
 }

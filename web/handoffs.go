@@ -1,8 +1,12 @@
 package web
 
 import (
+	"encoding/base64"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -12,12 +16,14 @@ import (
 	"github.com/handoff/handoff/store"
 )
 
-// handoffList is the answer of GET /api/v1/handoffs.
+// handoffList is the answer of GET /api/v1/handoffs: a page, and the
+// cursor of the next one when there is more.
 type handoffList struct {
-	Handoffs []store.Handoff `json:"handoffs"`
+	Handoffs   []store.Handoff `json:"handoffs"`
+	NextCursor string          `json:"next_cursor,omitempty"`
 }
 
-// listHandoffs answers GET /api/v1/handoffs?status=&stuck=true&limit=.
+// listHandoffs answers GET /api/v1/handoffs?status=&stuck=true&limit=&cursor=.
 func (s *Server) listHandoffs(c *echo.Context) error {
 	q, err := parseHandoffQuery(c)
 	if err != nil {
@@ -27,11 +33,106 @@ func (s *Server) listHandoffs(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hs, err := s.handoffs(q, s.now(), limit)
+	cursor := c.QueryParam("cursor")
+	after, ok := handoffCursor(cursor)
+	if !ok || (q.Status != "" && after != nil && after.Status != q.Status) {
+		return errorf(http.StatusBadRequest, "cursor %q is not a cursor this list gave out", cursor)
+	}
+	hs, next, err := s.handoffPage(s.only(c), q, s.now(), after, limit)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, handoffList{Handoffs: hs})
+	out := handoffList{Handoffs: hs}
+	if next != nil {
+		out.NextCursor = encodeHandoffCursor(*next)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// handoffPage walks the leads q selects in the list's order (status by
+// status, longest in the status first), resuming after after (nil: the
+// start), in one read transaction. next is the last lead of a full page
+// when more follow, nil at the end.
+func (s *Server) handoffPage(only *store.Visible, q handoffQuery, now time.Time, after *store.Handoff, limit int) (page []store.Handoff, next *store.Handoff, err error) {
+	statuses := []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied, store.HandoffClosed}
+	if q.Stuck {
+		statuses = leads.Statuses
+	}
+	if q.Status != "" {
+		statuses = []store.HandoffStatus{q.Status}
+	}
+	stuckAfter := jobs.StuckAfter(s.cfg)
+	if after != nil {
+		i := slices.Index(statuses, after.Status)
+		if i < 0 {
+			return nil, nil, errorf(http.StatusBadRequest, "cursor names status %s, which this list does not walk", after.Status)
+		}
+		statuses = statuses[i:]
+	}
+	page = []store.Handoff{}
+	more := false
+	err = s.st.View(func(tx *store.Tx) error {
+		for _, st := range statuses {
+			var before time.Time
+			if q.Stuck {
+				before = now.Add(-stuckAfter[st])
+			}
+			var from *store.Handoff
+			if after != nil && after.Status == st {
+				from = after
+			}
+			err := tx.EachHandoffAfter(st, from, before, func(h store.Handoff) (bool, error) {
+				if only != nil && !only.Key(h.Key) {
+					return true, nil
+				}
+				if len(page) == limit {
+					more = true
+					return false, nil
+				}
+				page = append(page, h)
+				return true, nil
+			})
+			if err != nil || more {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list leads: %w", err)
+	}
+	if more {
+		last := page[len(page)-1]
+		next = &last
+	}
+	return page, next, nil
+}
+
+// encodeHandoffCursor names the place of h in the list: its status, the
+// time it entered it and its key, as the status index sorts them.
+func encodeHandoffCursor(h store.Handoff) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(string(h.Status) + "\x00" + h.Since.UTC().Format(time.RFC3339Nano) + "\x00" + h.Key))
+}
+
+// handoffCursor decodes a cursor of encodeHandoffCursor: "" is the first
+// page (nil); ok is false when v is not such a cursor.
+func handoffCursor(v string) (after *store.Handoff, ok bool) {
+	if v == "" {
+		return nil, true
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return nil, false
+	}
+	parts := strings.SplitN(string(raw), "\x00", 3)
+	if len(parts) != 3 || parts[2] == "" {
+		return nil, false
+	}
+	since, err := time.Parse(time.RFC3339Nano, parts[1])
+	if err != nil {
+		return nil, false
+	}
+	return &store.Handoff{Status: store.HandoffStatus(parts[0]), Since: since, Key: parts[2]}, true
 }
 
 // handoffQuery is a list of leads by status, optionally only the stuck ones.
@@ -44,9 +145,9 @@ type handoffQuery struct {
 func parseHandoffQuery(c *echo.Context) (handoffQuery, error) {
 	q := handoffQuery{Status: store.HandoffStatus(c.QueryParam("status"))}
 	switch q.Status {
-	case "", store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied:
+	case "", store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied, store.HandoffClosed:
 	default:
-		return q, errorf(http.StatusBadRequest, "status %q is not one of received, matched, owned, replied", q.Status)
+		return q, errorf(http.StatusBadRequest, "status %q is not one of received, matched, owned, replied, closed", q.Status)
 	}
 	if v := c.QueryParam("stuck"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -55,18 +156,36 @@ func parseHandoffQuery(c *echo.Context) (handoffQuery, error) {
 		}
 		q.Stuck = b
 	}
-	if q.Stuck && q.Status == store.HandoffReplied {
-		return q, errorf(http.StatusBadRequest, "a replied lead is never stuck; ask for received, matched or owned")
+	if q.Stuck && (q.Status == store.HandoffReplied || q.Status == store.HandoffClosed) {
+		return q, errorf(http.StatusBadRequest, "a %s lead is never stuck; ask for received, matched or owned", q.Status)
 	}
 	return q, nil
 }
 
-// handoffs lists up to limit leads matching q at now, longest waiting first per status.
-func (s *Server) handoffs(q handoffQuery, now time.Time, limit int) ([]store.Handoff, error) {
-	if !q.Stuck {
-		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit})
+// handoffs lists up to limit leads matching q at now, longest waiting
+// first per status, of the channels only sees (nil: every channel).
+func (s *Server) handoffs(only *store.Visible, q handoffQuery, now time.Time, limit int) ([]store.Handoff, error) {
+	switch {
+	case !q.Stuck:
+		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit, Only: only})
+	case only == nil:
+		return leads.Stuck(s.st, now, jobs.StuckAfter(s.cfg), q.Status, limit)
 	}
-	return leads.Stuck(s.st, now, jobs.StuckAfter(s.cfg), q.Status, limit)
+	// leads.Stuck's walk, of the visible channels' leads.
+	after, out := jobs.StuckAfter(s.cfg), []store.Handoff{}
+	for _, st := range leads.Statuses {
+		if q.Status != "" && st != q.Status {
+			continue
+		}
+		hs, err := s.st.Handoffs(store.HandoffFilter{Status: st, SinceBefore: now.Add(-after[st]), Limit: limit - len(out), Only: only})
+		if err != nil {
+			return nil, err
+		}
+		if out = append(out, hs...); len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
 }
 
 // queryLimit reads ?limit= (default 100, at most 1000).

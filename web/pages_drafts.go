@@ -1,8 +1,11 @@
 package web
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -33,6 +37,7 @@ type queueView struct {
 	after  []byte            // the decoded cursor; nil for the first page
 	owner  string            // the owner to match; "" matches any
 	none   bool              // "mine" for a person with no owner: matches nothing
+	only   *store.Visible    // a person limited to clients: their channels (clients.go); nil: every channel
 }
 
 // newQueueView reads the queue's filters, from the query or a form.
@@ -50,10 +55,10 @@ func newQueueView(p *principal, owner, channel, cursor string) (queueView, error
 }
 
 // filtered and keep leave v.none to pendingPage, which reads nothing then.
-func (v queueView) filtered() bool { return v.owner != "" || v.filter.Channel != "" }
+func (v queueView) filtered() bool { return v.owner != "" || v.filter.Channel != "" || v.only != nil }
 
 func (v queueView) keep(d store.Draft) bool {
-	return (v.owner == "" || d.Owner == v.owner) && (v.filter.Channel == "" || d.Channel == v.filter.Channel)
+	return (v.owner == "" || d.Owner == v.owner) && (v.filter.Channel == "" || d.Channel == v.filter.Channel) && (v.only == nil || v.only.Draft(d))
 }
 
 // withCursor is the same view at another page.
@@ -106,8 +111,70 @@ func (s *Server) pendingCard(c *echo.Context, v queueView, page []store.Draft, n
 		return card, err
 	}
 	card.Event = ev
-	card.Earlier, err = s.st.Conversation(store.LeadKey(ev.Channel, ev.ConversationID), ev.ID, earlierMessages)
-	return card, err
+	for _, k := range d.AnsweredEvents() {
+		e, err := s.st.EventByKey(k)
+		if err != nil {
+			return card, fmt.Errorf("message %s of draft %s: %w", k, d.ID, err)
+		}
+		card.Turn = append(card.Turn, e)
+	}
+	earlier, err := s.st.Conversation(store.LeadKey(ev.Channel, ev.ConversationID), card.Turn[0].ID, earlierMessages+len(card.Turn))
+	if err != nil {
+		return card, err
+	}
+	for _, e := range earlier {
+		if !slices.Contains(d.AnsweredEvents(), e.Key) {
+			card.Earlier = append(card.Earlier, e)
+		}
+	}
+	if len(card.Earlier) > earlierMessages {
+		card.Earlier = card.Earlier[len(card.Earlier)-earlierMessages:]
+	}
+	if card.Lead, err = s.leadActions(c, ev, v.filter.URL(d.ID)); err != nil {
+		return card, err
+	}
+	card.Recipient = card.Lead.Recipient
+	card.SMS = s.sendsSMS(d.Channel)
+	if p := who(c); p != nil {
+		card.LookedBy = s.claims.look(d.ID, p.Name, s.now())
+	}
+	return card, nil
+}
+
+// sendsSMS reports whether channel replies through an SMS provider (twilio).
+func (s *Server) sendsSMS(channel string) bool {
+	for _, ch := range s.cfg.Channels {
+		if ch.Name != channel {
+			continue
+		}
+		for _, p := range s.cfg.Providers {
+			if p.Name == ch.Provider {
+				return p.Kind == "twilio"
+			}
+		}
+	}
+	return false
+}
+
+// leadActions says what a person can do to end the open turn of ev's
+// lead, with forms that return to back.
+func (s *Server) leadActions(c *echo.Context, ev store.Event, back string) (views.LeadActions, error) {
+	a := views.LeadActions{EventKey: ev.Key, CSRF: csrfOf(c), Back: back}
+	h, err := s.st.Handoff(store.LeadKey(ev.Channel, ev.ConversationID))
+	if err != nil {
+		return a, err
+	}
+	a.Recipient = review.Recipient(ev, h)
+	a.Open = h.TurnDraft != "" || h.Turn == 0 && h.Status != store.HandoffReplied && h.Status != store.HandoffClosed
+	a.Waiting = len(h.TurnEvents)
+	if h.TurnDraft != "" {
+		_, err := s.st.LiveJob(store.KindDraft, h.TurnDraft)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return a, err
+		}
+		a.Drafting = err == nil
+	}
+	return a, nil
 }
 
 // decidedCard says who decided d, and offers the next waiting draft.
@@ -132,8 +199,15 @@ func decisionNotice(d store.Draft, me string) *views.Notice {
 		return nil
 	}
 	verb := "approved"
-	if d.Status == store.DraftRejected {
+	switch d.Status {
+	case store.DraftRejected:
 		verb = "rejected"
+	case store.DraftSuperseded:
+		text := "Superseded: the customer wrote again, so this draft no longer answers the conversation."
+		if d.SupersededBy != "" {
+			text += " The current draft is " + d.SupersededBy + "."
+		}
+		return &views.Notice{Tone: "warn", Text: text}
 	}
 	text := "Already " + verb + " by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC, 2 Jan") + "."
 	if me != "" && dec.By == me {
@@ -156,8 +230,12 @@ func (s *Server) queueItems(v queueView, page []store.Draft, current string, now
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
+		name := ev.Name
+		if name == "" {
+			name = ev.Contact // an SMS lead often has only the number
+		}
 		items = append(items, views.QueueItem{
-			ID: d.ID, Channel: d.Channel, Owner: d.Owner, Name: ev.Name,
+			ID: d.ID, Channel: d.Channel, Owner: d.Owner, Name: name,
 			Age: views.Age(now.Sub(ev.ReceivedAt)), Line: views.FirstLine(ev.Text, 90),
 			URL: v.filter.URL(d.ID), Current: d.ID == current,
 		})
@@ -190,6 +268,7 @@ func (s *Server) draftsPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	v.only = s.only(c)
 	page, next, partial, err := s.pendingPage(v, queuePage)
 	if err != nil {
 		return err
@@ -202,6 +281,11 @@ func (s *Server) draftsPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	drafting, err := s.st.DraftingFor(s.visible(c))
+	if err != nil {
+		return err
+	}
+	card.Drafting = &drafting
 	if v.none {
 		card.Notice = &views.Notice{Tone: "warn", Text: "Your account has no routing owner, so “mine” matches nothing; an admin can add a person with an owner on Users."}
 	}
@@ -211,9 +295,16 @@ func (s *Server) draftsPage(c *echo.Context) error {
 	}
 	q := views.DraftQueue{
 		Filter: v.filter, Owners: s.owners(), HasOwner: p.Owner != "", Card: card, Items: items, Partial: partial,
+		Drafting: drafting,
+	}
+	vis := s.visible(c)
+	if q.Counts, err = s.st.DraftCountsFor(vis); err != nil {
+		return err
 	}
 	for _, ch := range s.cfg.Channels {
-		q.Channels = append(q.Channels, ch.Name)
+		if vis.Channel(ch.Name) {
+			q.Channels = append(q.Channels, ch.Name)
+		}
 	}
 	if next != nil {
 		q.NextPage = v.withCursor(next).filter.URL("")
@@ -224,18 +315,41 @@ func (s *Server) draftsPage(c *echo.Context) error {
 	return render(c, http.StatusOK, views.Drafts(l, q))
 }
 
+// unclaimed is the index of the first draft of page, from from on and
+// round to the start, that nobody else has open (claims.go), now claimed
+// for the person asking; from itself when others have them all open.
+func (s *Server) unclaimed(c *echo.Context, page []store.Draft, from int) int {
+	p := who(c)
+	if p == nil {
+		return from
+	}
+	ids := make([]string, 0, len(page))
+	for k := range page {
+		ids = append(ids, page[(from+k)%len(page)].ID)
+	}
+	k := s.claims.pick(ids, p.Name, s.now())
+	if k < 0 {
+		return from
+	}
+	return (from + k) % len(page)
+}
+
 // focusCard is the card of draft id (when given) or of the page's first draft.
 func (s *Server) focusCard(c *echo.Context, v queueView, page []store.Draft, next []byte, id string) (views.DraftCard, error) {
 	if id == "" {
 		if len(page) == 0 {
 			return views.DraftCard{State: views.CardEmpty, Filter: v.filter}, nil
 		}
-		return s.pendingCard(c, v, page, next, 0, page[0])
+		i := s.unclaimed(c, page, 0)
+		return s.pendingCard(c, v, page, next, i, page[i])
 	}
 	if i := slices.IndexFunc(page, func(d store.Draft) bool { return d.ID == id }); i >= 0 {
 		return s.pendingCard(c, v, page, next, i, page[i])
 	}
 	d, err := s.st.Draft(id)
+	if err == nil && v.only != nil && !v.only.Draft(d) {
+		err = store.ErrNotFound // another client's: as if there were none
+	}
 	if err != nil {
 		return views.DraftCard{}, missing(err, "there is no draft %q", id)
 	}
@@ -253,6 +367,7 @@ func (s *Server) approveFromQueue(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	v.only = s.only(c)
 	id := c.Param("id")
 	text := ""
 	if c.FormValue("action") == "edit" {
@@ -286,6 +401,7 @@ func (s *Server) rejectFromQueue(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	v.only = s.only(c)
 	id := c.Param("id")
 	res, err := s.reject(c, id, c.FormValue("reason"))
 	if err != nil {
@@ -330,9 +446,13 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 	}
 	// Next is the first waiting draft after the decided one; drafts
 	// skipped before it come round again at the end of the page.
+	s.claims.release(decided.ID)
 	i := slices.IndexFunc(page, func(d store.Draft) bool { return later(d, decided) })
 	if i < 0 && len(page) > 0 {
 		i = 0
+	}
+	if i >= 0 && !showDecided {
+		i = s.unclaimed(c, page, i) // steer clear of a draft another person has open
 	}
 	var card views.DraftCard
 	switch {
@@ -350,15 +470,106 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 		card.Notice = n
 	default:
 		card = views.DraftCard{State: views.CardEmpty, Filter: v.filter, Notice: n}
+		drafting, err := s.st.DraftingFor(s.visible(c))
+		if err != nil {
+			return err
+		}
+		card.Drafting = &drafting
 	}
 	now := s.now()
 	items, err := s.queueItems(v, page, card.Draft.ID, now)
 	if err != nil {
 		return err
 	}
-	counts, err := s.st.Counts(stuckBefore(s.cfg, now))
+	counts, err := s.st.CountsFor(s.visible(c), stuckBefore(s.cfg, now))
 	if err != nil {
 		return err
 	}
 	return render(c, status, views.QueueAnswered(views.QueueAnswer{Card: card, Items: items, Waiting: counts.DraftsWaiting}))
+}
+
+// livePoll is how often an open queue asks GET /drafts/live; the page says
+// it once (hx-trigger), this is for the documentation and the measures.
+const livePoll = 5 * time.Second
+
+// queueLive answers GET /drafts/live?owner=&channel=&cursor=&current=&empty=
+// (the open queue's poll, every livePoll): the list and the nav count,
+// the first waiting draft when the page shows the empty card (empty=1),
+// and a warning when current, the card's draft, no longer waits. A light
+// poll rather than server-sent events: one small read transaction per
+// open tab every few seconds, no connection held open per approver
+// through proxies, and the answer's ETag lets an unchanged queue cost a
+// 304 with no body.
+func (s *Server) queueLive(c *echo.Context) error {
+	v, err := newQueueView(who(c), c.QueryParam("owner"), c.QueryParam("channel"), c.QueryParam("cursor"))
+	if err != nil {
+		return err
+	}
+	v.only = s.only(c)
+	page, next, _, err := s.pendingPage(v, queuePage)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	counts, err := s.st.CountsFor(s.visible(c), stuckBefore(s.cfg, now))
+	if err != nil {
+		return err
+	}
+	byStatus, err := s.st.DraftCountsFor(s.visible(c))
+	if err != nil {
+		return err
+	}
+	current, empty := c.QueryParam("current"), c.QueryParam("empty") == "1"
+	live := views.QueueLive{Waiting: counts.DraftsWaiting, Counts: byStatus}
+	// The tag covers what the answer shows, the ages to the minute.
+	tag := sha256.New()
+	fmt.Fprintf(tag, "%d|%s|%t|%s|", counts.DraftsWaiting, current, empty, now.UTC().Truncate(time.Minute).Format(time.RFC3339))
+	for _, st := range store.DraftStatuses {
+		fmt.Fprintf(tag, "%s=%d,", st, byStatus[st])
+	}
+	for _, d := range page {
+		fmt.Fprintf(tag, "%s,", d.ID)
+	}
+	if p := who(c); p != nil && current != "" && slices.ContainsFunc(page, func(d store.Draft) bool { return d.ID == current }) {
+		s.claims.look(current, p.Name, now) // the card is still open: renew its claim
+	}
+	if current != "" && !slices.ContainsFunc(page, func(d store.Draft) bool { return d.ID == current }) {
+		d, err := s.st.Draft(current)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
+		case d.Status != store.DraftPending && (v.only == nil || v.only.Draft(d)):
+			live.Stale = decisionNotice(d, "")
+			if d.Status == store.DraftSuperseded {
+				live.Stale = &views.Notice{Tone: "warn", Text: "This draft was superseded meanwhile: the customer wrote again. Its newer draft is in the list."}
+			}
+			fmt.Fprintf(tag, "stale:%s", d.Status)
+		}
+	}
+	etag := `"` + base64.RawURLEncoding.EncodeToString(tag.Sum(nil)[:12]) + `"`
+	h := c.Response().Header()
+	h.Set("Cache-Control", "private, no-cache")
+	h.Set("ETag", etag)
+	if c.Request().Header.Get("If-None-Match") == etag {
+		return c.NoContent(http.StatusNotModified)
+	}
+	if empty && len(page) > 0 {
+		card, err := s.pendingCard(c, v, page, next, 0, page[0])
+		if err != nil {
+			return err
+		}
+		card.OOB = true
+		live.Card, current = &card, card.Draft.ID
+	}
+	if live.Items, err = s.queueItems(v, page, current, now); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := views.QueueLiveAnswer(live).Render(c.Request().Context(), &buf); err != nil {
+		return err
+	}
+	h.Set("Content-Security-Policy", pageCSP)
+	h.Set("Referrer-Policy", "same-origin")
+	return c.HTMLBlob(http.StatusOK, buf.Bytes())
 }
