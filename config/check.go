@@ -11,7 +11,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/handoff/handoff/hook"
-	"github.com/handoff/handoff/webhook"
 )
 
 // validHeaderName reports whether s is an HTTP field name (RFC 9110 token).
@@ -89,27 +88,85 @@ func checkAddr(s string) error {
 	return nil
 }
 
-// redactURL blanks out the password of a URL's user info, if it has one. It
-// works on the text so that it also cleans URLs that do not parse.
+// redactURL blanks out what in a URL may be a secret: the password of its
+// user info, every query value, the fragment, and every path segment that
+// does not read as a plain word (Slack, Discord and Telegram webhooks carry
+// their token in the path). The {ref} placeholder stays. It works on the
+// text so that it also cleans URLs that do not parse.
 func redactURL(s string) string {
 	scheme := strings.Index(s, "://")
 	if scheme < 0 {
 		return s
 	}
-	rest := s[scheme+3:]
-	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
-		rest = rest[:end]
+	head, rest := s[:scheme+3], s[scheme+3:]
+	var frag string
+	if i := strings.IndexByte(rest, '#'); i >= 0 {
+		rest, frag = rest[:i], "#"+redactedValue
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return s
+	var query string
+	if i := strings.IndexByte(rest, '?'); i >= 0 {
+		rest, query = rest[:i], "?"+redactQuery(rest[i+1:])
 	}
-	colon := strings.Index(rest[:at], ":")
-	if colon < 0 {
-		return s
+	auth, path := rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		auth, path = rest[:i], rest[i:]
 	}
-	start := scheme + 3 + colon + 1
-	return s[:start] + redactedValue + s[scheme+3+at:]
+	if at := strings.LastIndex(auth, "@"); at >= 0 {
+		if colon := strings.Index(auth[:at], ":"); colon >= 0 {
+			auth = auth[:colon+1] + redactedValue + auth[at:]
+		}
+	}
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		if !plainSegment(seg) {
+			segs[i] = redactedValue
+		}
+	}
+	return head + auth + strings.Join(segs, "/") + query + frag
+}
+
+// redactQuery keeps a query's names and blanks its values.
+func redactQuery(q string) string {
+	parts := strings.Split(q, "&")
+	for i, p := range parts {
+		name, value, hasValue := strings.Cut(p, "=")
+		switch {
+		case !hasValue && !plainSegment(name):
+			parts[i] = redactedValue
+		case hasValue && value != "" && value != "{ref}":
+			parts[i] = name + "=" + redactedValue
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// plainSegment reports whether a path segment reads as a word (messages,
+// v1, sendMessage) rather than as an id or a token: at most 20 characters,
+// letters and -._~ with at most two capitals and two digits at the end.
+func plainSegment(seg string) bool {
+	if seg == "" || seg == "{ref}" {
+		return true
+	}
+	if len(seg) > 20 {
+		return false
+	}
+	digits, upper := 0, 0
+	for _, c := range seg {
+		switch {
+		case '0' <= c && c <= '9':
+			digits++
+			continue
+		case 'A' <= c && c <= 'Z':
+			upper++
+		case 'a' <= c && c <= 'z', strings.ContainsRune("-._~", c):
+		default:
+			return false
+		}
+		if digits > 0 {
+			return false // a letter after a digit: an id
+		}
+	}
+	return digits <= 2 && upper <= 2 && digits < len(seg)
 }
 
 // signedFields refuses, on a signed channel, every field read from a request
@@ -154,17 +211,16 @@ func (d *decoder) signedSource(path string, n *yaml.Node, scheme string) {
 // or nil when source is not a header or is one the scheme signs.
 func unsignedHeader(scheme, source string) error {
 	name, ok := hook.HeaderSource(source)
-	if !ok {
+	if !ok || hook.SignsHeader(scheme, name) {
 		return nil
 	}
 	switch scheme {
-	case "hmac-sha256":
+	case hook.SchemeHMACSHA256:
 		return fmt.Errorf("%s is not covered by the hmac-sha256 signature, which signs only the body; read it from the body or use standard-webhooks", source)
-	case "standard-webhooks":
-		if webhook.Signs(name) {
-			return nil
-		}
+	case hook.SchemeStandardWebhooks:
 		return fmt.Errorf("%s is not covered by the standard-webhooks signature, which signs only the body and the webhook-id and webhook-timestamp headers; read it from the body or from one of those headers", source)
+	case hook.SchemeSlack:
+		return fmt.Errorf("%s is not covered by the slack signature, which signs only the body and X-Slack-Request-Timestamp; read it from the body", source)
 	}
-	return nil
+	return fmt.Errorf("%s is not covered by the %s signature, which signs no header; read it from the body", source, scheme)
 }

@@ -50,13 +50,23 @@ func TestValidSource(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"", ""},
-		{"https://example.com/a?b=c", "https://example.com/a?b=c"},
+		{"https://example.com/a?b=c", "https://example.com/a?b=[redacted]"},
 		{"https://user@example.com/", "https://user@example.com/"},
 		{"https://user:pw@example.com/a", "https://user:[redacted]@example.com/a"},
 		{"https://user:p@ss@example.com", "https://user:[redacted]@example.com"},
-		{"http://u:pw@host:8080?x=a@b", "http://u:[redacted]@host:8080?x=a@b"},
+		{"http://u:pw@host:8080?x=a@b", "http://u:[redacted]@host:8080?x=[redacted]"},
 		{"https://u:pw@exa mple.com/{ref}", "https://u:[redacted]@exa mple.com/{ref}"},
-		{"https://example.com/p?mail=a:b@c", "https://example.com/p?mail=a:b@c"},
+		{"https://example.com/p?mail=a:b@c", "https://example.com/p?mail=[redacted]"},
+		// Query values and fragments go; names, {ref} and empty values stay.
+		{"https://crm.example/m?client_ref={ref}&token=s3cr3t&debug=&flag", "https://crm.example/m?client_ref={ref}&token=[redacted]&debug=&flag"},
+		{"https://crm.example/m#access_token=abc", "https://crm.example/m#[redacted]"},
+		{"https://crm.example/m?abcdef0123456789abcdef", "https://crm.example/m?[redacted]"},
+		// Tokens in paths: Slack, Discord, Telegram; words stay.
+		{"https://hooks.slack.com/services/T0A1B2C3D/B0123ABCD/abcdEFGH1234ijklMNOP5678", "https://hooks.slack.com/services/[redacted]/[redacted]/[redacted]"},
+		{"https://discord.com/api/webhooks/123456789012345678/aBcD-eFgH_iJkL", "https://discord.com/api/webhooks/[redacted]/[redacted]"},
+		{"https://api.telegram.org/bot123456:ABC-DEF1234ghIkl/sendMessage", "https://api.telegram.org/[redacted]/sendMessage"},
+		{"https://crm.example.com/v1/messages/{ref}", "https://crm.example.com/v1/messages/{ref}"},
+		{"not a url", "not a url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -9,8 +9,11 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
+
+	"github.com/handoff/handoff/hook"
 )
 
 // Config is the whole validated configuration of one handoff process.
@@ -27,25 +30,83 @@ type Config struct {
 	Stuck     Stuck
 	Backups   Backups
 	Retention Retention
+	Auth      Auth
+
+	// TrustedProxies (yaml trusted_proxies) are the reverse proxies whose
+	// ProxyHeader names the client; a request from any other peer is
+	// taken to come from that peer.
+	TrustedProxies []netip.Prefix
+	ProxyHeader    string // yaml proxy_header: HeaderXForwardedFor (default) or HeaderForwarded
+	// MetricsAddr (yaml metrics_addr), when set, is a second listener that
+	// serves GET /metrics alone, without a token; keep it private.
+	MetricsAddr string
+
+	// DraftWorkers (yaml draft_workers, 1..256) is how many draft jobs run
+	// at once; 0 (unset) means DraftConcurrency's default.
+	DraftWorkers int
+
+	// Clients (yaml clients) are the businesses the channels belong to;
+	// empty when the file lists none, which is DefaultClient (ClientList).
+	Clients []Client
+}
+
+// Auth holds the dashboard's login rules.
+type Auth struct {
+	// RequireTOTPForAdmins (yaml auth.require_totp_for_admins) makes an
+	// admin without a second factor enrol one before any other page.
+	RequireTOTPForAdmins bool
 }
 
 // Channel is one inbound webhook source, served at POST /hooks/{name}.
 type Channel struct {
 	Name        string     // [a-z0-9-]+, unique
+	Client      string     // yaml client: the client it belongs to; the only client when unset (ClientOf)
 	Signature   *Signature // nil: unsigned (allowed; Warnings() mentions it)
 	Fields      Fields
 	Provider    string // default "sandbox"; names a defined provider or "sandbox"
 	AutoApprove bool
 	MaxBody     int64 // yaml key max_body, bytes; default 1 MiB (1<<20)
+	// Coalesce is the quiet period of a conversation turn: a lead's draft is
+	// written once it has sent nothing for this long, so a burst of messages
+	// costs one draft. Default 10s; 0 drafts at once.
+	Coalesce time.Duration
+
+	// Inbound shape, from the preset (hook.LookupPreset) unless set.
+	Preset    string        // yaml preset; "" is generic
+	Messages  hook.Messages // yaml messages: items, when, unless
+	Receipts  hook.Receipts // yaml receipts: items, id, status
+	Handshake string        // yaml handshake: "" (none), meta or slack
+	Answer    string        // yaml answer: json (default), ok or twiml
+	// VerifyToken answers Meta's subscription handshake (yaml verify_token
+	// or verify_token_env); never printed.
+	VerifyToken    string
+	VerifyTokenEnv string
 }
 
 // Signature says how a channel's requests are authenticated.
 type Signature struct {
-	Scheme    string        // "standard-webhooks" | "hmac-sha256"
-	Secret    string        // from `secret:` or the env var named by `secret_env:`; never printed
-	SecretEnv string        // yaml secret_env
-	Header    string        // hmac-sha256 only, required there
-	Tolerance time.Duration // standard-webhooks only; default 5m
+	Scheme string // one of hook.Schemes; a preset's when not set
+	// Secret is the first of Secrets, kept for code that names one.
+	Secret string
+	// Secrets are every secret any of which verifies (yaml secret,
+	// secret_env, secrets, secrets_env, in that order): list the new one
+	// beside the old while rotating. Never printed.
+	Secrets    []string
+	SecretEnv  string        // yaml secret_env
+	SecretsEnv []string      // yaml secrets_env
+	Header     string        // hmac-sha256 and token, required there (a preset may give it)
+	Encoding   string        // hmac-sha256: hex (default) or base64
+	Prefix     string        // hmac-sha256: what the header value starts with, e.g. sha256=
+	Tolerance  time.Duration // standard-webhooks, slack and stripe; default 5m
+}
+
+// Verifying is the hook package's view of the signature.
+func (s *Signature) Verifying() hook.Signing {
+	secrets := s.Secrets
+	if len(secrets) == 0 && s.Secret != "" {
+		secrets = []string{s.Secret} // built in code with one secret
+	}
+	return hook.Signing{Scheme: s.Scheme, Secrets: secrets, Header: s.Header, Encoding: s.Encoding, Prefix: s.Prefix, Tolerance: s.Tolerance}
 }
 
 // Fields are the sources an event's fields are read from: RFC 6901 JSON
@@ -71,6 +132,29 @@ type Drafter struct {
 	Template      string        // default "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly."; a text/template that names only the drafter's fields (drafter.CheckTemplate)
 	Timeout       time.Duration // default 30s
 	Delay         time.Duration // optional: an artificial delay before each template draft, for drills and crash tests
+	// Structured (yaml structured) is how the answer's shape is asked for:
+	// "json_schema" (default), "json_object" or "none".
+	Structured string
+	// ChannelPrompts (yaml channel_prompts) replace SystemPrompt on the channels they name.
+	ChannelPrompts map[string]string
+	// FactsFile (yaml facts_file) is read into Facts at load: the facts of
+	// every client that has no clients[].facts_file.
+	FactsFile, Facts string
+	// Price (yaml price: {input, output, currency}) is per million tokens.
+	Price Price
+	// DailyBudget (yaml daily_budget) is the most a client may spend on
+	// drafting in a UTC day, in Price.Currency, unless clients[].daily_budget
+	// says otherwise; 0: no budget.
+	DailyBudget float64
+	// ContextTokens (yaml context_tokens, default 1000) bounds the earlier
+	// conversation given to the model.
+	ContextTokens int
+}
+
+// Price is what a model's tokens cost, per million.
+type Price struct {
+	Input, Output float64
+	Currency      string // default "USD"
 }
 
 // Routing assigns an owner to each lead: the first matching rule wins, else DefaultOwner.
@@ -97,7 +181,7 @@ type When struct {
 // Provider is an outbound destination for approved replies.
 type Provider struct {
 	Name                   string        // [a-z0-9-]+, unique, not "sandbox"
-	Kind                   string        // "http" | "sandbox"
+	Kind                   string        // http, sandbox, twilio, whatsapp, telegram, slack, smtp
 	URL                    string        // http: required absolute http(s) URL
 	SigningSecretEnv       string        // yaml signing_secret_env
 	SigningSecret          string        // resolved from SigningSecretEnv at load; never printed
@@ -115,6 +199,7 @@ type Provider struct {
 	TimeoutAfterAccept bool          // yaml timeout_after_accept: record the message, then answer as a timeout would
 	Delay              time.Duration // every send takes this long
 	NoLookup           bool          // yaml lookup: false turns the sandbox's lookup off
+	ProviderKinds                    // the provider kinds' own keys (providers.go)
 }
 
 // Retry bounds the retries of a failing job.
@@ -132,12 +217,6 @@ type Stuck struct {
 	Alert    string        // optional: the provider that announces each newly stuck lead once
 }
 
-// Backups configures the scheduled backups.
-type Backups struct {
-	Schedule string // default "0 3 * * *"; a standard 5-field cron expression or a descriptor like @daily
-	Keep     int    // default 7; at least 1
-}
-
 // Retention holds how long records are kept.
 type Retention struct {
 	Events time.Duration // default 720h: the dedup window
@@ -152,6 +231,7 @@ const sandboxProvider = "sandbox"
 
 const (
 	defaultMaxBody  = 1 << 20
+	defaultCoalesce = 10 * time.Second
 	providerTimeout = 10 * time.Second
 	redactedValue   = "[redacted]"
 )
@@ -176,12 +256,17 @@ func defaults() *Config {
 			PromptVersion: "v1",
 			Template:      defaultTemplate,
 			Timeout:       30 * time.Second,
+			Structured:    "json_schema",
+			ContextTokens: 1000,
+			Price:         Price{Currency: "USD"},
 		},
 		Routing:   Routing{Version: "r1", DefaultOwner: "sales"},
 		Retry:     Retry{MaxAttempts: 8, BaseDelay: 2 * time.Second, MaxDelay: time.Hour},
 		Stuck:     Stuck{Received: 10 * time.Minute, Matched: 30 * time.Minute, Owned: 4 * time.Hour},
-		Backups:   Backups{Schedule: "0 3 * * *", Keep: 7},
+		Backups:   Backups{Schedule: "0 * * * *", Keep: 24},
 		Retention: Retention{Events: 720 * time.Hour, Keys: 72 * time.Hour},
+
+		ProxyHeader: HeaderXForwardedFor,
 	}
 }
 
@@ -191,6 +276,7 @@ func newChannel() Channel {
 	return Channel{
 		Provider: sandboxProvider,
 		MaxBody:  defaultMaxBody,
+		Coalesce: defaultCoalesce,
 		Fields:   Fields{Contact: "/from", Name: "/name", Text: "/text"},
 	}
 }

@@ -71,8 +71,8 @@ stuck:
   matched: 30m
   owned: 4h
 backups:
-  schedule: "0 3 * * *"
-  keep: 7
+  schedule: "0 * * * *"
+  keep: 24
 retention:
   events: 720h
   keys: 72h
@@ -224,7 +224,7 @@ func TestParseFullExample(t *testing.T) {
 		Channels: []config.Channel{
 			{
 				Name:      "web",
-				Signature: &config.Signature{Scheme: "standard-webhooks", Secret: webSecret, Tolerance: 2 * time.Minute},
+				Signature: &config.Signature{Scheme: "standard-webhooks", Secret: webSecret, Secrets: []string{webSecret}, Tolerance: 2 * time.Minute},
 				Fields: config.Fields{
 					MessageID:      []string{"/id"},
 					ConversationID: "/conversation_id",
@@ -232,14 +232,16 @@ func TestParseFullExample(t *testing.T) {
 				},
 				Provider: "sandbox",
 				MaxBody:  1 << 20,
+				Coalesce: 10 * time.Second,
 			},
 			{
 				Name:        "sms-2",
-				Signature:   &config.Signature{Scheme: "hmac-sha256", Secret: smsSecret, SecretEnv: "SMS_SECRET", Header: "X-Signature"},
+				Signature:   &config.Signature{Scheme: "hmac-sha256", Secret: smsSecret, Secrets: []string{smsSecret}, SecretEnv: "SMS_SECRET", Header: "X-Signature"},
 				Fields:      config.Fields{MessageID: []string{"/tenant", "/MessageSid"}, Contact: "/From", Name: "", Text: "/Body"},
 				Provider:    "crm-webhook",
 				AutoApprove: true,
 				MaxBody:     65536,
+				Coalesce:    10 * time.Second,
 			},
 		},
 		Drafter: config.Drafter{
@@ -252,6 +254,9 @@ func TestParseFullExample(t *testing.T) {
 			SystemPrompt:  "You write short, friendly replies.",
 			Template:      "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly.",
 			Timeout:       45 * time.Second,
+			Structured:    "json_schema", // the defaults the example leaves alone
+			ContextTokens: 1000,
+			Price:         config.Price{Currency: "USD"},
 		},
 		Routing: config.Routing{
 			Version:      "r7",
@@ -280,6 +285,8 @@ func TestParseFullExample(t *testing.T) {
 		Stuck:     config.Stuck{Received: 5 * time.Minute, Matched: 20 * time.Minute, Owned: 2 * time.Hour},
 		Backups:   config.Backups{Schedule: "@daily", Keep: 14},
 		Retention: config.Retention{Events: 1000 * time.Hour, Keys: 48 * time.Hour},
+
+		ProxyHeader: config.HeaderXForwardedFor,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -467,13 +474,13 @@ func TestParseErrors(t *testing.T) {
 		{"empty secret env", ch + "    signature: {scheme: hmac-sha256, header: X-Sig, secret_env: WEB_SECRET}\n",
 			map[string]string{"WEB_SECRET": ""}, []string{"channels[0].signature.secret_env: environment variable WEB_SECRET is not set"}},
 		{"bad secret env name", ch + "    signature: {scheme: hmac-sha256, header: X-Sig, secret_env: \"my secret\"}\n",
-			nil, []string{`channels[0].signature.secret_env: "my secret" is not an environment variable name`}},
+			nil, []string{`channels[0].signature.secret_env: is not an environment variable name (9 characters`}},
 		{"both secret and secret_env", ch + "    signature: {scheme: hmac-sha256, header: X-Sig, secret: " + plainPassword + ", secret_env: WEB_SECRET}\n",
 			map[string]string{"WEB_SECRET": smsSecret}, []string{"channels[0].signature: secret and secret_env are both set"}},
 		{"no secret", ch + "    signature: {scheme: hmac-sha256, header: X-Sig}\n",
 			nil, []string{"channels[0].signature.secret: missing"}},
 		{"unknown scheme", ch + "    signature: {scheme: hmac-sha1, secret: " + plainPassword + "}\n",
-			nil, []string{`channels[0].signature.scheme: "hmac-sha1" is not a signature scheme (use standard-webhooks or hmac-sha256)`}},
+			nil, []string{`channels[0].signature.scheme: "hmac-sha1" is not a signature scheme (use standard-webhooks, hmac-sha256, twilio, meta, slack, stripe, token, basic or mailgun)`}},
 		{"missing scheme", ch + "    signature: {secret: " + plainPassword + "}\n",
 			nil, []string{"channels[0].signature.scheme: missing"}},
 		{"hmac without header", ch + "    signature: {scheme: hmac-sha256, secret: " + plainPassword + "}\n",
@@ -515,7 +522,7 @@ func TestParseErrors(t *testing.T) {
 		{"empty data_dir", "data_dir: \"\"\n",
 			nil, []string{"data_dir: must not be empty"}},
 		{"lookup_url without {ref}", "providers: [{name: crm, kind: http, url: \"https://crm.example.com/m\", lookup_url: \"https://crm.example.com/m?ref=1\"}]\n",
-			nil, []string{`providers[0].lookup_url: "https://crm.example.com/m?ref=1" has no {ref} placeholder`}},
+			nil, []string{`providers[0].lookup_url: "https://crm.example.com/m?ref=[redacted]" has no {ref} placeholder`}},
 		{"negative lookup_settle", "providers: [{name: crm, kind: http, url: \"https://crm.example.com/m\", lookup_settle: -5s}]\n",
 			nil, []string{"providers[0].lookup_settle: -5s is negative; use 0 or more"}},
 		{"lookup_settle not a duration", "providers: [{name: crm, kind: http, url: \"https://crm.example.com/m\", lookup_settle: soon}]\n",
@@ -523,7 +530,7 @@ func TestParseErrors(t *testing.T) {
 		{"provider without url", "providers: [{name: crm, kind: http}]\n",
 			nil, []string{"providers[0].url: missing"}},
 		{"provider without kind", "providers: [{name: crm, url: \"https://crm.example.com/m\"}]\n",
-			nil, []string{"providers[0].kind: missing; use http or sandbox"}},
+			nil, []string{"providers[0].kind: missing; use one of http, sandbox, twilio, whatsapp, telegram, slack, smtp"}},
 		{"provider named sandbox", "providers: [{name: sandbox, kind: sandbox}]\n",
 			nil, []string{`providers[0].name: "sandbox" is the built-in provider`}},
 		{"duplicate provider", "providers: [{name: crm, kind: sandbox}, {name: crm, kind: sandbox}]\n",

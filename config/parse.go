@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
-	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/handoff/handoff/hook"
@@ -60,6 +60,8 @@ func (d *decoder) config(n *yaml.Node) *Config {
 	c := defaults()
 	channelNames := make(map[string]bool)
 	providerNames := map[string]bool{sandboxProvider: true}
+	clientIDs := make(map[string]bool)
+	var channelNodes []*yaml.Node // each channel's item, for channelClients
 	d.mapping("", n, handlers{
 		"addr": func(p string, v *yaml.Node) {
 			if d.str(p, v, &c.Addr) {
@@ -68,17 +70,34 @@ func (d *decoder) config(n *yaml.Node) *Config {
 				}
 			}
 		},
-		"data_dir": func(p string, v *yaml.Node) { d.text(p, v, &c.DataDir) },
+		"data_dir":        func(p string, v *yaml.Node) { d.text(p, v, &c.DataDir) },
+		"trusted_proxies": func(p string, v *yaml.Node) { d.trustedProxies(p, v, &c.TrustedProxies) },
+		"proxy_header":    func(p string, v *yaml.Node) { d.proxyHeader(p, v, &c.ProxyHeader) },
+		"metrics_addr": func(p string, v *yaml.Node) {
+			if d.str(p, v, &c.MetricsAddr) {
+				if err := checkAddr(c.MetricsAddr); err != nil {
+					d.fail(p, v, "%v", err)
+				}
+			}
+		},
 		"base_url": func(p string, v *yaml.Node) { d.url(p, v, &c.BaseURL) },
 		"workers":  func(p string, v *yaml.Node) { d.intIn(p, v, &c.Workers, 1, 256) },
+		"draft_workers": func(p string, v *yaml.Node) {
+			d.intIn(p, v, &c.DraftWorkers, 1, 256)
+		},
 		"channels": func(p string, v *yaml.Node) {
 			d.list(p, v, func(p string, item *yaml.Node) {
 				if ch, ok := d.channel(p, item, channelNames, providerNames); ok {
 					c.Channels = append(c.Channels, ch)
+					channelNodes = append(channelNodes, item)
 				}
 			})
 		},
-		"drafter":   func(p string, v *yaml.Node) { d.drafter(p, v, &c.Drafter) },
+		"clients": func(p string, v *yaml.Node) { d.clients(p, v, &c.Clients, clientIDs) },
+		"drafter": func(p string, v *yaml.Node) {
+			d.drafter(p, v, &c.Drafter)
+			d.checkChannelPrompts(c, v)
+		},
 		"routing":   func(p string, v *yaml.Node) { d.routing(p, v, &c.Routing, channelNames) },
 		"providers": func(p string, v *yaml.Node) { c.Providers = d.providers(p, v, providerNames) },
 		"retry":     func(p string, v *yaml.Node) { d.retry(p, v, &c.Retry) },
@@ -100,22 +119,16 @@ func (d *decoder) config(n *yaml.Node) *Config {
 				},
 			})
 		},
-		"backups": func(p string, v *yaml.Node) {
-			d.mapping(p, v, handlers{
-				"schedule": func(p string, v *yaml.Node) {
-					if d.str(p, v, &c.Backups.Schedule) {
-						if _, err := cron.ParseStandard(c.Backups.Schedule); err != nil {
-							d.fail(p, v, "%q is not a cron expression: %v", c.Backups.Schedule, err)
-						}
-					}
-				},
-				"keep": func(p string, v *yaml.Node) { d.intIn(p, v, &c.Backups.Keep, 1, 100000) },
-			})
-		},
+		"backups": func(p string, v *yaml.Node) { d.backups(p, v, &c.Backups) },
 		"retention": func(p string, v *yaml.Node) {
 			d.mapping(p, v, handlers{
 				"events": func(p string, v *yaml.Node) { d.duration(p, v, &c.Retention.Events, false) },
 				"keys":   func(p string, v *yaml.Node) { d.duration(p, v, &c.Retention.Keys, false) },
+			})
+		},
+		"auth": func(p string, v *yaml.Node) {
+			d.mapping(p, v, handlers{
+				"require_totp_for_admins": func(p string, v *yaml.Node) { d.boolean(p, v, &c.Auth.RequireTOTPForAdmins) },
 			})
 		},
 	})
@@ -125,6 +138,7 @@ func (d *decoder) config(n *yaml.Node) *Config {
 		c.Channels = []Channel{demoChannel()}
 		channelNames[c.Channels[0].Name] = true
 	}
+	d.channelClients(c, channelNodes)
 	return c
 }
 
@@ -150,7 +164,9 @@ func (d *decoder) envName(path string, n *yaml.Node, dst *string) bool {
 		return false
 	}
 	if !validEnvName(s) {
-		d.fail(path, n, "%q is not an environment variable name (use letters, digits and _, e.g. WEB_SECRET)", s)
+		// Never repeat it: a secret pasted here instead of its variable's
+		// name would land in the startup error and the logs.
+		d.fail(path, n, "is not an environment variable name (%d characters; use letters, digits and _, e.g. WEB_SECRET, and put the secret itself in that variable)", len(s))
 		return false
 	}
 	*dst = s
@@ -161,7 +177,7 @@ func (d *decoder) envName(path string, n *yaml.Node, dst *string) bool {
 func (d *decoder) secretFromEnv(path string, n *yaml.Node, name string) (string, bool) {
 	v := d.getenv(name)
 	if v == "" {
-		d.fail(path, n, "environment variable %s is not set or is empty", name)
+		d.fail(path, n, "%s is not set or is empty", envLabel(name))
 		return "", false
 	}
 	return v, true
@@ -169,7 +185,9 @@ func (d *decoder) secretFromEnv(path string, n *yaml.Node, name string) (string,
 
 func (d *decoder) channel(path string, n *yaml.Node, names, providers map[string]bool) (Channel, bool) {
 	ch := newChannel()
-	set, ok := d.mapping(path, n, handlers{
+	preset := d.presetOf(n)
+	applyPreset(&ch, preset)
+	hs := handlers{
 		"name": func(p string, v *yaml.Node) {
 			if !d.str(p, v, &ch.Name) {
 				return
@@ -183,9 +201,9 @@ func (d *decoder) channel(path string, n *yaml.Node, names, providers map[string
 				names[ch.Name] = true
 			}
 		},
-		"signature": func(p string, v *yaml.Node) { ch.Signature = d.signature(p, v) },
+		"signature": func(p string, v *yaml.Node) { ch.Signature = d.signature(p, v, preset) },
 		"fields": func(p string, v *yaml.Node) {
-			if fs, ok := d.fields(p, v, &ch.Fields); ok && fs["message_id"] == nil {
+			if fs, ok := d.fields(p, v, &ch.Fields); ok && fs["message_id"] == nil && len(preset.Fields.MessageID) == 0 {
 				d.fail(joinPath(p, "message_id"), v, "%s", missingMessageID)
 			}
 		},
@@ -201,6 +219,12 @@ func (d *decoder) channel(path string, n *yaml.Node, names, providers map[string
 			})
 		},
 		"auto_approve": func(p string, v *yaml.Node) { d.boolean(p, v, &ch.AutoApprove) },
+		"client":       func(p string, v *yaml.Node) { d.text(p, v, &ch.Client) },
+		"coalesce": func(p string, v *yaml.Node) {
+			if d.duration(p, v, &ch.Coalesce, true) && ch.Coalesce > time.Hour {
+				d.fail(p, v, "%s is longer than the 1h a lead may wait for its draft", v.Value)
+			}
+		},
 		"max_body": func(p string, v *yaml.Node) {
 			size, ok := d.integer(p, v)
 			if ok && size <= 0 {
@@ -209,7 +233,9 @@ func (d *decoder) channel(path string, n *yaml.Node, names, providers map[string
 				ch.MaxBody = size
 			}
 		},
-	})
+	}
+	d.inboundHandlers(&ch, hs)
+	set, ok := d.mapping(path, n, hs)
 	if !ok {
 		return ch, false
 	}
@@ -217,66 +243,10 @@ func (d *decoder) channel(path string, n *yaml.Node, names, providers map[string
 	if set["name"] == nil {
 		d.fail(joinPath(path, "name"), n, "missing; every channel needs a name ([a-z0-9-]+)")
 	}
-	if set["fields"] == nil {
+	if set["fields"] == nil && len(preset.Fields.MessageID) == 0 {
 		d.fail(joinPath(path, "fields.message_id"), n, "%s", missingMessageID)
 	}
 	return ch, true
-}
-
-func (d *decoder) signature(path string, n *yaml.Node) *Signature {
-	s := &Signature{}
-	set, ok := d.mapping(path, n, handlers{
-		"scheme": func(p string, v *yaml.Node) {
-			d.oneOf(p, v, &s.Scheme, "a signature scheme", "standard-webhooks", "hmac-sha256")
-		},
-		"secret":     func(p string, v *yaml.Node) { d.text(p, v, &s.Secret) },
-		"secret_env": func(p string, v *yaml.Node) { d.envName(p, v, &s.SecretEnv) },
-		"header": func(p string, v *yaml.Node) {
-			if d.str(p, v, &s.Header) && !validHeaderName(s.Header) {
-				d.fail(p, v, "%q is not a header name", s.Header)
-			}
-		},
-		"tolerance": func(p string, v *yaml.Node) { d.duration(p, v, &s.Tolerance, false) },
-	})
-	if !ok {
-		return nil
-	}
-
-	secretKey := "secret"
-	switch {
-	case set["secret"] != nil && set["secret_env"] != nil:
-		d.fail(path, set["secret_env"], "secret and secret_env are both set; keep one")
-	case set["secret_env"] != nil:
-		secretKey = "secret_env"
-		if s.SecretEnv != "" {
-			s.Secret, _ = d.secretFromEnv(joinPath(path, "secret_env"), set["secret_env"], s.SecretEnv)
-		}
-	case set["secret"] == nil:
-		d.fail(joinPath(path, "secret"), n, "missing; set secret, or secret_env to the name of an environment variable that holds it")
-	}
-
-	switch s.Scheme {
-	case "":
-		if set["scheme"] == nil {
-			d.fail(joinPath(path, "scheme"), n, "missing; use standard-webhooks or hmac-sha256")
-		}
-	case "standard-webhooks":
-		// A header here is ignored, with a warning, rather than refused:
-		// the spec's own example sets one.
-		if set["tolerance"] == nil {
-			s.Tolerance = webhook.DefaultTolerance
-		}
-		if s.Secret != "" {
-			if err := webhook.ValidateSecret(s.Secret); err != nil {
-				d.fail(joinPath(path, secretKey), set[secretKey], "%v", err)
-			}
-		}
-	case "hmac-sha256":
-		if set["header"] == nil {
-			d.fail(joinPath(path, "header"), n, "missing; hmac-sha256 needs the name of the header that carries the hex signature")
-		}
-	}
-	return s
 }
 
 const missingMessageID = "missing; every channel needs the JSON pointer of the provider's message id (e.g. /id), or a list of them"
@@ -360,6 +330,22 @@ func (d *decoder) drafter(path string, n *yaml.Node, dr *Drafter) {
 		},
 		"timeout": func(p string, v *yaml.Node) { d.duration(p, v, &dr.Timeout, false) },
 		"delay":   func(p string, v *yaml.Node) { d.duration(p, v, &dr.Delay, true) },
+		"structured": func(p string, v *yaml.Node) {
+			d.oneOf(p, v, &dr.Structured, "a structured-output mode", "json_schema", "json_object", "none")
+		},
+		"channel_prompts": func(p string, v *yaml.Node) {
+			d.channelPrompts(p, v, &dr.ChannelPrompts)
+		},
+		"facts_file":     func(p string, v *yaml.Node) { d.factsFile(p, v, &dr.FactsFile, &dr.Facts) },
+		"daily_budget":   func(p string, v *yaml.Node) { d.amount(p, v, &dr.DailyBudget) },
+		"context_tokens": func(p string, v *yaml.Node) { d.intIn(p, v, &dr.ContextTokens, 0, 100000) },
+		"price": func(p string, v *yaml.Node) {
+			d.mapping(p, v, handlers{
+				"input":    func(p string, v *yaml.Node) { d.amount(p, v, &dr.Price.Input) },
+				"output":   func(p string, v *yaml.Node) { d.amount(p, v, &dr.Price.Output) },
+				"currency": func(p string, v *yaml.Node) { d.text(p, v, &dr.Price.Currency) },
+			})
+		},
 	})
 	if !ok || dr.Kind != "openai" {
 		return
@@ -444,7 +430,7 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 	var ps []Provider
 	d.list(path, n, func(path string, n *yaml.Node) {
 		p := Provider{Timeout: providerTimeout}
-		set, ok := d.mapping(path, n, handlers{
+		set, ok := d.mapping(path, n, d.providerKindHandlers(&p, handlers{
 			"name": func(k string, v *yaml.Node) {
 				if !d.str(k, v, &p.Name) {
 					return
@@ -460,7 +446,7 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 					names[p.Name] = true
 				}
 			},
-			"kind": func(k string, v *yaml.Node) { d.oneOf(k, v, &p.Kind, "a provider kind", "http", "sandbox") },
+			"kind": func(k string, v *yaml.Node) { d.oneOf(k, v, &p.Kind, "a provider kind", ProviderKindNames...) },
 			"url":  func(k string, v *yaml.Node) { d.url(k, v, &p.URL) },
 			"signing_secret_env": func(k string, v *yaml.Node) {
 				if !d.envName(k, v, &p.SigningSecretEnv) {
@@ -504,7 +490,7 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 					p.NoLookup = !lookup
 				}
 			},
-		})
+		}))
 		if !ok {
 			return
 		}
@@ -521,16 +507,10 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 		if set["name"] == nil {
 			d.fail(joinPath(path, "name"), n, "missing; every provider needs a name ([a-z0-9-]+)")
 		}
-		switch p.Kind {
-		case "":
-			if set["kind"] == nil {
-				d.fail(joinPath(path, "kind"), n, "missing; use http or sandbox")
-			}
-		case "http":
-			if set["url"] == nil {
-				d.fail(joinPath(path, "url"), n, "missing; an http provider needs the URL replies are posted to")
-			}
+		if p.Kind == "" && set["kind"] == nil {
+			d.fail(joinPath(path, "kind"), n, "missing; use one of %s", strings.Join(ProviderKindNames, ", "))
 		}
+		d.checkProviderKind(path, n, &p, set)
 		ps = append(ps, p)
 	})
 	return ps

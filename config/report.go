@@ -2,10 +2,13 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/handoff/handoff/hook"
 )
 
 // Warnings lists non-fatal concerns to log at start (unsigned channels, openai drafter without API key...).
@@ -18,12 +21,21 @@ func (c *Config) Warnings() []string {
 		ws = append(ws, "base_url is plain http: session cookies are not marked Secure and passwords cross the network in clear text")
 	}
 	for i, ch := range c.Channels {
+		if ch.Handshake == hook.HandshakeMeta && ch.VerifyToken == "" {
+			ws = append(ws, fmt.Sprintf("channel %q answers Meta's handshake but has no verify_token: every GET /hooks/%s is refused, so the URL cannot be registered", ch.Name, ch.Name))
+		}
 		if sig := ch.Signature; sig != nil {
 			switch {
-			case sig.Scheme == "standard-webhooks" && sig.Header != "":
-				ws = append(ws, fmt.Sprintf("channels[%d].signature.header is ignored: standard-webhooks reads the webhook-signature header", i))
-			case sig.Scheme == "hmac-sha256" && sig.Tolerance != 0:
-				ws = append(ws, fmt.Sprintf("channels[%d].signature.tolerance is ignored: hmac-sha256 signatures carry no timestamp", i))
+			case sig.Header != "" && sig.Scheme != hook.SchemeHMACSHA256 && sig.Scheme != hook.SchemeToken:
+				ws = append(ws, fmt.Sprintf("channels[%d].signature.header is ignored: %s reads its own headers", i, sig.Scheme))
+			case sig.Tolerance != 0 && !hook.NeedsTolerance(sig.Scheme):
+				ws = append(ws, fmt.Sprintf("channels[%d].signature.tolerance is ignored: %s signatures carry no timestamp", i, sig.Scheme))
+			}
+			if sig.Scheme == hook.SchemeTwilio && c.BaseURL == "" {
+				ws = append(ws, fmt.Sprintf("channel %q uses the twilio signature without base_url: the signed URL is rebuilt from the Host header and plain http unless TLS ends here; set base_url to the public URL Twilio calls", ch.Name))
+			}
+			if sig.Scheme == hook.SchemeMailgun {
+				ws = append(ws, fmt.Sprintf("channel %q: a mailgun signature covers only its timestamp and token, not the body; keep the URL private", ch.Name))
 			}
 			continue
 		}
@@ -36,7 +48,7 @@ func (c *Config) Warnings() []string {
 		if d.APIKeyEnv == "" {
 			ws = append(ws, "drafter: the openai drafter has no api_key_env, so its requests carry no API key")
 		} else {
-			ws = append(ws, fmt.Sprintf("drafter.api_key_env: environment variable %s is not set or is empty, so the openai drafter's requests carry no API key", d.APIKeyEnv))
+			ws = append(ws, fmt.Sprintf("drafter.api_key_env: %s is not set or is empty, so the openai drafter's requests carry no API key", envLabel(d.APIKeyEnv)))
 		}
 	}
 	if c.Drafter.Delay > 0 {
@@ -88,14 +100,27 @@ func (c *Config) Redacted() Config {
 	r.Channels = slices.Clone(c.Channels)
 	for i, ch := range r.Channels {
 		r.Channels[i].Fields.MessageID = slices.Clone(ch.Fields.MessageID)
+		r.Channels[i].VerifyToken = redact(ch.VerifyToken)
+		r.Channels[i].Messages.When = slices.Clone(ch.Messages.When)
+		r.Channels[i].Messages.Unless = slices.Clone(ch.Messages.Unless)
 		if ch.Signature != nil {
 			sig := *ch.Signature
 			sig.Secret = redact(sig.Secret)
+			sig.Secrets = make([]string, len(ch.Signature.Secrets))
+			for j, x := range ch.Signature.Secrets {
+				sig.Secrets[j] = redact(x)
+			}
+			sig.SecretsEnv = slices.Clone(ch.Signature.SecretsEnv)
 			r.Channels[i].Signature = &sig
 		}
 	}
 	r.Drafter.BaseURL = redactURL(c.Drafter.BaseURL)
 	r.Drafter.APIKey = redact(c.Drafter.APIKey)
+	if c.Backups.Target != nil {
+		t := *c.Backups.Target
+		t.AccessKey, t.SecretKey = redact(t.AccessKey), redact(t.SecretKey)
+		r.Backups.Target = &t
+	}
 	r.Routing.Rules = slices.Clone(c.Routing.Rules)
 	r.Providers = slices.Clone(c.Providers)
 	for i := range r.Providers {
@@ -103,6 +128,13 @@ func (c *Config) Redacted() Config {
 		p.SigningSecret = redact(p.SigningSecret)
 		p.URL = redactURL(p.URL)
 		p.LookupURL = redactURL(p.LookupURL)
+		p.AuthToken, p.Token, p.Password, p.Auth = redact(p.AuthToken), redact(p.Token), redact(p.Password), redact(p.Auth)
+		p.Username = redact(p.Username)
+		p.StatusCallback = redactURL(p.StatusCallback)
+		p.Fields = maps.Clone(p.Fields)
+		if p.URLEnv != "" {
+			p.URL = redact(p.URL) // the whole URL is the secret (a hook with a token in it)
+		}
 	}
 	return r
 }
