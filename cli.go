@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 )
 
@@ -23,11 +22,12 @@ const usage = `usage:
   handoff restore   --data DIR FILE                     (server stopped; verifies first, keeps the old file)
   handoff verify    FILE                                (bbolt structure, schema version, indexes agree with records)
   handoff user add  --data DIR NAME --role admin|approver [--owner NAME]   (password from stdin or generated)
+  handoff user passwd|disable|enable|remove --data DIR NAME; handoff user list --data DIR   (server stopped)
   handoff drill     [--keep]                            (duplicate, timeout, crash, replay, dropped-connection and slow-provider fixtures against a temporary instance)
   handoff health    --addr HOST:PORT                    (exit 0 when the server is ready; for health checks)
-  handoff version
+  handoff version                                       (release, database schema, build)
 environment: HANDOFF_CONFIG, HANDOFF_DATA, HANDOFF_ADDR override the flags;
-HANDOFF_ADMIN_PASSWORD sets the first admin's password (else one is generated);
+HANDOFF_ADMIN_PASSWORD sets the first admin's password (else a one-time setup link is printed);
 HANDOFF_API_TOKEN is accepted as an admin bearer token.`
 
 // run dispatches a sub-command.
@@ -56,8 +56,7 @@ func run(ctx context.Context, args []string, e env) error {
 	case "drill":
 		return drillCmd(ctx, args, e)
 	case "version":
-		fmt.Fprintln(e.stdout, "handoff", version())
-		return nil
+		return versionCmd(e)
 	case "help":
 		fmt.Fprintln(e.stdout, usage)
 		return nil
@@ -84,19 +83,4 @@ func newFlagSet(name string, e env) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	return fs
-}
-
-// version is the module version, or the VCS revision of a development build.
-func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 && (v == "" || v == "(devel)") {
-			v = "devel-" + s.Value[:12]
-		}
-	}
-	return v
 }

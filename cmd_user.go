@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/handoff/handoff/config"
@@ -16,37 +18,87 @@ import (
 	"github.com/handoff/handoff/web"
 )
 
-// userCmd runs `handoff user add --data DIR NAME --role admin|approver [--owner NAME]`
-// with the server stopped; the password comes from stdin or is generated.
+const userUsage = `usage: handoff user add|passwd|disable|enable|remove|list --data DIR [NAME] (server stopped)
+  user add     --data DIR NAME --role admin|approver [--owner NAME]   (password from stdin or generated)
+  user passwd  --data DIR NAME [--reset-second-factor]                (password from stdin or generated; ends their sessions)
+  user disable --data DIR NAME                                        (ends their sessions; their tokens stop working)
+  user enable  --data DIR NAME
+  user remove  --data DIR NAME                                        (the audit log keeps what they did)
+  user list    --data DIR`
+
+// userCmd runs `handoff user SUB ...` with the server stopped: each sub-command
+// opens the data folder itself, so a running server (which holds the file)
+// makes it fail with "in use" rather than race the server.
 func userCmd(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 || args[0] != "add" {
-		return errors.New("usage: handoff user add --data DIR NAME --role admin|approver [--owner NAME]")
+	if len(args) == 0 {
+		return errors.New(userUsage)
 	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "add":
+		return userAdd(ctx, args, e)
+	case "passwd", "disable", "enable", "remove":
+		return userChange(ctx, sub, args, e)
+	case "list":
+		return userList(args, e)
+	}
+	return errors.New(userUsage)
+}
+
+// userArgs parses flags that may come before and after the names (the spec
+// writes `user add --data DIR NAME --role R`; the flag package stops at the
+// first non-flag, so it parses again after each one).
+func userArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var names []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return names, nil
+		}
+		names, rest = append(names, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
+// oneName is the single NAME a sub-command takes.
+func oneName(sub string, names []string) (string, error) {
+	if len(names) != 1 {
+		return "", fmt.Errorf("user %s needs exactly one NAME, got %d", sub, len(names))
+	}
+	if !web.ValidName(names[0]) {
+		return "", fmt.Errorf("user name %q: use 1 to 64 letters, digits, '.', '_', '-' or '@'", names[0])
+	}
+	return names[0], nil
+}
+
+// openData opens the data folder for one change, with the server stopped.
+func openData(dataDir string) (*store.Store, error) {
+	return store.Open(dataDir, store.Options{CheckPages: true})
+}
+
+func userAdd(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("user add", e)
 	dataDir := fs.String("data", config.DefaultDataDir, "data folder")
 	role := fs.String("role", "approver", "admin or approver")
 	owner := fs.String("owner", "", "the routing owner this person works as (their \"mine\" filter)")
-	// Flags may come before and after NAME (the spec writes
-	// `user add --data DIR NAME --role R`); the flag package stops at the
-	// first non-flag, so parse again after each one.
-	var names []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names, rest = append(names, fs.Arg(0)), fs.Args()[1:]
+	clientList := fs.String("clients", "", "limit an approver to these clients' channels, ids separated by commas (empty: every client)")
+	names, err := userArgs(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(names) != 1 {
 		return fmt.Errorf("user add needs exactly one NAME, got %d", len(names))
 	}
-	name := names[0]
+	clients := web.ParseClients(*clientList)
+	if err := web.CheckClientIDs(clients); err != nil {
+		return fmt.Errorf("--clients: %w", err)
+	}
 	e.override(dataDir, "HANDOFF_DATA")
-	if !web.ValidName(name) {
-		return fmt.Errorf("user name %q: use 1 to 64 letters, digits, '.', '_', '-' or '@'", name)
+	name, err := oneName("add", names)
+	if err != nil {
+		return err
 	}
 	if *role != string(store.RoleAdmin) && *role != string(store.RoleApprover) {
 		return fmt.Errorf("--role %q: use admin or approver", *role)
@@ -59,13 +111,13 @@ func userCmd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(*dataDir, store.Options{CheckPages: true})
+	st, err := openData(*dataDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	now := time.Now().UTC()
-	err = st.CreateUser(ctx, store.User{Name: name, Role: store.Role(*role), PasswordHash: hash, Owner: *owner, CreatedAt: now},
+	err = st.CreateUser(ctx, store.User{Name: name, Role: store.Role(*role), PasswordHash: hash, Owner: *owner, Clients: clients, CreatedAt: now},
 		store.AuditEntry{At: now, Who: "handoff user add", Action: "create user", Target: name, Detail: *role})
 	if errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("a user named %q already exists", name)
@@ -79,6 +131,131 @@ func userCmd(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(e.stdout, "created %s %s\n", *role, name)
 	}
 	return nil
+}
+
+// userChange runs passwd, disable, enable and remove: one write
+// transaction each, audited in it, under the same last-admin rule as the
+// dashboard.
+func userChange(ctx context.Context, sub string, args []string, e env) error {
+	fs := newFlagSet("user "+sub, e)
+	dataDir := fs.String("data", config.DefaultDataDir, "data folder")
+	var resetTOTP *bool
+	if sub == "passwd" {
+		resetTOTP = fs.Bool("reset-second-factor", false, "also turn the person's second factor off (a lost authenticator)")
+	}
+	names, err := userArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	e.override(dataDir, "HANDOFF_DATA")
+	name, err := oneName(sub, names)
+	if err != nil {
+		return err
+	}
+	var (
+		pw        string
+		generated bool
+		hash      []byte
+	)
+	if sub == "passwd" {
+		if pw, generated, err = readPassword(e.stdin); err != nil {
+			return err
+		}
+		if hash, err = password.Hash(pw); err != nil {
+			return err
+		}
+	}
+	st, err := openData(*dataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	audit := store.AuditEntry{At: now, Who: "handoff user " + sub, Target: name}
+	var done string
+	switch sub {
+	case "passwd":
+		audit.Action, audit.Detail = "reset password", "every session ended"
+		if *resetTOTP {
+			audit.Detail += "; second factor off"
+		}
+		_, err = st.UpdateUser(ctx, name, func(tx *store.Tx, u *store.User) error {
+			u.PasswordHash = hash
+			if *resetTOTP {
+				u.TOTP, u.PendingTOTP = nil, ""
+			}
+			_, err := tx.EndSessions(name, nil)
+			return err
+		}, audit)
+		done = "changed the password of " + name
+		if generated {
+			done += " to: " + pw + "\n(shown once; it is stored hashed)"
+		}
+	case "disable", "enable":
+		audit.Action = sub + " user"
+		_, err = st.UpdateUser(ctx, name, func(_ *store.Tx, u *store.User) error {
+			u.Disabled = sub == "disable"
+			return nil
+		}, audit)
+		done = sub + "d " + name
+	case "remove":
+		audit.Action = "remove user"
+		err = st.RemoveUser(ctx, name, audit)
+		done = "removed " + name + " (the audit log keeps what they did)"
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("there is no user named %q", name)
+	case errors.Is(err, store.ErrLastAdmin):
+		return fmt.Errorf("%s: %s", name, store.ErrLastAdmin)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintln(e.stdout, done)
+	return nil
+}
+
+// userList prints every person: name, role, owner, state, second factor.
+func userList(args []string, e env) error {
+	fs := newFlagSet("user list", e)
+	dataDir := fs.String("data", config.DefaultDataDir, "data folder")
+	names, err := userArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(names) != 0 {
+		return errors.New("user list takes no NAME")
+	}
+	e.override(dataDir, "HANDOFF_DATA")
+	st, err := store.Open(*dataDir, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	users, err := st.Users()
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tROLE\tOWNER\tSTATE\tSECOND FACTOR\tCREATED")
+	for _, u := range users {
+		state, totp := "enabled", "no"
+		if u.Disabled {
+			state = "disabled"
+		}
+		if u.TOTP != nil {
+			totp = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, u.Role, dash(u.Owner), state, totp, u.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // readPassword takes the first line of stdin when stdin is not a terminal,

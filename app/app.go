@@ -19,6 +19,7 @@ import (
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/offsite"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/web"
 )
@@ -53,6 +54,18 @@ type App struct {
 	ln     net.Listener
 	http   *http.Server
 	served chan error
+	// metricsLn and metricsHTTP serve GET /metrics alone when
+	// cfg.MetricsAddr is set; nil otherwise.
+	metricsLn   net.Listener
+	metricsHTTP *http.Server
+	cfg         *config.Config
+	// backups is the backups page's process side: backup now, offsite
+	// copies, restore (backups.go).
+	backups *backups
+	// checked ends when the background page check (store.CheckPages) has
+	// returned; stopCheck cuts it short.
+	checked   chan struct{}
+	stopCheck context.CancelFunc
 
 	started bool
 }
@@ -80,21 +93,26 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 			st.Close()
 		}
 	}()
-	a := &App{log: d.Logger, st: st, served: make(chan error, 1)}
+	a := &App{log: d.Logger, st: st, served: make(chan error, 1), cfg: cfg}
 	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st})
 	if err != nil {
 		return nil, err
 	}
-	dr, err := newDrafter(cfg.Drafter)
+	dr, err := newDrafter(cfg)
 	if err != nil {
 		return nil, err
 	}
 	metrics := web.NewMetrics(a.st, cfg, d.Now)
 	kinds, draftJob := jobs.Kinds(a.st, cfg, dr, providers)
 	draftJob.Observe = metrics.ModelCall
+	draftJob.ObserveCost = metrics.DraftCost
 	draftJob.AfterSave = d.AfterDraftSave
 	a.runner = jobs.NewRunner(a.st, kinds, jobs.Options{
 		Workers: cfg.Workers,
+		// The draft pool: many template drafts at once, a model server's few calls.
+		Concurrency: map[string]int{
+			jobs.KindDraft: cfg.DraftConcurrency(),
+		},
 		Lease:   lease(cfg),
 		Backoff: jobs.Backoff{Base: cfg.Retry.BaseDelay, Max: cfg.Retry.MaxDelay},
 		Logger:  d.Logger,
@@ -110,6 +128,13 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		return nil, err
 	}
 	a.maint = &jobs.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake}
+	a.backups = &backups{a: a, metrics: metrics}
+	if t := cfg.Backups.Target; t != nil {
+		if a.backups.target, err = offsite.New(*t, store.IsBackupName); err != nil {
+			return nil, err
+		}
+	}
+	a.maint.AfterBackup = a.backups.afterBackup
 	for _, task := range []struct {
 		name, spec string
 		fn         func(context.Context) error
@@ -117,7 +142,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		{"resolve unfinished deliveries", "@every 1m", a.maint.EnsureDelivery},
 		{"flag stuck leads", "@every 1m", a.maint.FlagStuck},
 		{"prune by retention", "@every 1h", a.maint.Prune},
-		{"scheduled backup", cfg.Backups.Schedule, a.maint.Backup},
+		{"scheduled backup", cfg.Backups.Schedule, a.backups.scheduled},
 	} {
 		if err := a.sched.Add(task.name, task.spec, 30*time.Minute, task.fn); err != nil {
 			return nil, fmt.Errorf("schedule %s: %w", task.name, err)
@@ -128,7 +153,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		metrics.RestoreLastBackup(files[0].ModTime)
 	}
 
-	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics})
+	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics, Backups: a.backups})
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +168,18 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	if a.ln = d.Listener; a.ln == nil {
 		if a.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
+	}
+	if cfg.MetricsAddr != "" {
+		if a.metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			a.ln.Close()
+			return nil, fmt.Errorf("listen on metrics_addr %s: %w", cfg.MetricsAddr, err)
+		}
+		a.metricsHTTP = &http.Server{
+			Handler:           a.web.MetricsHandler(),
+			ReadHeaderTimeout: 10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			ErrorLog:          slog.NewLogLogger(d.Logger.Handler(), slog.LevelWarn),
 		}
 	}
 	return a, nil
@@ -168,7 +205,41 @@ func (a *App) Start(ctx context.Context) error {
 			a.served <- err
 		}
 	}()
+	if a.metricsHTTP != nil {
+		go func() {
+			if err := a.metricsHTTP.Serve(a.metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error("metrics server stopped", slog.Any("err", err))
+			}
+		}()
+	}
+	a.checkPagesInBackground()
+	go a.backups.lastOffsite(context.WithoutCancel(ctx))
 	return nil
+}
+
+// checkPagesInBackground runs the page walk that the open of a large file
+// left out (store.Options.CheckPages), once the server is ready: a damaged
+// page is logged and fails /readyz from then on.
+func (a *App) checkPagesInBackground() {
+	a.checked = make(chan struct{})
+	if !a.st.Deferred() {
+		close(a.checked)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopCheck = cancel
+	a.log.Info("checking the database's pages in the background")
+	go func() {
+		defer close(a.checked)
+		t0 := time.Now()
+		err := a.st.CheckPages(ctx)
+		switch {
+		case err == nil:
+			a.log.Info("the database's pages are sound", slog.Duration("took", time.Since(t0)))
+		case ctx.Err() == nil:
+			a.log.Error("the database is damaged; restore a backup", slog.Any("err", err))
+		}
+	}()
 }
 
 // Stop shuts the process down in order: stop accepting HTTP and let
@@ -178,8 +249,14 @@ func (a *App) Start(ctx context.Context) error {
 // cron, and close the database last. ctx can cut both waits short. Stop
 // also releases an app that was built but never started.
 func (a *App) Stop(ctx context.Context) error {
+	// A restore in progress finishes first: the store is not closed under it.
+	a.backups.restoring.Lock()
+	defer a.backups.restoring.Unlock()
 	if !a.started {
 		a.ln.Close()
+		if a.metricsLn != nil {
+			a.metricsLn.Close()
+		}
 		return a.closeStore()
 	}
 	hctx, cancel := context.WithTimeout(ctx, ShutdownGrace)
@@ -188,12 +265,21 @@ func (a *App) Stop(ctx context.Context) error {
 		a.log.Warn("http shutdown", slog.Any("err", err))
 		a.http.Close()
 	}
+	if a.metricsHTTP != nil {
+		if err := a.metricsHTTP.Shutdown(hctx); err != nil {
+			a.metricsHTTP.Close()
+		}
+	}
 	jctx, cancelJobs := context.WithTimeout(ctx, ShutdownGrace)
 	defer cancelJobs()
 	if err := a.runner.Stop(jctx); err != nil {
 		a.log.Warn("job runner stop", slog.Any("err", err))
 	}
 	a.sched.Stop(jctx)
+	if a.stopCheck != nil {
+		a.stopCheck()
+	}
+	<-a.checked
 	return a.closeStore()
 }
 
@@ -211,6 +297,14 @@ func (a *App) Failed() <-chan error { return a.served }
 // Addr is the address HTTP is served on.
 func (a *App) Addr() net.Addr { return a.ln.Addr() }
 
+// MetricsAddr is where the metrics_addr listener listens; nil without one.
+func (a *App) MetricsAddr() net.Addr {
+	if a.metricsLn == nil {
+		return nil
+	}
+	return a.metricsLn.Addr()
+}
+
 // Store is the process's store: for the first-admin bootstrap between New
 // and Start, and for tests.
 func (a *App) Store() *store.Store { return a.st }
@@ -226,18 +320,32 @@ func (a *App) Jobs() *jobs.Runner { return a.runner }
 func (a *App) BulkReplay() *jobs.BulkReplayJob { return a.bulk }
 
 // newDrafter builds the configured drafter.
-func newDrafter(c config.Drafter) (jobs.Drafter, error) {
+func newDrafter(cfg *config.Config) (jobs.Drafter, error) {
+	c := cfg.Drafter
 	switch c.Kind {
 	case "template":
 		return drafter.NewTemplate(c.Template, c.PromptVersion, c.Delay)
 	case "openai":
 		return drafter.NewOpenAI(drafter.OpenAIConfig{
 			BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, PromptVersion: c.PromptVersion,
-			SystemPrompt: c.SystemPrompt, Timeout: c.Timeout,
+			SystemPrompt: c.SystemPrompt, Timeout: c.Timeout, ChannelPrompts: c.ChannelPrompts,
+			Facts: factsByChannel(cfg), Structured: c.Structured,
+			Price: drafter.Price{Input: c.Price.Input, Output: c.Price.Output, Currency: c.Price.Currency},
 		})
 	default:
 		return nil, fmt.Errorf("config: drafter.kind: %q is not a drafter (use template or openai)", c.Kind)
 	}
+}
+
+// factsByChannel is each channel's client's facts (config.FactsOf).
+func factsByChannel(cfg *config.Config) map[string]string {
+	m := map[string]string{}
+	for _, ch := range cfg.Channels {
+		if f := cfg.FactsOf(ch.Name); f != "" {
+			m[ch.Name] = f
+		}
+	}
+	return m
 }
 
 // lease outlasts the slowest call a job makes (the model, or a provider),

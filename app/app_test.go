@@ -85,10 +85,21 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// draftAtOnce is the demo config without the channels' quiet period, for
+// the tests whose subject is not the quiet period: a message is drafted
+// as soon as it is recorded.
+func draftAtOnce() *config.Config {
+	cfg := config.Default()
+	for i := range cfg.Channels {
+		cfg.Channels[i].Coalesce = 0
+	}
+	return cfg
+}
+
 // TestOneEventEndToEnd: the wired process takes a webhook, drafts it on
 // its workers, and sends the approved reply through the sandbox provider.
 func TestOneEventEndToEnd(t *testing.T) {
-	base := apptest.URL(apptest.Start(t, nil, app.Deps{APIToken: token}))
+	base := apptest.URL(apptest.Start(t, draftAtOnce(), app.Deps{APIToken: token}))
 	if code := call(t, http.MethodPost, base+"/hooks/demo", `{"id":"m-1","from":"+15550001234","text":"call me"}`, nil); code != http.StatusAccepted {
 		t.Fatalf("POST /hooks/demo: %d, want 202", code)
 	}
@@ -107,7 +118,7 @@ func TestOneEventEndToEnd(t *testing.T) {
 // draft in progress commit, and closes the database last; the next
 // process on the same folder sees the draft.
 func TestStopDrainsBeforeClosing(t *testing.T) {
-	cfg := config.Default()
+	cfg := draftAtOnce()
 	cfg.DataDir = t.TempDir()
 	cfg.Drafter.Delay = time.Second // the draft is still being written when Stop begins
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

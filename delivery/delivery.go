@@ -84,6 +84,9 @@ func FinishTx(tx *store.Tx, id, execID string, now time.Time, r Result) (store.O
 		return store.Outbox{}, err
 	}
 	if o.Status != store.OutboxEffectPending || o.ExecutionID != execID {
+		if settledByReceipt(o, execID) {
+			return finishAfterReceipt(tx, o, execID, now, r)
+		}
 		return store.Outbox{}, store.ErrLeaseLost
 	}
 	old := o
@@ -106,7 +109,40 @@ func FinishTx(tx *store.Tx, id, execID string, now time.Time, r Result) (store.O
 			return store.Outbox{}, err
 		}
 	}
-	return o, tx.PutOutbox(&old, &o)
+	if err := tx.PutOutbox(&old, &o); err != nil {
+		return store.Outbox{}, err
+	}
+	if r.Status == store.OutboxSent {
+		return linkAnswer(tx, o, r.ProviderID)
+	}
+	return o, nil
+}
+
+// finishAfterReceipt records the answer of execution execID on a row a
+// receipt settled while the call was in flight: the receipt's verdict
+// stands (the provider reported on the message itself), the answer is kept
+// as an attempt, and the job completes.
+func finishAfterReceipt(tx *store.Tx, o store.Outbox, execID string, now time.Time, r Result) (store.Outbox, error) {
+	old := o
+	o.Attempts = append(o.Attempts, r.Attempt)
+	o.ExecutionID, o.UpdatedAt = "", now
+	if o.ProviderID == "" {
+		o.ProviderID = r.ProviderID
+	}
+	if r.JobID != "" {
+		if err := tx.CompleteJob(r.JobID, execID, now); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			return store.Outbox{}, err
+		}
+	}
+	if err := tx.PutOutbox(&old, &o); err != nil {
+		return store.Outbox{}, err
+	}
+	if r.Status == store.OutboxSent && r.ProviderID != "" {
+		if _, err := tx.LinkReceipt(o.Channel, r.ProviderID, o.ID); err != nil {
+			return store.Outbox{}, err
+		}
+	}
+	return o, nil
 }
 
 // markSent records the provider id on o and moves its lead to replied.

@@ -37,6 +37,9 @@ type Job struct {
 func (k *Job) Run(ctx context.Context, job store.Job) error {
 	now := k.now
 	ob := &Outbox{st: k.Store}
+	if wait, err := k.hold(job.Key, now()); err != nil || wait > 0 {
+		return err
+	}
 	row, prev, err := ob.Claim(ctx, job.Key, job.ExecutionID, now())
 	if errors.Is(err, store.ErrNotFound) {
 		return &Gone{Err: err}
@@ -119,6 +122,11 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 		if ferr := finish(store.OutboxPending, "", "", a); ferr != nil {
 			return ferr
 		}
+		if unsent.RetryAfter > 0 {
+			// The provider refused for now and said when to come back:
+			// the queue's due time waits, no goroutine does.
+			return &Later{Err: err, After: unsent.RetryAfter}
+		}
 		return err
 	case caps.IdempotencyKey || caps.Lookup:
 		return k.unknown(finish, last(), action, err)
@@ -183,6 +191,26 @@ func (k *Job) unknown(finish func(store.OutboxStatus, string, string, store.Outb
 		return &Later{Err: cause, After: amb.RetryAfter}
 	}
 	return cause
+}
+
+// hold keeps a send to its provider's rate: before the row is claimed, a
+// provider with a rate (provider.Holder) gives the row a slot, and a slot
+// in the future comes back as *Later for the queue to wait on. The row is
+// untouched, so nothing about the send is uncertain meanwhile.
+func (k *Job) hold(id string, now time.Time) (time.Duration, error) {
+	row, err := k.Store.OutboxRow(id)
+	if err != nil || row.Status != store.OutboxPending {
+		return 0, nil // Claim reports a missing row; only a first send waits
+	}
+	h, ok := k.Providers[row.Provider].(provider.Holder)
+	if !ok {
+		return 0, nil
+	}
+	wait := h.Hold(row.ID, now)
+	if wait <= 0 {
+		return 0, nil
+	}
+	return wait, &Later{Err: fmt.Errorf("provider %s is held to its rate", row.Provider), After: wait}
 }
 
 func (k *Job) now() time.Time {

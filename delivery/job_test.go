@@ -151,6 +151,12 @@ const deliverConv = "+15550001234"
 // opened by the caller with openStore, before any fake server.
 func startDelivery(t *testing.T, st *store.Store, prov config.Provider, maxAttempts int) *deliveryRig {
 	t.Helper()
+	return startDeliveryTo(t, st, prov, maxAttempts, deliverConv)
+}
+
+// startDeliveryTo is startDelivery with the lead's contact (the reply's to).
+func startDeliveryTo(t *testing.T, st *store.Store, prov config.Provider, maxAttempts int, contact string) *deliveryRig {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Channels[0].AutoApprove = true
 	cfg.Channels[0].Provider = prov.Name
@@ -168,7 +174,7 @@ func startDelivery(t *testing.T, st *store.Store, prov config.Provider, maxAttem
 	key := "demo:msg-1"
 	rec, err := st.RecordEvent(context.Background(), store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: "msg-1", CorrelationID: ulid.Make().String(),
-		ConversationID: deliverConv, Contact: deliverConv, Name: "Ada", Text: "Hello, do you ship to Lisbon?",
+		ConversationID: deliverConv, Contact: contact, Name: "Ada", Text: "Hello, do you ship to Lisbon?",
 		ReceivedAt: time.Now().UTC(),
 	}, store.NewJob{ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: key, MaxAttempts: maxAttempts})
 	if err != nil {

@@ -27,7 +27,10 @@ type Maintenance struct {
 	Log     *slog.Logger
 	Backups BackupRecorder // may be nil
 	Wake    func()         // tells the runner new jobs exist; may be nil
-	Now     func() time.Time
+	// AfterBackup runs after each good backup with the file written (the
+	// offsite copy); its error fails the backup task. May be nil.
+	AfterBackup func(ctx context.Context, f store.BackupFile, sha256 string) error
+	Now         func() time.Time
 }
 
 func (m *Maintenance) now() time.Time {
@@ -52,6 +55,9 @@ func (m *Maintenance) Backup(ctx context.Context) error {
 		return fmt.Errorf("scheduled backup: %w", err)
 	}
 	m.Log.Info("backup written", "file", f.Name, "bytes", f.Size, "sha256", sum)
+	if m.AfterBackup != nil {
+		return m.AfterBackup(ctx, f, sum)
+	}
 	return nil
 }
 
@@ -91,9 +97,13 @@ func (m *Maintenance) FlagStuck(ctx context.Context) error {
 }
 
 // Prune applies the retention windows: events (and what hangs off them)
-// after retention.events, completed idempotency keys after retention.keys.
+// after retention.events, completed idempotency keys after retention.keys;
+// and sweeps the expired sessions (SweepSessions).
 func (m *Maintenance) Prune(ctx context.Context) error {
 	now := m.now()
+	if err := m.SweepSessions(ctx); err != nil {
+		return err
+	}
 	events, err := m.Store.PruneEvents(ctx, now.Add(-m.Config.Retention.Events))
 	if err != nil {
 		return err
@@ -108,6 +118,19 @@ func (m *Maintenance) Prune(ctx context.Context) error {
 	}
 	if events+keys+other > 0 {
 		m.Log.Info("retention pruned records", "events", events, "keys", keys, "alerts_and_sandbox", other)
+	}
+	return nil
+}
+
+// SweepSessions deletes the dashboard sessions past their expiry (the
+// dashboard already refuses them; this keeps the file from keeping them).
+func (m *Maintenance) SweepSessions(ctx context.Context) error {
+	n, err := m.Store.SweepSessions(ctx, m.now())
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		m.Log.Info("expired sessions swept", "sessions", n)
 	}
 	return nil
 }

@@ -8,16 +8,67 @@ import (
 	"time"
 )
 
+// Scope is what an API token may do.
+type Scope string
+
+// The token scopes, narrowest first.
+const (
+	ScopeMetrics Scope = "metrics" // GET /metrics only
+	ScopeKeys    Scope = "keys"    // the idempotency-key API only
+	ScopeRead    Scope = "read"    // the JSON API's reads
+	ScopeApprove Scope = "approve" // read, and approve or reject drafts
+	ScopeAdmin   Scope = "admin"   // everything
+)
+
+// Scopes lists every scope, in the order the dashboard offers them.
+var Scopes = []Scope{ScopeApprove, ScopeRead, ScopeKeys, ScopeMetrics, ScopeAdmin}
+
+// ValidScope reports whether s names a scope.
+func ValidScope(s Scope) bool {
+	switch s {
+	case ScopeMetrics, ScopeKeys, ScopeRead, ScopeApprove, ScopeAdmin:
+		return true
+	}
+	return false
+}
+
 // Token is an API token, stored by the SHA-256 of its secret; the secret is
 // shown once, when it is created.
 type Token struct {
-	V         int        `json:"v"`
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	User      string     `json:"user"`
-	Role      Role       `json:"role"`
-	CreatedAt time.Time  `json:"created_at"`
+	V     int    `json:"v"`
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	User  string `json:"user"`
+	Scope Scope  `json:"scope"`
+	// Role is what a token of a record written before scopes existed
+	// could do; decoding turns it into the Scope (admin: admin, approver:
+	// approve), so nothing else reads it.
+	Role      Role      `json:"role,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// Clients limits a read or approve token to these clients' channels,
+	// as a person's (web/clients.go); empty: every client.
+	Clients   []string   `json:"clients,omitempty"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// UnmarshalJSON decodes a token record; one stored before tokens had
+// scopes keeps the meaning of its role.
+func (t *Token) UnmarshalJSON(raw []byte) error {
+	type record Token // no methods: no recursion
+	var r record
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err
+	}
+	if r.Scope == "" {
+		switch r.Role {
+		case RoleAdmin:
+			r.Scope = ScopeAdmin
+		case RoleApprover:
+			r.Scope = ScopeApprove
+		}
+	}
+	*t = Token(r)
+	return nil
 }
 
 // CreateToken stores a token under the hash of its secret, with the audit

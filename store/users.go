@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -22,6 +24,23 @@ const (
 // ErrExists is an insert of a name that is taken.
 var ErrExists = errors.New("already exists")
 
+// ErrDisabled is a login, session or token of a disabled user.
+var ErrDisabled = errors.New("the account is disabled")
+
+// ErrLastAdmin refuses a change that would leave no enabled admin: the one
+// who could undo it would be gone.
+var ErrLastAdmin = errors.New("this is the last enabled admin; make another person admin first")
+
+// Session lifetimes: an idle session ends after SessionIdle, any session
+// after SessionMax, and a session waiting for its second factor after
+// SessionPending. The dashboard refuses an expired session at once; the
+// periodic sweep (SweepSessions) deletes it.
+const (
+	SessionIdle    = 12 * time.Hour
+	SessionMax     = 7 * 24 * time.Hour
+	SessionPending = 5 * time.Minute
+)
+
 // User is a person who logs in to the dashboard.
 type User struct {
 	V            int       `json:"v"`
@@ -30,26 +49,51 @@ type User struct {
 	PasswordHash []byte    `json:"password_hash"`   // bcrypt
 	Owner        string    `json:"owner,omitempty"` // the routing owner this person works as ("mine")
 	CreatedAt    time.Time `json:"created_at"`
+	// Clients limits an approver to the channels of these clients (ids of
+	// config clients); empty: every client. Admins see every client.
+	Clients []string `json:"clients,omitempty"`
+	// Disabled users cannot log in; their sessions were deleted when they
+	// were disabled and their tokens are refused (ActiveUser).
+	Disabled bool `json:"disabled,omitempty"`
+	// TOTP is the second factor, once enrolled; PendingTOTP is a secret
+	// offered for enrolment and not yet confirmed with a code.
+	TOTP        *TOTP  `json:"totp,omitempty"`
+	PendingTOTP string `json:"pending_totp,omitempty"`
+}
+
+// TOTP is a person's second factor. The secret is shown once, at
+// enrolment, and never rendered again.
+type TOTP struct {
+	Secret     string    `json:"secret"`    // base32, as in the otpauth URI
+	LastStep   int64     `json:"last_step"` // the newest 30-second step a code was accepted for: no code works twice
+	Recovery   [][]byte  `json:"recovery"`  // SHA-256 of each unused recovery code
+	EnrolledAt time.Time `json:"enrolled_at"`
+	// Failures counts wrong codes in a row, the last at FailedAt: the
+	// dashboard stops taking codes for a while after a few.
+	Failures int       `json:"failures,omitempty"`
+	FailedAt time.Time `json:"failed_at,omitzero"`
 }
 
 // CreateUser adds u, and the audit entries given, in one transaction;
 // ErrExists when the name is taken.
 func (s *Store) CreateUser(ctx context.Context, u User, audit ...AuditEntry) error {
-	err := s.update(ctx, func(tx *Tx) error {
-		b := tx.bucket(bucketUsers)
-		if b.Get([]byte(u.Name)) != nil {
-			return ErrExists
-		}
-		u.V = recordVersion
-		if err := putJSON(b, []byte(u.Name), u); err != nil {
-			return err
-		}
-		return writeAudits(tx, audit)
-	})
+	err := s.update(ctx, func(tx *Tx) error { return createUser(tx, u, audit) })
 	if err != nil {
 		return fmt.Errorf("store: create user %s: %w", u.Name, err)
 	}
 	return nil
+}
+
+func createUser(tx *Tx, u User, audit []AuditEntry) error {
+	b := tx.bucket(bucketUsers)
+	if b.Get([]byte(u.Name)) != nil {
+		return ErrExists
+	}
+	u.V = recordVersion
+	if err := putJSON(b, []byte(u.Name), u); err != nil {
+		return err
+	}
+	return writeAudits(tx, audit)
 }
 
 // User returns one user.
@@ -58,6 +102,21 @@ func (s *Store) User(name string) (User, error) {
 	err := s.view(func(tx *Tx) error { return getJSON(tx.bucket(bucketUsers), []byte(name), &u) })
 	if err != nil {
 		return User{}, fmt.Errorf("store: user %s: %w", name, err)
+	}
+	return u, nil
+}
+
+// ActiveUser returns a user who may act now: ErrNotFound for a name that
+// is not (or no longer) a user, ErrDisabled for a disabled one. A bearer
+// token's owner is checked with it on every request, so removing or
+// disabling a person stops their tokens at once.
+func (s *Store) ActiveUser(name string) (User, error) {
+	u, err := s.User(name)
+	if err != nil {
+		return User{}, err
+	}
+	if u.Disabled {
+		return User{}, fmt.Errorf("store: user %s: %w", name, ErrDisabled)
 	}
 	return u, nil
 }
@@ -78,6 +137,103 @@ func (s *Store) Users() ([]User, error) {
 	return out, err
 }
 
+// UpdateUser changes one user with change, inside one write transaction
+// with the audit entries given, and returns the user as stored. In the same
+// transaction it refuses (ErrLastAdmin) a change that takes the last
+// enabled admin away, and deletes every session of a user it disables; a
+// change that returns an error stores nothing.
+func (s *Store) UpdateUser(ctx context.Context, name string, change func(tx *Tx, u *User) error, audit ...AuditEntry) (User, error) {
+	var out User
+	err := s.update(ctx, func(tx *Tx) error {
+		out = User{}
+		b := tx.bucket(bucketUsers)
+		var before User
+		if err := getJSON(b, []byte(name), &before); err != nil {
+			return err
+		}
+		after := before
+		after.TOTP = cloneTOTP(before.TOTP)
+		if err := change(tx, &after); err != nil {
+			return err
+		}
+		after.Name, after.V = before.Name, recordVersion
+		if enabledAdmin(before) && !enabledAdmin(after) {
+			if err := otherEnabledAdmin(tx, name); err != nil {
+				return err
+			}
+		}
+		if after.Disabled && !before.Disabled {
+			if _, err := tx.EndSessions(name, nil); err != nil {
+				return err
+			}
+		}
+		if err := putJSON(b, []byte(name), after); err != nil {
+			return err
+		}
+		out = after
+		return writeAudits(tx, audit)
+	})
+	if err != nil {
+		return User{}, fmt.Errorf("store: update user %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// RemoveUser deletes a user and every session of theirs, with the audit
+// entries given, in one transaction; the audit trail stays. ErrLastAdmin
+// when they are the last enabled admin.
+func (s *Store) RemoveUser(ctx context.Context, name string, audit ...AuditEntry) error {
+	err := s.update(ctx, func(tx *Tx) error {
+		b := tx.bucket(bucketUsers)
+		var u User
+		if err := getJSON(b, []byte(name), &u); err != nil {
+			return err
+		}
+		if enabledAdmin(u) {
+			if err := otherEnabledAdmin(tx, name); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.EndSessions(name, nil); err != nil {
+			return err
+		}
+		if err := b.Delete([]byte(name)); err != nil {
+			return err
+		}
+		return writeAudits(tx, audit)
+	})
+	if err != nil {
+		return fmt.Errorf("store: remove user %s: %w", name, err)
+	}
+	return nil
+}
+
+func enabledAdmin(u User) bool { return u.Role == RoleAdmin && !u.Disabled }
+
+// otherEnabledAdmin is nil when an enabled admin other than name exists.
+func otherEnabledAdmin(tx *Tx, name string) error {
+	c := tx.bucket(bucketUsers).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var u User
+		if err := json.Unmarshal(v, &u); err != nil {
+			return fmt.Errorf("user %s: %w", k, err)
+		}
+		if u.Name != name && enabledAdmin(u) {
+			return nil
+		}
+	}
+	return ErrLastAdmin
+}
+
+func cloneTOTP(t *TOTP) *TOTP {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.Recovery = slices.Clone(t.Recovery)
+	return &c
+}
+
 // Session is one logged-in browser, keyed by the SHA-256 of its cookie
 // value: a copied database holds no usable session.
 type Session struct {
@@ -88,6 +244,20 @@ type Session struct {
 	From      string    `json:"from"`
 	CreatedAt time.Time `json:"created_at"`
 	LastSeen  time.Time `json:"last_seen"`
+	// Pending is a session whose password was right and whose second
+	// factor is still to come: it opens nothing but the code form, for
+	// SessionPending, and Attempts counts the codes tried there.
+	Pending  bool `json:"pending,omitempty"`
+	Attempts int  `json:"attempts,omitempty"`
+}
+
+// Expired reports whether the session has ended at now: idle too long,
+// too old, or a second factor not given in time.
+func (sess Session) Expired(now time.Time) bool {
+	if sess.Pending {
+		return now.Sub(sess.CreatedAt) > SessionPending
+	}
+	return now.Sub(sess.LastSeen) > SessionIdle || now.Sub(sess.CreatedAt) > SessionMax
 }
 
 // CreateSession stores a session under the hash of its secret.
@@ -101,6 +271,32 @@ func (s *Store) Session(hash []byte) (Session, error) {
 	var sess Session
 	err := s.view(func(tx *Tx) error { return getJSON(tx.bucket(bucketSessions), hash, &sess) })
 	return sess, err
+}
+
+// SessionUser finds a session and its user in one read, so a session
+// never outlives its user's removal or disabling: ErrNotFound when either
+// is gone, ErrDisabled when the user is disabled.
+func (s *Store) SessionUser(hash []byte) (Session, User, error) {
+	var (
+		sess Session
+		u    User
+	)
+	err := s.view(func(tx *Tx) error {
+		if err := getJSON(tx.bucket(bucketSessions), hash, &sess); err != nil {
+			return err
+		}
+		if err := getJSON(tx.bucket(bucketUsers), []byte(sess.User), &u); err != nil {
+			return err
+		}
+		if u.Disabled {
+			return ErrDisabled
+		}
+		return nil
+	})
+	if err != nil {
+		return Session{}, User{}, err
+	}
+	return sess, u, nil
 }
 
 // TouchSession records activity, so the idle expiry moves.
@@ -118,6 +314,127 @@ func (s *Store) TouchSession(ctx context.Context, hash []byte, now time.Time) er
 // DeleteSession ends a session (logout, expiry).
 func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
 	return s.update(ctx, func(tx *Tx) error { return tx.bucket(bucketSessions).Delete(hash) })
+}
+
+// EndSessions deletes every session of user except the one whose hash is
+// except (nil: all of them), with the audit entries given, in one
+// transaction, and says how many ended.
+func (s *Store) EndSessions(ctx context.Context, user string, except []byte, audit ...AuditEntry) (int, error) {
+	var n int
+	err := s.update(ctx, func(tx *Tx) error {
+		var err error
+		if n, err = tx.EndSessions(user, except); err != nil {
+			return err
+		}
+		return writeAudits(tx, audit)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: end the sessions of %s: %w", user, err)
+	}
+	return n, nil
+}
+
+// EndSessions deletes every session of user except the one whose hash is
+// except (nil: all of them) and says how many ended. Sessions are few (one
+// per browser), so it reads them all rather than keep an index.
+func (tx *Tx) EndSessions(user string, except []byte) (int, error) {
+	var doomed [][]byte
+	err := tx.bucket(bucketSessions).ForEach(func(k, v []byte) error {
+		var sess Session
+		if err := json.Unmarshal(v, &sess); err != nil {
+			return fmt.Errorf("session: %w", err)
+		}
+		if sess.User == user && !bytes.Equal(k, except) {
+			doomed = append(doomed, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	b := tx.bucket(bucketSessions)
+	for _, k := range doomed {
+		if err := b.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(doomed), nil
+}
+
+// SweepSessions deletes every session that has expired at now (and any
+// left by a user since removed), and says how many.
+func (s *Store) SweepSessions(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := s.update(ctx, func(tx *Tx) error {
+		n = 0
+		users := tx.bucket(bucketUsers)
+		var doomed [][]byte
+		err := tx.bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			var sess Session
+			if json.Unmarshal(v, &sess) != nil || sess.Expired(now) || users.Get([]byte(sess.User)) == nil {
+				doomed = append(doomed, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range doomed {
+			if err := tx.bucket(bucketSessions).Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: sweep sessions: %w", err)
+	}
+	return n, nil
+}
+
+// UpdateSession runs change on one session and its user inside a write
+// transaction, with the audit entries given, then stores both again, or
+// deletes the session when change says not to keep it. It serves the
+// second factor of a login (a code used, a pending session made whole);
+// the user's role and state are not change's to alter, UpdateUser guards
+// those. ErrNotFound when the session or user is gone, ErrDisabled for a
+// disabled user.
+func (s *Store) UpdateSession(ctx context.Context, hash []byte, change func(sess *Session, u *User) (keep bool, err error), audit ...AuditEntry) error {
+	return s.update(ctx, func(tx *Tx) error {
+		var (
+			sess Session
+			u    User
+		)
+		if err := getJSON(tx.bucket(bucketSessions), hash, &sess); err != nil {
+			return err
+		}
+		if err := getJSON(tx.bucket(bucketUsers), []byte(sess.User), &u); err != nil {
+			return err
+		}
+		if u.Disabled {
+			return ErrDisabled
+		}
+		role, disabled := u.Role, u.Disabled
+		keep, err := change(&sess, &u)
+		if err != nil {
+			return err
+		}
+		u.Name, u.Role, u.Disabled, u.V = sess.User, role, disabled, recordVersion
+		if err := putJSON(tx.bucket(bucketUsers), []byte(u.Name), u); err != nil {
+			return err
+		}
+		if keep {
+			sess.V = recordVersion
+			err = putJSON(tx.bucket(bucketSessions), hash, sess)
+		} else {
+			err = tx.bucket(bucketSessions).Delete(hash)
+		}
+		if err != nil {
+			return err
+		}
+		return writeAudits(tx, audit)
+	})
 }
 
 // AuditEntry is one human action: who, what, when, from where.
@@ -174,3 +491,22 @@ func (s *Store) AuditLog(limit int) ([]AuditEntry, error) {
 
 // Audit appends e inside the transaction of the action it describes.
 func (tx *Tx) Audit(e AuditEntry) error { return writeAudit(tx, e) }
+
+// SessionCount counts the sessions of user, leaving out the one whose hash
+// is except.
+func (s *Store) SessionCount(user string, except []byte) (int, error) {
+	n := 0
+	err := s.view(func(tx *Tx) error {
+		return tx.bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			var sess Session
+			if err := json.Unmarshal(v, &sess); err != nil {
+				return fmt.Errorf("session: %w", err)
+			}
+			if sess.User == user && !sess.Pending && !bytes.Equal(k, except) {
+				n++
+			}
+			return nil
+		})
+	})
+	return n, err
+}
