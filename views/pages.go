@@ -29,6 +29,10 @@ type Overview struct {
 	Stuck      []HandoffRow
 	Thresholds []Fact
 	Backup     *Notice // the last backup failed; nil otherwise
+	// Drafting is the messages waiting for a draft and whether drafting fails.
+	Drafting store.Drafting
+	// Stats is what drafts cost and how they were decided (views/drafting.go).
+	Stats DraftStats
 }
 
 // HandoffList is the handoffs page.
@@ -59,6 +63,11 @@ type Timeline struct {
 	Handoff *store.Handoff
 	Jobs    []store.Job
 	Entries []Entry
+	// Lead is what a person can do to end the lead's open turn.
+	Lead LeadActions
+	// AnsweredBy is the event whose draft answers this message (it joined
+	// that event's turn); "" when the draft is the event's own.
+	AnsweredBy string
 }
 
 // ReconcileRows is the reconcile page.
@@ -81,6 +90,9 @@ type UsersPage struct {
 	Secret *Secret
 	Notice *Notice
 	Owners []string // routing owners, suggested for a new user
+	// Lockouts are the names and addresses whose logins are refused or
+	// slowed now, each with an unlock button.
+	Lockouts []Lockout
 }
 
 // Settings is the read-only configuration, secrets already redacted.
@@ -161,4 +173,16 @@ func JoinSet(sep string, vs ...string) string {
 		out += v
 	}
 	return out
+}
+
+// ClientList is the clients page: the clients a person sees.
+type ClientList struct {
+	Clients []ClientRow
+	Notice  *Notice
+}
+
+// ClientRow is one client and its channels.
+type ClientRow struct {
+	ID, Name string
+	Channels []string
 }

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,28 @@ func providerFacts(p config.Provider) []Fact {
 			Fact{Label: "lookup", Value: yesNo(!p.NoLookup)},
 		)
 	}
+	// The kinds' own keys: only what is set, secrets by state, never value.
+	for _, f := range []Fact{
+		{Label: "api_base", Value: p.APIBase, Mono: true},
+		{Label: "account_sid", Value: p.AccountSID, Mono: true},
+		{Label: "from", Value: p.From},
+		{Label: "phone_number_id", Value: p.PhoneNumberID, Mono: true},
+		{Label: "host", Value: p.Host},
+		{Label: "tls", Value: p.TLS},
+		{Label: "auth_token_env", Value: p.AuthTokenEnv, Mono: true},
+		{Label: "token_env", Value: p.TokenEnv, Mono: true},
+		{Label: "url_env", Value: p.URLEnv, Mono: true},
+		{Label: "auth_env", Value: p.AuthEnv, Mono: true},
+		{Label: "username_env", Value: p.UsernameEnv, Mono: true},
+		{Label: "password_env", Value: p.PasswordEnv, Mono: true},
+	} {
+		if f.Value != "" {
+			fs = append(fs, f)
+		}
+	}
+	if p.Rate > 0 {
+		fs = append(fs, Fact{Label: "rate", Value: strconv.FormatFloat(p.Rate, 'g', 4, 64) + "/s, burst " + itoa(p.Burst)})
+	}
 	return fs
 }
 
@@ -126,7 +149,7 @@ func ruleWhen(w config.When) string {
 }
 
 func operationFacts(c config.Config) []Fact {
-	return []Fact{
+	facts := []Fact{
 		{Label: "retry.max_attempts", Value: itoa(c.Retry.MaxAttempts)},
 		{Label: "retry.base_delay", Value: dur(c.Retry.BaseDelay)},
 		{Label: "retry.max_delay", Value: dur(c.Retry.MaxDelay)},
@@ -138,4 +161,38 @@ func operationFacts(c config.Config) []Fact {
 		{Label: "retention.events", Value: dur(c.Retention.Events)},
 		{Label: "retention.keys", Value: dur(c.Retention.Keys)},
 	}
+	if t := c.Backups.Target; t != nil {
+		endpoint := t.Endpoint
+		if endpoint == "" {
+			endpoint = "AWS S3"
+		}
+		facts = append(facts,
+			Fact{Label: "backups.target", Value: t.URL(), Mono: true},
+			Fact{Label: "backups.target_endpoint", Value: endpoint, Mono: true},
+			Fact{Label: "backups.target_region", Value: t.Region, Mono: true},
+			Fact{Label: "backups.target_keep", Value: itoa(t.Keep)},
+			Fact{Label: "backups.target credentials", Value: t.AccessKeyEnv + " / " + t.SecretKeyEnv + " (values hidden)", Mono: true},
+		)
+	}
+	return facts
+}
+
+// prefixes lists CIDR ranges, comma-separated; "none" for none.
+func prefixes(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "none: the client address is the connection's"
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ", ")
+}
+
+// proxyHeader is the header read from trusted proxies, or that none is.
+func proxyHeader(c config.Config) string {
+	if len(c.TrustedProxies) == 0 {
+		return c.ProxyHeader + " (not read: no trusted proxies)"
+	}
+	return c.ProxyHeader
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -23,18 +22,47 @@ import (
 // after sessionMax.
 const (
 	sessionCookie = "handoff_session"
-	sessionIdle   = 12 * time.Hour
-	sessionMax    = 7 * 24 * time.Hour
+	hostCookie    = "__Host-" + sessionCookie // its name with an https base_url
+	sessionIdle   = store.SessionIdle
+	sessionMax    = store.SessionMax
 	touchEvery    = time.Minute // LastSeen is written at most this often per session
 )
 
 // principal is who a request acts as.
 type principal struct {
-	Name    string
-	Role    store.Role
-	Owner   string // the routing owner of a person ("mine")
+	Name  string
+	Role  store.Role
+	Owner string // the routing owner of a person ("mine")
+	// Clients limits a person to these clients' channels (clients.go);
+	// empty: every client.
+	Clients []string
+	// Scope is what a token may do; empty for a session, whose role
+	// decides (scope).
+	Scope   store.Scope
 	Session *store.Session
 	hash    []byte // the session's key
+}
+
+// scope is what p may do: a token's scope, or a person's role as one.
+func (p *principal) scope() store.Scope {
+	switch {
+	case p.Scope != "":
+		return p.Scope
+	case p.Role == store.RoleAdmin:
+		return store.ScopeAdmin
+	}
+	return store.ScopeApprove
+}
+
+// may reports whether p's scope covers need; "" needs only a principal.
+func (p *principal) may(need store.Scope) bool {
+	switch have := p.scope(); {
+	case need == "", have == store.ScopeAdmin, have == need:
+		return true
+	case have == store.ScopeApprove:
+		return need == store.ScopeRead
+	}
+	return false
 }
 
 const principalKey = "handoff.principal"
@@ -64,71 +92,149 @@ func hashSecret(s string) []byte {
 
 // bearer authenticates an Authorization: Bearer header: the HANDOFF_API_TOKEN
 // (admin) or a token an admin created. ok is false when the header is absent.
+//
+// Every presented token counts against its address before it is looked
+// up (a success takes its count back), so past bearerPerAddr refusals in
+// bearerWindow an address gets 429 without its tokens being checked; the
+// refusals are audited, twice per address per window at most.
 func (s *Server) bearer(c *echo.Context) (p *principal, ok bool, err error) {
 	h := c.Request().Header.Get("Authorization")
 	if h == "" {
 		return nil, false, nil
 	}
+	now, ip := s.now(), c.RealIP()
+	key := addrKey(ip)
+	n, retry, allowed := s.bearerFails.reserve(key, now)
+	if !allowed {
+		return nil, true, tooMany(c, retry, "too many refused tokens from this address")
+	}
+	p, who, err := s.checkBearer(h)
+	var refused *apiError
+	if err == nil || !errors.As(err, &refused) {
+		s.bearerFails.release(key, now) // a success, or the store failing: not a refusal
+		return p, true, err
+	}
+	switch n {
+	case 1:
+		s.auditBearer(c, now, ip, who, "token refused", fmt.Sprintf("%s; further refusals from this address in the next %s are counted, not each written here", refused.msg, bearerWindow))
+	case bearerPerAddr:
+		s.auditBearer(c, now, ip, who, "tokens limited", fmt.Sprintf("%d refused tokens from this address within %s: it gets 429 until the oldest is %s old", n, bearerWindow, bearerWindow))
+	}
+	return nil, true, err
+}
+
+// checkBearer looks a bearer header up. who names the caller for the
+// audit log when it is refused: the token, or a fingerprint of it.
+func (s *Server) checkBearer(h string) (p *principal, who string, err error) {
 	const prefix = "Bearer "
 	if !strings.HasPrefix(h, prefix) || len(h) == len(prefix) {
-		return nil, true, errorf(http.StatusUnauthorized, "the Authorization header must be \"Bearer <token>\"")
+		return nil, "malformed Authorization header", errorf(http.StatusUnauthorized, "the Authorization header must be \"Bearer <token>\"")
 	}
 	hash := hashSecret(h[len(prefix):])
 	if s.tokenHash != nil && subtle.ConstantTimeCompare(hash, s.tokenHash) == 1 {
-		return &principal{Name: "api-token", Role: store.RoleAdmin}, true, nil
+		return &principal{Name: "api-token", Role: store.RoleAdmin, Scope: store.ScopeAdmin}, "", nil
 	}
+	unknown := fmt.Sprintf("unknown token (sha256 %x…)", hash[:4])
 	t, err := s.st.TokenByHash(hash)
-	if err != nil || t.RevokedAt != nil {
-		return nil, true, errorf(http.StatusUnauthorized, "the token is not valid (unknown or revoked)")
+	if err != nil {
+		return nil, unknown, errorf(http.StatusUnauthorized, "the token is not valid (unknown or revoked)")
 	}
-	return &principal{Name: "token:" + t.Name + " (" + t.User + ")", Role: t.Role}, true, nil
+	name := "token:" + t.Name + " (" + t.User + ")"
+	if t.RevokedAt != nil {
+		return nil, name, errorf(http.StatusUnauthorized, "the token is not valid (unknown or revoked)")
+	}
+	// A token acts for the admin who made it, and only while they are an
+	// enabled admin: disabling, demoting or removing them stops it at once.
+	u, err := s.st.ActiveUser(t.User)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrDisabled) {
+		return nil, name, err
+	}
+	if err != nil || u.Role != store.RoleAdmin {
+		return nil, name, errorf(http.StatusUnauthorized, "the token's owner %s is no longer an active admin, so it is not valid; an admin can create a new one", t.User)
+	}
+	role := store.RoleApprover
+	if t.Scope == store.ScopeAdmin {
+		role = store.RoleAdmin
+	}
+	return &principal{Name: name, Role: role, Scope: t.Scope, Clients: t.Clients}, "", nil
 }
 
-// session authenticates the session cookie; nil when there is none or it expired.
+// auditBearer writes one entry about refused tokens, within the budget of
+// bearerAudit; the last entry of a window says that the rest are left out.
+func (s *Server) auditBearer(c *echo.Context, now time.Time, ip, who, action, detail string) {
+	ok, last := s.bearerAudit.take(now)
+	if !ok {
+		return
+	}
+	if last {
+		detail += fmt.Sprintf("; this is the %dth such entry in %s, so no more are written until it ends", auditPerWindow, bearerWindow)
+	}
+	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now.UTC(), Who: who, From: ip, Action: action, Detail: detail})
+}
+
+// tooMany is a 429 with Retry-After (whole seconds, rounded up).
+func tooMany(c *echo.Context, retry time.Duration, why string) error {
+	secs := int((retry + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	c.Response().Header().Set("Retry-After", fmt.Sprint(secs))
+	return errorf(http.StatusTooManyRequests, "%s; try again in %s", why, (time.Duration(secs) * time.Second).String())
+}
+
+// session authenticates the session cookie; nil when there is none, it
+// expired, it still waits for its second factor, or its user was disabled
+// or removed (read in the same transaction as the session, so not a
+// request after the change gets through).
 func (s *Server) session(c *echo.Context) *principal {
-	ck, err := c.Cookie(sessionCookie)
+	ck, err := c.Cookie(s.cookie)
 	if err != nil || ck.Value == "" {
 		return nil
 	}
 	hash := hashSecret(ck.Value)
-	sess, err := s.st.Session(hash)
-	if err != nil {
+	sess, u, err := s.st.SessionUser(hash)
+	if err != nil || sess.Pending {
 		return nil
 	}
 	now := s.now()
-	if now.Sub(sess.LastSeen) > sessionIdle || now.Sub(sess.CreatedAt) > sessionMax {
+	if sess.Expired(now) {
 		_ = s.st.DeleteSession(c.Request().Context(), hash)
 		return nil
 	}
 	if now.Sub(sess.LastSeen) > touchEvery {
 		_ = s.st.TouchSession(c.Request().Context(), hash, now)
 	}
-	u, err := s.st.User(sess.User)
-	if err != nil {
-		return nil // the user was removed
-	}
-	return &principal{Name: u.Name, Role: u.Role, Owner: u.Owner, Session: &sess, hash: hash}
+	return &principal{Name: u.Name, Role: u.Role, Owner: u.Owner, Clients: u.Clients, Session: &sess, hash: hash}
 }
 
 // requireAPI admits a bearer token or a session (whose unsafe requests must
-// carry the CSRF token).
-func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c *echo.Context) error {
-		p, present, err := s.bearer(c)
-		if err != nil {
-			return err
-		}
-		if !present {
-			p = s.session(c)
-			if p == nil {
-				return errorf(http.StatusUnauthorized, "this route needs an Authorization: Bearer <token> header or a dashboard session")
-			}
-			if err := checkCSRF(c, p); err != nil {
+// carry the CSRF token) whose scope covers need (see principal.may); ""
+// admits any.
+func (s *Server) requireAPI(need store.Scope) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c *echo.Context) error {
+			p, present, err := s.bearer(c)
+			if err != nil {
 				return err
 			}
+			if !present {
+				p = s.session(c)
+				if p == nil {
+					return errorf(http.StatusUnauthorized, "this route needs an Authorization: Bearer <token> header or a dashboard session")
+				}
+				if err := checkCSRF(c, p); err != nil {
+					return err
+				}
+			}
+			if !p.may(need) {
+				if p.Scope == "" {
+					return errorf(http.StatusForbidden, "only an admin may do this")
+				}
+				return errorf(http.StatusForbidden, "a token with the %s scope may not do this; this route needs the %s scope (or admin)", p.Scope, need)
+			}
+			s.setPrincipal(c, p)
+			return next(c)
 		}
-		s.setPrincipal(c, p)
-		return next(c)
 	}
 }
 
@@ -210,76 +316,20 @@ func crossOrigin(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limiter counts failed logins per key in a sliding window.
-type limiter struct {
-	mu     sync.Mutex
-	max    int
-	window time.Duration
-	fails  map[string][]time.Time
-}
-
-func newLimiter(max int, window time.Duration) *limiter {
-	return &limiter{max: max, window: window, fails: map[string][]time.Time{}}
-}
-
-// reserve counts an attempt for key at now, unless key has used up its
-// attempts: checking and counting under one lock, before the password is
-// compared, so parallel guesses cannot all slip past the limit.
-func (l *limiter) reserve(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fs := l.prune(key, now)
-	if len(fs) >= l.max {
-		return false
-	}
-	l.fails[key] = append(fs, now)
-	return true
-}
-
-// release takes back the attempt reserve counted last for key (a login
-// that succeeded is not a failure).
-func (l *limiter) release(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if fs := l.fails[key]; len(fs) > 0 {
-		l.fails[key] = fs[:len(fs)-1]
-	}
-}
-
-func (l *limiter) reset(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.fails, key)
-}
-
-func (l *limiter) prune(key string, now time.Time) []time.Time {
-	fs := l.fails[key]
-	i := 0
-	for i < len(fs) && now.Sub(fs[i]) > l.window {
-		i++
-	}
-	fs = fs[i:]
-	if len(fs) == 0 {
-		delete(l.fails, key)
-	} else {
-		l.fails[key] = fs
-	}
-	return fs
-}
-
 // errLoginFailed never says which part was wrong.
 var errLoginFailed = errors.New("the name or password is wrong")
 
 // login checks a name and password and starts a session. It returns the
-// session secret for the cookie.
+// session secret for the cookie. A person with a second factor gets a
+// pending session instead, and a *codeNeeded error that carries its
+// secret: the code form (loginCodeSubmit) makes it whole.
 func (s *Server) login(c *echo.Context, name, pw string) (string, error) {
 	now := s.now()
 	ip := c.RealIP()
 	// Every attempt is counted before the comparison, so parallel guesses
-	// cannot all pass; a success clears the name's count and takes back its
-	// own attempt from the address's.
-	if !s.loginsByIP.reserve(ip, now) || !s.loginsByUser.reserve(name, now) {
-		return "", errorf(http.StatusTooManyRequests, "too many failed logins; wait 15 minutes and try again")
+	// cannot all pass; a success takes its own count back (loginGuard).
+	if retry, ok := s.logins.reserve(name, addrKey(ip), now); !ok {
+		return "", tooMany(c, retry, "too many failed logins")
 	}
 	// A name that is not a user is checked against no hash, which costs
 	// as much as a real one, so timing does not tell which names exist.
@@ -298,23 +348,34 @@ func (s *Server) login(c *echo.Context, name, pw string) (string, error) {
 		_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: who, From: ip, Action: "login failed"})
 		return "", &apiError{status: http.StatusUnauthorized, msg: errLoginFailed.Error()}
 	}
-	s.loginsByUser.reset(name)
-	s.loginsByIP.release(ip)
+	s.logins.release(name, addrKey(ip), now)
+	if u.Disabled {
+		// Said only to someone who knows the password.
+		_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: u.Name, From: ip, Action: "login refused", Detail: "the account is disabled"})
+		return "", errorf(http.StatusForbidden, "this account is disabled; ask an admin to enable it")
+	}
 	secret := newSecret()
-	sess := store.Session{User: u.Name, Role: u.Role, CSRF: newSecret(), From: ip, CreatedAt: now, LastSeen: now}
+	sess := store.Session{User: u.Name, Role: u.Role, CSRF: newSecret(), From: ip, CreatedAt: now, LastSeen: now, Pending: u.TOTP != nil}
 	if err := s.st.CreateSession(c.Request().Context(), hashSecret(secret), sess); err != nil {
 		return "", err
+	}
+	if sess.Pending {
+		return "", &codeNeeded{secret: secret}
 	}
 	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: u.Name, From: ip, Action: "login"})
 	return secret, nil
 }
 
-// sessionCookieFor builds the session cookie: HttpOnly, SameSite=Lax,
-// Secure when the configured base URL is https.
+// sessionCookieFor builds the session cookie: HttpOnly, SameSite=Lax, on
+// Path=/ without a Domain; with an https base URL also Secure and named
+// __Host-handoff_session.
 func (s *Server) sessionCookieFor(value string, maxAge int) *http.Cookie {
 	return &http.Cookie{
-		Name: sessionCookie, Value: value, Path: "/", MaxAge: maxAge,
+		Name: s.cookie, Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: strings.HasPrefix(s.cfg.BaseURL, "https://"),
+		Secure: s.https(),
 	}
 }
+
+// https reports whether the configured base URL is https.
+func (s *Server) https() bool { return strings.HasPrefix(s.cfg.BaseURL, "https://") }

@@ -2,7 +2,9 @@ package web
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v5"
@@ -21,10 +23,8 @@ type draftPage struct {
 // (newest last), a page at a time.
 func (s *Server) listDrafts(c *echo.Context) error {
 	status := store.DraftStatus(c.QueryParamOr("status", string(store.DraftPending)))
-	switch status {
-	case store.DraftPending, store.DraftApproved, store.DraftRejected:
-	default:
-		return errorf(http.StatusBadRequest, "status %q is not one of pending_approval, approved, rejected", status)
+	if !slices.Contains(store.DraftStatuses, status) {
+		return errorf(http.StatusBadRequest, "status %q is not one of pending_approval, approved, rejected, superseded", status)
 	}
 	limit, err := queryLimit(c)
 	if err != nil {
@@ -35,7 +35,11 @@ func (s *Server) listDrafts(c *echo.Context) error {
 	if !ok {
 		return errorf(http.StatusBadRequest, "cursor %q is not a cursor this list gave out for status %s", cursor, status)
 	}
-	page, next, err := s.st.Drafts(store.DraftFilter{Status: status, After: after, Limit: limit})
+	f := store.DraftFilter{Status: status, After: after, Limit: limit}
+	if only := s.only(c); only != nil {
+		f.Keep = only.Draft // another client's drafts are not listed
+	}
+	page, next, err := s.st.Drafts(f)
 	if err != nil {
 		return err
 	}
@@ -91,10 +95,22 @@ func (s *Server) approveDraft(c *echo.Context) error {
 		}
 	}
 	res, err := s.approve(c, c.Param("id"), text)
+	var superseded *store.SupersededError
+	if errors.As(err, &superseded) {
+		// The one 409 that names where to go: the turn's current draft.
+		return c.JSON(http.StatusConflict, supersededAnswer{Error: superseded.Error(), DraftID: superseded.Draft.ID, CurrentDraftID: superseded.Current})
+	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, approvedAnswer(res))
+}
+
+// supersededAnswer is the 409 of an approval of a superseded draft.
+type supersededAnswer struct {
+	Error          string `json:"error"`
+	DraftID        string `json:"draft_id"`
+	CurrentDraftID string `json:"current_draft_id,omitempty"` // empty: the turn has ended
 }
 
 // replyText checks an edited reply (API and dashboard alike): not empty

@@ -33,6 +33,7 @@ const correlationHeader = "X-Correlation-Id"
 //	*store.NotRegenerableError  400, its sentence
 //	*store.UnsafeReplayError    409, its sentence (send the confirmation)
 //	*store.ConflictError        409, its sentence; "that decision stands"
+//	*store.SupersededError      409, its sentence, naming the current draft
 //	*store.StateError           409, its sentence
 //	*keys.MismatchError         422, its sentence (a key claimed with another body)
 //	*keys.BusyError             409, its sentence (held by another claim)
@@ -52,20 +53,21 @@ const correlationHeader = "X-Correlation-Id"
 // be stored and /readyz say 503, with their own sentence, as an *apiError).
 func answerFor(err error) (status int, msg string) {
 	var (
-		ae       *apiError
-		he       *echo.HTTPError
-		hk       *hook.Error
-		notRegen *store.NotRegenerableError
-		unsafe   *store.UnsafeReplayError
-		conflict *store.ConflictError
-		state    *store.StateError
-		mismatch *keys.MismatchError
-		busy     *keys.BusyError
-		unsure   *keys.UnsureError
-		lost     *keys.LostClaimError
-		keyState *keys.StateError
-		named    *namedError
-		refusal  *refusalError
+		ae         *apiError
+		he         *echo.HTTPError
+		hk         *hook.Error
+		notRegen   *store.NotRegenerableError
+		unsafe     *store.UnsafeReplayError
+		conflict   *store.ConflictError
+		superseded *store.SupersededError
+		state      *store.StateError
+		mismatch   *keys.MismatchError
+		busy       *keys.BusyError
+		unsure     *keys.UnsureError
+		lost       *keys.LostClaimError
+		keyState   *keys.StateError
+		named      *namedError
+		refusal    *refusalError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -81,6 +83,8 @@ func answerFor(err error) (status int, msg string) {
 		return http.StatusBadRequest, notRegen.Error()
 	case errors.As(err, &unsafe):
 		return http.StatusConflict, unsafe.Error()
+	case errors.As(err, &superseded):
+		return http.StatusConflict, superseded.Error()
 	case errors.As(err, &conflict):
 		return http.StatusConflict, conflict.Error() + "; that decision stands"
 	case errors.As(err, &state):

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
 )
 
 // timeline is everything known about one event.
@@ -19,6 +23,10 @@ type timeline struct {
 	Drafts  []store.Draft  `json:"drafts"` // every version, oldest first; each names the one it replaces
 	Handoff *store.Handoff `json:"handoff"`
 	Outbox  *store.Outbox  `json:"outbox"`
+	// AnsweredBy is the event whose draft answers this message, when it
+	// joined a turn drafted for another message (draft and outbox are then
+	// that draft's); empty when the draft is the event's own.
+	AnsweredBy string `json:"answered_by,omitempty"`
 }
 
 // timelineAnswer is a timeline as the API renders it. Its Event shadows
@@ -64,4 +72,117 @@ func (s *Server) eventTimeline(c *echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, timelineAnswer{timeline: t, Event: newEventAnswer(t.Event)})
+}
+
+// leadBody is the optional body of POST /api/v1/events/{key}/{action}.
+type leadBody struct {
+	Text        string `json:"text"`        // reply: the person's reply
+	Instruction string `json:"instruction"` // redraft: what the new draft should do differently
+	Reason      string `json:"reason"`      // close: why no reply is sent
+}
+
+// leadActionAnswer says what a lead action did.
+type leadActionAnswer struct {
+	Status   string         `json:"status"` // approved, drafting, closed, already_closed
+	Draft    *store.Draft   `json:"draft,omitempty"`
+	Outbox   *store.Outbox  `json:"outbox,omitempty"`
+	Job      *store.Job     `json:"job,omitempty"`
+	Handoff  *store.Handoff `json:"handoff,omitempty"`
+	OutboxID string         `json:"outbox_id,omitempty"`
+}
+
+// leadActionAPI answers POST /api/v1/events/{key}/reply, …/redraft and
+// …/close: the ways a person ends the open turn of the event's lead.
+func (s *Server) leadActionAPI(c *echo.Context) error {
+	key, action, err := splitAction(c.Param("*"), "use POST /api/v1/events/{key}/reply, /redraft or /close")
+	if err != nil {
+		return err
+	}
+	var body leadBody
+	if err := decodeOptionalJSON(c, &body); err != nil {
+		return err
+	}
+	ans, err := s.leadAction(c, key, action, body)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ans)
+}
+
+// leadAction runs one lead action for the API and the dashboard alike.
+func (s *Server) leadAction(c *echo.Context, key, action string, body leadBody) (leadActionAnswer, error) {
+	ctx := c.Request().Context()
+	rv := review.New(s.st, s.cfg)
+	dec := store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP()}
+	switch action {
+	case "reply":
+		text, err := replyText(body.Text, "text is empty; write the reply to send")
+		if err != nil {
+			return leadActionAnswer{}, err
+		}
+		res, err := rv.Write(ctx, key, text, dec)
+		if err != nil {
+			return leadActionAnswer{}, missing(err, "no event has the key %q", key)
+		}
+		if res.Created {
+			s.jobs.Wake()
+		}
+		return leadActionAnswer{Status: "approved", Draft: &res.Draft, Outbox: &res.Outbox, OutboxID: res.Outbox.ID}, nil
+	case "redraft":
+		instr := strings.TrimSpace(body.Instruction)
+		if len(instr) > 1000 {
+			return leadActionAnswer{}, errorf(http.StatusBadRequest, "the instruction is %d bytes; keep it under 1000", len(instr))
+		}
+		dec.Reason = instr
+		job := func(k string, n int) (store.NewJob, error) {
+			return jobs.NewJob(jobs.DraftArgs{EventKey: k, RegenerateVersion: n, Instruction: instr}, jobs.Opts{MaxAttempts: s.cfg.Retry.MaxAttempts})
+		}
+		j, err := rv.Redraft(ctx, key, job, dec)
+		if err != nil {
+			return leadActionAnswer{}, missing(err, "no event has the key %q", key)
+		}
+		s.jobs.Wake()
+		return leadActionAnswer{Status: "drafting", Job: &j}, nil
+	case "close":
+		reason := strings.TrimSpace(body.Reason)
+		if reason == "" {
+			return leadActionAnswer{}, errorf(http.StatusBadRequest, "reason is empty; say why the lead is closed without a reply")
+		}
+		if len(reason) > 1000 {
+			return leadActionAnswer{}, errorf(http.StatusBadRequest, "the reason is %d bytes; keep it under 1000", len(reason))
+		}
+		dec.Reason = reason
+		res, err := rv.Close(ctx, key, dec)
+		if err != nil {
+			return leadActionAnswer{}, missing(err, "no event has the key %q", key)
+		}
+		status := "closed"
+		if !res.Closed {
+			status = "already_closed"
+		} else {
+			s.metrics.LeadClosed()
+		}
+		return leadActionAnswer{Status: status, Handoff: &res.Lead}, nil
+	default:
+		return leadActionAnswer{}, errorf(http.StatusNotFound, "there is no lead action %q; use reply, redraft or close", action)
+	}
+}
+
+// leadActionPage answers POST /events/{key}/reply, …/redraft and …/close
+// from the dashboard (form: text, instruction, reason, back), then goes
+// back to the page the form was on (the queue or the event's timeline).
+func (s *Server) leadActionPage(c *echo.Context) error {
+	key, action, err := splitAction(c.Param("*"), "there is no such lead action")
+	if err != nil {
+		return err
+	}
+	body := leadBody{Text: c.FormValue("text"), Instruction: c.FormValue("instruction"), Reason: c.FormValue("reason")}
+	if _, err := s.leadAction(c, key, action, body); err != nil {
+		return err
+	}
+	back := c.FormValue("back")
+	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.Contains(back, "\\") {
+		back = views.EventURL(key) // only a path of this site; never an open redirect
+	}
+	return c.Redirect(http.StatusSeeOther, back)
 }

@@ -1,85 +1,358 @@
 package web
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/intake"
+	"github.com/handoff/handoff/store"
 )
 
-// hookAnswer is the body of every non-error webhook answer.
+// hookAnswer is the body of every non-error webhook answer for one message.
 type hookAnswer struct {
 	Status        string `json:"status"`
 	EventKey      string `json:"event_key"`
 	CorrelationID string `json:"correlation_id"`
 }
 
-// receiveHook records an inbound event and enqueues its draft job in one
-// transaction (intake.Record), durable before the answer. Nothing is stored on any error.
+// batchAnswer is the body for a channel whose requests carry several
+// messages (messages.items set), or none: every outcome, in body order.
+type batchAnswer struct {
+	Status        string       `json:"status"` // accepted (one new at least), duplicate, or ignored (no message)
+	Events        []hookAnswer `json:"events"`
+	Notifications int          `json:"notifications"`
+	Receipts      int          `json:"receipts"`
+}
+
+// twiml is the empty TwiML document Twilio expects: no reply is sent from
+// the webhook itself, handoff replies later through the provider.
+const twiml = `<?xml version="1.0" encoding="UTF-8"?><Response></Response>`
+
+// maxChallenge bounds the handshake challenge echoed back.
+const maxChallenge = 1024
+
+// newVerifiers builds each signed channel's verifier once, at start.
+func newVerifiers(cfg *config.Config) (map[string]hook.Verifier, error) {
+	out := map[string]hook.Verifier{}
+	for _, ch := range cfg.Channels {
+		if ch.Signature == nil {
+			continue
+		}
+		v, err := hook.NewVerifier(ch.Signature.Verifying())
+		if err != nil {
+			return nil, fmt.Errorf("web: channel %s: %w", ch.Name, err)
+		}
+		out[ch.Name] = v
+	}
+	return out, nil
+}
+
+// receiveHook records an inbound request's messages and enqueues their
+// draft jobs in one transaction, durable before the answer, and counts
+// every outcome. Nothing is stored on any error.
 func (s *Server) receiveHook(c *echo.Context) error {
 	name := c.Param("channel")
-	outcome, err := s.receive(c, name)
-	s.metrics.Webhook(name, outcome)
+	outcomes, err := s.receive(c, name)
+	for _, o := range outcomes {
+		s.metrics.Webhook(name, o)
+	}
 	return err
 }
 
-// receive does the work of receiveHook and names the outcome for metrics.
-func (s *Server) receive(c *echo.Context, name string) (string, error) {
+// publicURL is the URL the sender called: base_url when set (behind a
+// proxy the request's own scheme and host are the proxy's), else this
+// request's scheme and Host.
+func (s *Server) publicURL(req *http.Request) string {
+	if s.cfg.BaseURL != "" {
+		return strings.TrimRight(s.cfg.BaseURL, "/") + req.URL.RequestURI()
+	}
+	scheme := "http"
+	if req.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + req.Host + req.URL.RequestURI()
+}
+
+// receive does the work of receiveHook and names its outcomes for metrics.
+func (s *Server) receive(c *echo.Context, name string) ([]string, error) {
 	ch, ok := s.cfg.Channel(name)
 	if !ok {
-		return "rejected_unknown_channel", errorf(http.StatusNotFound, "there is no channel named %q", name)
+		return []string{"rejected_unknown_channel"}, errorf(http.StatusNotFound, "there is no channel named %q", name)
 	}
 	req := c.Request()
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, ch.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return "rejected_too_large", errorf(http.StatusRequestEntityTooLarge, "the body is larger than the %d-byte limit of channel %s", ch.MaxBody, ch.Name)
+			return []string{"rejected_too_large"}, errorf(http.StatusRequestEntityTooLarge, "the body is larger than the %d-byte limit of channel %s", ch.MaxBody, ch.Name)
 		}
-		return "rejected_unreadable", &apiError{status: http.StatusBadRequest, msg: "the body could not be read", err: err}
+		return []string{"rejected_unreadable"}, &apiError{status: http.StatusBadRequest, msg: "the body could not be read", err: err}
 	}
 	now := s.now().UTC()
 	if v := s.verifiers[ch.Name]; v != nil {
-		if err := v.Verify(req.Header, body, now); err != nil {
-			return "rejected_signature", refused(err, http.StatusUnauthorized)
+		if err := v.Verify(&hook.Request{URL: s.publicURL(req), Header: req.Header, Body: body, Now: now}); err != nil {
+			return []string{"rejected_signature"}, refused(err, http.StatusUnauthorized)
 		}
 	}
 	p, err := hook.Parse(req.Header.Get("Content-Type"), body, req.Header)
 	if err != nil {
-		return "rejected_body", refused(err, http.StatusBadRequest)
+		return []string{"rejected_body"}, refused(err, http.StatusBadRequest)
 	}
-	msgID, err := hook.MessageID(p, ch.Fields.MessageID)
+	if ch.Handshake == hook.HandshakeSlack {
+		if t, _, _ := p.Field("/type"); t == "url_verification" {
+			challenge, _, _ := p.Field("/challenge")
+			if !validChallenge(challenge) {
+				return []string{"rejected_handshake"}, errorf(http.StatusBadRequest, "the url_verification challenge is missing or not printable text of at most %d bytes", maxChallenge)
+			}
+			return []string{"handshake"}, c.JSON(http.StatusOK, map[string]string{"challenge": challenge})
+		}
+	}
+	in, err := s.inbound(p, ch, req.Header.Get("Content-Type"), body, now)
 	if err != nil {
-		return "rejected_message_id", refused(err, http.StatusBadRequest)
+		return []string{"rejected_message_id"}, refused(err, http.StatusBadRequest)
 	}
-	contact := optional(p, ch.Fields.Contact)
-	rec, err := intake.Record(req.Context(), s.st, intake.Message{
-		Channel: ch.Name, MessageID: msgID, ConversationID: conversationID(p, ch, contact, msgID),
-		Contact: contact, Name: optional(p, ch.Fields.Name), Text: optional(p, ch.Fields.Text),
-		ContentType: req.Header.Get("Content-Type"), Body: body, JSON: p.IsJSON(), ReceivedAt: now,
-	}, s.cfg.Retry.MaxAttempts)
+	outcomes := make([]string, 0, len(in.messages)+in.notifications+len(in.receipts))
+	for range in.notifications {
+		outcomes = append(outcomes, "notification")
+	}
+	for range in.receipts {
+		outcomes = append(outcomes, "receipt")
+	}
+	var recs []store.Recorded
+	switch {
+	case len(in.messages) == 1 && len(in.receipts) == 0:
+		rec, err := intake.Record(req.Context(), s.st, in.messages[0], s.cfg.Retry.MaxAttempts)
+		if err != nil {
+			return []string{"rejected_unavailable"}, unavailable(err)
+		}
+		recs = []store.Recorded{rec}
+	case len(in.messages) > 0 || len(in.receipts) > 0:
+		if recs, err = intake.RecordBatch(req.Context(), s.st, in.messages, in.receipts, s.cfg.Retry.MaxAttempts); err != nil {
+			return []string{"rejected_unavailable"}, unavailable(err)
+		}
+	}
+	if len(in.receipts) > 0 {
+		// A stored receipt that names one of our sends settles its row. A
+		// failure leaves the receipt stored and the row as it was: the
+		// provider is answered 2xx either way, as it was for the receipt.
+		if _, err := delivery.SettleReceipts(req.Context(), s.st, settling(in, req.URL.Query().Get("ref"))); err != nil {
+			s.log.Error("receipts stored but not settled", "channel", ch.Name, slog.Any("err", err))
+		}
+	}
+	ans := batchAnswer{Status: "ignored", Events: []hookAnswer{}, Notifications: in.notifications, Receipts: len(in.receipts)}
+	created := false
+	for _, rec := range recs {
+		a := hookAnswer{Status: "duplicate", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID}
+		if rec.Created {
+			a.Status, created = "accepted", true
+		}
+		outcomes = append(outcomes, a.Status)
+		ans.Events = append(ans.Events, a)
+	}
+	switch {
+	case created:
+		ans.Status = "accepted"
+		s.jobs.Wake()
+	case len(recs) > 0:
+		ans.Status = "duplicate"
+	}
+	return outcomes, s.answerHook(c, ch, ans)
+}
+
+// answerHook answers as the channel's provider expects.
+func (s *Server) answerHook(c *echo.Context, ch *config.Channel, ans batchAnswer) error {
+	status := http.StatusOK
+	if ans.Status == "accepted" {
+		status = http.StatusAccepted
+	}
+	switch ch.Answer {
+	case hook.AnswerTwiML:
+		return c.Blob(http.StatusOK, "text/xml; charset=utf-8", []byte(twiml))
+	case hook.AnswerOK:
+		status = http.StatusOK
+	}
+	if ch.Messages.Items == "" && len(ans.Events) == 1 {
+		return c.JSON(status, ans.Events[0])
+	}
+	return c.JSON(status, ans)
+}
+
+func unavailable(err error) error {
+	return &apiError{status: http.StatusServiceUnavailable, msg: "the event could not be stored; nothing was recorded, retry later", err: err}
+}
+
+// inbound is what one request carries.
+type inbound struct {
+	messages      []intake.Message
+	notifications int              // items that are not messages (a status, an edit, a bot's message...)
+	receipts      []intake.Receipt // reports on a send, found at the channel's receipts sources
+	receiptRefs   []string         // our reference on each receipt, where the provider echoes it
+}
+
+// settling is what delivery needs to settle in's receipts: our reference
+// from the item (WhatsApp's biz_opaque_callback_data) or else from the
+// URL (the ref a Twilio StatusCallback URL carries; the signature covers it).
+func settling(in inbound, urlRef string) []delivery.Receipt {
+	out := make([]delivery.Receipt, len(in.receipts))
+	for i, r := range in.receipts {
+		ref := in.receiptRefs[i]
+		if ref == "" {
+			ref = urlRef
+		}
+		out[i] = delivery.Receipt{Channel: r.Channel, ProviderID: r.ProviderID, Ref: ref, Status: r.Status, At: r.At}
+	}
+	return out
+}
+
+// inbound reads every message and counts every notification of p. A
+// message whose id is refused refuses the whole request (400, nothing
+// stored), naming the item in a batch.
+func (s *Server) inbound(p *hook.Payload, ch *config.Channel, contentType string, body []byte, now time.Time) (inbound, error) {
+	var in inbound
+	items, err := p.Items(ch.Messages.Items)
 	if err != nil {
-		return "rejected_unavailable", &apiError{status: http.StatusServiceUnavailable, msg: "the event could not be stored; nothing was recorded, retry later", err: err}
+		return in, err
 	}
-	if !rec.Created {
-		return "duplicate", c.JSON(http.StatusOK, hookAnswer{Status: "duplicate", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
+	kept, isJSON, err := p.Stored(body)
+	if err != nil {
+		return in, err
 	}
-	s.jobs.Wake()
-	return "accepted", c.JSON(http.StatusAccepted, hookAnswer{Status: "accepted", EventKey: rec.Event.Key, CorrelationID: rec.Event.CorrelationID})
+	for i, at := range items {
+		if !isMessage(p, ch.Messages, at) {
+			in.notifications++
+			continue
+		}
+		msgID, err := hook.MessageIDAt(p, ch.Fields.MessageID, at)
+		if err != nil {
+			var he *hook.Error
+			if ch.Messages.Items != "" && errors.As(err, &he) {
+				return in, &hook.Error{Status: he.Status, Msg: fmt.Sprintf("message %d of the batch: %s", i+1, he.Msg)}
+			}
+			return in, err
+		}
+		contact := optional(p, ch.Fields.Contact, at)
+		in.messages = append(in.messages, intake.Message{
+			Channel: ch.Name, MessageID: msgID, ConversationID: conversationID(p, ch, at, contact, msgID),
+			Contact: contact, Name: optional(p, ch.Fields.Name, at), Text: optional(p, ch.Fields.Text, at),
+			ContentType: contentType, Body: kept, JSON: isJSON, ReceivedAt: now,
+			Coalesce: ch.Coalesce,
+		})
+	}
+	if r := ch.Receipts; r.ID != "" && r.Status != "" {
+		ritems, err := p.Items(r.Items)
+		if err != nil {
+			return in, err
+		}
+		for _, at := range ritems {
+			// A receipt whose id would not make a clean key, or without a
+			// status, stays a plain notification: never a 400 for it.
+			id, err := hook.MessageIDAt(p, []string{r.ID}, at)
+			status := optional(p, r.Status, at)
+			if err != nil || status == "" || len(status) > 64 {
+				continue
+			}
+			in.receipts = append(in.receipts, intake.Receipt{Channel: ch.Name, ProviderID: id, Status: status, At: now})
+			var ref string
+			if r.Items != "" {
+				ref = optional(p, r.Items+"/biz_opaque_callback_data", at)
+			}
+			in.receiptRefs = append(in.receiptRefs, ref)
+		}
+		if r.Items == "" && len(in.receipts) > 0 && in.notifications > 0 {
+			in.notifications-- // the body is the receipt: count it once
+		}
+	}
+	if len(in.messages) == 0 && in.notifications == 0 && len(in.receipts) == 0 {
+		in.notifications = 1 // a body with no item at all is one notification
+	}
+	return in, nil
+}
+
+// isMessage applies the channel's messages.when and messages.unless to
+// the item at.
+func isMessage(p *hook.Payload, m hook.Messages, at []int) bool {
+	for _, src := range m.When {
+		if !p.Present(src, at) {
+			return false
+		}
+	}
+	for _, src := range m.Unless {
+		if p.Present(src, at) {
+			return false
+		}
+	}
+	return true
+}
+
+// hookHandshake answers GET /hooks/{channel}: Meta's subscription check on
+// a channel whose handshake is meta, echoing hub.challenge only when
+// hub.verify_token is the channel's verify_token. Nothing is stored.
+func (s *Server) hookHandshake(c *echo.Context) error {
+	name := c.Param("channel")
+	ch, ok := s.cfg.Channel(name)
+	if !ok {
+		s.metrics.Webhook(name, "rejected_unknown_channel")
+		return errorf(http.StatusNotFound, "there is no channel named %q", name)
+	}
+	if ch.Handshake != hook.HandshakeMeta {
+		// The router's own sentence for a method a route does not take.
+		c.Response().Header().Set("Allow", http.MethodPost)
+		return errorf(http.StatusMethodNotAllowed, "GET is not allowed on %s", c.Request().URL.Path)
+	}
+	q := c.Request().URL.Query()
+	token, challenge := q.Get("hub.verify_token"), q.Get("hub.challenge")
+	if q.Get("hub.mode") != "subscribe" || ch.VerifyToken == "" || !sameSecret(token, ch.VerifyToken) {
+		s.metrics.Webhook(name, "rejected_handshake")
+		return errorf(http.StatusForbidden, "the handshake is refused: hub.mode is not subscribe or hub.verify_token does not match the channel's verify_token")
+	}
+	if !validChallenge(challenge) {
+		s.metrics.Webhook(name, "rejected_handshake")
+		return errorf(http.StatusBadRequest, "hub.challenge is missing or not printable text of at most %d bytes", maxChallenge)
+	}
+	s.metrics.Webhook(name, "handshake")
+	c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+	return c.Blob(http.StatusOK, "text/plain; charset=utf-8", []byte(challenge))
+}
+
+// sameSecret compares digests in constant time, so neither the content nor
+// the length of the secret leaks.
+func sameSecret(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// validChallenge accepts printable ASCII only: the challenge is echoed.
+func validChallenge(s string) bool {
+	if s == "" || len(s) > maxChallenge {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // optional reads a field that may be absent or of the wrong type: a message
-// is never refused over a name that is not a string. Field trims the value.
-func optional(p *hook.Payload, source string) string {
+// is never refused over a name that is not a string. FieldAt trims the value.
+func optional(p *hook.Payload, source string, at []int) string {
 	if source == "" {
 		return ""
 	}
-	v, ok, err := p.Field(source)
+	v, ok, err := p.FieldAt(source, at)
 	if !ok || err != nil {
 		return ""
 	}
@@ -87,8 +360,8 @@ func optional(p *hook.Payload, source string) string {
 }
 
 // conversationID is the configured field, else the contact, else the message id.
-func conversationID(p *hook.Payload, ch *config.Channel, contact, msgID string) string {
-	if v := optional(p, ch.Fields.ConversationID); v != "" {
+func conversationID(p *hook.Payload, ch *config.Channel, at []int, contact, msgID string) string {
+	if v := optional(p, ch.Fields.ConversationID, at); v != "" {
 		return v
 	}
 	if contact != "" {

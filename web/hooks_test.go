@@ -200,7 +200,7 @@ func TestHookRejects(t *testing.T) {
 		want                    string // words the error sentence must contain
 	}{
 		{"unknown channel", "/hooks/nope", "application/json", `{"id":"x"}`, nil, 404, `no channel named "nope"`},
-		{"xml body", "/hooks/demo", "application/xml", `<id>1</id>`, nil, 400, "neither JSON nor form"},
+		{"xml body", "/hooks/demo", "application/xml", `<id>1</id>`, nil, 400, "neither JSON, form-encoded nor multipart"},
 		{"broken json", "/hooks/demo", "application/json", `{"id":`, nil, 400, "JSON"},
 		{"empty body", "/hooks/demo", "application/json", ``, nil, 400, "the body is empty"},
 		{"missing id", "/hooks/demo", "application/json", `{"text":"hi"}`, nil, 400, "missing"},

@@ -16,7 +16,10 @@ import (
 
 // Metrics are handoff's Prometheus metrics. Counters are bumped where things
 // happen; the state of the database (queue, outbox, stuck leads, size) is
-// read from the store at scrape time, so it cannot drift.
+// read from the store at scrape time, so it cannot drift. The queue gauge
+// reads the job counts the store keeps in each job write's own transaction
+// (a few keys per kind, proven by store.Check), never the queued jobs, so a
+// scrape costs the same with a million jobs waiting.
 type Metrics struct {
 	reg          *prometheus.Registry
 	webhooks     *prometheus.CounterVec
@@ -24,8 +27,11 @@ type Metrics struct {
 	jobDuration  *prometheus.HistogramVec
 	modelCalls   *prometheus.CounterVec
 	modelTokens  *prometheus.CounterVec
+	draftCost    *prometheus.CounterVec
 	backups      *prometheus.CounterVec
 	downloads    *prometheus.CounterVec
+	leadsClosed  prometheus.Counter
+	offsite      *offsiteMetrics // metrics_backup.go
 	cfg          *config.Config
 
 	mu           sync.Mutex
@@ -38,8 +44,8 @@ func NewMetrics(st *store.Store, cfg *config.Config, now func() time.Time) *Metr
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "handoff_webhooks_total", Help: "Inbound webhooks by channel and outcome (accepted, duplicate, rejected_<reason>).",
-		}, []string{"channel", "outcome"}),
+			Name: "handoff_webhooks_total", Help: "Inbound webhooks by channel, its client and outcome (accepted, duplicate, rejected_<reason>).",
+		}, []string{"channel", "client", "outcome"}),
 		jobsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoff_job_attempts_total", Help: "Finished job attempts by kind and the state they left the job in.",
 		}, []string{"kind", "state"}),
@@ -48,23 +54,30 @@ func NewMetrics(st *store.Store, cfg *config.Config, now func() time.Time) *Metr
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"kind"}),
 		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "handoff_model_calls_total", Help: "Drafter calls by drafter and outcome (ok, invalid, error).",
+			Name: "handoff_model_calls_total", Help: "Drafter calls by drafter and outcome (ok, invalid, refused, rate_limited, error).",
 		}, []string{"drafter", "outcome"}),
 		modelTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoff_model_tokens_total", Help: "Tokens the model server reported, by direction (prompt, output).",
 		}, []string{"direction"}),
+		draftCost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_draft_cost_total", Help: "What drafts cost (drafter.price × tokens) by client, channel, prompt version and currency; increase() over a day is the day's total.",
+		}, []string{"client", "channel", "prompt_version", "currency"}),
 		backups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoff_backups_total", Help: "Scheduled backups by result.",
 		}, []string{"result"}),
 		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoff_backup_downloads_total", Help: "Backups downloaded (dashboard, API, handoff backup) by result.",
 		}, []string{"result"}),
+		leadsClosed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_leads_closed_total", Help: "Leads a person closed without a reply.",
+		}),
 		lastBackup: -1,
 		cfg:        cfg,
 	}
-	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.backups, m.downloads,
+	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.draftCost, m.backups, m.downloads, m.leadsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{st: st, cfg: cfg, now: now, m: m})
+	m.offsite = newOffsiteMetrics(m.reg)
 	return m
 }
 
@@ -82,10 +95,18 @@ const unknownChannel = "(unknown)"
 // Webhook counts one inbound webhook.
 func (m *Metrics) Webhook(channel, outcome string) {
 	if m != nil {
-		if _, ok := m.cfg.Channel(channel); !ok {
-			channel = unknownChannel
+		client := m.cfg.ClientOf(channel)
+		if client == "" {
+			channel, client = unknownChannel, unknownChannel
 		}
-		m.webhooks.WithLabelValues(channel, outcome).Inc()
+		m.webhooks.WithLabelValues(channel, client, outcome).Inc()
+	}
+}
+
+// LeadClosed counts one lead closed without a reply.
+func (m *Metrics) LeadClosed() {
+	if m != nil {
+		m.leadsClosed.Inc()
 	}
 }
 
@@ -103,6 +124,13 @@ func (m *Metrics) ModelCall(drafter, outcome string, promptTokens, outputTokens 
 		m.modelCalls.WithLabelValues(drafter, outcome).Inc()
 		m.modelTokens.WithLabelValues("prompt").Add(float64(promptTokens))
 		m.modelTokens.WithLabelValues("output").Add(float64(outputTokens))
+	}
+}
+
+// DraftCost adds a stored draft's cost.
+func (m *Metrics) DraftCost(channel, promptVersion, currency string, cost float64) {
+	if m != nil && cost > 0 {
+		m.draftCost.WithLabelValues(m.cfg.ClientOf(channel), channel, promptVersion, currency).Add(cost)
 	}
 }
 
@@ -164,13 +192,14 @@ var (
 	descOutbox     = prometheus.NewDesc("handoff_outbox_rows", "Outbox rows by status.", []string{"status"}, nil)
 	descStuck      = prometheus.NewDesc("handoff_stuck_leads", "Leads longer than their status's stuck threshold.", nil, nil)
 	descWaiting    = prometheus.NewDesc("handoff_drafts_waiting", "Drafts waiting for approval.", nil, nil)
+	descDrafts     = prometheus.NewDesc("handoff_drafts", "Drafts by status (pending_approval, approved, rejected, superseded).", []string{"status"}, nil)
 	descDBSize     = prometheus.NewDesc("handoff_db_size_bytes", "Size of the database file.", nil, nil)
 	descBackupAge  = prometheus.NewDesc("handoff_backup_age_seconds", "Seconds since the last good backup (absent before the first).", nil, nil)
 	descBackupLast = prometheus.NewDesc("handoff_backup_last_result", "Result of the last backup: 1 ok, 0 failed, -1 none yet.", nil, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descOutbox, descStuck, descWaiting, descDBSize, descBackupAge, descBackupLast} {
+	for _, d := range []*prometheus.Desc{descJobs, descOutbox, descStuck, descWaiting, descDrafts, descDBSize, descBackupAge, descBackupLast} {
 		ch <- d
 	}
 }
@@ -190,6 +219,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if counts, err := c.st.Counts(stuckBefore(c.cfg, now)); err == nil {
 		ch <- prometheus.MustNewConstMetric(descStuck, prometheus.GaugeValue, float64(counts.StuckLeads))
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(counts.DraftsWaiting))
+	}
+	if drafts, err := c.st.DraftCounts(); err == nil {
+		for _, st := range store.DraftStatuses {
+			ch <- prometheus.MustNewConstMetric(descDrafts, prometheus.GaugeValue, float64(drafts[st]), string(st))
+		}
 	}
 	if sz, err := c.st.Size(); err == nil {
 		ch <- prometheus.MustNewConstMetric(descDBSize, prometheus.GaugeValue, float64(sz.Bytes))

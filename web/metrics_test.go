@@ -21,7 +21,12 @@ import (
 // Prometheus's own text parser.
 func scrape(t *testing.T, e *testEnv) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(e.url + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, e.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken) // an admin token may read them
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,13 +187,13 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 
 	fams = scrape(t, e)
 	wantSeries(t, fams, "handoff_webhooks_total", map[string]float64{
-		"channel=demo,outcome=accepted":                      accepted,
-		"channel=demo,outcome=duplicate":                     3,
-		"channel=demo,outcome=rejected_body":                 2,
-		"channel=demo,outcome=rejected_message_id":           1,
-		"channel=demo,outcome=rejected_too_large":            1,
-		"channel=signed,outcome=rejected_signature":          1,
-		"channel=(unknown),outcome=rejected_unknown_channel": 2,
+		"channel=demo,client=default,outcome=accepted":                        accepted,
+		"channel=demo,client=default,outcome=duplicate":                       3,
+		"channel=demo,client=default,outcome=rejected_body":                   2,
+		"channel=demo,client=default,outcome=rejected_message_id":             1,
+		"channel=demo,client=default,outcome=rejected_too_large":              1,
+		"channel=signed,client=default,outcome=rejected_signature":            1,
+		"channel=(unknown),client=(unknown),outcome=rejected_unknown_channel": 2,
 	})
 	wantSeries(t, fams, "handoff_job_attempts_total", map[string]float64{
 		"kind=draft,state=completed":   accepted,
@@ -231,7 +236,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 		t.Errorf("after a download: handoff_backup_age_seconds is present; want it absent until a scheduled backup")
 	}
 	// The webhook counters did not move.
-	if got := series(fams, "handoff_webhooks_total")["channel=demo,outcome=accepted"]; got != accepted {
+	if got := series(fams, "handoff_webhooks_total")["channel=demo,client=default,outcome=accepted"]; got != accepted {
 		t.Errorf("accepted webhooks after the backup: %v", got)
 	}
 }

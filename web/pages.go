@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,7 +50,7 @@ func wantsHTML(r *http.Request) bool {
 // in and the counts of the navigation.
 func (s *Server) layout(c *echo.Context, title, active string) (views.Layout, error) {
 	now := s.now()
-	counts, err := s.st.Counts(stuckBefore(s.cfg, now))
+	counts, err := s.st.CountsFor(s.visible(c), stuckBefore(s.cfg, now))
 	if err != nil {
 		return views.Layout{}, err
 	}
@@ -89,8 +90,11 @@ func (s *Server) loginSubmit(c *echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
 	next := safeNext(c.FormValue("next"))
 	secret, err := s.login(c, name, c.FormValue("password"))
+	if code := (*codeNeeded)(nil); errors.As(err, &code) {
+		return s.startCode(c, code, next)
+	}
 	if err != nil {
-		if status, msg := answerFor(err); status == http.StatusUnauthorized || status == http.StatusTooManyRequests {
+		if status, msg := answerFor(err); status == http.StatusUnauthorized || status == http.StatusTooManyRequests || status == http.StatusForbidden {
 			return render(c, status, views.Login(views.LoginPage{Name: name, Next: next, Error: msg}))
 		}
 		return err
@@ -120,10 +124,16 @@ func (s *Server) overviewPage(c *echo.Context) error {
 		return err
 	}
 	o := views.Overview{Counts: l.Counts, Stuck: []views.HandoffRow{}}
+	if o.Drafting, err = s.st.DraftingFor(s.visible(c)); err != nil {
+		return err
+	}
+	if o.Stats, err = s.draftStats(s.visible(c), l.Now); err != nil {
+		return err
+	}
 	after := jobs.StuckAfter(s.cfg)
 	for _, st := range leads.Statuses {
 		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})
-		hs, err := s.handoffs(handoffQuery{Status: st, Stuck: true}, l.Now, 5)
+		hs, err := s.handoffs(s.only(c), handoffQuery{Status: st, Stuck: true}, l.Now, 5)
 		if err != nil {
 			return err
 		}
@@ -168,7 +178,7 @@ func (s *Server) handoffsPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	hs, err := s.handoffs(q, l.Now, handoffsLimit+1)
+	hs, err := s.handoffs(s.only(c), q, l.Now, handoffsLimit+1)
 	if err != nil {
 		return err
 	}
@@ -187,7 +197,7 @@ func (s *Server) search(c *echo.Context) error {
 	if q == "" {
 		return c.Redirect(http.StatusSeeOther, "/")
 	}
-	key, err := s.st.FindEvent(q) // "" when q names nothing
+	key, err := s.st.FindEvent(s.visible(c), q) // "" when q names nothing the caller sees
 	if err != nil {
 		return err
 	}

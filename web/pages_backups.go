@@ -23,12 +23,20 @@ import (
 // schedule and the last result, and the scheduled backups on disk with
 // their SHA-256.
 func (s *Server) backupsPage(c *echo.Context) error {
+	return s.renderBackups(c, http.StatusOK, "", "")
+}
+
+// renderBackups renders the backups page with the result of an action:
+// notice on success, problem on failure (then with status).
+func (s *Server) renderBackups(c *echo.Context, status int, notice, problem string) error {
 	l, err := s.layout(c, "Backups", "backups")
 	if err != nil {
 		return err
 	}
 	dir := jobs.BackupDir(s.cfg.DataDir)
-	b := views.Backups{Schedule: s.cfg.Backups.Schedule, Keep: s.cfg.Backups.Keep, Dir: dir, Files: []views.BackupRow{}}
+	b := views.Backups{Schedule: s.cfg.Backups.Schedule, Keep: s.cfg.Backups.Keep, Dir: dir, Files: []views.BackupRow{},
+		Actions: s.backups != nil, Notice: notice, Error: problem, MaxUpload: maxRestoreUpload}
+	b.Offsite = s.offsiteView(c.Request().Context())
 	b.LastOK, b.LastResult = s.metrics.LastBackup()
 	files, err := store.Backups(dir)
 	if err != nil {
@@ -49,7 +57,7 @@ func (s *Server) backupsPage(c *echo.Context) error {
 		}
 		b.Files = append(b.Files, row)
 	}
-	return render(c, http.StatusOK, views.BackupsPage(l, b))
+	return render(c, status, views.BackupsPage(l, b))
 }
 
 // backupFile answers GET /backups/file/{name}: one scheduled backup. Only

@@ -20,7 +20,7 @@ func (s *Server) loadTimeline(key string) (timeline, error) {
 	if err != nil {
 		return timeline{}, missing(err, "no event has the key %q", key)
 	}
-	return timeline{Event: t.Event, Jobs: t.Jobs, Draft: t.Draft, Drafts: t.Drafts, Handoff: t.Handoff, Outbox: t.Outbox}, nil
+	return timeline{Event: t.Event, Jobs: t.Jobs, Draft: t.Draft, Drafts: t.Drafts, Handoff: t.Handoff, Outbox: t.Outbox, AnsweredBy: t.AnsweredBy}, nil
 }
 
 // timelinePage answers GET /events/{event key}: the event and everything
@@ -36,9 +36,16 @@ func (s *Server) timelinePage(c *echo.Context) error {
 		return err
 	}
 	l.Query = key
-	return render(c, http.StatusOK, views.TimelinePage(l, views.Timeline{
+	v := views.Timeline{
 		Event: t.Event, Draft: t.Draft, Outbox: t.Outbox, Handoff: t.Handoff, Jobs: t.Jobs, Entries: entries(t),
-	}))
+		AnsweredBy: t.AnsweredBy,
+	}
+	if t.Handoff != nil {
+		if v.Lead, err = s.leadActions(c, t.Event, views.EventURL(key)); err != nil {
+			return err
+		}
+	}
+	return render(c, http.StatusOK, views.TimelinePage(l, v))
 }
 
 // entries lays a timeline out as moments, oldest first.
@@ -179,8 +186,12 @@ func entries(t timeline) []views.Entry {
 	}
 	if h := t.Handoff; h != nil {
 		for _, tr := range h.History {
+			title := fmt.Sprintf("Lead %s (cycle %d)", tr.Status, tr.Cycle)
+			if strings.HasPrefix(tr.Note, "message starts turn") || strings.HasPrefix(tr.Note, "message joins turn") {
+				title = "A new message: " + tr.Note // the status stays; the turn moves
+			}
 			out = append(out, views.Entry{
-				At: tr.At, Kind: "lead", Title: fmt.Sprintf("Lead %s (cycle %d)", tr.Status, tr.Cycle),
+				At: tr.At, Kind: "lead", Title: title,
 				Facts: []views.Fact{{Label: "Why", Value: tr.Note}, {Label: "Event", Value: tr.EventKey, Mono: true}},
 			})
 		}
@@ -217,6 +228,16 @@ func draftEntries(d store.Draft, versioned bool) (views.Entry, []views.Entry) {
 	for _, k := range sortedKeys(d.Fields) {
 		facts = append(facts, views.Fact{Label: "Field " + k, Value: d.Fields[k]})
 	}
+	if len(d.Answers) > 1 {
+		title += fmt.Sprintf(", answering %d messages", len(d.Answers))
+		facts = append(facts, views.Fact{Label: "Answers", Value: strings.Join(d.Answers, " · "), Mono: true})
+	}
+	if d.Instruction != "" {
+		facts = append(facts, views.Fact{Label: "Instruction", Value: d.Instruction})
+	}
+	if d.Author != "" {
+		title = "Reply written by " + d.Author + strings.TrimPrefix(title, "Reply drafted")
+	}
 	drafted := views.Entry{At: d.CreatedAt, Kind: "draft", Title: title, Facts: facts, Text: d.Text}
 	dec := d.Decision
 	if dec == nil {
@@ -231,6 +252,9 @@ func draftEntries(d store.Draft, versioned bool) (views.Entry, []views.Entry) {
 	case store.DraftRejected:
 		e.Title, e.Tone = strings.TrimSpace(what+"rejected by "+dec.By), "warn"
 		e.Facts = append(e.Facts, views.Fact{Label: "Reason", Value: dec.Reason})
+	case store.DraftSuperseded:
+		e.Title, e.Tone = strings.TrimSpace(what+"superseded: the customer wrote again"), "warn"
+		e.Facts = append(e.Facts, views.Fact{Label: "Why", Value: dec.Reason}, views.Fact{Label: "Current draft", Value: d.SupersededBy, Mono: true})
 	default:
 		e.Title, e.Tone = strings.TrimSpace(what+"approved by "+dec.By), "ok"
 		if dec.Edited {

@@ -249,7 +249,7 @@ func TestPagesAccess(t *testing.T) {
 			newUser++
 			return url.Values{"name": {fmt.Sprintf("new%d", newUser)}, "role": {"approver"}, "password": {"a-long-password"}}
 		}, redirect, 403, 200},
-		{"POST", "/users/tokens", func() url.Values { return url.Values{"name": {"ci"}, "role": {"approver"}} }, redirect, 403, 200},
+		{"POST", "/users/tokens", func() url.Values { return url.Values{"name": {"ci"}, "scope": {"approve"}} }, redirect, 403, 200},
 		{"POST", "/users/tokens/T1/revoke", nil, redirect, 403, 303},
 		{"POST", "/logout", nil, redirect, 303, 303}, // last: it ends the sessions
 	}
@@ -497,7 +497,7 @@ func TestTokenRevocation(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
 	admin := loggedIn(t, e, "boss", store.RoleAdmin, "")
-	p := admin.post("/users/tokens", url.Values{"name": {"n8n"}, "role": {"approver"}})
+	p := admin.post("/users/tokens", url.Values{"name": {"n8n"}, "scope": {"approve"}})
 	m := secretValue.FindStringSubmatch(p.body)
 	if p.code != http.StatusOK || m == nil {
 		t.Fatalf("create token: %d %.300s", p.code, p.body)
@@ -507,7 +507,7 @@ func TestTokenRevocation(t *testing.T) {
 		t.Error("the token's secret is shown a second time")
 	}
 	toks, err := e.st.Tokens()
-	if err != nil || len(toks) != 1 || toks[0].Name != "n8n" || toks[0].User != "boss" || toks[0].Role != store.RoleApprover {
+	if err != nil || len(toks) != 1 || toks[0].Name != "n8n" || toks[0].User != "boss" || toks[0].Scope != store.ScopeApprove {
 		t.Fatalf("tokens %+v %v", toks, err)
 	}
 	bearer := http.Header{"Authorization": {"Bearer " + secret}}
@@ -565,7 +565,7 @@ func TestUsersPage(t *testing.T) {
 		want string
 	}{
 		{"taken", url.Values{"name": {"dana"}, "role": {"approver"}}, 409, "already a person named dana"},
-		{"short password", url.Values{"name": {"eli"}, "role": {"approver"}, "password": {"short"}}, 400, "at least 10"},
+		{"short password", url.Values{"name": {"eli"}, "role": {"approver"}, "password": {"short"}}, 400, "at least 12"},
 		{"bad role", url.Values{"name": {"eli"}, "role": {"root"}}, 400, "admin or approver"},
 		{"bad name", url.Values{"name": {"a b"}, "role": {"approver"}}, 400, "A name is"},
 	}
@@ -587,7 +587,7 @@ func TestConcurrentDashboardApprovals(t *testing.T) {
 	d := pending(t, e, "demo", "race", "who gets it")
 	people := make([]*browser, 4)
 	for i := range people {
-		people[i] = loggedIn(t, e, fmt.Sprintf("p%d", i), store.RoleApprover, "")
+		people[i] = loggedIn(t, e, fmt.Sprintf("person%d", i), store.RoleApprover, "")
 	}
 	const n = 20
 	start := make(chan struct{})
@@ -906,7 +906,7 @@ func TestSettingsHideSecrets(t *testing.T) {
 			t.Errorf("the settings page shows the secret %q", secret)
 		}
 	}
-	for _, w := range []string{"signed", "hmac-sha256", "set (hidden)", "crm.example", "refund", "billing", "0 3 * * *"} {
+	for _, w := range []string{"signed", "hmac-sha256", "set (hidden)", "crm.example", "refund", "billing", "0 * * * *"} {
 		if !strings.Contains(p.body, html.EscapeString(w)) {
 			t.Errorf("the settings page lacks %q", w)
 		}

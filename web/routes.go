@@ -3,6 +3,8 @@ package web
 import (
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
+
+	"github.com/handoff/handoff/store"
 )
 
 // routes lists every route of the server in one place.
@@ -11,35 +13,55 @@ func (s *Server) routes() {
 	// A handler's panic becomes a logged 500 with its stack, not a dropped
 	// connection (http.ErrAbortHandler, used to cut a broken stream, passes).
 	e.Use(middleware.Recover())
+	// Every answer: nosniff, no-store unless a handler says otherwise
+	// (static files), and HSTS with an https base_url.
+	e.Use(s.secureHeaders)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 
-	e.GET("/metrics", s.metricsHandler)
+	// The metrics need a token with the metrics scope (or an admin); a
+	// metrics_addr listener serves them without one (app).
+	e.GET("/metrics", s.metricsHandler, s.requireAPI(store.ScopeMetrics))
 
 	e.POST("/hooks/:channel", s.receiveHook)
+	e.GET("/hooks/:channel", s.hookHandshake) // Meta's subscription handshake; 405 elsewhere
 
-	// The JSON API: a bearer token or a session. Approvers work drafts,
-	// leads and timelines; everything else is for admins.
-	api := e.Group("/api/v1", crossOrigin, s.requireAPI)
-	api.GET("/events/*", s.eventTimeline)
-	api.GET("/handoffs", s.listHandoffs)
-	api.GET("/drafts", s.listDrafts)
-	api.POST("/drafts/:id/approve", s.approveDraft)
-	api.POST("/drafts/:id/reject", s.rejectDraft)
-	api.GET("/outbox/*", s.outboxRow)
-	api.POST("/reconcile/*", s.reconcile, requireAdmin)
-	api.GET("/sandbox/messages", s.sandboxMessages, requireAdmin)
-	api.GET("/dead-letters", s.listDeadLetters, requireAdmin)
-	api.POST("/dead-letters/replay", s.startBulkReplay, requireAdmin)
-	api.GET("/dead-letters/bulk/:id", s.bulkReplayStatus, requireAdmin)
-	api.POST("/dead-letters/bulk/:id/cancel", s.cancelBulkReplay, requireAdmin)
-	api.POST("/dead-letters/*", s.deadLetterAction, requireAdmin) // {id}/replay, {id}/cancel
-	api.GET("/keys/:key", s.getKey, requireAdmin)
-	api.POST("/keys/:key/claim", s.claimKey, requireAdmin)
-	api.POST("/keys/:key/effect-pending", s.keyEffectPending, requireAdmin)
-	api.POST("/keys/:key/complete", s.completeKey, requireAdmin)
-	api.POST("/keys/:key/reconcile", s.reconcileKey, requireAdmin)
-	api.GET("/backup", s.downloadBackup, requireAdmin)
+	// The JSON API: a bearer token or a session, in the group of the scope
+	// each route needs (principal.may): an approver's session or an approve
+	// token works drafts, leads and timelines; a read token only reads; a
+	// keys token has the key API alone; everything else is for admins.
+	api := func(need store.Scope) *echo.Group {
+		return e.Group("/api/v1", crossOrigin, s.requireAPI(need), s.enrolled, s.clientScope)
+	}
+	apiRead := api(store.ScopeRead)
+	apiRead.GET("/events/*", s.eventTimeline)
+	apiRead.GET("/handoffs", s.listHandoffs)
+	apiRead.GET("/drafts", s.listDrafts)
+	apiRead.GET("/outbox/*", s.outboxRow)
+	apiApprove := api(store.ScopeApprove)
+	apiApprove.POST("/drafts/:id/approve", s.approveDraft)
+	apiApprove.POST("/drafts/:id/reject", s.rejectDraft)
+	apiApprove.POST("/events/*", s.leadActionAPI) // {key}/reply, {key}/redraft, {key}/close: every lead can end
+	apiKeys := api(store.ScopeKeys)
+	apiKeys.GET("/keys/:key", s.getKey)
+	apiKeys.POST("/keys/:key/claim", s.claimKey)
+	apiKeys.POST("/keys/:key/effect-pending", s.keyEffectPending)
+	apiKeys.POST("/keys/:key/complete", s.completeKey)
+	apiKeys.POST("/keys/:key/reconcile", s.reconcileKey)
+	apiAdmin := api(store.ScopeAdmin)
+	apiAdmin.POST("/reconcile/*", s.reconcile)
+	apiAdmin.GET("/sandbox/messages", s.sandboxMessages)
+	apiAdmin.GET("/dead-letters", s.listDeadLetters)
+	apiAdmin.POST("/dead-letters/replay", s.startBulkReplay)
+	apiAdmin.GET("/dead-letters/bulk/:id", s.bulkReplayStatus)
+	apiAdmin.POST("/dead-letters/bulk/:id/cancel", s.cancelBulkReplay)
+	apiAdmin.POST("/dead-letters/*", s.deadLetterAction) // {id}/replay, {id}/cancel
+	apiAdmin.GET("/backup", s.downloadBackup)
+	apiAdmin.POST("/backups", s.backupNowAPI) // ?to=s3 insists on the offsite copy
+	apiAdmin.GET("/backups/offsite", s.offsiteListAPI)
+	// Each group answers the paths it does not know, and the last one
+	// made wins: any caller who got in hears 404 there, not a scope's 403.
+	api("")
 
 	// The dashboard. A page needs a session (GET without one goes to
 	// /login), and every POST also needs the session's CSRF token and a
@@ -48,22 +70,54 @@ func (s *Server) routes() {
 	e.GET("/static/:name", s.staticFile)
 	e.GET("/login", s.loginForm)
 	e.POST("/login", s.loginSubmit, crossOrigin, limitForm)
-	page := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage}
-	admin := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage, requireAdmin}
-	e.POST("/logout", s.logout, page...)
+	// An admin who must enrol a second factor (auth.require_totp_for_admins)
+	// gets only their account page and logout until they do (s.enrolled).
+	self := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage}
+	// clientScope keeps a person limited to clients to their own (clients.go).
+	page := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage, s.enrolled, s.clientScope}
+	admin := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage, s.enrolled, requireAdmin}
+	e.POST("/logout", s.logout, self...)
+
+	// Accounts: the first start's setup link, a login's second factor, a
+	// person's own account, and what admins do to people.
+	e.GET("/setup/:token", s.setupForm)
+	e.POST("/setup/:token", s.setupSubmit, crossOrigin, limitForm)
+	e.GET("/login/code", s.loginCodeForm)
+	e.POST("/login/code", s.loginCodeSubmit, crossOrigin, limitForm)
+	e.GET("/account", s.accountPage, self...)
+	e.POST("/account/password", s.changeOwnPassword, self...)
+	e.POST("/account/sessions/end", s.endOtherSessions, self...)
+	e.POST("/account/totp/start", s.startTOTP, self...)
+	e.POST("/account/totp/confirm", s.confirmTOTP, self...)
+	e.POST("/account/totp/remove", s.removeOwnTOTP, self...)
+	e.POST("/users/:name/password", s.resetPassword, admin...)
+	e.POST("/users/:name/disable", s.disableUser, admin...)
+	e.POST("/users/:name/enable", s.enableUser, admin...)
+	e.POST("/users/:name/role", s.changeUser, admin...)
+	e.POST("/users/:name/remove", s.removeUser, admin...)
+	e.POST("/users/:name/totp/reset", s.resetTOTP, admin...)
+
 	e.GET("/", s.overviewPage, page...)
 	e.GET("/search", s.search, page...)
 	e.GET("/drafts", s.draftsPage, page...)
+	e.GET("/drafts/live", s.queueLive, page...) // the open queue's poll (pages_drafts.go)
 	e.POST("/drafts/:id/approve", s.approveFromQueue, page...)
 	e.POST("/drafts/:id/reject", s.rejectFromQueue, page...)
 	e.GET("/handoffs", s.handoffsPage, page...)
 	e.GET("/events/*", s.timelinePage, page...)
+	e.POST("/events/*", s.leadActionPage, page...) // {key}/reply, {key}/redraft, {key}/close
+	// Data-protection requests, for an admin or a person of the client:
+	// a client's or a contact's data as JSON, and its erasure.
+	e.GET("/clients", s.clientsPage, page...)
+	e.GET("/clients/:id/export", s.exportClient, page...) // ?contact= for one contact
+	e.POST("/clients/:id/erase", s.eraseClient, page...)  // form: contact (empty: the whole client), confirm
 	e.GET("/reconcile", s.reconcilePage, admin...)
 	e.POST("/reconcile/*", s.reconcileSubmit, admin...)
 	e.GET("/users", s.usersPage, admin...)
 	e.POST("/users", s.createUser, admin...)
 	e.POST("/users/tokens", s.createToken, admin...)
 	e.POST("/users/tokens/:id/revoke", s.revokeToken, admin...)
+	e.POST("/users/unlock", s.unlockLogin, admin...)
 	e.GET("/settings", s.settingsPage, admin...)
 	e.GET("/audit", s.auditPage, admin...)
 	e.GET("/dead-letters", s.deadLettersPage, admin...)
@@ -76,4 +130,8 @@ func (s *Server) routes() {
 	e.GET("/backups", s.backupsPage, admin...)
 	e.GET("/backups/download", s.downloadBackup, admin...)
 	e.GET("/backups/file/:name", s.backupFile, admin...)
+	e.POST("/backups/now", s.backupNowPage, admin...)
+	e.POST("/backups/restore", s.restoreListed, admin...)
+	// The one multipart form: allowUpload stands in for limitForm.
+	e.POST("/backups/restore/upload", s.restoreUpload, crossOrigin, allowUpload, s.requirePage, s.enrolled, requireAdmin)
 }

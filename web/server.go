@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
@@ -32,6 +33,7 @@ type Deps struct {
 	APIToken string // HANDOFF_API_TOKEN; empty disables bearer access
 	Now      func() time.Time
 	Metrics  *Metrics // nil: no metrics (tests)
+	Backups  Backups  // backup now, offsite copies, restore (backup.go); nil: not offered
 }
 
 // Server is the HTTP side of handoff.
@@ -45,10 +47,15 @@ type Server struct {
 	verifiers map[string]hook.Verifier
 	tokenHash []byte
 
-	loginsByUser *limiter
-	loginsByIP   *limiter
-	metrics      *Metrics
-	backupSums   *sumCache // SHA-256 of the scheduled backup files
+	logins      *loginGuard
+	bearerFails *limiter     // refused bearer tokens per address
+	bearerAudit *auditBudget // audit entries about them, all addresses
+	cookie      string       // the session cookie's name
+	metrics     *Metrics
+	ready       readyCache
+	backupSums  *sumCache // SHA-256 of the scheduled backup files
+	backups     Backups
+	claims      *claims // who looks at which waiting draft (claims.go)
 }
 
 // New builds the server and its routes.
@@ -58,42 +65,52 @@ func New(d Deps) (*Server, error) {
 	}
 	s := &Server{
 		cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{},
-		loginsByUser: newLimiter(5, 15*time.Minute), loginsByIP: newLimiter(20, 15*time.Minute),
-		backupSums: &sumCache{sums: map[sumKey]string{}},
+		logins: newLoginGuard(), bearerFails: newLimiter(bearerPerAddr, bearerWindow),
+		bearerAudit: &auditBudget{max: auditPerWindow, window: bearerWindow},
+		cookie:      sessionCookie,
+		backupSums:  &sumCache{sums: map[sumKey]string{}},
+		claims:      newClaims(),
 	}
+	if s.https() {
+		// A __Host- cookie is only accepted when Secure, on Path=/ and
+		// without a Domain: no other host and no plain-http page can set
+		// or shadow it.
+		s.cookie = hostCookie
+	}
+	s.ready.ping = d.Store.Ping
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.Store, d.Config, d.Now)
 	}
 	s.metrics = d.Metrics
+	s.backups = d.Backups
 	if d.APIToken != "" {
 		sum := sha256.Sum256([]byte(d.APIToken))
 		s.tokenHash = sum[:]
 	}
-	for _, ch := range d.Config.Channels {
-		if ch.Signature == nil {
-			continue
-		}
-		var v hook.Verifier
-		switch ch.Signature.Scheme {
-		case "standard-webhooks":
-			var err error
-			if v, err = hook.NewStandardWebhooks(ch.Signature.Secret, ch.Signature.Tolerance); err != nil {
-				return nil, fmt.Errorf("web: channel %s: %w", ch.Name, err)
-			}
-		case "hmac-sha256":
-			v = hook.NewHMACSHA256([]byte(ch.Signature.Secret), ch.Signature.Header)
-		default:
-			return nil, fmt.Errorf("web: channel %s: unknown signature scheme %q", ch.Name, ch.Signature.Scheme)
-		}
-		s.verifiers[ch.Name] = v
+	verifiers, err := newVerifiers(d.Config)
+	if err != nil {
+		return nil, err
 	}
+	s.verifiers = verifiers
 	s.e = echo.NewWithConfig(echo.Config{
 		Logger:           d.Logger,
 		HTTPErrorHandler: s.handleError,
+		IPExtractor:      clientIP(d.Config.TrustedProxies, d.Config.ProxyHeader),
 		Router:           echo.NewRouter(echo.RouterConfig{UnescapePathParamValues: true}),
 	})
+	// Pages, JSON, CSS and JS go gzipped to a client that accepts it
+	// (a 185 KB page is under 10 KB). Backup files are streamed as they are:
+	// large, and their length is part of the answer.
+	s.e.Use(middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 1024, Skipper: skipGzip}))
 	s.routes()
 	return s, nil
+}
+
+// skipGzip leaves the backup downloads uncompressed, and /metrics, which
+// promhttp compresses itself.
+func skipGzip(c *echo.Context) bool {
+	p := c.Request().URL.Path
+	return p == "/metrics" || p == "/api/v1/backup" || p == "/backups/download" || strings.HasPrefix(p, "/backups/file/")
 }
 
 // ServeHTTP makes the server an http.Handler.
@@ -150,7 +167,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if status >= 500 {
 		corr := ulid.Make().String()
 		c.Response().Header().Set(correlationHeader, corr)
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "correlation_id", corr, slog.Any("err", err))
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "from", c.RealIP(), "correlation_id", corr, slog.Any("err", err))
 	}
 	switch {
 	case r.Method == http.MethodHead:

@@ -55,6 +55,9 @@ type envOptions struct {
 	// pauseCtx is pause with the job's context, which ends when the
 	// runner stops: a test can hold a run until the process stops.
 	pauseCtx func(ctx context.Context, item int)
+	// coalesce keeps the channels' quiet periods; otherwise every channel
+	// drafts at once (coalesce 0), as the tests before turns expect.
+	coalesce bool
 }
 
 // newTestEnv starts the whole process with cfg (nil: the demo config).
@@ -78,6 +81,11 @@ func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) 
 	cfg.DataDir = t.TempDir()
 	cfg.Workers = 2
 	cfg.Retry.BaseDelay, cfg.Retry.MaxDelay = time.Millisecond, 10*time.Millisecond
+	if !o.coalesce {
+		for i := range cfg.Channels {
+			cfg.Channels[i].Coalesce = 0 // drafts at once: only the turn tests wait for a quiet period
+		}
+	}
 	a := NewApp(t, cfg, o.now, testToken)
 	srv := a.Web()
 	// Set before Start: no job can race with them.

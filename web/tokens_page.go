@@ -11,20 +11,24 @@ import (
 	"github.com/handoff/handoff/views"
 )
 
-// createToken answers POST /users/tokens (form: name, role): the secret is
-// shown once; only its SHA-256 is stored.
+// createToken answers POST /users/tokens (form: name, scope): the secret
+// is shown once; only its SHA-256 is stored.
 func (s *Server) createToken(c *echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
-	role, ok := formRole(c)
+	scope := store.Scope(c.FormValue("scope"))
 	switch {
 	case !ValidName(name):
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "A token name is 1 to 64 letters, digits, dots, dashes, underscores or @."})
-	case !ok:
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
+	case !store.ValidScope(scope):
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The scope must be one of approve, read, keys, metrics or admin."})
+	}
+	clients, err := s.formClients(c)
+	if err != nil {
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not created: " + err.Error() + "."})
 	}
 	secret := newSecret()
-	t := store.Token{ID: ulid.Make().String(), Name: name, User: who(c).Name, Role: role, CreatedAt: s.now().UTC()}
-	err := s.st.CreateToken(c.Request().Context(), hashSecret(secret), t, s.auditEntry(c, "create token", t.ID, name+" ("+string(role)+")"))
+	t := store.Token{ID: ulid.Make().String(), Name: name, User: who(c).Name, Scope: scope, Clients: clients, CreatedAt: s.now().UTC()}
+	err = s.st.CreateToken(c.Request().Context(), hashSecret(secret), t, s.auditEntry(c, "create token", t.ID, name+", scope "+string(scope)+", clients "+clientsText(clients)))
 	if err != nil {
 		return s.refuseUsers(c, taken(err, "A live token is already named %s; revoke it first or choose another name.", name), "%s")
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -43,7 +44,7 @@ func (s *Server) renderUsers(c *echo.Context, status int, secret *views.Secret, 
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.UsersPageView(l, views.UsersPage{Users: users, Tokens: tokens, Secret: secret, Notice: n, Owners: s.owners()}))
+	return render(c, status, views.UsersPageView(l, views.UsersPage{Users: users, Tokens: tokens, Secret: secret, Notice: n, Owners: s.owners(), Lockouts: s.lockoutViews()}))
 }
 
 // refuseUsers shows the users page again with a form's refusal (a name in
@@ -83,17 +84,21 @@ func (s *Server) createUser(c *echo.Context) error {
 	case len(owner) > 64:
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The owner is at most 64 characters."})
 	}
+	clients, err := s.formClients(c)
+	if err != nil {
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not added: " + err.Error() + "."})
+	}
 	generated := pw == ""
 	if generated {
 		pw = password.Generate()
 	}
 	hash, err := password.Hash(pw)
 	if err != nil {
-		return s.refuseUsers(c, err, "Not added: %s.")
+		return s.refuseUsers(c, refused(err, http.StatusBadRequest), "Not added: %s.")
 	}
 	now := s.now().UTC()
-	err = s.st.CreateUser(c.Request().Context(), store.User{Name: name, Role: role, Owner: owner, PasswordHash: hash, CreatedAt: now},
-		s.auditEntry(c, "create user", name, "role "+string(role)+", owner "+owner))
+	err = s.st.CreateUser(c.Request().Context(), store.User{Name: name, Role: role, Owner: owner, Clients: clients, PasswordHash: hash, CreatedAt: now},
+		s.auditEntry(c, "create user", name, "role "+string(role)+", owner "+owner+", clients "+clientsText(clients)))
 	if err != nil {
 		return s.refuseUsers(c, taken(err, "There is already a person named %s.", name), "%s")
 	}
@@ -107,4 +112,120 @@ func (s *Server) createUser(c *echo.Context) error {
 // auditEntry describes a dashboard action, for the transaction that does it.
 func (s *Server) auditEntry(c *echo.Context, action, target, detail string) store.AuditEntry {
 	return store.AuditEntry{At: s.now().UTC(), Who: who(c).Name, From: c.RealIP(), Action: action, Target: target, Detail: detail}
+}
+
+// userTarget is the person a /users/:name form acts on, and the sentence
+// for a name that is not (or no longer) a person.
+func userTarget(c *echo.Context) string { return c.Param("name") }
+
+// changed shows the users page after an admin's change, or its refusal.
+func (s *Server) changed(c *echo.Context, err error, name, done string) error {
+	if err != nil {
+		return s.refuseUsers(c, refuseLastAdmin(missing(err, "there is no person named %s", name)), "Not changed: %s.")
+	}
+	return s.renderUsers(c, http.StatusOK, nil, &views.Notice{Tone: "ok", Text: done})
+}
+
+// refuseLastAdmin answers the last-admin rule as a 409 with its sentence.
+func refuseLastAdmin(err error) error {
+	if errors.Is(err, store.ErrLastAdmin) {
+		return refused(store.ErrLastAdmin, http.StatusConflict)
+	}
+	return err
+}
+
+// resetPassword answers POST /users/:name/password (form: password; empty
+// generates one, shown once): every session of the person ends with it.
+func (s *Server) resetPassword(c *echo.Context) error {
+	name, pw := userTarget(c), c.FormValue("password")
+	generated := pw == ""
+	if generated {
+		pw = password.Generate()
+	}
+	hash, err := password.Hash(pw)
+	if err != nil {
+		return s.refuseUsers(c, refused(err, http.StatusBadRequest), "Not changed: %s.")
+	}
+	_, err = s.st.UpdateUser(c.Request().Context(), name, func(tx *store.Tx, u *store.User) error {
+		u.PasswordHash = hash
+		_, err := tx.EndSessions(u.Name, nil)
+		return err
+	}, s.auditEntry(c, "reset password", name, "every session ended"))
+	if err != nil {
+		return s.changed(c, err, name, "")
+	}
+	var secret *views.Secret
+	if generated {
+		secret = &views.Secret{What: "New password of " + name, Value: pw}
+	}
+	return s.renderUsers(c, http.StatusOK, secret, &views.Notice{Tone: "ok", Text: "The password of " + name + " is reset, and their sessions are logged out."})
+}
+
+// disableUser answers POST /users/:name/disable: the person cannot log in,
+// and their sessions and tokens stop working, at once.
+func (s *Server) disableUser(c *echo.Context) error {
+	name := userTarget(c)
+	_, err := s.st.UpdateUser(c.Request().Context(), name, func(_ *store.Tx, u *store.User) error {
+		u.Disabled = true
+		return nil
+	}, s.auditEntry(c, "disable user", name, "sessions ended, tokens refused"))
+	return s.changed(c, err, name, name+" is disabled: their sessions and tokens no longer work.")
+}
+
+// enableUser answers POST /users/:name/enable.
+func (s *Server) enableUser(c *echo.Context) error {
+	name := userTarget(c)
+	_, err := s.st.UpdateUser(c.Request().Context(), name, func(_ *store.Tx, u *store.User) error {
+		u.Disabled = false
+		return nil
+	}, s.auditEntry(c, "enable user", name, ""))
+	return s.changed(c, err, name, name+" is enabled.")
+}
+
+// changeUser answers POST /users/:name/role (form: role, owner).
+func (s *Server) changeUser(c *echo.Context) error {
+	name, owner := userTarget(c), strings.TrimSpace(c.FormValue("owner"))
+	role, ok := formRole(c)
+	switch {
+	case !ok:
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
+	case len(owner) > 64:
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The owner is at most 64 characters."})
+	}
+	clients, err := s.formClients(c)
+	if err != nil {
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not changed: " + err.Error() + "."})
+	}
+	_, err = s.st.UpdateUser(c.Request().Context(), name, func(_ *store.Tx, u *store.User) error {
+		u.Role, u.Owner, u.Clients = role, owner, clients
+		return nil
+	}, s.auditEntry(c, "change user", name, "role "+string(role)+", owner "+orNone(owner)+", clients "+clientsText(clients)))
+	return s.changed(c, err, name, name+" is now "+string(role)+" with owner "+orNone(owner)+".")
+}
+
+// removeUser answers POST /users/:name/remove: the person and their
+// sessions are deleted, their tokens refused; the audit trail stays.
+func (s *Server) removeUser(c *echo.Context) error {
+	name := userTarget(c)
+	err := s.st.RemoveUser(c.Request().Context(), name, s.auditEntry(c, "remove user", name, "sessions ended, tokens refused"))
+	return s.changed(c, err, name, name+" is removed; the audit log keeps what they did.")
+}
+
+// resetTOTP answers POST /users/:name/totp/reset: a lost second factor is
+// turned off, so the person can log in with the password and enrol again.
+func (s *Server) resetTOTP(c *echo.Context) error {
+	name := userTarget(c)
+	_, err := s.st.UpdateUser(c.Request().Context(), name, func(tx *store.Tx, u *store.User) error {
+		u.TOTP, u.PendingTOTP = nil, ""
+		_, err := tx.EndSessions(u.Name, nil)
+		return err
+	}, s.auditEntry(c, "reset second factor", name, "every session ended"))
+	return s.changed(c, err, name, "The second factor of "+name+" is off; they can enrol again on their account page.")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
