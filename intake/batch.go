@@ -54,12 +54,8 @@ func RecordBatch(ctx context.Context, st *store.Store, ms []Message, receipts []
 	return out, nil
 }
 
-// Encode mints m's ids and encodes its event and draft job, as Record does
-// before its commit.
-//
-// It repeats Record's encoding because Record is being changed for
-// conversation turns at the same time; Record should call it once that
-// settles, so the two can never drift apart.
+// Encode mints m's ids and encodes its event and draft job: what Record and
+// RecordBatch commit.
 func Encode(m Message, maxAttempts int) (*store.Encoded, error) {
 	ev := store.Event{
 		ID: ulid.Make().String(), Key: m.Key(), Channel: m.Channel, MessageID: m.MessageID,

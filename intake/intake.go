@@ -7,9 +7,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -39,24 +36,9 @@ func (m Message) Key() string { return m.Channel + ":" + m.MessageID }
 // and the records encoded here, in the caller's goroutine, so the
 // committer's step only copies bytes.
 func Record(ctx context.Context, st *store.Store, m Message, maxAttempts int) (store.Recorded, error) {
-	ev := store.Event{
-		ID: ulid.Make().String(), Key: m.Key(), Channel: m.Channel, MessageID: m.MessageID,
-		CorrelationID: ulid.Make().String(), ConversationID: m.ConversationID,
-		Contact: m.Contact, Name: m.Name, Text: m.Text, ContentType: m.ContentType,
-		ReceivedAt: m.ReceivedAt,
-	}
-	if m.JSON {
-		ev.Body = m.Body
-	} else {
-		ev.BodyText = string(m.Body)
-	}
 	// The due time is the message's quiet period: if the lead's turn is still
 	// waiting for its draft job, the store moves that job to this time instead.
-	job, err := jobs.NewJob(jobs.DraftArgs{EventKey: ev.Key}, jobs.Opts{MaxAttempts: maxAttempts, RunAt: m.ReceivedAt.Add(m.Coalesce)})
-	if err != nil {
-		return store.Recorded{}, err
-	}
-	e, err := store.EncodeEvent(ev, job)
+	e, err := Encode(m, maxAttempts)
 	if err != nil {
 		return store.Recorded{}, err
 	}
