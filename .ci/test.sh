@@ -33,9 +33,12 @@ fi
 # fail under CI when it is missing, so this step is not optional.
 VERSITYGW=github.com/versity/versitygw/cmd/versitygw@v1.8.0
 gobin="$(go env GOPATH | cut -d: -f1)/bin"
+# The two servers below build at the same time, so a fresh machine waits
+# for the longer of the two builds, not for both one after the other.
+installs=()
 if ! command -v versitygw >/dev/null && [ ! -x "$gobin/versitygw" ]; then
   echo "== installing versitygw (the S3-compatible server of the offsite backup tests)"
-  go install "$VERSITYGW"
+  go install "$VERSITYGW" & installs+=($!)
 fi
 export HANDOFF_VERSITYGW="${HANDOFF_VERSITYGW:-$(command -v versitygw || echo "$gobin/versitygw")}"
 
@@ -46,8 +49,9 @@ export HANDOFF_VERSITYGW="${HANDOFF_VERSITYGW:-$(command -v versitygw || echo "$
 MAILPIT=github.com/axllent/mailpit@v1.33.1
 if ! command -v mailpit >/dev/null && [ ! -x "$gobin/mailpit" ]; then
   echo "== installing mailpit (the SMTP server of the smtp provider tests)"
-  go install "$MAILPIT"
+  go install "$MAILPIT" & installs+=($!)
 fi
+for pid in "${installs[@]}"; do wait "$pid"; done
 export HANDOFF_MAILPIT="${HANDOFF_MAILPIT:-$(command -v mailpit || echo "$gobin/mailpit")}"
 
 # deploy/: the README's curl lines (curl, and openssl for the quick start's
