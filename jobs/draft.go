@@ -169,12 +169,16 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 // model's answer is stored even when the attempt's context has just ended:
 // it is the record of the call, and a retry reuses it.
 func (k *DraftJob) record(ctx context.Context, job store.Job, d *store.Draft, n int) error {
-	now := time.Now
-	if k.Now != nil {
-		now = k.Now
-	}
-	_, err := k.Review.Record(context.WithoutCancel(ctx), job, d, n, now().UTC())
+	_, err := k.Review.Record(context.WithoutCancel(ctx), job, d, n, k.now().UTC())
 	return err
+}
+
+// now is k.Now, or the wall clock when unset.
+func (k *DraftJob) now() time.Time {
+	if k.Now != nil {
+		return k.Now()
+	}
+	return time.Now()
 }
 
 // budgetScan bounds the drafts a budget check reads (store.DraftCosts).
@@ -202,11 +206,7 @@ func (k *DraftJob) checkBudget(channel string) error {
 	if limit <= 0 {
 		return nil
 	}
-	now := time.Now
-	if k.Now != nil {
-		now = k.Now
-	}
-	t := now().UTC()
+	t := k.now().UTC()
 	day := t.Truncate(24 * time.Hour)
 	spent, err := SpentSince(k.Store, day, channels)
 	if err != nil {
