@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -68,7 +67,7 @@ func (tx *Tx) DraftCosts(since time.Time, limit int) ([]DraftCost, bool, error) 
 		}
 		read++
 		var d Draft
-		if err := json.Unmarshal(v, &d); err != nil {
+		if err := decode(v, &d); err != nil {
 			return nil, false, fmt.Errorf("draft %s: %w", k, err)
 		}
 		if d.CreatedAt.Before(since) {
