@@ -43,14 +43,10 @@ func decode[T any](raw []byte, v *T) error {
 // encodeRecord is the event's stored form: Text left out when the body
 // holds it (see textIn).
 func (ev *Event) encodeRecord() ([]byte, error) {
-	at := textIn(ev.Body, ev.Text)
-	if at == nil {
-		e := *ev
-		e.TextAt = nil
-		return json.Marshal(&e)
-	}
 	e := *ev
-	e.Text, e.TextAt = "", at
+	if e.TextAt = textIn(ev.Body, ev.Text); e.TextAt != nil {
+		e.Text = ""
+	}
 	return json.Marshal(&e)
 }
 
