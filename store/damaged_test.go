@@ -304,7 +304,11 @@ func TestCheckPagesFindsWhatTheOpenLeftOut(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range 300 {
-			record(t, st, fmt.Sprintf("live-%04d", i), t0)
+			key := fmt.Sprintf("live-%04d", i)
+			if _, err := st.RecordEvent(context.Background(), newEvent(key, t0), draftJobFor(key, 3)); err != nil {
+				t.Errorf("RecordEvent(%s) during CheckPages: %v", key, err) // not Fatal: this is not the test's goroutine
+				return
+			}
 		}
 	}()
 	walks := 0
