@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -102,17 +103,28 @@ func eraseLead(tx *Tx, h Handoff, res *EraseResult) (n int, busy bool, err error
 	var events []Event
 	err = eachLeadEvent(tx, h.Key, func(ev Event) error {
 		events = append(events, ev)
-		if _, err := tx.LiveJob(KindDraft, ev.Key); err == nil {
+		// Only "not found" means not busy: any other read error stops the
+		// erase, or a damaged index could erase a reply still being sent.
+		switch _, err := tx.LiveJob(KindDraft, ev.Key); {
+		case err == nil:
 			busy = true
+		case !errors.Is(err, ErrNotFound):
+			return err
 		}
 		for _, d := range draftsOf(tx, ev.Key) {
 			if d.Status == DraftPending {
 				busy = true
 			}
-			if d.OutboxID != "" {
-				if o, err := tx.Outbox(d.OutboxID); err == nil && (o.Status == OutboxPending || o.Status == OutboxEffectPending) {
-					busy = true
-				}
+			if d.OutboxID == "" {
+				continue
+			}
+			o, err := tx.Outbox(d.OutboxID)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil:
+				return err
+			case o.Status == OutboxPending || o.Status == OutboxEffectPending:
+				busy = true
 			}
 		}
 		return nil
