@@ -104,15 +104,15 @@ func (d *decoder) backups(path string, n *yaml.Node, b *Backups) {
 	if !hasTarget {
 		for _, k := range []string{"target_endpoint", "target_region", "target_keep", "target_access_key_env", "target_secret_key_env", "target_timeout"} {
 			if v := set[k]; v != nil {
-				d.fail(path+"."+k, v, "is set but backups.target is not (add target: s3://bucket/prefix)")
+				d.fail(joinPath(path, k), v, "is set but backups.target is not (add target: s3://bucket/prefix)")
 			}
 		}
 		return
 	}
 	at := set["target"]
 	var okKey, okSecret bool
-	t.AccessKey, okKey = d.secretFromEnv(path+".target", at, t.AccessKeyEnv)
-	t.SecretKey, okSecret = d.secretFromEnv(path+".target", at, t.SecretKeyEnv)
+	t.AccessKey, okKey = d.secretFromEnv(joinPath(path, "target"), at, t.AccessKeyEnv)
+	t.SecretKey, okSecret = d.secretFromEnv(joinPath(path, "target"), at, t.SecretKeyEnv)
 	if okKey && okSecret {
 		b.Target = &t
 	}

@@ -81,11 +81,7 @@ func (c *Config) ClientChannels(ids ...string) []string {
 func (c *Config) CheckClients(ids []string) error {
 	for _, id := range ids {
 		if _, ok := c.Client(id); !ok {
-			known := make([]string, 0, len(c.ClientList()))
-			for _, cl := range c.ClientList() {
-				known = append(known, cl.ID)
-			}
-			return fmt.Errorf("client %q is not defined (the clients are %s)", id, strings.Join(known, ", "))
+			return fmt.Errorf("client %q is not defined (the clients are %s)", id, clientIDs(c))
 		}
 	}
 	return nil
