@@ -141,10 +141,7 @@ func (t *Target) Upload(ctx context.Context, path, name string) (Copy, error) {
 		up = time.Now()
 	}
 	c := Copy{Name: name, Key: key, Size: size, SHA256: sum, Uploaded: up.UTC()}
-	if err := t.prune(ctx); err != nil {
-		return c, err
-	}
-	return c, nil
+	return c, t.prune(ctx)
 }
 
 func (t *Target) readBack(ctx context.Context, key string) (int64, string, error) {
@@ -221,16 +218,16 @@ func (t *Target) Download(ctx context.Context, name string, w io.Writer) (Copy, 
 	if want == "" {
 		want = st.Metadata.Get("X-Amz-Meta-" + sumKey)
 	}
+	if want == "" {
+		return Copy{}, fmt.Errorf("offsite: %s carries no SHA-256 (it was not uploaded by handoff), so it cannot be checked", key)
+	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(w, h), obj)
 	if err != nil {
 		return Copy{}, fmt.Errorf("offsite: download %s: %w", key, err)
 	}
 	got := hex.EncodeToString(h.Sum(nil))
-	switch {
-	case want == "":
-		return Copy{}, fmt.Errorf("offsite: %s carries no SHA-256 (it was not uploaded by handoff), so it cannot be checked", key)
-	case n != st.Size || got != want:
+	if n != st.Size || got != want {
 		return Copy{}, fmt.Errorf("offsite: the download of %s has %d bytes with SHA-256 %s, but the copy was uploaded with %d bytes and SHA-256 %s", key, n, got, st.Size, want)
 	}
 	return Copy{Name: name, Key: key, Size: n, SHA256: got, Uploaded: st.LastModified.UTC()}, nil
