@@ -24,14 +24,11 @@ type ref struct {
 
 // bind replaces the k-th "*" token with at[k], the index of the batch item
 // being read; tokens past len(at) stay "*", which names no array element.
+// It writes r.tokens in place: parseSource makes them afresh for each ref.
 func (r *ref) bind(at []int) {
-	if len(at) == 0 {
-		return
-	}
 	k := 0
 	for i, t := range r.tokens {
 		if t == "*" && k < len(at) {
-			r.tokens = append([]string(nil), r.tokens...)
 			r.tokens[i] = strconv.Itoa(at[k])
 			k++
 		}
