@@ -124,10 +124,29 @@ func TestVectors(t *testing.T) {
 			}
 			if err := verify(r, v.Secret); bodySigned(v.Scheme) {
 				wantRefused(t, "tampered body", err)
-			} else if err != nil && v.Scheme != SchemeMailgun {
+			} else if err != nil {
 				t.Errorf("tampered body on %s, which does not sign it: Verify = %v", v.Scheme, err)
 			}
 
+			if v.Scheme == SchemeMailgun {
+				// Mailgun signs the token it puts in the body: changing it
+				// must be refused.
+				p, err := Parse(v.Headers["Content-Type"], []byte(v.Body), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prefix := ""
+				if p.IsJSON() {
+					prefix = "/signature"
+				}
+				tok, ok, _ := p.Field(prefix + "/token")
+				if !ok || !strings.Contains(v.Body, tok) {
+					t.Fatalf("no Mailgun token in the body")
+				}
+				r := v.request(vs.BaseURL)
+				r.Body = []byte(strings.Replace(v.Body, tok, "X"+tok[1:], 1))
+				wantRefused(t, "tampered Mailgun token", verify(r, v.Secret))
+			}
 			if NeedsTolerance(v.Scheme) {
 				for _, d := range []time.Duration{6 * time.Minute, -6 * time.Minute} {
 					r := v.request(vs.BaseURL)
