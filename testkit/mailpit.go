@@ -22,16 +22,17 @@ type Mailpit struct {
 	API  string // http://host:port
 }
 
-func mailpitBinary() string {
-	if p := os.Getenv("HANDOFF_MAILPIT"); p != "" {
+// toolBinary finds a test tool: $env, the PATH, or GOPATH/bin.
+func toolBinary(env, name string) string {
+	if p := os.Getenv(env); p != "" {
 		return p
 	}
-	if p, err := exec.LookPath("mailpit"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
 	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
 		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			p := filepath.Join(dir, "bin", "mailpit")
+			p := filepath.Join(dir, "bin", name)
 			if _, err := os.Stat(p); err == nil {
 				return p
 			}
@@ -56,7 +57,7 @@ func freeAddr(t testing.TB) string {
 // under CI (whose test command installs it) and is skipped elsewhere.
 func StartMailpit(t testing.TB, flags ...string) Mailpit {
 	t.Helper()
-	bin := mailpitBinary()
+	bin := toolBinary("HANDOFF_MAILPIT", "mailpit")
 	if bin == "" {
 		msg := "mailpit is not installed; .ci/test.sh installs it, or run: go install " + MailpitModule
 		if os.Getenv("CI") != "" {

@@ -1,12 +1,10 @@
 package testkit
 
 import (
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -24,32 +22,13 @@ type S3 struct {
 	Root      string // the folder that holds the buckets: Root/Bucket/key is an object's bytes
 }
 
-// s3Binary finds versitygw: $HANDOFF_VERSITYGW, the PATH, or GOPATH/bin.
-func s3Binary() string {
-	if p := os.Getenv("HANDOFF_VERSITYGW"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		for _, dir := range filepath.SplitList(strings.TrimSpace(string(out))) {
-			p := filepath.Join(dir, "bin", "versitygw")
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	return ""
-}
-
 // StartS3 starts versitygw on a free loopback port over a new folder with
 // the bucket "handoff-test", and stops it when the test ends. Without the
 // binary the test fails under CI (whose test command installs it) and is
 // skipped elsewhere, saying how to install it.
 func StartS3(t testing.TB) S3 {
 	t.Helper()
-	bin := s3Binary()
+	bin := toolBinary("HANDOFF_VERSITYGW", "versitygw")
 	if bin == "" {
 		msg := "versitygw is not installed; .ci/test.sh installs it, or run: go install " + VersityGWModule
 		if os.Getenv("CI") != "" {
@@ -57,12 +36,7 @@ func StartS3(t testing.TB) S3 {
 		}
 		t.Skip(msg)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	s := S3{Endpoint: "http://" + addr, Bucket: "handoff-test", AccessKey: "handoff-test-access", SecretKey: "handoff-test-secret-key", Root: t.TempDir()}
 	// The posix backend treats every folder under its root as a bucket.
 	if err := os.Mkdir(filepath.Join(s.Root, s.Bucket), 0o755); err != nil {
