@@ -143,14 +143,13 @@ func (s *Server) pendingCard(c *echo.Context, v queueView, page []store.Draft, n
 
 // sendsSMS reports whether channel replies through an SMS provider (twilio).
 func (s *Server) sendsSMS(channel string) bool {
-	for _, ch := range s.cfg.Channels {
-		if ch.Name != channel {
-			continue
-		}
-		for _, p := range s.cfg.Providers {
-			if p.Name == ch.Provider {
-				return p.Kind == "twilio"
-			}
+	ch, ok := s.cfg.Channel(channel)
+	if !ok {
+		return false
+	}
+	for _, p := range s.cfg.Providers {
+		if p.Name == ch.Provider {
+			return p.Kind == "twilio"
 		}
 	}
 	return false
@@ -530,10 +529,11 @@ func (s *Server) queueLive(c *echo.Context) error {
 	for _, d := range page {
 		fmt.Fprintf(tag, "%s,", d.ID)
 	}
-	if p := who(c); p != nil && current != "" && slices.ContainsFunc(page, func(d store.Draft) bool { return d.ID == current }) {
+	onPage := slices.ContainsFunc(page, func(d store.Draft) bool { return d.ID == current })
+	if p := who(c); p != nil && current != "" && onPage {
 		s.claims.look(current, p.Name, now) // the card is still open: renew its claim
 	}
-	if current != "" && !slices.ContainsFunc(page, func(d store.Draft) bool { return d.ID == current }) {
+	if current != "" && !onPage {
 		d, err := s.st.Draft(current)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
