@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -110,13 +109,11 @@ func firstAdmin(ctx context.Context, st *store.Store, e env) (setupSecret string
 		if err != nil {
 			return "", fmt.Errorf("HANDOFF_ADMIN_PASSWORD: %w", err)
 		}
-		err = st.CreateUser(ctx, store.User{Name: "admin", Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: now},
+		// Users above only spares the hash when there are users; the
+		// create checks again in its own transaction, so a user made
+		// meanwhile stands and no second admin appears.
+		_, err = st.CreateFirstUser(ctx, store.User{Name: "admin", Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: now},
 			store.AuditEntry{At: now, Who: "handoff serve", Action: "create user", Target: "admin", Detail: "the first admin, from HANDOFF_ADMIN_PASSWORD"})
-		if errors.Is(err, store.ErrExists) {
-			// Someone created "admin" since Users ran (user add against
-			// the same folder): theirs stands.
-			return "", nil
-		}
 		return "", err
 	}
 	b := make([]byte, 32)

@@ -283,3 +283,40 @@ func TestSetupLinkExpires(t *testing.T) {
 		t.Errorf("users %v, want none", users)
 	}
 }
+
+// TestCreateFirstUserOnce: many first-start creates at once, under
+// different names, leave exactly one user; a create after that is refused
+// without an error.
+func TestCreateFirstUserOnce(t *testing.T) {
+	st := openTest(t)
+	const n = 16
+	var made atomic.Int32
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			<-start
+			ok, err := st.CreateFirstUser(context.Background(), User{Name: fmt.Sprintf("admin%d", i), Role: RoleAdmin})
+			if ok {
+				made.Add(1)
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	users, err := st.Users()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if made.Load() != 1 || len(users) != 1 {
+		t.Fatalf("%d creates reported made and %d users stored, want 1 and 1", made.Load(), len(users))
+	}
+	if ok, err := st.CreateFirstUser(context.Background(), User{Name: "late", Role: RoleAdmin}); ok || err != nil {
+		t.Fatalf("a create after the first: made %v, err %v; want false, nil", ok, err)
+	}
+}

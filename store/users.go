@@ -84,6 +84,24 @@ func (s *Store) CreateUser(ctx context.Context, u User, audit ...AuditEntry) err
 	return nil
 }
 
+// CreateFirstUser creates u only while the store has no user at all, in
+// one transaction with the check: made is false when someone was there
+// first.
+func (s *Store) CreateFirstUser(ctx context.Context, u User, audit ...AuditEntry) (made bool, err error) {
+	err = s.update(ctx, func(tx *Tx) error {
+		made = false
+		if k, _ := tx.bucket(bucketUsers).Cursor().First(); k != nil {
+			return nil
+		}
+		made = true
+		return createUser(tx, u, audit)
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: create first user %s: %w", u.Name, err)
+	}
+	return made, nil
+}
+
 func createUser(tx *Tx, u User, audit []AuditEntry) error {
 	b := tx.bucket(bucketUsers)
 	if b.Get([]byte(u.Name)) != nil {
