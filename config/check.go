@@ -183,7 +183,7 @@ func (d *decoder) signedFields(path string, ch Channel, fields *yaml.Node) {
 	for i := 0; i+1 < len(fields.Content); i += 2 {
 		key, v := resolve(fields.Content[i]).Value, resolve(fields.Content[i+1])
 		switch key {
-		case "message_id", "conversation_id", "contact", "name", "text":
+		case "message_id", "conversation_id", "contact", "name", "text", "subject":
 		default:
 			continue // an unknown key, reported as such
 		}

@@ -1,8 +1,7 @@
 package config
 
 import (
-	"slices"
-	"strings"
+	"errors"
 
 	"go.yaml.in/yaml/v3"
 
@@ -42,7 +41,7 @@ func applyPreset(ch *Channel, p hook.Preset) {
 	if len(p.Fields.MessageID) > 0 {
 		ch.Fields = Fields{
 			MessageID: p.Fields.MessageID, ConversationID: p.Fields.ConversationID,
-			Contact: p.Fields.Contact, Name: p.Fields.Name, Text: p.Fields.Text,
+			Contact: p.Fields.Contact, Name: p.Fields.Name, Text: p.Fields.Text, Subject: p.Fields.Subject,
 		}
 	}
 	ch.Messages = p.Messages
@@ -212,36 +211,19 @@ func (d *decoder) signature(path string, n *yaml.Node, preset hook.Preset) *Sign
 	if hook.NeedsTolerance(s.Scheme) && set["tolerance"] == nil {
 		s.Tolerance = webhook.DefaultTolerance
 	}
-	secretKey := func() (string, *yaml.Node) {
+	// hook's own rules (Signing.Check), so that the server refuses at start
+	// exactly what the webhooks could not verify with. A scheme that is not
+	// one, or no secret at all, was reported above in words of its own.
+	var se *hook.SigningError
+	if err := s.Verifying().Check(); errors.As(err, &se) && se.Key != "scheme" && (se.Key != "secret" || len(s.Secrets) > 0) {
+		p, v := joinPath(path, se.Key), n
 		for _, k := range []string{"secret", "secret_env", "secrets", "secrets_env"} {
-			if set[k] != nil {
-				return joinPath(path, k), set[k]
-			}
-		}
-		return path, n
-	}
-	switch s.Scheme {
-	case hook.SchemeStandardWebhooks:
-		for _, secret := range s.Secrets {
-			if err := webhook.ValidateSecret(secret); err != nil {
-				p, v := secretKey()
-				d.fail(p, v, "%v", err)
+			if se.Key == "secret" && set[k] != nil {
+				p, v = joinPath(path, k), set[k]
 				break
 			}
 		}
-	case hook.SchemeHMACSHA256:
-		if s.Header == "" {
-			d.fail(joinPath(path, "header"), n, "missing; hmac-sha256 needs the name of the header that carries the signature")
-		}
-	case hook.SchemeToken:
-		if s.Header == "" {
-			d.fail(joinPath(path, "header"), n, "missing; token needs the name of the header that carries the shared token")
-		}
-	case hook.SchemeBasic:
-		if slices.ContainsFunc(s.Secrets, func(x string) bool { return !strings.Contains(x, ":") }) {
-			p, v := secretKey()
-			d.fail(p, v, `a basic secret is "user:password" (the credentials the sender puts in its URL)`)
-		}
+		d.fail(p, v, "%s", se.Msg)
 	}
 	return s
 }

@@ -102,3 +102,29 @@ func TestPresetErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSubjectSource: the email presets read the subject an email reply
+// answers, a generic channel reads it where fields.subject says, and a bad
+// pointer stops the server at start.
+func TestSubjectSource(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"preset: sendgrid\n":          "/subject",
+		"preset: mailgun\n":           "/subject",
+		"preset: postmark\n":          "/Subject",
+		"preset: twilio\n":            "",
+		"fields: {message_id: /id}\n": "",
+		"fields: {message_id: /id, subject: /mail/subject}\n": "/mail/subject",
+		"preset: postmark\n    fields: {subject: /Title}\n":   "/Title",
+	} {
+		c, err := config.Parse([]byte("channels:\n  - name: c\n    "+yaml), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", yaml, err)
+		}
+		if got := c.Channels[0].Fields.Subject; got != want {
+			t.Errorf("%s: subject source %q, want %q", yaml, got, want)
+		}
+	}
+	if _, err := config.Parse([]byte("channels:\n  - name: c\n    fields: {message_id: /id, subject: subject}\n"), nil); err == nil || !strings.Contains(err.Error(), "channels[0].fields.subject") {
+		t.Errorf("a subject that is no pointer: %v, want an error on channels[0].fields.subject", err)
+	}
+}

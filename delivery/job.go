@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/handoff/handoff/jobs/provider"
@@ -24,9 +25,10 @@ type Sender interface {
 // it), by lookup (where the provider supports it), or else parked for a
 // person as needs_reconciliation. It never resends blindly.
 //
-// Its control flow reaches the queue as *Later (ask again after a delay)
-// and *Gone (the row does not exist: retrying cannot help); every other
-// error is an attempt that failed and counts.
+// Its control flow reaches the queue as *Later (ask again after a delay),
+// *Held (the same for a send held to its provider's rate, without
+// counting the attempt) and *Gone (the row does not exist: retrying cannot
+// help); every other error is an attempt that failed and counts.
 type Job struct {
 	Store     *store.Store
 	Providers map[string]Sender
@@ -101,7 +103,11 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 			return finish(store.OutboxNeedsReconciliation, "", note, store.OutboxAttempt{Action: "check", Outcome: "ambiguous", Error: note})
 		}
 	}
-	id, err := p.Send(ctx, provider.Message{Ref: row.ID, ConversationID: row.ConversationID, To: row.To, Text: row.Text, CorrelationID: row.CorrelationID})
+	msg := provider.Message{Ref: row.ID, ConversationID: row.ConversationID, To: row.To, Text: row.Text, CorrelationID: row.CorrelationID}
+	if caps.Threads && row.Kind == "" { // a reply; an alert answers no one
+		msg.Subject, msg.InReplyTo = k.thread(row)
+	}
+	id, err := p.Send(ctx, msg)
 	var perm *provider.Permanent
 	var unsent *provider.NotSent
 	switch {
@@ -134,6 +140,22 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 		note := fmt.Sprintf("the provider's answer was lost (%v) and provider %s can neither deduplicate nor look a message up: check whether %s arrived, then reconcile", err, row.Provider, row.ID)
 		return finish(store.OutboxNeedsReconciliation, "", note, store.OutboxAttempt{Action: action, Outcome: "ambiguous", Error: err.Error()})
 	}
+}
+
+// thread is what an email reply answers: the subject of the lead's
+// event the row replies to, and that email's Message-ID where the
+// channel's message id is one (sendgrid and mailgun map it so). Only the
+// subject line depends on it, so a read that fails leaves both empty
+// (the provider's "Re: your message") rather than fail a claimed send.
+func (k *Job) thread(row store.Outbox) (subject, inReplyTo string) {
+	ev, err := k.Store.EventByKey(row.EventKey)
+	if err != nil {
+		return "", ""
+	}
+	if id := ev.MessageID; len(id) > 2 && id[0] == '<' && id[len(id)-1] == '>' && strings.Count(id, "@") == 1 && !strings.ContainsAny(id, " \t\r\n") {
+		inReplyTo = id
+	}
+	return ev.Subject, inReplyTo
 }
 
 // settledAt is when a lookup's "not found" becomes proof that nothing
@@ -195,8 +217,9 @@ func (k *Job) unknown(finish func(store.OutboxStatus, string, string, store.Outb
 
 // hold keeps a send to its provider's rate: before the row is claimed, a
 // provider with a rate (provider.Holder) gives the row a slot, and a slot
-// in the future comes back as *Later for the queue to wait on. The row is
-// untouched, so nothing about the send is uncertain meanwhile.
+// in the future comes back as *Held for the queue to wait on, without
+// counting the attempt. The row is untouched, so nothing about the send
+// is uncertain meanwhile.
 func (k *Job) hold(id string, now time.Time) (time.Duration, error) {
 	row, err := k.Store.OutboxRow(id)
 	if err != nil || row.Status != store.OutboxPending {
@@ -210,7 +233,7 @@ func (k *Job) hold(id string, now time.Time) (time.Duration, error) {
 	if wait <= 0 {
 		return 0, nil
 	}
-	return wait, &Later{Err: fmt.Errorf("provider %s is held to its rate", row.Provider), After: wait}
+	return wait, &Held{Err: fmt.Errorf("provider %s is held to its rate", row.Provider), After: wait}
 }
 
 func (k *Job) now() time.Time {
@@ -229,6 +252,16 @@ type Later struct {
 
 func (e *Later) Error() string { return fmt.Sprintf("retry after %s: %v", e.After, e.Err) }
 func (e *Later) Unwrap() error { return e.Err }
+
+// Held asks the queue to run the job again after After without counting
+// this attempt: it did nothing but wait for the provider's rate.
+type Held struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *Held) Error() string { return fmt.Sprintf("held for %s: %v", e.After, e.Err) }
+func (e *Held) Unwrap() error { return e.Err }
 
 // Gone ends the job at once: the row it was to send does not exist.
 type Gone struct{ Err error }

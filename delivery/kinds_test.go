@@ -263,7 +263,7 @@ func (h *heldSender) Capabilities() provider.Capabilities {
 }
 
 // TestRateHoldBeforeClaim: a send held by its provider's rate comes back
-// as *Later for the queue's due time, without touching the row or calling
+// as *Held for the queue's due time, without touching the row or calling
 // the provider; once its slot comes it is sent.
 func TestRateHoldBeforeClaim(t *testing.T) {
 	st := openStore(t)
@@ -280,9 +280,9 @@ func TestRateHoldBeforeClaim(t *testing.T) {
 	h := &heldSender{wait: 700 * time.Millisecond}
 	job := &delivery.Job{Store: st, Providers: map[string]delivery.Sender{"out": h}}
 	err := job.Run(context.Background(), store.Job{ID: "j-held", Key: held, ExecutionID: "e1", Attempt: 1, MaxAttempts: 3})
-	var later *delivery.Later
-	if !errors.As(err, &later) || later.After != 700*time.Millisecond || h.calls != 0 {
-		t.Fatalf("Run = %v, %d calls; want *Later after 700ms and no call", err, h.calls)
+	var hold *delivery.Held
+	if !errors.As(err, &hold) || hold.After != 700*time.Millisecond || h.calls != 0 {
+		t.Fatalf("Run = %v, %d calls; want *Held after 700ms and no call", err, h.calls)
 	}
 	before, _ := st.OutboxRow(held)
 	if o, _ := st.OutboxRow(held); o.Status != store.OutboxPending || len(o.Attempts) != len(before.Attempts) || len(o.Attempts) != 1 {

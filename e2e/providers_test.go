@@ -68,7 +68,7 @@ func TestProviderKindsSurviveSIGKILL(t *testing.T) {
 				byTo[strings.TrimPrefix(m.To, "+")] = append(byTo[strings.TrimPrefix(m.To, "+")], m)
 			}
 			receipts := kind == "twilio" || kind == "whatsapp"
-			states, settledByReceipt := map[string]int{}, 0
+			states, settledByReceipt, unknownArrived := map[string]int{}, 0, 0
 			defer func() {
 				t.Logf("%s: %d replies, %d POSTs, %d accepted, rows %v, %d settled by a receipt", kind, n, s.Posts(), len(s.Accepted()), states, settledByReceipt)
 			}()
@@ -95,9 +95,18 @@ func TestProviderKindsSurviveSIGKILL(t *testing.T) {
 				default:
 					t.Errorf("%s: row %s (%s); want sent or needs_reconciliation", key, row.Status, row.Note)
 				}
-				if receipts && row.Status == "needs_reconciliation" && len(got) == 1 {
-					postReceipt(t, inst, kind, got[0])
+				if row.Status == "needs_reconciliation" && len(got) == 1 {
+					unknownArrived++
+					if receipts {
+						postReceipt(t, inst, kind, got[0])
+					}
 				}
+			}
+			// The kill landed while the stand-in held a send it had
+			// accepted: no kind can know that outcome from its answer, so
+			// at least that row waits, saying so.
+			if unknownArrived == 0 {
+				t.Errorf("no row is needs_reconciliation with its message at the stand-in (rows %v); the send held at the kill must be one", states)
 			}
 			if !receipts {
 				return
@@ -110,6 +119,9 @@ func TestProviderKindsSurviveSIGKILL(t *testing.T) {
 				if got := byRef[row.ID]; len(got) == 1 && (row.Status != "sent" || row.ProviderID != got[0].ID) {
 					t.Errorf("%s: after its receipt the row is %s %q; want sent as %s", key, row.Status, row.ProviderID, got[0].ID)
 				}
+			}
+			if settledByReceipt != unknownArrived {
+				t.Errorf("receipts settled %d rows, want all %d that waited with their message at the stand-in", settledByReceipt, unknownArrived)
 			}
 		})
 	}
@@ -216,5 +228,130 @@ retry: {max_attempts: 10, base_delay: 50ms, max_delay: 200ms}
 	if len(byID) != n {
 		t.Errorf("the server holds %d distinct messages, want %d", len(byID), n)
 	}
+	// The kill landed while the proxy held the answer to a message the
+	// server had: that row can only have been settled by its lookup.
+	if lookups == 0 {
+		t.Errorf("no row was found by lookup after the kill; the message whose answer was held must be")
+	}
 	t.Logf("smtp: %d replies, %d messages at the server, %d rows found by lookup after the kill", n, len(mp.Messages(t)), lookups)
+}
+
+// TestProviderHTTPSurvivesSIGKILL: the generic http kind, SIGKILLed while its
+// receiver holds a send it has accepted, with each way it can learn the
+// outcome afterwards: an Idempotency-Key the receiver deduplicates on (the
+// next process resends), a lookup by our reference (it looks the send up)
+// and neither (the row waits for a person, saying so). Every reply ends as
+// exactly one message at the receiver, or none, and its row says which.
+func TestProviderHTTPSurvivesSIGKILL(t *testing.T) {
+	const n = 8
+	for _, su := range []struct {
+		name, keys string
+		dedupe     bool
+		resolved   string // how the held send's row ends: its last attempt, or its status
+	}{
+		{"idempotency key", "    supports_idempotency_key: true\n    timeout: 5s\n", true, "resend:sent"},
+		{"lookup", "    lookup_url: \"%s/messages/{ref}\"\n    lookup_settle: 500ms\n    timeout: 5s\n", false, "lookup:sent"},
+		{"neither", "    timeout: 5s\n", false, "needs_reconciliation"},
+	} {
+		t.Run(su.name, func(t *testing.T) {
+			p := newRSProvider(t, false, su.dedupe, 0, 150*time.Millisecond)
+			inst := startInstance(t, rsConfig(p.url, strings.ReplaceAll(su.keys, "%s", p.url), "{max_attempts: 10, base_delay: 50ms, max_delay: 200ms}"))
+			events := rsPostHooks(t, inst, "pvh-"+strings.ReplaceAll(su.name, " ", "-"), n)
+			waitUntil(t, "a send the receiver holds", 30*time.Second, func() bool { return p.seen().holding > 0 })
+			inst.kill()
+			inst.restart()
+			rows := rsSettle(t, inst, events, 60*time.Second)
+			s := p.seen()
+			resolved, states := 0, map[string]int{}
+			for _, key := range events {
+				row := rows[key]
+				states[row.Status]++
+				posts := s.byRef[row.ID]
+				effects := s.effects(row.ID, su.dedupe)
+				switch {
+				case effects > 1:
+					t.Errorf("%s: the receiver has %d messages for %s; want at most one", key, effects, row.ID)
+				case row.Status == "sent" && (effects != 1 || row.ProviderID != posts[0].ID):
+					t.Errorf("%s: sent as %q, but the receiver has %d messages for it (%+v)", key, row.ProviderID, effects, posts)
+				case row.Status == "needs_reconciliation" && su.name != "neither":
+					t.Errorf("%s: needs_reconciliation (%s); with a key or a lookup no send is left unknown", key, row.Note)
+				case row.Status != "sent" && row.Status != "needs_reconciliation":
+					t.Errorf("%s: row %s (%s); want sent or needs_reconciliation", key, row.Status, row.Note)
+				}
+				last := ""
+				if len(row.Attempts) > 0 {
+					a := row.Attempts[len(row.Attempts)-1]
+					last = a.Action + ":" + a.Outcome
+				}
+				if last == su.resolved || row.Status == su.resolved && effects == 1 {
+					resolved++
+				}
+			}
+			t.Logf("http %s: %d replies, %d POSTs, rows %v, %d resolved as %s", su.name, n, len(s.posts), states, resolved, su.resolved)
+			// The kill landed on a send the receiver had: its row must have
+			// been resolved the way this setup allows, not sent blindly.
+			if resolved == 0 {
+				t.Errorf("no row ends %s; the send held at the kill must (rows %v)", su.resolved, states)
+			}
+		})
+	}
+}
+
+// TestEmailReplyAnswersInboundSubject: an email arrives through the
+// mailgun preset with the subject "Refund?"; the approved reply reaches a
+// real mail server (Mailpit) as "Re: Refund?", threaded to the email's
+// Message-ID.
+func TestEmailReplyAnswersInboundSubject(t *testing.T) {
+	mp := testkit.StartMailpit(t)
+	host, port, _ := net.SplitHostPort(mp.SMTP)
+	inst := startInstance(t, fmt.Sprintf(`workers: 2
+channels:
+  - name: mail-in
+    preset: mailgun
+    provider: mail
+    auto_approve: true
+providers:
+  - {name: mail, kind: smtp, host: "%s", port: %s, tls: none, from: "Agency <hello@agency.example>", timeout: 5s}
+`, host, port))
+	const msgID = "<20261201.refund.1@mg.example.com>"
+	form := url.Values{"Message-Id": {msgID}, "sender": {"ada@lead.example"}, "from": {"Ada <ada@lead.example>"},
+		"subject": {"Refund?"}, "stripped-text": {"Can I have my money back?"}}
+	resp, err := inst.client.Post(inst.cur().URL()+"/hooks/mail-in", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /hooks/mail-in: %d %s, want 200 (mailgun's answer)", resp.StatusCode, b)
+	}
+	key := "mail-in:" + msgID
+	row := rsSettle(t, inst, []string{key}, 30*time.Second)[key]
+	if row.Status != "sent" {
+		t.Fatalf("the reply is %s (%s), want sent", row.Status, row.Note)
+	}
+	got := mp.Search(t, "to:ada@lead.example")
+	if len(got) != 1 || got[0].MessageID != row.ProviderID {
+		t.Fatalf("mailpit holds %d replies to ada (%+v), want one with Message-ID %s", len(got), got, row.ProviderID)
+	}
+	if got[0].Subject != "Re: Refund?" {
+		t.Errorf("the reply's subject is %q, want %q", got[0].Subject, "Re: Refund?")
+	}
+	var h map[string][]string
+	if code, err := getJSON(mp.API+"/api/v1/message/"+got[0].ID+"/headers", &h); err != nil || code != http.StatusOK {
+		t.Fatalf("mailpit headers: %d %v", code, err)
+	}
+	if irt := h["In-Reply-To"]; len(irt) != 1 || irt[0] != msgID {
+		t.Errorf("In-Reply-To %v, want %s", irt, msgID)
+	}
+}
+
+// getJSON decodes the JSON at u into v.
+func getJSON(u string, v any) (int, error) {
+	resp, err := http.Get(u)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(v)
 }

@@ -196,16 +196,8 @@ func (p *Payload) replacedSurrogate(source string, at []int, v string) bool {
 	if p.marked == nil {
 		return false
 	}
-	r, err := parseSource(source)
-	if err != nil || r.isHeader {
-		return false
-	}
-	r.bind(at)
-	mv, res := lookupJSON(p.marked, r.tokens)
-	if r.mail != "" && res == found {
-		mv, res = mailHeader(mv, r.mail)
-	}
-	return res != found || mv != v
+	mv, res, err := p.resolveIn(p.marked, source, at)
+	return err == nil && (res != found || mv != v)
 }
 
 // lookup is the outcome of resolving one source against a payload.
@@ -258,19 +250,25 @@ func (p *Payload) resolve(source string) (string, lookup, error) {
 }
 
 func (p *Payload) resolveAt(source string, at []int) (string, lookup, error) {
+	return p.resolveIn(p.doc, source, at)
+}
+
+// resolveIn is resolveAt with a JSON body read from doc: the body as
+// decoded, or its marked copy (see Payload.marked).
+func (p *Payload) resolveIn(doc any, source string, at []int) (string, lookup, error) {
 	r, err := parseSource(source)
 	if err != nil {
 		return "", absent, err
 	}
 	r.bind(at)
-	v, res := p.lookup(r)
+	v, res := p.lookup(r, doc)
 	if r.mail != "" && res == found {
 		v, res = mailHeader(v, r.mail)
 	}
 	return v, res, nil
 }
 
-func (p *Payload) lookup(r ref) (string, lookup) {
+func (p *Payload) lookup(r ref, doc any) (string, lookup) {
 	if r.isHeader {
 		vs := p.header.Values(r.header)
 		if len(vs) == 0 {
@@ -281,7 +279,7 @@ func (p *Payload) lookup(r ref) (string, lookup) {
 	if p.isForm {
 		return lookupForm(p.form, r.tokens)
 	}
-	return lookupJSON(p.doc, r.tokens)
+	return lookupJSON(doc, r.tokens)
 }
 
 // lookupForm treats a form as a flat object: the first value wins when a

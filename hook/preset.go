@@ -36,6 +36,7 @@ type Preset struct {
 type PresetFields struct {
 	MessageID                           []string
 	ConversationID, Contact, Name, Text string
+	Subject                             string // email presets: what a reply's "Re: " answers
 }
 
 // Messages says which items of a body are messages: Items is a pattern
@@ -127,7 +128,7 @@ var presets = map[string]Preset{
 		Name: "sendgrid", Scheme: SchemeBasic,
 		Fields: PresetFields{
 			MessageID: []string{"mailheader:Message-ID@/headers"},
-			Contact:   "/from", Name: "", Text: "/text",
+			Contact:   "/from", Name: "", Text: "/text", Subject: "/subject",
 		},
 		Answer: AnswerOK,
 	},
@@ -135,7 +136,7 @@ var presets = map[string]Preset{
 		Name: "mailgun", Scheme: SchemeMailgun,
 		Fields: PresetFields{
 			MessageID: []string{"/Message-Id"},
-			Contact:   "/sender", Name: "", Text: "/stripped-text",
+			Contact:   "/sender", Name: "", Text: "/stripped-text", Subject: "/subject",
 		},
 		// Event webhooks (delivered, opened...) are JSON without Message-Id.
 		Messages: Messages{When: []string{"/Message-Id"}},
@@ -146,7 +147,7 @@ var presets = map[string]Preset{
 		Name: "postmark", Scheme: SchemeBasic,
 		Fields: PresetFields{
 			MessageID: []string{"/MessageID"},
-			Contact:   "/FromFull/Email", Name: "/FromName", Text: "/StrippedTextReply",
+			Contact:   "/FromFull/Email", Name: "/FromName", Text: "/StrippedTextReply", Subject: "/Subject",
 		},
 		Answer: AnswerOK,
 	},

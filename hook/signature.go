@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -58,19 +57,63 @@ type Signing struct {
 	Header    string        // hmac-sha256 and token: the header to read
 	Encoding  string        // hmac-sha256: "hex" (default) or "base64"
 	Prefix    string        // hmac-sha256: a prefix the header value carries, e.g. "sha256="
-	Tolerance time.Duration // standard-webhooks, slack, stripe: how far the timestamp may stray; 0: five minutes
+	Tolerance time.Duration // standard-webhooks, slack, stripe, mailgun: how far the timestamp may stray; 0: five minutes
 }
 
-// NewVerifier builds the verifier of s, or says why it cannot: an unknown
-// scheme, no secret, a missing header. config checks the same at start.
-func NewVerifier(s Signing) (Verifier, error) {
+// SigningError is a setting of a Signing that no verifier can be built
+// from: Key names it ("scheme", "header", "encoding" or "secret"), Msg is
+// a sentence that can follow the key, and never quotes a secret.
+type SigningError struct{ Key, Msg string }
+
+func (e *SigningError) Error() string { return "hook: signature " + e.Key + ": " + e.Msg }
+
+// Check applies every rule NewVerifier builds by, in one place, so that
+// config refuses at start exactly what the webhooks could not verify
+// with: a known scheme, the header the scheme reads, the encoding, at
+// least one secret, none empty, each of the scheme's form. The error is a
+// *SigningError.
+func (s Signing) Check() error {
+	bad := func(key, format string, args ...any) error {
+		return &SigningError{Key: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	if !slices.Contains(Schemes, s.Scheme) {
+		return bad("scheme", "%q is not a signature scheme", s.Scheme)
+	}
+	switch s.Scheme {
+	case SchemeHMACSHA256:
+		if s.Header == "" {
+			return bad("header", "missing; hmac-sha256 needs the name of the header that carries the signature")
+		}
+		if s.Encoding != "" && s.Encoding != "hex" && s.Encoding != "base64" {
+			return bad("encoding", "%q is neither hex nor base64", s.Encoding)
+		}
+	case SchemeToken:
+		if s.Header == "" {
+			return bad("header", "missing; token needs the name of the header that carries the shared token")
+		}
+	}
 	if len(s.Secrets) == 0 {
-		return nil, errors.New("hook: a signature needs at least one secret")
+		return bad("secret", "missing; a signature needs at least one secret")
 	}
 	for _, secret := range s.Secrets {
-		if secret == "" {
-			return nil, errors.New("hook: a signature secret is empty")
+		switch {
+		case secret == "":
+			return bad("secret", "is empty")
+		case s.Scheme == SchemeStandardWebhooks:
+			if err := webhook.ValidateSecret(secret); err != nil {
+				return bad("secret", "%v", err)
+			}
+		case s.Scheme == SchemeBasic && !strings.Contains(secret, ":"):
+			return bad("secret", `a basic secret is "user:password" (the credentials the sender puts in its URL)`)
 		}
+	}
+	return nil
+}
+
+// NewVerifier builds the verifier of s, or says why it cannot (Check).
+func NewVerifier(s Signing) (Verifier, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
 	}
 	tol := s.Tolerance
 	if tol <= 0 {
@@ -88,15 +131,9 @@ func NewVerifier(s Signing) (Verifier, error) {
 		}
 		return standardWebhooks{v: v}, nil
 	case SchemeHMACSHA256:
-		if s.Header == "" {
-			return nil, errors.New("hook: hmac-sha256 needs a header")
-		}
 		enc := s.Encoding
 		if enc == "" {
 			enc = "hex"
-		}
-		if enc != "hex" && enc != "base64" {
-			return nil, fmt.Errorf("hook: encoding %q is neither hex nor base64", enc)
 		}
 		return &bodyHMAC{keys: keys, header: http.CanonicalHeaderKey(s.Header), encoding: enc, prefix: s.Prefix, legacyPrefix: s.Prefix == "" && enc == "hex"}, nil
 	case SchemeMeta:
@@ -108,19 +145,11 @@ func NewVerifier(s Signing) (Verifier, error) {
 	case SchemeStripe:
 		return &stripe{keys: keys, tolerance: tol}, nil
 	case SchemeToken:
-		if s.Header == "" {
-			return nil, errors.New("hook: token needs a header")
-		}
 		return &token{keys: keys, header: http.CanonicalHeaderKey(s.Header)}, nil
 	case SchemeBasic:
-		for _, secret := range s.Secrets {
-			if !strings.Contains(secret, ":") {
-				return nil, errors.New(`hook: a basic secret is "user:password"`)
-			}
-		}
 		return &basic{keys: keys}, nil
 	case SchemeMailgun:
-		return &mailgun{keys: keys}, nil
+		return &mailgun{keys: keys, tolerance: tol}, nil
 	}
 	return nil, fmt.Errorf("hook: unknown signature scheme %q", s.Scheme)
 }
@@ -142,7 +171,7 @@ func SignsHeader(scheme, name string) bool {
 // tolerance means something.
 func NeedsTolerance(scheme string) bool {
 	switch scheme {
-	case SchemeStandardWebhooks, SchemeSlack, SchemeStripe:
+	case SchemeStandardWebhooks, SchemeSlack, SchemeStripe, SchemeMailgun:
 		return true
 	}
 	return false
@@ -172,16 +201,11 @@ func macs(keys [][]byte, h func() hash.Hash, parts ...[]byte) [][]byte {
 	return out
 }
 
-// checkTime refuses a timestamp (unix seconds, canonical decimal) outside
-// tol of now. It runs before the signature so that a replayed old request
-// is refused even though its signature is genuine.
+// checkTime is webhook's timestamp rule (webhook.CheckTimestamp), its
+// refusal answered as a 401.
 func checkTime(ts string, now time.Time, tol time.Duration, what string) error {
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || strconv.FormatInt(sec, 10) != ts {
-		return unauthorized("the %s is not a unix time", what)
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > tol || d < -tol {
-		return unauthorized("the %s is outside the %v tolerance", what, tol)
+	if err := webhook.CheckTimestamp(ts, what, now, tol); err != nil {
+		return unauthorized("%s", err.Error())
 	}
 	return nil
 }
@@ -511,8 +535,12 @@ func (b *basic) Verify(r *Request) error {
 // mailgun verifies the signature Mailgun puts inside the body: the hex
 // HMAC-SHA256, with the webhook signing key, of timestamp followed by token.
 // Routes send them as form fields; event webhooks as a JSON "signature"
-// object.
-type mailgun struct{ keys [][]byte }
+// object. The timestamp is held to the tolerance, as Mailgun's docs ask,
+// so a captured request cannot be replayed later.
+type mailgun struct {
+	keys      [][]byte
+	tolerance time.Duration
+}
 
 func (m *mailgun) Verify(r *Request) error {
 	p, err := Parse(r.Header.Get("Content-Type"), r.Body, nil)
@@ -534,6 +562,9 @@ func (m *mailgun) Verify(r *Request) error {
 	got, err := hex.DecodeString(sig)
 	if err != nil || len(got) != sha256.Size {
 		return unauthorized("the Mailgun signature is not a hex HMAC-SHA256")
+	}
+	if err := checkTime(ts, r.Now, m.tolerance, "Mailgun timestamp"); err != nil {
+		return err
 	}
 	if !equalAny(got, macs(m.keys, sha256.New, []byte(ts), []byte(tok))) {
 		return errNoMatch

@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -31,7 +32,7 @@ func TestStandardWebhooksAnswers401(t *testing.T) {
 	}{
 		{name: "valid", header: signed("msg_1", sig), now: at},
 		{name: "tampered id", header: signed("msg_2", sig), now: at, errMsg: "the signature does not match"},
-		{name: "stale", header: signed("msg_1", sig), now: at.Add(time.Hour), errMsg: "the webhook timestamp is outside the 5m0s tolerance"},
+		{name: "stale", header: signed("msg_1", sig), now: at.Add(time.Hour), errMsg: "the webhook-timestamp header is outside the 5m0s tolerance"},
 		{name: "no headers", header: http.Header{}, now: at, errMsg: "the webhook-id header is missing"},
 	}
 	v, err := NewStandardWebhooks(secret, 0)
@@ -112,5 +113,39 @@ func TestHMACSHA256CopiesSecret(t *testing.T) {
 	h := http.Header{"X-Signature": {ghHex}}
 	if err := v.Verify(&Request{Header: h, Body: []byte(ghBody)}); err != nil {
 		t.Errorf("Verify after the caller reused its secret slice = %v, want nil", err)
+	}
+}
+
+// TestSigningCheck: each rule names the setting at fault, and NewVerifier
+// refuses by the same rules config checks at start.
+func TestSigningCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    Signing
+		key  string
+	}{
+		{"unknown scheme", Signing{Scheme: "hmac-sha1", Secrets: []string{"x"}}, "scheme"},
+		{"hmac without header", Signing{Scheme: SchemeHMACSHA256, Secrets: []string{"x"}}, "header"},
+		{"hmac with a bad encoding", Signing{Scheme: SchemeHMACSHA256, Header: "X-Sig", Encoding: "b32", Secrets: []string{"x"}}, "encoding"},
+		{"token without header", Signing{Scheme: SchemeToken, Secrets: []string{"x"}}, "header"},
+		{"no secret", Signing{Scheme: SchemeSlack}, "secret"},
+		{"empty secret", Signing{Scheme: SchemeSlack, Secrets: []string{"x", ""}}, "secret"},
+		{"basic without a colon", Signing{Scheme: SchemeBasic, Secrets: []string{"user:pw", "nocolon"}}, "secret"},
+		{"standard-webhooks not base64", Signing{Scheme: SchemeStandardWebhooks, Secrets: []string{"whsec_!!"}}, "secret"},
+		{"fine", Signing{Scheme: SchemeMailgun, Secrets: []string{"key-1"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.s.Check()
+			_, verr := NewVerifier(tc.s)
+			var se *SigningError
+			switch {
+			case tc.key == "" && (err != nil || verr != nil):
+				t.Fatalf("Check = %v, NewVerifier = %v; want both nil", err, verr)
+			case tc.key != "" && (!errors.As(err, &se) || se.Key != tc.key || se.Msg == ""):
+				t.Fatalf("Check = %#v, want a *SigningError on %s", err, tc.key)
+			case tc.key != "" && (verr == nil || verr.Error() != err.Error()):
+				t.Fatalf("NewVerifier = %v, want Check's %v", verr, err)
+			}
+		})
 	}
 }

@@ -60,7 +60,7 @@ func Encode(m Message, maxAttempts int) (*store.Encoded, error) {
 	ev := store.Event{
 		ID: ulid.Make().String(), Key: m.Key(), Channel: m.Channel, MessageID: m.MessageID,
 		CorrelationID: ulid.Make().String(), ConversationID: m.ConversationID,
-		Contact: m.Contact, Name: m.Name, Text: m.Text, ContentType: m.ContentType,
+		Contact: m.Contact, Name: m.Name, Text: m.Text, Subject: m.Subject, ContentType: m.ContentType,
 		ReceivedAt: m.ReceivedAt,
 	}
 	if m.JSON {

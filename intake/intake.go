@@ -14,6 +14,7 @@ import (
 type Message struct {
 	Channel, MessageID, ConversationID string
 	Contact, Name, Text                string
+	Subject                            string // an email's, where the channel maps one
 	ContentType                        string
 	// Body is the request body as received; JSON says it was decoded as
 	// exactly one JSON value, so it is kept as JSON rather than as text.

@@ -17,7 +17,8 @@ type Sender = delivery.Sender
 
 // DeliverJob runs delivery.Job, which owns every rule of sending, on the
 // queue: it only says what the job's control flow means to the runner.
-// (delivery cannot return the queue's error types itself: the queue wires
+// A send held to its provider's rate is snoozed: it costs the job no
+// attempt. (delivery cannot return the queue's error types itself: the queue wires
 // it, so delivery importing jobs would be a cycle.)
 type DeliverJob struct {
 	Store     *store.Store
@@ -32,8 +33,11 @@ func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
 	}
 	err := (&delivery.Job{Store: k.Store, Providers: k.Providers, Now: k.Now}).Run(ctx, job)
 	var later *delivery.Later
+	var held *delivery.Held
 	var gone *delivery.Gone
 	switch {
+	case errors.As(err, &held):
+		return &Snooze{Err: held.Err, After: held.After}
 	case errors.As(err, &later):
 		return &RetryLater{Err: later.Err, After: later.After}
 	case errors.As(err, &gone):

@@ -135,8 +135,8 @@ func eraseLead(tx *Tx, h Handoff, res *EraseResult) (n int, busy bool, err error
 	for i := range events {
 		old := events[i]
 		ev := old
-		ev.Text, ev.Name, ev.Contact, ev.Body, ev.BodyText, ev.TextAt = Erased, "", "", nil, "", nil
-		if !(old.Text == Erased && old.Body == nil && old.Contact == "" && old.Name == "" && old.BodyText == "") {
+		ev.Text, ev.Name, ev.Contact, ev.Subject, ev.Body, ev.BodyText, ev.TextAt = Erased, "", "", "", nil, "", nil
+		if !(old.Text == Erased && old.Body == nil && old.Contact == "" && old.Name == "" && old.Subject == "" && old.BodyText == "") {
 			if err := tx.PutEvent(&old, &ev); err != nil {
 				return 0, false, err
 			}
@@ -160,9 +160,9 @@ func eraseLead(tx *Tx, h Handoff, res *EraseResult) (n int, busy bool, err error
 			return 0, false, err
 		}
 	}
-	if h.Contact != "" {
+	if h.Contact != "" || h.Name != "" {
 		old := h
-		h.Contact = ""
+		h.Contact, h.Name = "", ""
 		if err := tx.PutHandoff(&old, &h); err != nil {
 			return 0, false, err
 		}

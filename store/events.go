@@ -25,7 +25,10 @@ type Event struct {
 	Contact        string `json:"contact,omitempty"`
 	Name           string `json:"name,omitempty"`
 	Text           string `json:"text,omitempty"`
-	ContentType    string `json:"content_type,omitempty"`
+	// Subject is the inbound email's subject, where the channel maps one;
+	// an email reply answers it ("Re: " + it).
+	Subject     string `json:"subject,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
 	// Body is the request body as received: JSON kept as JSON (no escaping,
 	// half the bytes), anything else in BodyText.
 	Body     json.RawMessage `json:"body,omitempty"`

@@ -64,6 +64,7 @@ func channelFacts(ch config.Channel) []Fact {
 		Fact{Label: "contact", Value: ch.Fields.Contact, Mono: true},
 		Fact{Label: "name", Value: ch.Fields.Name, Mono: true},
 		Fact{Label: "text", Value: ch.Fields.Text, Mono: true},
+		Fact{Label: "subject", Value: ch.Fields.Subject, Mono: true},
 		Fact{Label: "provider", Value: ch.Provider},
 		Fact{Label: "auto_approve", Value: yesNo(ch.AutoApprove)},
 		Fact{Label: "max_body", Value: strconv.FormatInt(ch.MaxBody, 10) + " bytes"},

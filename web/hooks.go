@@ -246,7 +246,7 @@ func (s *Server) inbound(p *hook.Payload, ch *config.Channel, contentType string
 		in.messages = append(in.messages, intake.Message{
 			Channel: ch.Name, MessageID: msgID, ConversationID: conversationID(p, ch, at, contact, msgID),
 			Contact: contact, Name: optional(p, ch.Fields.Name, at), Text: optional(p, ch.Fields.Text, at),
-			ContentType: contentType, Body: kept, JSON: isJSON, ReceivedAt: now,
+			Subject: optional(p, ch.Fields.Subject, at), ContentType: contentType, Body: kept, JSON: isJSON, ReceivedAt: now,
 			Coalesce: ch.Coalesce,
 		})
 	}

@@ -133,16 +133,8 @@ func (v *Verifier) Verify(header http.Header, body []byte, now time.Time) error 
 	if len(sigs) == 0 {
 		return refuse("the %s header is missing", names.signature)
 	}
-	// Only the canonical decimal form is accepted, so the signed text is the
-	// same whether a sender signs the header as sent or re-formats the number.
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || strconv.FormatInt(sec, 10) != ts {
-		return refuse("the %s header is not a unix time", names.timestamp)
-	}
-	// Checked before the signature so that a replayed old request is refused
-	// even though its signature is genuine.
-	if d := now.Sub(time.Unix(sec, 0)); d > v.tolerance || d < -v.tolerance {
-		return refuse("the webhook timestamp is outside the %v tolerance", v.tolerance)
+	if err := CheckTimestamp(ts, names.timestamp+" header", now, v.tolerance); err != nil {
+		return err
 	}
 	wants := make([][]byte, len(v.keys))
 	for i, key := range v.keys {
@@ -173,6 +165,24 @@ func (v *Verifier) Verify(header http.Header, body []byte, now time.Time) error 
 		return refuse("the %s header has no v1 signature", names.signature)
 	}
 	return refuse("the signature does not match")
+}
+
+// CheckTimestamp is the timestamp rule of every scheme that signs a time
+// (Standard Webhooks, and in hook Slack, Stripe and Mailgun): ts must be a
+// unix time in seconds, in canonical decimal, so the signed text is the
+// same whether a sender signs it as sent or re-formats the number; and it
+// must lie within tol of now. Schemes check it before the signature, so
+// that a replayed old request is refused though its signature is genuine.
+// The refusal is a *VerifyError naming the timestamp as what.
+func CheckTimestamp(ts, what string, now time.Time, tol time.Duration) error {
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || strconv.FormatInt(sec, 10) != ts {
+		return refuse("the %s is not a unix time", what)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tol || d < -tol {
+		return refuse("the %s is outside the %v tolerance", what, tol)
+	}
+	return nil
 }
 
 // Signs reports whether a signature covers the request header name (any

@@ -184,7 +184,7 @@ func (h *HTTP) Send(ctx context.Context, m Message) (string, error) {
 		if a.ReadErr != nil {
 			// The provider accepted, but its id was lost on the way; a
 			// resend with the same key or a lookup recovers it.
-			return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: read answer: %w", h.name, a.ReadErr)}
+			return "", h.w.lostID(a, "body")
 		}
 		if h.successP != "" {
 			// An API that answers 200 with an error: the rule decides.

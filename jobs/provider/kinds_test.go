@@ -360,3 +360,39 @@ func TestHTTPExtended(t *testing.T) {
 		t.Fatalf("a 200 failing the success rule = %v, want *Permanent without the secret", err)
 	}
 }
+
+// TestServerErrorsKeepRetryAfter: a 5xx is an unknown outcome, and the
+// Retry-After on it is kept for the queue by every HTTP kind alike.
+func TestServerErrorsKeepRetryAfter(t *testing.T) {
+	for _, kind := range []string{"twilio", "whatsapp", "telegram", "slack"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "7")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer srv.Close()
+			cfg := kindConfig(&standin.Server{Kind: kind, URL: srv.URL, Token: "t", AccountSID: "AC1", PhoneID: "1"}, time.Second)
+			_, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: recipients[kind], Text: "hi"})
+			var amb *provider.Ambiguous
+			if !errors.As(err, &amb) || amb.RetryAfter != 7*time.Second {
+				t.Fatalf("a 503 with Retry-After: 7 = %v (%T), want *Ambiguous with RetryAfter 7s", err, err)
+			}
+		})
+	}
+}
+
+// TestAcceptedWithoutID: a 200 whose body lacks the provider's id, or
+// broke off, may be a delivery: unknown, never sent or refused.
+func TestAcceptedWithoutID(t *testing.T) {
+	for kind, body := range map[string]string{"whatsapp": `{"messaging_product":"whatsapp"}`, "slack": `{"ok":tr`, "telegram": `{"ok":false}`} {
+		t.Run(kind, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, body) }))
+			defer srv.Close()
+			cfg := kindConfig(&standin.Server{Kind: kind, URL: srv.URL, Token: "t", PhoneID: "1"}, time.Second)
+			_, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: recipients[kind], Text: "hi"})
+			if got := verdict(err); got != "unknown" {
+				t.Fatalf("200 %s = %v, a %s outcome; want unknown", body, err, got)
+			}
+		})
+	}
+}

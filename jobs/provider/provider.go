@@ -48,6 +48,10 @@ type Capabilities struct {
 	// Receipts: the provider reports delivery on a status webhook, which
 	// can settle an unknown outcome without a person.
 	Receipts bool
+	// Threads: the provider's messages answer the inbound one by subject
+	// and Message-ID (email), so the delivery job fills Message.Subject
+	// and Message.InReplyTo from the lead's event.
+	Threads bool
 	// Rate is the sends per second this provider is held to (0: no
 	// limit), Burst how many may go at once.
 	Rate  float64

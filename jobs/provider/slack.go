@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -62,16 +61,13 @@ func (s *Slack) Send(ctx context.Context, m Message) (string, error) {
 		TS    string `json:"ts"`
 	}
 	jerr := json.Unmarshal(a.Body, &ans)
-	why := ans.Error
-	if why == "" {
-		why = short(a.Body)
-	}
+	why := reason(ans.Error, a)
 	switch c := a.Status; {
 	case c == http.StatusOK && ans.OK:
 		return ans.TS, nil
 	case c == http.StatusOK && (a.ReadErr != nil || jerr != nil):
 		// The answer broke off: posted or not, only the channel can tell.
-		return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: an answer that could not be read: %s", s.name, why)}
+		return "", s.w.lostID(a, "body")
 	case c == http.StatusTooManyRequests || ans.Error == "ratelimited":
 		return "", s.w.refused("later", a, s.w.retryAfter(a), why)
 	case c >= 500 || slackUnknown[ans.Error]:

@@ -90,7 +90,7 @@ func newSMTP(cfg config.Provider, d Deps) (Provider, error) {
 // Capabilities: lookup when lookup_url is set; receipts through a mail
 // service's events.
 func (s *SMTP) Capabilities() Capabilities {
-	return Capabilities{Lookup: s.lookupURL != "", Timeout: s.timeout, LookupSettle: s.settle, Receipts: true, Rate: s.rate, Burst: s.burst}
+	return Capabilities{Lookup: s.lookupURL != "", Timeout: s.timeout, LookupSettle: s.settle, Receipts: true, Threads: true, Rate: s.rate, Burst: s.burst}
 }
 
 // Hold holds a send to the provider's rate.

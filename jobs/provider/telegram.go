@@ -68,27 +68,26 @@ func (t *Telegram) Send(ctx context.Context, m Message) (string, error) {
 		} `json:"parameters"`
 	}
 	_ = json.Unmarshal(a.Body, &ans)
-	why := ans.Description
-	if why == "" {
-		why = short(a.Body)
+	why := reason(ans.Description, a)
+	// The Bot API's advice (parameters.retry_after, in seconds) comes
+	// first, then the header, as on every other kind.
+	retry := time.Duration(ans.Parameters.RetryAfter) * time.Second
+	if retry <= 0 {
+		retry = t.w.retryAfter(a)
 	}
 	switch c := a.Status; {
 	case c == http.StatusOK && ans.OK:
 		return ans.Result.MessageID.String(), nil
 	case c == http.StatusOK:
 		if a.ReadErr != nil {
-			return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: read answer: %w", t.name, a.ReadErr)}
+			return "", t.w.lostID(a, "body")
 		}
 		return "", t.w.refused("unknown", a, 0, why)
 	case c == http.StatusTooManyRequests:
 		// "Too Many Requests: retry after N": not sent.
-		retry := time.Duration(ans.Parameters.RetryAfter) * time.Second
-		if retry == 0 {
-			retry = t.w.retryAfter(a)
-		}
 		return "", t.w.refused("later", a, retry, why)
 	case c >= 500:
-		return "", t.w.refused("unknown", a, 0, why)
+		return "", t.w.refused("unknown", a, retry, why)
 	case c >= 400:
 		// 400 chat not found / empty text, 401 bad token, 403 blocked by
 		// the user: nothing was sent.

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -123,10 +122,7 @@ func (t *Twilio) Send(ctx context.Context, m Message) (string, error) {
 		Message string `json:"message"`
 	}
 	_ = json.Unmarshal(a.Body, &ans)
-	why := fmt.Sprintf("code %d: %s", ans.Code, ans.Message)
-	if ans.Code == 0 {
-		why = short(a.Body)
-	}
+	why := reason(coded(ans.Code, ans.Message), a)
 	switch c := a.Status; {
 	case c == http.StatusCreated || c == http.StatusOK:
 		// Twilio created the message: sent, even if the id was lost on

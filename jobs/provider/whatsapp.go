@@ -97,19 +97,13 @@ func (w *WhatsApp) Send(ctx context.Context, m Message) (string, error) {
 		} `json:"error"`
 	}
 	_ = json.Unmarshal(a.Body, &ans)
-	why := fmt.Sprintf("code %d: %s", ans.Error.Code, ans.Error.Message)
-	if ans.Error.Code == 0 {
-		why = short(a.Body)
-	}
+	why := reason(coded(ans.Error.Code, ans.Error.Message), a)
 	switch c := a.Status; {
 	case c == http.StatusOK:
 		if len(ans.Messages) == 0 || ans.Messages[0].ID == "" {
 			// Accepted, but the id was lost: the status webhook will
 			// bring it, with our reference.
-			if a.ReadErr != nil {
-				return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: read answer: %w", w.name, a.ReadErr)}
-			}
-			return "", &Ambiguous{Status: c, Err: fmt.Errorf("%s: answered 200 without messages[0].id: %s", w.name, short(a.Body))}
+			return "", w.w.lostID(a, "messages[0].id")
 		}
 		return ans.Messages[0].ID, nil
 	case c == http.StatusTooManyRequests || whatsappLater[ans.Error.Code]:

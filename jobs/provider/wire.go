@@ -133,6 +133,33 @@ func (w *wire) refused(kind string, a answer, retry time.Duration, why string) e
 	}
 }
 
+// reason is the provider's own reason for its answer, or the start of the
+// body when it gave none.
+func reason(given string, a answer) string {
+	if given == "" {
+		return short(a.Body)
+	}
+	return given
+}
+
+// coded is a reason with the provider's error code ("" when it sent none).
+func coded(code int, msg string) string {
+	if code == 0 {
+		return ""
+	}
+	return fmt.Sprintf("code %d: %s", code, msg)
+}
+
+// lostID is the error for a 200 that accepted the message but whose id
+// (what) could not be read: the body broke off or lacked it. The message
+// may well be out, so the outcome is unknown, never "not sent".
+func (w *wire) lostID(a answer, what string) error {
+	if a.ReadErr != nil {
+		return &Ambiguous{Status: a.Status, Err: fmt.Errorf("%s: read answer: %w", w.name, a.ReadErr)}
+	}
+	return &Ambiguous{Status: a.Status, Err: fmt.Errorf("%s: answered %d without a readable %s: %s", w.name, a.Status, what, short(a.Body))}
+}
+
 // pointer reads the JSON pointer ptr (RFC 6901) in doc as a string: a
 // string as is, a number or boolean in its JSON form; ok is false when
 // there is nothing there or it is an object, array or null.
