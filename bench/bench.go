@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 const (
 	targetHandoff = "handoff"
 	targetFloor   = "floor"
-	targetBare    = "bare"
+	// targetBase is handoff from -base-bin: the build compared with.
+	targetBase = "base"
+	targetBare = "bare"
 
 	// demoChannel is the one channel of handoff's built-in demo config.
 	demoChannel = "demo"
@@ -33,6 +36,10 @@ type measurement struct {
 	events   int        // storing targets only: events the data dir holds
 	dataErr  error      // storing targets only: the data dir could not be read
 	logTail  string     // the child's last output, shown when the run failed
+	// written is what the target wrote to storage during the measured run
+	// (the write_bytes of /proc/PID/io: page-cache pages it dirtied), -1
+	// when the system does not say.
+	written int64
 }
 
 type fileSize struct {
@@ -54,9 +61,14 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	printMachine(out, cfg, parent)
 
-	bin := ""
+	bin, base := "", ""
 	if slices.Contains(cfg.targets, targetHandoff) {
 		if bin, err = handoffBinary(ctx, cfg, parent, out); err != nil {
+			return err
+		}
+	}
+	if cfg.baseBin != "" {
+		if base, err = handoffBinary(ctx, config{bin: cfg.baseBin}, parent, out); err != nil {
 			return err
 		}
 	}
@@ -87,6 +99,8 @@ func bench(ctx context.Context, cfg config, out io.Writer) error {
 			switch target {
 			case targetHandoff:
 				argv = []string{bin, "serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0"}
+			case targetBase:
+				argv = []string{base, "serve", "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0"}
 			case targetFloor:
 				argv = []string{self, "-" + floorServeFlag, filepath.Join(dir, "addr"), "-" + floorDataFlag, filepath.Join(dir, "data")}
 			case targetBare:
@@ -161,11 +175,20 @@ func measure(ctx context.Context, cfg config, tpl bodyTemplate, target string, a
 		m.events = cfg.warmup + 1 + cfg.n
 	}
 
+	before := ioWritten(ch.Pid())
 	m.res = runLoad(ctx, client, url, tpl, 'm', round, cfg.n, cfg.c)
+	m.written = -1
+	if after := ioWritten(ch.Pid()); before >= 0 && after >= 0 {
+		m.written = after - before
+	}
 	if err := ctx.Err(); err != nil {
 		return m, fmt.Errorf("stopped after %d of %d requests: %w", m.res.sent, cfg.n, err)
 	}
 	m.stats = summarize(target, m.res, cfg.n)
+	m.stats.pages = -1
+	if m.written >= 0 && stores(target) {
+		m.stats.pages = pagesPerEvent(m)
+	}
 	client.CloseIdleConnections()
 	m.shutdown = ch.stop()
 	if m.stats.errors > 0 {
@@ -221,10 +244,40 @@ func printDataDir(out io.Writer, target string, m measurement) {
 	case len(m.dbFiles) == 0:
 		fmt.Fprintf(out, "WARNING: %s data: the data dir holds no files\n", target)
 	}
+	if m.written >= 0 && m.stats.rate > 0 {
+		fmt.Fprintf(out, "%s wrote %s during the measured run: %.1f pages of 4 KiB per event\n",
+			target, byteSize(m.written), pagesPerEvent(m))
+	}
 	for _, f := range m.dbFiles {
 		fmt.Fprintf(out, "%s data: %s %s for %s events, warm-up included (<= %s/event; the file grows in steps)\n",
 			target, f.name, byteSize(f.size), thousands(int64(m.events)), byteSize(f.size/int64(max(m.events, 1))))
 	}
+}
+
+// pagesPerEvent is what m's target wrote to storage per accepted event,
+// in 4 KiB pages (bbolt's page size here): every page a commit dirties,
+// the freelist and meta pages included.
+func pagesPerEvent(m measurement) float64 {
+	return float64(m.written) / 4096 / float64(max(m.res.accepted(), 1))
+}
+
+// ioWritten is write_bytes of /proc/pid/io: the bytes process pid caused
+// to be written to storage so far. -1 when it cannot be read.
+func ioWritten(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
 }
 
 func printFailure(out io.Writer, target string, m measurement, n int) {
@@ -256,7 +309,20 @@ func printSummary(out io.Writer, cfg config, all map[string][]stats) {
 		rows = append(rows, s)
 	}
 	printTable(out, rows)
+	for _, target := range cfg.targets {
+		var pages []float64
+		for _, r := range all[target] {
+			if r.pages >= 0 {
+				pages = append(pages, r.pages)
+			}
+		}
+		if stores(target) && len(pages) > 0 {
+			fmt.Fprintf(out, "%s: %.1f pages of 4 KiB written per event (median of %d rounds; /proc/PID/io write_bytes over the measured run)\n", target, median(pages), len(pages))
+		}
+	}
 
+	printRatio(out, all, targetBase, targetFloor)
+	printRatio(out, all, targetHandoff, targetBase)
 	printRatio(out, all, targetHandoff, targetBare)
 	printRatio(out, all, targetFloor, targetBare)
 	printRatio(out, all, targetHandoff, targetFloor)

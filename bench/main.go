@@ -51,6 +51,7 @@ const (
 type config struct {
 	n, c, size, rounds, warmup int
 	bin, repo, dir             string
+	baseBin                    string // the base target's binary: an older build to compare with
 	targets                    []string
 	keep                       bool
 	timeout                    time.Duration
@@ -109,6 +110,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds; each runs every target once and the summary takes the median")
 	fs.IntVar(&cfg.warmup, "warmup", 500, "unmeasured requests (separate ids) sent to each target before measuring")
 	fs.StringVar(&cfg.bin, "bin", "", "prebuilt handoff binary (default: go build the repository)")
+	fs.StringVar(&cfg.baseBin, "base-bin", "", "a second handoff binary, run as the target base in every round beside handoff, so two builds are compared under the same load (adds base to -targets)")
 	fs.StringVar(&cfg.repo, "repo", "", "repository root to build from (default: walk up from the working directory to go.mod)")
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories; put it on the disk you want to measure (default: $TMPDIR)")
 	fs.StringVar(&targets, "targets", "handoff,floor,bare", "comma-separated targets to run: handoff, floor (durable bbolt ingest at its least), bare")
@@ -151,6 +153,9 @@ func parseFlags(args []string) (config, error) {
 			seen[t] = true
 			cfg.targets = append(cfg.targets, t)
 		}
+	}
+	if cfg.baseBin != "" {
+		cfg.targets = append([]string{targetBase}, cfg.targets...)
 	}
 	return cfg, nil
 }

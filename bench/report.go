@@ -18,6 +18,7 @@ type stats struct {
 	p50, p99 time.Duration
 	max      time.Duration
 	errors   int
+	pages    float64 // storage pages written per event; -1 when not measured
 }
 
 func summarize(target string, r result, n int) stats {

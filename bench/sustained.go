@@ -27,6 +27,7 @@ import (
 // the bench watches whether drafting keeps up with ingest.
 //
 //	go run ./bench sustained -rate 500,1000,2000 -duration 60s
+//	go run ./bench sustained -bin /tmp/old,/tmp/new -rounds 3   # two builds side by side
 
 // sustainedConfig is the sustained mode's command line.
 type sustainedConfig struct {
@@ -35,19 +36,21 @@ type sustainedConfig struct {
 	draftWorkers int   // handoff's draft_workers; 0 leaves its default
 	// quiet is the demo channel's quiet period: a draft job is due this
 	// long after its message, so drafting is compared with arrivals from then.
-	quiet          time.Duration
-	duration       time.Duration
-	c, size        int
-	autoApprove    bool // the demo channel approves its own drafts
-	sample, drain  time.Duration
-	bin, repo, dir string
-	keep           bool
-	timeout        time.Duration
+	quiet         time.Duration
+	duration      time.Duration
+	c, size       int
+	autoApprove   bool // the demo channel approves its own drafts
+	sample, drain time.Duration
+	bins          []string // prebuilt binaries, compared side by side; empty: build the repository
+	rounds        int      // times the whole plan runs, builds interleaved; the summary takes medians
+	repo, dir     string
+	keep          bool
+	timeout       time.Duration
 }
 
 func parseSustainedFlags(args []string) (sustainedConfig, error) {
 	var cfg sustainedConfig
-	var rates, workers string
+	var rates, workers, bins string
 	fs := flag.NewFlagSet("bench sustained", flag.ContinueOnError)
 	fs.StringVar(&rates, "rate", "2000", "arrival rates in events/s, comma-separated; each runs on a fresh instance, in this order")
 	fs.DurationVar(&cfg.duration, "duration", 60*time.Second, "how long events arrive at each rate")
@@ -59,7 +62,8 @@ func parseSustainedFlags(args []string) (sustainedConfig, error) {
 	fs.DurationVar(&cfg.quiet, "quiet", hconfig.Default().Channels[0].Coalesce, "the demo channel's quiet period (its default channels[].coalesce): drafts are due this long after their message, so drafted/s is counted from then on")
 	fs.DurationVar(&cfg.sample, "sample", time.Second, "how often /metrics is read")
 	fs.DurationVar(&cfg.drain, "drain", 0, "after the arrivals stop, keep reading /metrics this long or until the draft queue is empty, to see how long the backlog takes")
-	fs.StringVar(&cfg.bin, "bin", "", "prebuilt handoff binary (default: go build the repository)")
+	fs.StringVar(&bins, "bin", "", "prebuilt handoff binaries, comma-separated (default: go build the repository); with several, each run of the plan runs once per binary, one after the other, so two builds are compared under the same load")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "times the whole plan runs (every binary, worker count and rate); with more than one, the summary also prints each binary's medians")
 	fs.StringVar(&cfg.repo, "repo", "", "repository root to build from (default: walk up from the working directory to go.mod)")
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories (default: $TMPDIR)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (data, child logs)")
@@ -81,6 +85,14 @@ func parseSustainedFlags(args []string) (sustainedConfig, error) {
 		}
 		cfg.rates = append(cfg.rates, n)
 	}
+	if bins != "" {
+		for _, b := range strings.Split(bins, ",") {
+			if b = strings.TrimSpace(b); b == "" {
+				return cfg, fmt.Errorf("-bin: %q names an empty binary", bins)
+			}
+			cfg.bins = append(cfg.bins, b)
+		}
+	}
 	for _, w := range strings.Split(workers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < 0 || n > 256 {
@@ -89,8 +101,10 @@ func parseSustainedFlags(args []string) (sustainedConfig, error) {
 		cfg.workerCounts = append(cfg.workerCounts, n)
 	}
 	switch {
-	case len(cfg.rates)*len(cfg.workerCounts) > maxRound:
-		return cfg, fmt.Errorf("-rate and -workers: at most %d runs", maxRound)
+	case cfg.rounds < 1:
+		return cfg, errors.New("-rounds must be at least 1")
+	case len(cfg.rates)*len(cfg.workerCounts)*max(len(cfg.bins), 1)*cfg.rounds > maxRound:
+		return cfg, fmt.Errorf("-rate, -workers, -bin and -rounds: at most %d runs", maxRound)
 	case cfg.duration < time.Second || cfg.duration > maxDuration:
 		return cfg, fmt.Errorf("-duration must be between 1s and %s", maxDuration)
 	case cfg.draftWorkers < 0 || cfg.draftWorkers > 256:
@@ -135,6 +149,7 @@ type completion struct {
 
 // sustainedRun is what one rate observed.
 type sustainedRun struct {
+	build         string // the binary's name, when several are compared
 	rate, workers int
 	quiet         time.Duration // drafted/s is counted from the first point after it
 	n             int           // requests scheduled
@@ -188,9 +203,20 @@ func sustained(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "sustained: rates %s events/s, %s each, open loop (at most %d in flight), %d-byte bodies; template drafter, auto_approve %s; workers %s, draft_workers %s\n",
 		joinInts(cfg.rates), cfg.duration, cfg.c, cfg.size, approval, workersLabel(cfg.workerCounts), workersLabel([]int{cfg.draftWorkers}))
 
-	bin, err := handoffBinary(ctx, config{bin: cfg.bin, repo: cfg.repo}, parent, out)
-	if err != nil {
-		return err
+	var builds []string // the binaries, absolute
+	if len(cfg.bins) == 0 {
+		bin, err := handoffBinary(ctx, config{repo: cfg.repo}, parent, out)
+		if err != nil {
+			return err
+		}
+		builds = []string{bin}
+	}
+	for _, b := range cfg.bins {
+		bin, err := handoffBinary(ctx, config{bin: b}, parent, out)
+		if err != nil {
+			return err
+		}
+		builds = append(builds, bin)
 	}
 	tpl, err := newBodyTemplate(cfg.size)
 	if err != nil {
@@ -198,11 +224,18 @@ func sustained(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var runs []*sustainedRun
 	invalid := false
-	type job struct{ rate, workers int }
+	type job struct {
+		bin           string
+		rate, workers int
+	}
 	var plan []job
-	for _, w := range cfg.workerCounts {
-		for _, rate := range cfg.rates {
-			plan = append(plan, job{rate, w})
+	for range cfg.rounds {
+		for _, w := range cfg.workerCounts {
+			for _, rate := range cfg.rates {
+				for _, b := range builds {
+					plan = append(plan, job{b, rate, w})
+				}
+			}
 		}
 	}
 	for i, j := range plan {
@@ -210,11 +243,18 @@ func sustained(ctx context.Context, args []string, out io.Writer) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		r, err := runSustained(ctx, cfg, bin, tpl, j.rate, j.workers, i+1, dir)
+		r, err := runSustained(ctx, cfg, j.bin, tpl, j.rate, j.workers, i+1, dir)
 		if err != nil {
-			return fmt.Errorf("rate %d, workers %d: %w", j.rate, j.workers, err)
+			return fmt.Errorf("%s, rate %d, workers %d: %w", j.bin, j.rate, j.workers, err)
 		}
-		fmt.Fprintf(out, "\nrun %d/%d: rate %s events/s for %s, workers %s\n", i+1, len(plan), thousands(int64(j.rate)), cfg.duration, workersLabel([]int{j.workers}))
+		if len(builds) > 1 {
+			r.build = filepath.Base(j.bin)
+		}
+		label := ""
+		if r.build != "" {
+			label = ", build " + r.build
+		}
+		fmt.Fprintf(out, "\nrun %d/%d: rate %s events/s for %s, workers %s%s\n", i+1, len(plan), thousands(int64(j.rate)), cfg.duration, workersLabel([]int{j.workers}), label)
 		printPoints(out, r)
 		printSustainedTotals(out, r)
 		if r.shutdown != nil {
@@ -244,6 +284,10 @@ func sustained(ctx context.Context, args []string, out io.Writer) error {
 	if len(runs) > 1 {
 		fmt.Fprintf(out, "\nsummary (each run on a fresh instance, in this order)\n")
 		printSustainedSummary(out, runs)
+	}
+	if cfg.rounds > 1 {
+		fmt.Fprintf(out, "\nmedians of %d rounds\n", cfg.rounds)
+		printSustainedMedians(out, runs)
 	}
 	if invalid {
 		fmt.Fprintf(out, "\n!!! INVALID RUN: some requests failed; these numbers must not be used. !!!\n")
@@ -648,14 +692,69 @@ func printSustainedTotals(out io.Writer, r *sustainedRun) {
 
 func printSustainedSummary(out io.Writer, runs []*sustainedRun) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "rate\tworkers\taccepted/s\tdrafted/s\tdrafted/accepted\tqueue at end\tqueue growth/s\tbounded\tattempt\tp50\tp99\t")
+	fmt.Fprintln(tw, "build\trate\tworkers\taccepted/s\tdrafted/s\tdrafted/accepted\tqueue at end\tqueue growth/s\tbounded\tattempt\tp50\tp99\t")
 	for _, r := range runs {
 		t := totals(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%v\t%s\t%s\t%s\t\n", thousands(int64(r.rate)), workersLabel([]int{r.workers}),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%v\t%s\t%s\t%s\t\n", buildLabel(r.build), thousands(int64(r.rate)), workersLabel([]int{r.workers}),
 			thousands(int64(math.Round(t.accepted))), thousands(int64(math.Round(t.drafted))), t.ratio,
 			thousands(int64(t.queueEnd)), thousands(int64(math.Round(t.growth))), t.bounded, ms(t.attempt), ms(t.p50), ms(t.p99))
 	}
 	tw.Flush()
+}
+
+// printSustainedMedians prints, for each build, rate and worker count, the
+// medians over the rounds: the figures to compare when the machine's load
+// moves between runs.
+func printSustainedMedians(out io.Writer, runs []*sustainedRun) {
+	type group struct {
+		build         string
+		rate, workers int
+	}
+	var order []group
+	by := map[group][]sustainedTotals{}
+	for _, r := range runs {
+		g := group{r.build, r.rate, r.workers}
+		if _, ok := by[g]; !ok {
+			order = append(order, g)
+		}
+		by[g] = append(by[g], totals(r))
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "build\trate\tworkers\trounds\taccepted/s\tdrafted/s\tdrafted/accepted\tqueue at end\tbounded\tattempt\tp99\t")
+	for _, g := range order {
+		ts := by[g]
+		med := func(f func(sustainedTotals) float64) float64 {
+			xs := make([]float64, len(ts))
+			for i, t := range ts {
+				xs[i] = f(t)
+			}
+			slices.Sort(xs)
+			return xs[len(xs)/2]
+		}
+		bounded := 0
+		for _, t := range ts {
+			if t.bounded {
+				bounded++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.2f\t%s\t%d of %d\t%s\t%s\t\n", buildLabel(g.build), thousands(int64(g.rate)), workersLabel([]int{g.workers}), len(ts),
+			thousands(int64(math.Round(med(func(t sustainedTotals) float64 { return t.accepted })))),
+			thousands(int64(math.Round(med(func(t sustainedTotals) float64 { return t.drafted })))),
+			med(func(t sustainedTotals) float64 { return t.ratio }),
+			thousands(int64(med(func(t sustainedTotals) float64 { return t.queueEnd }))),
+			bounded, len(ts),
+			ms(time.Duration(med(func(t sustainedTotals) float64 { return float64(t.attempt) }))),
+			ms(time.Duration(med(func(t sustainedTotals) float64 { return float64(t.p99) }))))
+	}
+	tw.Flush()
+}
+
+// buildLabel names a run's build in a table: "-" when one build ran.
+func buildLabel(b string) string {
+	if b == "" {
+		return "-"
+	}
+	return b
 }
 
 // workersLabel names worker counts, 0 being handoff's default.

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -244,17 +245,23 @@ func (ob *Outbox) job(id string, o store.Outbox) store.NewJob {
 // Resolve enqueues a delivery job for every row left effect_pending or
 // pending without a live job (a job discarded by a crash loop, a bug): the
 // job then resolves it by the usual rules. It returns how many it enqueued.
+//
+// It runs at every start and every minute, and a file can hold a great
+// many unfinished rows (a backlog waiting for a provider), nearly all with
+// their job: so it finds the orphans from the keys of two indexes (the
+// rows by status, the live jobs by key) in a read transaction, reading no
+// row and holding no write lock, and only then writes the few it found,
+// deciding each again in the write transaction.
 func (ob *Outbox) Resolve(ctx context.Context, now time.Time) (int, error) {
-	n := 0
-	err := ob.st.Update(ctx, func(tx *store.Tx) error {
-		n = 0
+	var orphans []string
+	err := ob.st.View(func(tx *store.Tx) error {
+		orphans = orphans[:0]
 		for _, st := range []store.OutboxStatus{store.OutboxPending, store.OutboxEffectPending} {
-			err := tx.EachOutbox(st, func(o store.Outbox) error {
-				_, created, err := tx.Enqueue(ob.job(ob.newID(), o), o.CorrelationID, now)
-				if created {
-					n++
+			err := tx.EachOutboxID(st, func(id string) error {
+				if !tx.HasLiveJob(Kind, id) {
+					orphans = append(orphans, id)
 				}
-				return err
+				return nil
 			})
 			if err != nil {
 				return err
@@ -265,5 +272,44 @@ func (ob *Outbox) Resolve(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("delivery: resolve unfinished deliveries: %w", err)
 	}
-	return n, nil
+	total := 0
+	for chunk := range slices.Chunk(orphans, resolveChunk) {
+		ids := make([]string, len(chunk)) // a job id each, minted once: fn may run twice
+		for i := range ids {
+			ids[i] = ob.newID()
+		}
+		n := 0
+		err := ob.st.Update(ctx, func(tx *store.Tx) error {
+			n = 0
+			for i, id := range chunk {
+				o, err := tx.Outbox(id)
+				if errors.Is(err, store.ErrNotFound) {
+					continue // deleted (retention, an undo) since the read
+				}
+				if err != nil {
+					return err
+				}
+				if o.Status != store.OutboxPending && o.Status != store.OutboxEffectPending {
+					continue // its job moved it on since the read
+				}
+				_, created, err := tx.Enqueue(ob.job(ids[i], o), o.CorrelationID, now)
+				if err != nil {
+					return err
+				}
+				if created {
+					n++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("delivery: resolve unfinished deliveries: %w", err)
+		}
+		total += n
+	}
+	return total, nil
 }
+
+// resolveChunk bounds the rows one of Resolve's write transactions
+// enqueues, so the write lock is held briefly however many it found.
+const resolveChunk = 256

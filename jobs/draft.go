@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,9 @@ type DraftJob struct {
 	// ContextTokens is the budget of the earlier conversation given to the
 	// drafter, newest first; 0: DefaultContextTokens.
 	ContextTokens int
+	// BudgetRecheck is how long a draft held back by its client's calls in
+	// flight waits before it asks the budget again; 0: DefaultBudgetRecheck.
+	BudgetRecheck time.Duration
 }
 
 // Run drafts the event job.Key unless its draft is already stored.
@@ -100,8 +104,18 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	// recorded decision is made again below on the drafter's validated fields.
 	hint := k.Router.Route(ev.Channel, in.Text, routingFields(drafter.Extract(in.Text), ev))
 	in.Owner, in.Instruction = hint.Owner, p.Instruction
-	if err := k.checkBudget(ev.Channel); err != nil {
+	client, err := k.holdBudget(ctx, job, ev.Channel)
+	if err != nil {
 		return err
+	}
+	if client != "" {
+		// Every way out but the commit that stores the draft (which
+		// releases the hold itself) gives the hold back.
+		defer func() {
+			if client != "" {
+				k.releaseBudget(ctx, client, job.ExecutionID)
+			}
+		}()
 	}
 	out, err := k.Drafter.Draft(ctx, in)
 	var invalid *drafter.InvalidOutput
@@ -139,7 +153,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		return fmt.Errorf("draft %s: %w", ev.Key, err)
 	}
 	dec := k.Router.Route(ev.Channel, in.Text, routingFields(out.Fields, ev))
-	err = k.record(ctx, job, &store.Draft{
+	err = k.recordReleasing(ctx, job, client, &store.Draft{
 		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
 		ConversationID: ev.ConversationID, Text: out.Text, Drafter: out.Drafter,
 		Model: out.Model, Template: out.Template, PromptVersion: out.PromptVersion,
@@ -155,6 +169,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return err
 	}
+	client = "" // released in the commit that stored the draft
 	if k.ObserveCost != nil {
 		k.ObserveCost(ev.Channel, out.PromptVersion, out.Currency, out.Cost)
 	}
@@ -165,11 +180,33 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 }
 
 // record stores d as version n (nil: the draft is already stored),
-// auto-approves it and completes job, in one commit (review.Record). The
-// model's answer is stored even when the attempt's context has just ended:
-// it is the record of the call, and a retry reuses it.
+// auto-approves it, completes job and leases the worker's next draft job
+// (ClaimNext), in one commit (review.Record). The model's answer is stored
+// even when the attempt's context has just ended: it is the record of the
+// call, and a retry reuses it.
 func (k *DraftJob) record(ctx context.Context, job store.Job, d *store.Draft, n int) error {
-	_, err := k.Review.Record(context.WithoutCancel(ctx), job, d, n, k.now().UTC())
+	return k.recordReleasing(ctx, job, "", d, n)
+}
+
+// recordReleasing is record that also releases client's budget hold of
+// this execution (none when client is empty) in the same commit, so the
+// budget never counts the call twice, as a hold and as a stored cost, nor
+// misses it in between.
+func (k *DraftJob) recordReleasing(ctx context.Context, job store.Job, client string, d *store.Draft, n int) error {
+	next := ClaimNext(ctx)
+	then := next
+	if client != "" {
+		then = func(tx *store.Tx) error {
+			if err := tx.ReleaseBudget(client, job.ExecutionID); err != nil {
+				return err
+			}
+			if next != nil {
+				return next(tx)
+			}
+			return nil
+		}
+	}
+	_, err := k.Review.Record(context.WithoutCancel(ctx), job, d, n, k.now().UTC(), then)
 	return err
 }
 
@@ -180,9 +217,6 @@ func (k *DraftJob) now() time.Time {
 	}
 	return time.Now()
 }
-
-// budgetScan bounds the drafts a budget check reads (store.DraftCosts).
-const budgetScan = 100000
 
 // BudgetSpent is a client whose drafting budget for the day is spent: its
 // messages wait (the job is due again at the next UTC midnight) until then
@@ -196,41 +230,108 @@ func (e *BudgetSpent) Error() string {
 	return fmt.Sprintf("the daily drafting budget of client %s is spent (%.4f of %.4f): drafting waits until the next day (UTC) or a raised budget", e.Client, e.Spent, e.Limit)
 }
 
-// checkBudget refuses a model call once the channel's client has spent
-// its daily budget; the job waits until the next UTC day.
-func (k *DraftJob) checkBudget(channel string) error {
+// BudgetHeld is a client whose calls in flight may spend what is left of
+// its budget: the job waits for them to store their cost, then asks again.
+type BudgetHeld struct {
+	Client             string
+	Spent, Held, Limit float64
+	Calls              int
+}
+
+func (e *BudgetHeld) Error() string {
+	return fmt.Sprintf("client %s has %d drafting calls in flight that may spend what is left of its daily budget (%.4f spent, %.4f held, of %.4f): this draft waits for their cost", e.Client, e.Calls, e.Spent, e.Held, e.Limit)
+}
+
+// DefaultBudgetRecheck is DraftJob.BudgetRecheck's default: about as long
+// as a model call takes.
+const DefaultBudgetRecheck = 10 * time.Second
+
+// holdBudget decides, in one write transaction, whether the channel's
+// client may pay for one more drafting call, and when it may, holds the
+// call's expected cost (the day's costliest draft) until the commit that
+// stores the draft releases it. A call is let through while the day's
+// stored costs, the holds of the calls in flight and this call's expected
+// cost stay within the budget, or while no other call is in flight and
+// the stored costs are below it. So the budget is overshot by at most one
+// call a day per client (the last one let through), when no call costs
+// more than the day's costliest so far; the first call of a day, whose
+// cost nothing predicts yet, runs alone. It returns the client held ("":
+// no budget, nothing held). Both refusals are a Snooze: the job waits
+// without spending an attempt, so a message is never dead-lettered for a
+// budget.
+func (k *DraftJob) holdBudget(ctx context.Context, job store.Job, channel string) (string, error) {
 	if k.Budget == nil {
-		return nil
+		return "", nil
 	}
 	client, limit, channels := k.Budget(channel)
 	if limit <= 0 {
-		return nil
+		return "", nil
 	}
 	t := k.now().UTC()
 	day := t.Truncate(24 * time.Hour)
-	spent, err := SpentSince(k.Store, day, channels)
+	until := t.Add(time.Hour)
+	if job.LeaseUntil != nil {
+		until = *job.LeaseUntil
+	}
+	var refused error
+	err := k.Store.Update(ctx, func(tx *store.Tx) error {
+		refused = nil
+		sp, err := tx.Spend(day, channels)
+		if err != nil {
+			return err
+		}
+		holds, err := tx.BudgetHolds(client, t)
+		if err != nil {
+			return err
+		}
+		held, calls := 0.0, 0
+		for _, h := range holds {
+			if h.ExecutionID != job.ExecutionID {
+				held, calls = held+h.Reserve, calls+1
+			}
+		}
+		switch {
+		case sp.Total >= limit:
+			refused = &Snooze{Err: &BudgetSpent{Client: client, Spent: sp.Total, Limit: limit}, After: day.Add(24 * time.Hour).Sub(t)}
+			return nil
+		case calls > 0 && (sp.Drafts == 0 || sp.Total+held+sp.Largest > limit):
+			refused = &Snooze{Err: &BudgetHeld{Client: client, Spent: sp.Total, Held: held, Limit: limit, Calls: calls}, After: cmp.Or(k.BudgetRecheck, DefaultBudgetRecheck)}
+			return nil
+		}
+		return tx.HoldBudget(store.BudgetHold{Client: client, ExecutionID: job.ExecutionID, Reserve: sp.Largest, Until: until}, t)
+	})
 	if err != nil {
-		return err
+		return "", fmt.Errorf("check the drafting budget of client %s: %w", client, err)
 	}
-	if spent < limit {
-		return nil
+	if refused != nil {
+		return "", refused
 	}
-	return &RetryLater{Err: &BudgetSpent{Client: client, Spent: spent, Limit: limit}, After: day.Add(24 * time.Hour).Sub(t)}
+	return client, nil
 }
 
-// SpentSince is the cost of the drafts of the given channels created since t.
+// releaseBudget gives back the hold of an attempt that stored no draft
+// (the model failed, the attempt was cancelled). A hold it fails to
+// release, or one left behind by a stopped process, ends with the job's
+// lease: until then it only holds drafts back, never lets one through.
+func (k *DraftJob) releaseBudget(ctx context.Context, client, execID string) {
+	_ = k.Store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		return tx.ReleaseBudget(client, execID)
+	})
+}
+
+// SpentSince is the cost of the drafts of the given channels created
+// since t, every one of them read (store.Tx.Spend).
 func SpentSince(st *store.Store, t time.Time, channels []string) (float64, error) {
-	costs, _, err := st.DraftCosts(t, budgetScan)
+	var sp store.Spend
+	err := st.View(func(tx *store.Tx) error {
+		var err error
+		sp, err = tx.Spend(t, channels)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
-	spent := 0.0
-	for _, c := range costs {
-		if slices.Contains(channels, c.Channel) {
-			spent += c.Cost
-		}
-	}
-	return spent, nil
+	return sp.Total, nil
 }
 
 // budgetOf is the Budget of a config: a channel's client, its budget

@@ -114,7 +114,9 @@ func TestDraftBudgetPausesAndResumes(t *testing.T) {
 	st := openStore(t)
 	f := newOAFakeModel(t, oaOK)
 	kinds, dj := oaPricedKinds(t, st, f)
-	clock := &fakeClock{now: time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)}
+	// Ahead of the wall clock the events are recorded in, so their jobs are due.
+	clock := &fakeClock{now: time.Now().UTC().Add(time.Minute)}
+	day := clock.Now().Truncate(24 * time.Hour)
 	dj.Now = clock.Now
 	// One draft costs 0.025 EUR; the budget is 0.02, so the first spends it.
 	dj.Budget = func(string) (string, float64, []string) { return "acme", 0.02, []string{"web"} }
@@ -140,15 +142,15 @@ func TestDraftBudgetPausesAndResumes(t *testing.T) {
 	if !strings.Contains(job.Attempts[0].Error, "the daily drafting budget of client acme is spent") {
 		t.Errorf("paused attempt error = %q, want the budget sentence", job.Attempts[0].Error)
 	}
-	if want := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC); !job.RunAt.Equal(want) {
+	if want := day.Add(24 * time.Hour); !job.RunAt.Equal(want) {
 		t.Errorf("paused job due %s, want the next UTC midnight %s", job.RunAt, want)
 	}
-	spent, err := SpentSince(st, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), []string{"web"})
+	spent, err := SpentSince(st, day, []string{"web"})
 	if err != nil || math.Abs(spent-0.025) > 1e-12 {
 		t.Errorf("spent today = %v, %v; want 0.025", spent, err)
 	}
 
-	clock.Advance(9*time.Hour + time.Second) // 00:00:01 the next day
+	clock.Advance(day.Add(24*time.Hour).Sub(clock.Now()) + time.Second) // 00:00:01 the next day
 	r.Wake()
 	job = waitFinal(t, st, second.Job.ID, store.JobCompleted)
 	if n := len(f.Calls()); n != 2 {

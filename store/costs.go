@@ -2,7 +2,9 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -83,4 +85,108 @@ func (tx *Tx) DraftCosts(since time.Time, limit int) ([]DraftCost, bool, error) 
 		out = append(out, dc)
 	}
 	return out, false, nil
+}
+
+// Spend is what a drafting budget reads of a day's drafts.
+type Spend struct {
+	Total   float64 // the drafts' cost
+	Largest float64 // the costliest draft's: what the budget expects one more call to cost
+	Drafts  int     // how many there are
+}
+
+// spendFields is the part of a draft record a budget reads: decoding
+// three fields instead of the whole draft keeps a walk over a busy day's
+// drafts cheap.
+type spendFields struct {
+	Channel   string    `json:"channel"`
+	Cost      float64   `json:"cost"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Spend sums the drafts of channels created at or after since, reading
+// every one of them (DraftCosts stops at a bound; a budget must not). Like
+// DraftCosts, a draft of an event more than a week older than since is not
+// counted.
+func (tx *Tx) Spend(since time.Time, channels []string) (Spend, error) {
+	from := since.Add(-costLookback)
+	if from.Before(time.Unix(0, 0)) {
+		from = time.Unix(0, 0)
+	}
+	var start ulid.ULID
+	if err := start.SetTime(ulid.Timestamp(from)); err != nil {
+		return Spend{}, err
+	}
+	var sp Spend
+	c := tx.bucket(bucketDrafts).Cursor()
+	for k, v := c.Seek([]byte(DraftID(start.String()))); k != nil && bytes.HasPrefix(k, []byte("d")); k, v = c.Next() {
+		var d spendFields
+		if err := json.Unmarshal(v, &d); err != nil {
+			return Spend{}, fmt.Errorf("draft %s: %w", k, err)
+		}
+		if d.CreatedAt.Before(since) || !slices.Contains(channels, d.Channel) {
+			continue
+		}
+		sp.Total += d.Cost
+		sp.Largest = max(sp.Largest, d.Cost)
+		sp.Drafts++
+	}
+	return sp, nil
+}
+
+// BudgetHold is a drafting call in flight that a client's budget counts
+// before its cost is stored: a draft job holds it from its budget check to
+// the commit that stores the draft (ReleaseBudget in that transaction).
+type BudgetHold struct {
+	Client      string    `json:"client"`
+	ExecutionID string    `json:"execution_id"`
+	Reserve     float64   `json:"reserve"` // what the call is expected to cost
+	Until       time.Time `json:"until"`   // the job's lease: a hold outlives neither its attempt nor its process
+}
+
+// budgetHoldKey is a hold's key in meta: one per client and execution.
+func budgetHoldKey(client, execID string) []byte {
+	return []byte("budget_hold:" + client + "\x00" + execID)
+}
+
+// BudgetHolds returns client's holds still in force at now.
+func (tx *Tx) BudgetHolds(client string, now time.Time) ([]BudgetHold, error) {
+	prefix := []byte("budget_hold:" + client + "\x00")
+	var out []BudgetHold
+	c := tx.bucket(bucketMeta).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var h BudgetHold
+		if err := json.Unmarshal(v, &h); err != nil {
+			return nil, fmt.Errorf("budget hold %q: %w", k, err)
+		}
+		if h.Until.After(now) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// HoldBudget writes h, and deletes client's holds that have expired by
+// now (their attempt ended without releasing them: the process stopped).
+func (tx *Tx) HoldBudget(h BudgetHold, now time.Time) error {
+	prefix := []byte("budget_hold:" + h.Client + "\x00")
+	meta := tx.bucket(bucketMeta)
+	var expired [][]byte
+	c := meta.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var old BudgetHold
+		if err := json.Unmarshal(v, &old); err != nil || !old.Until.After(now) {
+			expired = append(expired, bytes.Clone(k))
+		}
+	}
+	for _, k := range expired {
+		if err := meta.Delete(k); err != nil {
+			return err
+		}
+	}
+	return putJSON(meta, budgetHoldKey(h.Client, h.ExecutionID), h)
+}
+
+// ReleaseBudget deletes the hold of client and execution execID, if any.
+func (tx *Tx) ReleaseBudget(client, execID string) error {
+	return tx.bucket(bucketMeta).Delete(budgetHoldKey(client, execID))
 }
