@@ -93,6 +93,7 @@ func draftAtOnce() *config.Config {
 	for i := range cfg.Channels {
 		cfg.Channels[i].Coalesce = 0
 	}
+	cfg.UndoWindow = 0 // an approval is sent at once
 	return cfg
 }
 

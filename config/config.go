@@ -48,7 +48,23 @@ type Config struct {
 	// Clients (yaml clients) are the businesses the channels belong to;
 	// empty when the file lists none, which is DefaultClient (ClientList).
 	Clients []Client
+
+	// UndoWindow (yaml undo_window) is how long a person's approval holds
+	// its reply before the delivery job may send it, so that Undo can take
+	// it back; default 10s, 0 sends at once (no undo). An auto-approval
+	// is never held: nobody is there to undo it.
+	UndoWindow time.Duration
+
+	// Digests (yaml digests) tell approvers that drafts wait (digests.go).
+	Digests []Digest
 }
+
+// DefaultUndoWindow is undo_window when the file sets none; MaxUndoWindow
+// is the longest it may be (a reply held longer is a reply late).
+const (
+	DefaultUndoWindow = 10 * time.Second
+	MaxUndoWindow     = 10 * time.Minute
+)
 
 // Auth holds the dashboard's login rules.
 type Auth struct {
@@ -118,6 +134,7 @@ type Fields struct {
 	Contact        string   // default "/from"
 	Name           string   // default "/name"
 	Text           string   // default "/text"
+	Subject        string   // optional: an email's subject, which its reply answers with "Re: "
 }
 
 // Drafter configures how reply drafts are written.
@@ -267,6 +284,7 @@ func defaults() *Config {
 		Retention: Retention{Events: 720 * time.Hour, Keys: 72 * time.Hour},
 
 		ProxyHeader: HeaderXForwardedFor,
+		UndoWindow:  DefaultUndoWindow,
 	}
 }
 
@@ -314,6 +332,17 @@ func (c *Config) Channel(name string) (*Channel, bool) {
 	for i := range c.Channels {
 		if c.Channels[i].Name == name {
 			return &c.Channels[i], true
+		}
+	}
+	return nil, false
+}
+
+// Provider finds a provider listed under providers by name; the built-in
+// sandbox, when the file does not list it, is not found.
+func (c *Config) Provider(name string) (*Provider, bool) {
+	for i := range c.Providers {
+		if c.Providers[i].Name == name {
+			return &c.Providers[i], true
 		}
 	}
 	return nil, false

@@ -287,6 +287,7 @@ func TestParseFullExample(t *testing.T) {
 		Retention: config.Retention{Events: 1000 * time.Hour, Keys: 48 * time.Hour},
 
 		ProxyHeader: config.HeaderXForwardedFor,
+		UndoWindow:  config.DefaultUndoWindow,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)

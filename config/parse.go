@@ -85,6 +85,11 @@ func (d *decoder) config(n *yaml.Node) *Config {
 		"draft_workers": func(p string, v *yaml.Node) {
 			d.intIn(p, v, &c.DraftWorkers, 1, 256)
 		},
+		"undo_window": func(p string, v *yaml.Node) {
+			if d.duration(p, v, &c.UndoWindow, true) && c.UndoWindow > MaxUndoWindow {
+				d.fail(p, v, "%s is longer than %s; an approved reply waits this long before it is sent", v.Value, fmtDuration(MaxUndoWindow))
+			}
+		},
 		"channels": func(p string, v *yaml.Node) {
 			d.list(p, v, func(p string, item *yaml.Node) {
 				if ch, ok := d.channel(p, item, channelNames, providerNames); ok {
@@ -94,6 +99,7 @@ func (d *decoder) config(n *yaml.Node) *Config {
 			})
 		},
 		"clients": func(p string, v *yaml.Node) { d.clients(p, v, &c.Clients, clientIDs) },
+		"digests": func(p string, v *yaml.Node) { d.digests(p, v, c, providerNames) },
 		"drafter": func(p string, v *yaml.Node) {
 			d.drafter(p, v, &c.Drafter)
 			d.checkChannelPrompts(c, v)
@@ -302,6 +308,7 @@ func (d *decoder) fields(path string, n *yaml.Node, f *Fields) (map[string]*yaml
 		"contact":         func(p string, v *yaml.Node) { source(p, v, &f.Contact) },
 		"name":            func(p string, v *yaml.Node) { source(p, v, &f.Name) },
 		"text":            func(p string, v *yaml.Node) { source(p, v, &f.Text) },
+		"subject":         func(p string, v *yaml.Node) { source(p, v, &f.Subject) },
 	})
 }
 

@@ -20,13 +20,17 @@ type Reply struct {
 	// gets maxAttempts attempts.
 	JobID       string
 	MaxAttempts int
+	// Hold is the approval's undo window: the delivery job is due At+Hold,
+	// and until then UndoTx can take the approval back. 0 sends at once.
+	Hold time.Duration
 }
 
 // CreateTx creates the outbox row of an approved reply, pending, with its
 // id "<conversation id>:<draft id>", and its delivery job, inside the
 // caller's transaction (the approval's): the row and the decision commit
 // together or not at all. A row that already exists is an error: only the
-// approval creates it, once.
+// approval creates it, once. With a Hold, the job is due at the end of the
+// undo window, which the row records (UndoUntil).
 func CreateTx(tx *store.Tx, r Reply) (store.Outbox, error) {
 	d := r.Draft
 	o := store.Outbox{
@@ -34,6 +38,11 @@ func CreateTx(tx *store.Tx, r Reply) (store.Outbox, error) {
 		Channel: d.Channel, ConversationID: d.ConversationID, To: r.To, Text: r.Text,
 		Provider: r.Provider, Status: store.OutboxPending, CreatedAt: r.At, UpdatedAt: r.At,
 		ApprovedBy: r.By, Attempts: []store.OutboxAttempt{},
+	}
+	runAt := r.At
+	if r.Hold > 0 {
+		o.UndoUntil = r.At.Add(r.Hold)
+		runAt = o.UndoUntil
 	}
 	switch _, err := tx.Outbox(o.ID); {
 	case err == nil:
@@ -44,7 +53,7 @@ func CreateTx(tx *store.Tx, r Reply) (store.Outbox, error) {
 	if err := tx.PutOutbox(nil, &o); err != nil {
 		return store.Outbox{}, err
 	}
-	if _, _, err := tx.Enqueue(store.NewJob{ID: r.JobID, Kind: Kind, Key: o.ID, MaxAttempts: r.MaxAttempts}, d.CorrelationID, r.At); err != nil {
+	if _, _, err := tx.Enqueue(store.NewJob{ID: r.JobID, Kind: Kind, Key: o.ID, MaxAttempts: r.MaxAttempts, RunAt: runAt}, d.CorrelationID, r.At); err != nil {
 		return store.Outbox{}, err
 	}
 	return o, nil

@@ -144,6 +144,16 @@ func (d *demo) waiting() (string, string) {
 	return id, key
 }
 
+// approved approves a new draft and returns its id.
+func (d *demo) approved() string {
+	d.t.Helper()
+	id := d.draft()
+	if code := d.api("POST", "/api/v1/drafts/"+id+"/approve", "", nil); code != http.StatusOK {
+		d.t.Fatalf("approve: %d", code)
+	}
+	return id
+}
+
 // outbox approves a new draft and returns its outbox id.
 func (d *demo) outbox() string {
 	d.t.Helper()
@@ -178,6 +188,9 @@ func (d *demo) fill(line string) (string, bool) {
 		// shows them as alternatives, so each gets a waiting lead of its own.
 		_, key := d.waiting()
 		line = strings.Replace(line, "/api/v1/events/"+m[1]+"/", "/api/v1/events/"+key+"/", 1)
+	}
+	if strings.Contains(line, "<approved draft id>") {
+		line = strings.ReplaceAll(line, "<approved draft id>", d.approved()) // inside the demo's undo_window
 	}
 	for strings.Contains(line, "<draft id>") {
 		line = strings.Replace(line, "<draft id>", d.draft(), 1)

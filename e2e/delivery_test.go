@@ -440,6 +440,7 @@ func (f *fakeProvider) received() ([]fakePost, int) {
 func TestDeliveryCrashWhileProviderHoldsSend(t *testing.T) {
 	fake := newFakeProvider(t)
 	inst := startInstance(t, fmt.Sprintf(`workers: 2
+undo_window: 0s
 channels:
   - name: demo
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}

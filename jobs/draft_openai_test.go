@@ -511,6 +511,7 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := oaConfig()
+			cfg.UndoWindow = 0 // not about undo: the reply goes at once
 			cfg.Channels = append(cfg.Channels, config.Channel{Name: "web", Provider: "sandbox"})
 			rv := review.New(st, cfg)
 			ap, err := rv.Approve(ctx, d1.ID, store.Decision{By: "tester", At: time.Now().UTC(), Text: tt.edit})

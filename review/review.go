@@ -7,6 +7,10 @@
 //	                        │   └──reject──▶ rejected
 //	                        └──regenerate (version n+1)──▶ rejected, "replaced by" the new version
 //
+// An approval holds its send for undo_window; inside it, Undo puts the
+// draft back to pending_approval and deletes the row and its job
+// (review/undo.go, delivery.UndoTx) in one transaction.
+//
 // Save stores what the drafter wrote (the first draft of a version wins);
 // Approve decides a draft and, in the same transaction, creates its outbox
 // row through delivery.CreateTx and its delivery job; Reject decides it the
@@ -172,8 +176,15 @@ type Approved struct {
 // returned and nothing is written. Approving a rejected draft is a
 // *store.ConflictError; a draft whose channel is no longer configured is a
 // *store.StateError (an approval that already happened is still answered).
-// dec.Text empty approves the draft as written; Edited is set here.
+// dec.Text empty approves the draft as written; Edited is set here. A
+// person's approval holds its send for the configured undo_window (the
+// delivery job is due at its end, and UndoTx can take it back until then).
 func (r *Review) ApproveTx(tx *store.Tx, id string, dec store.Decision, jobID string) (Approved, error) {
+	return r.approveTx(tx, id, dec, jobID, r.cfg.UndoWindow)
+}
+
+// approveTx is ApproveTx with the send held for hold (0: sent at once).
+func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID string, hold time.Duration) (Approved, error) {
 	d, err := tx.Draft(id)
 	if err != nil {
 		return Approved{}, err
@@ -216,7 +227,7 @@ func (r *Review) ApproveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 	}
 	o, err := delivery.CreateTx(tx, delivery.Reply{
 		Draft: d, To: to, Text: dec.Text, Provider: prov, By: dec.By, At: dec.At,
-		JobID: jobID, MaxAttempts: r.maxAttempts,
+		JobID: jobID, MaxAttempts: r.maxAttempts, Hold: hold,
 	})
 	if err != nil {
 		return Approved{}, err
@@ -331,7 +342,8 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 	if Recipient(ev, h) == "" {
 		return d, nil // it waits for a person, who can only close the lead
 	}
-	res, err := r.ApproveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID)
+	// Nobody is there to undo an auto-approval: it is sent at once.
+	res, err := r.approveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID, 0)
 	if err != nil {
 		return store.Draft{}, err
 	}
@@ -342,11 +354,14 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 // version n of its event's draft (SaveTx; nil: the job found the draft
 // already stored, and it is read again here), approves it when its channel
 // auto-approves, and completes job, held by execution job.ExecutionID, as
-// of now: a draft costs the job's claim and this one commit. A lease lost
-// meanwhile (the reaper gave the job to another execution) still records
-// the draft and the approval, but the job is not this execution's to
-// complete; its next execution finds the draft and completes it.
-func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n int, now time.Time) (store.Draft, error) {
+// of now: a draft costs the job's claim and this one commit. then, when
+// not nil, runs last in the same transaction: the runner leases the
+// worker's next job there (jobs.ClaimNext), so that claim costs no round
+// of its own. A lease lost meanwhile (the reaper gave the job to another
+// execution) still records the draft and the approval, but the job is not
+// this execution's to complete; its next execution finds the draft and
+// completes it.
+func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n int, now time.Time, then func(tx *store.Tx) error) (store.Draft, error) {
 	var out store.Draft
 	jobID := r.newID() // the delivery job an auto-approval enqueues
 	err := r.st.Update(ctx, func(tx *store.Tx) error {
@@ -365,7 +380,7 @@ func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n in
 				}
 				if err == nil {
 					out = store.Draft{}
-					return completeJob(tx, job, now)
+					return completeJob(tx, job, now, then)
 				}
 			}
 		}
@@ -375,7 +390,7 @@ func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n in
 		if out, err = r.AutoApproveTx(tx, out, now, jobID); err != nil {
 			return err
 		}
-		return completeJob(tx, job, now)
+		return completeJob(tx, job, now, then)
 	})
 	if err != nil {
 		return store.Draft{}, fmt.Errorf("review: record the draft of %s: %w", job.Key, err)
@@ -384,10 +399,13 @@ func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n in
 }
 
 // completeJob completes job, held by its execution, unless its lease was
-// lost meanwhile: then its next execution completes it.
-func completeJob(tx *store.Tx, job store.Job, now time.Time) error {
+// lost meanwhile (then its next execution completes it), and runs then.
+func completeJob(tx *store.Tx, job store.Job, now time.Time, then func(tx *store.Tx) error) error {
 	if err := tx.CompleteJob(job.ID, job.ExecutionID, now); err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		return err
+	}
+	if then != nil {
+		return then(tx)
 	}
 	return nil
 }

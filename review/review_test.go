@@ -300,7 +300,7 @@ func TestRecord(t *testing.T) {
 			d := draftFor(rec.Event, "Hi Ada")
 			d.ExecutionID = job.ExecutionID
 			end := t0.Add(time.Second)
-			got, err := rv.Record(ctx, job, &d, 1, end)
+			got, err := rv.Record(ctx, job, &d, 1, end, nil)
 			if err != nil {
 				t.Fatalf("Record: %v", err)
 			}
@@ -320,7 +320,7 @@ func TestRecord(t *testing.T) {
 				t.Errorf("%d delivery jobs for a channel that does not auto-approve, want 0", len(deliveries))
 			}
 			// Run again (a replay's new execution): the stored draft is reused.
-			again, err := rv.Record(ctx, job, nil, 0, end)
+			again, err := rv.Record(ctx, job, nil, 0, end, nil)
 			if err != nil || again.ID != got.ID || again.Status != got.Status {
 				t.Errorf("Record again = %+v, %v; want the same draft", again, err)
 			}
@@ -344,7 +344,7 @@ func TestRecordLeaseLost(t *testing.T) {
 		t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
 	}
 	d := draftFor(rec.Event, "Hi Ada")
-	got, err := rv.Record(ctx, job, &d, 1, t0.Add(3*time.Minute))
+	got, err := rv.Record(ctx, job, &d, 1, t0.Add(3*time.Minute), nil)
 	if err != nil || got.Status != store.DraftApproved {
 		t.Fatalf("Record after the lease was lost = %s, %v; want the draft stored and auto-approved", got.Status, err)
 	}
@@ -369,7 +369,7 @@ func TestAutoApproveLeavesDecisions(t *testing.T) {
 	if _, err := rv.Reject(ctx, d.ID, store.Decision{By: "ann", At: t0}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := rv.Record(ctx, job, nil, 0, t0)
+	got, err := rv.Record(ctx, job, nil, 0, t0, nil)
 	if err != nil || got.Status != store.DraftRejected || got.Decision.By != "ann" {
 		t.Errorf("Record over a rejected draft = %s by %+v, %v; want ann's rejection to stand", got.Status, got.Decision, err)
 	}

@@ -69,6 +69,7 @@ type Outbox struct {
 	ClaimedAt       time.Time        `json:"claimed_at,omitzero"`    // when ExecutionID claimed the row
 	Note            string           `json:"note,omitempty"`         // why it failed or needs a person
 	ApprovedBy      string           `json:"approved_by"`
+	UndoUntil       time.Time        `json:"undo_until,omitzero"` // until then the approval can be undone (delivery.UndoTx); the delivery job is due then
 	CreatedAt       time.Time        `json:"created_at"`
 	UpdatedAt       time.Time        `json:"updated_at"`
 	SentAt          *time.Time       `json:"sent_at,omitempty"`
@@ -99,8 +100,14 @@ func (tx *Tx) Outbox(id string) (Outbox, error) { return outboxTable.get(tx, []b
 // o is a new row), moving its status index entry.
 func (tx *Tx) PutOutbox(old, o *Outbox) error { return outboxTable.put(tx, old, o) }
 
-// DeleteOutbox removes the stored row o and its index entry.
-func (tx *Tx) DeleteOutbox(o *Outbox) error { return outboxTable.delete(tx, o) }
+// DeleteOutbox removes the stored row o, its index entry and the receipts
+// linked to it.
+func (tx *Tx) DeleteOutbox(o *Outbox) error {
+	if err := deleteReceiptsOf(tx, o.ID); err != nil {
+		return err
+	}
+	return outboxTable.delete(tx, o)
+}
 
 func insertOutbox(tx *Tx, o Outbox) error {
 	if outboxTable.has(tx, []byte(o.ID)) {
@@ -123,6 +130,26 @@ func (tx *Tx) EachOutbox(status OutboxStatus, fn func(Outbox) error) error {
 		}
 	}
 	return nil
+}
+
+// EachOutboxID calls fn with the id of every row in status, by id, until fn
+// returns an error. It reads the status index alone, never a row: a walk
+// over many rows costs their index keys, not their records.
+func (tx *Tx) EachOutboxID(status OutboxStatus, fn func(id string) error) error {
+	prefix := append([]byte(status), 0)
+	c := tx.bucket(bucketOutboxByStatus).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if err := fn(string(k[len(prefix):])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HasLiveJob reports whether a live job of kind and business key exists,
+// from idx_jobs_unique alone (LiveJob without reading the job).
+func (tx *Tx) HasLiveJob(kind, key string) bool {
+	return tx.bucket(bucketJobsUnique).Get(uniqueKey(kind, key)) != nil
 }
 
 // ReplyLead moves the lead of o, a reply just sent, to replied. The rule is

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
@@ -71,14 +72,17 @@ type approveBody struct {
 
 // approveAnswer says what an approval did, and who approved first.
 type approveAnswer struct {
-	Status     string          `json:"status"` // approved (this call) or already_approved
-	DraftID    string          `json:"draft_id"`
-	OutboxID   string          `json:"outbox_id"`
-	ApprovedBy string          `json:"approved_by"`
-	ApprovedAt string          `json:"approved_at"`
-	Edited     bool            `json:"edited"`
-	Outbox     *store.Outbox   `json:"outbox"`
-	Decision   *store.Decision `json:"decision"`
+	Status     string `json:"status"` // approved (this call) or already_approved
+	DraftID    string `json:"draft_id"`
+	OutboxID   string `json:"outbox_id"`
+	ApprovedBy string `json:"approved_by"`
+	ApprovedAt string `json:"approved_at"`
+	Edited     bool   `json:"edited"`
+	// UndoUntil is when the reply goes out: until then POST
+	// /api/v1/drafts/{id}/undo takes the approval back. Empty: sent at once.
+	UndoUntil string          `json:"undo_until,omitempty"`
+	Outbox    *store.Outbox   `json:"outbox"`
+	Decision  *store.Decision `json:"decision"`
 }
 
 // approveDraft answers POST /api/v1/drafts/{id}/approve.
@@ -155,6 +159,9 @@ func approvedAnswer(res review.Approved) approveAnswer {
 	}
 	if d := res.Draft.Decision; d != nil {
 		a.ApprovedBy, a.ApprovedAt, a.Edited = d.By, d.At.Format("2006-01-02T15:04:05Z07:00"), d.Edited
+	}
+	if u := res.Outbox.UndoUntil; !u.IsZero() {
+		a.UndoUntil = u.UTC().Format(time.RFC3339Nano)
 	}
 	return a
 }

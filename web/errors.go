@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/keys"
 	"github.com/handoff/handoff/password"
@@ -35,6 +36,7 @@ const correlationHeader = "X-Correlation-Id"
 //	*store.ConflictError        409, its sentence; "that decision stands"
 //	*store.SupersededError      409, its sentence, naming the current draft
 //	*store.StateError           409, its sentence
+//	*delivery.UndoError         409, its sentence (the reply can no longer be undone)
 //	*keys.MismatchError         422, its sentence (a key claimed with another body)
 //	*keys.BusyError             409, its sentence (held by another claim)
 //	*keys.LostClaimError        409, its sentence (that claim lost the key)
@@ -61,6 +63,7 @@ func answerFor(err error) (status int, msg string) {
 		conflict   *store.ConflictError
 		superseded *store.SupersededError
 		state      *store.StateError
+		undo       *delivery.UndoError
 		mismatch   *keys.MismatchError
 		busy       *keys.BusyError
 		unsure     *keys.UnsureError
@@ -89,6 +92,8 @@ func answerFor(err error) (status int, msg string) {
 		return http.StatusConflict, conflict.Error() + "; that decision stands"
 	case errors.As(err, &state):
 		return http.StatusConflict, state.Error()
+	case errors.As(err, &undo):
+		return http.StatusConflict, undo.Error()
 	case errors.As(err, &mismatch):
 		return http.StatusUnprocessableEntity, mismatch.Error()
 	case errors.As(err, &busy):

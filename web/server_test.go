@@ -58,6 +58,9 @@ type envOptions struct {
 	// coalesce keeps the channels' quiet periods; otherwise every channel
 	// drafts at once (coalesce 0), as the tests before turns expect.
 	coalesce bool
+	// undo keeps cfg's undo_window; otherwise approvals are sent at once
+	// (undo_window 0), as the tests before undo expect.
+	undo bool
 }
 
 // newTestEnv starts the whole process with cfg (nil: the demo config).
@@ -81,6 +84,9 @@ func newEnv(t *testing.T, cfg *config.Config, o envOptions) (*testEnv, *Server) 
 	cfg.DataDir = t.TempDir()
 	cfg.Workers = 2
 	cfg.Retry.BaseDelay, cfg.Retry.MaxDelay = time.Millisecond, 10*time.Millisecond
+	if !o.undo {
+		cfg.UndoWindow = 0
+	}
 	if !o.coalesce {
 		for i := range cfg.Channels {
 			cfg.Channels[i].Coalesce = 0 // drafts at once: only the turn tests wait for a quiet period
