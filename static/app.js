@@ -4,6 +4,8 @@
 //   j / k   next / previous draft        a   approve as drafted
 //   e       edit the reply               Ctrl+Enter (in the reply)   approve the edit
 //   r       reason for rejecting         /   search        Esc   leave a field
+//   u       undo the approval just made, while its banner offers it
+//   x       select the card's draft for "Approve selected"   ?   the shortcuts
 (function () {
   "use strict";
 
@@ -46,6 +48,8 @@
       return;
     }
     if (typing(t) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    var help = document.getElementById("help");
+    if (help && help.open) return; // the dialog has the keys until Escape closes it
     var done = false;
     switch (ev.key) {
       case "j": done = click("card-next"); break;
@@ -60,7 +64,10 @@
         break;
       case "e": done = focus("draft-text"); break;
       case "r": done = focus("reject-reason"); break;
+      case "u": done = click("undo"); break;
       case "/": done = focus("search"); break;
+      case "x": done = toggleCurrent(); break;
+      case "?": done = showHelp(); break;
     }
     if (done) ev.preventDefault();
   });
@@ -111,6 +118,48 @@
   document.addEventListener("htmx:afterSettle", titleCount);
   document.addEventListener("htmx:oobAfterSwap", titleCount);
 
+  // A table wider than the screen scrolls inside its own box (app.css);
+  // a tabindex lets the keyboard reach that box and scroll it too.
+  function scrollables() {
+    document.querySelectorAll("table.list").forEach(function (t) {
+      if (t.scrollWidth > t.clientWidth + 1) t.tabIndex = 0;
+      else t.removeAttribute("tabindex");
+    });
+  }
+  scrollables();
+  window.addEventListener("resize", scrollables);
+  document.addEventListener("htmx:afterSettle", scrollables);
+
+  // The banner of a held approval (#undo-toast, views/undo.templ) counts
+  // its window down from what the server said was left (no clock is
+  // compared); once it is over the Undo button goes and the banner says
+  // the reply is sent.
+  var undoTimer = null;
+  function undoTick() {
+    var el = document.getElementById("undo-toast");
+    if (!el || !el.dataset.leftMs) {
+      clearInterval(undoTimer);
+      undoTimer = null;
+      return;
+    }
+    if (!el.dataset.undoEnd) el.dataset.undoEnd = String(performance.now() + parseInt(el.dataset.leftMs, 10));
+    var left = parseFloat(el.dataset.undoEnd) - performance.now();
+    if (left <= 0) {
+      el.textContent = el.dataset.done;
+      delete el.dataset.leftMs;
+      return;
+    }
+    var n = el.querySelector(".undo-left");
+    if (n) n.textContent = String(Math.ceil(left / 1000));
+  }
+  function undoWatch() {
+    if (undoTimer || !document.getElementById("undo-toast")) return;
+    undoTick();
+    undoTimer = setInterval(undoTick, 200);
+  }
+  undoWatch();
+  document.addEventListener("htmx:afterSettle", undoWatch);
+
   // htmx gives focus back to the field that had it when the card is
   // swapped; for the next draft, start with no field focused so the
   // shortcuts work again at once.
@@ -118,4 +167,60 @@
     var card = document.getElementById("card");
     if (card && card.contains(document.activeElement)) document.activeElement.blur();
   });
+  // "?" shows the shortcuts (views/help.templ); Escape or its button
+  // closes the modal dialog, and focus goes back where it was.
+  function showHelp() {
+    var d = document.getElementById("help");
+    if (!d || typeof d.showModal !== "function") return false;
+    if (!d.open) d.showModal();
+    return true;
+  }
+
+  // The selection (views/selection.templ): the ticked drafts of the list
+  // are kept by id in the tab's session storage, so the live queue's swaps
+  // of the list (every few seconds) and moving to the next draft (j, k)
+  // keep them ticked; "x" ticks the card's draft.
+  var picked = new Set();
+  try { picked = new Set(JSON.parse(sessionStorage.getItem("handoff.picked") || "[]")); } catch (e) { picked = new Set(); }
+  function savePicked() {
+    try { sessionStorage.setItem("handoff.picked", JSON.stringify(Array.from(picked))); } catch (e) { /* private mode: this page only */ }
+  }
+  function pickCount() {
+    var out = document.getElementById("selected-count");
+    if (!out) return;
+    var n = 0;
+    document.querySelectorAll("#queue-list input.pick").forEach(function (b) {
+      b.checked = picked.has(b.value);
+      if (b.checked) n++;
+    });
+    out.textContent = n === 0 ? "Tick drafts (or press x) to decide several at once." : n + " selected.";
+  }
+  function toggleCurrent() {
+    var card = document.getElementById("card");
+    if (!card || !card.dataset.draft) return false;
+    var id = card.dataset.draft;
+    if (!document.querySelector('#queue-list input.pick[value="' + CSS.escape(id) + '"]')) return false;
+    if (picked.has(id)) picked.delete(id); else picked.add(id);
+    savePicked();
+    pickCount();
+    return true;
+  }
+  document.addEventListener("change", function (ev) {
+    var b = ev.target;
+    if (!b || !b.classList || !b.classList.contains("pick")) return;
+    if (b.checked) picked.add(b.value); else picked.delete(b.value);
+    savePicked();
+    pickCount();
+  });
+  document.addEventListener("htmx:oobAfterSwap", pickCount);
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    if (ev.detail.elt && ev.detail.elt.id === "selection" && ev.detail.successful) {
+      picked.clear();
+      savePicked();
+      pickCount();
+    }
+  });
+  // A plain form post (no htmx) answers with a new page: start afresh there.
+  if (document.getElementById("selection-result")) { picked.clear(); savePicked(); }
+  pickCount();
 })();

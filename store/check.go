@@ -67,6 +67,16 @@ func check(tx *Tx) error {
 	if schema >= 3 && tx.bucket(bucketBulk) == nil {
 		problems = append(problems, fmt.Errorf("check: bucket %s is missing", bucketBulk))
 	}
+	if schema >= 7 && tx.bucket(bucketHandoffsByTerm) == nil {
+		problems = append(problems, fmt.Errorf("check: bucket %s is missing", bucketHandoffsByTerm))
+	}
+	if schema >= 8 {
+		for _, b := range [][]byte{bucketReceiptsByOutbox, bucketReceiptsByTime} {
+			if tx.bucket(b) == nil {
+				problems = append(problems, fmt.Errorf("check: bucket %s is missing", b))
+			}
+		}
+	}
 	if len(problems) > 0 {
 		return errors.Join(problems...)
 	}
@@ -78,11 +88,22 @@ func check(tx *Tx) error {
 		problems = append(problems, jobsTableV3.check(tx)...)
 	}
 	problems = append(problems, draftsTable.check(tx)...)
-	problems = append(problems, handoffsTable.check(tx)...)
+	if schema >= 7 {
+		problems = append(problems, handoffsTable.check(tx)...)
+	} else {
+		problems = append(problems, handoffsTableV6.check(tx)...)
+	}
 	problems = append(problems, outboxTable.check(tx)...)
 	problems = append(problems, keysTable.check(tx)...)
 	if tx.bucket(bucketBulk) != nil { // schema 3 on
 		problems = append(problems, bulkTable.check(tx)...)
+	}
+	switch {
+	case schema >= 8:
+		problems = append(problems, receiptsTable.check(tx)...)
+		problems = append(problems, checkReceiptRows(tx)...)
+	case tx.bucket(bucketReceipts) != nil: // schema 5 on
+		problems = append(problems, receiptsTableV7.check(tx)...)
 	}
 	// What no index declaration says.
 	problems = append(problems, checkDraftEvents(tx)...)

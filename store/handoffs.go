@@ -61,6 +61,9 @@ type Handoff struct {
 	// Closed says who closed the lead without a reply, when and why; nil
 	// unless the status is closed.
 	Closed *Closure `json:"closed,omitempty"`
+	// Name is the name the latest of the lead's messages that gave one
+	// gave; the search finds leads by it (schema 7 on).
+	Name string `json:"name,omitempty"`
 }
 
 // Closure is a person's decision to end a lead's turn without a reply.
@@ -92,6 +95,13 @@ func moveHandoff(tx *Tx, h *Handoff, status HandoffStatus, now time.Time, eventK
 		o := *h
 		old = &o
 	}
+	return moveHandoffFrom(tx, old, h, status, now, eventKey, note)
+}
+
+// moveHandoffFrom is moveHandoff for a caller that changed more of h than
+// the status (its contact, its name: idx_handoffs_by_term follows them):
+// old is the lead as stored, nil for a new one.
+func moveHandoffFrom(tx *Tx, old, h *Handoff, status HandoffStatus, now time.Time, eventKey, note string) error {
 	h.Status, h.Since = status, now
 	h.History = append(slices.Clip(h.History), Transition{Cycle: h.Cycle, Status: status, At: now, EventKey: eventKey, Note: note})
 	if old == nil {
@@ -119,6 +129,7 @@ func advanceOnDraft(tx *Tx, d Draft, contact string, now time.Time) error {
 		return fmt.Errorf("lead of %s: %w", d.EventKey, err)
 	}
 	if h.Status == HandoffReceived && (contact != "" || d.Fields["email"] != "" || d.Fields["phone"] != "") {
+		old := h
 		if contact == "" {
 			contact = d.Fields["email"]
 		}
@@ -126,7 +137,7 @@ func advanceOnDraft(tx *Tx, d Draft, contact string, now time.Time) error {
 			contact = d.Fields["phone"]
 		}
 		h.Contact = contact
-		if err := moveHandoff(tx, &h, HandoffMatched, now, d.EventKey, "contact identified"); err != nil {
+		if err := moveHandoffFrom(tx, &old, &h, HandoffMatched, now, d.EventKey, "contact identified"); err != nil {
 			return err
 		}
 	}

@@ -40,6 +40,10 @@ import (
 //	idx_handoffs_by_status status 0x00 since (8 bytes BE) | lead key -> "" (leads by status, longest waiting first)
 //	bulk                 run id (ULID) -> BulkRun JSON (a bulk replay's progress; schema 3 on)
 //	receipts             "<channel>:<provider message id>" -> Receipt JSON (delivery receipts; schema 5 on)
+//	idx_handoffs_by_term term 0x00 lead key -> "" (the search's prefix index: the lead's name, each word of it,
+//	                     its contact, a phone's digits, its conversation id, lower case; schema 7 on)
+//	idx_receipts_by_outbox outbox id 0x00 receipt key -> "" (a row's receipts, deleted with it; schema 8 on)
+//	idx_receipts_by_time updated at (8 bytes BE) | receipt key -> "" (receipts by latest status, for retention; schema 8 on)
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
 // next due job is the first key of idx_jobs_ready and inserts append at the
@@ -72,7 +76,8 @@ var (
 	// bucketBulk is created by migration 2, not with allBuckets, so a file
 	// from before it still checks as what it is.
 	bucketBulk             = []byte("bulk")
-	bucketReceipts         = []byte("receipts") // created by migration 4, as bulk is by 2
+	bucketReceipts         = []byte("receipts")             // created by migration 4, as bulk is by 2
+	bucketHandoffsByTerm   = []byte("idx_handoffs_by_term") // created by migration 6, as bulk is by 2
 	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox, bucketUsers, bucketSessions, bucketTokens, bucketTokensByID, bucketAudit, bucketJobsDead, bucketKeys}
 	keySchema              = []byte("schema")
 	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
@@ -107,10 +112,13 @@ var migrations = []migration{
 		_, err := tx.tx.CreateBucketIfNotExists(bucketReceipts)
 		return err
 	}}, {version: 5, name: "events may keep their text as a place in their body", apply: migrateTextRefs}, // schema_bodyonce.go
+	// search.go
+	{version: 6, name: "name each lead and index leads by name, contact and conversation id for search", apply: migrateLeadTerms},
+	{version: 7, name: "index receipts by outbox row and by time", apply: migrateReceiptIndexes}, // receipts.go
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 6
+const SchemaVersion = 8
 
 // migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
 // from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes

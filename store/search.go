@@ -2,7 +2,12 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
 )
 
 // FindEvent finds the event a person means by q: an event key, a draft id,
@@ -37,14 +42,317 @@ func (s *Store) FindEvent(vis Visible, q string) (string, error) {
 				return nil
 			}
 		}
-		// A conversation id or contact: scan the leads (a search, not a hot path).
-		return tx.bucket(bucketHandoffs).ForEach(func(k, v []byte) error {
-			var h Handoff
-			if key == "" && vis.Key(string(k)) && json.Unmarshal(v, &h) == nil && (h.ConversationID == q || h.Contact == q) {
+		// A conversation id or contact, exactly: the term index holds both
+		// (a term cut at maxTerm is looked up as a prefix).
+		term := normTerm(q)
+		return eachTermLead(tx, term, len(term) < maxTerm, maxTermEntries, func(h Handoff) bool {
+			if vis.Key(h.Key) && (h.ConversationID == q || h.Contact == q) {
 				key = h.LastEventKey
+				return false
 			}
-			return nil
+			return true
 		})
 	})
 	return key, err
+}
+
+// The search's bounds. A prefix is looked up in idx_handoffs_by_term, so
+// it costs the entries it matches, at most maxTermEntries; the text of the
+// messages has no index, so only the newest TextScan events are read.
+const (
+	// TextScan is how many of the newest messages a text search reads.
+	TextScan = 5000
+	// maxTermEntries bounds the index entries one search reads.
+	maxTermEntries = 5000
+	// maxTerm is the longest term kept in the index, in bytes.
+	maxTerm = 64
+)
+
+// SearchResult is what a search found, newest message first.
+type SearchResult struct {
+	Leads []LeadHit
+	// Scanned is how many messages the text search read (at most
+	// TextScan); Oldest is the oldest of them (zero when none).
+	Scanned int
+	Oldest  time.Time
+	// More says there were more leads than the limit asked for.
+	More bool
+}
+
+// LeadHit is one lead a search found, with its latest message.
+type LeadHit struct {
+	Lead    Handoff
+	Last    Event  // the lead's latest message (zero when it is gone)
+	By      string // what matched: "name", "contact", "conversation" or "text"
+	Snippet string // the matching message's text, for a text match; else the latest's
+}
+
+// Search finds up to limit leads vis sees whose name, contact or
+// conversation id starts with q (case-insensitive; any word of the name),
+// then leads whose messages hold q, among the newest TextScan messages.
+// Everything is read in one read transaction.
+func (s *Store) Search(vis Visible, q string, limit int) (SearchResult, error) {
+	var res SearchResult
+	err := s.view(func(tx *Tx) error {
+		var err error
+		res, err = search(tx, vis, q, limit)
+		return err
+	})
+	if err != nil {
+		return SearchResult{}, fmt.Errorf("store: search %q: %w", q, err)
+	}
+	return res, nil
+}
+
+func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
+	res := SearchResult{Leads: []LeadHit{}}
+	term := normTerm(q)
+	if term == "" {
+		return res, nil
+	}
+	seen := map[string]bool{}
+	add := func(hit LeadHit) bool {
+		if len(res.Leads) >= limit {
+			res.More = true
+			return false
+		}
+		seen[hit.Lead.Key] = true
+		res.Leads = append(res.Leads, hit)
+		return true
+	}
+	var failed error
+	err := eachTermLead(tx, term, false, maxTermEntries, func(h Handoff) bool {
+		if seen[h.Key] || !vis.Key(h.Key) {
+			return true
+		}
+		last, err := tx.EventByKey(h.LastEventKey)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			failed = err
+			return false
+		}
+		return add(LeadHit{Lead: h, Last: last, By: matchedBy(h, term), Snippet: last.Text})
+	})
+	if err == nil {
+		err = failed
+	}
+	if err != nil || res.More {
+		return res, err
+	}
+	// The text of the newest messages, newest first.
+	needle := strings.ToLower(strings.TrimSpace(q))
+	c := tx.bucket(bucketEvents).Cursor()
+	for k, _ := c.Last(); k != nil && res.Scanned < TextScan; k, _ = c.Prev() {
+		ev, err := tx.Event(string(k))
+		if err != nil {
+			return res, err
+		}
+		res.Scanned++
+		res.Oldest = ev.ReceivedAt
+		lead := LeadKey(ev.Channel, ev.ConversationID)
+		if seen[lead] || !vis.Key(ev.Key) || !containsFold(ev.Text, needle) {
+			continue
+		}
+		h, err := tx.Handoff(lead)
+		if err != nil {
+			return res, fmt.Errorf("lead of %s: %w", ev.Key, err)
+		}
+		last, err := tx.EventByKey(h.LastEventKey)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return res, err
+		}
+		if !add(LeadHit{Lead: h, Last: last, By: "text", Snippet: ev.Text}) {
+			break
+		}
+	}
+	return res, nil
+}
+
+// eachTermLead calls fn with each lead that has a term starting with term
+// (exact: equal to it), each once, reading at most budget entries, until
+// fn returns false.
+func eachTermLead(tx *Tx, term string, exact bool, budget int, fn func(Handoff) bool) error {
+	if term == "" {
+		return nil
+	}
+	prefix := []byte(term)
+	if exact {
+		prefix = append(prefix, 0)
+	}
+	done := map[string]bool{}
+	c := tx.bucket(bucketHandoffsByTerm).Cursor()
+	n := 0
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < budget; k, _ = c.Next() {
+		n++
+		lead := string(k[bytes.IndexByte(k, 0)+1:])
+		if done[lead] {
+			continue
+		}
+		done[lead] = true
+		h, err := tx.Handoff(lead)
+		if err != nil {
+			return fmt.Errorf("idx_handoffs_by_term names lead %s, which cannot be read: %v", lead, err)
+		}
+		if !fn(h) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// matchedBy says which of h's terms starts with term.
+func matchedBy(h Handoff, term string) string {
+	for _, t := range nameTerms(h.Name) {
+		if strings.HasPrefix(t, term) {
+			return "name"
+		}
+	}
+	for _, t := range contactTerms(h.Contact) {
+		if strings.HasPrefix(t, term) {
+			return "contact"
+		}
+	}
+	return "conversation"
+}
+
+// termKeys are h's entries in idx_handoffs_by_term, sorted, each once.
+func termKeys(h *Handoff) [][]byte {
+	terms := append(nameTerms(h.Name), contactTerms(h.Contact)...)
+	if t := normTerm(h.ConversationID); t != "" {
+		terms = append(terms, t)
+	}
+	slices.Sort(terms)
+	terms = slices.Compact(terms)
+	out := make([][]byte, 0, len(terms))
+	for _, t := range terms {
+		out = append(out, append(append([]byte(t), 0), h.Key...))
+	}
+	return out
+}
+
+// nameTerms are the terms of a name: the whole name and each of its words.
+func nameTerms(name string) []string {
+	whole := normTerm(name)
+	if whole == "" {
+		return nil
+	}
+	out := []string{whole}
+	for _, w := range strings.Fields(whole) {
+		if w != whole {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// contactTerms are the terms of a contact: itself, and for a phone number
+// its digits alone, so "+1 555 0001" is found by "1555".
+func contactTerms(contact string) []string {
+	t := normTerm(contact)
+	if t == "" {
+		return nil
+	}
+	out := []string{t}
+	digits, phone := strings.Builder{}, true
+	for _, r := range t {
+		switch {
+		case r >= '0' && r <= '9':
+			digits.WriteRune(r)
+		case strings.ContainsRune("+-(). ", r):
+		default:
+			phone = false
+		}
+	}
+	if d := digits.String(); phone && len(d) >= 3 && d != t {
+		out = append(out, d)
+	}
+	return out
+}
+
+// normTerm is s as the index keeps it: lower case, spaces collapsed, no
+// control characters (so no 0x00, the entries' separator), at most maxTerm
+// bytes cut at a character.
+func normTerm(s string) string {
+	s = strings.Join(strings.Fields(strings.ToLower(s)), " ")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > maxTerm {
+		cut := maxTerm
+		for cut > 0 && !utf8Start(s[cut]) {
+			cut--
+		}
+		s = strings.TrimSpace(s[:cut])
+	}
+	return s
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// containsFold reports whether text holds needle (lower case already),
+// ignoring case.
+func containsFold(text, needle string) bool {
+	return needle != "" && strings.Contains(strings.ToLower(text), needle)
+}
+
+// migrateLeadTerms is migration 6: it names each lead after the newest of
+// its messages that gave a name, and writes its idx_handoffs_by_term
+// entries.
+func migrateLeadTerms(tx *Tx) error {
+	if _, err := tx.tx.CreateBucketIfNotExists(bucketHandoffsByTerm); err != nil {
+		return err
+	}
+	var keys [][]byte
+	_ = tx.bucket(bucketHandoffs).ForEach(func(k, _ []byte) error {
+		keys = append(keys, bytes.Clone(k))
+		return nil
+	})
+	for _, k := range keys {
+		h, err := tx.Handoff(string(k))
+		if err != nil {
+			return err
+		}
+		if h.Name == "" {
+			if h.Name, err = newestName(tx, h.Key); err != nil {
+				return err
+			}
+		}
+		raw, err := encode(&h)
+		if err != nil {
+			return err
+		}
+		if err := tx.bucket(bucketHandoffs).Put(k, raw); err != nil {
+			return err
+		}
+		for _, e := range termKeys(&h) {
+			if err := tx.bucket(bucketHandoffsByTerm).Put(e, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// newestName is the name the newest of a lead's messages that gave one gave.
+func newestName(tx *Tx, lead string) (string, error) {
+	prefix := append([]byte(lead), 0)
+	c := tx.bucket(bucketEventsByConv).Cursor()
+	k, _ := c.Seek(append(bytes.Clone(prefix), 0xFF))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		ev, err := tx.Event(string(k[len(prefix):]))
+		if err != nil {
+			return "", err
+		}
+		if ev.Name != "" {
+			return ev.Name, nil
+		}
+	}
+	return "", nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // A table is one record type's bucket and every secondary index over it,
@@ -26,6 +27,10 @@ type index[T any] struct {
 	// key is the record's entry; nil when the record is not in the index
 	// (idx_jobs_ready holds only jobs that can run): that is the condition.
 	key func(*T) []byte
+	// keys, instead of key, gives a record several entries (none: not in
+	// the index), each ending with the primary key, with no value
+	// (idx_handoffs_by_term: one entry per word of a lead's name).
+	keys func(*T) [][]byte
 	// value is the entry's value, naming the record (its primary key); nil:
 	// the value is empty and the entry's key ends with the primary key.
 	value func(*T) []byte
@@ -35,6 +40,17 @@ type index[T any] struct {
 	// inserted (idx_drafts_by_event: every version of an event's draft has
 	// its event key, and the entry names the current version).
 	shared bool
+}
+
+// all is every entry key of v in ix: none when v is not in it.
+func (ix *index[T]) all(v *T) [][]byte {
+	if ix.keys != nil {
+		return ix.keys(v)
+	}
+	if k := ix.key(v); k != nil {
+		return [][]byte{k}
+	}
+	return nil
 }
 
 // entry is the value an index entry holds for v: nil for an index without values.
@@ -108,7 +124,7 @@ func (t *table[T]) insert(tx *Tx, v *T) error {
 func (t *table[T]) insertRaw(tx *Tx, v *T, raw []byte) error {
 	for i := range t.indexes {
 		ix := &t.indexes[i]
-		if k := ix.key(v); k != nil {
+		for _, k := range ix.all(v) {
 			if err := tx.bucket(ix.bucket).Put(k, ix.entry(v)); err != nil {
 				return err
 			}
@@ -133,6 +149,12 @@ func (t *table[T]) put(tx *Tx, old, v *T) error {
 	}
 	for i := range t.indexes {
 		ix := &t.indexes[i]
+		if ix.keys != nil {
+			if err := ix.move(tx, ix.keys(old), ix.keys(v)); err != nil {
+				return err
+			}
+			continue
+		}
 		ko, kn := ix.key(old), ix.key(v)
 		vo, vn := ix.entry(old), ix.entry(v)
 		if bytes.Equal(ko, kn) && (ko == nil) == (kn == nil) && bytes.Equal(vo, vn) {
@@ -156,6 +178,27 @@ func (t *table[T]) put(tx *Tx, old, v *T) error {
 	return tx.bucket(t.bucket).Put(pk, raw)
 }
 
+// move replaces the entries before of a several-entry index with after,
+// touching only the keys that differ.
+func (ix *index[T]) move(tx *Tx, before, after [][]byte) error {
+	b := tx.bucket(ix.bucket)
+	for _, k := range before {
+		if !slices.ContainsFunc(after, func(n []byte) bool { return bytes.Equal(n, k) }) {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range after {
+		if !slices.ContainsFunc(before, func(o []byte) bool { return bytes.Equal(o, k) }) {
+			if err := b.Put(k, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // remove deletes the entry at k when it is the record's: an entry with a
 // value is left alone when it names another record (the live job that
 // took a unique key over, the newer version of a draft).
@@ -171,7 +214,7 @@ func (ix *index[T]) remove(tx *Tx, k, value []byte) error {
 func (t *table[T]) delete(tx *Tx, v *T) error {
 	for i := range t.indexes {
 		ix := &t.indexes[i]
-		if k := ix.key(v); k != nil {
+		for _, k := range ix.all(v) {
 			if err := ix.remove(tx, k, ix.entry(v)); err != nil {
 				return err
 			}
@@ -208,18 +251,16 @@ func (t *table[T]) check(tx *Tx) []error {
 		}
 		for i := range t.indexes {
 			ix, n := &t.indexes[i], &tallies[i]
-			k := ix.key(&v)
-			if k == nil {
-				continue
-			}
-			got := tx.bucket(ix.bucket).Get(k)
-			switch {
-			case got == nil:
-				report(&n.bad, fmt.Errorf("check: %s is not in %s", t.describe(&v), ix.bucket))
-			case ix.value == nil || bytes.Equal(got, ix.value(&v)):
-				n.owned++
-			case !ix.shared:
-				report(&n.bad, fmt.Errorf("check: %s: its entry in %s names %s %s", t.describe(&v), ix.bucket, t.name, got))
+			for _, k := range ix.all(&v) {
+				got := tx.bucket(ix.bucket).Get(k)
+				switch {
+				case got == nil:
+					report(&n.bad, fmt.Errorf("check: %s is not in %s (%q)", t.describe(&v), ix.bucket, k))
+				case ix.value == nil || bytes.Equal(got, ix.value(&v)):
+					n.owned++
+				case !ix.shared:
+					report(&n.bad, fmt.Errorf("check: %s: its entry in %s names %s %s", t.describe(&v), ix.bucket, t.name, got))
+				}
 			}
 		}
 		return nil
@@ -256,6 +297,11 @@ func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int) []error {
 			why = "which does not exist"
 		case json.Unmarshal(raw, &rec) != nil:
 			why = "which cannot be read"
+		case ix.keys != nil:
+			if slices.ContainsFunc(ix.keys(&rec), func(o []byte) bool { return bytes.Equal(o, k) }) {
+				return nil
+			}
+			why = "which has no such entry"
 		default:
 			own := ix.key(&rec)
 			switch {

@@ -132,15 +132,32 @@ var outboxTable = &table[Outbox]{
 	}},
 }
 
-var handoffsTable = &table[Handoff]{
-	name: "lead", bucket: bucketHandoffs,
-	key:   func(h *Handoff) []byte { return []byte(h.Key) },
-	label: func(h *Handoff) string { return h.Key + " (" + string(h.Status) + ")" },
-	indexes: []index[Handoff]{{
-		// Leads by status, longest waiting first.
-		bucket: bucketHandoffsByStatus, ref: refAfter(0, 8),
-		key: func(h *Handoff) []byte { return handoffStatusKey(h.Status, h.Since, h.Key) },
-	}},
+var handoffsTable = handoffsTableWith(handoffsByTerm)
+
+// handoffsTableV6 is the leads as schema 6 and earlier kept them, without
+// idx_handoffs_by_term, so that Check verifies an older file as what it is.
+var handoffsTableV6 = handoffsTableWith()
+
+func handoffsTableWith(more ...index[Handoff]) *table[Handoff] {
+	return &table[Handoff]{
+		name: "lead", bucket: bucketHandoffs,
+		key:   func(h *Handoff) []byte { return []byte(h.Key) },
+		label: func(h *Handoff) string { return h.Key + " (" + string(h.Status) + ")" },
+		indexes: append([]index[Handoff]{{
+			// Leads by status, longest waiting first.
+			bucket: bucketHandoffsByStatus, ref: refAfter(0, 8),
+			key: func(h *Handoff) []byte { return handoffStatusKey(h.Status, h.Since, h.Key) },
+		}}, more...),
+	}
+}
+
+// handoffsByTerm is the search's prefix index (search.go): one entry
+// "<term> 0x00 <lead key>" per word of the lead's name, its whole name,
+// its contact (and a phone number's digits) and its conversation id, all
+// lower case.
+var handoffsByTerm = index[Handoff]{
+	bucket: bucketHandoffsByTerm, ref: refAfter(0, 0),
+	keys: func(h *Handoff) [][]byte { return termKeys(h) },
 }
 
 // keysTable holds the key API's idempotency keys, by the caller's key; no index.
@@ -151,11 +168,24 @@ var keysTable = &table[IdemKey]{
 }
 
 // receiptsTable holds the delivery receipts providers send about our sends,
-// by "<channel>:<provider message id>" (receipts.go); no index.
-var receiptsTable = &table[Receipt]{
-	name: "receipt", bucket: bucketReceipts,
-	key:   func(r *Receipt) []byte { return []byte(r.Key) },
-	label: func(r *Receipt) string { return r.Key + " (" + r.Status + ")" },
+// by "<channel>:<provider message id>" (receipts.go), indexed by the
+// outbox row they are about and by the time of their latest status.
+var receiptsTable = receiptsTableWith(
+	index[Receipt]{bucket: bucketReceiptsByOutbox, ref: refAfter(0, 0), key: receiptOutboxKey},
+	index[Receipt]{bucket: bucketReceiptsByTime, ref: refAfterTime, key: receiptTimeKey},
+)
+
+// receiptsTableV7 is the receipts as schema 7 and earlier kept them,
+// without indexes, so that Check verifies an older file as what it is.
+var receiptsTableV7 = receiptsTableWith()
+
+func receiptsTableWith(indexes ...index[Receipt]) *table[Receipt] {
+	return &table[Receipt]{
+		name: "receipt", bucket: bucketReceipts,
+		key:     func(r *Receipt) []byte { return []byte(r.Key) },
+		label:   func(r *Receipt) string { return r.Key + " (" + r.Status + ")" },
+		indexes: indexes,
+	}
 }
 
 // bulkTable holds the progress of bulk replays, by run id (a ULID); no index.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Timeline is everything recorded about one event, as one moment saw it.
@@ -149,4 +150,175 @@ func answeringEvent(tx *Tx, ev Event, h Handoff) (string, error) {
 		return superseded, nil
 	}
 	return ev.Key, nil
+}
+
+// CardView is what the approval queue's card shows of a waiting draft,
+// read in one read transaction so the conversation, the turn and the
+// lead are of one moment.
+type CardView struct {
+	Event Event   // the draft's event
+	Turn  []Event // every message the draft answers, oldest first
+	Lead  Handoff
+	// Conversation is the lead's messages and the replies sent (or on
+	// their way) before and during the turn, oldest first, the turn's
+	// messages marked; the earlier part bounded by the caller's limit.
+	Conversation []Said
+	// Drafting says a draft job of the lead's open turn is live.
+	Drafting bool
+}
+
+// Said is one line of a conversation: a customer's message or a reply.
+type Said struct {
+	At     time.Time
+	Event  *Event  // a message the customer sent; nil for a reply
+	Reply  *Outbox // a reply of ours; nil for a message
+	InTurn bool    // the message is one the draft answers
+}
+
+// replyScan bounds the outbox rows a card reads for one conversation.
+const replyScan = 200
+
+// Card reads the card of draft d: its event, its turn, its lead and the
+// conversation so far, with at most earlier lines before the turn.
+func (s *Store) Card(d Draft, earlier int) (CardView, error) {
+	var v CardView
+	err := s.view(func(tx *Tx) error {
+		var err error
+		v, err = cardOf(tx, d, earlier)
+		return err
+	})
+	if err != nil {
+		return CardView{}, fmt.Errorf("store: card of draft %s: %w", d.ID, err)
+	}
+	return v, nil
+}
+
+func cardOf(tx *Tx, d Draft, earlier int) (CardView, error) {
+	var v CardView
+	var err error
+	if v.Event, err = tx.EventByKey(d.EventKey); err != nil {
+		return v, err
+	}
+	answered := d.AnsweredEvents()
+	for _, k := range answered {
+		e, err := tx.EventByKey(k)
+		if err != nil {
+			return v, fmt.Errorf("message %s of draft %s: %w", k, d.ID, err)
+		}
+		v.Turn = append(v.Turn, e)
+	}
+	lead := LeadKey(v.Event.Channel, v.Event.ConversationID)
+	if v.Lead, err = tx.Handoff(lead); err != nil {
+		return v, fmt.Errorf("lead %s: %w", lead, err)
+	}
+	if v.Lead.TurnDraft != "" {
+		switch _, err := tx.LiveJob(KindDraft, v.Lead.TurnDraft); {
+		case err == nil:
+			v.Drafting = true
+		case !errors.Is(err, ErrNotFound):
+			return v, err
+		}
+	}
+	// The messages before the turn, newest first, then the replies.
+	var before []Said
+	first := v.Event.ID
+	if len(v.Turn) > 0 {
+		first = v.Turn[0].ID
+	}
+	prefix := append([]byte(lead), 0)
+	c := tx.bucket(bucketEventsByConv).Cursor()
+	c.Seek(convKey(lead, first))
+	for k, _ := c.Prev(); k != nil && bytes.HasPrefix(k, prefix) && len(before) < earlier+len(answered); k, _ = c.Prev() {
+		e, err := tx.Event(string(k[len(prefix):]))
+		if err != nil {
+			return v, err
+		}
+		if !slices.Contains(answered, e.Key) {
+			before = append(before, Said{At: e.ReceivedAt, Event: &e})
+		}
+	}
+	replies, err := repliesOf(tx, v.Event.Channel, v.Event.ConversationID, earlier)
+	if err != nil {
+		return v, err
+	}
+	for i := range replies {
+		before = append(before, Said{At: replies[i].saidAt(), Reply: &replies[i]})
+	}
+	slices.SortStableFunc(before, func(a, b Said) int { return b.At.Compare(a.At) })
+	if len(before) > earlier {
+		before = before[:earlier]
+	}
+	for i := range v.Turn {
+		before = append(before, Said{At: v.Turn[i].ReceivedAt, Event: &v.Turn[i], InTurn: true})
+	}
+	slices.SortStableFunc(before, func(a, b Said) int { return a.At.Compare(b.At) })
+	v.Conversation = before
+	return v, nil
+}
+
+// saidAt is when a reply counts as said: when it was sent, else approved.
+func (o Outbox) saidAt() time.Time {
+	if o.SentAt != nil {
+		return *o.SentAt
+	}
+	return o.CreatedAt
+}
+
+// repliesOf reads up to limit of the newest replies of a conversation:
+// its outbox rows are "<conversation id>:<draft id>", so they are one
+// prefix of the outbox bucket, oldest draft first. Rows of another
+// channel's conversation of the same id, or of a conversation whose id
+// only starts with this one's, are skipped; at most replyScan are read.
+func repliesOf(tx *Tx, channel, conversationID string, limit int) ([]Outbox, error) {
+	prefix := []byte(conversationID + ":")
+	c := tx.bucket(bucketOutbox).Cursor()
+	k, _ := c.Seek(append(bytes.Clone(prefix), 0xFF))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	var out []Outbox
+	for n := 0; k != nil && bytes.HasPrefix(k, prefix) && n < replyScan && len(out) < limit; k, _ = c.Prev() {
+		n++
+		o, err := tx.Outbox(string(k))
+		if err != nil {
+			return nil, err
+		}
+		if o.Kind == "" && o.Channel == channel && o.ConversationID == conversationID {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// DraftLine is what the queue's list shows of one waiting draft: its
+// event and its lead (either zero when gone, as after retention).
+type DraftLine struct {
+	Event Event
+	Lead  Handoff
+}
+
+// DraftLines reads the event and the lead of each draft of ds, in one read
+// transaction.
+func (s *Store) DraftLines(ds []Draft) ([]DraftLine, error) {
+	out := make([]DraftLine, len(ds))
+	err := s.view(func(tx *Tx) error {
+		for i, d := range ds {
+			ev, err := tx.EventByKey(d.EventKey)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			h, err := tx.Handoff(LeadKey(d.Channel, d.ConversationID))
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			out[i] = DraftLine{Event: ev, Lead: h}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: the queue's lines: %w", err)
+	}
+	return out, nil
 }

@@ -61,6 +61,9 @@ func receiveTurn(tx *Tx, ev Event, j *Job, raw []byte) (Job, error) {
 	if ev.Contact != "" && (h.Contact == "" || ended) {
 		h.Contact = ev.Contact
 	}
+	if ev.Name != "" {
+		h.Name = ev.Name // the search's index follows (idx_handoffs_by_term)
+	}
 	switch {
 	case ended:
 		if !isNew {
@@ -71,7 +74,11 @@ func receiveTurn(tx *Tx, ev Event, j *Job, raw []byte) (Job, error) {
 		if old.Status == HandoffClosed {
 			msg = "message received; the closed lead is reopened"
 		}
-		return live, moveHandoff(tx, &h, HandoffReceived, ev.ReceivedAt, ev.Key, msg)
+		var stored *Handoff // nil: a new lead
+		if !isNew {
+			stored = &old // as stored: the contact and name may have changed above
+		}
+		return live, moveHandoffFrom(tx, stored, &h, HandoffReceived, ev.ReceivedAt, ev.Key, msg)
 	case note != "":
 		// The status stays (its stuck timer too); the history says why.
 		h.History = append(slices.Clip(h.History), Transition{Cycle: h.Cycle, Status: h.Status, At: ev.ReceivedAt, EventKey: ev.Key, Note: note})

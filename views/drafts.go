@@ -45,16 +45,15 @@ const (
 
 // DraftCard is the one draft a person is deciding.
 type DraftCard struct {
-	State   string
-	Draft   store.Draft
-	Event   store.Event
-	Earlier []store.Event // the lead's messages before this one, oldest first
-	Filter  QueueFilter
-	CSRF    string
-	Prev    string // URL of the previous draft in the list; "" when none
-	Next    string // URL of the next draft (or page); "" when none
-	Notice  *Notice
-	Now     time.Time
+	State  string
+	Draft  store.Draft
+	Event  store.Event
+	Filter QueueFilter
+	CSRF   string
+	Prev   string // URL of the previous draft in the list; "" when none
+	Next   string // URL of the next draft (or page); "" when none
+	Notice *Notice
+	Now    time.Time
 	// Turn is every message the draft answers, oldest first (the card's
 	// message when it answers one).
 	Turn []store.Event
@@ -73,6 +72,19 @@ type DraftCard struct {
 	// OOB marks the card for an out-of-band swap: the live queue brings
 	// the first waiting draft onto an empty card.
 	OOB bool
+	// Handoff is the draft's lead (its name and contact when the message
+	// gave none, and whether it is stuck); zero when not read.
+	Handoff store.Handoff
+	// Conversation is the lead's messages and our replies so far, oldest
+	// first, the turn's messages marked (store.CardView).
+	Conversation []store.Said
+	// Stuck says the lead has waited past its stuck threshold (leads.IsStuck).
+	Stuck bool
+	// Selection is what deciding several drafts at once just did; nil: nothing.
+	Selection *Selection
+	// Undo is the banner of the approval just made, while it can be
+	// undone; nil: none.
+	Undo *UndoToast
 }
 
 // QueueLive is the live queue's poll answer, all of it swapped out of
@@ -118,6 +130,8 @@ type QueueItem struct {
 	Line    string // the first line of the customer's message
 	URL     string
 	Current bool
+	// Stuck says the lead has waited past its stuck threshold (leads.IsStuck).
+	Stuck bool
 }
 
 // DraftQueue is the approval queue page.
@@ -134,6 +148,7 @@ type DraftQueue struct {
 	Drafting  store.Drafting
 	// Counts are the drafts in each status (store.DraftStatuses).
 	Counts map[store.DraftStatus]int
+	CSRF   string // the session's token, for the selection's form
 }
 
 // QueueAnswer is the answer to a decision made through htmx: the next card,
@@ -172,11 +187,55 @@ func draftFacts(d store.Draft) []Fact {
 
 // leadName is what the card calls the customer: the name they gave, else
 // their contact (an SMS lead often has only the number).
-func leadName(ev store.Event) string {
-	if ev.Name != "" {
-		return ev.Name
+func leadName(ev store.Event) string { return LeadName(ev, store.Handoff{}) }
+
+// LeadName is what the queue calls the customer of event ev of lead h: the
+// name the message gave, else the lead's, else the message's or the lead's
+// contact (an SMS lead often has only the number), else the conversation
+// id; "—" when there is nothing at all.
+func LeadName(ev store.Event, h store.Handoff) string {
+	for _, s := range []string{ev.Name, h.Name, ev.Contact, h.Contact, ev.ConversationID, h.ConversationID} {
+		if s != "" {
+			return s
+		}
 	}
-	return orDash(ev.Contact)
+	return "—"
+}
+
+// cardName is the card's name for its customer.
+func (c DraftCard) cardName() string { return LeadName(c.Event, c.Handoff) }
+
+// cardContact is the card's contact line: the message's, else the lead's.
+func (c DraftCard) cardContact() string {
+	if c.Event.Contact != "" {
+		return c.Event.Contact
+	}
+	return orDash(c.Handoff.Contact)
+}
+
+// earlierLines counts the conversation's lines before the turn.
+func earlierLines(said []store.Said) int {
+	n := 0
+	for _, s := range said {
+		if !s.InTurn {
+			n++
+		}
+	}
+	return n
+}
+
+// replyState names a reply's status as a person reads it, and its tone.
+func replyState(o store.Outbox) (label, tone string) {
+	switch o.Status {
+	case store.OutboxSent:
+		return "sent", "ok"
+	case store.OutboxPending, store.OutboxEffectPending:
+		return "pending", "warn"
+	case store.OutboxNeedsReconciliation:
+		return "failed? a person must check", "error"
+	default:
+		return "failed", "error"
+	}
 }
 
 // smsLine says how long a reply is as SMS, "87 characters · 1 SMS".
@@ -187,4 +246,42 @@ func smsLine(text string) string {
 		line = itoa(s.Units) + " characters (Unicode: 70 a message) · " + itoa(s.Segments) + " SMS"
 	}
 	return line
+}
+
+// Selection is what deciding several drafts at once did.
+type Selection struct {
+	Action  string   // approve or reject
+	Done    []string // the drafts this request decided
+	Refused []Refusal
+}
+
+// Refusal is a draft of a selection that was not decided, and why.
+type Refusal struct {
+	ID  string
+	Why string
+}
+
+func (r Selection) verb() string {
+	if r.Action == "reject" {
+		return "rejected"
+	}
+	return "approved"
+}
+
+func (r Selection) summary() string {
+	s := itoa(len(r.Done)) + " of " + itoa(len(r.Done)+len(r.Refused)) + " selected draft(s) " + r.verb()
+	if len(r.Refused) == 0 {
+		return s + "."
+	}
+	return s + "; " + itoa(len(r.Refused)) + " could not be:"
+}
+
+func (r Selection) tone() string {
+	switch {
+	case len(r.Refused) == 0:
+		return "ok"
+	case len(r.Done) == 0:
+		return "error"
+	}
+	return "warn"
 }

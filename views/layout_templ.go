@@ -551,7 +551,7 @@ func Page(l Layout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "\" placeholder=\"Event key, draft or outbox id\" aria-label=\"Find an event\" autocomplete=\"off\"></form><div class=\"me\"><a class=\"who\" href=\"/account\" title=\"Your account: password, second factor, sessions\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "\" placeholder=\"Name, contact, text or id\" aria-label=\"Search leads by name, contact or text, or find an id\" autocomplete=\"off\"></form><div class=\"me\"><a class=\"who\" href=\"/account\" title=\"Your account: password, second factor, sessions\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

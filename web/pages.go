@@ -189,25 +189,3 @@ func (s *Server) handoffsPage(c *echo.Context) error {
 	list.Rows = s.handoffRows(hs, l.Now)
 	return render(c, http.StatusOK, views.HandoffsPage(l, list))
 }
-
-// search answers GET /search?q=: an event key, a draft id, an outbox id or
-// a lead key leads to the event's timeline; anything else finds nothing.
-func (s *Server) search(c *echo.Context) error {
-	q := strings.TrimSpace(c.QueryParam("q"))
-	if q == "" {
-		return c.Redirect(http.StatusSeeOther, "/")
-	}
-	key, err := s.st.FindEvent(s.visible(c), q) // "" when q names nothing the caller sees
-	if err != nil {
-		return err
-	}
-	if key != "" {
-		return c.Redirect(http.StatusSeeOther, views.EventURL(key))
-	}
-	l, err := s.layout(c, "Nothing found", "")
-	if err != nil {
-		return err
-	}
-	l.Query = q
-	return render(c, http.StatusNotFound, views.SearchEmpty(l, views.NothingFound{Query: q}))
-}

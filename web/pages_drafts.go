@@ -13,6 +13,8 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
@@ -25,8 +27,9 @@ const (
 	// so a filter that matches little stays as fast with 100,000 drafts
 	// waiting as with 10: the page then ends early with a cursor to go on.
 	queueScan = 2000
-	// earlierMessages is how much of a lead's history the card shows.
-	earlierMessages = 5
+	// earlierMessages is how many lines of a lead's conversation before
+	// the turn (its messages and our replies) the card shows.
+	earlierMessages = 8
 	// maxReply is the longest reply a person may approve (as the API).
 	maxReply = 4000
 )
@@ -106,33 +109,14 @@ func (s *Server) pendingCard(c *echo.Context, v queueView, page []store.Draft, n
 	case next != nil:
 		card.Next = v.withCursor(next).filter.URL("")
 	}
-	ev, err := s.st.EventByKey(d.EventKey)
+	cv, err := s.st.Card(d, earlierMessages)
 	if err != nil {
 		return card, err
 	}
-	card.Event = ev
-	for _, k := range d.AnsweredEvents() {
-		e, err := s.st.EventByKey(k)
-		if err != nil {
-			return card, fmt.Errorf("message %s of draft %s: %w", k, d.ID, err)
-		}
-		card.Turn = append(card.Turn, e)
-	}
-	earlier, err := s.st.Conversation(store.LeadKey(ev.Channel, ev.ConversationID), card.Turn[0].ID, earlierMessages+len(card.Turn))
-	if err != nil {
-		return card, err
-	}
-	for _, e := range earlier {
-		if !slices.Contains(d.AnsweredEvents(), e.Key) {
-			card.Earlier = append(card.Earlier, e)
-		}
-	}
-	if len(card.Earlier) > earlierMessages {
-		card.Earlier = card.Earlier[len(card.Earlier)-earlierMessages:]
-	}
-	if card.Lead, err = s.leadActions(c, ev, v.filter.URL(d.ID)); err != nil {
-		return card, err
-	}
+	ev := cv.Event
+	card.Event, card.Turn, card.Handoff, card.Conversation = ev, cv.Turn, cv.Lead, cv.Conversation
+	card.Stuck = leads.IsStuck(cv.Lead, card.Now, jobs.StuckAfter(s.cfg))
+	card.Lead = s.leadActionsOf(c, ev, cv.Lead, cv.Drafting, v.filter.URL(d.ID))
 	card.Recipient = card.Lead.Recipient
 	card.SMS = s.sendsSMS(d.Channel)
 	if p := who(c); p != nil {
@@ -147,33 +131,37 @@ func (s *Server) sendsSMS(channel string) bool {
 	if !ok {
 		return false
 	}
-	for _, p := range s.cfg.Providers {
-		if p.Name == ch.Provider {
-			return p.Kind == "twilio"
-		}
-	}
-	return false
+	p, ok := s.cfg.Provider(ch.Provider)
+	return ok && p.Kind == "twilio"
 }
 
 // leadActions says what a person can do to end the open turn of ev's
 // lead, with forms that return to back.
 func (s *Server) leadActions(c *echo.Context, ev store.Event, back string) (views.LeadActions, error) {
-	a := views.LeadActions{EventKey: ev.Key, CSRF: csrfOf(c), Back: back}
 	h, err := s.st.Handoff(store.LeadKey(ev.Channel, ev.ConversationID))
 	if err != nil {
-		return a, err
+		return views.LeadActions{}, err
 	}
-	a.Recipient = review.Recipient(ev, h)
-	a.Open = h.TurnDraft != "" || h.Turn == 0 && h.Status != store.HandoffReplied && h.Status != store.HandoffClosed
-	a.Waiting = len(h.TurnEvents)
+	drafting := false
 	if h.TurnDraft != "" {
 		_, err := s.st.LiveJob(store.KindDraft, h.TurnDraft)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return a, err
+			return views.LeadActions{}, err
 		}
-		a.Drafting = err == nil
+		drafting = err == nil
 	}
-	return a, nil
+	return s.leadActionsOf(c, ev, h, drafting, back), nil
+}
+
+// leadActionsOf is leadActions with the lead h and whether a draft job of
+// its turn is live already read.
+func (s *Server) leadActionsOf(c *echo.Context, ev store.Event, h store.Handoff, drafting bool, back string) views.LeadActions {
+	a := views.LeadActions{EventKey: ev.Key, CSRF: csrfOf(c), Back: back}
+	a.Recipient = review.Recipient(ev, h)
+	a.Open = h.TurnDraft != "" || h.Turn == 0 && h.Status != store.HandoffReplied && h.Status != store.HandoffClosed
+	a.Waiting = len(h.TurnEvents)
+	a.Drafting = h.TurnDraft != "" && drafting
+	return a
 }
 
 // decidedCard says who decided d, and offers the next waiting draft.
@@ -223,30 +211,21 @@ func decisionNotice(d store.Draft, me string) *views.Notice {
 
 // queueItems lists a page for the side of the queue.
 func (s *Server) queueItems(v queueView, page []store.Draft, current string, now time.Time) ([]views.QueueItem, error) {
+	lines, err := s.st.DraftLines(page)
+	if err != nil {
+		return nil, err
+	}
+	after := jobs.StuckAfter(s.cfg)
 	items := make([]views.QueueItem, 0, len(page))
-	for _, d := range page {
-		ev, err := s.st.EventByKey(d.EventKey)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
-		name := ev.Name
-		if name == "" {
-			name = ev.Contact // an SMS lead often has only the number
-		}
+	for i, d := range page {
+		ev, h := lines[i].Event, lines[i].Lead
 		items = append(items, views.QueueItem{
-			ID: d.ID, Channel: d.Channel, Owner: d.Owner, Name: name,
+			ID: d.ID, Channel: d.Channel, Owner: d.Owner, Name: views.LeadName(ev, h),
 			Age: views.Age(now.Sub(ev.ReceivedAt)), Line: views.FirstLine(ev.Text, 90),
-			URL: v.filter.URL(d.ID), Current: d.ID == current,
+			URL: v.filter.URL(d.ID), Current: d.ID == current, Stuck: leads.IsStuck(h, now, after),
 		})
 	}
 	return items, nil
-}
-
-func csrfOf(c *echo.Context) string {
-	if p := who(c); p != nil && p.Session != nil {
-		return p.Session.CSRF
-	}
-	return ""
 }
 
 // owners are the routing owners the configuration can assign.
@@ -262,12 +241,18 @@ func (s *Server) owners() []string {
 // draftsPage answers GET /drafts?owner=&channel=&cursor=&id=: the approval
 // queue, oldest first, showing draft id (or the page's first) as the card.
 func (s *Server) draftsPage(c *echo.Context) error {
-	p := who(c)
-	v, err := newQueueView(p, c.QueryParam("owner"), c.QueryParam("channel"), c.QueryParam("cursor"))
+	v, err := newQueueView(who(c), c.QueryParam("owner"), c.QueryParam("channel"), c.QueryParam("cursor"))
 	if err != nil {
 		return err
 	}
 	v.only = s.only(c)
+	return s.queuePage(c, v, c.QueryParam("id"), nil)
+}
+
+// queuePage renders the queue of view v with draft id (or the page's
+// first) as the card, and sel, what a selection just did, on it.
+func (s *Server) queuePage(c *echo.Context, v queueView, id string, sel *views.Selection) error {
+	p := who(c)
 	page, next, partial, err := s.pendingPage(v, queuePage)
 	if err != nil {
 		return err
@@ -276,10 +261,11 @@ func (s *Server) draftsPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	card, err := s.focusCard(c, v, page, next, c.QueryParam("id"))
+	card, err := s.focusCard(c, v, page, next, id)
 	if err != nil {
 		return err
 	}
+	card.Selection = sel
 	drafting, err := s.st.DraftingFor(s.visible(c))
 	if err != nil {
 		return err
@@ -294,7 +280,7 @@ func (s *Server) draftsPage(c *echo.Context) error {
 	}
 	q := views.DraftQueue{
 		Filter: v.filter, Owners: s.owners(), HasOwner: p.Owner != "", Card: card, Items: items, Partial: partial,
-		Drafting: drafting,
+		Drafting: drafting, CSRF: csrfOf(c),
 	}
 	vis := s.visible(c)
 	if q.Counts, err = s.st.DraftCountsFor(vis); err != nil {
@@ -475,6 +461,9 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 		}
 		card.Drafting = &drafting
 	}
+	if u := s.undoToast(c, v, decided); u != nil && !showDecided {
+		card.Undo, card.Notice = u, nil // the banner says it all, with its Undo (undo.go)
+	}
 	now := s.now()
 	items, err := s.queueItems(v, page, card.Draft.ID, now)
 	if err != nil {
@@ -555,7 +544,8 @@ func (s *Server) queueLive(c *echo.Context) error {
 		return c.NoContent(http.StatusNotModified)
 	}
 	if empty && len(page) > 0 {
-		card, err := s.pendingCard(c, v, page, next, 0, page[0])
+		i := s.unclaimed(c, page, 0) // two empty queues filling at once get different drafts
+		card, err := s.pendingCard(c, v, page, next, i, page[i])
 		if err != nil {
 			return err
 		}

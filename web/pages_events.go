@@ -9,6 +9,8 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -303,4 +305,62 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// searchLimit is how many leads a search lists.
+const searchLimit = 50
+
+// search answers GET /search?q=: an event key, a draft id, an outbox id, a
+// lead key or a correlation id opens the event's timeline; a contact or
+// conversation id that names one lead exactly opens its latest message;
+// anything else lists the leads whose name, contact or conversation id
+// starts with q, then those whose recent messages hold it (store.Search),
+// all of them in the clients the person sees; 404 when none.
+func (s *Server) search(c *echo.Context) error {
+	q := strings.TrimSpace(c.QueryParam("q"))
+	if q == "" {
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+	vis := s.visible(c)
+	key, err := s.st.FindEvent(vis, q) // "" when q names nothing the caller sees
+	if err != nil {
+		return err
+	}
+	if key != "" {
+		return c.Redirect(http.StatusSeeOther, views.EventURL(key))
+	}
+	res, err := s.st.Search(vis, q, searchLimit)
+	if err != nil {
+		return err
+	}
+	title := "Search"
+	if len(res.Leads) == 0 {
+		title = "Nothing found"
+	}
+	l, err := s.layout(c, title, "")
+	if err != nil {
+		return err
+	}
+	l.Query = q
+	p := views.SearchPage{Query: q, More: res.More, Scanned: res.Scanned, Oldest: res.Oldest, TextScan: store.TextScan, Now: l.Now}
+	after := jobs.StuckAfter(s.cfg)
+	for _, h := range res.Leads {
+		at := h.Last.ReceivedAt
+		if at.IsZero() {
+			at = h.Lead.Since
+		}
+		contact := h.Lead.Contact
+		if contact == "" {
+			contact = h.Last.Contact
+		}
+		p.Hits = append(p.Hits, views.SearchHit{
+			Name: views.LeadName(h.Last, h.Lead), Contact: contact, Channel: h.Lead.Channel,
+			Status: string(h.Lead.Status), Stuck: leads.IsStuck(h.Lead, l.Now, after), By: h.By,
+			Snippet: h.Snippet, At: at, URL: views.EventURL(h.Lead.LastEventKey),
+		})
+	}
+	if len(p.Hits) == 0 {
+		return render(c, http.StatusNotFound, views.SearchResults(l, p))
+	}
+	return render(c, http.StatusOK, views.SearchResults(l, p))
 }

@@ -1,0 +1,44 @@
+package views
+
+import "time"
+
+// SearchPage is what a search found: leads whose name, contact or
+// conversation id starts with the query, then leads whose recent messages
+// hold it.
+type SearchPage struct {
+	Query string
+	Hits  []SearchHit
+	More  bool // there were more than the page shows
+	// Scanned is how many of the newest messages the text search read,
+	// back to Oldest; TextScan is its bound.
+	Scanned  int
+	Oldest   time.Time
+	TextScan int
+	Now      time.Time
+}
+
+// SearchHit is one lead a search found.
+type SearchHit struct {
+	Name    string
+	Contact string
+	Channel string
+	Status  string
+	Stuck   bool
+	By      string // name, contact, conversation or text: what matched
+	Snippet string // the message that matched (text), else the latest
+	At      time.Time
+	URL     string // the lead's latest message's timeline
+}
+
+// byLabel says what matched, for a person.
+func byLabel(by string) string {
+	switch by {
+	case "name":
+		return "name"
+	case "contact":
+		return "contact"
+	case "conversation":
+		return "conversation id"
+	}
+	return "message text"
+}
