@@ -36,13 +36,17 @@ func (b *backups) scheduled(ctx context.Context) error {
 	return b.a.maint.Backup(ctx)
 }
 
-// afterBackup copies the backup just written offsite (Maintenance.AfterBackup).
+// afterBackup copies the backup just written offsite (Maintenance.AfterBackup),
+// handing on the SHA-256 the store computed, then deletes the copies past
+// keep. A failed upload or check fails the backup task; a failed prune
+// after a verified copy does not: the copy is recorded as good and the
+// prune failure apart from it, on the page and in the metrics.
 func (b *backups) afterBackup(ctx context.Context, f store.BackupFile, sum string) error {
 	b.last = web.BackupResult{File: f, SHA256: sum}
 	if b.target == nil {
 		return nil
 	}
-	c, err := b.target.Upload(ctx, f.Path, f.Name)
+	c, err := b.target.Upload(ctx, f.Path, f.Name, sum)
 	if err != nil {
 		b.metrics.Offsite(false, f.Name, 0, time.Time{}, err)
 		return fmt.Errorf("offsite copy: %w", err)
@@ -50,6 +54,12 @@ func (b *backups) afterBackup(ctx context.Context, f store.BackupFile, sum strin
 	b.metrics.Offsite(true, c.Name, c.Size, c.Uploaded, nil)
 	b.last.Copy = &c
 	b.a.log.Info("backup copied offsite", "target", b.target.URL(), "key", c.Key, "bytes", c.Size, "sha256", c.SHA256)
+	err = b.target.Prune(ctx)
+	b.metrics.OffsitePrune(err)
+	if err != nil {
+		b.last.PruneError = err.Error()
+		b.a.log.Warn("delete the old offsite copies", "target", b.target.URL(), "keep", b.target.Keep(), slog.Any("err", err))
+	}
 	return nil
 }
 

@@ -96,10 +96,16 @@ func (t *Target) URL() string { return t.cfg.URL() }
 func (t *Target) Keep() int { return t.cfg.Keep }
 
 // Upload copies the local backup file at path to prefix+name, then reads
-// the copy back and compares its size and SHA-256 with the local file's;
-// a copy that does not match is deleted and the upload fails. After a
-// good upload only the newest Keep copies under the prefix are kept.
-func (t *Target) Upload(ctx context.Context, path, name string) (Copy, error) {
+// the copy back and compares its size and SHA-256 with the file's; a copy
+// that does not match is deleted and the upload fails. sum is the file's
+// SHA-256 in hex, as the store computed it while writing the file
+// (store.BackupToDir), so the file is read once, for the upload. Upload
+// keeps every copy: Prune deletes the ones past Keep, and its failure is
+// not the upload's.
+func (t *Target) Upload(ctx context.Context, path, name, sum string) (Copy, error) {
+	if len(sum) != sha256.Size*2 {
+		return Copy{}, fmt.Errorf("offsite: upload %s: %q is not a SHA-256 in hex", name, sum)
+	}
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	f, err := os.Open(path)
@@ -107,13 +113,11 @@ func (t *Target) Upload(ctx context.Context, path, name string) (Copy, error) {
 		return Copy{}, fmt.Errorf("offsite: %w", err)
 	}
 	defer f.Close()
-	size, sum, err := hashReader(f)
+	fi, err := f.Stat()
 	if err != nil {
-		return Copy{}, fmt.Errorf("offsite: read %s: %w", path, err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return Copy{}, fmt.Errorf("offsite: %w", err)
 	}
+	size := fi.Size()
 	key := t.cfg.Prefix + name
 	info, err := t.c.PutObject(ctx, t.cfg.Bucket, key, f, size, minio.PutObjectOptions{
 		ContentType:  "application/octet-stream",
@@ -140,8 +144,7 @@ func (t *Target) Upload(ctx context.Context, path, name string) (Copy, error) {
 	if up.IsZero() {
 		up = time.Now()
 	}
-	c := Copy{Name: name, Key: key, Size: size, SHA256: sum, Uploaded: up.UTC()}
-	return c, t.prune(ctx)
+	return Copy{Name: name, Key: key, Size: size, SHA256: sum, Uploaded: up.UTC()}, nil
 }
 
 func (t *Target) readBack(ctx context.Context, key string) (int64, string, error) {
@@ -174,16 +177,20 @@ func (t *Target) List(ctx context.Context) ([]Copy, error) {
 	return out, nil
 }
 
-// prune deletes the copies past Keep, oldest first; only backups under
-// the prefix are candidates.
-func (t *Target) prune(ctx context.Context) error {
+// Prune deletes the copies past the newest Keep, oldest first; only
+// backups under the prefix are candidates. It runs after a verified
+// Upload; a copy it fails to delete stays in the bucket, and the next
+// Prune tries again.
+func (t *Target) Prune(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
 	all, err := t.List(ctx)
 	if err != nil {
 		return err
 	}
 	for i := t.cfg.Keep; i < len(all); i++ {
 		if err := t.c.RemoveObject(ctx, t.cfg.Bucket, all[i].Key, minio.RemoveObjectOptions{}); err != nil {
-			return fmt.Errorf("offsite: delete the old copy %s: %w", all[i].Key, err)
+			return fmt.Errorf("offsite: delete the old copy %s from %s: %w", all[i].Name, t.URL(), err)
 		}
 	}
 	return nil

@@ -4,7 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +35,29 @@ func target(t *testing.T, s testkit.S3, prefix string, keep int) *offsite.Target
 	return tg
 }
 
+// sumOf is data's SHA-256 in hex, as the store hands it to Upload.
+func sumOf(data []byte) string {
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:])
+}
+
+// upload uploads the backup file at path, then prunes, as app does.
+func upload(t *testing.T, tg *offsite.Target, path, name string) offsite.Copy {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tg.Upload(context.Background(), path, name, sumOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.Prune(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // backupFile writes n random bytes as a backup named for minute m.
 func backupFile(t *testing.T, dir string, m int, n int) (string, string, []byte) {
 	t.Helper()
@@ -50,9 +79,12 @@ func TestUploadListDownload(t *testing.T) {
 	// Larger than one part of a multipart upload (16 MiB), so the
 	// multipart path is what is verified.
 	path, name, data := backupFile(t, dir, 1, 17<<20+123)
-	c, err := tg.Upload(ctx, path, name)
+	c, err := tg.Upload(ctx, path, name, sumOf(data))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.SHA256 != sumOf(data) {
+		t.Errorf("copy sha256 = %s, want %s", c.SHA256, sumOf(data))
 	}
 	if c.Size != int64(len(data)) || c.Key != "agency-a/"+name || len(c.SHA256) != 64 {
 		t.Errorf("copy = %+v", c)
@@ -101,9 +133,7 @@ func TestKeepPrunesOnlyOwnBackups(t *testing.T) {
 	var names []string
 	for m := range 4 {
 		path, name, _ := backupFile(t, dir, m, 1000+m)
-		if _, err := tg.Upload(ctx, path, name); err != nil {
-			t.Fatal(err)
-		}
+		upload(t, tg, path, name)
 		names = append(names, name)
 	}
 	list, err := tg.List(ctx)
@@ -134,9 +164,7 @@ func TestDownloadRefusesDamagedCopy(t *testing.T) {
 	tg := target(t, s, "", 5)
 	ctx := context.Background()
 	path, name, data := backupFile(t, t.TempDir(), 7, 4096)
-	if _, err := tg.Upload(ctx, path, name); err != nil {
-		t.Fatal(err)
-	}
+	upload(t, tg, path, name)
 	// Bit rot in the bucket: same size, one byte changed.
 	data[100] ^= 0xff
 	if err := os.WriteFile(filepath.Join(s.Root, s.Bucket, name), data, 0o644); err != nil {
@@ -158,8 +186,8 @@ func TestWrongCredentialsFail(t *testing.T) {
 	s := testkit.StartS3(t)
 	s.SecretKey = "not-the-secret"
 	tg := target(t, s, "", 5)
-	path, name, _ := backupFile(t, t.TempDir(), 8, 100)
-	_, err := tg.Upload(context.Background(), path, name)
+	path, name, data := backupFile(t, t.TempDir(), 8, 100)
+	_, err := tg.Upload(context.Background(), path, name, sumOf(data))
 	if err == nil {
 		t.Fatal("an upload with a wrong secret succeeded")
 	}
@@ -169,5 +197,70 @@ func TestWrongCredentialsFail(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(s.Root, s.Bucket))
 	if len(entries) != 0 {
 		t.Errorf("the bucket holds %d objects after a refused upload", len(entries))
+	}
+}
+
+// TestUploadChecksTheGivenSum: the SHA-256 passed in is what the copy is
+// checked against; a sum that is not the file's fails the upload and
+// leaves no copy in the bucket.
+func TestUploadChecksTheGivenSum(t *testing.T) {
+	s := testkit.StartS3(t)
+	tg := target(t, s, "", 5)
+	path, name, data := backupFile(t, t.TempDir(), 9, 2048)
+	other := append([]byte{1}, data...)
+	_, err := tg.Upload(context.Background(), path, name, sumOf(other))
+	if err == nil || !strings.Contains(err.Error(), "verify the copy") {
+		t.Fatalf("upload with another file's sum: err = %v, want a failed verification", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Root, s.Bucket, name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the unverified copy is still in the bucket (%v)", err)
+	}
+	if _, err := tg.Upload(context.Background(), path, name, "not-a-sum"); err == nil {
+		t.Error("an upload without a SHA-256 succeeded")
+	}
+}
+
+// TestPruneFailureLeavesTheCopy: a bucket that refuses deletes takes and
+// verifies the upload; only Prune fails, and the copies stay.
+func TestPruneFailureLeavesTheCopy(t *testing.T) {
+	s := testkit.StartS3(t)
+	up, err := url.Parse(s.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(up)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete || r.URL.Query().Has("delete") {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>deletes are not allowed</Message></Error>`))
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	s.Endpoint = proxy.URL
+	tg := target(t, s, "", 1)
+	dir := t.TempDir()
+	var names []string
+	for m := range 2 {
+		path, name, data := backupFile(t, dir, m, 500+m)
+		c, err := tg.Upload(context.Background(), path, name, sumOf(data))
+		if err != nil {
+			t.Fatalf("upload %d through a bucket that refuses deletes: %v", m, err)
+		}
+		if c.Name != name {
+			t.Errorf("copy = %+v, want %s", c, name)
+		}
+		names = append(names, name)
+	}
+	err = tg.Prune(context.Background())
+	if err == nil || !strings.Contains(err.Error(), names[0]) {
+		t.Fatalf("prune where deletes are refused: err = %v, want one naming %s", err, names[0])
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(s.Root, s.Bucket, n)); err != nil {
+			t.Errorf("%s is gone after a failed prune: %v", n, err)
+		}
 	}
 }

@@ -95,8 +95,12 @@ func (s *Store) CountsFor(v Visible, stuckBefore map[HandoffStatus]time.Time) (C
 			prefix := append([]byte(st), 0)
 			oc := tx.bucket(bucketOutboxByStatus).Cursor()
 			for k, _ := oc.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = oc.Next() {
-				o, err := tx.Outbox(string(k[len(prefix):]))
-				if err != nil || !v.Outbox(o) {
+				id := string(k[len(prefix):])
+				o, err := tx.Outbox(id)
+				if err != nil {
+					return fmt.Errorf("outbox status index points at row %s: %w", id, err)
+				}
+				if !v.Outbox(o) {
 					continue
 				}
 				switch {
@@ -112,7 +116,10 @@ func (s *Store) CountsFor(v Visible, stuckBefore map[HandoffStatus]time.Time) (C
 		}
 		return nil
 	})
-	return c, err
+	if err != nil {
+		return Counts{}, fmt.Errorf("store: counts: %w", err)
+	}
+	return c, nil
 }
 
 // DraftCountsFor is DraftCounts as v sees them: the kept counts for

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -113,4 +114,134 @@ func (tx *Tx) LinkReceipt(channel, providerID, outboxID string) (Receipt, error)
 		return Receipt{}, fmt.Errorf("store: receipt %s: %w", key, err)
 	}
 	return r, nil
+}
+
+// Receipts have two indexes (tables.go, schema 8 on): by the outbox row
+// they are about, so a row takes its receipts with it when it is deleted,
+// and by the time of their latest status, so retention finds the old ones.
+var (
+	bucketReceiptsByOutbox = []byte("idx_receipts_by_outbox") // created by migration 7
+	bucketReceiptsByTime   = []byte("idx_receipts_by_time")   // created by migration 7
+)
+
+// receiptOutboxKey is a receipt's idx_receipts_by_outbox entry:
+// "<outbox id> 0x00 <receipt key>"; nil for a receipt not linked to a row.
+func receiptOutboxKey(r *Receipt) []byte {
+	if r.OutboxID == "" {
+		return nil
+	}
+	return append(append([]byte(r.OutboxID), 0), r.Key...)
+}
+
+// receiptTimeKey is a receipt's idx_receipts_by_time entry: "<updated at>
+// | <receipt key>"; nil for a receipt with no status yet (a link made by a
+// send's answer), which goes with its outbox row.
+func receiptTimeKey(r *Receipt) []byte {
+	if r.UpdatedAt.IsZero() {
+		return nil
+	}
+	return timeKey(r.UpdatedAt, r.Key)
+}
+
+// deleteReceiptsOf deletes the receipts linked to outbox row id: the row
+// is going, and a receipt naming a row that is gone is damage to Check.
+func deleteReceiptsOf(tx *Tx, id string) error {
+	prefix := append([]byte(id), 0)
+	var keys [][]byte
+	c := tx.bucket(bucketReceiptsByOutbox).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k[len(prefix):]))
+	}
+	for _, k := range keys {
+		r, err := receiptsTable.get(tx, k)
+		if err != nil {
+			return fmt.Errorf("idx_receipts_by_outbox points at receipt %s: %w", k, err)
+		}
+		if err := receiptsTable.delete(tx, &r); err != nil {
+			return fmt.Errorf("delete receipt %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// pruneReceipts deletes up to limit receipts whose latest status is older
+// than cutoff, oldest first, unless the outbox row they are about is still
+// kept: such a receipt goes with its row (deleteReceiptsOf). It returns
+// how many it deleted.
+func pruneReceipts(tx *Tx, cutoff time.Time, limit int) (int, error) {
+	var doomed []Receipt
+	c := tx.bucket(bucketReceiptsByTime).Cursor()
+	end := timeKey(cutoff, "")
+	for k, _ := c.First(); k != nil && bytes.Compare(k, end) < 0 && len(doomed) < limit; k, _ = c.Next() {
+		_, key := splitTimeKey(k)
+		r, err := receiptsTable.get(tx, []byte(key))
+		if err != nil {
+			return 0, fmt.Errorf("idx_receipts_by_time points at receipt %s: %w", key, err)
+		}
+		if r.OutboxID != "" && outboxTable.has(tx, []byte(r.OutboxID)) {
+			continue
+		}
+		doomed = append(doomed, r)
+	}
+	for _, r := range doomed {
+		if err := receiptsTable.delete(tx, &r); err != nil {
+			return 0, fmt.Errorf("delete receipt %s: %w", r.Key, err)
+		}
+	}
+	return len(doomed), nil
+}
+
+// migrateReceiptIndexes is migration 7: it creates idx_receipts_by_outbox
+// and idx_receipts_by_time and fills them from the receipts. A receipt
+// linked to a row that is gone (retention deleted the row before receipts
+// went with it) is deleted, as it would have been with its row.
+func migrateReceiptIndexes(tx *Tx) error {
+	for _, b := range [][]byte{bucketReceiptsByOutbox, bucketReceiptsByTime} {
+		if _, err := tx.tx.CreateBucketIfNotExists(b); err != nil {
+			return err
+		}
+	}
+	var all []Receipt
+	_ = tx.bucket(bucketReceipts).ForEach(func(_, raw []byte) error {
+		var r Receipt
+		if decode(raw, &r) == nil { // an unreadable one is left for Check to name
+			all = append(all, r)
+		}
+		return nil
+	})
+	for _, r := range all {
+		if r.OutboxID != "" && !outboxTable.has(tx, []byte(r.OutboxID)) {
+			if err := tx.bucket(bucketReceipts).Delete([]byte(r.Key)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := receiptsTable.insert(tx, &r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkReceiptRows proves that every receipt linked to an outbox row names
+// a row that exists, on the receipt's channel (schema 8 on: before, retention
+// left receipts behind their rows).
+func checkReceiptRows(tx *Tx) []error {
+	var problems []error
+	_ = tx.bucket(bucketReceipts).ForEach(func(k, raw []byte) error {
+		var r Receipt
+		if decode(raw, &r) != nil || r.OutboxID == "" {
+			return nil // an unreadable receipt is reported by the receipts table's check
+		}
+		o, err := tx.Outbox(r.OutboxID)
+		switch {
+		case len(problems) >= maxProblems:
+		case err != nil:
+			problems = append(problems, fmt.Errorf("check: receipt %s is about outbox row %s, which cannot be read: %v", k, r.OutboxID, err))
+		case o.Channel != r.Channel:
+			problems = append(problems, fmt.Errorf("check: receipt %s is about outbox row %s of channel %s", k, r.OutboxID, o.Channel))
+		}
+		return nil
+	})
+	return problems
 }

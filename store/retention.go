@@ -159,8 +159,11 @@ func deleteEvent(tx *Tx, ev Event) error {
 
 // PruneOutside deletes what retention would otherwise never reach, older
 // than cutoff: finished stuck-lead alerts (their outbox rows and delivery
-// jobs; they hang off no event) and the sandbox's record of what it
-// received. It returns how many records it deleted.
+// jobs; they hang off no event), the sandbox's record of what it
+// received, and the delivery receipts whose latest status is older and
+// whose outbox row is gone or was never known (a receipt about a kept row
+// goes with the row: Tx.DeleteOutbox). It returns how many records it
+// deleted.
 func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error) {
 	n := 0
 	err := s.update(ctx, func(tx *Tx) error {
@@ -205,7 +208,23 @@ func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error)
 	if err != nil {
 		return 0, fmt.Errorf("store: prune alerts and sandbox: %w", err)
 	}
-	return n, nil
+	// Receipts come with every send, so they go a chunk per transaction
+	// until none is left, as events do.
+	for {
+		var got int
+		err := s.update(ctx, func(tx *Tx) error {
+			var err error
+			got, err = pruneReceipts(tx, cutoff, retentionChunk)
+			return err
+		})
+		if err != nil {
+			return n, fmt.Errorf("store: prune receipts: %w", err)
+		}
+		n += got
+		if got < retentionChunk {
+			return n, nil
+		}
+	}
 }
 
 // deleteAlert removes a finished alert row and its finished delivery jobs.

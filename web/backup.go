@@ -67,11 +67,13 @@ type Offsite interface {
 }
 
 // BackupResult is a backup written now: the file and, when a target is
-// set, its verified offsite copy.
+// set, its verified offsite copy and, when deleting the old copies past
+// keep failed after it, why.
 type BackupResult struct {
-	File   store.BackupFile `json:"file"`
-	SHA256 string           `json:"sha256"`
-	Copy   *offsite.Copy    `json:"offsite,omitempty"`
+	File       store.BackupFile `json:"file"`
+	SHA256     string           `json:"sha256"`
+	Copy       *offsite.Copy    `json:"offsite,omitempty"`
+	PruneError string           `json:"offsite_prune_error,omitempty"`
 }
 
 // errNoBackups answers the backup-now and restore routes of a server

@@ -25,7 +25,8 @@ const (
 	bearerWindow  = 10 * time.Minute
 	bearerPerAddr = 20
 	// auditPerWindow caps the audit entries about refused tokens in one
-	// bearerWindow, over all addresses, so a flood cannot fill the disk.
+	// bearerWindow, and about failed logins in one loginWindow, over all
+	// addresses, so a flood cannot fill the disk.
 	auditPerWindow = 200
 )
 
@@ -114,10 +115,53 @@ type loginGuard struct {
 	pairs failures // name + "\x00" + address
 	addrs failures
 	names failures
+	// marks is when each pair's last audit entry was written and how many
+	// failures came since; audit caps the entries over all pairs
+	// (auditFailure).
+	marks map[string]auditMark
+	audit auditBudget
+}
+
+// auditMark is one pair's last audit entry about failed logins.
+type auditMark struct {
+	at   time.Time
+	more int // failures since at, counted, not written
 }
 
 func newLoginGuard() *loginGuard {
-	return &loginGuard{pairs: failures{}, addrs: failures{}, names: failures{}}
+	return &loginGuard{pairs: failures{}, addrs: failures{}, names: failures{}, marks: map[string]auditMark{},
+		audit: auditBudget{max: auditPerWindow, window: loginWindow}}
+}
+
+// auditFailure says whether a failed login of name from addr at now gets
+// an audit entry: the first failure of the pair in a loginWindow does, the
+// others are counted into the next entry (more), and over all pairs at
+// most auditPerWindow entries are written per window (last: this is the
+// final one). Each failure is still limited by reserve; this bounds the
+// audit bucket against guesses from many addresses.
+func (g *loginGuard) auditFailure(name, addr string, now time.Time) (write bool, more int, last bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	k := pairKey(name, addr)
+	m, seen := g.marks[k]
+	if seen && now.Sub(m.at) < loginWindow && !now.Before(m.at) {
+		m.more++
+		g.marks[k] = m
+		return false, 0, false
+	}
+	ok, last := g.audit.take(now)
+	if !ok {
+		return false, 0, false
+	}
+	if len(g.marks) >= maxLimitKeys {
+		for mk, mm := range g.marks {
+			if now.Sub(mm.at) >= loginWindow {
+				delete(g.marks, mk)
+			}
+		}
+	}
+	g.marks[k] = auditMark{at: now}
+	return true, m.more, last
 }
 
 func pairKey(name, addr string) string { return name + "\x00" + addr }

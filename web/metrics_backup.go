@@ -13,6 +13,9 @@ import (
 // without the other.
 type offsiteMetrics struct {
 	total *prometheus.CounterVec
+	// pruneFailed counts the prunes after a verified copy that failed:
+	// the copy counts as ok, the old copies past keep are still there.
+	pruneFailed prometheus.Counter
 
 	mu       sync.Mutex
 	lastOK   time.Time // zero: none since the start
@@ -20,6 +23,7 @@ type offsiteMetrics struct {
 	lastName string
 	last     float64 // 1 ok, 0 failed, -1 none yet
 	lastErr  string
+	pruneErr string // the last prune's failure; "" after a good one
 }
 
 var (
@@ -36,9 +40,12 @@ func newOffsiteMetrics(reg *prometheus.Registry) *offsiteMetrics {
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoff_offsite_backups_total", Help: "Offsite copies of backups by result (ok: uploaded and verified).",
 		}, []string{"result"}),
+		pruneFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_offsite_prune_failures_total", Help: "Prunes of the old offsite copies (past backups.target keep) that failed after a verified copy.",
+		}),
 		last: -1,
 	}
-	reg.MustRegister(o.total, o)
+	reg.MustRegister(o.total, o.pruneFailed, o)
 	return o
 }
 
@@ -67,6 +74,7 @@ type OffsiteStatus struct {
 	LastName string
 	Result   float64 // 1 ok, 0 failed, -1 none yet
 	Err      string  // the last failure, when Result is 0
+	PruneErr string  // why the last prune of the old copies failed; "" when it did not
 }
 
 // Offsite records one offsite copy: ok with the copy's name, size and
@@ -90,6 +98,24 @@ func (m *Metrics) Offsite(ok bool, name string, size int64, at time.Time, err er
 	}
 }
 
+// OffsitePrune records the prune that follows a verified copy: nil clears
+// the last prune failure, an error counts one and is shown until the next
+// good prune. The copy itself was recorded by Offsite.
+func (m *Metrics) OffsitePrune(err error) {
+	if m == nil {
+		return
+	}
+	o := m.offsite
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err == nil {
+		o.pruneErr = ""
+		return
+	}
+	o.pruneFailed.Inc()
+	o.pruneErr = err.Error()
+}
+
 // RestoreLastOffsite sets the last good offsite copy found in the bucket
 // at start, without counting a copy.
 func (m *Metrics) RestoreLastOffsite(name string, size int64, at time.Time) {
@@ -104,5 +130,5 @@ func (m *Metrics) OffsiteStatus() OffsiteStatus {
 	o := m.offsite
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return OffsiteStatus{LastOK: o.lastOK, LastSize: o.lastSize, LastName: o.lastName, Result: o.last, Err: o.lastErr}
+	return OffsiteStatus{LastOK: o.lastOK, LastSize: o.lastSize, LastName: o.lastName, Result: o.last, Err: o.lastErr, PruneErr: o.pruneErr}
 }

@@ -35,7 +35,7 @@ func (s *Server) offsiteView(ctx context.Context) *views.Offsite {
 	}
 	t := s.backups.Offsite()
 	st := s.metrics.OffsiteStatus()
-	o := &views.Offsite{URL: t.URL(), Keep: t.Keep(), LastOK: st.LastOK, LastSize: st.LastSize, LastName: st.LastName, Result: st.Result, Err: st.Err}
+	o := &views.Offsite{URL: t.URL(), Keep: t.Keep(), LastOK: st.LastOK, LastSize: st.LastSize, LastName: st.LastName, Result: st.Result, Err: st.Err, PruneErr: st.PruneErr}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	copies, err := t.List(ctx)
@@ -63,6 +63,9 @@ func (s *Server) backupNowPage(c *echo.Context) error {
 	msg := fmt.Sprintf("Backup %s written (%s, SHA-256 %s).", res.File.Name, views.ByteSize(res.File.Size), res.SHA256)
 	if res.Copy != nil {
 		msg += fmt.Sprintf(" Copied to %s and verified there (size and SHA-256).", s.backups.Offsite().URL())
+	}
+	if res.PruneError != "" {
+		msg += " The old copies past keep could not be deleted: " + res.PruneError
 	}
 	return s.renderBackups(c, http.StatusOK, msg, "")
 }

@@ -51,8 +51,8 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	}
 	now := s.now().UTC()
 	ip := c.RealIP()
-	err = s.st.UseSetupLink(c.Request().Context(), hashSecret(token), now,
-		store.User{Name: name, Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: now},
+	admin := store.User{Name: name, Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: now}
+	err = s.st.UseSetupLink(c.Request().Context(), hashSecret(token), now, admin,
 		store.AuditEntry{At: now, Who: name, From: ip, Action: "create user", Target: name, Detail: "the first admin, with the setup link"})
 	if errors.Is(err, store.ErrSetupUsed) {
 		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
@@ -60,12 +60,11 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	secret := newSecret()
-	sess := store.Session{User: name, Role: store.RoleAdmin, CSRF: newSecret(), From: ip, CreatedAt: now, LastSeen: now}
-	if err := s.st.CreateSession(c.Request().Context(), hashSecret(secret), sess); err != nil {
+	// Logged in as login does (the new admin has no second factor yet).
+	secret, err := s.startSession(c, admin, ip, now, "after setup")
+	if err != nil {
 		return err
 	}
-	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: name, From: ip, Action: "login", Detail: "after setup"})
 	c.SetCookie(s.sessionCookieFor(secret, int(sessionMax.Seconds())))
 	return c.Redirect(http.StatusSeeOther, "/")
 }

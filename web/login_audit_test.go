@@ -1,0 +1,93 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/handoff/handoff/store"
+)
+
+// failedLogins is the audit log's "login failed" entries, newest first.
+func failedLogins(t *testing.T, st *store.Store) []store.AuditEntry {
+	t.Helper()
+	log, err := st.AuditLog(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []store.AuditEntry
+	for _, en := range log {
+		if en.Action == "login failed" {
+			out = append(out, en)
+		}
+	}
+	return out
+}
+
+// TestFailedLoginsAreCoalesced: the failures of one name from one address
+// write one audit entry per login window; the next entry after the window
+// says how many were counted meanwhile. Another address gets its own.
+func TestFailedLoginsAreCoalesced(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.Now()}
+	e, _ := newEnv(t, proxiedConfig(), envOptions{now: clk.Now})
+	addUser(t, e.st, "boss", store.RoleAdmin, "", "right-password-1")
+	b := newBrowser(t, e.url)
+	for i := 1; i <= loginPerPair; i++ {
+		if p := loginFrom(b, "198.51.100.7", "boss", "wrong-password"); p.code != http.StatusUnauthorized {
+			t.Fatalf("wrong password %d: %d", i, p.code)
+		}
+	}
+	if p := loginFrom(b, "198.51.100.7", "boss", "wrong-password"); p.code != http.StatusTooManyRequests {
+		t.Fatalf("the try past the limit: %d, want 429", p.code)
+	}
+	if got := failedLogins(t, e.st); len(got) != 1 {
+		t.Fatalf("%d failed-login entries after %d failures from one address, want 1: %+v", len(got), loginPerPair, got)
+	}
+	// Another address is its own pair. (The name is in back-off now, so
+	// its first guess is compared and the next waits.)
+	if p := loginFrom(b, "198.51.100.8", "boss", "wrong-password"); p.code != http.StatusUnauthorized {
+		t.Fatalf("first guess from a second address: %d, want 401", p.code)
+	}
+	if got := failedLogins(t, e.st); len(got) != 2 || got[0].From != "198.51.100.8" {
+		t.Fatalf("entries after a second address failed: %+v; want one more, from it", got)
+	}
+	// After the window the pair's next failure is written, with the count.
+	clk.Add(loginWindow + time.Second)
+	if p := loginFrom(b, "198.51.100.7", "boss", "wrong-password"); p.code != http.StatusUnauthorized {
+		t.Fatalf("wrong password after the window: %d, want 401", p.code)
+	}
+	got := failedLogins(t, e.st)
+	if len(got) != 3 || got[0].From != "198.51.100.7" {
+		t.Fatalf("entries after the window: %+v; want a third, from 198.51.100.7", got)
+	}
+	if want := fmt.Sprintf("%d more failed since the last entry", loginPerPair-1); !strings.Contains(got[0].Detail, want) {
+		t.Errorf("the entry after the window says %q; want it to hold %q", got[0].Detail, want)
+	}
+}
+
+// TestLoginAuditBudget: over all pairs at most auditPerWindow failed-login
+// entries are written per window, the last saying so; a new window has a
+// new budget.
+func TestLoginAuditBudget(t *testing.T) {
+	g := newLoginGuard()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	written, lasts := 0, 0
+	for i := range auditPerWindow + 50 {
+		write, _, last := g.auditFailure("boss", fmt.Sprintf("198.51.%d.%d", i/250, i%250), now)
+		if write {
+			written++
+		}
+		if last {
+			lasts++
+		}
+	}
+	if written != auditPerWindow || lasts != 1 {
+		t.Errorf("%d entries written, %d said to be the last; want %d and 1", written, lasts, auditPerWindow)
+	}
+	if write, _, _ := g.auditFailure("boss", "203.0.113.1", now.Add(loginWindow)); !write {
+		t.Error("the next window's first failure is not written")
+	}
+}
