@@ -2,16 +2,20 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 )
 
@@ -124,26 +128,42 @@ func TestServeLogsWhereAddrAndDataCameFrom(t *testing.T) {
 			for k, v := range tt.vars {
 				vars[k] = v
 			}
-			if tt.addrFrom == "default" {
-				// The default address is fixed; run it where nothing else listens.
-				vars["HANDOFF_ADDR"], tt.addrFrom = "127.0.0.1:0", "env"
+			atDefault := tt.addrFrom == "default"
+			if atDefault {
+				// The default address is fixed, and may not be free to
+				// serve on: hold it (or find it held), so the server logs
+				// its configuration, then cannot listen there and stops.
+				if ln, err := net.Listen("tcp", config.DefaultAddr); err == nil {
+					t.Cleanup(func() { ln.Close() })
+				} else if !errors.Is(err, syscall.EADDRINUSE) {
+					t.Fatalf("hold %s: %v", config.DefaultAddr, err)
+				}
 			}
 			r := runChild(t, vars, tt.args...)
-			if !r.started {
+			switch {
+			case atDefault && r.started:
+				t.Fatalf("the server started on %s, which is held:\n%s", config.DefaultAddr, r.stderr)
+			case atDefault && (r.code != 1 || !strings.Contains(r.stdout+r.stderr, "listen on "+config.DefaultAddr)):
+				t.Fatalf("exit %d; want 1 with the default address in use:\n%s", r.code, r.stdout+r.stderr)
+			case !atDefault && !r.started:
 				t.Fatalf("the server did not start:\n%s", r.stderr)
 			}
 			first, _, _ := strings.Cut(r.stderr, "\n")
-			var rec struct{ Msg, Data, AddrSource, DataSource string }
+			var rec struct{ Msg, Addr, Data, AddrSource, DataSource string }
 			var raw map[string]any
 			if err := json.Unmarshal([]byte(first), &raw); err != nil {
 				t.Fatalf("the first log line is not JSON: %q", first)
 			}
 			rec.Msg, _ = raw["msg"].(string)
+			rec.Addr, _ = raw["addr"].(string)
 			rec.AddrSource, _ = raw["addr_source"].(string)
 			rec.DataSource, _ = raw["data_dir_source"].(string)
 			rec.Data, _ = raw["data_dir"].(string)
 			if rec.Msg != "configuration" || rec.AddrSource != tt.addrFrom || rec.DataSource != tt.dataFrom || rec.Data != tt.data {
 				t.Errorf("first log line %s; want msg configuration, addr from %s, data_dir %s from %s", first, tt.addrFrom, tt.data, tt.dataFrom)
+			}
+			if atDefault && rec.Addr != config.DefaultAddr {
+				t.Errorf("first log line %s; want addr %s", first, config.DefaultAddr)
 			}
 			if _, err := os.Stat(filepath.Join(tt.data, store.FileName)); err != nil {
 				t.Errorf("the database is not where the log says: %v", err)

@@ -152,19 +152,13 @@ func bodiesRun(ctx context.Context, cfg bodiesConfig, tpl bodyTemplate, bin, dir
 	// A few timeouts on a loaded machine do not spoil the figures: they
 	// are per accepted webhook, and the failures are reported.
 	// Drafting reads each event back: wait until no draft job is left.
-	for {
-		open, err := openDraftJobs(ctx, client, base)
-		if err != nil {
-			return r, err
-		}
-		if open == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return r, fmt.Errorf("%v draft jobs still open: %w", open, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+	open := 0.0
+	if err := poll(ctx, "every draft job to finish", cfg.timeout, every(200*time.Millisecond), func() (bool, error) {
+		var err error
+		open, err = openDraftJobs(ctx, client, base)
+		return open == 0, err
+	}); err != nil {
+		return r, fmt.Errorf("%v draft jobs still open: %w", open, err)
 	}
 	mem, err := readMemory(p.Pid())
 	if err != nil {

@@ -259,10 +259,14 @@ func fill(ctx context.Context, cfg footprintConfig, bin, work string, out io.Wri
 	// Settle: every draft and delivery job done, every pending draft stored.
 	settle := time.Now()
 	lastSay := time.Now()
-	for {
-		m, took, err := scrape(ctx, client, base+"/metrics")
+	// Not more often than every 5s, and at most a tenth of the time: a
+	// scrape reads every queued job (JobCounts), and right after the
+	// ingest the whole fill is queued, so a scrape can take seconds.
+	slow := func(took time.Duration) time.Duration { return max(5*time.Second, 10*took) }
+	err = poll(ctx, "every job of the fill to finish", cfg.timeout, slow, func() (bool, error) {
+		m, _, err := scrape(ctx, client, base+"/metrics")
 		if err != nil {
-			return rec, err
+			return false, err
 		}
 		open := 0.0
 		for _, kind := range []string{"draft", "deliver"} {
@@ -273,7 +277,7 @@ func fill(ctx context.Context, cfg footprintConfig, bin, work string, out io.Wri
 		}
 		waiting, _ := m.sum("handoff_drafts_waiting", nil)
 		if open == 0 && int(waiting) >= cfg.pending {
-			break
+			return true, nil
 		}
 		if time.Since(lastSay) >= cfg.settleProgressGap {
 			drafted, _ := m.sum("handoff_job_attempts_total", map[string]string{"kind": "draft", "state": "completed"})
@@ -281,16 +285,10 @@ func fill(ctx context.Context, cfg footprintConfig, bin, work string, out io.Wri
 				thousands(int64(open)), thousands(int64(drafted)), thousands(int64(waiting)), time.Since(settle).Seconds())
 			lastSay = time.Now()
 		}
-		// Not more often: a scrape reads every queued job (JobCounts), and
-		// right after the ingest the whole fill is queued, so a scrape can
-		// take seconds; it gets at most a tenth of the time.
-		t := time.NewTimer(max(5*time.Second, 10*took))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return rec, ctx.Err()
-		case <-t.C:
-		}
+		return false, nil
+	})
+	if err != nil {
+		return rec, err
 	}
 	rec.SettleS = time.Since(settle).Seconds()
 	fmt.Fprintf(out, "  every job done %.1fs after the last webhook\n", rec.SettleS)
@@ -351,7 +349,7 @@ func measureFootprint(ctx context.Context, cfg footprintConfig, bin, work, db st
 				after, err = readMemory(ch.Pid())
 			}
 			if err == nil {
-				if check, err = waitPageCheck(ctx, ch.logPath); err == nil && check.took > 0 {
+				if check, err = waitPageCheck(ctx, ch.logPath, pageCheckWait); err == nil && check.took > 0 {
 					checked, err = readMemory(ch.Pid())
 				}
 			}
@@ -383,6 +381,8 @@ func measureFootprint(ctx context.Context, cfg footprintConfig, bin, work, db st
 	switch {
 	case check.problem != "":
 		fmt.Fprintf(out, "WARNING: the background page check found damage: %s\n", check.problem)
+	case check.timedOut:
+		fmt.Fprintf(out, "WARNING: the background page check started but was not logged as finished within %s (last start)\n", pageCheckWait)
 	case check.took > 0:
 		fmt.Fprintf(out, "background page check (after ready, plain reads, last start): %s; then VmRSS %s (RssAnon %s, RssFile %s), VmHWM %s\n",
 			ms(check.took), byteSize(checked.rss), byteSize(checked.anon), byteSize(checked.file), byteSize(checked.hwm))
@@ -474,6 +474,9 @@ func timeCommand(ctx context.Context, n int, dir string, env []string, argv ...s
 type pageCheck struct {
 	took    time.Duration // 0: no check logged
 	problem string
+	// timedOut: the check was started but not logged as finished within
+	// pageCheckWait.
+	timedOut bool
 }
 
 // pageCheckWait bounds the wait for the background page check's log line:
@@ -486,13 +489,14 @@ const checkStartMsg = "checking the database's pages in the background"
 // waitPageCheck reads the server's log until its background page check
 // (app: "the database's pages are sound" with took, or "the database is
 // damaged") is logged. A server that started none (a small file, checked
-// in full before the open) logs none.
-func waitPageCheck(ctx context.Context, logPath string) (pageCheck, error) {
-	deadline := time.Now().Add(pageCheckWait)
-	for {
+// in full before the open) logs none; one that started a check that is
+// not logged as finished within says so (timedOut).
+func waitPageCheck(ctx context.Context, logPath string, within time.Duration) (pageCheck, error) {
+	var got pageCheck
+	err := poll(ctx, "the background page check", within, every(100*time.Millisecond), func() (bool, error) {
 		b, err := os.ReadFile(logPath)
 		if err != nil {
-			return pageCheck{}, err
+			return false, err
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			var rec struct {
@@ -505,48 +509,39 @@ func waitPageCheck(ctx context.Context, logPath string) (pageCheck, error) {
 			}
 			switch rec.Msg {
 			case "the database's pages are sound":
-				return pageCheck{took: time.Duration(rec.Took)}, nil
+				got = pageCheck{took: time.Duration(rec.Took)}
+				return true, nil
 			case "the database is damaged; restore a backup":
-				return pageCheck{problem: rec.Err}, nil
+				got = pageCheck{problem: rec.Err}
+				return true, nil
 			}
 		}
 		// The check is started, and logged, right after the server is
-		// ready, which was seconds ago: no line means no check.
-		if !strings.Contains(string(b), checkStartMsg) || time.Now().After(deadline) {
-			return pageCheck{}, nil
-		}
-		select {
-		case <-ctx.Done():
-			return pageCheck{}, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		// ready, which was seconds ago: no start line means no check.
+		return !strings.Contains(string(b), checkStartMsg), nil
+	})
+	if errors.Is(err, errTimedOut) {
+		return pageCheck{timedOut: true}, nil
 	}
+	return got, err
 }
 
 // waitReadyFast polls /readyz every 2ms: start-up is measured against 1s,
 // and waitReady's 20ms would be a tenth of a figure near 200ms.
 func waitReadyFast(ctx context.Context, client *http.Client, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
-	for {
+	return poll(ctx, url+" to answer 200", startupTimeout, every(2*time.Millisecond), func() (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return err
+			return false, err
 		}
 		resp, err := client.Do(req)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return false, nil // not listening yet
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready within %s", url, startupTimeout)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
 }
 
 // pageTiming is one page's measured requests.

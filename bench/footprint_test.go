@@ -24,13 +24,17 @@ func TestWaitPageCheck(t *testing.T) {
 `, pageCheck{problem: "store: x failed its page check: page 9 is damaged"}},
 		{"none started", `{"level":"INFO","msg":"listening","addr":"127.0.0.1:1"}
 `, pageCheck{}},
+		{"started, not finished", `{"level":"INFO","msg":"listening","addr":"127.0.0.1:1"}
+{"level":"INFO","msg":"checking the database's pages in the background"}
+`, pageCheck{timedOut: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "serve.log")
 			if err := os.WriteFile(path, []byte(tc.log), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			got, err := waitPageCheck(context.Background(), path)
+			// A short bound: the unfinished check is what times out.
+			got, err := waitPageCheck(context.Background(), path, 50*time.Millisecond)
 			if err != nil || got != tc.want {
 				t.Errorf("waitPageCheck = %+v, %v; want %+v", got, err, tc.want)
 			}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -139,33 +142,91 @@ func TestTurnBursts(t *testing.T) {
 	inst.stopCleanly()
 }
 
+// tnGate holds the fake model's calls: one that arrives while the gate is
+// shut waits unanswered until it opens, or until its caller is gone (a
+// killed process), and is then not recorded by the model.
+type tnGate struct {
+	srv      *httptest.Server
+	open     chan struct{}
+	arrived  atomic.Int32
+	inFlight atomic.Int32 // calls held now
+}
+
+func newTNGate(t *testing.T, m *dfModel) *tnGate {
+	t.Helper()
+	g := &tnGate{open: make(chan struct{})}
+	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the body first: only then does the server watch the
+		// connection, and end r's context when its caller is gone.
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		g.arrived.Add(1)
+		g.inFlight.Add(1)
+		defer g.inFlight.Add(-1)
+		select {
+		case <-g.open:
+			m.serve(w, r)
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(g.srv.Close)
+	return g
+}
+
 // TestTurnSurvivesKillInQuietPeriod: a burst acknowledged, then SIGKILL
-// while the lead's quiet period runs; after the restart the turn is still
-// drafted once, answering every message, and replied to once.
+// before the lead's turn is drafted; after the restart the turn is still
+// drafted once, answering every message, and replied to once. The model
+// answers nothing before the kill, so the draft cannot be written first
+// however late the kill lands. Both ways a kill can land are run: inside
+// the quiet period (killed at once, the usual case), and after it, with
+// the model call held in flight (killed once the call arrived; the killed
+// call is never answered, so it is not a model call). Both end the same way.
 func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
-	model := newDFModel(t)
-	inst := startInstance(t, tnConfig(model.srv.URL, "4s"))
-	for n, text := range []string{"hi", "can I book for Friday", "4 people"} {
-		tnPost(t, inst, "lead-k", fmt.Sprint("k-", n), text)
+	for _, tc := range []struct {
+		name, coalesce string
+		inFlight       bool // kill once the model call arrived
+	}{
+		{"in the quiet period", "4s", false},
+		{"with the model call in flight", "2s", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := newDFModel(t)
+			gate := newTNGate(t, model)
+			inst := startInstance(t, tnConfig(gate.srv.URL, tc.coalesce))
+			for n, text := range []string{"hi", "can I book for Friday", "4 people"} {
+				tnPost(t, inst, "lead-k", fmt.Sprint("k-", n), text)
+			}
+			if t.Failed() {
+				t.FailNow()
+			}
+			if tc.inFlight {
+				waitUntil(t, "the model call", 30*time.Second, func() bool { return gate.arrived.Load() > 0 })
+			}
+			inst.kill()
+			before := gate.arrived.Load()
+			if tc.inFlight && before == 0 {
+				t.Fatal("no model call was in flight at the kill")
+			}
+			if n := len(model.Calls()); n != 0 {
+				t.Fatalf("the model answered %d calls before the kill; the gate was shut", n)
+			}
+			// A call the killed process left held ends with its connection;
+			// only then does the gate open, so it cannot be answered late.
+			waitUntil(t, "the killed process's calls to end", 10*time.Second, func() bool { return gate.inFlight.Load() == 0 })
+			close(gate.open)
+			inst.restart()
+			waitUntil(t, "the reply after the restart", 30*time.Second, func() bool { return tnReplies(t, inst)["lead-k"] > 0 })
+			waitUntil(t, "no draft waiting", 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 })
+			if got := tnReplies(t, inst); got["lead-k"] != 1 {
+				t.Errorf("replies at the provider = %v; want one", got)
+			}
+			if n := len(model.Calls()); n != 1 {
+				t.Errorf("model answered %d calls across the kill (%d arrived before it, unanswered); want 1", n, before)
+			}
+			if d := tnDrafts(t, inst, "approved"); len(d) != 1 || len(d[0].Answers) != 3 {
+				t.Errorf("approved drafts %+v; want one answering the 3 messages", d)
+			}
+			inst.stopCleanly()
+		})
 	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	inst.kill()
-	if n := len(model.Calls()); n != 0 {
-		t.Logf("the model was called %d times before the kill: this run did not kill inside the quiet period", n)
-	}
-	inst.restart()
-	waitUntil(t, "the reply after the restart", 30*time.Second, func() bool { return tnReplies(t, inst)["lead-k"] > 0 })
-	waitUntil(t, "no draft waiting", 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 })
-	if got := tnReplies(t, inst); got["lead-k"] != 1 {
-		t.Errorf("replies at the provider = %v; want one", got)
-	}
-	if n := len(model.Calls()); n != 1 {
-		t.Errorf("model called %d times across the kill; want 1", n)
-	}
-	if d := tnDrafts(t, inst, "approved"); len(d) != 1 || len(d[0].Answers) != 3 {
-		t.Errorf("approved drafts %+v; want one answering the 3 messages", d)
-	}
-	inst.stopCleanly()
 }
