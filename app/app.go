@@ -13,9 +13,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/jobs/provider"
@@ -66,6 +68,11 @@ type App struct {
 	// returned; stopCheck cuts it short.
 	checked   chan struct{}
 	stopCheck context.CancelFunc
+	// bg holds the goroutines Start leaves running besides the servers
+	// (the offsite gauges' first listing); stopBg cuts them short, and
+	// Stop waits for them before it closes anything.
+	bg     sync.WaitGroup
+	stopBg context.CancelFunc
 
 	started bool
 }
@@ -104,6 +111,8 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	metrics := web.NewMetrics(a.st, cfg, d.Now)
 	kinds, draftJob := jobs.Kinds(a.st, cfg, dr, providers)
+	digests := &jobs.DigestJob{Store: a.st, Config: cfg} // digests[]: its Wake is the runner's
+	kinds[jobs.KindDigest] = digests
 	draftJob.Observe = metrics.ModelCall
 	draftJob.ObserveCost = metrics.DraftCost
 	draftJob.AfterSave = d.AfterDraftSave
@@ -135,6 +144,10 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		}
 	}
 	a.maint.AfterBackup = a.backups.afterBackup
+	digests.Wake = a.runner.Wake
+	if err := a.maint.ScheduleDigests(a.sched); err != nil {
+		return nil, err
+	}
 	for _, task := range []struct {
 		name, spec string
 		fn         func(context.Context) error
@@ -153,7 +166,11 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		metrics.RestoreLastBackup(files[0].ModTime)
 	}
 
-	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics, Backups: a.backups})
+	lookers := make(map[string]delivery.Looker, len(providers))
+	for name, p := range providers {
+		lookers[name] = p
+	}
+	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics, Backups: a.backups, Providers: lookers})
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +230,9 @@ func (a *App) Start(ctx context.Context) error {
 		}()
 	}
 	a.checkPagesInBackground()
-	go a.backups.lastOffsite(context.WithoutCancel(ctx))
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopBg = cancel
+	a.bg.Go(func() { a.backups.lastOffsite(bctx) })
 	return nil
 }
 
@@ -280,6 +299,8 @@ func (a *App) Stop(ctx context.Context) error {
 		a.stopCheck()
 	}
 	<-a.checked
+	a.stopBg()
+	a.bg.Wait()
 	return a.closeStore()
 }
 
