@@ -14,8 +14,13 @@ func Safety(o store.Outbox) (safe bool, why string, effects []string) {
 	effects = []string{"outbox row " + o.ID + " exists (" + string(o.Status) + ")"}
 	unknown := 0
 	for _, a := range o.Attempts {
-		if a.Outcome == "ambiguous" {
+		switch {
+		case a.Outcome == "ambiguous":
 			unknown++
+		case a.Outcome == "not_found" || a.Action == "receipt" && a.Outcome == "failed":
+			// The provider said it has no such message, once its answer
+			// counted: what came before it did not arrive.
+			unknown = 0
 		}
 	}
 	switch {
@@ -45,6 +50,15 @@ func (ob *Outbox) DeadLetters(f store.DeadLetterFilter) ([]store.DeadLetter, err
 		judge(&dls[i])
 	}
 	return dls, err
+}
+
+// DeadLetterPage reads one page of the list (store.DeadLetterPage), each reply judged.
+func (ob *Outbox) DeadLetterPage(f store.DeadLetterFilter, after, before string, n int) (store.DeadLetterPage, error) {
+	page, err := ob.st.DeadLetterPage(f, after, before, n)
+	for i := range page.Items {
+		judge(&page.Items[i])
+	}
+	return page, err
 }
 
 // DeadLetter returns one item by job id or outbox id, judged.

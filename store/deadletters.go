@@ -1,12 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // Dead-letter kinds.
@@ -34,6 +37,10 @@ type DeadLetter struct {
 	Job      *Job      `json:"job,omitempty"`
 	Outbox   *Outbox   `json:"outbox,omitempty"`
 	Draft    *Draft    `json:"draft,omitempty"`
+	// Customer is the lead's name, or its contact when it gave none;
+	// Message what they wrote (the event's text).
+	Customer string `json:"customer,omitempty"`
+	Message  string `json:"message,omitempty"`
 }
 
 // Replay records a person's request to run a dead letter again.
@@ -60,6 +67,9 @@ type DeadLetterFilter struct {
 	Error     string    // a substring of the error, case-insensitive
 	OlderThan time.Time // only items in their state since before this
 	Limit     int
+	// NoReconcile leaves out the replies that need reconciliation: the
+	// dashboard counts and lists them on /reconcile, not among the dead letters.
+	NoReconcile bool
 }
 
 // DeadLetters lists the dead-letter list, oldest first, as records: the
@@ -83,12 +93,12 @@ func (s *Store) DeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 			}
 		}
 		if f.Kind == "" || f.Kind == DeadOutbox {
-			for _, st := range []OutboxStatus{OutboxFailed, OutboxNeedsReconciliation} {
+			for _, st := range f.replies() {
 				err := tx.EachOutbox(st, func(o Outbox) error {
 					if len(out) >= f.Limit {
 						return errEnough
 					}
-					if dl := deadOutbox(o); f.keep(dl) {
+					if dl := deadOutbox(tx, o); f.keep(dl) {
 						out = append(out, dl)
 					}
 					return nil
@@ -104,6 +114,14 @@ func (s *Store) DeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 		return nil, fmt.Errorf("store: dead letters: %w", err)
 	}
 	return out, nil
+}
+
+// replies are the outbox statuses the filter lists.
+func (f DeadLetterFilter) replies() []OutboxStatus {
+	if f.NoReconcile {
+		return []OutboxStatus{OutboxFailed}
+	}
+	return []OutboxStatus{OutboxFailed, OutboxNeedsReconciliation}
 }
 
 func (f DeadLetterFilter) keep(dl DeadLetter) bool {
@@ -135,7 +153,7 @@ func (tx *Tx) DeadLetter(id string) (DeadLetter, error) {
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dead outbox row %s: %w", id, err)
 	}
-	return deadOutbox(o), nil
+	return deadOutbox(tx, o), nil
 }
 
 // deadJob describes a discarded job.
@@ -149,9 +167,7 @@ func deadJob(tx *Tx, id string) (DeadLetter, error) {
 	switch j.Kind {
 	case KindDraft:
 		dl.EventKey = j.Key
-		if ev, err := tx.EventByKey(j.Key); err == nil {
-			dl.Channel = ev.Channel
-		}
+		dl.customer(tx)
 		if d, err := tx.DraftByEvent(j.Key); err == nil {
 			dl.Draft = &d
 			dl.Effects = append(dl.Effects, "draft "+d.ID+" is stored ("+string(d.Status)+")")
@@ -162,6 +178,7 @@ func deadJob(tx *Tx, id string) (DeadLetter, error) {
 	case KindDeliver:
 		if o, err := tx.Outbox(j.Key); err == nil {
 			dl.Outbox, dl.Channel, dl.EventKey = &o, o.Channel, o.EventKey // delivery judges it
+			dl.customer(tx)
 		}
 	default:
 		dl.Safe, dl.Why = true, "a replay runs the job again under the same key"
@@ -169,9 +186,25 @@ func deadJob(tx *Tx, id string) (DeadLetter, error) {
 	return dl, nil
 }
 
+// customer fills in who wrote the item's message and what, from its event.
+func (dl *DeadLetter) customer(tx *Tx) {
+	ev, err := tx.EventByKey(dl.EventKey)
+	if err != nil {
+		return
+	}
+	if dl.Channel == "" {
+		dl.Channel = ev.Channel
+	}
+	dl.Customer, dl.Message = ev.Name, ev.Text
+	if dl.Customer == "" {
+		dl.Customer = ev.Contact
+	}
+}
+
 // deadOutbox describes a reply that failed or may have been sent.
-func deadOutbox(o Outbox) DeadLetter {
+func deadOutbox(tx *Tx, o Outbox) DeadLetter {
 	dl := DeadLetter{ID: o.ID, Kind: DeadOutbox, Channel: o.Channel, EventKey: o.EventKey, State: string(o.Status), Error: o.Note, Since: o.UpdatedAt, Outbox: &o}
+	dl.customer(tx)
 	if len(o.Attempts) > 0 && dl.Error == "" {
 		dl.Error = o.Attempts[len(o.Attempts)-1].Error
 	}
@@ -269,4 +302,228 @@ func (tx *Tx) DismissJob(j *Job, d Dismissal) error {
 	old := *j
 	j.State, j.Dismissed, j.UpdatedAt = JobCancelled, &d, d.At
 	return tx.PutJob(&old, j)
+}
+
+// DeadLetterPage is one page of the dead-letter list, in the list's order
+// (discarded jobs by id, then the replies by status and id), with the
+// cursors of its neighbours: Next for ?after=, Prev for ?before=, "" where
+// there is none.
+type DeadLetterPage struct {
+	Items []DeadLetter
+	Next  string
+	Prev  string
+}
+
+// deadSection is one run of the list's order: an index bucket and the
+// prefix its keys share, the rest of a key naming the item.
+type deadSection struct {
+	tag    byte // the cursor's first byte
+	bucket []byte
+	prefix []byte
+	outbox bool
+}
+
+// sections are the runs the filter lists, in order.
+func (f DeadLetterFilter) sections() []deadSection {
+	var out []deadSection
+	if f.Kind == "" || f.Kind == DeadJob {
+		out = append(out, deadSection{tag: 'j', bucket: bucketJobsDead})
+	}
+	if f.Kind == "" || f.Kind == DeadOutbox {
+		for _, st := range f.replies() {
+			out = append(out, deadSection{tag: st[0], bucket: bucketOutboxByStatus, prefix: append([]byte(st), 0), outbox: true})
+		}
+	}
+	return out
+}
+
+// deadPos is a place in the list: a section and an item's id in it.
+type deadPos struct {
+	section int
+	id      string
+}
+
+// cursor is the place of item id in section i, as a ?after= or ?before= value.
+func (f DeadLetterFilter) cursor(i int, id string) string {
+	return string(f.sections()[i].tag) + ":" + id
+}
+
+// ErrBadCursor refuses a page cursor this list did not make.
+var ErrBadCursor = errors.New("the page cursor is not one this list gives")
+
+// position reads a cursor of the filter's list.
+func (f DeadLetterFilter) position(cursor string) (deadPos, error) {
+	if len(cursor) < 3 || cursor[1] != ':' {
+		return deadPos{}, fmt.Errorf("%w: %q", ErrBadCursor, cursor)
+	}
+	for i, s := range f.sections() {
+		if s.tag == cursor[0] {
+			return deadPos{section: i, id: cursor[2:]}, nil
+		}
+	}
+	return deadPos{}, fmt.Errorf("%w: %q", ErrBadCursor, cursor)
+}
+
+// walk calls fn with the items of the list that the filter keeps, strictly
+// after from (forward) or strictly before it (backward; nil from: from the
+// start or the end), until fn returns false.
+func (f DeadLetterFilter) walk(tx *Tx, from *deadPos, forward bool, fn func(i int, dl DeadLetter) bool) error {
+	secs := f.sections()
+	order := make([]int, 0, len(secs))
+	for i := range secs {
+		if forward {
+			order = append(order, i)
+		} else {
+			order = append([]int{i}, order...)
+		}
+	}
+	for _, i := range order {
+		if from != nil && (forward && i < from.section || !forward && i > from.section) {
+			continue
+		}
+		s := secs[i]
+		c := tx.bucket(s.bucket).Cursor()
+		var k []byte
+		switch {
+		case from != nil && from.section == i:
+			at := append(bytes.Clone(s.prefix), from.id...)
+			k, _ = c.Seek(at)
+			if forward && bytes.Equal(k, at) {
+				k, _ = c.Next()
+			} else if !forward {
+				if k == nil {
+					k, _ = c.Last()
+				} else {
+					k, _ = c.Prev()
+				}
+			}
+		case forward:
+			k, _ = c.Seek(s.prefix)
+		default:
+			k = lastWithPrefix(c, s.prefix)
+		}
+		for ; k != nil && bytes.HasPrefix(k, s.prefix); k = step(c, forward) {
+			id := string(k[len(s.prefix):])
+			var dl DeadLetter
+			if s.outbox {
+				o, err := tx.Outbox(id)
+				if err != nil {
+					return err
+				}
+				dl = deadOutbox(tx, o)
+			} else {
+				var err error
+				if dl, err = deadJob(tx, id); err != nil {
+					return err
+				}
+			}
+			if f.keep(dl) && !fn(i, dl) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+func step(c *bolt.Cursor, forward bool) []byte {
+	if forward {
+		k, _ := c.Next()
+		return k
+	}
+	k, _ := c.Prev()
+	return k
+}
+
+// lastWithPrefix is the last key with prefix (the last key when prefix is empty).
+func lastWithPrefix(c *bolt.Cursor, prefix []byte) []byte {
+	if len(prefix) == 0 {
+		k, _ := c.Last()
+		return k
+	}
+	end := bytes.Clone(prefix)
+	end[len(end)-1]++ // prefixes end in the 0x00 separator
+	k, _ := c.Seek(end)
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if k != nil && bytes.HasPrefix(k, prefix) {
+		return k
+	}
+	return nil
+}
+
+// DeadLetterPage reads n items of the list the filter keeps, after the
+// cursor after or, when before is given instead, the n items before it,
+// in one read transaction.
+func (s *Store) DeadLetterPage(f DeadLetterFilter, after, before string, n int) (DeadLetterPage, error) {
+	var page DeadLetterPage
+	n = max(n, 1)
+	var from *deadPos
+	forward := before == ""
+	if c := after + before; c != "" {
+		if after != "" && before != "" {
+			return page, fmt.Errorf("%w: give after or before, not both", ErrBadCursor)
+		}
+		p, err := f.position(c)
+		if err != nil {
+			return page, err
+		}
+		from = &p
+	}
+	type placed struct {
+		i  int
+		dl DeadLetter
+	}
+	err := s.view(func(tx *Tx) error {
+		var got []placed
+		if err := f.walk(tx, from, forward, func(i int, dl DeadLetter) bool {
+			got = append(got, placed{i, dl})
+			return len(got) <= n
+		}); err != nil {
+			return err
+		}
+		more := len(got) > n
+		got = got[:min(len(got), n)]
+		if !forward {
+			slices.Reverse(got)
+		}
+		page = DeadLetterPage{Items: make([]DeadLetter, 0, len(got))}
+		for _, p := range got {
+			page.Items = append(page.Items, p.dl)
+		}
+		if len(got) == 0 {
+			return nil
+		}
+		first, last := got[0], got[len(got)-1]
+		// The side we walked to has items when the walk found more; the
+		// side we came from, when one is still there past the page's end.
+		beyond := func(p placed, fwd bool) (bool, error) {
+			found := false
+			err := f.walk(tx, &deadPos{section: p.i, id: p.dl.ID}, fwd, func(int, DeadLetter) bool { found = true; return false })
+			return found, err
+		}
+		next, prev := forward && more, !forward && more
+		var err error
+		if !forward {
+			next, err = beyond(last, true)
+		} else if from != nil {
+			prev, err = beyond(first, false)
+		}
+		if err != nil {
+			return err
+		}
+		if next {
+			page.Next = f.cursor(last.i, last.dl.ID)
+		}
+		if prev {
+			page.Prev = f.cursor(first.i, first.dl.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return DeadLetterPage{}, fmt.Errorf("store: dead letters page: %w", err)
+	}
+	return page, nil
 }

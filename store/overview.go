@@ -17,8 +17,11 @@ type Counts struct {
 	EffectPending       int `json:"effect_pending"`
 }
 
-// DeadLetters is every item of the dead-letter list.
-func (c Counts) DeadLetters() int { return c.DeadJobs + c.FailedReplies + c.NeedsReconciliation }
+// DeadLetters is the dead-letter list as the dashboard shows it: the
+// discarded jobs and the failed replies. A reply that needs reconciliation
+// is counted once, under NeedsReconciliation (the reconcile page), never
+// among the dead letters too.
+func (c Counts) DeadLetters() int { return c.DeadJobs + c.FailedReplies }
 
 // Counts counts in one read transaction; stuckBefore gives, per status, the
 // time before which a lead in it is stuck.

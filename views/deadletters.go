@@ -30,15 +30,81 @@ func (f DeadLetterFilter) Query() string {
 // Set reports whether any filter is given.
 func (f DeadLetterFilter) Set() bool { return f.Query() != "" }
 
-// DeadLetterList is the dead-letter page.
+// DeadLetterList is one page of the dead-letter table.
 type DeadLetterList struct {
 	Filter   DeadLetterFilter
 	Channels []string // for the channel filter
 	Items    []store.DeadLetter
-	Safe     int // how many of Items a bulk replay would replay
 	Notice   *Notice
-	Limit    int
-	More     bool // the list was cut at Limit
+	// Next and Prev are the cursors of the neighbouring pages ("" at an end).
+	Next, Prev string
+	// Lookup names the providers that can find a send by our reference.
+	Lookup map[string]bool
+}
+
+// DeadLetterItem is one dead letter on a page of its own: everything known
+// about it and its actions.
+type DeadLetterItem struct {
+	Item   store.DeadLetter
+	Notice *Notice
+	// Lookup: its reply's provider can be asked now whether it has it.
+	Lookup bool
+}
+
+// pageURL is the table's page after (or before) cursor, under the same filter.
+func (f DeadLetterFilter) pageURL(dir, cursor string) string {
+	q, _ := url.ParseQuery(f.Query())
+	q.Set(dir, cursor)
+	return "/dead-letters?" + q.Encode()
+}
+
+// DeadLetterURL is the page of one dead letter.
+func DeadLetterURL(id string) string { return "/dead-letters/" + url.PathEscape(id) }
+
+// clip shortens s to at most n characters on one line, marking the cut.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return strings.TrimSpace(string(r[:n-1])) + "…"
+	}
+	return s
+}
+
+// plural is one or many, by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// replyText is the reply an item holds: its outbox row's, or its draft's.
+func replyText(dl store.DeadLetter) string {
+	switch {
+	case dl.Outbox != nil:
+		return dl.Outbox.Text
+	case dl.Draft != nil:
+		return dl.Draft.Text
+	}
+	return ""
+}
+
+// Replay safety, as the table's "safe" column says it.
+const (
+	SafeResend = "resend-safe"    // a replay cannot reach the customer twice
+	SafeLookup = "lookup"         // unsure, and the provider can be asked
+	SafePerson = "needs a person" // unsure, and only a person can find out
+)
+
+// safety is an item's "safe" column and the chip class it is shown with.
+func safety(dl store.DeadLetter, lookup map[string]bool) (label, class string) {
+	switch {
+	case dl.Safe:
+		return SafeResend, "completed"
+	case dl.Outbox != nil && lookup[dl.Outbox.Provider]:
+		return SafeLookup, "effect_pending"
+	}
+	return SafePerson, "failed"
 }
 
 // BulkStatus is what one bulk replay has done so far.

@@ -75,6 +75,7 @@ type ReconcileRows struct {
 	Rows   []store.Outbox
 	Notice *Notice
 	Limit  int
+	Lookup map[string]bool // providers that can find a send by our reference
 }
 
 // Secret is a password or token shown once, right after it was made.

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,10 +21,13 @@ type deadLetterFilter struct {
 	Channel   string `json:"channel"`
 	Error     string `json:"error"`
 	OlderThan string `json:"older_than"` // a duration: items in their state longer than this
+	// noReconcile: the dashboard's list, which leaves the replies to
+	// reconcile to /reconcile (the API lists them as the contract says).
+	noReconcile bool
 }
 
 func (s *Server) storeFilter(f deadLetterFilter) (store.DeadLetterFilter, error) {
-	out := store.DeadLetterFilter{Kind: f.Kind, Channel: f.Channel, Error: f.Error, Limit: 1000}
+	out := store.DeadLetterFilter{Kind: f.Kind, Channel: f.Channel, Error: f.Error, Limit: 1000, NoReconcile: f.noReconcile}
 	switch f.Kind {
 	case "", store.DeadJob, store.DeadOutbox:
 	default:
@@ -78,8 +82,38 @@ func (s *Server) deadLetterAction(c *echo.Context) error {
 		return s.replayDeadLetter(c, id)
 	case "cancel":
 		return s.cancelDeadLetter(c, id)
+	case "lookup":
+		looked, err := s.lookUp(c, id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"status": string(looked.Row.Status), "id": id, "verdict": looked.Verdict, "why": looked.Why})
 	}
-	return errorf(http.StatusNotFound, "%q is not an action on a dead letter (use replay or cancel)", action)
+	return errorf(http.StatusNotFound, "%q is not an action on a dead letter (use replay, cancel or lookup)", action)
+}
+
+// lookUp asks the provider of reply id, once, whether it has it, and
+// settles the row by the answer (delivery.LookUp), as the person; shared
+// by the API and the dashboard.
+func (s *Server) lookUp(c *echo.Context, id string) (delivery.Looked, error) {
+	o, err := s.st.OutboxRow(id)
+	if err != nil {
+		return delivery.Looked{}, missing(err, "there is no reply %q to look up", id)
+	}
+	looked, err := delivery.New(s.st, s.cfg).LookUp(c.Request().Context(), id, s.providers[o.Provider], actor(c), c.RealIP(), s.now().UTC())
+	return looked, missing(err, "there is no reply %q to look up", id)
+}
+
+// lookupProviders names the providers that can find a send by our
+// reference, for the pages to offer a lookup where one can settle a row.
+func (s *Server) lookupProviders() map[string]bool {
+	out := map[string]bool{}
+	for name, p := range s.providers {
+		if p.Capabilities().Lookup {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // replayDeadLetter answers POST /api/v1/dead-letters/{id}/replay.
@@ -201,18 +235,46 @@ func (s *Server) startBulk(ctx context.Context, body deadLetterFilter, by, from 
 	if err != nil {
 		return store.BulkRun{}, err
 	}
-	filter := store.BulkFilter{Kind: body.Kind, Channel: body.Channel, Error: body.Error, OlderThan: body.OlderThan}
-	run := store.BulkRun{
-		ID: ulid.Make().String(), Filter: filter, Total: len(items), Items: make([]string, 0, len(items)),
-		Replayed: []string{}, Skipped: []store.BulkSkip{}, Failed: []store.BulkSkip{}, StartedAt: s.now().UTC(),
-	}
+	ids := make([]string, 0, len(items))
 	for _, it := range items {
-		run.Items = append(run.Items, it.ID)
+		ids = append(ids, it.ID)
+	}
+	filter := store.BulkFilter{Kind: body.Kind, Channel: body.Channel, Error: body.Error, OlderThan: body.OlderThan}
+	return s.startRun(ctx, filter, ids, by, from)
+}
+
+// maxSelected bounds a replay of selected items: a few pages of the list.
+const maxSelected = 500
+
+// startSelected starts the bulk replay job over the items a person ticked,
+// in the order given, each once: the same durable run as a replay by
+// filter, so the safe ones are replayed and the others skipped saying why.
+func (s *Server) startSelected(ctx context.Context, ids []string, by, from string) (store.BulkRun, error) {
+	var picked []string
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" && !slices.Contains(picked, id) {
+			picked = append(picked, id)
+		}
+	}
+	switch {
+	case len(picked) == 0:
+		return store.BulkRun{}, errorf(http.StatusBadRequest, "select at least one dead letter to replay")
+	case len(picked) > maxSelected:
+		return store.BulkRun{}, errorf(http.StatusBadRequest, "select at most %d dead letters at a time, not %d", maxSelected, len(picked))
+	}
+	return s.startRun(ctx, store.BulkFilter{}, picked, by, from)
+}
+
+// startRun stores a bulk replay over ids and enqueues its job.
+func (s *Server) startRun(ctx context.Context, filter store.BulkFilter, ids []string, by, from string) (store.BulkRun, error) {
+	run := store.BulkRun{
+		ID: ulid.Make().String(), Filter: filter, Total: len(ids), Items: ids,
+		Replayed: []string{}, Skipped: []store.BulkSkip{}, Failed: []store.BulkSkip{}, StartedAt: s.now().UTC(),
 	}
 	args := jobs.BulkReplayArgs{Filter: filter, By: by, From: from}
 	// The queue keeps real time, whatever the HTTP side's clock says.
 	opts := jobs.Opts{MaxAttempts: s.cfg.Retry.MaxAttempts, Now: time.Now()}
-	err = s.st.Update(ctx, func(tx *store.Tx) error {
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		r := run // fn may run twice: start from the same run each time
 		return jobs.StartBulkReplay(tx, &r, args, opts)
 	})

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
 )
 
 // fakeModel is an OpenAI-compatible chat completions server that fails
@@ -652,4 +655,225 @@ func wantAuditBy(t *testing.T, st *store.Store, who, action, target string) {
 		}
 	}
 	t.Errorf("no audit entry %q by %s on %s in %+v", action, who, target, log)
+}
+
+// refusingClients is two clients' channels, web-a (acme) and web-b (bolt),
+// approved automatically and delivered to a sandbox that refuses every
+// message for good: each lead becomes one failed reply, a dead letter.
+func refusingClients() *config.Config {
+	cfg := twoClients()
+	cfg.Retry.MaxAttempts = 1
+	cfg.Providers = []config.Provider{{Name: "refuse", Kind: "sandbox", Fail: "permanent"}}
+	for i := range cfg.Channels {
+		cfg.Channels[i].AutoApprove, cfg.Channels[i].Provider = true, "refuse"
+	}
+	return cfg
+}
+
+// failedReplies sends n leads on each channel and waits until every reply failed.
+func failedReplies(t *testing.T, e *testEnv, per map[string]int) {
+	t.Helper()
+	total := 0
+	for ch, n := range per {
+		for i := range n {
+			sendLead(t, e, ch, fmt.Sprintf("%s-%03d", ch, i), fmt.Sprintf("+1555%s%04d", map[string]string{"web-a": "1", "web-b": "2"}[ch], i))
+		}
+		total += n
+	}
+	eventually(t, fmt.Sprintf("%d failed replies", total), func() bool {
+		c, err := e.st.Counts(nil)
+		return err == nil && c.FailedReplies == total
+	})
+}
+
+var (
+	rowIDRe    = regexp.MustCompile(`name="id" value="([^"]+)"`)
+	nextLinkRe = regexp.MustCompile(`rel="next" href="([^"]+)"`)
+	prevLinkRe = regexp.MustCompile(`rel="prev" href="([^"]+)"`)
+)
+
+// tablePage is one page of the dead-letter table as a person sees it.
+type tablePage struct {
+	ids        []string
+	next, prev string
+	size       int
+}
+
+func readTable(t *testing.T, b *browser, path string) tablePage {
+	t.Helper()
+	p := b.getOK(path)
+	tp := tablePage{size: len(p.body)}
+	for _, m := range rowIDRe.FindAllStringSubmatch(p.body, -1) {
+		tp.ids = append(tp.ids, html.UnescapeString(m[1]))
+	}
+	if m := nextLinkRe.FindStringSubmatch(p.body); m != nil {
+		tp.next = html.UnescapeString(m[1])
+	}
+	if m := prevLinkRe.FindStringSubmatch(p.body); m != nil {
+		tp.prev = html.UnescapeString(m[1])
+	}
+	return tp
+}
+
+// TestDeadLetterTablePages walks 120 dead letters of two clients through
+// the table's Next and Previous links: pages of 50, every item exactly
+// once, the same pages backwards, a filter kept across pages; a page's
+// HTML stays bounded. The list is an admin's: a person limited to a client
+// reaches none of its routes, for their client's items or the other's.
+func TestDeadLetterTablePages(t *testing.T) {
+	t.Parallel()
+	e, _ := newEnv(t, refusingClients(), envOptions{})
+	failedReplies(t, e, map[string]int{"web-a": 70, "web-b": 50})
+	rows, err := e.st.OutboxByStatus(store.OutboxFailed, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]string{} // id -> channel
+	for _, o := range rows {
+		all[o.ID] = o.Channel
+	}
+	admin := loggedIn(t, e, "boss", store.RoleAdmin, "")
+
+	walk := func(first string) []tablePage {
+		var pages []tablePage
+		for path := first; path != ""; path = pages[len(pages)-1].next {
+			pages = append(pages, readTable(t, admin, path))
+			if len(pages) > 10 {
+				t.Fatalf("more than 10 pages: the Next links go round")
+			}
+		}
+		return pages
+	}
+	pages := walk("/dead-letters")
+	seen := map[string]int{}
+	var sizes []int
+	for i, p := range pages {
+		sizes = append(sizes, len(p.ids))
+		for _, id := range p.ids {
+			seen[id]++
+		}
+		if (i == 0) != (p.prev == "") {
+			t.Errorf("page %d: previous link %q, want one on every page but the first", i+1, p.prev)
+		}
+		if p.size > 60_000 {
+			t.Errorf("page %d is %d bytes of HTML, want at most 60 KB", i+1, p.size)
+		}
+	}
+	if fmt.Sprint(sizes) != "[50 50 20]" {
+		t.Errorf("page sizes %v, want [50 50 20]", sizes)
+	}
+	for id, n := range seen {
+		if n != 1 || all[id] == "" {
+			t.Errorf("%s is on %d pages (a failed reply: %v), want once", id, n, all[id] != "")
+		}
+	}
+	if len(seen) != len(all) {
+		t.Errorf("the pages hold %d items, want all %d", len(seen), len(all))
+	}
+	// Backwards from the last page: the same pages.
+	back := pages[len(pages)-1]
+	for i := len(pages) - 2; i >= 0; i-- {
+		back = readTable(t, admin, back.prev)
+		if fmt.Sprint(back.ids) != fmt.Sprint(pages[i].ids) {
+			t.Errorf("page %d backwards differs from forwards", i+1)
+		}
+	}
+	if back.prev != "" {
+		t.Errorf("the first page, reached backwards, links to a previous one: %q", back.prev)
+	}
+
+	// A filter holds across pages: only web-b's 50.
+	filtered := walk("/dead-letters?channel=web-b")
+	n := 0
+	for _, p := range filtered {
+		for _, id := range p.ids {
+			n++
+			if all[id] != "web-b" {
+				t.Errorf("channel=web-b lists %s of %s", id, all[id])
+			}
+		}
+		if p.next != "" && !strings.Contains(p.next, "channel=web-b") {
+			t.Errorf("the next link %q drops the filter", p.next)
+		}
+	}
+	if n != 50 || len(filtered) != 1 {
+		t.Errorf("channel=web-b: %d items on %d pages, want 50 on 1", n, len(filtered))
+	}
+
+	// A person of one client reaches no dead letter, theirs or the other's.
+	var mine, theirs string
+	for id, ch := range all {
+		if ch == "web-a" {
+			mine = id
+		} else {
+			theirs = id
+		}
+	}
+	ann := limitedUser(t, e, "ann", store.RoleApprover, "acme")
+	for _, path := range []string{"/dead-letters", "/dead-letters?after=o:" + url.QueryEscape(mine), views.DeadLetterURL(mine), views.DeadLetterURL(theirs)} {
+		if p := ann.get(path); p.code != http.StatusNotFound && p.code != http.StatusForbidden || has(p.body, mine) || has(p.body, theirs) {
+			t.Errorf("acme's approver, GET %s: %d, want 404 or 403 naming no item", path, p.code)
+		}
+	}
+	for _, path := range []string{"/dead-letters/replay-selected", dlPagePath(mine, "replay"), dlPagePath(mine, "lookup")} {
+		if p := ann.post(path, url.Values{"id": {mine}}); p.code != http.StatusNotFound && p.code != http.StatusForbidden {
+			t.Errorf("acme's approver, POST %s: %d, want 404 or 403", path, p.code)
+		}
+	}
+	if o, _ := e.st.OutboxRow(mine); o.Status != store.OutboxFailed || len(o.Replays) != 0 {
+		t.Errorf("a limited person's posts changed %s: %s %v", mine, o.Status, o.Replays)
+	}
+	if ov := ann.getOK("/"); strings.Contains(ov.body, "dead letters") || strings.Contains(ov.body, "to reconcile") {
+		t.Errorf("acme's approver's overview counts dead letters or replies to reconcile")
+	}
+}
+
+// TestReplaySelectedRunsOnce: "Replay selected" is one POST that starts
+// the durable bulk replay over the ticked rows only: each of them sent
+// once when the provider takes them again, the rows not ticked untouched.
+func TestReplaySelectedRunsOnce(t *testing.T) {
+	t.Parallel()
+	e, _ := newEnv(t, refusingClients(), envOptions{})
+	failedReplies(t, e, map[string]int{"web-a": 6})
+	admin := loggedIn(t, e, "boss", store.RoleAdmin, "")
+	ids := readTable(t, admin, "/dead-letters").ids
+	if len(ids) != 6 {
+		t.Fatalf("%d rows, want 6", len(ids))
+	}
+	picked, left := ids[:4], ids[4:]
+	if p := admin.do(http.MethodPost, "/dead-letters/replay-selected", url.Values{"id": picked}, nil); p.code != http.StatusForbidden {
+		t.Errorf("without the CSRF token: %d, want 403", p.code)
+	}
+	p := admin.post("/dead-letters/replay-selected", url.Values{"id": picked})
+	if p.code != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/dead-letters/bulk/") {
+		t.Fatalf("replay selected: %d %q, want a redirect to the run", p.code, p.header.Get("Location"))
+	}
+	runID := strings.TrimPrefix(p.header.Get("Location"), "/dead-letters/bulk/")
+	var run store.BulkRun
+	eventually(t, "the run to end", func() bool {
+		_ = e.st.View(func(tx *store.Tx) error { var err error; run, err = tx.BulkRun(runID); return err })
+		return run.State == store.BulkDone
+	})
+	if fmt.Sprint(run.Items) != fmt.Sprint(picked) || len(run.Replayed) != 4 {
+		t.Errorf("run items %v replayed %v, want the 4 ticked", run.Items, run.Replayed)
+	}
+	wantAuditBy(t, e.st, "boss", "replay outbox", picked[0])
+	for _, id := range picked {
+		eventually(t, id+" to fail again (the provider still refuses)", func() bool {
+			o, _ := e.st.OutboxRow(id)
+			return o.Status == store.OutboxFailed && len(o.Replays) == 1 && o.Replays[0].By == "boss"
+		})
+	}
+	for _, id := range left {
+		if o, _ := e.st.OutboxRow(id); len(o.Replays) != 0 {
+			t.Errorf("%s was not ticked but was replayed", id)
+		}
+	}
+	too := make([]string, maxSelected+1)
+	for i := range too {
+		too[i] = fmt.Sprintf("x%d", i)
+	}
+	if p := admin.post("/dead-letters/replay-selected", url.Values{"id": too}); p.code != http.StatusBadRequest {
+		t.Errorf("%d ids: %d, want 400", len(too), p.code)
+	}
 }

@@ -24,7 +24,10 @@ func (s *Server) reconcilePage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	r := views.ReconcileRows{Rows: rows, Limit: reconcileLimit}
+	r := views.ReconcileRows{Rows: rows, Limit: reconcileLimit, Lookup: s.lookupProviders()}
+	if c.QueryParam("action") == "lookup" {
+		r.Notice = s.lookedNotice(c.QueryParam("done")) // after "Look it up now" (pages_deadletters.go)
+	}
 	// The notice after a verdict names the row only when the row bears it
 	// out, so a crafted link cannot make the page say anything else.
 	if id := c.QueryParam("reconciled"); id != "" {

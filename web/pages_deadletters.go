@@ -1,6 +1,8 @@
 package web
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,20 +15,25 @@ import (
 	"github.com/handoff/handoff/views"
 )
 
-// deadLettersLimit bounds the dead-letter page.
-const deadLettersLimit = 200
+// deadLettersPageSize is how many rows one page of the table holds.
+const deadLettersPageSize = 50
 
-// deadLettersPage answers GET /dead-letters?kind=&channel=&error=&older_than=:
-// the list with what is known about each item and its actions.
+// deadLettersPage answers GET
+// /dead-letters?kind=&channel=&error=&older_than=&after=|before=: one page
+// of the table, its neighbours' cursors, and the counts, each item once
+// (the replies to reconcile are on /reconcile).
 func (s *Server) deadLettersPage(c *echo.Context) error {
 	q := filterFrom(c.QueryParam)
+	q.noReconcile = true
 	vf := views.DeadLetterFilter{Kind: q.Kind, Channel: q.Channel, Error: q.Error, OlderThan: q.OlderThan}
 	f, err := s.storeFilter(q)
 	if err != nil {
 		return err
 	}
-	f.Limit = deadLettersLimit + 1
-	items, err := delivery.New(s.st, s.cfg).DeadLetters(f)
+	page, err := delivery.New(s.st, s.cfg).DeadLetterPage(f, c.QueryParam("after"), c.QueryParam("before"), deadLettersPageSize)
+	if errors.Is(err, store.ErrBadCursor) {
+		return errorf(http.StatusBadRequest, "that page of the list no longer exists or never did; start again from the first page")
+	}
 	if err != nil {
 		return err
 	}
@@ -34,21 +41,35 @@ func (s *Server) deadLettersPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list := views.DeadLetterList{Filter: vf, Limit: deadLettersLimit}
-	if len(items) > deadLettersLimit {
-		items, list.More = items[:deadLettersLimit], true
-	}
-	list.Items = items
-	for _, it := range items {
-		if it.Safe {
-			list.Safe++
-		}
-	}
+	list := views.DeadLetterList{Filter: vf, Items: page.Items, Next: page.Next, Prev: page.Prev, Lookup: s.lookupProviders()}
 	for _, ch := range s.cfg.Channels {
 		list.Channels = append(list.Channels, ch.Name)
 	}
 	list.Notice = s.deadLetterNotice(c.QueryParam("done"), c.QueryParam("action"))
 	return render(c, http.StatusOK, views.DeadLettersPage(l, list))
+}
+
+// deadLetterPage answers GET /dead-letters/{id}: one item with everything
+// known about it (attempts, side effects, earlier replays) and its actions.
+func (s *Server) deadLetterPage(c *echo.Context) error {
+	id := c.Param("*")
+	dl, err := delivery.New(s.st, s.cfg).DeadLetter(id)
+	var state *store.StateError
+	if errors.As(err, &state) {
+		err = fmt.Errorf("%w: %w", store.ErrNotFound, err) // a reply settled meanwhile is off the list
+	}
+	if err != nil {
+		return missing(err, "there is no dead letter %q", id)
+	}
+	l, err := s.layout(c, "Dead letter "+id, "dead-letters")
+	if err != nil {
+		return err
+	}
+	item := views.DeadLetterItem{Item: dl, Notice: s.deadLetterNotice(c.QueryParam("done"), c.QueryParam("action"))}
+	if dl.Outbox != nil {
+		item.Lookup = delivery.Lookable(*dl.Outbox, s.providers[dl.Outbox.Provider])
+	}
+	return render(c, http.StatusOK, views.DeadLetterItemPage(l, item))
 }
 
 // deadLetterNotice words what happened to item id after an action without
@@ -68,6 +89,8 @@ func (s *Server) deadLetterNotice(id, action string) *views.Notice {
 		return nil
 	}
 	switch {
+	case action == "lookup":
+		return s.lookedNotice(id)
 	case action == "replay" && len(replays) > 0:
 		r := replays[len(replays)-1]
 		n := replayNotice(id, r)
@@ -120,13 +143,58 @@ func (s *Server) deadLetterSubmit(c *echo.Context) error {
 			return err
 		}
 		notice = views.Notice{Tone: "ok", Text: id + " was cancelled by " + actor(c) + ": " + strings.TrimSpace(c.FormValue("reason"))}
+	case "lookup":
+		if _, err := s.lookUp(c, id); err != nil {
+			return err
+		}
+		back := views.DeadLetterURL(id)
+		if c.FormValue("back") == "reconcile" {
+			back = "/reconcile"
+		}
+		return c.Redirect(http.StatusSeeOther, back+"?"+url.Values{"done": {id}, "action": {action}}.Encode())
 	default:
-		return errorf(http.StatusNotFound, "%q is not an action on a dead letter (use replay or cancel)", action)
+		return errorf(http.StatusNotFound, "%q is not an action on a dead letter (use replay, cancel or lookup)", action)
 	}
 	if isHX(c) {
 		return render(c, http.StatusOK, views.DeadLetterDone(id, notice))
 	}
 	return c.Redirect(http.StatusSeeOther, "/dead-letters?"+url.Values{"done": {id}, "action": {action}}.Encode())
+}
+
+// lookedNotice words what the last lookup of reply id found, read back
+// from the row (so a crafted link says only what the row bears out).
+func (s *Server) lookedNotice(id string) *views.Notice {
+	o, err := s.st.OutboxRow(id)
+	if err != nil || len(o.Attempts) == 0 || o.Attempts[len(o.Attempts)-1].Action != "lookup" {
+		return nil
+	}
+	switch a := o.Attempts[len(o.Attempts)-1]; a.Outcome {
+	case "sent":
+		return &views.Notice{Tone: "ok", Text: "The provider has reply " + id + " as " + a.ProviderID + ": it is recorded as sent."}
+	case "not_found":
+		return &views.Notice{Tone: "ok", Text: "The provider has no record of reply " + id + ": it is recorded as failed, and a replay sends it once."}
+	default:
+		return &views.Notice{Tone: "warn", Text: "The lookup of reply " + id + " could not tell: " + a.Error + ". It still needs a person."}
+	}
+}
+
+// replaySelectedSubmit answers POST /dead-letters/replay-selected (form:
+// id, once per ticked row): a bulk replay of those items, started as the
+// person. htmx gets the status, which then polls; a plain form goes to the
+// run's page.
+func (s *Server) replaySelectedSubmit(c *echo.Context) error {
+	form, err := c.FormValues()
+	if err != nil {
+		return errorf(http.StatusBadRequest, "the form could not be read: %v", err)
+	}
+	run, err := s.startSelected(c.Request().Context(), form["id"], actor(c), c.RealIP())
+	if err != nil {
+		return err
+	}
+	if isHX(c) {
+		return render(c, http.StatusOK, views.BulkStatusFragment(bulkView(statusOf(run), csrfOf(c))))
+	}
+	return c.Redirect(http.StatusSeeOther, views.BulkStatus{ID: run.ID}.URL())
 }
 
 // bulkView is a run's status for the page.
@@ -145,7 +213,9 @@ func bulkView(st bulkStatus, csrf string) views.BulkStatus {
 // filters): the bulk replay of the API, started as the person. htmx gets
 // the status, which then polls; a plain form goes to the run's page.
 func (s *Server) bulkReplaySubmit(c *echo.Context) error {
-	run, err := s.startBulk(c.Request().Context(), filterFrom(c.FormValue), actor(c), c.RealIP())
+	f := filterFrom(c.FormValue)
+	f.noReconcile = true // what the page lists
+	run, err := s.startBulk(c.Request().Context(), f, actor(c), c.RealIP())
 	if err != nil {
 		return err
 	}

@@ -73,33 +73,51 @@ func TestDeadLettersPage(t *testing.T) {
 	jobID, failedID, unsureID := job["id"].(string), failed["id"].(string), unsure["id"].(string)
 	admin := loggedIn(t, e, "boss", store.RoleAdmin, "")
 
-	p := admin.get("/dead-letters")
-	if p.code != http.StatusOK {
-		t.Fatalf("GET /dead-letters: %d %.300s", p.code, p.body)
-	}
-	jobAttempts := list(job["job"].(map[string]any)["attempts"])
-	want := []string{
-		jobID, failedID, unsureID, "Safe", "Unsafe", "draft job", "reply",
-		`href="` + views.EventURL("manual:p-1") + `"`, `href="` + views.EventURL("crm:p-2") + `"`, "stall:p-3",
-		"no draft was stored", "refused it permanently", "may already have this message",
-		"call the model: OpenAI API error: 500 Internal Server Error", "the number is not reachable", "sent to the provider with an unknown outcome",
-		jobAttempts[0].(map[string]any)["execution_id"].(string), jobAttempts[1].(map[string]any)["execution_id"].(string),
-		"Type the id to confirm", "Replay all safe items matching the filter", "2 of 3 listed",
-		`hx-post="` + dlPagePath(jobID, "replay") + `"`,
-	}
-	for _, w := range want {
+	// The table: a row per dead letter; the reply that needs reconciling
+	// is counted and listed on /reconcile only.
+	p := admin.getOK("/dead-letters")
+	for _, w := range []string{
+		jobID, failedID, "2</strong> dead letters", "1</strong> reply to reconcile", views.SafeResend,
+		`href="` + views.DeadLetterURL(jobID) + `"`, `href="` + views.DeadLetterURL(failedID) + `"`,
+		`name="id" value="` + jobID + `"`, "Replay selected", "+15550000012", "the number is not reachable",
+	} {
 		if !has(p.body, w) {
-			t.Errorf("the page lacks %q", w)
+			t.Errorf("the table lacks %q", w)
 		}
 	}
-	if n := strings.Count(p.body, `name="regenerate"`); n != 1 {
-		t.Errorf("%d regenerate boxes, want 1 (the draft job only)", n)
+	if has(p.body, unsureID) {
+		t.Errorf("the table lists %s, which waits on /reconcile: it would be counted twice", unsureID)
 	}
-	if n := strings.Count(p.body, `name="confirm"`); n != 1 {
-		t.Errorf("%d confirmation inputs, want 1 (the unsafe reply only)", n)
+	if !strings.Contains(p.body, `class="count alert">2<`) || !strings.Contains(p.body, `class="count alert">1<`) {
+		t.Errorf("the navigation does not count 2 dead letters and 1 reply to reconcile")
 	}
-	if !strings.Contains(p.body, `class="count alert">3<`) {
-		t.Errorf("the navigation does not count 3 dead letters")
+	if n := strings.Count(p.body, "<tr>") - 1; n != 2 {
+		t.Errorf("%d rows, want 2", n)
+	}
+
+	// Each item's details on its own page: what is known and its actions.
+	jobAttempts := list(job["job"].(map[string]any)["attempts"])
+	for id, want := range map[string][]string{
+		jobID: {"draft job", "Safe", "no draft was stored", `href="` + views.EventURL("manual:p-1") + `"`,
+			"call the model: OpenAI API error: 500 Internal Server Error",
+			jobAttempts[0].(map[string]any)["execution_id"].(string), jobAttempts[1].(map[string]any)["execution_id"].(string),
+			`name="regenerate"`, `hx-post="` + dlPagePath(jobID, "replay") + `"`},
+		failedID: {"reply", "refused it permanently", "the number is not reachable", `href="` + views.EventURL("crm:p-2") + `"`,
+			"Their message", "Do you ship to Lisbon?", "The reply", "Ada"},
+		unsureID: {"Unsafe", "may already have this message", "sent to the provider with an unknown outcome", "Type the id to confirm", `name="confirm"`, "stall:p-3"},
+	} {
+		ip := admin.getOK(views.DeadLetterURL(id))
+		for _, w := range want {
+			if !has(ip.body, w) {
+				t.Errorf("the page of %s lacks %q", id, w)
+			}
+		}
+		if strings.Contains(ip.body, "Look it up now") {
+			t.Errorf("the page of %s offers a lookup; none of its providers can look up", id)
+		}
+	}
+	if p := admin.get(views.DeadLetterURL("nope")); p.code != http.StatusNotFound {
+		t.Errorf("an unknown item's page: %d, want 404", p.code)
 	}
 
 	filters := []struct {
@@ -128,18 +146,22 @@ func TestDeadLettersPage(t *testing.T) {
 			}
 		}
 	}
-	for _, q := range []string{"kind=letters", "older_than=soon"} {
+	for _, q := range []string{"kind=letters", "older_than=soon", "after=nonsense"} {
 		if p := admin.get("/dead-letters?" + q); p.code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", q, p.code)
 		}
 	}
 
-	// Bulk over the replies: the failed one is replayed, the unsure one skipped.
+	// Replay selected: the safe reply is replayed, the unsure one skipped
+	// saying why; nothing ticked is refused.
+	if r := admin.hx("/dead-letters/replay-selected", url.Values{}); r.code != http.StatusBadRequest || !strings.Contains(r.body, "select at least one") {
+		t.Errorf("nothing selected: %d %.200s, want 400", r.code, r.body)
+	}
 	prov.set(false)
-	bulk := admin.hx("/dead-letters/replay", url.Values{"kind": {"outbox"}})
+	bulk := admin.hx("/dead-letters/replay-selected", url.Values{"id": {unsureID, failedID, unsureID}})
 	m := bulkIDRe.FindStringSubmatch(bulk.body)
 	if bulk.code != http.StatusOK || m == nil || !strings.Contains(bulk.body, `hx-trigger="every 1s"`) || !strings.Contains(bulk.body, "Cancel the bulk replay") {
-		t.Fatalf("bulk start: %d %.500s, want a polling status with a cancel button", bulk.code, bulk.body)
+		t.Fatalf("replay selected: %d %.500s, want a polling status with a cancel button", bulk.code, bulk.body)
 	}
 	status := "/dead-letters/bulk/" + m[1]
 	var st page
@@ -157,6 +179,12 @@ func TestDeadLettersPage(t *testing.T) {
 	}
 	if full := admin.get(status); full.code != http.StatusOK || !strings.Contains(full.body, "<h1>Bulk replay</h1>") {
 		t.Errorf("the run's own page: %d", full.code)
+	}
+	if o, _ := e.st.OutboxRow(unsureID); o.Status != store.OutboxNeedsReconciliation || len(o.Replays) != 0 {
+		t.Errorf("the unsure reply was touched by the selection: %s %v", o.Status, o.Replays)
+	}
+	if p := admin.post("/dead-letters/replay-selected", url.Values{"id": {"x"}}); p.code != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/dead-letters/bulk/") {
+		t.Errorf("replay selected without htmx: %d %q, want a redirect to the run", p.code, p.header.Get("Location"))
 	}
 	if p := admin.post("/dead-letters/replay", url.Values{"kind": {"job"}}); p.code != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/dead-letters/bulk/") {
 		t.Errorf("bulk without htmx: %d %q, want a redirect to the run", p.code, p.header.Get("Location"))

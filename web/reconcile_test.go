@@ -1,15 +1,19 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
 )
 
 // reconcileConfig is the demo plus two channels whose sandbox providers
@@ -207,5 +211,154 @@ func TestReconcileNotSentDeliversOnce(t *testing.T) {
 	}
 	if kinds := jobKinds(tl); len(kinds) != 3 {
 		t.Errorf("jobs %v, want the draft, the first delivery and the one reconciliation enqueued", kinds)
+	}
+}
+
+// lookupConfig has three channels, approved automatically, whose one
+// delivery attempt ends unknown (needs_reconciliation): "look" goes to a
+// sandbox that takes the message and times out, and can look it up;
+// "gone" to one that fails before taking it, and can look up; "blind" to
+// one that takes it and times out and cannot look up. A fourth, "refuse",
+// fails for good: a plain dead letter.
+func lookupConfig() *config.Config {
+	cfg := config.Default()
+	cfg.Retry.MaxAttempts = 1
+	cfg.Providers = []config.Provider{
+		{Name: "look", Kind: "sandbox", TimeoutAfterAccept: true, Timeout: 10 * time.Second},
+		{Name: "gone", Kind: "sandbox", Fail: "ambiguous", Timeout: 10 * time.Second},
+		{Name: "blind", Kind: "sandbox", TimeoutAfterAccept: true, NoLookup: true, Timeout: 10 * time.Second},
+		{Name: "refuse", Kind: "sandbox", Fail: "permanent"},
+	}
+	base := cfg.Channels[0]
+	cfg.Channels = nil
+	for _, name := range []string{"look", "gone", "blind", "refuse"} {
+		ch := base
+		ch.Name, ch.Provider, ch.AutoApprove = name, name, true
+		cfg.Channels = append(cfg.Channels, ch)
+	}
+	return cfg
+}
+
+// rowOn sends a lead on channel and waits until its reply is in status.
+func rowOn(t *testing.T, e *testEnv, channel string, status store.OutboxStatus) store.Outbox {
+	t.Helper()
+	sendLead(t, e, channel, channel+"-1", "+1555000"+fmt.Sprint(len(channel)))
+	var row store.Outbox
+	eventually(t, "the reply on "+channel+" to be "+string(status), func() bool {
+		rows, err := e.st.OutboxByStatus(status, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range rows {
+			if o.Channel == channel {
+				row = o
+				return settled(t, e, o.EventKey)
+			}
+		}
+		return false
+	})
+	return row
+}
+
+var tileRe = regexp.MustCompile(`<span class="n">(\d+)</span> ?<span class="label">([^<]+)</span>`)
+
+// tiles reads the overview's counts by label.
+func tiles(t *testing.T, b *browser) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, m := range tileRe.FindAllStringSubmatch(b.getOK("/").body, -1) {
+		n, _ := strconv.Atoi(m[1])
+		out[m[2]] = n
+	}
+	return out
+}
+
+// TestLookItUpNow: on the reconcile page, a reply whose provider can find
+// a send by our reference gets "Look it up now", which asks once and
+// settles it by the answer (found: sent; not found: failed, back among the
+// dead letters as resend-safe); a provider without lookup keeps the
+// sentence that it cannot be asked again automatically, and its reply is
+// refused a lookup. The overview and the pages count a reply to reconcile
+// once, never among the dead letters too.
+func TestLookItUpNow(t *testing.T) {
+	t.Parallel()
+	e, _ := newEnv(t, lookupConfig(), envOptions{})
+	look := rowOn(t, e, "look", store.OutboxNeedsReconciliation)
+	gone := rowOn(t, e, "gone", store.OutboxNeedsReconciliation)
+	blind := rowOn(t, e, "blind", store.OutboxNeedsReconciliation)
+	refused := rowOn(t, e, "refuse", store.OutboxFailed)
+	admin := loggedIn(t, e, "boss", store.RoleAdmin, "")
+
+	if got := tiles(t, admin); got["dead letters"] != 1 || got["replies to reconcile"] != 3 {
+		t.Errorf("overview tiles %v, want 1 dead letter and 3 replies to reconcile, apart", got)
+	}
+	if ids := readTable(t, admin, "/dead-letters").ids; fmt.Sprint(ids) != fmt.Sprint([]string{refused.ID}) {
+		t.Errorf("the table lists %v, want only the refused reply %s", ids, refused.ID)
+	}
+
+	rp := admin.getOK("/reconcile")
+	if n := strings.Count(rp.body, "Look it up now"); n != 2 {
+		t.Errorf("%d lookup buttons, want 2 (look and gone)", n)
+	}
+	for _, id := range []string{look.ID, gone.ID} {
+		if !strings.Contains(rp.body, `action="`+dlPagePath(id, "lookup")+`"`) {
+			t.Errorf("no lookup form for %s", id)
+		}
+	}
+	if strings.Contains(rp.body, `action="`+dlPagePath(blind.ID, "lookup")+`"`) || !strings.Contains(rp.body, "Provider blind cannot look a message up, so the answer cannot be asked again automatically") {
+		t.Errorf("the reply of the provider without lookup: want no lookup, and the sentence that it cannot be asked again")
+	}
+
+	// Found: sent, with the sandbox's id; the notice says so.
+	if p := admin.do(http.MethodPost, dlPagePath(look.ID, "lookup"), url.Values{"back": {"reconcile"}}, nil); p.code != http.StatusForbidden {
+		t.Errorf("a lookup without the CSRF token: %d, want 403", p.code)
+	}
+	p := admin.post(dlPagePath(look.ID, "lookup"), url.Values{"back": {"reconcile"}})
+	if p.code != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/reconcile?") {
+		t.Fatalf("look it up: %d %q, want a redirect to /reconcile", p.code, p.header.Get("Location"))
+	}
+	after := admin.getOK(p.header.Get("Location"))
+	if !has(after.body, "The provider has reply "+look.ID+" as sbx_") || !has(after.body, "recorded as sent") {
+		t.Errorf("no notice of the lookup's answer: %.400s", after.body)
+	}
+	o, _ := e.st.OutboxRow(look.ID)
+	if o.Status != store.OutboxSent || !strings.HasPrefix(o.ProviderID, "sbx_") || o.Attempts[len(o.Attempts)-1].Action != "lookup" {
+		t.Errorf("the looked-up row is %s as %q, want sent with the sandbox's id after a lookup attempt", o.Status, o.ProviderID)
+	}
+	if h, _ := e.st.Handoff(store.LeadKey("look", o.ConversationID)); h.Status != store.HandoffReplied {
+		t.Errorf("lead %s, want replied", h.Status)
+	}
+	wantAuditBy(t, e.st, "boss", "look up", look.ID)
+	if strings.Contains(after.body, `action="`+dlPagePath(look.ID, "lookup")+`"`) {
+		t.Errorf("a settled reply is still on the reconcile page")
+	}
+
+	// Not found: failed, back on the table as resend-safe, through the API.
+	code, ans := apiPost(t, e, deadLetterPath(gone.ID, "lookup"), "")
+	if code != http.StatusOK || ans["verdict"] != "failed" || ans["status"] != string(store.OutboxFailed) {
+		t.Fatalf("API lookup: %d %v, want 200 failed", code, ans)
+	}
+	table := admin.getOK("/dead-letters")
+	if !has(table.body, `name="id" value="`+gone.ID+`"`) {
+		t.Errorf("the reply the provider never got is not back on the table")
+	}
+	if ip := admin.getOK(views.DeadLetterURL(gone.ID)); !has(ip.body, "Safe to replay") || strings.Contains(ip.body, "Look it up now") {
+		t.Errorf("its page: want it safe to replay, with nothing left to look up")
+	}
+	if got := tiles(t, admin); got["dead letters"] != 2 || got["replies to reconcile"] != 1 {
+		t.Errorf("overview tiles after the lookups %v, want 2 dead letters and 1 reply to reconcile", got)
+	}
+
+	// No lookup: refused in a sentence, nothing written.
+	if r := admin.hx(dlPagePath(blind.ID, "lookup"), url.Values{}); r.code != http.StatusConflict || !strings.Contains(r.body, "unable to look a message up") {
+		t.Errorf("a lookup on a provider without one: %d %.300s, want 409 saying so", r.code, r.body)
+	}
+	if o, _ := e.st.OutboxRow(blind.ID); o.Status != store.OutboxNeedsReconciliation || len(o.Attempts) != 1 {
+		t.Errorf("the refused lookup changed the row: %s %d attempts", o.Status, len(o.Attempts))
+	}
+	// An approver is not let in.
+	dana := loggedIn(t, e, "dana", store.RoleApprover, "")
+	if r := dana.post(dlPagePath(blind.ID, "lookup"), url.Values{}); r.code != http.StatusForbidden && r.code != http.StatusNotFound {
+		t.Errorf("an approver's lookup: %d, want 403", r.code)
 	}
 }

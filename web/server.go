@@ -16,6 +16,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
@@ -34,6 +35,8 @@ type Deps struct {
 	Now      func() time.Time
 	Metrics  *Metrics // nil: no metrics (tests)
 	Backups  Backups  // backup now, offsite copies, restore (backup.go); nil: not offered
+	// Providers by name, for a person's "look it up now" (lookup.go); nil: none can.
+	Providers map[string]delivery.Looker
 }
 
 // Server is the HTTP side of handoff.
@@ -56,6 +59,7 @@ type Server struct {
 	backupSums  *sumCache // SHA-256 of the scheduled backup files
 	backups     Backups
 	claims      *claims // who looks at which waiting draft (claims.go)
+	providers   map[string]delivery.Looker
 }
 
 // New builds the server and its routes.
@@ -70,6 +74,7 @@ func New(d Deps) (*Server, error) {
 		cookie:      sessionCookie,
 		backupSums:  &sumCache{sums: map[sumKey]string{}},
 		claims:      newClaims(),
+		providers:   d.Providers,
 	}
 	if s.https() {
 		// A __Host- cookie is only accepted when Secure, on Path=/ and
