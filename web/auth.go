@@ -282,10 +282,55 @@ func checkCSRF(c *echo.Context, p *principal) error {
 		// header, so its body is never parsed as a form before its own limit.
 		got = c.FormValue("csrf")
 	}
-	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(p.Session.CSRF)) != 1 {
+	if got == "" || !csrfMatches(got, p.Session.CSRF) {
 		return errorf(http.StatusForbidden, "the form's security token is missing or stale; reload the page and try again")
 	}
 	return nil
+}
+
+// csrfOf is the CSRF token that a page or fragment renders for the
+// request's session, masked afresh for each use (maskCSRF); "" without a
+// session.
+func csrfOf(c *echo.Context) string {
+	if p := who(c); p != nil && p.Session != nil {
+		return maskCSRF(p.Session.CSRF)
+	}
+	return ""
+}
+
+// maskCSRF hides the session's token behind a one-time pad:
+// base64url(pad || pad XOR token), with a fresh random pad per call, as
+// gorilla/csrf does. Pages are gzipped and some reflect what the request
+// asked (the search box holds the query): a secret that read the same in
+// every response could be guessed byte by byte from compressed lengths
+// (BREACH). Masked, no two responses share the bytes of the token.
+func maskCSRF(token string) string {
+	out := make([]byte, 2*len(token))
+	pad, masked := out[:len(token)], out[len(token):]
+	_, _ = rand.Read(pad) // crypto/rand.Read never fails (Go 1.24+)
+	for i := range masked {
+		masked[i] = pad[i] ^ token[i]
+	}
+	return base64.RawURLEncoding.EncodeToString(out)
+}
+
+// csrfMatches reports whether got carries the session's token: masked as
+// maskCSRF renders it, or bare, as pages rendered before masking did (a
+// tab left open across an upgrade; the bare token is in no response now).
+// Both compare in constant time.
+func csrfMatches(got, token string) bool {
+	if token == "" {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(got)
+	if err != nil || len(raw) != 2*len(token) {
+		return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	}
+	pad, masked := raw[:len(token)], raw[len(token):]
+	for i := range masked {
+		masked[i] ^= pad[i]
+	}
+	return subtle.ConstantTimeCompare(masked, []byte(token)) == 1
 }
 
 // maxFormBody bounds a dashboard form or login body.
@@ -345,7 +390,7 @@ func (s *Server) login(c *echo.Context, name, pw string) (string, error) {
 			// only a fingerprint of it, never the text.
 			who = fmt.Sprintf("unknown name (sha256 %x…)", hashSecret(name)[:4])
 		}
-		_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: who, From: ip, Action: "login failed"})
+		s.auditLoginFailed(c, now, name, ip, who)
 		return "", &apiError{status: http.StatusUnauthorized, msg: errLoginFailed.Error()}
 	}
 	s.logins.release(name, addrKey(ip), now)
@@ -354,6 +399,15 @@ func (s *Server) login(c *echo.Context, name, pw string) (string, error) {
 		_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: u.Name, From: ip, Action: "login refused", Detail: "the account is disabled"})
 		return "", errorf(http.StatusForbidden, "this account is disabled; ask an admin to enable it")
 	}
+	return s.startSession(c, u, ip, now, "")
+}
+
+// startSession starts a session for u, whose password was just proven
+// (login, or the setup link that created u), and audits the login with
+// detail. It returns the session secret for the cookie (sessionCookieFor);
+// a person with a second factor gets a pending session instead, and a
+// *codeNeeded error that carries its secret.
+func (s *Server) startSession(c *echo.Context, u store.User, ip string, now time.Time, detail string) (string, error) {
 	secret := newSecret()
 	sess := store.Session{User: u.Name, Role: u.Role, CSRF: newSecret(), From: ip, CreatedAt: now, LastSeen: now, Pending: u.TOTP != nil}
 	if err := s.st.CreateSession(c.Request().Context(), hashSecret(secret), sess); err != nil {
@@ -362,8 +416,26 @@ func (s *Server) login(c *echo.Context, name, pw string) (string, error) {
 	if sess.Pending {
 		return "", &codeNeeded{secret: secret}
 	}
-	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: u.Name, From: ip, Action: "login"})
+	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: u.Name, From: ip, Action: "login", Detail: detail})
 	return secret, nil
+}
+
+// auditLoginFailed writes the audit entry about a failed login, when it
+// gets one (loginGuard.auditFailure): one per name and address per
+// loginWindow, saying how many failures came since the pair's last entry.
+func (s *Server) auditLoginFailed(c *echo.Context, now time.Time, name, ip, who string) {
+	write, more, last := s.logins.auditFailure(name, addrKey(ip), now)
+	if !write {
+		return
+	}
+	detail := fmt.Sprintf("further failures of this name from this address in the next %s are counted in its next entry, not each written", loginWindow)
+	if more > 0 {
+		detail = fmt.Sprintf("%d more failed since the last entry about this name and address; ", more) + detail
+	}
+	if last {
+		detail += fmt.Sprintf("; this is the %dth entry about failed logins in %s, so no more are written until it ends", auditPerWindow, loginWindow)
+	}
+	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: who, From: ip, Action: "login failed", Detail: detail})
 }
 
 // sessionCookieFor builds the session cookie: HttpOnly, SameSite=Lax, on

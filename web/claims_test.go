@@ -3,6 +3,8 @@ package web
 import (
 	"fmt"
 	"html"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -77,5 +79,32 @@ func TestClaimsPick(t *testing.T) {
 	}
 	if other := cs.look("d1", "someone", now.Add(claimFor)); other != "late" {
 		t.Errorf("look at d1 just claimed by late = %q; want late", other)
+	}
+}
+
+// TestEmptyQueuesFillSteered has two people wait on the empty queue; two
+// drafts arrive, and each one's next poll brings a different draft onto
+// their card.
+func TestEmptyQueuesFillSteered(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, nil)
+	ann := loggedIn(t, e, "ann", store.RoleApprover, "")
+	bob := loggedIn(t, e, "bob", store.RoleApprover, "")
+	d1 := pending(t, e, "demo", "c1", "first message")
+	d2 := pending(t, e, "demo", "c2", "second message")
+
+	liveCard := regexp.MustCompile(`data-draft="([^"]+)" hx-swap-oob="true"`)
+	poll := func(b *browser, who string) string {
+		t.Helper()
+		p := b.do(http.MethodGet, "/drafts/live?empty=1", nil, http.Header{"Hx-Request": {"true"}})
+		m := liveCard.FindStringSubmatch(p.body)
+		if p.code != http.StatusOK || m == nil {
+			t.Fatalf("%s's poll of the empty queue: %d %.400s; want a card out of band", who, p.code, p.body)
+		}
+		return m[1]
+	}
+	a, b := poll(ann, "ann"), poll(bob, "bob")
+	if a != d1.ID || b != d2.ID {
+		t.Fatalf("ann's empty card filled with %s and bob's with %s; want ann the oldest %s and bob the next %s", a, b, d1.ID, d2.ID)
 	}
 }

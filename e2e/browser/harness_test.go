@@ -89,6 +89,13 @@ type server struct {
 // stopped with SIGTERM when the test ends.
 func startServer(t *testing.T, users ...user) *server {
 	t.Helper()
+	return startConfigured(t, "", users...)
+}
+
+// startConfigured is startServer with the configuration file config ("":
+// the zero-config demo).
+func startConfigured(t *testing.T, config string, users ...user) *server {
+	t.Helper()
 	bin, err := proc.Binary()
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +104,7 @@ func startServer(t *testing.T, users ...user) *server {
 	inst := &proc.Instance{
 		Binary: bin,
 		Dir:    t.TempDir(),
+		Config: config,
 		Env:    []string{"HANDOFF_API_TOKEN=" + token, "HANDOFF_ADMIN_PASSWORD=" + randomHex(t, 12)},
 		Within: startTimeout,
 	}
@@ -187,18 +195,24 @@ type hook struct {
 // postHook delivers h to POST /hooks/demo and insists on 202 accepted.
 func (s *server) postHook(h hook) {
 	s.t.Helper()
+	s.postHookTo("demo", h)
+}
+
+// postHookTo delivers h to POST /hooks/{channel} and insists on 202 accepted.
+func (s *server) postHookTo(channel string, h hook) {
+	s.t.Helper()
 	b, err := json.Marshal(h)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	resp, err := s.client.Post(s.url+"/hooks/demo", "application/json", bytes.NewReader(b))
+	resp, err := s.client.Post(s.url+"/hooks/"+channel, "application/json", bytes.NewReader(b))
 	if err != nil {
-		s.t.Fatalf("POST /hooks/demo %s: %v", b, err)
+		s.t.Fatalf("POST /hooks/%s %s: %v", channel, b, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(raw), `"accepted"`) {
-		s.t.Fatalf("POST /hooks/demo %s: %d %s; want 202 {\"status\":\"accepted\",...}", b, resp.StatusCode, bytes.TrimSpace(raw))
+		s.t.Fatalf("POST /hooks/%s %s: %d %s; want 202 {\"status\":\"accepted\",...}", channel, b, resp.StatusCode, bytes.TrimSpace(raw))
 	}
 }
 

@@ -68,9 +68,16 @@ func TestTwoApprovers(t *testing.T) {
 	b2.login(s.url, eli, "/drafts", "#card[data-draft]")
 	c1 := run(b1, "read dana's card", chromedp.AttributeValue(chromedp.CSS("#card"), "data-draft")).Value
 	c2 := run(b2, "read eli's card", chromedp.AttributeValue(chromedp.CSS("#card"), "data-draft")).Value
-	if c1 != pending[0].ID || c2 != pending[1].ID {
-		t.Fatalf("dana is shown %s and eli %s; want dana the oldest %s and eli the next %s", c1, c2, pending[0].ID, pending[1].ID)
+	if c1 == c2 || c1 != pending[0].ID || c2 != pending[1].ID {
+		t.Fatalf("dana is shown %s and eli %s; want different drafts: dana the oldest %s and eli the next %s", c1, c2, pending[0].ID, pending[1].ID)
 	}
+	for name, b := range map[string]*browser{dana.name: b1, eli.name: b2} {
+		if n := run(b, "count claim warnings", chromedp.Evaluate[int](`document.querySelectorAll("#looked-by").length`)); n != 0 {
+			t.Errorf("%s's own card says someone else is looking at it", name)
+		}
+	}
+	b1.screenshot("dana-own-card")
+	b2.screenshot("eli-own-card")
 	b2.do("open dana's draft", chromedp.Navigate(s.url+"/drafts?id="+c1), chromedp.WaitVisible(chromedp.ID("looked-by")))
 	if got := run(b2, "read the claim", chromedp.Text(chromedp.ID("looked-by"))); !strings.Contains(got, "dana is looking at this draft") {
 		t.Errorf("eli's card of dana's draft says %q; want it to say dana is looking at it", got)
