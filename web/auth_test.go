@@ -363,15 +363,21 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		"GET /setup/:token": public, "POST /setup/:token": public,
 		"GET /login/code": public, "POST /login/code": public,
 		"GET /metrics": metr,
+		// A dashboard form (sessions only) that decides drafts: an approver's.
+		"POST /drafts/selected": page,
 
 		"GET /api/v1/events/*": read, "GET /api/v1/handoffs": read, "GET /api/v1/drafts": read, "GET /api/v1/outbox/*": read,
 		"POST /api/v1/drafts/:id/approve": appr, "POST /api/v1/drafts/:id/reject": appr, "POST /api/v1/events/*": appr,
-		"GET /api/v1/keys/:key": keys, "POST /api/v1/keys/:key/claim": keys, "POST /api/v1/keys/:key/effect-pending": keys,
+		"POST /api/v1/drafts/:id/undo": appr, "GET /api/v1/keys/:key": keys,
+		"POST /api/v1/keys/:key/claim": keys, "POST /api/v1/keys/:key/effect-pending": keys,
 		"POST /api/v1/keys/:key/complete": keys, "POST /api/v1/keys/:key/reconcile": keys,
 		"POST /api/v1/reconcile/*": admin, "GET /api/v1/sandbox/messages": admin, "GET /api/v1/dead-letters": admin,
 		"POST /api/v1/dead-letters/replay": admin, "GET /api/v1/dead-letters/bulk/:id": admin,
 		"POST /api/v1/dead-letters/bulk/:id/cancel": admin, "POST /api/v1/dead-letters/*": admin, "GET /api/v1/backup": admin,
 		"POST /api/v1/backups": admin, "GET /api/v1/backups/offsite": admin,
+		// Dashboard routes need no entry (they are pages); these are listed
+		// so the dead-letter table's routes are seen to be checked.
+		"GET /dead-letters/*": page, "POST /dead-letters/replay-selected": page,
 	}
 	secrets := map[store.Scope]string{}
 	for _, sc := range store.Scopes {

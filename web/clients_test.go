@@ -135,9 +135,10 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"GET /": list, "GET /search": list, "GET /drafts": list, "GET /handoffs": list, "GET /clients": list,
 		"GET /api/v1/handoffs": list, "GET /api/v1/drafts": list,
 
-		"GET /events/*": id, "POST /events/*": id, "POST /drafts/:id/approve": id, "POST /drafts/:id/reject": id,
+		"GET /events/*": id, "POST /events/*": id, "POST /drafts/:id/approve": id, "POST /drafts/:id/reject": id, "POST /drafts/selected": id,
 		"GET /api/v1/events/*": id, "POST /api/v1/events/*": id, "POST /api/v1/drafts/:id/approve": id,
 		"POST /api/v1/drafts/:id/reject": id, "GET /api/v1/outbox/*": id,
+		"POST /drafts/:id/undo": id, "POST /api/v1/drafts/:id/undo": id,
 		"GET /clients/:id/export": id, "POST /clients/:id/erase": id,
 
 		// The key API (keys scope) and the admin API: an approver's
@@ -148,6 +149,8 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"POST /api/v1/dead-letters/replay": admin, "GET /api/v1/dead-letters/bulk/:id": admin,
 		"POST /api/v1/dead-letters/bulk/:id/cancel": admin, "POST /api/v1/dead-letters/*": admin, "GET /api/v1/backup": admin,
 		"POST /api/v1/backups": admin, "GET /api/v1/backups/offsite": admin,
+		// The dead-letter table's routes are an admin's, as the list is.
+		"GET /dead-letters": admin, "GET /dead-letters/*": admin, "POST /dead-letters/replay-selected": admin,
 	}
 	// The other client's id for a route's path, and one that exists nowhere.
 	fill := func(route string, d clientData) string {
@@ -155,6 +158,8 @@ func TestClientsAccessMatrix(t *testing.T) {
 		switch {
 		case strings.HasPrefix(path, "/clients/"):
 			return strings.Replace(path, ":id", d.client, 1)
+		case path == "/drafts/selected": // the selected ids are form fields (the query is read as the form)
+			return path + "?action=approve&id=" + url.QueryEscape(d.pendingDraft)
 		case strings.Contains(path, "/drafts/:id"):
 			return strings.Replace(path, ":id", d.pendingDraft, 1)
 		case strings.HasSuffix(path, "/outbox/*"):

@@ -41,6 +41,7 @@ func (s *Server) routes() {
 	apiApprove := api(store.ScopeApprove)
 	apiApprove.POST("/drafts/:id/approve", s.approveDraft)
 	apiApprove.POST("/drafts/:id/reject", s.rejectDraft)
+	apiApprove.POST("/drafts/:id/undo", s.undoDraft)
 	apiApprove.POST("/events/*", s.leadActionAPI) // {key}/reply, {key}/redraft, {key}/close: every lead can end
 	apiKeys := api(store.ScopeKeys)
 	apiKeys.GET("/keys/:key", s.getKey)
@@ -55,7 +56,7 @@ func (s *Server) routes() {
 	apiAdmin.POST("/dead-letters/replay", s.startBulkReplay)
 	apiAdmin.GET("/dead-letters/bulk/:id", s.bulkReplayStatus)
 	apiAdmin.POST("/dead-letters/bulk/:id/cancel", s.cancelBulkReplay)
-	apiAdmin.POST("/dead-letters/*", s.deadLetterAction) // {id}/replay, {id}/cancel
+	apiAdmin.POST("/dead-letters/*", s.deadLetterAction) // {id}/replay, {id}/cancel, {id}/lookup
 	apiAdmin.GET("/backup", s.downloadBackup)
 	apiAdmin.POST("/backups", s.backupNowAPI) // ?to=s3 insists on the offsite copy
 	apiAdmin.GET("/backups/offsite", s.offsiteListAPI)
@@ -103,6 +104,8 @@ func (s *Server) routes() {
 	e.GET("/drafts/live", s.queueLive, page...) // the open queue's poll (pages_drafts.go)
 	e.POST("/drafts/:id/approve", s.approveFromQueue, page...)
 	e.POST("/drafts/:id/reject", s.rejectFromQueue, page...)
+	e.POST("/drafts/selected", s.decideSelected, page...) // several drafts at once (selection.go)
+	e.POST("/drafts/:id/undo", s.undoFromQueue, page...)
 	e.GET("/handoffs", s.handoffsPage, page...)
 	e.GET("/events/*", s.timelinePage, page...)
 	e.POST("/events/*", s.leadActionPage, page...) // {key}/reply, {key}/redraft, {key}/close
@@ -122,9 +125,11 @@ func (s *Server) routes() {
 	e.GET("/audit", s.auditPage, admin...)
 	e.GET("/dead-letters", s.deadLettersPage, admin...)
 	e.POST("/dead-letters/replay", s.bulkReplaySubmit, admin...)
+	e.POST("/dead-letters/replay-selected", s.replaySelectedSubmit, admin...) // form: id, once per ticked row
 	e.GET("/dead-letters/bulk/:id", s.bulkStatusPage, admin...)
 	e.POST("/dead-letters/bulk/:id/cancel", s.bulkCancelSubmit, admin...)
-	e.POST("/dead-letters/*", s.deadLetterSubmit, admin...) // {id}/replay, {id}/cancel
+	e.GET("/dead-letters/*", s.deadLetterPage, admin...)    // one item, in full
+	e.POST("/dead-letters/*", s.deadLetterSubmit, admin...) // {id}/replay, {id}/cancel, {id}/lookup
 	e.GET("/keys", s.keysPage, admin...)
 	e.POST("/keys/:key/reconcile", s.keyReconcileSubmit, admin...)
 	e.GET("/backups", s.backupsPage, admin...)
