@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -17,6 +18,17 @@ const interval = 25 * time.Millisecond
 // (hundreds of requests) keeps a server busy a fifth of the time at most.
 // It is the one way the harnesses wait: never a sleep.
 func Eventually(ctx context.Context, within time.Duration, cond func() (bool, error)) error {
+	return Poll(ctx, within, func(took time.Duration) time.Duration { return max(interval, 4*took) }, cond)
+}
+
+// ErrNotWithin is what Poll and Eventually return, wrapped, when their
+// bound passes before the condition holds.
+var ErrNotWithin = errors.New("not within")
+
+// Poll is Eventually with the pause between two calls chosen by pause,
+// given how long the last call took: a start-up measured in milliseconds
+// wants a finer pause than Eventually's 25ms floor.
+func Poll(ctx context.Context, within time.Duration, pause func(took time.Duration) time.Duration, cond func() (bool, error)) error {
 	deadline := time.Now().Add(within)
 	for {
 		began := time.Now()
@@ -30,9 +42,9 @@ func Eventually(ctx context.Context, within time.Duration, cond func() (bool, er
 		now := time.Now()
 		left := deadline.Sub(now)
 		if left <= 0 {
-			return fmt.Errorf("not within %v", within)
+			return fmt.Errorf("%w %v", ErrNotWithin, within)
 		}
-		t := time.NewTimer(min(max(interval, 4*now.Sub(began)), left))
+		t := time.NewTimer(min(pause(now.Sub(began)), left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
