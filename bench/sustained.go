@@ -728,8 +728,7 @@ func printSustainedMedians(out io.Writer, runs []*sustainedRun) {
 			for i, t := range ts {
 				xs[i] = f(t)
 			}
-			slices.Sort(xs)
-			return xs[len(xs)/2]
+			return median(xs)
 		}
 		bounded := 0
 		for _, t := range ts {

@@ -103,10 +103,8 @@ func (d *decoder) checkDigest(p string, item *yaml.Node, set map[string]*yaml.No
 		}
 	}
 	kind := sandboxProvider
-	for _, pr := range c.Providers {
-		if pr.Name == dg.To {
-			kind = pr.Kind
-		}
+	if pr, ok := c.Provider(dg.To); ok {
+		kind = pr.Kind
 	}
 	at, node := joinPath(p, "address"), set["address"]
 	if node == nil {

@@ -337,21 +337,7 @@ providers:
 	if got[0].Subject != "Re: Refund?" {
 		t.Errorf("the reply's subject is %q, want %q", got[0].Subject, "Re: Refund?")
 	}
-	var h map[string][]string
-	if code, err := getJSON(mp.API+"/api/v1/message/"+got[0].ID+"/headers", &h); err != nil || code != http.StatusOK {
-		t.Fatalf("mailpit headers: %d %v", code, err)
-	}
-	if irt := h["In-Reply-To"]; len(irt) != 1 || irt[0] != msgID {
+	if irt := mp.Headers(t, got[0].ID)["In-Reply-To"]; len(irt) != 1 || irt[0] != msgID {
 		t.Errorf("In-Reply-To %v, want %s", irt, msgID)
 	}
-}
-
-// getJSON decodes the JSON at u into v.
-func getJSON(u string, v any) (int, error) {
-	resp, err := http.Get(u)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(v)
 }

@@ -160,3 +160,21 @@ func (m Mailpit) Search(t testing.TB, query string) []MailpitMessage {
 	}
 	return v.Messages
 }
+
+// Headers reads the headers of the message Mailpit lists as id.
+func (m Mailpit) Headers(t testing.TB, id string) map[string][]string {
+	t.Helper()
+	resp, err := http.Get(m.API + "/api/v1/message/" + url.PathEscape(id) + "/headers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("mailpit headers of %s: %s", id, resp.Status)
+	}
+	var h map[string][]string
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatalf("mailpit headers of %s: %v", id, err)
+	}
+	return h
+}
