@@ -31,9 +31,24 @@ type DraftCost struct {
 // starting the walk this much earlier.
 const costLookback = 7 * 24 * time.Hour
 
+// draftsSince is where a walk of the drafts created at or after since
+// starts: the first draft id of an event costLookback older than since.
+func draftsSince(since time.Time) ([]byte, error) {
+	from := since.Add(-costLookback)
+	if from.Before(time.Unix(0, 0)) {
+		from = time.Unix(0, 0)
+	}
+	var start ulid.ULID
+	if err := start.SetTime(ulid.Timestamp(from)); err != nil {
+		return nil, err
+	}
+	return []byte(DraftID(start.String())), nil
+}
+
 // DraftCosts returns the drafts created at or after since, oldest event
 // first, reading at most limit drafts (the walk is bounded, so a large
-// history never makes the overview or a budget check slow); more is true
+// history never makes the overview slow; a budget reads Spend, which is
+// not); more is true
 // when the limit cut the walk short. A draft of an event more than a week
 // older than since is not counted.
 func (s *Store) DraftCosts(since time.Time, limit int) (out []DraftCost, more bool, err error) {
@@ -48,18 +63,12 @@ func (s *Store) DraftCosts(since time.Time, limit int) (out []DraftCost, more bo
 	return out, more, nil
 }
 
-// DraftCosts is Store.DraftCosts inside a transaction, so a budget check
-// and the decision it leads to read the same state.
+// DraftCosts is Store.DraftCosts inside a transaction.
 func (tx *Tx) DraftCosts(since time.Time, limit int) ([]DraftCost, bool, error) {
-	from := since.Add(-costLookback)
-	if from.Before(time.Unix(0, 0)) {
-		from = time.Unix(0, 0)
-	}
-	var start ulid.ULID
-	if err := start.SetTime(ulid.Timestamp(from)); err != nil {
+	seek, err := draftsSince(since)
+	if err != nil {
 		return nil, false, err
 	}
-	seek := []byte(DraftID(start.String()))
 	c := tx.bucket(bucketDrafts).Cursor()
 	var out []DraftCost
 	read := 0
@@ -108,17 +117,13 @@ type spendFields struct {
 // DraftCosts, a draft of an event more than a week older than since is not
 // counted.
 func (tx *Tx) Spend(since time.Time, channels []string) (Spend, error) {
-	from := since.Add(-costLookback)
-	if from.Before(time.Unix(0, 0)) {
-		from = time.Unix(0, 0)
-	}
-	var start ulid.ULID
-	if err := start.SetTime(ulid.Timestamp(from)); err != nil {
+	seek, err := draftsSince(since)
+	if err != nil {
 		return Spend{}, err
 	}
 	var sp Spend
 	c := tx.bucket(bucketDrafts).Cursor()
-	for k, v := c.Seek([]byte(DraftID(start.String()))); k != nil && bytes.HasPrefix(k, []byte("d")); k, v = c.Next() {
+	for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, []byte("d")); k, v = c.Next() {
 		var d spendFields
 		if err := json.Unmarshal(v, &d); err != nil {
 			return Spend{}, fmt.Errorf("draft %s: %w", k, err)

@@ -80,35 +80,10 @@ func (s *Store) DeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
 	}
 	out := []DeadLetter{}
 	err := s.view(func(tx *Tx) error {
-		if f.Kind == "" || f.Kind == DeadJob {
-			c := tx.bucket(bucketJobsDead).Cursor()
-			for k, _ := c.First(); k != nil && len(out) < f.Limit; k, _ = c.Next() {
-				dl, err := deadJob(tx, string(k))
-				if err != nil {
-					return err
-				}
-				if f.keep(dl) {
-					out = append(out, dl)
-				}
-			}
-		}
-		if f.Kind == "" || f.Kind == DeadOutbox {
-			for _, st := range f.replies() {
-				err := tx.EachOutbox(st, func(o Outbox) error {
-					if len(out) >= f.Limit {
-						return errEnough
-					}
-					if dl := deadOutbox(tx, o); f.keep(dl) {
-						out = append(out, dl)
-					}
-					return nil
-				})
-				if err != nil && !errors.Is(err, errEnough) {
-					return err
-				}
-			}
-		}
-		return nil
+		return f.walk(tx, nil, true, func(_ int, dl DeadLetter) bool {
+			out = append(out, dl)
+			return len(out) < f.Limit
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: dead letters: %w", err)
@@ -441,7 +416,7 @@ func lastWithPrefix(c *bolt.Cursor, prefix []byte) []byte {
 		return k
 	}
 	end := bytes.Clone(prefix)
-	end[len(end)-1]++ // prefixes end in the 0x00 separator
+	end[len(end)-1]++ // prefixes end in a separator (0x00, ':'), never 0xFF
 	k, _ := c.Seek(end)
 	if k == nil {
 		k, _ = c.Last()

@@ -164,19 +164,31 @@ func deleteReceiptsOf(tx *Tx, id string) error {
 	return nil
 }
 
-// pruneReceipts deletes up to limit receipts whose latest status is older
-// than cutoff, oldest first, unless the outbox row they are about is still
-// kept: such a receipt goes with its row (deleteReceiptsOf). It returns
-// how many it deleted.
-func pruneReceipts(tx *Tx, cutoff time.Time, limit int) (int, error) {
+// pruneReceipts reads up to limit receipts whose latest status is older
+// than cutoff, oldest first, after the time index key after (nil: from the
+// start), and deletes those whose outbox row is not kept: a receipt about a
+// kept row goes with its row (deleteReceiptsOf). It returns how many it
+// deleted and the last key it read, nil once nothing older is left, so the
+// next chunk resumes there rather than read the kept ones again.
+func pruneReceipts(tx *Tx, cutoff time.Time, after []byte, limit int) (int, []byte, error) {
 	var doomed []Receipt
+	var last []byte
 	c := tx.bucket(bucketReceiptsByTime).Cursor()
+	k, _ := c.First()
+	if after != nil {
+		if k, _ = c.Seek(after); bytes.Equal(k, after) {
+			k, _ = c.Next()
+		}
+	}
 	end := timeKey(cutoff, "")
-	for k, _ := c.First(); k != nil && bytes.Compare(k, end) < 0 && len(doomed) < limit; k, _ = c.Next() {
+	seen := 0
+	for ; k != nil && bytes.Compare(k, end) < 0 && seen < limit; k, _ = c.Next() {
+		seen++
+		last = bytes.Clone(k)
 		_, key := splitTimeKey(k)
 		r, err := receiptsTable.get(tx, []byte(key))
 		if err != nil {
-			return 0, fmt.Errorf("idx_receipts_by_time points at receipt %s: %w", key, err)
+			return 0, nil, fmt.Errorf("idx_receipts_by_time points at receipt %s: %w", key, err)
 		}
 		if r.OutboxID != "" && outboxTable.has(tx, []byte(r.OutboxID)) {
 			continue
@@ -185,10 +197,13 @@ func pruneReceipts(tx *Tx, cutoff time.Time, limit int) (int, error) {
 	}
 	for _, r := range doomed {
 		if err := receiptsTable.delete(tx, &r); err != nil {
-			return 0, fmt.Errorf("delete receipt %s: %w", r.Key, err)
+			return 0, nil, fmt.Errorf("delete receipt %s: %w", r.Key, err)
 		}
 	}
-	return len(doomed), nil
+	if seen < limit {
+		last = nil
+	}
+	return len(doomed), last, nil
 }
 
 // migrateReceiptIndexes is migration 7: it creates idx_receipts_by_outbox

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -261,5 +262,40 @@ func TestPruneReceiptsManyChunks(t *testing.T) {
 	}
 	if hasReceipt(t, st, "web", "old-0000") || hasReceipt(t, st, "web", fmt.Sprintf("old-%04d", n-1)) {
 		t.Error("old receipts are left after the prune")
+	}
+}
+
+// TestPruneReceiptsResumesPastKeptOnes: a chunk that reads only receipts
+// about kept rows still hands on where it stopped, so the next chunk reads
+// what is after them instead of those again, and the stray behind them goes.
+func TestPruneReceiptsResumesPastKeptOnes(t *testing.T) {
+	st := openTest(t)
+	kept := buildEvent(t, st, "web:rk-1", t0, sentReply)
+	for i := range 3 {
+		putLinkedReceipt(t, st, "web", fmt.Sprintf("kept-%d", i), "delivered", t0.Add(time.Duration(i)*time.Second), kept.OutboxID)
+	}
+	putLinkedReceipt(t, st, "web", "stray", "delivered", t0.Add(time.Minute), "")
+	cutoff := t0.Add(time.Hour)
+	var after []byte
+	var deleted []int
+	for range 4 { // 2 chunks of 2 read all 4; a third one would find nothing
+		var got int
+		if err := st.Update(context.Background(), func(tx *Tx) error {
+			var err error
+			got, after, err = pruneReceipts(tx, cutoff, after, 2)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		deleted = append(deleted, got)
+		if after == nil {
+			break
+		}
+	}
+	if !slices.Equal(deleted, []int{0, 1, 0}) {
+		t.Errorf("chunks of 2 deleted %v, want [0 1 0]: the kept three read once, the stray deleted", deleted)
+	}
+	if hasReceipt(t, st, "web", "stray") || !hasReceipt(t, st, "web", "kept-2") {
+		t.Error("want the stray receipt gone and the kept row's receipts kept")
 	}
 }

@@ -210,20 +210,23 @@ func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error)
 	}
 	// Receipts come with every send, so they go a chunk per transaction
 	// until none is left, as events do.
+	var after []byte
 	for {
 		var got int
+		var last []byte
 		err := s.update(ctx, func(tx *Tx) error {
 			var err error
-			got, err = pruneReceipts(tx, cutoff, retentionChunk)
+			got, last, err = pruneReceipts(tx, cutoff, after, retentionChunk)
 			return err
 		})
 		if err != nil {
 			return n, fmt.Errorf("store: prune receipts: %w", err)
 		}
 		n += got
-		if got < retentionChunk {
+		if last == nil {
 			return n, nil
 		}
+		after = last
 	}
 }
 

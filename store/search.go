@@ -339,13 +339,7 @@ func migrateLeadTerms(tx *Tx) error {
 func newestName(tx *Tx, lead string) (string, error) {
 	prefix := append([]byte(lead), 0)
 	c := tx.bucket(bucketEventsByConv).Cursor()
-	k, _ := c.Seek(append(bytes.Clone(prefix), 0xFF))
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
-	}
-	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+	for k := lastWithPrefix(c, prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
 		ev, err := tx.Event(string(k[len(prefix):]))
 		if err != nil {
 			return "", err

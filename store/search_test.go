@@ -195,7 +195,14 @@ func TestCheckCatchesTermIndex(t *testing.T) {
 func TestSearchConcurrentNames(t *testing.T) {
 	st := openTest(t)
 	together(32, func(i int) {
-		say(t, st, "web", fmt.Sprintf("c%d", i%4), fmt.Sprintf("m%d", i), fmt.Sprintf("Name%d Person", i), "", "hi", t0.Add(time.Duration(i)*time.Millisecond))
+		id := fmt.Sprintf("m%d", i)
+		ev := Event{
+			ID: ulid.Make().String(), Key: "web:" + id, Channel: "web", MessageID: id, CorrelationID: ulid.Make().String(),
+			ConversationID: fmt.Sprintf("c%d", i%4), Name: fmt.Sprintf("Name%d Person", i), Text: "hi", ReceivedAt: t0.Add(time.Duration(i) * time.Millisecond),
+		}
+		if _, err := st.RecordEvent(context.Background(), ev, draftJobFor(ev.Key, 3)); err != nil {
+			t.Error(err) // not say's t.Fatal: this is not the test's goroutine
+		}
 	})
 	r, err := st.Search(Everything(), "person", 10)
 	if err != nil || len(r.Leads) != 4 {

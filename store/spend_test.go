@@ -90,6 +90,9 @@ func TestBudgetHolds(t *testing.T) {
 	if err := st.Update(context.Background(), func(tx *Tx) error { return tx.ReleaseBudget("acme", "e2") }); err != nil {
 		t.Fatal(err)
 	}
+	if got := holds(now); len(got) != 1 || got[0].ExecutionID != "e1" {
+		t.Errorf("holds of acme once e2 was released = %+v, want e1 alone: a release is its execution's", got)
+	}
 	put(BudgetHold{Client: "acme", ExecutionID: "e4", Reserve: 1, Until: now.Add(time.Hour)}, now.Add(2*time.Minute))
 	if err := st.View(func(tx *Tx) error {
 		n := 0
@@ -102,6 +105,15 @@ func TestBudgetHolds(t *testing.T) {
 			return fmt.Errorf("%d holds of acme stored, want e4 alone: e1 expired and e2 was released", n)
 		}
 		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	if err := st.View(func(tx *Tx) error {
+		got, err := tx.BudgetHolds("other", now)
+		if err == nil && (len(got) != 1 || got[0].ExecutionID != "e3") {
+			err = fmt.Errorf("holds of other = %+v, want e3: acme's sweep is acme's", got)
+		}
+		return err
 	}); err != nil {
 		t.Error(err)
 	}

@@ -157,7 +157,7 @@ func handoffsTableWith(more ...index[Handoff]) *table[Handoff] {
 // lower case.
 var handoffsByTerm = index[Handoff]{
 	bucket: bucketHandoffsByTerm, ref: refAfter(0, 0),
-	keys: func(h *Handoff) [][]byte { return termKeys(h) },
+	keys: termKeys,
 }
 
 // keysTable holds the key API's idempotency keys, by the caller's key; no index.

@@ -272,14 +272,8 @@ func (o Outbox) saidAt() time.Time {
 func repliesOf(tx *Tx, channel, conversationID string, limit int) ([]Outbox, error) {
 	prefix := []byte(conversationID + ":")
 	c := tx.bucket(bucketOutbox).Cursor()
-	k, _ := c.Seek(append(bytes.Clone(prefix), 0xFF))
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
-	}
 	var out []Outbox
-	for n := 0; k != nil && bytes.HasPrefix(k, prefix) && n < replyScan && len(out) < limit; k, _ = c.Prev() {
+	for n, k := 0, lastWithPrefix(c, prefix); k != nil && bytes.HasPrefix(k, prefix) && n < replyScan && len(out) < limit; k, _ = c.Prev() {
 		n++
 		o, err := tx.Outbox(string(k))
 		if err != nil {
