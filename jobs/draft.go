@@ -180,10 +180,9 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 }
 
 // record stores d as version n (nil: the draft is already stored),
-// auto-approves it, completes job and leases the worker's next draft job
-// (ClaimNext), in one commit (review.Record). The model's answer is stored
-// even when the attempt's context has just ended: it is the record of the
-// call, and a retry reuses it.
+// auto-approves it and completes job, in one commit (review.Record). The
+// model's answer is stored even when the attempt's context has just ended:
+// it is the record of the call, and a retry reuses it.
 func (k *DraftJob) record(ctx context.Context, job store.Job, d *store.Draft, n int) error {
 	return k.recordReleasing(ctx, job, "", d, n)
 }
@@ -193,18 +192,9 @@ func (k *DraftJob) record(ctx context.Context, job store.Job, d *store.Draft, n 
 // budget never counts the call twice, as a hold and as a stored cost, nor
 // misses it in between.
 func (k *DraftJob) recordReleasing(ctx context.Context, job store.Job, client string, d *store.Draft, n int) error {
-	next := ClaimNext(ctx)
-	then := next
+	var then func(tx *store.Tx) error
 	if client != "" {
-		then = func(tx *store.Tx) error {
-			if err := tx.ReleaseBudget(client, job.ExecutionID); err != nil {
-				return err
-			}
-			if next != nil {
-				return next(tx)
-			}
-			return nil
-		}
+		then = func(tx *store.Tx) error { return tx.ReleaseBudget(client, job.ExecutionID) }
 	}
 	_, err := k.Review.Record(context.WithoutCancel(ctx), job, d, n, k.now().UTC(), then)
 	return err

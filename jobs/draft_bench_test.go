@@ -19,12 +19,9 @@ import (
 
 // BenchmarkDraftBacklog drains a backlog of 1,000 template drafts through
 // the runner with draft pools of 4, 64, 128 and 256, and reports drafts/s,
-// commit rounds per draft and the wall time per attempt, each pool with
-// the worker leasing its next job in the draft's own commit (follow=on,
-// ClaimNext) and without (follow=off: a claim round of its own per job),
-// side by side in one run. The group commit folds concurrent rounds into
-// one, so rounds/draft falls with the pool either way; what the follow
-// saves is a round each attempt waits for.
+// commit rounds per draft and the wall time per attempt: the group commit
+// folds the claim and save rounds of concurrent drafts into one, so the
+// pool sets the throughput.
 func BenchmarkDraftBacklog(b *testing.B) {
 	tpl, err := drafter.NewTemplate("Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly.", "v1", 0)
 	if err != nil {
@@ -32,56 +29,46 @@ func BenchmarkDraftBacklog(b *testing.B) {
 	}
 	const n = 1000
 	for _, pool := range []int{4, 64, 128, 256} {
-		for _, follow := range []bool{false, true} {
-			name := fmt.Sprintf("pool=%d/follow=off", pool)
-			if follow {
-				name = fmt.Sprintf("pool=%d/follow=on", pool)
-			}
-			b.Run(name, func(b *testing.B) {
-				var drafted, rounds int
-				var took time.Duration
-				for b.Loop() {
-					b.StopTimer()
-					st := testkit.OpenStore(b, "")
-					for i := range n {
-						key := fmt.Sprintf("web:b-%05d", i)
-						if _, err := st.RecordEvent(context.Background(), store.Event{
-							ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
-							ConversationID: "conv-" + key, Contact: "ada@example.com", Name: "Ada", Text: "Hello, please call me.", ReceivedAt: time.Now(),
-						}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3}); err != nil {
-							b.Fatal(err)
-						}
-					}
-					before := commitsOf(b, st)
-					opt := Options{Workers: 4, Concurrency: map[string]int{KindDraft: pool}, Logger: discardLogger()}
-					var kind Kind = &DraftJob{Store: st, Review: review.New(st, config.Default()), Drafter: tpl}
-					if !follow {
-						kind = noFollow{kind}
-					}
-					r := NewRunner(st, map[string]Kind{KindDraft: kind}, opt)
-					b.StartTimer()
-					start := time.Now()
-					if err := r.Start(context.Background()); err != nil {
+		b.Run(fmt.Sprintf("pool=%d", pool), func(b *testing.B) {
+			var drafted, rounds int
+			var took time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				st := testkit.OpenStore(b, "")
+				for i := range n {
+					key := fmt.Sprintf("web:b-%05d", i)
+					if _, err := st.RecordEvent(context.Background(), store.Event{
+						ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
+						ConversationID: "conv-" + key, Contact: "ada@example.com", Name: "Ada", Text: "Hello, please call me.", ReceivedAt: time.Now(),
+					}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3}); err != nil {
 						b.Fatal(err)
 					}
-					testkit.WaitFor(b, "the backlog to drain", func() bool {
-						c, err := st.JobCounts()
-						return err == nil && len(c) == 0
-					})
-					took += time.Since(start)
-					b.StopTimer()
-					if err := r.Stop(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-					drafted += n
-					rounds += commitsOf(b, st) - before
-					b.StartTimer()
 				}
-				b.ReportMetric(float64(drafted)/took.Seconds(), "drafts/s")
-				b.ReportMetric(float64(rounds)/float64(drafted), "rounds/draft")
-				b.ReportMetric(float64(pool)*took.Seconds()*1000/float64(drafted), "ms/attempt")
-			})
-		}
+				before := commitsOf(b, st)
+				opt := Options{Workers: 4, Concurrency: map[string]int{KindDraft: pool}, Logger: discardLogger()}
+				r := NewRunner(st, map[string]Kind{KindDraft: &DraftJob{Store: st, Review: review.New(st, config.Default()), Drafter: tpl}}, opt)
+				b.StartTimer()
+				start := time.Now()
+				if err := r.Start(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				testkit.WaitFor(b, "the backlog to drain", func() bool {
+					c, err := st.JobCounts()
+					return err == nil && len(c) == 0
+				})
+				took += time.Since(start)
+				b.StopTimer()
+				if err := r.Stop(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				drafted += n
+				rounds += commitsOf(b, st) - before
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(drafted)/took.Seconds(), "drafts/s")
+			b.ReportMetric(float64(rounds)/float64(drafted), "rounds/draft")
+			b.ReportMetric(float64(pool)*took.Seconds()*1000/float64(drafted), "ms/attempt")
+		})
 	}
 }
 

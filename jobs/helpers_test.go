@@ -138,11 +138,3 @@ func (c *fakeClock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
-
-// noFollow runs a kind without ClaimNext, as every kind ran before it:
-// the worker's next job waits for a claim round of the dispatcher's.
-type noFollow struct{ Kind }
-
-func (k noFollow) Run(ctx context.Context, job store.Job) error {
-	return k.Kind.Run(context.WithValue(ctx, followKey{}, (*follow)(nil)), job)
-}

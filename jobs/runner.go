@@ -236,7 +236,7 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 			p := r.pool(j.Kind)
 			got[p]++
 			ru.running.Add(1)
-			go r.execute(jobCtx, claimCtx, ru, j, p, freed)
+			go r.execute(jobCtx, ru, j, p, freed)
 		}
 		release := func(p string, n int) {
 			busy[p] -= n - got[p]
@@ -325,28 +325,12 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 // slow attempt records its own end before the reaper could take the job.
 const leaseMargin = 5 * time.Second
 
-// execute runs j on one worker of pool, then the jobs the worker leased
-// for itself meanwhile (ClaimNext), until it has none: the worker's slot
-// stays busy until then, and is handed back to the dispatcher at the end.
-func (r *Runner) execute(ctx, claimCtx context.Context, ru *run, j store.Job, pool string, freed chan<- string) {
+func (r *Runner) execute(ctx context.Context, ru *run, j store.Job, pool string, freed chan<- string) {
 	defer func() {
 		ru.running.Done()
 		freed <- pool
 		r.Wake()
 	}()
-	queue := []store.Job{j}
-	for len(queue) > 0 {
-		j, queue = queue[0], queue[1:]
-		queue = append(queue, r.attempt(ctx, claimCtx, j, pool)...)
-		if len(queue) > 0 {
-			r.Wake() // the finished job may have enqueued work for another pool
-		}
-	}
-}
-
-// attempt runs one attempt of j and records its end; it returns the jobs
-// its kind leased for this worker in the transaction that ended it.
-func (r *Runner) attempt(ctx, claimCtx context.Context, j store.Job, pool string) []store.Job {
 	log := r.opt.Logger.With("job_id", j.ID, "kind", j.Kind, "key", j.Key,
 		"correlation_id", j.CorrelationID, "execution_id", j.ExecutionID, "attempt", j.Attempt)
 	// The lease is in the runner's clock; the context needs a wall-clock deadline.
@@ -357,30 +341,15 @@ func (r *Runner) attempt(ctx, claimCtx context.Context, j store.Job, pool string
 		left -= leaseMargin
 	}
 	deadline := time.Now().Add(left)
-	f := &follow{r: r, kind: j.Kind, stop: claimCtx}
-	if pool == otherPool {
-		f = nil // a job this binary cannot run leases nothing after it
-	}
-	runCtx, cancel := context.WithDeadline(context.WithValue(ctx, followKey{}, f), deadline)
+	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	started := time.Now()
-	var err error
-	if ctx.Err() != nil {
-		// Stop gave up waiting before this leased job started: it is
-		// handed back without running.
-		err = ctx.Err()
-	} else {
-		err = r.run(runCtx, j)
-	}
+	err := r.run(runCtx, j)
 	cancel()
-	var next []store.Job
-	if f != nil {
-		next = f.next
-	}
 	res := r.decide(j, err, ctx.Err() != nil)
 	fin, ferr := r.st.FinishJob(context.WithoutCancel(ctx), j.ID, j.ExecutionID, r.opt.Now(), res)
 	if ferr != nil {
 		log.Error("record the end of a job attempt", slog.Any("err", ferr))
-		return next
+		return
 	}
 	if r.opt.Observe != nil {
 		r.opt.Observe(j.Kind, fin.State, time.Since(started))
@@ -396,49 +365,6 @@ func (r *Runner) attempt(ctx, claimCtx context.Context, j store.Job, pool string
 	default:
 		log.Warn("job attempt failed; will retry", append(attrs, "retry_at", fin.RunAt, slog.Any("err", err))...)
 	}
-	return next
-}
-
-// followKey is the context key of a running attempt's follow.
-type followKey struct{}
-
-// follow lets a running attempt lease its worker's next job of the same
-// kind inside the transaction that ends it (ClaimNext).
-type follow struct {
-	r    *Runner
-	kind string
-	stop context.Context // the run's claiming context: once it ends, nothing more is leased
-	next []store.Job     // the jobs leased, set once their transaction is durable
-}
-
-// claimTx leases the next due job of f's kind inside tx. The group commit
-// may run it twice: the job reaches f only from the run that commits.
-func (f *follow) claimTx(tx *store.Tx) error {
-	if f.stop.Err() != nil {
-		return nil
-	}
-	jobs, err := tx.Claim(f.r.opt.Now(), store.ClaimLimits{Kinds: map[string]int{f.kind: 1}}, f.r.opt.Lease)
-	if err != nil {
-		return err
-	}
-	if len(jobs) > 0 {
-		tx.OnCommit(func() { f.next = append(f.next, jobs...) })
-	}
-	return nil
-}
-
-// ClaimNext returns what a kind adds to the transaction that ends its job
-// (the one that completes it, as review.Record does) so that its worker
-// leases its next due job of the same kind in that same commit: a busy
-// worker then costs one commit round per job, not a claim round and a
-// finish round. The runner runs the leased job on the same worker once
-// the current attempt returns. Nil when ctx is not a runner's job context.
-func ClaimNext(ctx context.Context) func(tx *store.Tx) error {
-	f, _ := ctx.Value(followKey{}).(*follow)
-	if f == nil {
-		return nil
-	}
-	return f.claimTx
 }
 
 // run calls the kind, turning a panic into an error so one bad job cannot

@@ -355,12 +355,12 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 // already stored, and it is read again here), approves it when its channel
 // auto-approves, and completes job, held by execution job.ExecutionID, as
 // of now: a draft costs the job's claim and this one commit. then, when
-// not nil, runs last in the same transaction: the runner leases the
-// worker's next job there (jobs.ClaimNext), so that claim costs no round
-// of its own. A lease lost meanwhile (the reaper gave the job to another
-// execution) still records the draft and the approval, but the job is not
-// this execution's to complete; its next execution finds the draft and
-// completes it.
+// not nil, runs last in the same transaction: the draft job releases its
+// budget hold there, so the budget never counts the call twice, as a hold
+// and as a stored cost, nor misses it in between. A lease lost meanwhile
+// (the reaper gave the job to another execution) still records the draft
+// and the approval, but the job is not this execution's to complete; its
+// next execution finds the draft and completes it.
 func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n int, now time.Time, then func(tx *store.Tx) error) (store.Draft, error) {
 	var out store.Draft
 	jobID := r.newID() // the delivery job an auto-approval enqueues

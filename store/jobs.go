@@ -350,53 +350,38 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 	}
 	var claimed []Job
 	err := s.update(ctx, func(tx *Tx) error {
-		var err error
-		claimed, err = claimDue(tx, now, lim, lease)
-		return err
+		claimed = claimed[:0]
+		b := lim.budget()
+		heads := readyHeads(tx, b)
+		// Choose first, then write: a cursor does not survive writes to its bucket.
+		var ids []string
+		for h := pick(heads, b, limit); h != nil; h = pick(heads, b, limit) {
+			ids = append(ids, string(h.k[len(h.prefix)+8:]))
+			b.take(string(h.prefix[:len(h.prefix)-1]))
+			h.next()
+		}
+		for _, id := range ids {
+			j, err := tx.Job(id)
+			if err != nil {
+				return fmt.Errorf("ready index points at job %s: %w", id, err)
+			}
+			old := j
+			until := now.Add(lease)
+			j.State = JobRunning
+			j.Attempt++
+			j.ExecutionID = ulid.Make().String()
+			j.LeaseUntil = &until
+			j.UpdatedAt = now
+			j.Attempts = append(j.Attempts, Attempt{ExecutionID: j.ExecutionID, Number: j.Attempt, StartedAt: now})
+			if err := putJob(tx, &old, &j); err != nil {
+				return err
+			}
+			claimed = append(claimed, j)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: claim jobs: %w", err)
-	}
-	return claimed, nil
-}
-
-// Claim is Store.Claim inside tx, so a kind can lease its worker's next
-// job in the transaction that ends the current one: a busy worker then
-// costs one commit round per job instead of two. Nothing due leases nothing.
-func (tx *Tx) Claim(now time.Time, lim ClaimLimits, lease time.Duration) ([]Job, error) {
-	return claimDue(tx, now, lim, lease)
-}
-
-// claimDue leases the jobs due at now that lim leaves room for, inside tx.
-func claimDue(tx *Tx, now time.Time, lim ClaimLimits, lease time.Duration) ([]Job, error) {
-	limit := timeKey(now, "\xff")
-	b := lim.budget()
-	heads := readyHeads(tx, b)
-	// Choose first, then write: a cursor does not survive writes to its bucket.
-	var ids []string
-	for h := pick(heads, b, limit); h != nil; h = pick(heads, b, limit) {
-		ids = append(ids, string(h.k[len(h.prefix)+8:]))
-		b.take(string(h.prefix[:len(h.prefix)-1]))
-		h.next()
-	}
-	var claimed []Job
-	for _, id := range ids {
-		j, err := tx.Job(id)
-		if err != nil {
-			return nil, fmt.Errorf("ready index points at job %s: %w", id, err)
-		}
-		old := j
-		until := now.Add(lease)
-		j.State = JobRunning
-		j.Attempt++
-		j.ExecutionID = ulid.Make().String()
-		j.LeaseUntil = &until
-		j.UpdatedAt = now
-		j.Attempts = append(j.Attempts, Attempt{ExecutionID: j.ExecutionID, Number: j.Attempt, StartedAt: now})
-		if err := putJob(tx, &old, &j); err != nil {
-			return nil, err
-		}
-		claimed = append(claimed, j)
 	}
 	return claimed, nil
 }

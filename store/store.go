@@ -185,13 +185,6 @@ type Tx struct {
 	tx *bolt.Tx
 }
 
-// OnCommit runs fn once the transaction is durable, on the committer's
-// goroutine before Update returns; a run that is rolled back (a neighbour
-// failed, or the commit did) drops it. It is the one side effect a
-// function given to Update may have, since it fires for the run that
-// committed only: fn must be quick and must not write to the store.
-func (tx *Tx) OnCommit(fn func()) { tx.tx.OnCommit(fn) }
-
 // bucket is one of the buckets created at open, with the fill its keys
 // call for (appendFill).
 func (tx *Tx) bucket(name []byte) *bolt.Bucket {
