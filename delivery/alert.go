@@ -29,23 +29,28 @@ func AlertID(lead string, since time.Time) string {
 // a reply. A row that exists already is left alone: created is false.
 func CreateAlertTx(tx *store.Tx, a Alert) (created bool, err error) {
 	h := a.Lead
-	id := AlertID(h.Key, h.Since)
-	switch _, err := tx.Outbox(id); {
+	text := fmt.Sprintf("Lead %s has been %s since %s (owner: %s).", h.Key, h.Status, h.Since.UTC().Format(time.RFC3339), orNone(h.Owner))
+	return createTeamTx(tx, store.Outbox{
+		V: 1, ID: AlertID(h.Key, h.Since), Kind: store.OutboxAlert, EventKey: h.LastEventKey, Channel: h.Channel, CorrelationID: "alert:" + h.Key,
+		ConversationID: h.ConversationID, To: "team", Text: text, Provider: a.Provider, Status: store.OutboxPending,
+		CreatedAt: a.At, UpdatedAt: a.At, ApprovedBy: "stuck-lead alert", Attempts: []store.OutboxAttempt{},
+	}, a.JobID, a.MaxAttempts)
+}
+
+// createTeamTx creates o, a message to the team (a stuck-lead alert, a
+// digest), and its delivery job, due at o.CreatedAt, unless a row with
+// o's id exists already: then nothing is written and created is false.
+func createTeamTx(tx *store.Tx, o store.Outbox, jobID string, maxAttempts int) (created bool, err error) {
+	switch _, err := tx.Outbox(o.ID); {
 	case err == nil:
 		return false, nil
 	case !errors.Is(err, store.ErrNotFound):
 		return false, err
 	}
-	text := fmt.Sprintf("Lead %s has been %s since %s (owner: %s).", h.Key, h.Status, h.Since.UTC().Format(time.RFC3339), orNone(h.Owner))
-	o := store.Outbox{
-		V: 1, ID: id, Kind: store.OutboxAlert, EventKey: h.LastEventKey, Channel: h.Channel, CorrelationID: "alert:" + h.Key,
-		ConversationID: h.ConversationID, To: "team", Text: text, Provider: a.Provider, Status: store.OutboxPending,
-		CreatedAt: a.At, UpdatedAt: a.At, ApprovedBy: "stuck-lead alert", Attempts: []store.OutboxAttempt{},
-	}
 	if err := tx.PutOutbox(nil, &o); err != nil {
 		return false, err
 	}
-	if _, _, err := tx.Enqueue(store.NewJob{ID: a.JobID, Kind: Kind, Key: id, MaxAttempts: a.MaxAttempts}, o.CorrelationID, a.At); err != nil {
+	if _, _, err := tx.Enqueue(store.NewJob{ID: jobID, Kind: Kind, Key: o.ID, MaxAttempts: maxAttempts}, o.CorrelationID, o.CreatedAt); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"errors"
 	"time"
 
 	"github.com/handoff/handoff/store"
@@ -33,23 +32,9 @@ func DigestID(name, period string) string { return "digest:" + name + ":" + peri
 // or parked for a person, never resent blindly. A row that exists already
 // is left alone (created is false), so a period is sent at most once.
 func CreateDigestTx(tx *store.Tx, dg Digest) (created bool, err error) {
-	id := DigestID(dg.Name, dg.Period)
-	switch _, err := tx.Outbox(id); {
-	case err == nil:
-		return false, nil
-	case !errors.Is(err, store.ErrNotFound):
-		return false, err
-	}
-	o := store.Outbox{
-		V: 1, ID: id, Kind: store.OutboxAlert, CorrelationID: "digest:" + dg.Name,
+	return createTeamTx(tx, store.Outbox{
+		V: 1, ID: DigestID(dg.Name, dg.Period), Kind: store.OutboxAlert, CorrelationID: "digest:" + dg.Name,
 		To: dg.To, Text: dg.Text, Provider: dg.Provider, Status: store.OutboxPending,
 		CreatedAt: dg.At, UpdatedAt: dg.At, ApprovedBy: "digest " + dg.Name, Attempts: []store.OutboxAttempt{},
-	}
-	if err := tx.PutOutbox(nil, &o); err != nil {
-		return false, err
-	}
-	if _, _, err := tx.Enqueue(store.NewJob{ID: dg.JobID, Kind: Kind, Key: id, MaxAttempts: dg.MaxAttempts}, o.CorrelationID, dg.At); err != nil {
-		return false, err
-	}
-	return true, nil
+	}, dg.JobID, dg.MaxAttempts)
 }

@@ -41,8 +41,6 @@ func UndoTx(tx *store.Tx, outboxID string, now time.Time) (store.Outbox, error) 
 		return store.Outbox{}, fmt.Errorf("outbox row %s: %w", outboxID, err)
 	}
 	switch {
-	case o.Kind == store.OutboxAlert:
-		return store.Outbox{}, &UndoError{OutboxID: o.ID, Why: "outbox row " + o.ID + " is a stuck-lead alert, not an approval; there is nothing to undo"}
 	case o.Status == store.OutboxSent:
 		return store.Outbox{}, &UndoError{OutboxID: o.ID, Why: "the reply was sent; it can no longer be undone"}
 	case o.UndoUntil.IsZero():

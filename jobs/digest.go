@@ -104,12 +104,12 @@ func (k *DigestJob) Run(ctx context.Context, job store.Job) error {
 	if text == "" {
 		return nil // sent before, or nothing waits
 	}
-	created := false
+	created, jobID := false, ulid.Make().String() // minted once: fn may run twice
 	err = k.Store.Update(ctx, func(tx *store.Tx) error {
 		var err error
 		created, err = delivery.CreateDigestTx(tx, delivery.Digest{
 			Name: dg.Name, Period: args.Period, Provider: dg.To, To: dg.Address, Text: text, At: now,
-			JobID: ulid.Make().String(), MaxAttempts: k.Config.Retry.MaxAttempts,
+			JobID: jobID, MaxAttempts: k.Config.Retry.MaxAttempts,
 		})
 		return err
 	})
@@ -198,21 +198,12 @@ func digestText(tx *store.Tx, cfg *config.Config, dg config.Digest, w store.Wait
 	}
 	fmt.Fprintf(&b, "Open the queue: %s\n", queue)
 	text := b.String()
-	if providerKind(cfg, dg.To) == "slack" {
+	if p, ok := cfg.Provider(dg.To); ok && p.Kind == "slack" {
 		// What customers wrote must not become a mention (<!channel>) or
 		// a link in the team's channel: Slack's three escapes.
 		text = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(text)
 	}
 	return text, nil
-}
-
-func providerKind(cfg *config.Config, name string) string {
-	for _, p := range cfg.Providers {
-		if p.Name == name {
-			return p.Kind
-		}
-	}
-	return "sandbox"
 }
 
 func firstOf(vals ...string) string {
@@ -289,20 +280,14 @@ func (m *Maintenance) ScheduledDigest(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("scheduled digest %s is not configured", name)
 	}
-	// Nothing waiting, nothing to say: no job either. (The job reads the
-	// queue again; this read decides nothing it relies on.)
-	waits := false
-	err := m.Store.View(func(tx *store.Tx) error {
-		_, ok, err := tx.OldestWaiting(digestKeep(m.Config, dg))
-		waits = ok
-		return err
-	})
-	if err != nil || !waits {
-		return err
-	}
 	created := false
-	err = m.Store.Update(ctx, func(tx *store.Tx) error {
-		var err error
+	err := m.Store.Update(ctx, func(tx *store.Tx) error {
+		created = false
+		// Nothing waiting, nothing to say: no job either.
+		_, waits, err := tx.OldestWaiting(digestKeep(m.Config, dg))
+		if err != nil || !waits {
+			return err
+		}
 		_, created, err = Enqueue(tx, DigestArgs{Digest: name, Period: schedPeriod(now)},
 			Opts{MaxAttempts: m.Config.Retry.MaxAttempts, CorrelationID: "digest:" + name, Now: now})
 		return err

@@ -160,7 +160,7 @@ func digestJobs(t *testing.T, st *store.Store, name string) (digests, deliveries
 	return digests, deliveries
 }
 
-// waitSent waits for the digest row id to leave the way out, and returns it.
+// waitSettled waits for the digest row id to leave the way out, and returns it.
 func waitSettled(t *testing.T, st *store.Store, id string) store.Outbox {
 	t.Helper()
 	var o store.Outbox
