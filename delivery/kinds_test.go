@@ -277,15 +277,19 @@ func TestRateHoldBeforeClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := g.outboxID
+	before, err := st.OutboxRow(held)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &heldSender{wait: 700 * time.Millisecond}
 	job := &delivery.Job{Store: st, Providers: map[string]delivery.Sender{"out": h}}
-	err := job.Run(context.Background(), store.Job{ID: "j-held", Key: held, ExecutionID: "e1", Attempt: 1, MaxAttempts: 3})
+	err = job.Run(context.Background(), store.Job{ID: "j-held", Key: held, ExecutionID: "e1", Attempt: 1, MaxAttempts: 3})
 	var hold *delivery.Held
 	if !errors.As(err, &hold) || hold.After != 700*time.Millisecond || h.calls != 0 {
 		t.Fatalf("Run = %v, %d calls; want *Held after 700ms and no call", err, h.calls)
 	}
-	before, _ := st.OutboxRow(held)
-	if o, _ := st.OutboxRow(held); o.Status != store.OutboxPending || len(o.Attempts) != len(before.Attempts) || len(o.Attempts) != 1 {
+	if o, _ := st.OutboxRow(held); o.Status != store.OutboxPending || len(o.Attempts) != len(before.Attempts) || len(o.Attempts) != 1 ||
+		!o.UpdatedAt.Equal(before.UpdatedAt) || o.ExecutionID != before.ExecutionID {
 		t.Fatalf("row %s %v after a hold, want pending and untouched", o.Status, attemptSummary(o))
 	}
 	h.wait = 0

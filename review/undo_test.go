@@ -153,6 +153,23 @@ func TestUndoRefused(t *testing.T) {
 			if after, _ := st.Draft(id); after.Status != before.Status || after.OutboxID != before.OutboxID {
 				t.Errorf("the refused undo moved the draft from %s to %s", before.Status, after.Status)
 			}
+			if before.OutboxID != "" {
+				if _, err := st.OutboxRow(before.OutboxID); err != nil {
+					t.Errorf("the refused undo's row %s: %v, want it kept", before.OutboxID, err)
+				}
+				if _, err := st.LiveJob(delivery.Kind, before.OutboxID); err != nil {
+					t.Errorf("the refused undo's delivery job: %v, want it kept", err)
+				}
+			}
+			log, err := st.AuditLog(10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range log {
+				if e.Who == "bob" {
+					t.Errorf("the refused undo wrote an audit entry: %+v", e)
+				}
+			}
 		})
 	}
 }
