@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -251,8 +250,10 @@ const maxSelected = 500
 // filter, so the safe ones are replayed and the others skipped saying why.
 func (s *Server) startSelected(ctx context.Context, ids []string, by, from string) (store.BulkRun, error) {
 	var picked []string
+	seen := map[string]bool{} // a 64 KB form holds thousands of ids: no quadratic scan
 	for _, id := range ids {
-		if id = strings.TrimSpace(id); id != "" && !slices.Contains(picked, id) {
+		if id = strings.TrimSpace(id); id != "" && !seen[id] {
+			seen[id] = true
 			picked = append(picked, id)
 		}
 	}

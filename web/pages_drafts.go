@@ -154,13 +154,13 @@ func (s *Server) leadActions(c *echo.Context, ev store.Event, back string) (view
 }
 
 // leadActionsOf is leadActions with the lead h and whether a draft job of
-// its turn is live already read.
+// its open turn is live (only ever true when h.TurnDraft is set) already read.
 func (s *Server) leadActionsOf(c *echo.Context, ev store.Event, h store.Handoff, drafting bool, back string) views.LeadActions {
 	a := views.LeadActions{EventKey: ev.Key, CSRF: csrfOf(c), Back: back}
 	a.Recipient = review.Recipient(ev, h)
 	a.Open = h.TurnDraft != "" || h.Turn == 0 && h.Status != store.HandoffReplied && h.Status != store.HandoffClosed
 	a.Waiting = len(h.TurnEvents)
-	a.Drafting = h.TurnDraft != "" && drafting
+	a.Drafting = drafting
 	return a
 }
 
@@ -419,15 +419,9 @@ func (s *Server) refusedDecision(c *echo.Context, v queueView, id string, err er
 // card of the next waiting draft (or, when showDecided, the decided
 // draft's card with a link to it), the refreshed list and the nav count.
 func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draft, n *views.Notice, status int, showDecided bool) error {
-	page, next, _, err := s.pendingPage(v, queuePage)
+	v, page, next, err := s.answerPage(v)
 	if err != nil {
 		return err
-	}
-	if len(page) == 0 && v.after != nil { // this page is done: start over
-		v = v.withCursor(nil)
-		if page, next, _, err = s.pendingPage(v, queuePage); err != nil {
-			return err
-		}
 	}
 	// Next is the first waiting draft after the decided one; drafts
 	// skipped before it come round again at the end of the page.
@@ -454,16 +448,41 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 		}
 		card.Notice = n
 	default:
-		card = views.DraftCard{State: views.CardEmpty, Filter: v.filter, Notice: n}
-		drafting, err := s.st.DraftingFor(s.visible(c))
-		if err != nil {
+		if card, err = s.emptyCard(c, v, n); err != nil {
 			return err
 		}
-		card.Drafting = &drafting
 	}
 	if u := s.undoToast(c, v, decided); u != nil && !showDecided {
 		card.Undo, card.Notice = u, nil // the banner says it all, with its Undo (undo.go)
 	}
+	return s.answerQueue(c, v, page, card, status)
+}
+
+// answerPage is the page of view v that an answer on the queue shows; when
+// v's page has emptied it starts over from the first page (and says so in
+// the view it returns).
+func (s *Server) answerPage(v queueView) (queueView, []store.Draft, []byte, error) {
+	page, next, _, err := s.pendingPage(v, queuePage)
+	if err == nil && len(page) == 0 && v.after != nil {
+		v = v.withCursor(nil)
+		page, next, _, err = s.pendingPage(v, queuePage)
+	}
+	return v, page, next, err
+}
+
+// emptyCard is the card of a view with nothing waiting, saying what is
+// still being drafted, with notice n.
+func (s *Server) emptyCard(c *echo.Context, v queueView, n *views.Notice) (views.DraftCard, error) {
+	drafting, err := s.st.DraftingFor(s.visible(c))
+	if err != nil {
+		return views.DraftCard{}, err
+	}
+	return views.DraftCard{State: views.CardEmpty, Filter: v.filter, Notice: n, Drafting: &drafting}, nil
+}
+
+// answerQueue renders card as an htmx answer on the queue (a decision, a
+// selection, an undo): the card, page's list out of band, the nav count.
+func (s *Server) answerQueue(c *echo.Context, v queueView, page []store.Draft, card views.DraftCard, status int) error {
 	now := s.now()
 	items, err := s.queueItems(v, page, card.Draft.ID, now)
 	if err != nil {

@@ -333,9 +333,9 @@ func (s *Server) search(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	title := "Search"
+	title, status := "Search", http.StatusOK
 	if len(res.Leads) == 0 {
-		title = "Nothing found"
+		title, status = "Nothing found", http.StatusNotFound
 	}
 	l, err := s.layout(c, title, "")
 	if err != nil {
@@ -359,8 +359,5 @@ func (s *Server) search(c *echo.Context) error {
 			Snippet: h.Snippet, At: at, URL: views.EventURL(h.Lead.LastEventKey),
 		})
 	}
-	if len(p.Hits) == 0 {
-		return render(c, http.StatusNotFound, views.SearchResults(l, p))
-	}
-	return render(c, http.StatusOK, views.SearchResults(l, p))
+	return render(c, status, views.SearchResults(l, p))
 }

@@ -36,8 +36,11 @@ func (s *Server) decideSelected(c *echo.Context) error {
 		return errorf(http.StatusBadRequest, "action %q is neither approve nor reject", action)
 	}
 	ids := slices.Compact(slices.Sorted(slices.Values(form["id"])))
+	if len(ids) > 0 && ids[0] == "" { // an empty box's value sorts first
+		ids = ids[1:]
+	}
 	switch {
-	case len(ids) == 0 || len(ids) == 1 && ids[0] == "":
+	case len(ids) == 0:
 		return errorf(http.StatusBadRequest, "no draft is selected; tick the drafts to %s first", action)
 	case len(ids) > maxDecided:
 		return errorf(http.StatusBadRequest, "%d drafts are selected; decide at most %d at a time", len(ids), maxDecided)
@@ -121,15 +124,9 @@ func refusal(err error) (string, error) {
 // first waiting draft nobody else has open (or the empty card) with what
 // the selection did, and the list and the nav count out of band.
 func (s *Server) answerSelection(c *echo.Context, v queueView, sel *views.Selection) error {
-	page, next, _, err := s.pendingPage(v, queuePage)
+	v, page, next, err := s.answerPage(v)
 	if err != nil {
 		return err
-	}
-	if len(page) == 0 && v.after != nil { // this page is done: start over
-		v = v.withCursor(nil)
-		if page, next, _, err = s.pendingPage(v, queuePage); err != nil {
-			return err
-		}
 	}
 	var card views.DraftCard
 	if len(page) > 0 {
@@ -137,23 +134,9 @@ func (s *Server) answerSelection(c *echo.Context, v queueView, sel *views.Select
 		if card, err = s.pendingCard(c, v, page, next, i, page[i]); err != nil {
 			return err
 		}
-	} else {
-		card = views.DraftCard{State: views.CardEmpty, Filter: v.filter}
-		drafting, err := s.st.DraftingFor(s.visible(c))
-		if err != nil {
-			return err
-		}
-		card.Drafting = &drafting
+	} else if card, err = s.emptyCard(c, v, nil); err != nil {
+		return err
 	}
 	card.Selection = sel
-	now := s.now()
-	items, err := s.queueItems(v, page, card.Draft.ID, now)
-	if err != nil {
-		return err
-	}
-	counts, err := s.st.CountsFor(s.visible(c), stuckBefore(s.cfg, now))
-	if err != nil {
-		return err
-	}
-	return render(c, http.StatusOK, views.QueueAnswered(views.QueueAnswer{Card: card, Items: items, Waiting: counts.DraftsWaiting}))
+	return s.answerQueue(c, v, page, card, http.StatusOK)
 }

@@ -88,16 +88,7 @@ func (s *Server) undoFromQueue(c *echo.Context) error {
 		return err
 	}
 	card.Notice = &views.Notice{Tone: "ok", Text: "Undone: the reply to " + res.Outbox.To + " was not sent, and this draft waits for approval again."}
-	now := s.now()
-	items, err := s.queueItems(v, page, d.ID, now)
-	if err != nil {
-		return err
-	}
-	counts, err := s.st.CountsFor(s.visible(c), stuckBefore(s.cfg, now))
-	if err != nil {
-		return err
-	}
-	return render(c, http.StatusOK, views.QueueAnswered(views.QueueAnswer{Card: card, Items: items, Waiting: counts.DraftsWaiting}))
+	return s.answerQueue(c, v, page, card, http.StatusOK)
 }
 
 // undoToast is the banner for draft decided, just approved by the person
