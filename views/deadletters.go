@@ -16,16 +16,19 @@ type DeadLetterFilter struct {
 	OlderThan string // a duration: in their state longer than this
 }
 
-// Query is the filter as a query string, without the "?".
-func (f DeadLetterFilter) Query() string {
+// values is the filter's query parameters, the empty ones left out.
+func (f DeadLetterFilter) values() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"kind": f.Kind, "channel": f.Channel, "error": f.Error, "older_than": f.OlderThan} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	return q.Encode()
+	return q
 }
+
+// Query is the filter as a query string, without the "?".
+func (f DeadLetterFilter) Query() string { return f.values().Encode() }
 
 // Set reports whether any filter is given.
 func (f DeadLetterFilter) Set() bool { return f.Query() != "" }
@@ -53,7 +56,7 @@ type DeadLetterItem struct {
 
 // pageURL is the table's page after (or before) cursor, under the same filter.
 func (f DeadLetterFilter) pageURL(dir, cursor string) string {
-	q, _ := url.ParseQuery(f.Query())
+	q := f.values()
 	q.Set(dir, cursor)
 	return "/dead-letters?" + q.Encode()
 }

@@ -185,10 +185,6 @@ func draftFacts(d store.Draft) []Fact {
 	}
 }
 
-// leadName is what the card calls the customer: the name they gave, else
-// their contact (an SMS lead often has only the number).
-func leadName(ev store.Event) string { return LeadName(ev, store.Handoff{}) }
-
 // LeadName is what the queue calls the customer of event ev of lead h: the
 // name the message gave, else the lead's, else the message's or the lead's
 // contact (an SMS lead often has only the number), else the conversation

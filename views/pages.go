@@ -103,11 +103,6 @@ type Settings struct {
 	Database []Fact // the file's size and free pages
 }
 
-// NothingFound answers a search that matched nothing.
-type NothingFound struct {
-	Query string
-}
-
 // stuckRule says when a lead counts as stuck.
 func stuckRule(ts []Fact) string {
 	s := "A lead is stuck when it stays longer than"

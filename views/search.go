@@ -33,10 +33,8 @@ type SearchHit struct {
 // byLabel says what matched, for a person.
 func byLabel(by string) string {
 	switch by {
-	case "name":
-		return "name"
-	case "contact":
-		return "contact"
+	case "name", "contact":
+		return by
 	case "conversation":
 		return "conversation id"
 	}
