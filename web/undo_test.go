@@ -49,8 +49,9 @@ func TestUndoAPI(t *testing.T) {
 		t.Fatalf("approve: %d %v", code, ans)
 	}
 	until, err := time.Parse(time.RFC3339Nano, ans["undo_until"].(string))
-	if err != nil || time.Until(until) <= 0 {
-		t.Fatalf("approve's undo_until = %v (%v); want a time ahead", ans["undo_until"], err)
+	approved, derr := e.st.Draft(d.ID)
+	if err != nil || derr != nil || approved.Decision == nil || !until.Equal(approved.Decision.At.Add(time.Minute)) {
+		t.Fatalf("approve's undo_until = %v (%v); want the approval's time plus the one-minute window (%+v, %v)", ans["undo_until"], err, approved.Decision, derr)
 	}
 	outboxID := ans["outbox_id"].(string)
 
