@@ -204,11 +204,19 @@ func rejectedAnswer(res review.Rejected) rejectAnswer {
 	return a
 }
 
+// checkReason refuses a rejection's reason over 1000 bytes.
+func checkReason(reason string) error {
+	if len(reason) > 1000 {
+		return errorf(http.StatusBadRequest, "the reason is %d bytes; keep it under 1000", len(reason))
+	}
+	return nil
+}
+
 // reject is the one rejection shared by the API and the dashboard; the
 // answer says whether this call made the decision.
 func (s *Server) reject(c *echo.Context, id, reason string) (review.Rejected, error) {
-	if len(reason) > 1000 {
-		return review.Rejected{}, errorf(http.StatusBadRequest, "the reason is %d bytes; keep it under 1000", len(reason))
+	if err := checkReason(reason); err != nil {
+		return review.Rejected{}, err
 	}
 	res, err := review.New(s.st, s.cfg).Reject(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(reason)})
 	if err != nil {

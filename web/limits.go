@@ -151,6 +151,10 @@ func (g *loginGuard) auditFailure(name, addr string, now time.Time) (write bool,
 	}
 	ok, last := g.audit.take(now)
 	if !ok {
+		if seen { // not written, so counted into the pair's next entry
+			m.more++
+			g.marks[k] = m
+		}
 		return false, 0, false
 	}
 	if len(g.marks) >= maxLimitKeys {

@@ -93,3 +93,24 @@ func TestLoginAuditBudget(t *testing.T) {
 		t.Error("the next window's first failure is not written")
 	}
 }
+
+// TestLoginAuditBudgetKeepsTheCount: a pair's failure that the spent
+// budget leaves unwritten is counted into the pair's next entry.
+func TestLoginAuditBudgetKeepsTheCount(t *testing.T) {
+	g := newLoginGuard()
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if write, _, _ := g.auditFailure("boss", "203.0.113.9", t0); !write {
+		t.Fatal("the pair's first failure is not written")
+	}
+	t1 := t0.Add(loginWindow)
+	for i := range auditPerWindow { // others spend the next window's budget
+		g.auditFailure("boss", fmt.Sprintf("198.51.%d.%d", i/250, i%250), t1)
+	}
+	if write, _, _ := g.auditFailure("boss", "203.0.113.9", t1); write {
+		t.Fatal("a failure past the spent budget is written")
+	}
+	write, more, _ := g.auditFailure("boss", "203.0.113.9", t1.Add(loginWindow))
+	if !write || more != 1 {
+		t.Errorf("the pair's entry after the spent window: write %v, more %d; want written with 1 more", write, more)
+	}
+}

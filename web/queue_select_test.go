@@ -184,6 +184,14 @@ func TestQueueSelectApprove(t *testing.T) {
 	if got, _ := e.st.Draft(d4.ID); got.Status != store.DraftRejected || got.Decision.Reason != "spam" {
 		t.Errorf("draft %s after reject selected: %s %+v", d4.ID, got.Status, got.Decision)
 	}
+	d5 := pending(t, e, "demo", "s5", "five")
+	long := url.Values{"id": {d5.ID}, "action": {"reject"}, "reason": {strings.Repeat("x", 1001)}}
+	if p := b.post("/drafts/selected", long); p.code != http.StatusBadRequest || !strings.Contains(p.body, "keep it under 1000") {
+		t.Errorf("a selection rejected with a 1001-byte reason: %d %.300s; want one 400 naming the reason", p.code, p.body)
+	}
+	if got, _ := e.st.Draft(d5.ID); got.Status != store.DraftPending {
+		t.Errorf("draft %s after a refused selection: %s, want pending", d5.ID, got.Status)
+	}
 	for _, bad := range []url.Values{{"action": {"approve"}}, {"id": {d1.ID}, "action": {"send"}}} {
 		if p := b.post("/drafts/selected", bad); p.code != http.StatusBadRequest {
 			t.Errorf("selection %v: %d, want 400", bad, p.code)

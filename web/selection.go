@@ -45,6 +45,12 @@ func (s *Server) decideSelected(c *echo.Context) error {
 	case len(ids) > maxDecided:
 		return errorf(http.StatusBadRequest, "%d drafts are selected; decide at most %d at a time", len(ids), maxDecided)
 	}
+	reason := c.FormValue("reason")
+	if action == "reject" {
+		if err := checkReason(reason); err != nil {
+			return err // one answer for the selection, not one refusal per draft
+		}
+	}
 	sel := views.Selection{Action: action}
 	known := 0
 	for _, id := range ids {
@@ -57,7 +63,7 @@ func (s *Server) decideSelected(c *echo.Context) error {
 			return err
 		}
 		known++
-		why, err := s.decideOne(c, id, action, c.FormValue("reason"))
+		why, err := s.decideOne(c, id, action, reason)
 		if err != nil {
 			return err
 		}
