@@ -197,13 +197,9 @@ func digestText(tx *store.Tx, cfg *config.Config, dg config.Digest, w store.Wait
 		queue += "?" + url.Values{"owner": {dg.Owner}}.Encode()
 	}
 	fmt.Fprintf(&b, "Open the queue: %s\n", queue)
-	text := b.String()
-	if p, ok := cfg.Provider(dg.To); ok && p.Kind == "slack" {
-		// What customers wrote must not become a mention (<!channel>) or
-		// a link in the team's channel: Slack's three escapes.
-		text = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(text)
-	}
-	return text, nil
+	// Slack's control characters are escaped by its provider, for every
+	// message it posts.
+	return b.String(), nil
 }
 
 func firstOf(vals ...string) string {

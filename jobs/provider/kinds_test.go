@@ -135,6 +135,30 @@ func TestSlackOkFalseIsNotSent(t *testing.T) {
 	}
 }
 
+// TestSlackEscapesControlCharacters: whatever the text (a digest quoting
+// a customer, an alert naming a lead, a reply), Slack is sent &, < and >
+// escaped, so it shows them and never reads a mention or a link.
+func TestSlackEscapesControlCharacters(t *testing.T) {
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			t.Errorf("form: %v", err)
+		}
+		got = r.PostForm.Get("text")
+		_, _ = io.WriteString(w, `{"ok":true,"ts":"1.2"}`)
+	}))
+	defer srv.Close()
+	cfg := config.Provider{Name: "team", Kind: "slack", Timeout: time.Second}
+	cfg.APIBase, cfg.Token = srv.URL, "xoxb"
+	text := "<!channel> call me & <https://evil.example|click>"
+	if _, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: "C1", Text: text}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "&lt;!channel&gt; call me &amp; &lt;https://evil.example|click&gt;"; got != want {
+		t.Errorf("slack was sent text %q, want %q", got, want)
+	}
+}
+
 func verdict(err error) string {
 	var perm *provider.Permanent
 	var notSent *provider.NotSent

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/handoff/handoff/config"
 )
@@ -44,9 +45,14 @@ func (s *Slack) Capabilities() Capabilities { return s.caps(false) }
 // message may have been posted.
 var slackUnknown = map[string]bool{"internal_error": true, "fatal_error": true, "service_unavailable": true, "request_timeout": true}
 
+// slackText escapes Slack's three control characters (its "Formatting
+// text for app surfaces": &, <, >), so what a customer or a model wrote
+// is shown as written and never becomes a mention (<!channel>) or a link.
+var slackText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
 // Send posts one message.
 func (s *Slack) Send(ctx context.Context, m Message) (string, error) {
-	form := url.Values{"channel": {m.To}, "text": {m.Text}}
+	form := url.Values{"channel": {m.To}, "text": {slackText.Replace(m.Text)}}
 	hdr := http.Header{}
 	hdr.Set("Content-Type", "application/x-www-form-urlencoded")
 	hdr.Set("Accept", "application/json")
