@@ -85,17 +85,7 @@ func startDigestRig(t *testing.T, dir string, cfg *config.Config, clock *fakeClo
 // stop stops the runner, checks the file and closes the store.
 func (g *digestRig) stop(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := g.runner.Stop(ctx); err != nil {
-		t.Errorf("runner Stop: %v", err)
-	}
-	if err := g.st.Check(); err != nil {
-		t.Errorf("Check: %v", err)
-	}
-	if err := g.st.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
+	stopAndCheck(t, g.runner, g.st)
 }
 
 // waiting stores a draft waiting for approval since at, for a new event

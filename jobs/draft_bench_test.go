@@ -2,9 +2,7 @@ package jobs
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -44,7 +42,7 @@ func BenchmarkDraftBacklog(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				before := commitsOf(b, st)
+				before := commits(b, st)
 				opt := Options{Workers: 4, Concurrency: map[string]int{KindDraft: pool}, Logger: discardLogger()}
 				r := NewRunner(st, map[string]Kind{KindDraft: &DraftJob{Store: st, Review: review.New(st, config.Default()), Drafter: tpl}}, opt)
 				b.StartTimer()
@@ -62,7 +60,7 @@ func BenchmarkDraftBacklog(b *testing.B) {
 					b.Fatal(err)
 				}
 				drafted += n
-				rounds += commitsOf(b, st) - before
+				rounds += commits(b, st) - before
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(drafted)/took.Seconds(), "drafts/s")
@@ -70,28 +68,4 @@ func BenchmarkDraftBacklog(b *testing.B) {
 			b.ReportMetric(float64(pool)*took.Seconds()*1000/float64(drafted), "ms/attempt")
 		})
 	}
-}
-
-// commitsOf is the transaction id of st's file, as commits reads it.
-func commitsOf(tb testing.TB, st *store.Store) int {
-	tb.Helper()
-	f, err := os.Open(st.Path())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	head := make([]byte, 32)
-	if _, err := f.ReadAt(head, 0); err != nil {
-		tb.Fatal(err)
-	}
-	pageSize := int64(binary.LittleEndian.Uint32(head[24:28]))
-	txid := uint64(0)
-	for _, off := range []int64{0, pageSize} {
-		b := make([]byte, 8)
-		if _, err := f.ReadAt(b, off+64); err != nil {
-			tb.Fatal(err)
-		}
-		txid = max(txid, binary.LittleEndian.Uint64(b))
-	}
-	return int(txid)
 }

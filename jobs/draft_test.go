@@ -303,7 +303,7 @@ func TestDraftJobCommitsPerDraft(t *testing.T) {
 // is read from the newer of the two meta pages (bbolt's layout: a 16-byte
 // page header, then magic, version, page size, flags, the root bucket
 // (16 bytes), the freelist and high-water page ids, then the txid).
-func commits(t *testing.T, st *store.Store) int {
+func commits(t testing.TB, st *store.Store) int {
 	t.Helper()
 	f, err := os.Open(st.Path())
 	if err != nil {

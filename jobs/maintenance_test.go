@@ -98,15 +98,22 @@ func startAlertRig(t *testing.T, dir string, clock *fakeClock) *alertRig {
 // stop stops the runner, checks the file and closes the store: a clean restart's first half.
 func (g *alertRig) stop(t *testing.T) {
 	t.Helper()
+	stopAndCheck(t, g.runner, g.st)
+}
+
+// stopAndCheck stops r, checks st's file and closes it: a clean restart's
+// first half.
+func stopAndCheck(t *testing.T, r *Runner, st *store.Store) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := g.runner.Stop(ctx); err != nil {
+	if err := r.Stop(ctx); err != nil {
 		t.Errorf("runner Stop: %v", err)
 	}
-	if err := g.st.Check(); err != nil {
+	if err := st.Check(); err != nil {
 		t.Errorf("Check: %v", err)
 	}
-	if err := g.st.Close(); err != nil {
+	if err := st.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
 }
