@@ -329,6 +329,16 @@ func TestOpenAIRequest(t *testing.T) {
 	if _, ok := rf.JSONSchema.Schema["$schema"]; ok {
 		t.Errorf("schema sent still has $schema, which strict servers refuse")
 	}
+	// Grammar-based servers (llama.cpp, xgrammar) make the model write the
+	// properties in the order sent: reply first, never after confidence.
+	body := string(c.Body)
+	props0 := strings.Index(body, `"properties":{`)
+	if props0 < 0 {
+		t.Fatalf("request has no schema properties: %s", body)
+	}
+	if first := body[props0+len(`"properties":{`):]; !strings.HasPrefix(first, `"reply"`) {
+		t.Errorf("schema properties sent start with %.40q, want \"reply\" first", first)
+	}
 }
 
 func TestOpenAINoKeyStillSendsABearer(t *testing.T) {
@@ -448,8 +458,8 @@ func TestOpenAIErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			f := newFakeModel(t, tt.mode)
-			// A long timeout leaves room for the SDK's own retries (about
-			// 0.5s and 1s apart), so that any would be counted below.
+			// A long timeout leaves room for any retry below handoff (an
+			// SDK's or the transport's), so that one would be counted below.
 			timeout := 10 * time.Second
 			if tt.mode == fmStall {
 				timeout = 300 * time.Millisecond
@@ -480,9 +490,9 @@ func TestOpenAIErrors(t *testing.T) {
 			if tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error %q does not mention %q", err, tt.wantErr)
 			}
-			// The job queue owns retries: the SDK must not retry on its own.
+			// The job queue owns retries: nothing below it may retry.
 			if n := len(f.Calls()); n != 1 {
-				t.Errorf("model called %d times for one Draft, want exactly 1 (no SDK retries)", n)
+				t.Errorf("model called %d times for one Draft, want exactly 1 (no hidden retries)", n)
 			}
 		})
 	}
