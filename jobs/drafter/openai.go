@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // schemaJSON is the shape of the model's answer sent to servers with
