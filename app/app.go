@@ -26,9 +26,17 @@ import (
 	"github.com/handoff/handoff/web"
 )
 
-// ShutdownGrace is how long Stop lets HTTP requests finish, and then as long
-// again for running jobs before they are released back to the queue.
-const ShutdownGrace = 15 * time.Second
+// HTTPGrace is how long Stop lets HTTP requests finish, and ShutdownGrace
+// how long it then gives running jobs before their contexts are cancelled
+// and they are released back to the queue (a draft in flight is retried
+// after the restart, its output never half stored; a send in flight is
+// settled by the delivery rules, as after a crash). Together, with the
+// database's close, they fit inside the 10 s that `docker stop` waits
+// before its SIGKILL.
+const (
+	HTTPGrace     = 3 * time.Second
+	ShutdownGrace = 5 * time.Second
+)
 
 // Deps is what serve or a test injects; every field may be left zero.
 type Deps struct {
@@ -278,7 +286,7 @@ func (a *App) Stop(ctx context.Context) error {
 		}
 		return a.closeStore()
 	}
-	hctx, cancel := context.WithTimeout(ctx, ShutdownGrace)
+	hctx, cancel := context.WithTimeout(ctx, HTTPGrace)
 	defer cancel()
 	if err := a.http.Shutdown(hctx); err != nil {
 		a.log.Warn("http shutdown", slog.Any("err", err))
