@@ -139,6 +139,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	// single replay does, and wake the runner for the work they queue.
 	a.bulk = kinds[jobs.KindBulkReplay].(*jobs.BulkReplayJob)
 	a.bulk.Now, a.bulk.Log, a.bulk.Wake = d.Now, d.Logger, a.runner.Wake
+	kinds[jobs.KindDeliver].(*jobs.DeliverJob).Log = d.Logger
 
 	a.sched = jobs.NewSchedule(d.Logger)
 	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
