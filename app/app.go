@@ -108,6 +108,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 			st.Close()
 		}
 	}()
+	for _, r := range st.Repairs() { // what the open's migrations rewrote
+		d.Logger.Warn(r.String(), slog.Int("repaired", r.Repaired), slog.Int("unreadable", r.Unreadable), slog.Int("verified", r.Verified))
+	}
 	a := &App{log: d.Logger, st: st, served: make(chan error, 1), cfg: cfg}
 	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st})
 	if err != nil {
