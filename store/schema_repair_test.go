@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // sentEvent is one entry of testdata/schema8-1591ed6.sent.json: what the
@@ -189,4 +191,40 @@ func TestTextFor(t *testing.T) {
 			t.Errorf("placeProblem(%v) = %q, want ok %v", p.at, why, p.ok)
 		}
 	}
+}
+
+// TestCheckSchema8PlaceAfterMigration: after migration 8 every schema 8
+// event left as it was has its text's place on exactly one string value
+// of its body; Check proves it, naming one that does not (a value decoding
+// to the wrong text would otherwise read as a text), and accepts one that does.
+func TestCheckSchema8PlaceAfterMigration(t *testing.T) {
+	st := openTest(t)
+	rec := record(t, st, "web:legacy-1", t0)
+	body := `{"id":"legacy-1","note":"say \"hi\" ok","text":"9876543210"}`
+	put := func(at [2]int) {
+		ev := rec.Event
+		ev.Text, ev.Body, ev.TextAt = "", json.RawMessage(body), &at
+		raw, err := json.Marshal(&ev) // the schema 8 form
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).Put([]byte(ev.ID), raw) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put([2]int{bytes.Index([]byte(body), []byte(`"9876`)), 12})
+	if err := st.Check(); err != nil {
+		t.Errorf("Check of a schema 8 event whose place is its text: %v", err)
+	}
+	if got, err := st.EventByKey("web:legacy-1"); err != nil || got.Text != "9876543210" {
+		t.Errorf("read %q, %v", got.Text, err)
+	}
+	put([2]int{bytes.Index([]byte(body), []byte(`" ok"`)), 5}) // `" ok"`: a string, but not one of the body's
+	if got, err := st.EventByKey("web:legacy-1"); err != nil || got.Text != " ok" {
+		t.Fatalf("the place inside a string reads %q, %v; the test needs it to read as a text", got.Text, err)
+	}
+	if err := st.Check(); err == nil {
+		t.Error("Check passed a schema 8 event whose place is inside a string")
+	}
+	put([2]int{bytes.Index([]byte(body), []byte(`"9876`)), 12})
 }
