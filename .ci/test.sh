@@ -76,3 +76,5 @@ go test -run='^$' -fuzz='^FuzzParseAndMessageID$' -fuzztime=10s ./hook/
 go test -run='^$' -fuzz='^FuzzSignatures$' -fuzztime=10s ./hook/
 go test -run='^$' -fuzz='^FuzzSelector$' -fuzztime=10s ./hook/
 go test -run='^$' -fuzz='^FuzzStandardWebhooksHeader$' -fuzztime=10s ./webhook/
+go test -run='^$' -fuzz='^FuzzEventForm$' -fuzztime=10s ./store/
+go test -run='^$' -fuzz='^FuzzRecordForms$' -fuzztime=10s ./store/

@@ -109,7 +109,13 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		}
 	}()
 	for _, r := range st.Repairs() { // what the open's migrations rewrote
-		d.Logger.Warn(r.String(), slog.Int("repaired", r.Repaired), slog.Int("unreadable", r.Unreadable), slog.Int("verified", r.Verified))
+		attrs := []any{slog.Int("repaired", r.Repaired), slog.Int("unreadable", r.Unreadable), slog.Int("verified", r.Verified)}
+		switch {
+		case r.Repaired+r.Unreadable > 0:
+			d.Logger.Warn(r.String(), attrs...)
+		case r.Verified > 0:
+			d.Logger.Info(r.String(), attrs...)
+		}
 	}
 	a := &App{log: d.Logger, st: st, served: make(chan error, 1), cfg: cfg}
 	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st})

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // sentEvent is one entry of testdata/schema8-1591ed6.sent.json: what the
@@ -135,4 +137,94 @@ func TestMigrationRepairsSchema8(t *testing.T) {
 	if after := eventValues(t, st); !reflect.DeepEqual(after, before) {
 		t.Errorf("the second open rewrote events")
 	}
+}
+
+// TestTextFor: a schema 8 event's text is re-derived from its stored
+// (compacted, HTML-escaped) body by the length of its literal as
+// received; of several values that long, the one under a known text
+// field; where that does not decide, nothing is chosen and why is said.
+func TestTextFor(t *testing.T) {
+	fish := "Hi, I ordered the fish & chips for delivery tonight but it never came, can you check?"
+	fis2 := "Hi, I ordered the fish & chips for delivery tonight but it never came, can you chuck?"
+	stored := func(doc string) []byte { // as schema 8 kept a body
+		b, err := json.Marshal(json.RawMessage(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	n := len(literal(fish))
+	tests := []struct {
+		name, body, want, whyNot string
+	}{
+		{"one value that long", `{"id": "m-1", "text": ` + mustJSON(t, fish) + `}`, fish, ""},
+		{"the same value twice", `{"text": ` + mustJSON(t, fish) + `, "echo": ` + mustJSON(t, fish) + `}`, fish, ""},
+		{"a known field decides", `{"note": ` + mustJSON(t, fis2) + `, "message": {"caption": ` + mustJSON(t, fish) + `}}`, fish, ""},
+		{"the first known field decides", `{"caption": ` + mustJSON(t, fis2) + `, "text": ` + mustJSON(t, fish) + `}`, fish, ""},
+		{"two under one known field", `{"text": ` + mustJSON(t, fish) + `, "quoted": {"text": ` + mustJSON(t, fis2) + `}}`, "", `named "text"`},
+		{"none named like a text", `{"a": ` + mustJSON(t, fish) + `, "b": [` + mustJSON(t, fis2) + `]}`, "", "none is named like a text"},
+		{"none that long", `{"text": "short & sweet"}`, "", "no string value"},
+		{"a name is no value", `{` + mustJSON(t, fish) + `: 1}`, "", "no string value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, whyNot := textFor(stored(tt.body), n)
+			if got != tt.want || (tt.whyNot == "") != (whyNot == "") || !bytes.Contains([]byte(whyNot), []byte(tt.whyNot)) {
+				t.Errorf("textFor = %q, %q; want %q, %q", got, whyNot, tt.want, tt.whyNot)
+			}
+		})
+	}
+	// The check of a place: exactly one string value, nothing else.
+	body := stored(`{"id":"m-1","text":` + mustJSON(t, fish) + `}`)
+	at := bytes.Index(body, []byte(`"Hi,`))
+	for _, p := range []struct {
+		at [2]int
+		ok bool
+	}{
+		{[2]int{at, len(body) - 1 - at}, true},
+		{[2]int{at, n}, false},         // the received length: the stored literal is longer (\u0026)
+		{[2]int{1, 4}, false},          // a member name
+		{[2]int{at + 1, 5}, false},     // inside a string
+		{[2]int{at, len(body)}, false}, // past the end
+	} {
+		if why := placeProblem(body, p.at); (why == "") != p.ok {
+			t.Errorf("placeProblem(%v) = %q, want ok %v", p.at, why, p.ok)
+		}
+	}
+}
+
+// TestCheckSchema8PlaceAfterMigration: after migration 8 every schema 8
+// event left as it was has its text's place on exactly one string value
+// of its body; Check proves it, naming one that does not (a value decoding
+// to the wrong text would otherwise read as a text), and accepts one that does.
+func TestCheckSchema8PlaceAfterMigration(t *testing.T) {
+	st := openTest(t)
+	rec := record(t, st, "web:legacy-1", t0)
+	body := `{"id":"legacy-1","note":"say \"hi\" ok","text":"9876543210"}`
+	put := func(at [2]int) {
+		ev := rec.Event
+		ev.Text, ev.Body, ev.TextAt = "", json.RawMessage(body), &at
+		raw, err := json.Marshal(&ev) // the schema 8 form
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).Put([]byte(ev.ID), raw) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put([2]int{bytes.Index([]byte(body), []byte(`"9876`)), 12})
+	if err := st.Check(); err != nil {
+		t.Errorf("Check of a schema 8 event whose place is its text: %v", err)
+	}
+	if got, err := st.EventByKey("web:legacy-1"); err != nil || got.Text != "9876543210" {
+		t.Errorf("read %q, %v", got.Text, err)
+	}
+	put([2]int{bytes.Index([]byte(body), []byte(`" ok"`)), 5}) // `" ok"`: a string, but not one of the body's
+	if got, err := st.EventByKey("web:legacy-1"); err != nil || got.Text != " ok" {
+		t.Fatalf("the place inside a string reads %q, %v; the test needs it to read as a text", got.Text, err)
+	}
+	if err := st.Check(); err == nil {
+		t.Error("Check passed a schema 8 event whose place is inside a string")
+	}
+	put([2]int{bytes.Index([]byte(body), []byte(`"9876`)), 12})
 }

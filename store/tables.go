@@ -25,13 +25,26 @@ var eventsTable = &table[Event]{
 }
 
 // checkEvent is how Check reads an event: a read takes the body's bytes
-// as stored; Check also proves them JSON.
+// as stored; Check also proves them JSON, and that a schema 8 record's
+// place of its text is exactly one string value of its body, as
+// migration 8 verified (schema_repair.go).
 func checkEvent(raw []byte, ev *Event) error {
 	if err := decode(raw, ev); err != nil {
 		return err
 	}
 	if ev.Body != nil && !json.Valid(ev.Body) {
 		return fmt.Errorf("event %s: its body is not valid JSON", ev.ID)
+	}
+	if bytes.IndexByte(raw, '\n') < 0 && bytes.Contains(raw, []byte(`"text_at"`)) {
+		var old struct {
+			Body   json.RawMessage `json:"body"`
+			TextAt *[2]int         `json:"text_at"`
+		}
+		if json.Unmarshal(raw, &old) == nil && old.TextAt != nil {
+			if why := placeProblem(old.Body, *old.TextAt); why != "" {
+				return fmt.Errorf("event %s: %s", ev.ID, why)
+			}
+		}
 	}
 	return nil
 }
