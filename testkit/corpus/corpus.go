@@ -202,9 +202,9 @@ func Sample(preset string, n int) []Body {
 	layouts := len(Layouts(preset))
 	out := make([]Body, 0, n)
 	for i := range n {
-		// text i, layout i (mod counts): a diagonal through the matrix,
-		// shifted on each pass so a second pass pairs them differently.
-		t, l := i%len(Texts()), (i+i/len(Texts()))%layouts
+		// text i, layout i (mod their counts, which share no factor): every
+		// pair once in texts × layouts steps.
+		t, l := i%len(Texts()), i%layouts
 		out = append(out, gen[t*layouts+l])
 	}
 	return out
@@ -221,3 +221,62 @@ func (id ident) tag() string { return id.layout + "-" + id.text }
 
 // phone is a phone number of the body's own: one lead per body.
 func (id ident) phone(prefix string) string { return fmt.Sprintf("%s%07d", prefix, 5550000+id.n) }
+
+// Message is a demo-channel body with the given message id, conversation
+// and sender ("" keeps the corpus's own), in the layout and with the text
+// that n picks: text n mod 9, layout n mod 8, so consecutive n differ in
+// both and 72 consecutive n cover every pair. The tests that run the real
+// binary send these.
+func Message(n int, id, conversation, from string) Body {
+	texts := Texts()
+	return message(n, texts[n%len(texts)], jsonLayouts[n%len(jsonLayouts)].name, id, conversation, from)
+}
+
+// MessageAs is Message with the text and the layout named.
+func MessageAs(text, layout string, id, conversation, from string) Body {
+	for n := range len(Texts()) * len(jsonLayouts) {
+		if Texts()[n%len(Texts())].Name == text && jsonLayouts[n%len(jsonLayouts)].name == layout {
+			return message(n, TextNamed(text), layout, id, conversation, from)
+		}
+	}
+	panic("corpus: no demo layout " + layout)
+}
+
+func message(n int, tx Text, layout string, id, conversation, from string) Body {
+	var st style
+	for _, l := range jsonLayouts {
+		if l.name == layout {
+			st = l.s
+		}
+	}
+	doc, want := generic(ident{preset: Demo, layout: layout, text: tx.Name, n: n}, tx)
+	set := func(k, v string) {
+		for i := range doc {
+			if doc[i].k == k && v != "" {
+				doc[i].v = v
+			}
+		}
+	}
+	set("id", id)
+	set("conversation_id", conversation)
+	set("from", from)
+	want.MessageID = id
+	if conversation != "" {
+		want.Conversation = conversation
+	}
+	if from != "" {
+		want.Contact = from
+	}
+	return Body{Preset: Demo, Layout: layout, Text: tx.Name, ContentType: "application/json", Raw: st.encode(doc), Want: want}
+}
+
+// TextNamed returns the text called name; it panics on another (a test's
+// mistake).
+func TextNamed(name string) Text {
+	for _, tx := range Texts() {
+		if tx.Name == name {
+			return tx
+		}
+	}
+	panic("corpus: no text " + name)
+}
