@@ -3,6 +3,7 @@ package corpus_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -227,4 +228,25 @@ func holds(v any, s string) bool {
 		return v == s
 	}
 	return false
+}
+
+// TestMessage: Message puts the given ids in, and 72 consecutive n cover
+// every layout and text of the demo channel.
+func TestMessage(t *testing.T) {
+	seen := map[string]bool{}
+	for n := range 72 {
+		b := corpus.Message(n, fmt.Sprintf("m-%d", n), "conv-x", "+15550001234")
+		seen[b.Layout+"/"+b.Text] = true
+		var doc map[string]any
+		if err := json.Unmarshal(b.Raw, &doc); err != nil {
+			t.Fatalf("%s: %v", b.Name(), err)
+		}
+		if doc["id"] != b.Want.MessageID || b.Want.MessageID != fmt.Sprintf("m-%d", n) || doc["conversation_id"] != "conv-x" ||
+			doc["from"] != "+15550001234" || doc["text"] != b.Want.Text || b.Want.Contact != "+15550001234" || b.Want.Conversation != "conv-x" {
+			t.Errorf("%s: %s, want %+v", b.Name(), b.Raw, b.Want)
+		}
+	}
+	if len(seen) != len(corpus.Layouts(corpus.Demo))*len(corpus.Texts()) {
+		t.Errorf("72 messages cover %d layout × text pairs, want all %d", len(seen), len(corpus.Layouts(corpus.Demo))*len(corpus.Texts()))
+	}
 }
