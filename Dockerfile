@@ -20,11 +20,18 @@ COPY --from=build --chown=65532:65532 /out/data /data
 # The environment wins over --data/--addr and the file's data_dir/addr; the
 # start log says which source set each (see README, "Configuration").
 ENV HANDOFF_DATA=/data HANDOFF_ADDR=0.0.0.0:8080
+# The Go heap's soft limit (the GC works harder near it instead of growing);
+# -e GOMEMLIMIT=… overrides it, about half the container's memory limit.
+ENV GOMEMLIMIT=512MiB
 VOLUME ["/data"]
 EXPOSE 8080
 # Numeric, so that Kubernetes' runAsNonRoot can check it.
 USER 65532:65532
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
   CMD ["/usr/local/bin/handoff", "health", "--addr", "127.0.0.1:8080"]
+# SIGTERM (docker stop's signal) stops HTTP (3 s), drains the workers (5 s),
+# cancels and releases the rest and closes the database: inside docker stop's
+# 10 s before its SIGKILL.
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/handoff"]
 CMD ["serve"]

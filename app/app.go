@@ -26,9 +26,17 @@ import (
 	"github.com/handoff/handoff/web"
 )
 
-// ShutdownGrace is how long Stop lets HTTP requests finish, and then as long
-// again for running jobs before they are released back to the queue.
-const ShutdownGrace = 15 * time.Second
+// HTTPGrace is how long Stop lets HTTP requests finish, and ShutdownGrace
+// how long it then gives running jobs before their contexts are cancelled
+// and they are released back to the queue (a draft in flight is retried
+// after the restart, its output never half stored; a send in flight is
+// settled by the delivery rules, as after a crash). Together, with the
+// database's close, they fit inside the 10 s that `docker stop` waits
+// before its SIGKILL.
+const (
+	HTTPGrace     = 3 * time.Second
+	ShutdownGrace = 5 * time.Second
+)
 
 // Deps is what serve or a test injects; every field may be left zero.
 type Deps struct {
@@ -100,6 +108,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 			st.Close()
 		}
 	}()
+	for _, r := range st.Repairs() { // what the open's migrations rewrote
+		d.Logger.Warn(r.String(), slog.Int("repaired", r.Repaired), slog.Int("unreadable", r.Unreadable), slog.Int("verified", r.Verified))
+	}
 	a := &App{log: d.Logger, st: st, served: make(chan error, 1), cfg: cfg}
 	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st})
 	if err != nil {
@@ -131,6 +142,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	// single replay does, and wake the runner for the work they queue.
 	a.bulk = kinds[jobs.KindBulkReplay].(*jobs.BulkReplayJob)
 	a.bulk.Now, a.bulk.Log, a.bulk.Wake = d.Now, d.Logger, a.runner.Wake
+	kinds[jobs.KindDeliver].(*jobs.DeliverJob).Log = d.Logger
 
 	a.sched = jobs.NewSchedule(d.Logger)
 	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
@@ -278,7 +290,7 @@ func (a *App) Stop(ctx context.Context) error {
 		}
 		return a.closeStore()
 	}
-	hctx, cancel := context.WithTimeout(ctx, ShutdownGrace)
+	hctx, cancel := context.WithTimeout(ctx, HTTPGrace)
 	defer cancel()
 	if err := a.http.Shutdown(hctx); err != nil {
 		a.log.Warn("http shutdown", slog.Any("err", err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -33,6 +34,10 @@ type Job struct {
 	Store     *store.Store
 	Providers map[string]Sender
 	Now       func() time.Time
+	// Log gets one line for each reply that ends failed or waits for a
+	// person (needs_reconciliation): the job itself completes then, so the
+	// runner has nothing to log. nil: nothing is logged.
+	Log *slog.Logger
 }
 
 // Run delivers one outbox row.
@@ -58,6 +63,9 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 		// has just ended: dropping it would turn a known outcome into an
 		// unknown one.
 		_, err := ob.Finish(context.WithoutCancel(ctx), row.ID, job.ExecutionID, now(), Result{Status: status, ProviderID: providerID, Note: note, Attempt: a, JobID: job.ID})
+		if err == nil {
+			k.report(row, job, status, note)
+		}
 		return err
 	}
 	p, ok := k.Providers[row.Provider]
@@ -139,6 +147,22 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 	default:
 		note := fmt.Sprintf("the provider's answer was lost (%v) and provider %s can neither deduplicate nor look a message up: check whether %s arrived, then reconcile", err, row.Provider, row.ID)
 		return finish(store.OutboxNeedsReconciliation, "", note, store.OutboxAttempt{Action: action, Outcome: "ambiguous", Error: err.Error()})
+	}
+}
+
+// report logs a row's end that a person must see: a permanent failure (a
+// dead letter) or an outcome nobody can know without them.
+func (k *Job) report(row store.Outbox, job store.Job, status store.OutboxStatus, note string) {
+	if k.Log == nil {
+		return
+	}
+	attrs := []any{"outbox_id", row.ID, "provider", row.Provider, "correlation_id", row.CorrelationID,
+		"execution_id", job.ExecutionID, "attempt", job.Attempt, "reason", note}
+	switch status {
+	case store.OutboxFailed:
+		k.Log.Error("reply failed for good; it is in the dead letters", attrs...)
+	case store.OutboxNeedsReconciliation:
+		k.Log.Warn("reply outcome unknown; a person must reconcile it", attrs...)
 	}
 }
 

@@ -1,10 +1,12 @@
 package delivery_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -157,6 +159,12 @@ func startDelivery(t *testing.T, st *store.Store, prov config.Provider, maxAttem
 // startDeliveryTo is startDelivery with the lead's contact (the reply's to).
 func startDeliveryTo(t *testing.T, st *store.Store, prov config.Provider, maxAttempts int, contact string) *deliveryRig {
 	t.Helper()
+	return startDeliveryLogged(t, st, prov, maxAttempts, contact, nil)
+}
+
+// startDeliveryLogged is startDeliveryTo with the delivery job's log.
+func startDeliveryLogged(t *testing.T, st *store.Store, prov config.Provider, maxAttempts int, contact string, log *slog.Logger) *deliveryRig {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Channels[0].AutoApprove = true
 	cfg.Channels[0].Provider = prov.Name
@@ -171,6 +179,7 @@ func startDeliveryTo(t *testing.T, st *store.Store, prov config.Provider, maxAtt
 		t.Fatalf("NewTemplate: %v", err)
 	}
 	kinds, _ := jobs.Kinds(st, cfg, d, providers)
+	kinds[jobs.KindDeliver].(*jobs.DeliverJob).Log = log
 	key := "demo:msg-1"
 	rec, err := st.RecordEvent(context.Background(), store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: "msg-1", CorrelationID: ulid.Make().String(),
@@ -496,6 +505,70 @@ func TestDeliverSandboxPermanentFailure(t *testing.T) {
 		t.Errorf("sandbox holds %d messages after a refusal, want 0", len(msgs))
 	}
 	g.finish(t)
+}
+
+// TestDeliverLogsWhatAPersonMustSee: a reply that fails for good and one
+// whose outcome is unknown each write one log line naming the row and the
+// event's correlation id; the job completes, so the runner logs nothing.
+func TestDeliverLogsWhatAPersonMustSee(t *testing.T) {
+	tests := []struct {
+		name, msg, level string
+		prov             config.Provider
+		want             store.OutboxStatus
+	}{
+		{"permanent", "reply failed for good; it is in the dead letters", "ERROR",
+			config.Provider{Name: "refuses", Kind: "sandbox", Fail: "permanent", Timeout: 10 * time.Second}, store.OutboxFailed},
+		{"unknown", "reply outcome unknown; a person must reconcile it", "WARN",
+			config.Provider{Name: "flaky", Kind: "sandbox", TimeoutAfterAccept: true, NoLookup: true, Timeout: 10 * time.Second}, store.OutboxNeedsReconciliation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf syncBuffer
+			st := openStore(t)
+			g := startDeliveryLogged(t, st, tt.prov, 5, deliverConv, slog.New(slog.NewJSONHandler(&buf, nil)))
+			row, _ := g.settle(t)
+			g.finish(t)
+			if row.Status != tt.want {
+				t.Fatalf("row is %s (note %q), want %s", row.Status, row.Note, tt.want)
+			}
+			var lines []map[string]any
+			for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatalf("log line %q: %v", l, err)
+				}
+				if m["msg"] == tt.msg {
+					lines = append(lines, m)
+				}
+			}
+			if len(lines) != 1 {
+				t.Fatalf("%d lines %q, want 1; the log:\n%s", len(lines), tt.msg, buf.String())
+			}
+			l := lines[0]
+			if l["level"] != tt.level || l["outbox_id"] != g.outboxID || l["correlation_id"] != g.ev.CorrelationID || l["reason"] != row.Note {
+				t.Errorf("log line %v, want level %s, outbox_id %s, correlation_id %s and the row's note %q", l, tt.level, g.outboxID, g.ev.CorrelationID, row.Note)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the runner's goroutines may write while
+// the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestDeliverLastAttemptCutByShutdown: a send on the job's last attempt that

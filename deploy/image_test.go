@@ -196,6 +196,7 @@ type image struct {
 	entrypoint  []string
 	cmd         []string
 	healthcheck []string // HEALTHCHECK CMD
+	stopSignal  string   // STOPSIGNAL
 }
 
 // buildImage carries out the Dockerfile: the build stage runs its RUN
@@ -303,6 +304,8 @@ func buildImage(t *testing.T, ctx context.Context) image {
 				t.Fatalf("Dockerfile:%d: HEALTHCHECK without CMD", ins.line)
 			}
 			img.healthcheck = instruction{line: ins.line, cmd: "HEALTHCHECK", args: exec}.jsonArgs(t)
+		case "STOPSIGNAL":
+			img.stopSignal = ins.args
 		case "EXPOSE":
 		default:
 			t.Fatalf("Dockerfile:%d: the test does not know %s in the run stage", ins.line, ins.cmd)
@@ -509,8 +512,13 @@ func TestImageStartsOnAnEmptyVolume(t *testing.T) {
 		t.Errorf("HEALTHCHECK %q: %v\n%s", img.healthcheck, err, out)
 	}
 
-	if err := p.Stop(30 * time.Second); err != nil {
-		t.Fatalf("stop: %v\n%s", err, p.Tail(30))
+	// docker stop: the image's STOPSIGNAL, then SIGKILL after 10 s. proc's
+	// Stop sends SIGTERM, so that is the signal the image must name.
+	if img.stopSignal != "SIGTERM" {
+		t.Errorf("STOPSIGNAL %q; want SIGTERM, the signal handoff drains on", img.stopSignal)
+	}
+	if err := p.Stop(10 * time.Second); err != nil {
+		t.Fatalf("stop within docker stop's 10 s: %v\n%s", err, p.Tail(30))
 	}
 	db := filepath.Join(img.root, "data", "handoff.db")
 	info, err := os.Stat(db)

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/handoff/handoff/delivery"
@@ -24,6 +25,7 @@ type DeliverJob struct {
 	Store     *store.Store
 	Providers map[string]Sender
 	Now       func() time.Time
+	Log       *slog.Logger // delivery.Job's: failed and unknown replies; nil logs nothing
 }
 
 // Run delivers one outbox row.
@@ -31,7 +33,7 @@ func (k *DeliverJob) Run(ctx context.Context, job store.Job) error {
 	if _, err := Decode[DeliverArgs](job); err != nil {
 		return err
 	}
-	err := (&delivery.Job{Store: k.Store, Providers: k.Providers, Now: k.Now}).Run(ctx, job)
+	err := (&delivery.Job{Store: k.Store, Providers: k.Providers, Now: k.Now, Log: k.Log}).Run(ctx, job)
 	var later *delivery.Later
 	var held *delivery.Held
 	var gone *delivery.Gone

@@ -231,6 +231,9 @@ func effectPending(tx *store.Tx, key string, by By, lease time.Duration, now tim
 }
 
 func complete(tx *store.Tx, key string, by By, result json.RawMessage, keep time.Duration, now time.Time) (store.IdemKey, error) {
+	// As the store keeps and returns it, so that the same result written
+	// with other spacing or escapes is the same completion.
+	result = store.CanonicalJSON(result)
 	k, err := held(tx, key, by.Claim)
 	if err != nil {
 		return store.IdemKey{}, err

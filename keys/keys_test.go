@@ -376,3 +376,24 @@ func TestRefusalsRead(t *testing.T) {
 		}
 	}
 }
+
+// TestCompleteTwiceWrittenDifferently: the result is a caller's JSON, and
+// the store keeps it as json.Marshal writes it (compact, < > & escaped).
+// Completing again with the same result, spaced or with & in it, is the
+// same completion, not a conflict; the result reads back as it answered.
+func TestCompleteTwiceWrittenDifferently(t *testing.T) {
+	st := openStore(t)
+	result := "{\n  \"note\": \"fish & chips <sent>\",\r\n  \"ok\": true\n}"
+	claimed(t, st, "k", "h", t0, time.Minute)
+	first := must(t, st, "k", completed(result, time.Hour), t0)
+	again := must(t, st, "k", completed(result, time.Hour), t0.Add(time.Second))
+	if !reflect.DeepEqual(again, first) {
+		t.Errorf("the second completion answered %+v, want the first, %+v", again, first)
+	}
+	if k := stored(t, st, "k"); !reflect.DeepEqual(k, first) {
+		t.Errorf("stored %s, answered %s", k.Result, first.Result)
+	}
+	if _, err := completed(`{"ok":false}`, time.Hour)(st, "k", t0); err == nil {
+		t.Error("completing with another result was accepted")
+	}
+}

@@ -81,9 +81,18 @@ func TestBodyStoredOnce(t *testing.T) {
 // TestTextRefDamage: a reference that points outside the body is damage,
 // reported by Check and by the read, never a wrong text.
 func TestTextRefDamage(t *testing.T) {
-	ev := Event{ID: "x", Body: json.RawMessage(`{"text":"hi"}`), TextAt: &[2]int{9, 40}}
-	if err := ev.decodedRecord(); err == nil {
-		t.Fatal("a reference past the body decoded")
+	for _, raw := range []string{
+		`{"id":"x","body":{"text":"hi"},"text_at":[8,40]}`,                      // schema 8
+		"{\"id\":\"x\",\"raw\":\"body\",\"text_at\":[8,40]}\n{\"text\":\"hi\"}", // schema 9
+		"{\"id\":\"x\",\"raw\":\"body\",\"text_at\":[2,4]}\n{\"text\":\"hi\"}",  // not a string there
+		"{\"id\":\"x\",\"raw\":\"lead\"}\n{}",                                   // no such field
+		"{\"id\":\"x\"}\n{}",                                                    // bytes for no field
+		`{"id":"x","raw":"body"}`,                                               // a body named, none after
+	} {
+		var ev Event
+		if err := decode([]byte(raw), &ev); err == nil {
+			t.Errorf("%q decoded: %+v", raw, ev)
+		}
 	}
 }
 

@@ -81,7 +81,11 @@ func check(tx *Tx) error {
 		return errors.Join(problems...)
 	}
 	// Every index, both ways, derived from its declaration (tables.go).
-	problems = append(problems, eventsTable.check(tx)...)
+	if schema >= 9 {
+		problems = append(problems, eventsTable.check(tx)...)
+	} else {
+		problems = append(problems, eventsTableV8.check(tx)...)
+	}
 	if schema >= 4 {
 		problems = append(problems, jobsTable.check(tx)...)
 	} else {

@@ -33,9 +33,15 @@ type Event struct {
 	// half the bytes), anything else in BodyText.
 	Body     json.RawMessage `json:"body,omitempty"`
 	BodyText string          `json:"body_text,omitempty"`
-	// TextAt is where Text sits in Body in the stored record (bodyonce.go);
-	// always nil outside the store.
-	TextAt           *[2]int    `json:"text_at,omitempty"`
+	// TextAt is where Text sits in the stored body (bodyonce.go); Raw
+	// names the field the bytes after the stored record fill ("body",
+	// "body_text"). Both are the stored form's: nil and "" outside the store.
+	TextAt *[2]int `json:"text_at,omitempty"`
+	Raw    string  `json:"raw,omitempty"`
+	// Unreadable, when set, says why this event's text could not be read
+	// back from what a schema 8 file stored (migration 8, schema_repair.go):
+	// the event is kept, body and all, with its text empty.
+	Unreadable       string     `json:"unreadable,omitempty"`
 	ReceivedAt       time.Time  `json:"received_at"`
 	Duplicates       int        `json:"duplicates"`
 	FirstDuplicateAt *time.Time `json:"first_duplicate_at,omitempty"`
@@ -75,6 +81,7 @@ type Encoded struct {
 // Record's write only copies bytes.
 func EncodeEvent(ev Event, job NewJob) (*Encoded, error) {
 	ev.V = recordVersion
+	ev.canonical()                  // the strings as every read returns them
 	evRaw, err := ev.encodeRecord() // the body stored once: bodyonce.go
 	if err != nil {
 		return nil, fmt.Errorf("store: record event %s: %w", ev.Key, err)

@@ -111,7 +111,7 @@ func newJob(nj NewJob, corr string, now time.Time) Job {
 	}
 	return Job{
 		V: recordVersion, ID: nj.ID, Kind: nj.Kind, Key: nj.Key, CorrelationID: corr,
-		State: JobAvailable, MaxAttempts: nj.MaxAttempts, RunAt: nj.RunAt, Payload: nj.Payload,
+		State: JobAvailable, MaxAttempts: nj.MaxAttempts, RunAt: nj.RunAt, Payload: CanonicalJSON(nj.Payload), // as it reads back
 		CreatedAt: now, UpdatedAt: now, Attempts: []Attempt{},
 	}
 }

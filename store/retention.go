@@ -51,7 +51,7 @@ func (s *Store) pruneEventsChunk(ctx context.Context, cutoff time.Time, after []
 		seen := 0
 		for ; k != nil && seen < retentionChunk; k, v = c.Next() {
 			var ev Event
-			if err := json.Unmarshal(v, &ev); err != nil {
+			if err := decode(v, &ev); err != nil {
 				return fmt.Errorf("event %s: %w", k, err)
 			}
 			if !ev.ReceivedAt.Before(cutoff) {

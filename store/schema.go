@@ -88,6 +88,9 @@ type migration struct {
 	version int
 	name    string
 	apply   func(tx *Tx) error
+	// repair, instead of apply, rewrites records found wrong on disk and
+	// says how many, for Open to report (Store.Repairs).
+	repair func(tx *Tx) (Repair, error)
 }
 
 // migrations is ordered; SchemaVersion is the version after the last one.
@@ -115,10 +118,12 @@ var migrations = []migration{
 	// search.go
 	{version: 6, name: "name each lead and index leads by name, contact and conversation id for search", apply: migrateLeadTerms},
 	{version: 7, name: "index receipts by outbox row and by time", apply: migrateReceiptIndexes}, // receipts.go
+	// schema_repair.go
+	{version: 8, name: "keep each event's body as received after its record; repair the events whose text could not be read", repair: migrateRepairEvents},
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
 // from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes
@@ -151,8 +156,9 @@ func migrateJobsByKind(tx *Tx) error {
 	return nil
 }
 
-// migrate creates the buckets and runs every migration the file has not seen.
-func migrate(tx *bolt.Tx) error {
+// migrate creates the buckets and runs every migration the file has not
+// seen, adding to repairs what the repairing ones rewrote.
+func migrate(tx *bolt.Tx, repairs *[]Repair) error {
 	for _, b := range allBuckets {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("store: create bucket %s: %w", b, err)
@@ -177,7 +183,16 @@ func migrate(tx *bolt.Tx) error {
 		if m.version < v {
 			continue
 		}
-		if err := m.apply(&Tx{tx: tx}); err != nil {
+		var err error
+		if m.repair != nil {
+			var r Repair
+			if r, err = m.repair(&Tx{tx: tx}); err == nil {
+				*repairs = append(*repairs, r)
+			}
+		} else {
+			err = m.apply(&Tx{tx: tx})
+		}
+		if err != nil {
 			return fmt.Errorf("store: migration %d (%s): %w", m.version, m.name, err)
 		}
 		v = m.version + 1

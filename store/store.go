@@ -46,6 +46,7 @@ type Store struct {
 	// deferred says the page walk was left out of the open (see
 	// Options.CheckPages): CheckPages is then still to run.
 	deferred bool
+	repairs  []Repair // what the open's migrations repaired (Repairs)
 	// damage is what CheckPages found, once it found damage.
 	damage atomic.Pointer[error]
 	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
@@ -146,7 +147,7 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		close(s.stopped)
 		return s, nil
 	}
-	if err := db.Update(migrate); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error { s.repairs = nil; return migrate(tx, &s.repairs) }); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -332,6 +333,10 @@ func (s *Store) view(fn func(tx *Tx) error) error {
 	defer s.gate.exit()
 	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
 }
+
+// Repairs is what the open's migrations found wrong on disk and rewrote
+// (none when the file was already of this schema): serve logs it.
+func (s *Store) Repairs() []Repair { return s.repairs }
 
 // Deferred reports whether the open left the whole page walk out (see
 // Options.CheckPages): the caller runs CheckPages once it is ready.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 )
@@ -19,6 +18,17 @@ type table[T any] struct {
 	// label names a record in Check's messages ("01J… (available)"); nil: its key.
 	label   func(*T) string
 	indexes []index[T]
+	// read, when set, is how check reads a record instead of decode (an
+	// older schema's records that its migration repairs: tables.go).
+	read func(raw []byte, v *T) error
+}
+
+// checkDecode reads a record for check and strays.
+func (t *table[T]) checkDecode(raw []byte, v *T) error {
+	if t.read != nil {
+		return t.read(raw, v)
+	}
+	return decode(raw, v)
 }
 
 // An index is one secondary index of a table, in its own bucket.
@@ -245,7 +255,7 @@ func (t *table[T]) check(tx *Tx) []error {
 	undecodable := 0
 	_ = tx.bucket(t.bucket).ForEach(func(pk, raw []byte) error {
 		var v T
-		if err := decode(raw, &v); err != nil {
+		if err := t.checkDecode(raw, &v); err != nil {
 			report(&undecodable, fmt.Errorf("check: %s %s: %w", t.name, pk, err))
 			return nil
 		}
@@ -295,7 +305,7 @@ func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int) []error {
 		switch {
 		case raw == nil:
 			why = "which does not exist"
-		case json.Unmarshal(raw, &rec) != nil:
+		case t.checkDecode(raw, &rec) != nil:
 			why = "which cannot be read"
 		case ix.keys != nil:
 			if slices.ContainsFunc(ix.keys(&rec), func(o []byte) bool { return bytes.Equal(o, k) }) {

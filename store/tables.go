@@ -1,5 +1,11 @@
 package store
 
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
 // Every record type with secondary indexes, and each of its indexes,
 // declared once. The key layout is drawn in schema.go; put, delete and
 // Check derive from these declarations.
@@ -8,6 +14,7 @@ var eventsTable = &table[Event]{
 	name: "event", bucket: bucketEvents,
 	key:   func(e *Event) []byte { return []byte(e.ID) },
 	label: func(e *Event) string { return e.ID + " (" + e.Key + ")" },
+	read:  checkEvent,
 	indexes: []index[Event]{
 		eventsByKey,
 		{
@@ -16,6 +23,37 @@ var eventsTable = &table[Event]{
 		},
 	},
 }
+
+// checkEvent is how Check reads an event: a read takes the body's bytes
+// as stored; Check also proves them JSON.
+func checkEvent(raw []byte, ev *Event) error {
+	if err := decode(raw, ev); err != nil {
+		return err
+	}
+	if ev.Body != nil && !json.Valid(ev.Body) {
+		return fmt.Errorf("event %s: its body is not valid JSON", ev.ID)
+	}
+	return nil
+}
+
+// eventsTableV8 is the events as schema 8 and earlier kept them, for
+// Check of an older file (a backup, or a file at the start-up check
+// before its open migrates it): an event whose text cannot be read from
+// where its record says is one migration 8 repairs or marks (schema_repair.go),
+// not damage.
+var eventsTableV8 = func() *table[Event] {
+	t := *eventsTable
+	t.read = func(raw []byte, ev *Event) error {
+		if err := checkEvent(raw, ev); err != nil {
+			if bytes.IndexByte(raw, '\n') >= 0 || json.Unmarshal(raw, ev) != nil || ev.TextAt == nil {
+				return err
+			}
+			ev.TextAt, ev.Text = nil, ""
+		}
+		return nil
+	}
+	return &t
+}()
 
 // eventsByKey is the dedup index: an event key names the event recorded under it.
 var eventsByKey = index[Event]{

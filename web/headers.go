@@ -2,6 +2,7 @@ package web
 
 import (
 	"github.com/labstack/echo/v5"
+	"github.com/oklog/ulid/v2"
 )
 
 // hstsValue asks browsers to use https only for two years. It leaves out
@@ -24,4 +25,42 @@ func (s *Server) secureHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	}
+}
+
+// requestIDHeader names one request across a proxy's logs and ours: a
+// caller's X-Request-Id is echoed back, and a request without a usable one
+// gets a fresh id; the log line of a failed request carries it.
+const requestIDHeader = "X-Request-Id"
+
+// requestID echoes the caller's X-Request-Id (1 to 128 visible ASCII
+// characters; anything else is replaced, so no log line can be forged
+// through it) or mints one, on the answer and in the context.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		id := c.Request().Header.Get(requestIDHeader)
+		if !usableRequestID(id) {
+			id = ulid.Make().String()
+		}
+		c.Set(requestIDHeader, id)
+		c.Response().Header().Set(requestIDHeader, id)
+		return next(c)
+	}
+}
+
+func usableRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// requestIDOf is the id requestID gave c.
+func requestIDOf(c *echo.Context) string {
+	id, _ := c.Get(requestIDHeader).(string)
+	return id
 }

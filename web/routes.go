@@ -16,6 +16,7 @@ func (s *Server) routes() {
 	// Every answer: nosniff, no-store unless a handler says otherwise
 	// (static files), and HSTS with an https base_url.
 	e.Use(s.secureHeaders)
+	e.Use(requestID)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 

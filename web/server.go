@@ -172,7 +172,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if status >= 500 {
 		corr := ulid.Make().String()
 		c.Response().Header().Set(correlationHeader, corr)
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "from", c.RealIP(), "correlation_id", corr, slog.Any("err", err))
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", status, "from", c.RealIP(), "correlation_id", corr, "request_id", requestIDOf(c), slog.Any("err", err))
 	}
 	switch {
 	case r.Method == http.MethodHead:

@@ -10,10 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // schemaJSON is the shape of the model's answer sent to servers with
@@ -49,7 +45,7 @@ func (p Price) Cost(in, out int64) float64 {
 // OpenAI drafts with any OpenAI-compatible chat completions endpoint
 // (OpenAI, Ollama, vLLM, llama.cpp's server, LM Studio, LiteLLM).
 type OpenAI struct {
-	client         openai.Client
+	client         *chatClient
 	model          string
 	promptVersion  string
 	systemPrompt   string
@@ -57,7 +53,6 @@ type OpenAI struct {
 	facts          map[string]string
 	structured     string
 	price          Price
-	schemaDoc      map[string]any
 }
 
 // OpenAIConfig configures NewOpenAI.
@@ -86,9 +81,8 @@ const defaultSystemPrompt = "You draft replies for a small agency's customer inb
 
 // NewOpenAI returns a drafter for the configured endpoint.
 func NewOpenAI(c OpenAIConfig) (*OpenAI, error) {
-	var doc map[string]any
-	if err := json.Unmarshal(schemaJSON, &doc); err != nil {
-		return nil, fmt.Errorf("drafter: schema: %w", err)
+	if !json.Valid(schemaJSON) {
+		return nil, errors.New("drafter: schema.json is not valid JSON")
 	}
 	switch c.Structured {
 	case "":
@@ -101,27 +95,15 @@ func NewOpenAI(c OpenAIConfig) (*OpenAI, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: c.Timeout}
 	}
-	opts := []option.RequestOption{
-		option.WithBaseURL(c.BaseURL),
-		option.WithHTTPClient(hc),
-		// The job queue owns retries (with backoff, attempts recorded and
-		// a dead-letter list); the SDK's own retries would hide them.
-		option.WithMaxRetries(0),
-		option.WithRequestTimeout(c.Timeout),
-	}
-	if c.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(c.APIKey))
-	} else {
-		opts = append(opts, option.WithAPIKey("none")) // local servers ignore it; the SDK wants one
-	}
 	sp := c.SystemPrompt
 	if sp == "" {
 		sp = defaultSystemPrompt
 	}
 	return &OpenAI{
-		client: openai.NewClient(opts...), model: c.Model, promptVersion: c.PromptVersion,
+		client: &chatClient{http: hc, baseURL: c.BaseURL, apiKey: c.APIKey, timeout: c.Timeout},
+		model:  c.Model, promptVersion: c.PromptVersion,
 		systemPrompt: sp, channelPrompts: c.ChannelPrompts, facts: c.Facts,
-		structured: c.Structured, price: c.Price, schemaDoc: doc,
+		structured: c.Structured, price: c.Price,
 	}, nil
 }
 
@@ -169,28 +151,20 @@ func (e *RateLimited) Unwrap() error { return e.Err }
 // Draft asks the model for a reply and the extracted fields, and checks its answer.
 func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 	system := o.system(in.Channel)
-	params := openai.ChatCompletionNewParams{Model: o.model, Messages: o.messages(system, in)}
+	req := chatRequest{Model: o.model, Messages: o.messages(system, in)}
 	switch o.structured {
 	case StructuredSchema:
-		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
-			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
-					Name: "handoff_draft", Schema: o.schemaDoc, Strict: openai.Bool(true),
-				},
-			},
-		}
+		// schema.json goes out byte for byte, its properties in the order
+		// written there (reply first), which grammar-based servers follow.
+		req.ResponseFormat = &responseFormat{Type: "json_schema", JSONSchema: &jsonSchemaFormat{
+			Name: "handoff_draft", Schema: json.RawMessage(schemaJSON), Strict: true,
+		}}
 	case StructuredObject:
-		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
-			OfJSONObject: &shared.ResponseFormatJSONObjectParam{},
-		}
+		req.ResponseFormat = &responseFormat{Type: "json_object"}
 	}
-	sent, err := json.Marshal(params)
+	sent, err := json.Marshal(req)
 	if err != nil {
 		return Output{}, fmt.Errorf("drafter: encode request: %w", err)
-	}
-	var reqOpts []option.RequestOption
-	if in.CorrelationID != "" {
-		reqOpts = append(reqOpts, option.WithHeader("X-Correlation-ID", in.CorrelationID))
 	}
 	out := Output{
 		Drafter: "openai", Model: o.model, PromptVersion: o.promptVersion, InputHash: hashBytes(sent),
@@ -199,15 +173,15 @@ func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 	if f := o.facts[in.Channel]; f != "" {
 		out.FactsHash = hashBytes([]byte(f))
 	}
-	resp, err := o.client.Chat.Completions.New(ctx, params, reqOpts...)
+	resp, err := o.client.complete(ctx, sent, in.CorrelationID)
 	if err != nil {
-		var apiErr *openai.Error
+		var apiErr *apiError
 		if errors.As(err, &apiErr) {
-			if apiErr.StatusCode == http.StatusTooManyRequests {
-				return out, &RateLimited{After: retryAfter(apiErr.Response), Err: fmt.Errorf("the model server is rate limiting (429): %s", apiErr.Message)}
+			if apiErr.Status == http.StatusTooManyRequests {
+				return out, &RateLimited{After: apiErr.RetryAfter, Err: fmt.Errorf("the model server is rate limiting (429): %s", apiErr.Message)}
 			}
-			if permanentStatus(apiErr.StatusCode) {
-				return out, &PermanentError{Err: fmt.Errorf("the model server refused the request (%d): %s", apiErr.StatusCode, apiErr.Message)}
+			if permanentStatus(apiErr.Status) {
+				return out, &PermanentError{Err: fmt.Errorf("the model server refused the request (%d): %s", apiErr.Status, apiErr.Message)}
 			}
 		}
 		return out, fmt.Errorf("call the model: %w", err)
@@ -215,19 +189,19 @@ func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 	out.PromptTokens, out.OutputTokens = resp.Usage.PromptTokens, resp.Usage.CompletionTokens
 	out.Cost = o.price.Cost(out.PromptTokens, out.OutputTokens)
 	if len(resp.Choices) == 0 {
-		return out, &InvalidOutput{Raw: resp.RawJSON(), Err: errors.New("the answer has no choices")}
+		return out, &InvalidOutput{Raw: string(resp.raw), Err: errors.New("the answer has no choices")}
 	}
 	msg := resp.Choices[0].Message
-	raw := msg.Content
+	raw := text(msg.Content)
 	out.Raw = raw
-	if r := strings.TrimSpace(msg.Refusal); r != "" {
-		return out, &Refused{Text: r, Raw: resp.RawJSON()}
+	if r := strings.TrimSpace(text(msg.Refusal)); r != "" {
+		return out, &Refused{Text: r, Raw: string(resp.raw)}
 	}
 	if strings.TrimSpace(raw) == "" {
 		if resp.Choices[0].FinishReason == "length" {
-			return out, &InvalidOutput{Raw: resp.RawJSON(), Err: errors.New("the answer is empty: the model ran out of tokens")}
+			return out, &InvalidOutput{Raw: string(resp.raw), Err: errors.New("the answer is empty: the model ran out of tokens")}
 		}
-		return out, &Refused{Raw: resp.RawJSON()}
+		return out, &Refused{Raw: string(resp.raw)}
 	}
 	a, err := parseAnswer(raw)
 	if err != nil && o.structured == StructuredNone {
@@ -282,13 +256,13 @@ func retryAfter(r *http.Response) time.Duration {
 
 // messages is the prompt: the system prompt, the earlier conversation
 // (bounded by the caller, newest last), then the turn's message or messages.
-func (o *OpenAI) messages(system string, in Input) []openai.ChatCompletionMessageParamUnion {
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system + answerShape)}
+func (o *OpenAI) messages(system string, in Input) []chatMessage {
+	msgs := []chatMessage{{Role: "system", Content: system + answerShape}}
 	for _, m := range in.History {
 		if m.From == "agent" {
-			msgs = append(msgs, openai.AssistantMessage(m.Text))
+			msgs = append(msgs, chatMessage{Role: "assistant", Content: m.Text})
 		} else {
-			msgs = append(msgs, openai.UserMessage(m.Text))
+			msgs = append(msgs, chatMessage{Role: "user", Content: m.Text})
 		}
 	}
 	var b strings.Builder
@@ -315,10 +289,10 @@ func (o *OpenAI) messages(system string, in Input) []openai.ChatCompletionMessag
 		for i, m := range in.Messages {
 			fmt.Fprintf(&b, "Message %d:\n%s\n", i+1, m)
 		}
-		return append(msgs, openai.UserMessage(strings.TrimSuffix(b.String(), "\n")))
+		return append(msgs, chatMessage{Role: "user", Content: strings.TrimSuffix(b.String(), "\n")})
 	}
 	fmt.Fprintf(&b, "Message:\n%s", in.Text)
-	return append(msgs, openai.UserMessage(b.String()))
+	return append(msgs, chatMessage{Role: "user", Content: b.String()})
 }
 
 // answerShape tells the model the answer's keys and rules: servers without

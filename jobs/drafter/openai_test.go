@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -329,6 +331,16 @@ func TestOpenAIRequest(t *testing.T) {
 	if _, ok := rf.JSONSchema.Schema["$schema"]; ok {
 		t.Errorf("schema sent still has $schema, which strict servers refuse")
 	}
+	// Grammar-based servers (llama.cpp, xgrammar) make the model write the
+	// properties in the order sent: reply first, never after confidence.
+	body := string(c.Body)
+	props0 := strings.Index(body, `"properties":{`)
+	if props0 < 0 {
+		t.Fatalf("request has no schema properties: %s", body)
+	}
+	if first := body[props0+len(`"properties":{`):]; !strings.HasPrefix(first, `"reply"`) {
+		t.Errorf("schema properties sent start with %.40q, want \"reply\" first", first)
+	}
 }
 
 func TestOpenAINoKeyStillSendsABearer(t *testing.T) {
@@ -448,8 +460,8 @@ func TestOpenAIErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			f := newFakeModel(t, tt.mode)
-			// A long timeout leaves room for the SDK's own retries (about
-			// 0.5s and 1s apart), so that any would be counted below.
+			// A long timeout leaves room for any retry below handoff (an
+			// SDK's or the transport's), so that one would be counted below.
 			timeout := 10 * time.Second
 			if tt.mode == fmStall {
 				timeout = 300 * time.Millisecond
@@ -480,9 +492,9 @@ func TestOpenAIErrors(t *testing.T) {
 			if tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("error %q does not mention %q", err, tt.wantErr)
 			}
-			// The job queue owns retries: the SDK must not retry on its own.
+			// The job queue owns retries: nothing below it may retry.
 			if n := len(f.Calls()); n != 1 {
-				t.Errorf("model called %d times for one Draft, want exactly 1 (no SDK retries)", n)
+				t.Errorf("model called %d times for one Draft, want exactly 1 (no hidden retries)", n)
 			}
 		})
 	}
@@ -520,5 +532,56 @@ func TestOpenAIBlankReplyIsInvalid(t *testing.T) {
 	}
 	if inv.Raw != f.Content(1) {
 		t.Errorf("Raw = %q, want %q", inv.Raw, f.Content(1))
+	}
+}
+
+// A keep-alive connection that the server closes after reading the
+// request, before any answer byte, is the case net/http's transport would
+// resend on its own if it judged the request replayable. The call must
+// fail once, the server having seen it once: the queue alone resends.
+func TestOpenAIReusedConnectionDroppedIsNotResent(t *testing.T) {
+	var mu sync.Mutex
+	var calls int
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"{\"reply\":\"Hi Ada\",\"intent\":\"support\",\"name\":null,\"email\":null,\"phone\":null,\"summary\":\"s\",\"confidence\":0.9}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+			return
+		}
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	var conns atomic.Int32
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	o, err := NewOpenAI(OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Draft(context.Background(), oaInput()); err != nil {
+		t.Fatalf("first Draft: %v", err)
+	}
+	if _, err := o.Draft(context.Background(), oaInput()); err == nil {
+		t.Fatal("second Draft on a dropped connection succeeded, want an error")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 2 {
+		t.Errorf("the server saw %d requests for 2 Drafts, want 2 (no resend below the queue)", calls)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections opened, want 1: the second call must have reused the first's connection to test the resend rule", n)
 	}
 }
