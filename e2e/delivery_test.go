@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // slowSendConfig auto-approves every draft of the demo channel to a sandbox
@@ -86,6 +87,19 @@ func dlvGet(i *instance, path string, v any) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// checkReadBack reads each demo-channel body's event back through the API
+// and checks it shows exactly what was sent.
+func checkReadBack(t *testing.T, inst *instance, bodies []corpus.Body) {
+	t.Helper()
+	for _, b := range bodies {
+		v, err := inst.event("demo:" + b.Want.MessageID)
+		if err != nil {
+			t.Fatalf("%s: %v", b.Name(), err)
+		}
+		checkBodyRead(t, b, v)
+	}
+}
+
 // dlvOutboxPath escapes the '+' and ':' of an outbox id.
 func dlvOutboxPath(id string) string {
 	return "/api/v1/outbox/" + strings.NewReplacer("+", "%2B", ":", "%3A").Replace(url.PathEscape(id))
@@ -104,21 +118,15 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 	inst := startInstance(t, slowSendConfig)
 	const n = 10
 	keys := make([]string, n)
+	bodies := make([]corpus.Body, n)
 	for k := range n {
 		id := fmt.Sprintf("dlv-%02d", k)
 		conv := fmt.Sprintf("+1555010%04d", k)
 		keys[k] = "demo:" + id
-		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "hi"})
-		resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("POST /hooks/demo %s: %v", id, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("POST /hooks/demo %s: %d, want 202", id, resp.StatusCode)
-		}
+		bodies[k] = corpus.Message(0+k, id, conv, conv) // mixed layouts and texts
+		inst.mustPostBody(bodies[k])
 	}
+	checkReadBack(t, inst, bodies)
 
 	// Wait for a send in flight, seen through GET /api/v1/outbox/{id}.
 	inFlight := ""
@@ -263,21 +271,15 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 	inst := startInstance(t, acceptedThenLostConfig)
 	const n = 3
 	keys := make([]string, n)
+	bodies := make([]corpus.Body, n)
 	for k := range n {
 		id := fmt.Sprintf("acc-%02d", k)
 		conv := fmt.Sprintf("+1555020%04d", k)
 		keys[k] = "demo:" + id
-		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "hi"})
-		resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("POST /hooks/demo %s: %v", id, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("POST /hooks/demo %s: %d, want 202", id, resp.StatusCode)
-		}
+		bodies[k] = corpus.Message(40+k, id, conv, conv) // mixed layouts and texts
+		inst.mustPostBody(bodies[k])
 	}
+	checkReadBack(t, inst, bodies)
 	ids := map[string]string{}
 	waitUntil(t, "every reply to be effect_pending after an accepted send", 20*time.Second, func() bool {
 		for _, key := range keys {
@@ -456,16 +458,10 @@ retry: {base_delay: 100ms, max_delay: 1s}
 `, fake.srv.URL))
 
 	const key = "demo:held-1"
-	body, _ := json.Marshal(map[string]string{"id": "held-1", "conversation_id": "+15550030000", "from": "+15550030000", "name": "Ada", "text": "hi"})
-	resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("POST /hooks/demo: %v", err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST /hooks/demo: %d, want 202", resp.StatusCode)
-	}
+	// The long text, pretty-printed (Message 5: text 5 of 9, layout 5 of 8).
+	body := corpus.Message(5, "held-1", "+15550030000", "+15550030000")
+	inst.mustPostBody(body)
+	checkReadBack(t, inst, []corpus.Body{body})
 	draft := waitAllDrafted(t, inst, []string{key}, 20*time.Second)[key].Draft
 	code, ans := dxPost(t, inst, "/api/v1/drafts/"+url.PathEscape(draft.ID)+"/approve", "")
 	ref, _ := ans["outbox_id"].(string)
@@ -507,6 +503,13 @@ retry: {base_delay: 100ms, max_delay: 1s}
 	}
 	if mine[0].Ref != ref {
 		t.Errorf("the POST's body has client_ref %q, want the Idempotency-Key %q: %s", mine[0].Ref, ref, mine[0].Body)
+	}
+	var sent struct {
+		To             string `json:"to"`
+		ConversationID string `json:"conversation_id"`
+	}
+	if err := json.Unmarshal(mine[0].Body, &sent); err != nil || sent.To != body.Want.Contact || sent.ConversationID != body.Want.Conversation {
+		t.Errorf("the provider was sent %s, want the reply to %q in conversation %q", mine[0].Body, body.Want.Contact, body.Want.Conversation)
 	}
 	var steps []string
 	for _, a := range row.Attempts {

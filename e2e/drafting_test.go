@@ -58,6 +58,24 @@ func (m *dfModel) serve(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// modelSaw says one message of a chat completions request contains text.
+func modelSaw(request []byte, text string) bool {
+	var req struct {
+		Messages []struct {
+			Content any `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(request, &req) != nil {
+		return false
+	}
+	for _, m := range req.Messages {
+		if s, ok := m.Content.(string); ok && strings.Contains(s, text) {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *dfModel) Calls() []dfModelCall {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -138,6 +156,12 @@ retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 	if len(calls) > 0 && !strings.Contains(string(calls[0].Body), `"model":"m"`) {
 		t.Errorf("model request %s does not name model m", calls[0].Body)
 	}
+	// The model was shown the customer's message exactly as sent (a corpus
+	// text: emoji, RTL, markup-like or long, in one of the layouts).
+	checkBodyRead(t, demoBody("crash-draft-1"), v)
+	if len(calls) > 0 && !modelSaw(calls[0].Body, demoBody("crash-draft-1").Want.Text) {
+		t.Errorf("the model request does not carry the message text %q exactly: %s", demoBody("crash-draft-1").Want.Text, calls[0].Body)
+	}
 
 	// 30 deliveries of another event at once: one event, one model call.
 	const copies = 30
@@ -175,6 +199,7 @@ retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 		t.Errorf("%d accepted and %d duplicates of %d deliveries, want 1 and %d", accepted, dups, copies, copies-1)
 	}
 	sv := waitAllDrafted(t, inst, []string{"demo:storm-draft-1"}, 20*time.Second)["demo:storm-draft-1"]
+	checkBodyRead(t, demoBody("storm-draft-1"), sv)
 	if n := len(model.callsFor(sv.Event.CorrelationID)); n != 1 {
 		t.Errorf("model called %d times for one event delivered %d times, want 1", n, copies)
 	}

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 const (
@@ -256,6 +259,8 @@ type eventView struct {
 		Name           string `json:"name"`
 		Text           string `json:"text"`
 		Duplicates     int    `json:"duplicates"`
+		// Body is the body as stored (a JSON body as JSON).
+		Body json.RawMessage `json:"body"`
 	} `json:"event"`
 	Jobs  []jobView  `json:"jobs"`
 	Draft *draftView `json:"draft"`
@@ -300,15 +305,25 @@ func (i *instance) status(path string) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// demoBody is the corpus body postHook sends for id: its own layout and
+// text of the corpus (chosen by id, so every call agrees), the id, and a
+// conversation of its own, "conv-"+id.
+func demoBody(id string) corpus.Body {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return corpus.Message(int(h.Sum32()%72), id, "conv-"+id, "")
+}
+
 // postHook delivers one demo-channel message with the given provider id.
+// Each message is its own lead (conversation): these tests count one draft
+// per message; the turn tests (turns_test.go) send bursts of one lead.
 func (i *instance) postHook(id string) (hookResult, error) {
-	// Each message is its own lead (conversation): these tests count one
-	// draft per message; the turn tests (turns_test.go) send bursts of one lead.
-	body, err := json.Marshal(map[string]string{"id": id, "conversation_id": "conv-" + id, "from": "+15550001234", "name": "Ada", "text": "hi"})
-	if err != nil {
-		return hookResult{}, err
-	}
-	resp, err := i.client.Post(i.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
+	return i.postBody(demoBody(id))
+}
+
+// postBody delivers one demo-channel corpus body.
+func (i *instance) postBody(b corpus.Body) (hookResult, error) {
+	resp, err := i.client.Post(i.cur().URL()+"/hooks/demo", b.ContentType, bytes.NewReader(b.Raw))
 	if err != nil {
 		return hookResult{}, err
 	}
@@ -322,6 +337,16 @@ func (i *instance) postHook(id string) (hookResult, error) {
 	res := hookResult{code: resp.StatusCode, raw: string(raw)}
 	res.decodeErr = json.Unmarshal(raw, &res.reply)
 	return res, nil
+}
+
+// mustPostBody delivers b and insists on 202 accepted.
+func (i *instance) mustPostBody(b corpus.Body) hookResult {
+	i.t.Helper()
+	res, err := i.postBody(b)
+	if err != nil || res.code != http.StatusAccepted || res.reply.Status != "accepted" {
+		i.t.Fatalf("POST /hooks/demo %s (%s): %s, %v; want 202 accepted", b.Want.MessageID, b.Name(), res, err)
+	}
+	return res
 }
 
 // errNoEvent is event's answer to a 404.
@@ -447,7 +472,8 @@ func checkReply(t *testing.T, d delivery, wantCode int, wantStatus string) strin
 	return r.reply.CorrelationID
 }
 
-// checkEvent checks the stored event against what the demo channel was sent.
+// checkEvent checks the stored event against what the demo channel was
+// sent for id by postHook.
 func checkEvent(t *testing.T, id string, v eventView, wantCorrelation string, wantDuplicates int) {
 	t.Helper()
 	e := v.Event
@@ -455,15 +481,42 @@ func checkEvent(t *testing.T, id string, v eventView, wantCorrelation string, wa
 	if e.Key != key || e.Channel != "demo" || e.MessageID != id {
 		t.Errorf("event %s: key %q channel %q message_id %q; want %q, %q, %q", key, e.Key, e.Channel, e.MessageID, key, "demo", id)
 	}
-	if e.Contact != "+15550001234" || e.Name != "Ada" || e.Text != "hi" {
-		t.Errorf("event %s: contact %q name %q text %q; want the delivered %q, %q, %q", key, e.Contact, e.Name, e.Text, "+15550001234", "Ada", "hi")
-	}
+	checkBodyRead(t, demoBody(id), v)
 	if e.CorrelationID != wantCorrelation {
 		t.Errorf("event %s: correlation id %q, but the webhook answered %q: one event, one correlation id", key, e.CorrelationID, wantCorrelation)
 	}
 	if e.Duplicates != wantDuplicates {
 		t.Errorf("event %s: duplicates = %d, want %d", key, e.Duplicates, wantDuplicates)
 	}
+}
+
+// checkBodyRead checks that the API shows the corpus body b's event with
+// exactly its contact, name, text and conversation, and its body as the
+// document sent.
+func checkBodyRead(t *testing.T, b corpus.Body, v eventView) {
+	t.Helper()
+	e, w := v.Event, b.Want
+	if e.Contact != w.Contact || e.Name != w.Name || e.Text != w.Text || e.ConversationID != w.Conversation {
+		t.Errorf("event demo:%s (%s): contact %q name %q text %q conversation %q;\nwant the delivered %q, %q, %q, %q",
+			w.MessageID, b.Name(), e.Contact, e.Name, e.Text, e.ConversationID, w.Contact, w.Name, w.Text, w.Conversation)
+	}
+	if !sameJSON(e.Body, b.Raw) {
+		t.Errorf("event demo:%s (%s): the body shown is not the document sent:\n%s\nsent:\n%s", w.MessageID, b.Name(), e.Body, b.Raw)
+	}
+}
+
+// sameJSON says a and b decode to the same document.
+func sameJSON(a, b []byte) bool {
+	dec := func(raw []byte) (any, bool) {
+		var v any
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		err := d.Decode(&v)
+		return v, err == nil
+	}
+	va, ok1 := dec(a)
+	vb, ok2 := dec(b)
+	return ok1 && ok2 && reflect.DeepEqual(va, vb)
 }
 
 // ulidRE is a canonical ULID: 26 Crockford base32 characters, the first at most 7.
