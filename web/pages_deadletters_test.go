@@ -99,7 +99,7 @@ func TestDeadLettersPage(t *testing.T) {
 	jobAttempts := list(job["job"].(map[string]any)["attempts"])
 	for id, want := range map[string][]string{
 		jobID: {"draft job", "Safe", "no draft was stored", `href="` + views.EventURL("manual:p-1") + `"`,
-			"call the model: OpenAI API error: 500 Internal Server Error",
+			"call the model: the model server answered 500",
 			jobAttempts[0].(map[string]any)["execution_id"].(string), jobAttempts[1].(map[string]any)["execution_id"].(string),
 			`name="regenerate"`, `hx-post="` + dlPagePath(jobID, "replay") + `"`},
 		failedID: {"reply", "refused it permanently", "the number is not reachable", `href="` + views.EventURL("crm:p-2") + `"`,
