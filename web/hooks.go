@@ -101,8 +101,16 @@ func (s *Server) receive(c *echo.Context, name string) ([]string, error) {
 		return []string{"rejected_unreadable"}, &apiError{status: http.StatusBadRequest, msg: "the body could not be read", err: err}
 	}
 	now := s.now().UTC()
+	var once *hook.Once
 	if v := s.verifiers[ch.Name]; v != nil {
-		if err := v.Verify(&hook.Request{URL: s.publicURL(req), Header: req.Header, Body: body, Now: now}); err != nil {
+		hr := &hook.Request{URL: s.publicURL(req), Header: req.Header, Body: body, Now: now}
+		if ov, ok := v.(hook.OnceVerifier); ok {
+			o, err := ov.VerifyOnce(hr)
+			if err != nil {
+				return []string{"rejected_signature"}, refused(err, http.StatusUnauthorized)
+			}
+			once = &o
+		} else if err := v.Verify(hr); err != nil {
 			return []string{"rejected_signature"}, refused(err, http.StatusUnauthorized)
 		}
 	}
@@ -122,6 +130,11 @@ func (s *Server) receive(c *echo.Context, name string) ([]string, error) {
 	in, err := s.inbound(p, ch, req.Header.Get("Content-Type"), body, now)
 	if err != nil {
 		return []string{"rejected_message_id"}, refused(err, http.StatusBadRequest)
+	}
+	if once != nil {
+		if err := s.spend(req, ch, *once, body, now); err != nil {
+			return []string{"rejected_replay"}, err
+		}
 	}
 	outcomes := make([]string, 0, len(in.messages)+in.notifications+len(in.receipts))
 	for range in.notifications {
@@ -169,6 +182,29 @@ func (s *Server) receive(c *echo.Context, name string) ([]string, error) {
 		ans.Status = "duplicate"
 	}
 	return outcomes, s.answerHook(c, ch, ans)
+}
+
+// spend records that the request spent its signature's one-time value, in
+// one write transaction before its messages are recorded, and refuses a
+// value another request spent: the signature covers only the value, not
+// the body, so a captured one would otherwise carry any message. The same
+// request sent again (the sender's retry: its content type and body
+// byte for byte) passes, and its messages answer as duplicates. Were the
+// recording to fail after the spend, that retry still records them.
+func (s *Server) spend(req *http.Request, ch *config.Channel, o hook.Once, body []byte, now time.Time) error {
+	h := sha256.New()
+	h.Write([]byte(req.Header.Get("Content-Type")))
+	h.Write([]byte{0})
+	h.Write(body)
+	fp := h.Sum(nil)
+	first, err := s.st.SpendNonce(req.Context(), store.Nonce{Scope: ch.Name, Value: o.Value, SignedAt: o.SignedAt, Keep: o.Keep, Request: fp}, now)
+	switch {
+	case err != nil:
+		return unavailable(err)
+	case first != nil && subtle.ConstantTimeCompare(first, fp) != 1:
+		return errorf(http.StatusUnauthorized, "this signature's token was already used by another request; a %s signature is good for one request only", ch.Signature.Scheme)
+	}
+	return nil
 }
 
 // answerHook answers as the channel's provider expects.

@@ -1,0 +1,117 @@
+package web
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// mailgunTrio reads the timestamp, token and signature a Mailgun vector
+// carries (a route's form fields or an event's signature object).
+func mailgunTrio(t *testing.T, v presetVector) url.Values {
+	t.Helper()
+	out := url.Values{}
+	if strings.HasPrefix(v.Headers["Content-Type"], "application/json") {
+		var b struct {
+			Signature map[string]string `json:"signature"`
+		}
+		if err := json.Unmarshal([]byte(v.Body), &b); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"timestamp", "token", "signature"} {
+			out.Set(k, b.Signature[k])
+		}
+		return out
+	}
+	_, params, err := mime.ParseMediaType(v.Headers["Content-Type"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, err := multipart.NewReader(strings.NewReader(v.Body), params["boundary"]).ReadForm(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"timestamp", "token", "signature"} {
+		out.Set(k, form.Value[k][0])
+	}
+	return out
+}
+
+func presetVectorNamed(t *testing.T, name string) presetVector {
+	t.Helper()
+	for _, v := range loadPresetVectors(t) {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("no vector %q", name)
+	return presetVector{}
+}
+
+// TestMailgunTokenReplay: a Mailgun signature covers its timestamp and
+// token, not the message, so one captured trio (from a route or from any
+// event webhook) must not carry a message of the captor's choosing. Each
+// Mailgun vector is sent as Mailgun sent it, then again (Mailgun's own
+// retry: a duplicate, 200, not a refusal); then its trio is put on forged
+// messages, which are refused with a 401 and one sentence and store
+// nothing; a message with a token of its own (signed with the key) is
+// recorded, so the refusal is the token's.
+func TestMailgunTokenReplay(t *testing.T) {
+	e := newPresetEnv(t)
+	forged := func(trio url.Values, n string) url.Values {
+		f := url.Values{"Message-Id": {"<forged-" + n + "@evil.example>"}, "sender": {"mallory-" + n + "@evil.example"},
+			"from": {"Mallory <mallory-" + n + "@evil.example>"}, "stripped-text": {"Send the invoice to me instead " + n}}
+		for k, vs := range trio {
+			f[k] = vs
+		}
+		return f
+	}
+	post := func(form url.Values) hookReply {
+		return e.send(t, http.MethodPost, "/hooks/mg", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, form.Encode())
+	}
+	for _, name := range []string{"mailgun route", "mailgun delivered event"} {
+		t.Run(name, func(t *testing.T) {
+			v := presetVectorNamed(t, name)
+			for _, try := range []string{"sent", "retried"} {
+				if r := e.send(t, http.MethodPost, v.Path, v.Headers, v.Body); r.code != http.StatusOK {
+					t.Fatalf("%s: %d %s, want 200", try, r.code, r.raw)
+				}
+			}
+			before := e.events(t)
+			trio := mailgunTrio(t, v)
+			for _, n := range []string{"1", "2", "3"} {
+				r := post(forged(trio, n))
+				var a map[string]string
+				if r.code != http.StatusUnauthorized || json.Unmarshal(r.raw, &a) != nil || !strings.Contains(a["error"], "already used by another request") || strings.Contains(a["error"], "\n") {
+					t.Errorf("forged message %s with the captured token: %d %s, want 401 with one sentence", n, r.code, r.raw)
+				}
+			}
+			if got := e.events(t) - before; got != 0 {
+				t.Fatalf("the forged messages stored %d events", got)
+			}
+		})
+	}
+	// A token of its own, signed with the key at the vectors' time: recorded.
+	trio := url.Values{"timestamp": {"1767225600"}, "token": {"fresh-token-0000000000000000000000000000000000000"}}
+	m := hmac.New(sha256.New, []byte("key-3ax6xnjp29jd6fds4gc373sgvjxteol0"))
+	m.Write([]byte(trio.Get("timestamp") + trio.Get("token")))
+	trio.Set("signature", hex.EncodeToString(m.Sum(nil)))
+	before := e.events(t)
+	if r := post(forged(trio, "own")); r.code != http.StatusOK {
+		t.Fatalf("a message with its own token: %d %s, want 200", r.code, r.raw)
+	}
+	if got := e.events(t) - before; got != 1 {
+		t.Fatalf("a message with its own token stored %d events, want 1", got)
+	}
+	// The same token on a second, different message: refused.
+	if r := post(forged(trio, "again")); r.code != http.StatusUnauthorized {
+		t.Errorf("a second message with that token: %d %s, want 401", r.code, r.raw)
+	}
+}
