@@ -238,8 +238,21 @@ func (s *Server) requireAPI(need store.Scope) echo.MiddlewareFunc {
 	}
 }
 
-// requirePage admits a logged-in person, sending anyone else to /login.
+// requirePage admits a logged-in person, sending anyone else to /login;
+// an unsafe request must carry the session's CSRF token.
 func (s *Server) requirePage(next echo.HandlerFunc) echo.HandlerFunc {
+	return s.requireSession(func(c *echo.Context) error {
+		if err := checkCSRF(c, who(c)); err != nil {
+			return err
+		}
+		return next(c)
+	})
+}
+
+// requireSession is requirePage without the CSRF check, for the one route
+// that checks the token itself (the restore upload: its token is a part of
+// a multipart body that must not be parsed whole before it is checked).
+func (s *Server) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		p := s.session(c)
 		if p == nil {
@@ -247,9 +260,6 @@ func (s *Server) requirePage(next echo.HandlerFunc) echo.HandlerFunc {
 				return errorf(http.StatusUnauthorized, "your session has ended; log in again")
 			}
 			return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
-		}
-		if err := checkCSRF(c, p); err != nil {
-			return err
 		}
 		s.setPrincipal(c, p)
 		return next(c)
