@@ -277,7 +277,7 @@ func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // checkCSRF requires the session's token on every unsafe request: as the
-// X-CSRF-Token header (htmx sends it) or the csrf form field.
+// X-CSRF-Token header (htmx sends it) or the csrf field of the form body.
 func checkCSRF(c *echo.Context, p *principal) error {
 	switch c.Request().Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -288,9 +288,11 @@ func checkCSRF(c *echo.Context, p *principal) error {
 	}
 	got := c.Request().Header.Get("X-CSRF-Token")
 	if got == "" && !strings.HasPrefix(c.Request().URL.Path, "/api/") {
-		// Dashboard forms may carry it as a field; the JSON API only as the
-		// header, so its body is never parsed as a form before its own limit.
-		got = c.FormValue("csrf")
+		// Dashboard forms may carry it as a field of the body, never of the
+		// query string (a URL is logged, kept in history and sent on as a
+		// Referer); the JSON API only as the header, so its body is never
+		// parsed as a form before its own limit.
+		got = c.Request().PostFormValue("csrf")
 	}
 	if got == "" || !csrfMatches(got, p.Session.CSRF) {
 		return errorf(http.StatusForbidden, "the form's security token is missing or stale; reload the page and try again")

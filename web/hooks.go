@@ -270,17 +270,27 @@ func (s *Server) inbound(p *hook.Payload, ch *config.Channel, contentType string
 			in.notifications++
 			continue
 		}
-		msgID, err := hook.MessageIDAt(p, ch.Fields.MessageID, at)
-		if err != nil {
+		refuse := func(err error) (inbound, error) {
 			var he *hook.Error
 			if ch.Messages.Items != "" && errors.As(err, &he) {
 				return in, &hook.Error{Status: he.Status, Msg: fmt.Sprintf("message %d of the batch: %s", i+1, he.Msg)}
 			}
 			return in, err
 		}
+		msgID, err := hook.MessageIDAt(p, ch.Fields.MessageID, at)
+		if err != nil {
+			return refuse(err)
+		}
 		contact := optional(p, ch.Fields.Contact, at)
+		if err := hook.CheckKeyField("contact", ch.Fields.Contact, contact); err != nil {
+			return refuse(err)
+		}
+		conv := conversationID(p, ch, at, contact, msgID)
+		if err := hook.CheckKeyField("conversation_id", ch.Fields.ConversationID, conv); err != nil {
+			return refuse(err)
+		}
 		in.messages = append(in.messages, intake.Message{
-			Channel: ch.Name, MessageID: msgID, ConversationID: conversationID(p, ch, at, contact, msgID),
+			Channel: ch.Name, MessageID: msgID, ConversationID: conv,
 			Contact: contact, Name: optional(p, ch.Fields.Name, at), Text: optional(p, ch.Fields.Text, at),
 			Subject: optional(p, ch.Fields.Subject, at), ContentType: contentType, Body: kept, JSON: isJSON, ReceivedAt: now,
 			Coalesce: ch.Coalesce,

@@ -115,3 +115,44 @@ func TestMailgunTokenReplay(t *testing.T) {
 		t.Errorf("a second message with that token: %d %s, want 401", r.code, r.raw)
 	}
 }
+
+// TestHookRefusesControlCharactersInLeadFields: CR, LF or NUL inside the
+// contact or the conversation id (which name the lead and end up in logs,
+// email headers and keys) is refused with one sentence, as in the message
+// id, and nothing is stored; a form body's encoded CRLF likewise.
+func TestHookRefusesControlCharactersInLeadFields(t *testing.T) {
+	e := newTestEnv(t, nil)
+	cases := []struct {
+		name, contentType, body, want string
+	}{
+		{"LF in the contact", "application/json", `{"id":"c1","from":"ann@example.com\nBcc: all@example.com","text":"hi"}`, "the contact field /from contains control characters"},
+		{"CR in the contact", "application/json", `{"id":"c2","from":"ann@example.com\rX","text":"hi"}`, "the contact field /from contains control characters"},
+		{"NUL in the contact", "application/json", `{"id":"c3","from":"ann\u0000@example.com","text":"hi"}`, "the contact field /from contains control characters"},
+		{"CRLF in the conversation id", "application/json", `{"id":"c4","from":"ann@example.com","conversation_id":"t1\r\nt2","text":"hi"}`, "the conversation_id field /conversation_id contains control characters"},
+		{"NUL in the conversation id", "application/json", `{"id":"c5","from":"ann@example.com","conversation_id":"t1\u0000","text":"hi"}`, "the conversation_id field /conversation_id contains control characters"},
+		{"encoded CRLF in a form's contact", "application/x-www-form-urlencoded", url.Values{"id": {"c6"}, "from": {"ann@example.com\r\nBcc: x"}}.Encode(), "the contact field /from contains control characters"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := e.st.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, ans := e.do(t, http.MethodPost, "/hooks/demo", tc.contentType, []byte(tc.body), nil)
+			if msg, _ := ans["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, tc.want) {
+				t.Errorf("got %d %v, want 400 saying %q", code, ans, tc.want)
+			}
+			after, err := e.st.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Events != before.Events {
+				t.Errorf("a refused request stored %d events", after.Events-before.Events)
+			}
+		})
+	}
+	// A clean one on the same channel is recorded.
+	if code, ans := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(`{"id":"c7","from":"ann@example.com","conversation_id":"t1","text":"hi"}`), nil); code != http.StatusAccepted {
+		t.Errorf("a clean message: %d %v, want 202", code, ans)
+	}
+}
