@@ -357,12 +357,20 @@ func (s *Server) hookHandshake(c *echo.Context) error {
 		c.Response().Header().Set("Allow", http.MethodPost)
 		return errorf(http.StatusMethodNotAllowed, "GET is not allowed on %s", c.Request().URL.Path)
 	}
+	// The verify token is a secret a caller could guess at: each try counts
+	// under the login limits of the caller's address first.
+	right, err := s.trySecret(c, "hub.verify_token of "+ch.Name, "hub.verify_token")
+	if err != nil {
+		s.metrics.Webhook(name, "rejected_handshake")
+		return err
+	}
 	q := c.Request().URL.Query()
 	token, challenge := q.Get("hub.verify_token"), q.Get("hub.challenge")
 	if q.Get("hub.mode") != "subscribe" || ch.VerifyToken == "" || !sameSecret(token, ch.VerifyToken) {
 		s.metrics.Webhook(name, "rejected_handshake")
 		return errorf(http.StatusForbidden, "the handshake is refused: hub.mode is not subscribe or hub.verify_token does not match the channel's verify_token")
 	}
+	right()
 	if !validChallenge(challenge) {
 		s.metrics.Webhook(name, "rejected_handshake")
 		return errorf(http.StatusBadRequest, "hub.challenge is missing or not printable text of at most %d bytes", maxChallenge)

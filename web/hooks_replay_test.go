@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -154,5 +155,50 @@ func TestHookRefusesControlCharactersInLeadFields(t *testing.T) {
 	// A clean one on the same channel is recorded.
 	if code, ans := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(`{"id":"c7","from":"ann@example.com","conversation_id":"t1","text":"hi"}`), nil); code != http.StatusAccepted {
 		t.Errorf("a clean message: %d %v, want 202", code, ans)
+	}
+}
+
+// TestMetaHandshakeGuessesLimited: hub.verify_token is a secret, so guesses
+// at it count under the login limits of the caller's address: five wrong
+// tokens from one address, then that address gets 429 with Retry-After,
+// even with the right token, until the window has passed. Right tokens
+// count nothing: many handshakes in a row all answer.
+func TestMetaHandshakeGuessesLimited(t *testing.T) {
+	e := newPresetEnv(t)
+	const right = "/hooks/wa?hub.mode=subscribe&hub.verify_token=vt-123&hub.challenge=42"
+	for i := range 2 * loginPerPair {
+		if r := e.send(t, http.MethodGet, right, nil, ""); r.code != http.StatusOK {
+			t.Fatalf("right handshake %d: %d %s, want 200", i+1, r.code, r.raw)
+		}
+	}
+	steps := []struct {
+		name, path string
+		want       int
+	}{}
+	for i := range loginPerPair {
+		steps = append(steps, struct {
+			name, path string
+			want       int
+		}{fmt.Sprintf("guess %d", i+1), fmt.Sprintf("/hooks/wa?hub.mode=subscribe&hub.verify_token=guess-%d&hub.challenge=42", i), http.StatusForbidden})
+	}
+	steps = append(steps, []struct {
+		name, path string
+		want       int
+	}{
+		{"one guess too many", "/hooks/wa?hub.mode=subscribe&hub.verify_token=guess-x&hub.challenge=42", http.StatusTooManyRequests},
+		{"the right token from that address", right, http.StatusTooManyRequests},
+	}...)
+	for _, s := range steps {
+		r := e.send(t, http.MethodGet, s.path, nil, "")
+		if r.code != s.want {
+			t.Fatalf("%s: %d %s, want %d", s.name, r.code, r.raw, s.want)
+		}
+		if s.want == http.StatusTooManyRequests && !strings.Contains(string(r.raw), "too many failed tries at hub.verify_token") {
+			t.Errorf("%s: %s, want the sentence to name hub.verify_token", s.name, r.raw)
+		}
+	}
+	e.offset.Store(int64(loginWindow.Seconds()) + 1)
+	if r := e.send(t, http.MethodGet, right, nil, ""); r.code != http.StatusOK {
+		t.Errorf("the right token after the window: %d %s, want 200", r.code, r.raw)
 	}
 }
