@@ -655,6 +655,15 @@ func TestWarnings(t *testing.T) {
 			want: []string{"base_url is not set", `channel "web" has no signature`, `channel "web" auto-approves drafts without a signature`},
 		},
 		{
+			name: "https base_url without trusted_proxies",
+			yaml: "base_url: https://handoff.example.com\nchannels: [{name: web, fields: {message_id: /id}, signature: {scheme: standard-webhooks, secret: " + webSecret + "}}]\n",
+			want: []string{"base_url is https but trusted_proxies is empty"},
+		},
+		{
+			name: "https base_url behind a trusted proxy, nothing to say",
+			yaml: "base_url: https://handoff.example.com\ntrusted_proxies: [127.0.0.1]\nchannels: [{name: web, fields: {message_id: /id}, signature: {scheme: standard-webhooks, secret: " + webSecret + "}}]\n",
+		},
+		{
 			name: "openai without key",
 			yaml: "drafter: {kind: openai, base_url: \"http://127.0.0.1:11434/v1\", model: m, api_key_env: OPENAI_API_KEY}\n",
 			want: []string{`channel "demo"`, "drafter.api_key_env: environment variable OPENAI_API_KEY is not set"},
