@@ -39,6 +39,12 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	again := func(msg string) error {
 		return render(c, http.StatusBadRequest, views.Setup(views.SetupPage{Token: token, Name: name, Error: msg}))
 	}
+	// The link first, before the password is hashed: a dead or made-up
+	// link, and every link once a person exists, costs one read, never a
+	// bcrypt. UseSetupLink checks again in its own transaction.
+	if !s.st.SetupLinkValid(hashSecret(token), s.now()) {
+		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
+	}
 	if !ValidName(name) {
 		return again("A name is 1 to 64 letters, digits, dots, dashes, underscores or @.")
 	}
