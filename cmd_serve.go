@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -64,7 +66,7 @@ func serve(ctx context.Context, args []string, e env) error {
 	}
 	// A fresh context for stopping: the signal's context is already done.
 	stop := func() error { return a.Stop(context.Background()) }
-	setup, err := firstAdmin(ctx, a.Store(), e)
+	setup, err := firstAdmin(ctx, a.Store(), e, cfg.DataDir)
 	if err != nil {
 		stop()
 		return err
@@ -74,7 +76,10 @@ func serve(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	if setup != "" {
-		printSetupLink(e, cfg, a.Addr().String(), setup)
+		if err := tellSetupLink(e, cfg, a.Addr().String(), setup); err != nil {
+			stop()
+			return err
+		}
 	}
 	log.Info("listening", "addr", a.Addr().String(), "data", cfg.DataDir, "version", version())
 
@@ -96,11 +101,16 @@ const setupLinkLife = time.Hour
 // firstAdmin prepares the first admin on a database with no users: with
 // HANDOFF_ADMIN_PASSWORD it creates "admin" with that password; without,
 // it stores a one-time setup link (only its hash) and returns the link's
-// secret, for serve to print once the server listens. No password is ever
-// printed or logged.
-func firstAdmin(ctx context.Context, st *store.Store, e env) (setupSecret string, err error) {
+// secret, for serve to tell once the server listens (tellSetupLink). No
+// password is ever printed or logged. Once there is a person, the file of
+// an earlier start's link is deleted.
+func firstAdmin(ctx context.Context, st *store.Store, e env, dataDir string) (setupSecret string, err error) {
 	users, err := st.Users()
 	if err != nil || len(users) > 0 {
+		if err == nil {
+			// A link written by an earlier start is dead now.
+			_ = os.Remove(filepath.Join(dataDir, web.SetupLinkFile))
+		}
 		return "", err
 	}
 	now := time.Now().UTC()
@@ -114,6 +124,9 @@ func firstAdmin(ctx context.Context, st *store.Store, e env) (setupSecret string
 		// meanwhile stands and no second admin appears.
 		_, err = st.CreateFirstUser(ctx, store.User{Name: "admin", Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: now},
 			store.AuditEntry{At: now, Who: "handoff serve", Action: "create user", Target: "admin", Detail: "the first admin, from HANDOFF_ADMIN_PASSWORD"})
+		if err == nil {
+			_ = os.Remove(filepath.Join(dataDir, web.SetupLinkFile))
+		}
 		return "", err
 	}
 	b := make([]byte, 32)
@@ -127,13 +140,63 @@ func firstAdmin(ctx context.Context, st *store.Store, e env) (setupSecret string
 	return secret, nil
 }
 
-// printSetupLink tells the operator where to create the first admin: on
-// stdout, not in the JSON logs on stderr, and only a link that works once
-// within the hour, never a password.
-func printSetupLink(e env, cfg *config.Config, addr string, secret string) {
+// tellSetupLink tells the operator where to create the first admin, never
+// in the JSON logs on stderr, and only a link that works once within the
+// hour, never a password. The link is written to a file in the data folder
+// that only this user can read; stdout names the file, and carries the link
+// itself only on a terminal: otherwise whatever reads stdout (docker's log,
+// the journal) would keep a live link beyond its reader.
+func tellSetupLink(e env, cfg *config.Config, addr string, secret string) error {
 	base := cfg.BaseURL
 	if base == "" {
 		base = "http://" + addr
 	}
-	fmt.Fprintf(e.stdout, "no users yet: open %s%s%s within an hour to create the first admin (the link works once; restart for a new one, or set HANDOFF_ADMIN_PASSWORD instead)\n", base, web.SetupPath, secret)
+	link := base + web.SetupPath + secret
+	path := filepath.Join(cfg.DataDir, web.SetupLinkFile)
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // what the operator can open from anywhere
+	}
+	if err := writePrivate(path, []byte(link+"\n")); err != nil {
+		return fmt.Errorf("write the setup link: %w", err)
+	}
+	const after = "to create the first admin (the link works once; restart for a new one, or set HANDOFF_ADMIN_PASSWORD instead)"
+	if isTerminal(e.stdout) {
+		fmt.Fprintf(e.stdout, "no users yet: open %s within an hour %s; it is also in %s\n", link, after, path)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "no users yet: the setup link is in %s (readable by this user only); open it within an hour %s\n", path, after)
+	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal), not a
+// pipe or a file something keeps.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// writePrivate writes data to path, mode 0600 whatever was there before:
+// a temporary file beside it (created 0600), synced, renamed over it.
+func writePrivate(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".setup-link-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

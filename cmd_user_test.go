@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -110,7 +112,43 @@ func TestUserLifecycleCLI(t *testing.T) {
 	})
 }
 
-var setupLinkRe = regexp.MustCompile(`open (http://127\.0\.0\.1:\d+)/setup/([A-Za-z0-9_-]{43}) within an hour`)
+var (
+	setupLinkRe = regexp.MustCompile(`^(http://127\.0\.0\.1:\d+)/setup/([A-Za-z0-9_-]{43})\n$`)
+	setupFileRe = regexp.MustCompile(`no users yet: the setup link is in (\S+) \(readable by this user only\); open it within an hour`)
+)
+
+// setupLinkOf reads the setup link a start wrote, as a child whose stdout is
+// a pipe (not a terminal) does: stdout names the file in the data folder,
+// mode 0600, and only the file holds the link. nil when stdout names none.
+func setupLinkOf(t *testing.T, dir, stdout string) []string {
+	t.Helper()
+	m := setupFileRe.FindStringSubmatch(stdout)
+	if m == nil {
+		return nil
+	}
+	if want := filepath.Join(dir, "setup-link"); m[1] != want {
+		t.Errorf("the setup link's file is %s, want %s", m[1], want)
+	}
+	fi, err := os.Stat(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("the setup link's file has mode %v, want 0600", fi.Mode().Perm())
+	}
+	raw, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := setupLinkRe.FindStringSubmatch(string(raw))
+	if link == nil {
+		t.Fatalf("the setup link's file holds %q, want one link", raw)
+	}
+	if strings.Contains(stdout, link[2]) {
+		t.Errorf("stdout, which docker and journald keep, carries the link's secret: %q", stdout)
+	}
+	return link
+}
 
 // TestFirstStartSetupLink: a first start prints a setup link, never a
 // password, and stores only its hash; a restart with still no users makes a
@@ -119,7 +157,7 @@ var setupLinkRe = regexp.MustCompile(`open (http://127\.0\.0\.1:\d+)/setup/([A-Z
 func TestFirstStartSetupLink(t *testing.T) {
 	dir := t.TempDir()
 	first := runChild(t, nil, "serve", "--data", dir, "--addr", "127.0.0.1:0")
-	m := setupLinkRe.FindStringSubmatch(first.stdout)
+	m := setupLinkOf(t, dir, first.stdout)
 	if !first.started || m == nil {
 		t.Fatalf("first start: started %v, stdout %q; want a setup link", first.started, first.stdout)
 	}
@@ -127,7 +165,7 @@ func TestFirstStartSetupLink(t *testing.T) {
 		t.Errorf("the link is in the log, or a password is printed:\n%s%s", first.stdout, first.stderr)
 	}
 	second := runChild(t, nil, "serve", "--data", dir, "--addr", "127.0.0.1:0")
-	m2 := setupLinkRe.FindStringSubmatch(second.stdout)
+	m2 := setupLinkOf(t, dir, second.stdout)
 	if m2 == nil || m2[2] == m[2] {
 		t.Fatalf("restart with no users: stdout %q; want a new link", second.stdout)
 	}
@@ -151,7 +189,7 @@ func TestFirstStartSetupLink(t *testing.T) {
 	}
 	chosen := t.TempDir()
 	r := runChild(t, map[string]string{"HANDOFF_ADMIN_PASSWORD": "the admin passphrase"}, "serve", "--data", chosen, "--addr", "127.0.0.1:0")
-	if !r.started || strings.Contains(r.stdout, "/setup/") || strings.Contains(r.stdout+r.stderr, "the admin passphrase") {
+	if !r.started || strings.Contains(r.stdout, "setup") || strings.Contains(r.stdout+r.stderr, "the admin passphrase") {
 		t.Fatalf("HANDOFF_ADMIN_PASSWORD: started %v, stdout %q; want no link and the password never printed", r.started, r.stdout)
 	}
 	if u, err := userOf(t, chosen, "admin"); err != nil || u.Role != store.RoleAdmin || bcrypt.CompareHashAndPassword(u.PasswordHash, []byte("the admin passphrase")) != nil {

@@ -510,6 +510,12 @@ func TestParseErrors(t *testing.T) {
 			nil, []string{`config: workers: "many" is not a whole number`}},
 		{"list where a number goes", "workers: [4]\n",
 			nil, []string{"workers: must be a whole number, not a list"}},
+		{"auto_approve on a mailgun signature", ch + "    signature: {scheme: mailgun, secret: " + plainPassword + "}\n    auto_approve: true\n",
+			nil, []string{"channels[0].auto_approve: a mailgun signature does not cover the body"}},
+		{"auto_approve on a basic signature", ch + "    auto_approve: true\n    signature: {scheme: basic, secret: \"u:" + plainPassword + "\"}\n",
+			nil, []string{"channels[0].auto_approve: a basic signature does not cover the body"}},
+		{"auto_approve on a token signature", ch + "    signature: {scheme: token, header: X-Token, secret: " + plainPassword + "}\n    auto_approve: true\n",
+			nil, []string{"channels[0].auto_approve: a token signature does not cover the body", "turn auto_approve off"}},
 		{"string where a bool goes", ch + "    auto_approve: \"true\"\n",
 			nil, []string{`channels[0].auto_approve: "true" is not true or false`}},
 		{"channels not a list", "channels: {name: web}\n",
@@ -647,6 +653,15 @@ func TestWarnings(t *testing.T) {
 			name: "unsigned auto-approve and public address",
 			yaml: "addr: \":8080\"\nchannels: [{name: web, fields: {message_id: /id}, auto_approve: true}]\n",
 			want: []string{"base_url is not set", `channel "web" has no signature`, `channel "web" auto-approves drafts without a signature`},
+		},
+		{
+			name: "https base_url without trusted_proxies",
+			yaml: "base_url: https://handoff.example.com\nchannels: [{name: web, fields: {message_id: /id}, signature: {scheme: standard-webhooks, secret: " + webSecret + "}}]\n",
+			want: []string{"base_url is https but trusted_proxies is empty"},
+		},
+		{
+			name: "https base_url behind a trusted proxy, nothing to say",
+			yaml: "base_url: https://handoff.example.com\ntrusted_proxies: [127.0.0.1]\nchannels: [{name: web, fields: {message_id: /id}, signature: {scheme: standard-webhooks, secret: " + webSecret + "}}]\n",
 		},
 		{
 			name: "openai without key",

@@ -246,6 +246,11 @@ func (d *decoder) channel(path string, n *yaml.Node, names, providers map[string
 		return ch, false
 	}
 	d.signedFields(path, ch, set["fields"])
+	if v := set["auto_approve"]; ch.AutoApprove && ch.Signature != nil && !hook.SignsBody(ch.Signature.Scheme) {
+		// One captured credential would let anyone choose the message, and
+		// the reply would go out with no person in between.
+		d.fail(joinPath(path, "auto_approve"), v, "a %s signature does not cover the body, so whoever captured one request could send any message and have its reply sent unreviewed; use a scheme that signs the body or turn auto_approve off", ch.Signature.Scheme)
+	}
 	if set["name"] == nil {
 		d.fail(joinPath(path, "name"), n, "missing; every channel needs a name ([a-z0-9-]+)")
 	}

@@ -20,6 +20,11 @@ func (c *Config) Warnings() []string {
 	if strings.HasPrefix(c.BaseURL, "http://") && !loopbackURL(c.BaseURL) {
 		ws = append(ws, "base_url is plain http: session cookies are not marked Secure and passwords cross the network in clear text")
 	}
+	if strings.HasPrefix(c.BaseURL, "https://") && len(c.TrustedProxies) == 0 {
+		// TLS usually ends at a proxy in front: every client would then be
+		// the proxy's one address, and 20 failed logins would lock them all.
+		ws = append(ws, "base_url is https but trusted_proxies is empty: if a reverse proxy ends TLS in front of handoff, every client has the proxy's address, and 20 failed logins from anyone refuse every login; list the proxy's address in trusted_proxies")
+	}
 	for i, ch := range c.Channels {
 		if ch.Handshake == hook.HandshakeMeta && ch.VerifyToken == "" {
 			ws = append(ws, fmt.Sprintf("channel %q answers Meta's handshake but has no verify_token: every GET /hooks/%s is refused, so the URL cannot be registered", ch.Name, ch.Name))

@@ -16,6 +16,17 @@ const MaxIDLen = 256
 // "%253A" and never reads back as ':'.
 var partEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
 
+// CheckKeyField refuses a value that names a lead, the contact or the
+// conversation id (read from source), holding control characters: CR, LF
+// or NUL in it would split a log line or an email header built from it,
+// or cut a key short, as for the message id. An empty value passes.
+func CheckKeyField(field, source, v string) error {
+	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return badRequest("the %s field %s contains control characters", field, source)
+	}
+	return nil
+}
+
 // MessageID composes the provider message id from sources. One source gives
 // its value unchanged. Several, for providers whose ids are only unique per
 // tenant, are joined with ':' after escaping each part ('%' as %25, ':' as

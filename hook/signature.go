@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +49,24 @@ type Request struct {
 // is a 401 *Error whose sentence never quotes a secret.
 type Verifier interface {
 	Verify(r *Request) error
+}
+
+// OnceVerifier is a Verifier whose signature carries a value the sender
+// signs once and never for another request (Mailgun's token): a request
+// whose signature is right may still be a replay, which only a record of
+// the values already spent can tell.
+type OnceVerifier interface {
+	Verifier
+	VerifyOnce(r *Request) (Once, error)
+}
+
+// Once is a verified request's one-time value: SignedAt is the time signed
+// with it, and Keep how long after SignedAt the signature's tolerance still
+// accepts it, hence how long it must be remembered.
+type Once struct {
+	Value    string
+	SignedAt time.Time
+	Keep     time.Duration
 }
 
 // Signing is a channel's configured signature.
@@ -165,6 +184,18 @@ func SignsHeader(scheme, name string) bool {
 		return http.CanonicalHeaderKey(name) == "X-Slack-Request-Timestamp"
 	}
 	return false
+}
+
+// SignsBody reports whether scheme's signature covers the request's body,
+// so that config can refuse auto_approve where one captured credential
+// (a Mailgun signature, a password, a shared token) would let anyone
+// choose the message, hence the reply sent without a person.
+func SignsBody(scheme string) bool {
+	switch scheme {
+	case SchemeMailgun, SchemeBasic, SchemeToken:
+		return false
+	}
+	return true
 }
 
 // NeedsTolerance reports whether scheme signs a timestamp, so that a
@@ -543,9 +574,17 @@ type mailgun struct {
 }
 
 func (m *mailgun) Verify(r *Request) error {
+	_, err := m.VerifyOnce(r)
+	return err
+}
+
+// VerifyOnce verifies r and returns its token, which Mailgun signs once:
+// the receiver refuses a token it has seen before, as Mailgun's docs ask,
+// since the signature covers the timestamp and token but not the message.
+func (m *mailgun) VerifyOnce(r *Request) (Once, error) {
 	p, err := Parse(r.Header.Get("Content-Type"), r.Body, nil)
 	if err != nil {
-		return unauthorized("the body cannot be read, so its Mailgun signature cannot be checked")
+		return Once{}, unauthorized("the body cannot be read, so its Mailgun signature cannot be checked")
 	}
 	prefix := ""
 	if p.IsJSON() {
@@ -557,17 +596,18 @@ func (m *mailgun) Verify(r *Request) error {
 	}
 	ts, tok, sig := read("timestamp"), read("token"), read("signature")
 	if ts == "" || tok == "" || sig == "" {
-		return unauthorized("the Mailgun signature fields (timestamp, token, signature) are missing")
+		return Once{}, unauthorized("the Mailgun signature fields (timestamp, token, signature) are missing")
 	}
 	got, err := hex.DecodeString(sig)
 	if err != nil || len(got) != sha256.Size {
-		return unauthorized("the Mailgun signature is not a hex HMAC-SHA256")
+		return Once{}, unauthorized("the Mailgun signature is not a hex HMAC-SHA256")
 	}
 	if err := checkTime(ts, r.Now, m.tolerance, "Mailgun timestamp"); err != nil {
-		return err
+		return Once{}, err
 	}
 	if !equalAny(got, macs(m.keys, sha256.New, []byte(ts), []byte(tok))) {
-		return errNoMatch
+		return Once{}, errNoMatch
 	}
-	return nil
+	sec, _ := strconv.ParseInt(ts, 10, 64) // checkTime parsed it
+	return Once{Value: tok, SignedAt: time.Unix(sec, 0).UTC(), Keep: m.tolerance}, nil
 }

@@ -238,8 +238,21 @@ func (s *Server) requireAPI(need store.Scope) echo.MiddlewareFunc {
 	}
 }
 
-// requirePage admits a logged-in person, sending anyone else to /login.
+// requirePage admits a logged-in person, sending anyone else to /login;
+// an unsafe request must carry the session's CSRF token.
 func (s *Server) requirePage(next echo.HandlerFunc) echo.HandlerFunc {
+	return s.requireSession(func(c *echo.Context) error {
+		if err := checkCSRF(c, who(c)); err != nil {
+			return err
+		}
+		return next(c)
+	})
+}
+
+// requireSession is requirePage without the CSRF check, for the one route
+// that checks the token itself (the restore upload: its token is a part of
+// a multipart body that must not be parsed whole before it is checked).
+func (s *Server) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		p := s.session(c)
 		if p == nil {
@@ -247,9 +260,6 @@ func (s *Server) requirePage(next echo.HandlerFunc) echo.HandlerFunc {
 				return errorf(http.StatusUnauthorized, "your session has ended; log in again")
 			}
 			return c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(c.Request().URL.RequestURI()))
-		}
-		if err := checkCSRF(c, p); err != nil {
-			return err
 		}
 		s.setPrincipal(c, p)
 		return next(c)
@@ -267,7 +277,7 @@ func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // checkCSRF requires the session's token on every unsafe request: as the
-// X-CSRF-Token header (htmx sends it) or the csrf form field.
+// X-CSRF-Token header (htmx sends it) or the csrf field of the form body.
 func checkCSRF(c *echo.Context, p *principal) error {
 	switch c.Request().Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -278,9 +288,11 @@ func checkCSRF(c *echo.Context, p *principal) error {
 	}
 	got := c.Request().Header.Get("X-CSRF-Token")
 	if got == "" && !strings.HasPrefix(c.Request().URL.Path, "/api/") {
-		// Dashboard forms may carry it as a field; the JSON API only as the
-		// header, so its body is never parsed as a form before its own limit.
-		got = c.FormValue("csrf")
+		// Dashboard forms may carry it as a field of the body, never of the
+		// query string (a URL is logged, kept in history and sent on as a
+		// Referer); the JSON API only as the header, so its body is never
+		// parsed as a form before its own limit.
+		got = c.Request().PostFormValue("csrf")
 	}
 	if got == "" || !csrfMatches(got, p.Session.CSRF) {
 		return errorf(http.StatusForbidden, "the form's security token is missing or stale; reload the page and try again")

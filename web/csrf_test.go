@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -126,6 +127,48 @@ func TestCSRFMatches(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := csrfMatches(tt.got, tt.token); got != tt.want {
 				t.Errorf("csrfMatches(%q, %q) = %v; want %v", tt.got, tt.token, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCSRFWhereItComesFrom: the token is taken from the X-CSRF-Token header
+// or the form body, never from the query string (a URL is logged, kept in
+// the history and sent on as a Referer).
+func TestCSRFWhereItComesFrom(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, nil)
+	b := loggedIn(t, e, "ann", store.RoleApprover, "")
+	b.getOK("/drafts")
+	tok := b.csrf
+	cases := []struct {
+		name   string
+		query  string
+		form   url.Values
+		header http.Header
+		want   int
+	}{
+		{"in the query string", "?csrf=" + url.QueryEscape(tok), url.Values{"action": {"reject"}}, nil, http.StatusForbidden},
+		{"in the query string, the body's empty", "?csrf=" + url.QueryEscape(tok), url.Values{"action": {"reject"}, "csrf": {""}}, nil, http.StatusForbidden},
+		{"in the form body", "", url.Values{"action": {"reject"}, "csrf": {tok}}, nil, http.StatusOK},
+		{"in the header", "", url.Values{"action": {"reject"}}, http.Header{"X-Csrf-Token": {tok}}, http.StatusOK},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := pending(t, e, "demo", fmt.Sprintf("csrf-%d", i), "where the token comes from")
+			h := http.Header{"Hx-Request": {"true"}}
+			for k, v := range tc.header {
+				h[k] = v
+			}
+			if p := b.do(http.MethodPost, "/drafts/"+d.ID+"/reject"+tc.query, tc.form, h); p.code != tc.want {
+				t.Fatalf("reject with the token %s: %d %.200s, want %d", tc.name, p.code, p.body, tc.want)
+			}
+			got, err := e.st.Draft(d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refused := tc.want == http.StatusForbidden; refused != (got.Status == store.DraftPending) {
+				t.Errorf("after %s: draft %s", tc.name, got.Status)
 			}
 		})
 	}

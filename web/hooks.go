@@ -101,8 +101,16 @@ func (s *Server) receive(c *echo.Context, name string) ([]string, error) {
 		return []string{"rejected_unreadable"}, &apiError{status: http.StatusBadRequest, msg: "the body could not be read", err: err}
 	}
 	now := s.now().UTC()
+	var once *hook.Once
 	if v := s.verifiers[ch.Name]; v != nil {
-		if err := v.Verify(&hook.Request{URL: s.publicURL(req), Header: req.Header, Body: body, Now: now}); err != nil {
+		hr := &hook.Request{URL: s.publicURL(req), Header: req.Header, Body: body, Now: now}
+		if ov, ok := v.(hook.OnceVerifier); ok {
+			o, err := ov.VerifyOnce(hr)
+			if err != nil {
+				return []string{"rejected_signature"}, refused(err, http.StatusUnauthorized)
+			}
+			once = &o
+		} else if err := v.Verify(hr); err != nil {
 			return []string{"rejected_signature"}, refused(err, http.StatusUnauthorized)
 		}
 	}
@@ -122,6 +130,11 @@ func (s *Server) receive(c *echo.Context, name string) ([]string, error) {
 	in, err := s.inbound(p, ch, req.Header.Get("Content-Type"), body, now)
 	if err != nil {
 		return []string{"rejected_message_id"}, refused(err, http.StatusBadRequest)
+	}
+	if once != nil {
+		if err := s.spend(req, ch, *once, body, now); err != nil {
+			return []string{"rejected_replay"}, err
+		}
 	}
 	outcomes := make([]string, 0, len(in.messages)+in.notifications+len(in.receipts))
 	for range in.notifications {
@@ -169,6 +182,29 @@ func (s *Server) receive(c *echo.Context, name string) ([]string, error) {
 		ans.Status = "duplicate"
 	}
 	return outcomes, s.answerHook(c, ch, ans)
+}
+
+// spend records that the request spent its signature's one-time value, in
+// one write transaction before its messages are recorded, and refuses a
+// value another request spent: the signature covers only the value, not
+// the body, so a captured one would otherwise carry any message. The same
+// request sent again (the sender's retry: its content type and body
+// byte for byte) passes, and its messages answer as duplicates. Were the
+// recording to fail after the spend, that retry still records them.
+func (s *Server) spend(req *http.Request, ch *config.Channel, o hook.Once, body []byte, now time.Time) error {
+	h := sha256.New()
+	h.Write([]byte(req.Header.Get("Content-Type")))
+	h.Write([]byte{0})
+	h.Write(body)
+	fp := h.Sum(nil)
+	first, err := s.st.SpendNonce(req.Context(), store.Nonce{Scope: ch.Name, Value: o.Value, SignedAt: o.SignedAt, Keep: o.Keep, Request: fp}, now)
+	switch {
+	case err != nil:
+		return unavailable(err)
+	case first != nil && subtle.ConstantTimeCompare(first, fp) != 1:
+		return errorf(http.StatusUnauthorized, "this signature's token was already used by another request; a %s signature is good for one request only", ch.Signature.Scheme)
+	}
+	return nil
 }
 
 // answerHook answers as the channel's provider expects.
@@ -234,17 +270,27 @@ func (s *Server) inbound(p *hook.Payload, ch *config.Channel, contentType string
 			in.notifications++
 			continue
 		}
-		msgID, err := hook.MessageIDAt(p, ch.Fields.MessageID, at)
-		if err != nil {
+		refuse := func(err error) (inbound, error) {
 			var he *hook.Error
 			if ch.Messages.Items != "" && errors.As(err, &he) {
 				return in, &hook.Error{Status: he.Status, Msg: fmt.Sprintf("message %d of the batch: %s", i+1, he.Msg)}
 			}
 			return in, err
 		}
+		msgID, err := hook.MessageIDAt(p, ch.Fields.MessageID, at)
+		if err != nil {
+			return refuse(err)
+		}
 		contact := optional(p, ch.Fields.Contact, at)
+		if err := hook.CheckKeyField("contact", ch.Fields.Contact, contact); err != nil {
+			return refuse(err)
+		}
+		conv := conversationID(p, ch, at, contact, msgID)
+		if err := hook.CheckKeyField("conversation_id", ch.Fields.ConversationID, conv); err != nil {
+			return refuse(err)
+		}
 		in.messages = append(in.messages, intake.Message{
-			Channel: ch.Name, MessageID: msgID, ConversationID: conversationID(p, ch, at, contact, msgID),
+			Channel: ch.Name, MessageID: msgID, ConversationID: conv,
 			Contact: contact, Name: optional(p, ch.Fields.Name, at), Text: optional(p, ch.Fields.Text, at),
 			Subject: optional(p, ch.Fields.Subject, at), ContentType: contentType, Body: kept, JSON: isJSON, ReceivedAt: now,
 			Coalesce: ch.Coalesce,
@@ -311,12 +357,20 @@ func (s *Server) hookHandshake(c *echo.Context) error {
 		c.Response().Header().Set("Allow", http.MethodPost)
 		return errorf(http.StatusMethodNotAllowed, "GET is not allowed on %s", c.Request().URL.Path)
 	}
+	// The verify token is a secret a caller could guess at: each try counts
+	// under the login limits of the caller's address first.
+	right, err := s.trySecret(c, "hub.verify_token of "+ch.Name, "hub.verify_token")
+	if err != nil {
+		s.metrics.Webhook(name, "rejected_handshake")
+		return err
+	}
 	q := c.Request().URL.Query()
 	token, challenge := q.Get("hub.verify_token"), q.Get("hub.challenge")
 	if q.Get("hub.mode") != "subscribe" || ch.VerifyToken == "" || !sameSecret(token, ch.VerifyToken) {
 		s.metrics.Webhook(name, "rejected_handshake")
 		return errorf(http.StatusForbidden, "the handshake is refused: hub.mode is not subscribe or hub.verify_token does not match the channel's verify_token")
 	}
+	right()
 	if !validChallenge(challenge) {
 		s.metrics.Webhook(name, "rejected_handshake")
 		return errorf(http.StatusBadRequest, "hub.challenge is missing or not printable text of at most %d bytes", maxChallenge)

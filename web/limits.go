@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/labstack/echo/v5"
 )
 
 // The login limits (see README, "Logging in"): a stranger who knows a name
@@ -361,4 +363,22 @@ func (b *auditBudget) take(now time.Time) (ok, last bool) {
 	}
 	b.used++
 	return true, b.used == b.max
+}
+
+// trySecret counts one try at a secret other than a login's password
+// under the login limits (loginGuard: per name and address, per address,
+// the name's back-off), before the secret is compared, so parallel guesses
+// cannot slip past. name is what the try is for: a person's name for a
+// check of their password, or a phrase with a space, which no person's
+// name holds, for another secret ("hub.verify_token of wa"). what names
+// it in the 429 (with Retry-After) when the limits refuse. Otherwise call
+// right once the secret matched: it takes the try back, as a login's
+// success does.
+func (s *Server) trySecret(c *echo.Context, name, what string) (right func(), err error) {
+	now := s.now()
+	addr := addrKey(c.RealIP())
+	if retry, ok := s.logins.reserve(name, addr, now); !ok {
+		return nil, tooMany(c, retry, "too many failed tries at "+what)
+	}
+	return func() { s.logins.release(name, addr, now) }, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,19 +71,54 @@ func (s *Server) backupNowPage(c *echo.Context) error {
 	return s.renderBackups(c, http.StatusOK, msg, "")
 }
 
-// allowUpload admits the restore form's multipart body up to
-// maxRestoreUpload and gives it time to arrive; it stands where limitForm
-// stands on the other forms.
+// uploadKey is where allowUpload leaves the upload's multipart reader.
+const uploadKey = "restore_upload"
+
+// closeOnRefusal closes the connection after a refused upload, so that the
+// refusal goes out at once: otherwise the server first reads and discards
+// what it can of a body the caller may be sending slowly, or never.
+func closeOnRefusal(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		err := next(c)
+		if err != nil {
+			c.Response().Header().Set("Connection", "close")
+		}
+		return err
+	}
+}
+
+// allowUpload checks the restore upload's CSRF token, then admits its
+// multipart body up to maxRestoreUpload and gives it an hour to arrive. It
+// stands after the session and admin checks and reads the token before it
+// lifts the server's deadlines, so only an admin's request from the
+// dashboard gets the hour: the X-CSRF-Token header, or else the form's
+// first part, csrf (the dashboard's form puts it first), read under the
+// ordinary deadlines. It stands where limitForm stands on the other forms.
 func allowUpload(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		r := c.Request()
 		if r.ContentLength > maxRestoreUpload {
 			return errorf(http.StatusRequestEntityTooLarge, "the file is larger than %s, the most the dashboard takes; restore it with handoff restore", views.ByteSize(maxRestoreUpload))
 		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxRestoreUpload+1<<20)
+		mr, err := r.MultipartReader()
+		if err != nil {
+			return errorf(http.StatusBadRequest, "the upload is not a multipart form")
+		}
+		got := r.Header.Get("X-CSRF-Token")
+		if got == "" {
+			if part, err := mr.NextPart(); err == nil && part.FormName() == "csrf" {
+				b, _ := io.ReadAll(io.LimitReader(part, 1<<10))
+				got = string(b)
+			}
+		}
+		if p := who(c); p == nil || p.Session == nil || got == "" || !csrfMatches(got, p.Session.CSRF) {
+			return errorf(http.StatusForbidden, "the form's security token is missing or stale; reload the page and try again")
+		}
 		rc := http.NewResponseController(c.Response())
 		_ = rc.SetReadDeadline(time.Now().Add(time.Hour))
 		_ = rc.SetWriteDeadline(time.Now().Add(time.Hour))
-		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxRestoreUpload+1<<20)
+		c.Set(uploadKey, mr)
 		return next(c)
 	}
 }
@@ -138,42 +174,60 @@ func (s *Server) restoreListed(c *echo.Context) error {
 }
 
 // restoreUpload answers POST /backups/restore/upload: an uploaded backup
-// file restored.
+// file restored. The form is read part by part as it arrives (allowUpload
+// read the token): the file goes straight into the data folder, since the
+// restore renames a file there into place, on the same file system.
 func (s *Server) restoreUpload(c *echo.Context) error {
 	if s.backups == nil {
 		return errNoBackups
 	}
-	fh, err := c.FormFile("file")
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return s.renderBackups(c, http.StatusRequestEntityTooLarge, "", "Nothing was restored: the file is larger than "+views.ByteSize(maxRestoreUpload)+", the most the dashboard takes; restore it with handoff restore.")
-		}
-		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: choose a backup file to upload.")
+	mr, _ := c.Get(uploadKey).(*multipart.Reader)
+	if mr == nil {
+		return errors.New("restore upload: no multipart reader (allowUpload is not in the chain)")
 	}
-	if strings.TrimSpace(c.FormValue("confirm")) != restoreWord {
-		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: type restore in the confirmation box to restore.")
-	}
-	in, err := fh.Open()
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	// The upload is copied into the data folder first: the restore
-	// renames a file there into place, on the same file system.
 	tmp, err := os.CreateTemp(s.cfg.DataDir, ".restore-upload-*.tmp")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	_, err = io.Copy(tmp, in)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	defer tmp.Close()
+	var file, confirm string
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err == nil {
+			switch {
+			case part.FormName() == "file" && file == "" && part.FileName() != "":
+				file = filepath.Base(part.FileName())
+				_, err = io.Copy(tmp, part)
+			case part.FormName() == "confirm":
+				var b []byte
+				b, err = io.ReadAll(io.LimitReader(part, 1<<10))
+				confirm = string(b)
+			default:
+				_, err = io.Copy(io.Discard, part)
+			}
+		}
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				return s.renderBackups(c, http.StatusRequestEntityTooLarge, "", "Nothing was restored: the file is larger than "+views.ByteSize(maxRestoreUpload)+", the most the dashboard takes; restore it with handoff restore.")
+			}
+			return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: the upload could not be read to its end.")
+		}
 	}
-	if err != nil {
+	if file == "" {
+		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: choose a backup file to upload.")
+	}
+	if strings.TrimSpace(confirm) != restoreWord {
+		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: type restore in the confirmation box to restore.")
+	}
+	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("store the uploaded backup: %w", err)
 	}
-	return s.restoreFrom(c, tmp.Name(), "the uploaded file "+filepath.Base(fh.Filename))
+	return s.restoreFrom(c, tmp.Name(), "the uploaded file "+file)
 }
 
 // restoreFrom restores the file at path (described as what), audits it in

@@ -138,6 +138,8 @@ func (s *Server) routes() {
 	e.GET("/backups/file/:name", s.backupFile, admin...)
 	e.POST("/backups/now", s.backupNowPage, admin...)
 	e.POST("/backups/restore", s.restoreListed, admin...)
-	// The one multipart form: allowUpload stands in for limitForm.
-	e.POST("/backups/restore/upload", s.restoreUpload, crossOrigin, allowUpload, s.requirePage, s.enrolled, requireAdmin)
+	// The one multipart form: allowUpload stands in for limitForm, and
+	// checks the CSRF token (a part of the body) once the session and the
+	// role are known, before it gives the body an hour (pages_restore.go).
+	e.POST("/backups/restore/upload", s.restoreUpload, closeOnRefusal, crossOrigin, s.requireSession, s.enrolled, requireAdmin, allowUpload)
 }

@@ -2,7 +2,10 @@ package web
 
 import (
 	"errors"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/labstack/echo/v5"
@@ -15,6 +18,10 @@ import (
 // SetupPath is where the first start's setup link points: SetupPath + the
 // link's secret.
 const SetupPath = "/setup/"
+
+// SetupLinkFile is the file in the data folder that holds the setup link
+// when serve's stdout is not a terminal; it is deleted once the link is used.
+const SetupLinkFile = "setup-link"
 
 // setupForm answers GET /setup/:token: the form to create the first admin,
 // while the link is live.
@@ -39,6 +46,12 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	again := func(msg string) error {
 		return render(c, http.StatusBadRequest, views.Setup(views.SetupPage{Token: token, Name: name, Error: msg}))
 	}
+	// The link first, before the password is hashed: a dead or made-up
+	// link, and every link once a person exists, costs one read, never a
+	// bcrypt. UseSetupLink checks again in its own transaction.
+	if !s.st.SetupLinkValid(hashSecret(token), s.now()) {
+		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
+	}
 	if !ValidName(name) {
 		return again("A name is 1 to 64 letters, digits, dots, dashes, underscores or @.")
 	}
@@ -59,6 +72,9 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if err := os.Remove(filepath.Join(s.cfg.DataDir, SetupLinkFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("delete the used setup link's file", "err", err)
 	}
 	// Logged in as login does (the new admin has no second factor yet).
 	secret, err := s.startSession(c, admin, ip, now, "after setup")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -257,8 +258,9 @@ func (b *browser) checkPage(pass string, width int, u string) {
 	b.screenshot(fmt.Sprintf("%s-%d-%s", pass, width, strings.Trim(fileName(path), "-")))
 }
 
-// setupMessage is the line a first start without users prints.
-var setupMessage = regexp.MustCompile(`open (http://\S+/setup/\S+) within`)
+// setupMessage is the line a first start without users prints when its
+// stdout is not a terminal: the file that holds the link, not the link.
+var setupMessage = regexp.MustCompile(`the setup link is in (\S+) \(`)
 
 // setupLink starts another server with no users and no
 // HANDOFF_ADMIN_PASSWORD and returns the setup link it prints, live
@@ -281,13 +283,17 @@ func setupLink(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("handoff serve with no users: %v", err)
 	}
-	var link string
-	eventually(t, startTimeout, "the setup link in the first start's output", func() (bool, string) {
+	var file string
+	eventually(t, startTimeout, "the setup link's file in the first start's output", func() (bool, string) {
 		m := setupMessage.FindStringSubmatch(p.Tail(logTail))
 		if m != nil {
-			link = m[1]
+			file = m[1]
 		}
 		return m != nil, p.Tail(logTail)
 	})
-	return link
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("the setup link's file: %v", err)
+	}
+	return strings.TrimSpace(string(raw))
 }

@@ -114,18 +114,14 @@ func newHTTP(cfg config.Provider, d Deps) (Provider, error) {
 	}, nil
 }
 
-// checkRedirect never follows a redirect of a POST: the client would replay
-// the message to a URL nobody configured (or, for 301-303, turn it into a
-// GET and lose it), so the 3xx itself is returned and judged permanent. A
-// lookup is a GET and may follow a moved resource as browsers do.
-func checkRedirect(req *http.Request, via []*http.Request) error {
-	if via[0].Method != http.MethodGet {
-		return http.ErrUseLastResponse
-	}
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	return nil
+// checkRedirect never follows a redirect. A POST would replay the message
+// to a URL nobody configured (or, for 301-303, turn into a GET and lose
+// it), so the 3xx itself is returned and judged permanent. A lookup's GET
+// carries the provider's credentials and decides whether a message was
+// sent: a 3xx answers neither found nor not found, so it is "cannot tell"
+// and the lookup is asked again later, never of a host nobody configured.
+func checkRedirect(*http.Request, []*http.Request) error {
+	return http.ErrUseLastResponse
 }
 
 func checkURL(raw string) error {
@@ -282,6 +278,9 @@ func (h *HTTP) Lookup(ctx context.Context, ref, correlationID string) (string, b
 	case http.StatusNotFound:
 		return "", false, nil
 	default:
+		if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
+			return "", false, fmt.Errorf("%s: lookup %s: answered %s, redirected to %q, which a lookup never follows; fix lookup_url", h.name, ref, resp.Status, loc)
+		}
 		return "", false, fmt.Errorf("%s: lookup %s: answered %s: %s", h.name, ref, resp.Status, excerpt(resp.Body))
 	}
 }

@@ -455,6 +455,40 @@ func queryValue(t *testing.T, raw, key string) string {
 	return q.Get(key)
 }
 
+// TestHTTPLookupRedirectNotFollowed: a lookup's GET carries the
+// provider's credentials and decides whether a message was sent, so a 3xx
+// (to another host or the same) is followed by no request: it is "cannot
+// tell", neither found nor not found, and the error names the target.
+func TestHTTPLookupRedirectNotFollowed(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		code   int
+		answer http.HandlerFunc // of the redirect's target
+	}{
+		{"302 to a host that says found", 302, reply(200, `{"id":"forged"}`)},
+		{"301 to a host that says not found", 301, reply(404, "")},
+		{"307 to a host that says found", 307, reply(200, `{"id":"forged"}`)},
+		{"308 to a host that says not found", 308, reply(404, "")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			target, hits := server(t, tt.answer)
+			srv, _ := server(t, reply(tt.code, "", "Location", target.URL+"/elsewhere"))
+			p := mustHTTP(t, config.Provider{URL: srv.URL, LookupURL: srv.URL + "/m/{ref}"}, Deps{})
+			id, found, err := p.Lookup(context.Background(), "r1", "corr-1")
+			if err == nil || found || id != "" {
+				t.Fatalf("Lookup = (%q, %v, %v), want an error (cannot tell)", id, found, err)
+			}
+			if !strings.Contains(err.Error(), "never follows") || !strings.Contains(err.Error(), target.URL) {
+				t.Errorf("err = %v, want it to name the redirect and that it is not followed", err)
+			}
+			if n := len(hits.all()); n != 0 {
+				t.Errorf("the redirect target got %d requests, want 0", n)
+			}
+		})
+	}
+}
+
 func TestHTTPLookupUnsupported(t *testing.T) {
 	p := mustHTTP(t, config.Provider{URL: "http://127.0.0.1:1/"}, Deps{})
 	_, found, err := p.Lookup(context.Background(), "r1", "corr-1")

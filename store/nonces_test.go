@@ -1,0 +1,87 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestSpendNonce(t *testing.T) {
+	ctx := context.Background()
+	st := openTest(t)
+	fpA, fpB := []byte("request A"), []byte("request B")
+	n := func(value string, at time.Time, fp []byte) Nonce {
+		return Nonce{Scope: "mail", Value: value, SignedAt: at, Keep: 5 * time.Minute, Request: fp}
+	}
+	steps := []struct {
+		name  string
+		nonce Nonce
+		now   time.Time
+		want  []byte // nil: unspent until now
+	}{
+		{"first spend", n("tok1", t0, fpA), t0, nil},
+		{"the same request again", n("tok1", t0, fpB), t0.Add(time.Second), fpA},
+		{"another scope", Nonce{Scope: "other", Value: "tok1", SignedAt: t0, Keep: time.Minute, Request: fpB}, t0, nil},
+		{"another value", n("tok2", t0, fpB), t0, nil},
+		{"the same value signed at another time", n("tok1", t0.Add(time.Second), fpB), t0.Add(time.Second), nil},
+	}
+	for _, s := range steps {
+		got, err := st.SpendNonce(ctx, s.nonce, s.now)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if !bytes.Equal(got, s.want) {
+			t.Errorf("%s: SpendNonce = %q, want %q", s.name, got, s.want)
+		}
+	}
+	if c, _ := st.Nonces("mail"); c != 3 {
+		t.Fatalf("mail nonces = %d, want 3", c)
+	}
+	// A spend past the tolerance sweeps the scope's older nonces, and only
+	// the scope's.
+	if _, err := st.SpendNonce(ctx, n("tok3", t0.Add(time.Hour), fpA), t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := st.Nonces("mail"); c != 1 {
+		t.Errorf("mail nonces after the sweep = %d, want 1 (the new one)", c)
+	}
+	if c, _ := st.Nonces("other"); c != 1 {
+		t.Errorf("other nonces after mail's sweep = %d, want 1", c)
+	}
+}
+
+// Concurrent spends of one nonce by different requests: exactly one finds
+// it unspent, however the group commit batches them.
+func TestSpendNonceConcurrent(t *testing.T) {
+	ctx := context.Background()
+	st := openTest(t)
+	const n = 16
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		fresh = make(chan int, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			first, err := st.SpendNonce(ctx, Nonce{Scope: "mail", Value: "tok", SignedAt: t0, Keep: time.Minute, Request: []byte{byte(i)}}, t0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if first == nil {
+				fresh <- i
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(fresh)
+	if got := len(fresh); got != 1 {
+		t.Fatalf("%d spends found the nonce unspent, want 1", got)
+	}
+}
