@@ -68,8 +68,9 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 	}
 	h := sha256.New()
 	var (
-		n   int64
-		sum string
+		n        int64
+		sum      string
+		warnings []string
 	)
 	err = store.WriteFileAtomic(*out, func(w io.Writer) error {
 		var err error
@@ -89,18 +90,31 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 		case want != sum:
 			return fmt.Errorf("the download's SHA-256 is %s but the server sent %s: the file was damaged in transit; nothing was written", sum, want)
 		}
-		if err := store.VerifyFile(tmp); err != nil {
-			// Name the file asked for, not the temporary one, which is gone.
-			var de *store.DamagedError
-			if errors.As(err, &de) {
-				return fmt.Errorf("%s was not written: the download %s", *out, de.Problem)
-			}
-			return fmt.Errorf("the downloaded backup was not written: %w", err)
+		// A copy that does not verify never takes FILE's name, so a good
+		// FILE from an earlier run stays as it was. One whose only
+		// problems are unreadable records is as good as the live file
+		// (store.BackupVerdict): it is written, and says so.
+		verr := store.VerifyFile(tmp)
+		if ok, w := store.BackupVerdict(verr); ok {
+			warnings = w
+			return nil
 		}
-		return nil
+		// Name the file asked for, not the temporary one, which is gone.
+		var de *store.DamagedError
+		if errors.As(verr, &de) {
+			return fmt.Errorf("%s was not written (a file already there is left as it was): the download %s", *out, de.Problem)
+		}
+		return fmt.Errorf("the downloaded backup was not written: %w", verr)
 	})
 	if err != nil {
 		return err
+	}
+	if len(warnings) > 0 {
+		fmt.Fprintf(e.stdout, "%s: %d bytes, verified with warnings (sha256 %s): %d unreadable records, as in the live database:\n", *out, n, sum, len(warnings))
+		for _, w := range warnings {
+			fmt.Fprintf(e.stdout, "  %s\n", w)
+		}
+		return nil
 	}
 	fmt.Fprintf(e.stdout, "%s: %d bytes, verified (sha256 %s)\n", *out, n, sum)
 	return nil

@@ -50,6 +50,9 @@ type Deps struct {
 	APIToken string // HANDOFF_API_TOKEN; empty disables bearer access
 	// AfterDraftSave, when set, runs right after each draft commits (crash tests).
 	AfterDraftSave func()
+	// VerifyBackup, when set, checks each scheduled backup's copy instead
+	// of store.VerifyFile (tests damage the copy, then call it).
+	VerifyBackup func(path string) error
 }
 
 // App is the whole process.
@@ -154,7 +157,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
 		return nil, err
 	}
-	a.maint = &jobs.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake}
+	a.maint = &jobs.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake, Verify: d.VerifyBackup}
 	a.backups = &backups{a: a, metrics: metrics}
 	if t := cfg.Backups.Target; t != nil {
 		if a.backups.target, err = offsite.New(*t, store.IsBackupName); err != nil {
@@ -179,9 +182,10 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 			return nil, fmt.Errorf("schedule %s: %w", task.name, err)
 		}
 	}
-	// The last good backup survives a restart: it is the newest file on disk.
+	// The last good backup survives a restart: it is the newest file on
+	// disk, since only a verified copy takes a backup's name.
 	if files, err := store.Backups(jobs.BackupDir(cfg.DataDir)); err == nil && len(files) > 0 {
-		metrics.RestoreLastBackup(files[0].ModTime)
+		metrics.RestoreLastBackup(files[0].ModTime, files[0].Warnings)
 	}
 
 	lookers := make(map[string]delivery.Looker, len(providers))

@@ -95,8 +95,9 @@ func (b *backups) Restore(ctx context.Context, src string) (string, error) {
 	if !a.started {
 		return "", errors.New("restore: the server is not running")
 	}
-	// Verify before stopping anything: a bad file costs no downtime.
-	if err := store.VerifyFile(src); err != nil {
+	// Verify before stopping anything: a bad file costs no downtime. A
+	// file the backups would keep (BackupVerdict) is a file restore takes.
+	if err := store.VerifyFile(src); !restorable(err) {
 		return "", fmt.Errorf("restore: nothing was changed: %w", err)
 	}
 	// The background page walk reads the old file directly.
@@ -132,13 +133,21 @@ func (b *backups) Restore(ctx context.Context, src string) (string, error) {
 	// The last good backup is what is on disk, whatever the restored
 	// database says.
 	if files, err := store.Backups(jobs.BackupDir(a.cfg.DataDir)); err == nil && len(files) > 0 {
-		b.metrics.RestoreLastBackup(files[0].ModTime)
+		b.metrics.RestoreLastBackup(files[0].ModTime, files[0].Warnings)
 	}
 	return kept, nil
 }
 
-// lastOffsite sets the offsite gauges from the newest copy in the bucket,
-// so they survive a restart; a bucket that cannot be listed is only logged.
+// restorable is store.BackupVerdict's ok.
+func restorable(err error) bool {
+	ok, _ := store.BackupVerdict(err)
+	return ok
+}
+
+// lastOffsite sets the offsite gauges from the newest verified copy in the
+// bucket (one with its verification record, never merely the newest
+// listed), so they survive a restart; a bucket that cannot be listed is
+// only logged.
 func (b *backups) lastOffsite(ctx context.Context) {
 	if b.target == nil {
 		return
@@ -150,7 +159,7 @@ func (b *backups) lastOffsite(ctx context.Context) {
 		b.a.log.Warn("list the offsite copies", "target", b.target.URL(), slog.Any("err", err))
 		return
 	}
-	if len(list) > 0 {
-		b.metrics.RestoreLastOffsite(list[0].Name, list[0].Size, list[0].Uploaded)
+	if c, ok := offsite.NewestVerified(list); ok {
+		b.metrics.RestoreLastOffsite(c.Name, c.Size, c.Uploaded)
 	}
 }

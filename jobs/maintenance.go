@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -15,9 +16,12 @@ import (
 	"github.com/handoff/handoff/store"
 )
 
-// BackupRecorder is told how each backup went (metrics, the overview).
+// BackupRecorder is told how each backup went (metrics, the overview):
+// err nil is a verified copy, with the unreadable records it carries as
+// warnings; an error is a backup that failed, a *store.RejectedError when
+// its copy failed verification.
 type BackupRecorder interface {
-	Backup(ok bool, at time.Time)
+	Backup(at time.Time, warnings []string, err error)
 }
 
 // Maintenance is the periodic housekeeping the cron schedule runs.
@@ -30,7 +34,10 @@ type Maintenance struct {
 	// AfterBackup runs after each good backup with the file written (the
 	// offsite copy); its error fails the backup task. May be nil.
 	AfterBackup func(ctx context.Context, f store.BackupFile, sha256 string) error
-	Now         func() time.Time
+	// Verify checks each copy before it takes a backup's name; nil is
+	// store.VerifyFile. Tests wrap it to damage the copy first.
+	Verify func(path string) error
+	Now    func() time.Time
 }
 
 func (m *Maintenance) now() time.Time {
@@ -44,15 +51,24 @@ func (m *Maintenance) now() time.Time {
 // so the temp file and the rename stay on one file system.
 func BackupDir(dataDir string) string { return filepath.Join(dataDir, "backups") }
 
-// Backup writes a scheduled backup and keeps the newest backups.keep.
+// Backup writes a scheduled backup, verified, and keeps the newest
+// backups.keep verified ones (store.BackupToDir): a copy that fails
+// verification is kept apart, counts for nothing and deletes nothing.
 func (m *Maintenance) Backup(ctx context.Context) error {
 	now := m.now()
-	f, sum, err := m.Store.BackupToDir(BackupDir(m.Config.DataDir), now, m.Config.Backups.Keep)
+	f, sum, err := m.Store.BackupToDir(BackupDir(m.Config.DataDir), now, store.BackupOptions{Keep: m.Config.Backups.Keep, Verify: m.Verify})
 	if m.Backups != nil {
-		m.Backups.Backup(err == nil, now)
+		m.Backups.Backup(now, f.Warnings, err)
 	}
 	if err != nil {
+		var re *store.RejectedError
+		if errors.As(err, &re) {
+			m.Log.Error("backup rejected: its copy failed verification; the older backups are all kept", "file", re.Name, "kept_in", re.Kept, "reason", re.Reason)
+		}
 		return fmt.Errorf("scheduled backup: %w", err)
+	}
+	if len(f.Warnings) > 0 {
+		m.Log.Warn("backup written with unreadable records, as the live database has them", "file", f.Name, "unreadable", len(f.Warnings), "first", f.Warnings[0])
 	}
 	m.Log.Info("backup written", "file", f.Name, "bytes", f.Size, "sha256", sum)
 	if m.AfterBackup != nil {

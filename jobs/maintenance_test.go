@@ -26,12 +26,16 @@ var mt0 = time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
 type backupLog struct {
 	mu    sync.Mutex
 	calls []string
+	errs  []error
 }
 
-func (b *backupLog) Backup(ok bool, at time.Time) {
+func (b *backupLog) Backup(at time.Time, warnings []string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.calls = append(b.calls, fmt.Sprintf("%v@%s", ok, at.Format(time.RFC3339)))
+	b.calls = append(b.calls, fmt.Sprintf("%v@%s", err == nil, at.Format(time.RFC3339)))
+	if err != nil {
+		b.errs = append(b.errs, err)
+	}
 }
 
 func (b *backupLog) all() []string {
@@ -273,6 +277,61 @@ func TestMaintenanceBackup(t *testing.T) {
 	want = append(want, "false@"+clock.Now().Format(time.RFC3339))
 	if got := rec.all(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("reported %v, want %v", got, want)
+	}
+}
+
+// TestMaintenanceBackupRejectsADamagedCopy: keep 2, two good backups,
+// then one whose copy is truncated before the real verification. The
+// task fails with the reason, both good backups stay, the bad copy is in
+// backups/rejected/, and the offsite hook never sees it.
+func TestMaintenanceBackupRejectsADamagedCopy(t *testing.T) {
+	st := openStore(t)
+	dataDir := t.TempDir()
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	cfg.Backups.Keep = 2
+	clock := &fakeClock{now: mt0}
+	rec := &backupLog{}
+	var offsite []string
+	m := &Maintenance{Store: st, Config: cfg, Log: discardLogger(), Backups: rec, Now: clock.Now,
+		AfterBackup: func(_ context.Context, f store.BackupFile, _ string) error {
+			offsite = append(offsite, f.Name)
+			return nil
+		}}
+	receiveHeld(t, st, "r-1", mt0)
+	for range 2 {
+		if err := m.Backup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Hour)
+	}
+	m.Verify = func(path string) error {
+		if err := os.Truncate(path, 4096*3); err != nil {
+			t.Fatal(err)
+		}
+		return store.VerifyFile(path)
+	}
+	err := m.Backup(context.Background())
+	var re *store.RejectedError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "failed verification") {
+		t.Fatalf("backup of a damaged copy = %v, want a rejection", err)
+	}
+	files, err := store.Backups(BackupDir(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 || files[0].Name != store.BackupPrefix+"20260601T100000Z.db" || files[1].Name != store.BackupPrefix+"20260601T090000Z.db" {
+		t.Errorf("backups %+v; want both good ones", files)
+	}
+	rejected, err := store.RejectedBackups(BackupDir(dataDir))
+	if err != nil || len(rejected) != 1 || rejected[0].Name != store.BackupPrefix+"20260601T110000Z.db" || rejected[0].Reason == "" {
+		t.Errorf("rejected = %+v (%v), want the bad copy with its reason", rejected, err)
+	}
+	if len(offsite) != 2 {
+		t.Errorf("the offsite hook saw %v, want the two good backups only", offsite)
+	}
+	if got := rec.all(); len(got) != 3 || !strings.HasPrefix(got[2], "false@") || len(rec.errs) != 1 || !errors.As(rec.errs[0], &re) {
+		t.Errorf("reported %v %v, want the third failed with the rejection", got, rec.errs)
 	}
 }
 

@@ -6,9 +6,11 @@
 package offsite
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +28,22 @@ import (
 	"github.com/handoff/handoff/config"
 )
 
+// markerSuffix names a copy's verification record: the object
+// prefix+name+".verified", written only after the copy was read back
+// whole. A copy is verified when its record is there, never because it
+// is listed: an upload whose read-back failed, and whose delete failed
+// too, leaves a copy without one.
+const markerSuffix = ".verified"
+
+// marker is the verification record's body.
+type marker struct {
+	V          int       `json:"v"`
+	Name       string    `json:"name"`
+	Size       int64     `json:"size"`
+	SHA256     string    `json:"sha256"`
+	VerifiedAt time.Time `json:"verified_at"`
+}
+
 // sumKey is the user metadata that carries a copy's SHA-256, computed
 // here from the local file before the upload; S3 returns it as
 // X-Amz-Meta-Sha256.
@@ -38,6 +56,10 @@ type Copy struct {
 	Size     int64     `json:"size"`
 	SHA256   string    `json:"sha256,omitempty"` // from the copy's metadata; "" in a listing
 	Uploaded time.Time `json:"uploaded"`
+	// Verified says the copy was read back whole after its upload: its
+	// verification record is in the bucket. Only verified copies count
+	// toward Keep; a restore checks any copy again before it is used.
+	Verified bool `json:"verified"`
 }
 
 // Target is one configured bucket and prefix.
@@ -99,9 +121,13 @@ func (t *Target) Keep() int { return t.cfg.Keep }
 // the copy back and compares its size and SHA-256 with the file's; a copy
 // that does not match is deleted and the upload fails. sum is the file's
 // SHA-256 in hex, as the store computed it while writing the file
-// (store.BackupToDir), so the file is read once, for the upload. Upload
-// keeps every copy: Prune deletes the ones past Keep, and its failure is
-// not the upload's.
+// (store.BackupToDir), so the file is read once, for the upload. Only
+// after the read-back matched is the copy's verification record written
+// (prefix+name+".verified"): that record, not the listing, is what makes
+// it a verified copy. A copy that failed is deleted, and if the delete
+// fails too (the store died) it stays unverified: never counted toward
+// Keep, deleted by a later Prune. Upload keeps every copy: Prune deletes
+// the ones past Keep, and its failure is not the upload's.
 func (t *Target) Upload(ctx context.Context, path, name, sum string) (Copy, error) {
 	if len(sum) != sha256.Size*2 {
 		return Copy{}, fmt.Errorf("offsite: upload %s: %q is not a SHA-256 in hex", name, sum)
@@ -144,7 +170,17 @@ func (t *Target) Upload(ctx context.Context, path, name, sum string) (Copy, erro
 	if up.IsZero() {
 		up = time.Now()
 	}
-	return Copy{Name: name, Key: key, Size: size, SHA256: sum, Uploaded: up.UTC()}, nil
+	rec, err := json.Marshal(marker{V: 1, Name: name, Size: size, SHA256: sum, VerifiedAt: time.Now().UTC()})
+	if err == nil {
+		_, err = t.c.PutObject(ctx, t.cfg.Bucket, key+markerSuffix, bytes.NewReader(rec), int64(len(rec)), minio.PutObjectOptions{ContentType: "application/json"})
+	}
+	if err != nil {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer rcancel()
+		_ = t.c.RemoveObject(rctx, t.cfg.Bucket, key, minio.RemoveObjectOptions{})
+		return Copy{}, fmt.Errorf("offsite: record the verified copy of %s at %s (so it does not count as one): %w", name, t.URL(), err)
+	}
+	return Copy{Name: name, Key: key, Size: size, SHA256: sum, Uploaded: up.UTC(), Verified: true}, nil
 }
 
 func (t *Target) readBack(ctx context.Context, key string) (int64, string, error) {
@@ -156,41 +192,104 @@ func (t *Target) readBack(ctx context.Context, key string) (int64, string, error
 	return hashReader(obj)
 }
 
-// List returns the copies under the prefix, newest first. Only names that
-// are backups are listed.
+// List returns the copies under the prefix, newest first, each marked
+// Verified when its verification record is there. Only names that are
+// backups are listed.
 func (t *Target) List(ctx context.Context) ([]Copy, error) {
+	out, _, err := t.list(ctx)
+	return out, err
+}
+
+// list is List, and the keys of verification records whose copy is gone.
+func (t *Target) list(ctx context.Context) ([]Copy, []string, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	var out []Copy
+	markers := map[string]string{} // copy name → the record's key
 	for o := range t.c.ListObjects(ctx, t.cfg.Bucket, minio.ListObjectsOptions{Prefix: t.cfg.Prefix}) {
 		if o.Err != nil {
-			return nil, fmt.Errorf("offsite: list %s: %w", t.URL(), o.Err)
+			return nil, nil, fmt.Errorf("offsite: list %s: %w", t.URL(), o.Err)
 		}
 		name := strings.TrimPrefix(o.Key, t.cfg.Prefix)
-		if strings.Contains(name, "/") || !t.isName(name) {
+		if strings.Contains(name, "/") {
+			continue
+		}
+		if c, ok := strings.CutSuffix(name, markerSuffix); ok && t.isName(c) {
+			markers[c] = o.Key
+			continue
+		}
+		if !t.isName(name) {
 			continue
 		}
 		out = append(out, Copy{Name: name, Key: o.Key, Size: o.Size, Uploaded: o.LastModified.UTC()})
 	}
+	for i := range out {
+		if _, ok := markers[out[i].Name]; ok {
+			out[i].Verified = true
+			delete(markers, out[i].Name)
+		}
+	}
+	var orphans []string
+	for _, k := range markers {
+		orphans = append(orphans, k)
+	}
+	sort.Strings(orphans)
 	// Backup names hold their time, so names sort like times.
 	sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name })
-	return out, nil
+	return out, orphans, nil
 }
 
-// Prune deletes the copies past the newest Keep, oldest first; only
-// backups under the prefix are candidates. It runs after a verified
-// Upload; a copy it fails to delete stays in the bucket, and the next
-// Prune tries again.
+// NewestVerified is the newest verified copy in list (as List returns it).
+func NewestVerified(list []Copy) (Copy, bool) {
+	for _, c := range list {
+		if c.Verified {
+			return c, true
+		}
+	}
+	return Copy{}, false
+}
+
+// Prune deletes the verified copies past the newest Keep, oldest first,
+// each with its verification record; only backups under the prefix are
+// candidates. A copy without a record (an upload that failed and could
+// not be deleted, or one written before handoff kept records) is never
+// counted, so it never makes a verified copy go; it is deleted once Keep
+// verified copies newer than it are kept. A record whose copy is gone is
+// deleted too. Prune runs after a verified Upload; a copy it fails to
+// delete stays in the bucket, and the next Prune tries again.
 func (t *Target) Prune(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	all, err := t.List(ctx)
+	all, orphans, err := t.list(ctx)
 	if err != nil {
 		return err
 	}
-	for i := t.cfg.Keep; i < len(all); i++ {
-		if err := t.c.RemoveObject(ctx, t.cfg.Bucket, all[i].Key, minio.RemoveObjectOptions{}); err != nil {
-			return fmt.Errorf("offsite: delete the old copy %s from %s: %w", all[i].Name, t.URL(), err)
+	var verified []Copy
+	for _, c := range all {
+		if c.Verified {
+			verified = append(verified, c)
+		}
+	}
+	for i := t.cfg.Keep; i < len(verified); i++ {
+		if err := t.c.RemoveObject(ctx, t.cfg.Bucket, verified[i].Key, minio.RemoveObjectOptions{}); err != nil {
+			return fmt.Errorf("offsite: delete the old copy %s from %s: %w", verified[i].Name, t.URL(), err)
+		}
+		orphans = append(orphans, verified[i].Key+markerSuffix)
+	}
+	if n := min(t.cfg.Keep, len(verified)); n > 0 && n == t.cfg.Keep {
+		oldestKept := verified[n-1].Name
+		for _, c := range all {
+			if c.Verified || c.Name >= oldestKept {
+				continue
+			}
+			if err := t.c.RemoveObject(ctx, t.cfg.Bucket, c.Key, minio.RemoveObjectOptions{}); err != nil {
+				return fmt.Errorf("offsite: delete the unverified copy %s from %s: %w", c.Name, t.URL(), err)
+			}
+		}
+	}
+	for _, k := range orphans {
+		if err := t.c.RemoveObject(ctx, t.cfg.Bucket, k, minio.RemoveObjectOptions{}); err != nil {
+			return fmt.Errorf("offsite: delete the verification record %s from %s: %w", k, t.URL(), err)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,4 +264,114 @@ func TestPruneFailureLeavesTheCopy(t *testing.T) {
 			t.Errorf("%s is gone after a failed prune: %v", n, err)
 		}
 	}
+}
+
+// dyingProxy forwards to the S3 server s and kills it right after it
+// answered the first PUT of a backup (not of a verification record), so
+// the read-back and the delete that follow meet a dead store: each
+// connection is cut, as a dead peer's would be.
+func dyingProxy(t *testing.T, s testkit.S3) string {
+	t.Helper()
+	up, err := url.Parse(s.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(up)
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}
+	var killed atomic.Bool
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rp.ServeHTTP(w, r)
+		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, ".db") && killed.CompareAndSwap(false, true) {
+			s.Kill()
+		}
+	}))
+	t.Cleanup(proxy.Close)
+	return proxy.URL
+}
+
+// TestUnverifiedCopyNeverCounts: the store dies between the upload and
+// its read-back, so the delete of the unchecked copy fails too and it
+// stays in the bucket. Once the store is back, the listing marks it
+// unverified and the newest verified copy is the one before; with keep 2
+// it is never counted (the older verified copy stays after the next good
+// upload) and it goes once two verified copies newer than it are kept.
+func TestUnverifiedCopyNeverCounts(t *testing.T) {
+	s := testkit.StartS3(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	pathA, nameA, _ := backupFile(t, dir, 1, 3000)
+	upload(t, target(t, s, "", 2), pathA, nameA)
+
+	dying := s
+	dying.Endpoint = dyingProxy(t, s)
+	pathB, nameB, dataB := backupFile(t, dir, 2, 3001)
+	fast, err := offsite.New(config.Target{
+		Bucket: s.Bucket, Endpoint: dying.Endpoint, Region: "us-east-1", Keep: 2,
+		AccessKey: s.AccessKey, SecretKey: s.SecretKey, Timeout: 20 * time.Second,
+	}, store.IsBackupName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fast.Upload(ctx, pathB, nameB, sumOf(dataB)); err == nil || !strings.Contains(err.Error(), "verify the copy") {
+		t.Fatalf("upload to a store that died after the PUT: err = %v, want a failed verification", err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Root, s.Bucket, nameB)); err != nil {
+		t.Fatalf("the test's fault did not happen: the unchecked copy is not in the bucket (%v)", err)
+	}
+
+	s = testkit.RestartS3(t, s)
+	tg := target(t, s, "", 2)
+	list, err := tg.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Name != nameB || list[0].Verified || list[1].Name != nameA || !list[1].Verified {
+		t.Fatalf("list after the restart = %+v, want %s unverified then %s verified", list, nameB, nameA)
+	}
+	if c, ok := offsite.NewestVerified(list); !ok || c.Name != nameA {
+		t.Errorf("newest verified = %+v, want %s", c, nameA)
+	}
+
+	pathC, nameC, _ := backupFile(t, dir, 3, 3002)
+	upload(t, tg, pathC, nameC)
+	if got := names(t, tg); got != strings.Join([]string{nameC + "+", nameB + "-", nameA + "+"}, ",") {
+		t.Errorf("after the next verified copy: %s; want the unverified one kept apart and both verified ones", got)
+	}
+	pathD, nameD, _ := backupFile(t, dir, 4, 3003)
+	upload(t, tg, pathD, nameD)
+	if got := names(t, tg); got != strings.Join([]string{nameD + "+", nameC + "+"}, ",") {
+		t.Errorf("after two verified copies newer than the unverified one: %s; want the newest two verified", got)
+	}
+	entries, _ := os.ReadDir(filepath.Join(s.Root, s.Bucket))
+	var got []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") { // versitygw's own temporary folder
+			got = append(got, e.Name())
+		}
+	}
+	if want := []string{nameC, nameC + ".verified", nameD, nameD + ".verified"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("the bucket holds %v, want %v: two copies and their two records", got, want)
+	}
+}
+
+// names lists the bucket's copies as name+ (verified) or name- (not).
+func names(t *testing.T, tg *offsite.Target) string {
+	t.Helper()
+	list, err := tg.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range list {
+		mark := "-"
+		if c.Verified {
+			mark = "+"
+		}
+		out = append(out, c.Name+mark)
+	}
+	return strings.Join(out, ",")
 }

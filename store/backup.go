@@ -37,50 +37,213 @@ func (s *Store) Backup(w io.Writer) (int64, string, error) {
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// BackupFile is one backup on disk.
+// BackupFile is one backup on disk: a copy that passed verification.
 type BackupFile struct {
 	Name    string    `json:"name"`
 	Path    string    `json:"-"`
 	Size    int64     `json:"size"`
 	ModTime time.Time `json:"mod_time"`
+	// Warnings lists the unreadable records the copy carries, as the live
+	// file did (BackupVerdict): it is verified with warnings, and counts.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
-// BackupToDir writes a snapshot into dir as BackupPrefix+<time>.db: to a
-// temporary file first, fsynced, renamed, and the folder fsynced, so a crash
-// never leaves a half-written file under a backup's name. It keeps the
-// newest keep backups and deletes older ones.
-func (s *Store) BackupToDir(dir string, now time.Time, keep int) (BackupFile, string, error) {
+// RejectedDir is the folder, inside the backups folder, where a scheduled
+// backup that failed verification is kept apart, with its reason beside
+// it as NAME.reason; only the newest rejectedKeep are kept.
+const RejectedDir = "rejected"
+
+// rejectedKeep bounds the rejected copies kept, so a file that fails
+// every night cannot fill the disk.
+const rejectedKeep = 3
+
+// warningsSuffix and reasonSuffix name the sidecar files: a verified
+// copy's warnings, a rejected copy's reason, one line each.
+const (
+	warningsSuffix = ".warnings"
+	reasonSuffix   = ".reason"
+)
+
+// BackupOptions says how BackupToDir keeps the folder.
+type BackupOptions struct {
+	// Keep is how many verified backups are kept.
+	Keep int
+	// Verify checks the written copy before it takes a backup's name;
+	// nil is VerifyFile. Tests wrap it to damage the copy first.
+	Verify func(path string) error
+}
+
+// BackupToDir writes a snapshot into dir as BackupPrefix+<time>.db (a name
+// never used before in dir: a second backup in the same second takes the
+// next second). The copy is written to a temporary file, fsynced, and
+// verified (VerifyFile, in a child process) before it is renamed to that
+// name and the folder fsynced, so a backup's name always means a copy that
+// can be restored. Only then are the verified backups past o.Keep deleted.
+//
+// A copy that fails verification never takes the name, never counts and
+// deletes nothing: it is moved to dir/rejected/ with a NAME.reason file
+// (the newest three are kept) and the answer is a *RejectedError. A copy
+// whose only problems are unreadable records is as good as the live file:
+// it is kept and counted, and its warnings are written beside it
+// (NAME.warnings) and returned in the BackupFile.
+func (s *Store) BackupToDir(dir string, now time.Time, o BackupOptions) (BackupFile, string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return BackupFile{}, "", err
 	}
-	name := BackupPrefix + now.UTC().Format("20060102T150405Z") + ".db"
+	at, name, err := freeBackupName(dir, now)
+	if err != nil {
+		return BackupFile{}, "", err
+	}
 	final := filepath.Join(dir, name)
-	var (
-		n   int64
-		sum string
-	)
-	err := WriteFileAtomic(final, func(w io.Writer) error {
-		var err error
-		n, sum, err = s.Backup(w)
-		return err
-	}, nil)
+	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
 	if err != nil {
 		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
 	}
-	if err := pruneBackups(dir, keep); err != nil {
+	defer os.Remove(tmp.Name()) // after a rename this finds nothing
+	n, sum, err := s.Backup(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
+	}
+	verify := o.Verify
+	if verify == nil {
+		verify = VerifyFile
+	}
+	verr := verify(tmp.Name())
+	ok, warnings := BackupVerdict(verr)
+	if !ok {
+		return BackupFile{}, "", reject(dir, tmp.Name(), name, reasonOf(verr))
+	}
+	if len(warnings) > 0 {
+		// Before the copy takes its name: a crash between the two leaves
+		// a sidecar without its copy (ignored), never a copy shown clean.
+		err := WriteFileAtomic(final+warningsSuffix, func(w io.Writer) error {
+			_, err := io.WriteString(w, strings.Join(oneLines(warnings), "\n")+"\n")
+			return err
+		}, nil)
+		if err != nil {
+			return BackupFile{}, "", fmt.Errorf("store: backup: write its warnings: %w", err)
+		}
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
+	}
+	if err := pruneBackups(dir, o.Keep); err != nil {
 		return BackupFile{}, "", err
 	}
-	return BackupFile{Name: name, Path: final, Size: n, ModTime: now}, sum, nil
+	return BackupFile{Name: name, Path: final, Size: n, ModTime: at, Warnings: warnings}, sum, nil
 }
 
-// Backups lists the backups in dir, newest first.
+// freeBackupName is the backup name for now, or for the first later
+// second whose name is used neither in dir nor in its rejected folder: a
+// name is never reused, so no copy (here or offsite) is ever overwritten.
+func freeBackupName(dir string, now time.Time) (time.Time, string, error) {
+	at := now.UTC().Truncate(time.Second)
+	for {
+		name := BackupPrefix + at.Format("20060102T150405Z") + ".db"
+		used := false
+		for _, p := range []string{filepath.Join(dir, name), filepath.Join(dir, RejectedDir, name)} {
+			_, err := os.Lstat(p)
+			switch {
+			case err == nil:
+				used = true
+			case !errors.Is(err, fs.ErrNotExist):
+				return time.Time{}, "", err
+			}
+		}
+		if !used {
+			return at, name, nil
+		}
+		at = at.Add(time.Second)
+	}
+}
+
+// reject moves the copy tmp, which failed verification, to
+// dir/rejected/name with its reason beside it, keeps the newest
+// rejectedKeep there, and returns the *RejectedError that says so.
+func reject(dir, tmp, name, reason string) error {
+	rerr := &RejectedError{Name: name, Reason: reason}
+	rdir := filepath.Join(dir, RejectedDir)
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		return rerr
+	}
+	kept := filepath.Join(rdir, name)
+	err := WriteFileAtomic(kept+reasonSuffix, func(w io.Writer) error {
+		_, err := io.WriteString(w, strings.Join(oneLines([]string{reason}), " ")+"\n")
+		return err
+	}, nil)
+	if err != nil {
+		return rerr
+	}
+	if err := os.Rename(tmp, kept); err != nil {
+		os.Remove(kept + reasonSuffix)
+		return rerr
+	}
+	if err := syncDir(rdir); err != nil {
+		return rerr
+	}
+	rerr.Kept = kept
+	_ = pruneRejected(rdir)
+	return rerr
+}
+
+// oneLines puts each message on one line.
+func oneLines(in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = strings.Join(strings.Fields(s), " ")
+	}
+	return out
+}
+
+// Backups lists the verified backups in dir, newest first, each with the
+// warnings written beside it. The rejected folder is not read.
 func Backups(dir string) ([]BackupFile, error) {
+	return listBackups(dir, warningsSuffix)
+}
+
+// RejectedBackup is a scheduled backup that failed verification, kept
+// apart in the rejected folder.
+type RejectedBackup struct {
+	Name    string    `json:"name"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+	Reason  string    `json:"reason"`
+}
+
+// RejectedBackups lists the rejected backups of the backups folder dir, newest first.
+func RejectedBackups(dir string) ([]RejectedBackup, error) {
+	files, err := listBackups(filepath.Join(dir, RejectedDir), reasonSuffix)
+	out := make([]RejectedBackup, 0, len(files))
+	for _, f := range files {
+		out = append(out, RejectedBackup{Name: f.Name, Size: f.Size, ModTime: f.ModTime, Reason: strings.Join(f.Warnings, " ")})
+	}
+	return out, err
+}
+
+// listBackups lists the backup files in dir, newest first, each with the
+// lines of its sidecar (name+sidecar) in Warnings.
+func listBackups(dir, sidecar string) ([]BackupFile, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, nil
 		}
 		return nil, err
+	}
+	sidecars := map[string]bool{}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), sidecar) {
+			sidecars[strings.TrimSuffix(e.Name(), sidecar)] = true
+		}
 	}
 	var out []BackupFile
 	for _, e := range entries {
@@ -91,13 +254,25 @@ func Backups(dir string) ([]BackupFile, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, BackupFile{Name: e.Name(), Path: filepath.Join(dir, e.Name()), Size: info.Size(), ModTime: info.ModTime()})
+		f := BackupFile{Name: e.Name(), Path: filepath.Join(dir, e.Name()), Size: info.Size(), ModTime: info.ModTime()}
+		if sidecars[e.Name()] {
+			if raw, err := os.ReadFile(f.Path + sidecar); err == nil {
+				for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+					if l = strings.TrimSpace(l); l != "" {
+						f.Warnings = append(f.Warnings, l)
+					}
+				}
+			}
+		}
+		out = append(out, f)
 	}
 	// The name holds the time, so names sort like times.
 	sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name })
 	return out, nil
 }
 
+// pruneBackups deletes the verified backups past the newest keep, each
+// with its warnings.
 func pruneBackups(dir string, keep int) error {
 	all, err := Backups(dir)
 	if err != nil {
@@ -107,6 +282,23 @@ func pruneBackups(dir string, keep int) error {
 		if err := os.Remove(all[i].Path); err != nil {
 			return fmt.Errorf("store: remove old backup %s: %w", all[i].Name, err)
 		}
+		os.Remove(all[i].Path + warningsSuffix)
+	}
+	return nil
+}
+
+// pruneRejected deletes the rejected copies past the newest rejectedKeep,
+// each with its reason.
+func pruneRejected(rdir string) error {
+	all, err := listBackups(rdir, reasonSuffix)
+	if err != nil {
+		return err
+	}
+	for i := rejectedKeep; i < len(all); i++ {
+		if err := os.Remove(all[i].Path); err != nil {
+			return err
+		}
+		os.Remove(all[i].Path + reasonSuffix)
 	}
 	return nil
 }
@@ -153,6 +345,14 @@ func VerifyFile(path string) error {
 	return verifyIsolated(context.Background(), path)
 }
 
+// restorable says whether VerifyFile's answer err lets a file be
+// restored: the backup's verdict (BackupVerdict), so a copy the backups
+// keep is a copy restore takes.
+func restorable(err error) bool {
+	ok, _ := BackupVerdict(err)
+	return ok
+}
+
 // verifyIsolated is VerifyFile, stopped when ctx ends.
 func verifyIsolated(ctx context.Context, path string) error {
 	// The cheap refusals need no child process.
@@ -175,7 +375,7 @@ func syncDir(dir string) error {
 // refuses while a server holds the database, verifies src first, and keeps
 // the old database beside the new one. It returns the old file's new name.
 func Restore(ctx context.Context, dataDir, src string) (string, error) {
-	if err := verifyIsolated(ctx, src); err != nil {
+	if err := verifyIsolated(ctx, src); !restorable(err) {
 		return "", fmt.Errorf("restore: nothing was changed: %w", err)
 	}
 	live := filepath.Join(dataDir, FileName)
@@ -297,7 +497,7 @@ func (s *Store) Replace(ctx context.Context, src string) (string, error) {
 	if s.writes == nil {
 		return "", ErrReadOnly
 	}
-	if err := verifyIsolated(ctx, src); err != nil {
+	if err := verifyIsolated(ctx, src); !restorable(err) {
 		return "", fmt.Errorf("restore: nothing was changed: %w", err)
 	}
 	// The copy is made before the gate shuts, so the process waits only

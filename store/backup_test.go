@@ -198,7 +198,7 @@ func TestBackupToDirWhileWriting(t *testing.T) {
 	before := w.ackedSoFar()
 
 	dir := filepath.Join(t.TempDir(), "backups")
-	f, sum, err := st.BackupToDir(dir, t0, 2)
+	f, sum, err := st.BackupToDir(dir, t0, BackupOptions{Keep: 2})
 	if err != nil {
 		t.Fatalf("BackupToDir: %v", err)
 	}
@@ -305,7 +305,7 @@ func TestBackupToDirKeepsTheNewest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		if _, _, err := st.BackupToDir(dir, t0.Add(time.Duration(i)*time.Hour), 2); err != nil {
+		if _, _, err := st.BackupToDir(dir, t0.Add(time.Duration(i)*time.Hour), BackupOptions{Keep: 2}); err != nil {
 			t.Fatalf("BackupToDir %d: %v", i, err)
 		}
 	}
@@ -359,7 +359,7 @@ func backupOf(t *testing.T, keys ...string) string {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	f, _, err := st.BackupToDir(t.TempDir(), t0, 1)
+	f, _, err := st.BackupToDir(t.TempDir(), t0, BackupOptions{Keep: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,9 @@ type checkRequest struct {
 type verdict struct {
 	Problem string `json:"problem,omitempty"`
 	Busy    bool   `json:"busy,omitempty"`
+	// Records lists the unreadable records of a file that is otherwise
+	// sound (an *UnreadableRecordsError in the child).
+	Records []string `json:"records,omitempty"`
 }
 
 // checkerLockTimeout is how long the child waits for another process's lock.
@@ -106,6 +109,8 @@ func checkInChild(ctx context.Context, path string, level checkLevel) error {
 			return inUseError{path}
 		case v.Problem != "":
 			return &DamagedError{Path: path, Problem: v.Problem}
+		case len(v.Records) > 0:
+			return &UnreadableRecordsError{Path: path, Records: v.Records}
 		}
 		return nil
 	}
@@ -147,10 +152,15 @@ func childCheck(req checkRequest) (v verdict) {
 	default:
 		err = fmt.Errorf("unknown check level %q", req.Level)
 	}
-	var de *DamagedError
+	var (
+		de  *DamagedError
+		ure *UnreadableRecordsError
+	)
 	switch {
 	case err == nil:
 		return verdict{}
+	case errors.As(err, &ure):
+		return verdict{Records: ure.Records}
 	case errors.Is(err, bolt.ErrTimeout) || errors.As(err, new(inUseError)):
 		return verdict{Busy: true}
 	case errors.As(err, &de):
@@ -201,6 +211,12 @@ func verifyHere(path string) error {
 		return err
 	}
 	if err := st.Check(); err != nil {
+		// A Check that finds only unreadable records says so with an
+		// *UnreadableRecordsError: the file is kept as a backup.
+		var ure *UnreadableRecordsError
+		if errors.As(err, &ure) {
+			return &UnreadableRecordsError{Path: path, Records: ure.Records}
+		}
 		return &DamagedError{Path: path, Problem: "failed verification: " + firstProblem(err)}
 	}
 	return nil

@@ -20,6 +20,20 @@ type S3 struct {
 	AccessKey string
 	SecretKey string
 	Root      string // the folder that holds the buckets: Root/Bucket/key is an object's bytes
+
+	kill func() // kills this server's process and waits for it
+}
+
+// Kill kills the server at once (SIGKILL), as a store that dies mid-call
+// does; the objects it wrote stay in Root. RestartS3 brings it back.
+func (s S3) Kill() { s.kill() }
+
+// RestartS3 starts a new server over the folder of s (killed or not), on
+// a new port, with the same bucket and keys: the store back after an
+// outage, holding what it held.
+func RestartS3(t testing.TB, s S3) S3 {
+	t.Helper()
+	return startS3(t, s.Root)
 }
 
 // StartS3 starts versitygw on a free loopback port over a new folder with
@@ -27,6 +41,17 @@ type S3 struct {
 // binary the test fails under CI (whose test command installs it) and is
 // skipped elsewhere, saying how to install it.
 func StartS3(t testing.TB) S3 {
+	t.Helper()
+	root := t.TempDir()
+	// The posix backend treats every folder under its root as a bucket.
+	if err := os.Mkdir(filepath.Join(root, "handoff-test"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return startS3(t, root)
+}
+
+// startS3 starts versitygw over root, whose folder handoff-test is the bucket.
+func startS3(t testing.TB, root string) S3 {
 	t.Helper()
 	bin := toolBinary("HANDOFF_VERSITYGW", "versitygw")
 	if bin == "" {
@@ -37,11 +62,7 @@ func StartS3(t testing.TB) S3 {
 		t.Skip(msg)
 	}
 	addr := freeAddr(t)
-	s := S3{Endpoint: "http://" + addr, Bucket: "handoff-test", AccessKey: "handoff-test-access", SecretKey: "handoff-test-secret-key", Root: t.TempDir()}
-	// The posix backend treats every folder under its root as a bucket.
-	if err := os.Mkdir(filepath.Join(s.Root, s.Bucket), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	s := S3{Endpoint: "http://" + addr, Bucket: "handoff-test", AccessKey: "handoff-test-access", SecretKey: "handoff-test-secret-key", Root: root}
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "versitygw.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -53,9 +74,12 @@ func StartS3(t testing.TB) S3 {
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	s.kill = func() {
 		cmd.Process.Kill()
 		<-exited
+	}
+	t.Cleanup(func() {
+		s.kill()
 		logFile.Close()
 	})
 	// Any HTTP answer (403 to an unsigned request) means it is serving.

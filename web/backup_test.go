@@ -270,13 +270,13 @@ func TestBackupsPage(t *testing.T) {
 	var files []store.BackupFile
 	for i := range 2 {
 		sendLead(t, e, "demo", fmt.Sprintf("p-%d", i), fmt.Sprintf("p%d@example.com", i))
-		f, _, err := e.st.BackupToDir(dir, t1.Add(time.Duration(i)*24*time.Hour), 3)
+		f, _, err := e.st.BackupToDir(dir, t1.Add(time.Duration(i)*24*time.Hour), store.BackupOptions{Keep: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, f)
 	}
-	m.Backup(true, time.Now().Add(-2*time.Hour))
+	m.Backup(time.Now().Add(-2*time.Hour), nil, nil)
 	p = b.get("/backups")
 	if p.code != http.StatusOK {
 		t.Fatalf("GET /backups: %d", p.code)
@@ -296,7 +296,7 @@ func TestBackupsPage(t *testing.T) {
 		t.Errorf("GET /backups does not say the last backup succeeded 2h ago")
 	}
 
-	m.Backup(false, time.Now())
+	m.Backup(time.Now(), nil, errors.New("the disk is full"))
 	p = b.get("/backups")
 	if !strings.Contains(p.body, "The last backup failed") || !strings.Contains(p.body, "The last good one was 2h ago") {
 		t.Errorf("after a failed backup the page does not say so:\n%s", p.body)
@@ -338,7 +338,7 @@ func TestBackupsDownloadNow(t *testing.T) {
 func TestBackupsFileDownload(t *testing.T) {
 	e, _, dir := backupsEnv(t)
 	sendLead(t, e, "demo", "f-1", "f1@example.com")
-	f, sum, err := e.st.BackupToDir(dir, time.Date(2026, 3, 1, 2, 30, 0, 0, time.UTC), 3)
+	f, sum, err := e.st.BackupToDir(dir, time.Date(2026, 3, 1, 2, 30, 0, 0, time.UTC), store.BackupOptions{Keep: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,9 @@ type Metrics struct {
 
 	mu           sync.Mutex
 	lastBackupOK time.Time
-	lastBackup   float64 // 1 ok, 0 failed, -1 none yet
+	lastBackup   float64  // 1 ok, 0 failed, -1 none yet
+	lastErr      string   // why the last backup failed; "" after a good one
+	lastWarnings []string // the unreadable records of the last verified backup
 }
 
 // NewMetrics registers every metric; st and cfg feed the scrape-time gauges.
@@ -77,7 +79,7 @@ func NewMetrics(st *store.Store, cfg *config.Config, now func() time.Time) *Metr
 	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.draftCost, m.backups, m.downloads, m.leadsClosed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{st: st, cfg: cfg, now: now, m: m})
-	m.offsite = newOffsiteMetrics(m.reg)
+	m.offsite = newOffsiteMetrics(m.reg, now)
 	return m
 }
 
@@ -134,19 +136,21 @@ func (m *Metrics) DraftCost(channel, promptVersion, currency string, cost float6
 	}
 }
 
-// Backup records a backup's result.
-func (m *Metrics) Backup(ok bool, at time.Time) {
+// Backup records a scheduled backup's result: err nil is a verified copy
+// (with the unreadable records it carries as warnings), an error a backup
+// that failed or whose copy failed verification.
+func (m *Metrics) Backup(at time.Time, warnings []string, err error) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if ok {
+	if err == nil {
 		m.backups.WithLabelValues("ok").Inc()
-		m.lastBackupOK, m.lastBackup = at, 1
+		m.lastBackupOK, m.lastBackup, m.lastErr, m.lastWarnings = at, 1, "", warnings
 	} else {
 		m.backups.WithLabelValues("failed").Inc()
-		m.lastBackup = 0
+		m.lastBackup, m.lastErr = 0, err.Error()
 	}
 }
 
@@ -164,12 +168,12 @@ func (m *Metrics) Download(ok bool) {
 	m.downloads.WithLabelValues(result).Inc()
 }
 
-// RestoreLastBackup sets the last good backup found on disk at start,
-// without counting a backup.
-func (m *Metrics) RestoreLastBackup(at time.Time) {
+// RestoreLastBackup sets the last good backup found on disk at start (the
+// newest verified copy, with its warnings), without counting a backup.
+func (m *Metrics) RestoreLastBackup(at time.Time, warnings []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lastBackupOK, m.lastBackup = at, 1
+	m.lastBackupOK, m.lastBackup, m.lastWarnings = at, 1, warnings
 }
 
 // LastBackup is the time of the last good backup and the last result (1, 0, or -1 for none).
@@ -177,6 +181,21 @@ func (m *Metrics) LastBackup() (time.Time, float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.lastBackupOK, m.lastBackup
+}
+
+// BackupStatus is how the scheduled backups went, for the pages.
+type BackupStatus struct {
+	LastOK   time.Time // the newest verified backup; zero: none yet
+	Result   float64   // 1 ok, 0 failed, -1 none yet
+	Err      string    // why the last one failed, when Result is 0
+	Warnings []string  // the unreadable records the newest verified one carries
+}
+
+// BackupStatus is the scheduled backups' state.
+func (m *Metrics) BackupStatus() BackupStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return BackupStatus{LastOK: m.lastBackupOK, Result: m.lastBackup, Err: m.lastErr, Warnings: m.lastWarnings}
 }
 
 // storeCollector reads the database's state at scrape time.
@@ -195,11 +214,13 @@ var (
 	descDrafts     = prometheus.NewDesc("handoff_drafts", "Drafts by status (pending_approval, approved, rejected, superseded).", []string{"status"}, nil)
 	descDBSize     = prometheus.NewDesc("handoff_db_size_bytes", "Size of the database file.", nil, nil)
 	descBackupAge  = prometheus.NewDesc("handoff_backup_age_seconds", "Seconds since the last good backup (absent before the first).", nil, nil)
-	descBackupLast = prometheus.NewDesc("handoff_backup_last_result", "Result of the last backup: 1 ok, 0 failed, -1 none yet.", nil, nil)
+	descBackupLast = prometheus.NewDesc("handoff_backup_last_result", "Result of the last backup: 1 ok, 0 failed (its copy did not verify, or it could not be written), -1 none yet.", nil, nil)
+	descBackupTime = prometheus.NewDesc("handoff_backup_last_success_timestamp_seconds", "Unix time of the newest verified backup (absent before the first).", nil, nil)
+	descBackupWarn = prometheus.NewDesc("handoff_backup_last_success_warnings", "Unreadable records the newest verified backup carries, as the live database does (0: none).", nil, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descOutbox, descStuck, descWaiting, descDrafts, descDBSize, descBackupAge, descBackupLast} {
+	for _, d := range []*prometheus.Desc{descJobs, descOutbox, descStuck, descWaiting, descDrafts, descDBSize, descBackupAge, descBackupLast, descBackupTime, descBackupWarn} {
 		ch <- d
 	}
 }
@@ -228,11 +249,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if sz, err := c.st.Size(); err == nil {
 		ch <- prometheus.MustNewConstMetric(descDBSize, prometheus.GaugeValue, float64(sz.Bytes))
 	}
-	at, last := c.m.LastBackup()
-	if !at.IsZero() {
-		ch <- prometheus.MustNewConstMetric(descBackupAge, prometheus.GaugeValue, now.Sub(at).Seconds())
+	b := c.m.BackupStatus()
+	if !b.LastOK.IsZero() {
+		ch <- prometheus.MustNewConstMetric(descBackupAge, prometheus.GaugeValue, now.Sub(b.LastOK).Seconds())
+		ch <- prometheus.MustNewConstMetric(descBackupTime, prometheus.GaugeValue, float64(b.LastOK.UnixMilli())/1000)
+		ch <- prometheus.MustNewConstMetric(descBackupWarn, prometheus.GaugeValue, float64(len(b.Warnings)))
 	}
-	ch <- prometheus.MustNewConstMetric(descBackupLast, prometheus.GaugeValue, last)
+	ch <- prometheus.MustNewConstMetric(descBackupLast, prometheus.GaugeValue, b.Result)
 }
 
 // stuckBefore turns the stuck thresholds into cut-off times at now.

@@ -24,18 +24,24 @@ type offsiteMetrics struct {
 	last     float64 // 1 ok, 0 failed, -1 none yet
 	lastErr  string
 	pruneErr string // the last prune's failure; "" after a good one
+	now      func() time.Time
 }
 
 var (
 	descOffsiteTime = prometheus.NewDesc("handoff_offsite_backup_last_success_timestamp_seconds",
-		"Unix time of the last offsite copy that was uploaded and verified (absent before the first).", nil, nil)
+		"Unix time of the newest offsite copy that was uploaded and verified (absent before the first); after a restart, the newest copy the bucket holds a verification record for.", nil, nil)
+	descOffsiteAge = prometheus.NewDesc("handoff_offsite_backup_age_seconds",
+		"Seconds since the newest offsite copy that was uploaded and verified (absent before the first).", nil, nil)
 	descOffsiteSize = prometheus.NewDesc("handoff_offsite_backup_last_success_bytes",
 		"Size of the last offsite copy that was uploaded and verified (absent before the first).", nil, nil)
 	descOffsiteLast = prometheus.NewDesc("handoff_offsite_backup_last_result",
 		"Result of the last offsite copy: 1 ok, 0 failed, -1 none yet.", nil, nil)
 )
 
-func newOffsiteMetrics(reg *prometheus.Registry) *offsiteMetrics {
+func newOffsiteMetrics(reg *prometheus.Registry, now func() time.Time) *offsiteMetrics {
+	if now == nil {
+		now = time.Now
+	}
 	o := &offsiteMetrics{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoff_offsite_backups_total", Help: "Offsite copies of backups by result (ok: uploaded and verified).",
@@ -44,6 +50,7 @@ func newOffsiteMetrics(reg *prometheus.Registry) *offsiteMetrics {
 			Name: "handoff_offsite_prune_failures_total", Help: "Prunes of the old offsite copies (past backups.target keep) that failed after a verified copy.",
 		}),
 		last: -1,
+		now:  now,
 	}
 	reg.MustRegister(o.total, o.pruneFailed, o)
 	return o
@@ -52,6 +59,7 @@ func newOffsiteMetrics(reg *prometheus.Registry) *offsiteMetrics {
 // Describe implements prometheus.Collector.
 func (o *offsiteMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descOffsiteTime
+	ch <- descOffsiteAge
 	ch <- descOffsiteSize
 	ch <- descOffsiteLast
 }
@@ -62,6 +70,7 @@ func (o *offsiteMetrics) Collect(ch chan<- prometheus.Metric) {
 	defer o.mu.Unlock()
 	if !o.lastOK.IsZero() {
 		ch <- prometheus.MustNewConstMetric(descOffsiteTime, prometheus.GaugeValue, float64(o.lastOK.UnixMilli())/1000)
+		ch <- prometheus.MustNewConstMetric(descOffsiteAge, prometheus.GaugeValue, o.now().Sub(o.lastOK).Seconds())
 		ch <- prometheus.MustNewConstMetric(descOffsiteSize, prometheus.GaugeValue, float64(o.lastSize))
 	}
 	ch <- prometheus.MustNewConstMetric(descOffsiteLast, prometheus.GaugeValue, o.last)
@@ -117,7 +126,8 @@ func (m *Metrics) OffsitePrune(err error) {
 }
 
 // RestoreLastOffsite sets the last good offsite copy found in the bucket
-// at start, without counting a copy.
+// at start (the newest with a verification record, never merely the
+// newest listed), without counting a copy.
 func (m *Metrics) RestoreLastOffsite(name string, size int64, at time.Time) {
 	o := m.offsite
 	o.mu.Lock()

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -245,8 +246,8 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 func TestMetricsBackupFailure(t *testing.T) {
 	e, _ := newEnv(t, nil, envOptions{})
 	m := e.metrics
-	m.Backup(true, time.Now().Add(-time.Hour))
-	m.Backup(false, time.Now())
+	m.Backup(time.Now().Add(-time.Hour), nil, nil)
+	m.Backup(time.Now(), nil, errors.New("the disk is full"))
 	fams := scrape(t, e)
 	wantSeries(t, fams, "handoff_backups_total", map[string]float64{"result=ok": 1, "result=failed": 1})
 	if v, _ := gauge(t, fams, "handoff_backup_last_result"); v != 0 {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,11 +19,11 @@ func TestOverviewShowsFailedBackup(t *testing.T) {
 	if p := admin.get("/"); p.code != 200 || strings.Contains(p.body, failed) {
 		t.Fatalf("before any backup: %d, failure notice shown %v", p.code, strings.Contains(p.body, failed))
 	}
-	e.srv.metrics.Backup(false, time.Now())
+	e.srv.metrics.Backup(time.Now(), nil, errors.New("the disk is full"))
 	if p := admin.get("/"); !strings.Contains(p.body, failed) {
 		t.Errorf("after a failed backup the overview does not say so")
 	}
-	e.srv.metrics.Backup(true, time.Now())
+	e.srv.metrics.Backup(time.Now(), nil, nil)
 	if p := admin.getOK("/"); strings.Contains(p.body, failed) {
 		t.Errorf("after a good backup the overview still shows the failure")
 	}

@@ -139,9 +139,7 @@ func (s *Server) overviewPage(c *echo.Context) error {
 		}
 		o.Stuck = append(o.Stuck, s.handoffRows(hs, l.Now)...)
 	}
-	if _, last := s.metrics.LastBackup(); last == 0 {
-		o.Backup = &views.Notice{Tone: "error", Text: "The last backup failed: see the log and /backups."}
-	}
+	o.Backup = s.backupNotice(l.Now)
 	return render(c, http.StatusOK, views.OverviewPage(l, o))
 }
 

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
@@ -37,7 +39,16 @@ func (s *Server) renderBackups(c *echo.Context, status int, notice, problem stri
 	b := views.Backups{Schedule: s.cfg.Backups.Schedule, Keep: s.cfg.Backups.Keep, Dir: dir, Files: []views.BackupRow{},
 		Actions: s.backups != nil, Notice: notice, Error: problem, MaxUpload: maxRestoreUpload}
 	b.Offsite = s.offsiteView(c.Request().Context())
-	b.LastOK, b.LastResult = s.metrics.LastBackup()
+	st := s.metrics.BackupStatus()
+	b.LastOK, b.LastResult, b.LastErr = st.LastOK, st.Result, st.Err
+	b.RejectedDir = filepath.Join(dir, store.RejectedDir)
+	if rejected, err := store.RejectedBackups(dir); err != nil {
+		s.log.Error("list rejected backups", "dir", b.RejectedDir, "err", err)
+	} else {
+		for _, r := range rejected {
+			b.Rejected = append(b.Rejected, views.RejectedRow{Name: r.Name, Size: r.Size, ModTime: r.ModTime, Reason: r.Reason})
+		}
+	}
 	files, err := store.Backups(dir)
 	if err != nil {
 		s.log.Error("list backups", "dir", dir, "err", err)
@@ -45,7 +56,7 @@ func (s *Server) renderBackups(c *echo.Context, status int, notice, problem stri
 	}
 	s.backupSums.retain(dir, files)
 	for _, f := range files {
-		row := views.BackupRow{Name: f.Name, Size: f.Size, ModTime: f.ModTime}
+		row := views.BackupRow{Name: f.Name, Size: f.Size, ModTime: f.ModTime, Warnings: f.Warnings}
 		sum, err := s.backupSums.sumOf(f.Path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -58,6 +69,46 @@ func (s *Server) renderBackups(c *echo.Context, status int, notice, problem stri
 		b.Files = append(b.Files, row)
 	}
 	return render(c, status, views.BackupsPage(l, b))
+}
+
+// backupNotice is the overview's line about backups: the age of the
+// newest verified copy, here and offsite, and, when the last attempt
+// failed, why. nil before any backup was tried or found.
+func (s *Server) backupNotice(now time.Time) *views.Notice {
+	b := s.metrics.BackupStatus()
+	o := s.metrics.OffsiteStatus()
+	offsite := s.backups != nil && s.backups.Offsite() != nil
+	if b.Result < 0 && b.LastOK.IsZero() && (!offsite || (o.Result < 0 && o.LastOK.IsZero())) {
+		return nil
+	}
+	age := func(what string, at time.Time) string {
+		if at.IsZero() {
+			return "No " + what + " has been verified since the server started."
+		}
+		return "The newest verified " + what + " is " + views.Age(now.Sub(at)) + " old."
+	}
+	n := &views.Notice{Tone: "ok"}
+	var parts []string
+	if b.Result == 0 {
+		n.Tone = "error"
+		parts = append(parts, "The last backup failed: "+strings.TrimSuffix(b.Err, ".")+".")
+	}
+	parts = append(parts, age("backup", b.LastOK))
+	if len(b.Warnings) > 0 && !b.LastOK.IsZero() {
+		if n.Tone == "ok" {
+			n.Tone = "warn"
+		}
+		parts = append(parts, fmt.Sprintf("It carries %d unreadable records, as the live database does (see /backups).", len(b.Warnings)))
+	}
+	if offsite {
+		if o.Result == 0 {
+			n.Tone = "error"
+			parts = append(parts, "The last offsite copy failed: "+strings.TrimSuffix(o.Err, ".")+".")
+		}
+		parts = append(parts, age("offsite copy", o.LastOK))
+	}
+	n.Text = strings.Join(parts, " ")
+	return n
 }
 
 // backupFile answers GET /backups/file/{name}: one scheduled backup. Only

@@ -45,7 +45,10 @@ func (s *Server) offsiteView(ctx context.Context) *views.Offsite {
 		o.ListError = "The bucket cannot be listed: " + err.Error()
 	}
 	for _, c := range copies {
-		o.Copies = append(o.Copies, views.OffsiteRow{Name: c.Name, Size: c.Size, Uploaded: c.Uploaded})
+		o.Copies = append(o.Copies, views.OffsiteRow{Name: c.Name, Size: c.Size, Uploaded: c.Uploaded, Verified: c.Verified})
+	}
+	if c, ok := offsite.NewestVerified(copies); ok {
+		o.Newest = &views.OffsiteRow{Name: c.Name, Size: c.Size, Uploaded: c.Uploaded, Verified: true}
 	}
 	return o
 }
