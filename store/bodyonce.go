@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -30,12 +31,22 @@ func encode[T any](v *T) ([]byte, error) {
 }
 
 // decode reads a record's stored JSON into v.
-func decode[T any](raw []byte, v *T) error {
-	if err := json.Unmarshal(raw, v); err != nil {
+func decode[T any](raw []byte, v *T) error { return decodeAs(raw, v, false) }
+
+// decodeAs is decode, strict for Check (see unmarshal): the one path every
+// record is read by. A record that decodes but says it cannot be read
+// (Event.Unreadable) is an error too.
+func decodeAs[T any](raw []byte, v *T, strict bool) error {
+	if err := unmarshal(raw, v, strict); err != nil {
 		return err
 	}
 	if d, ok := any(v).(recordDecoder); ok {
-		return d.decodedRecord()
+		if err := d.decodedRecord(); err != nil {
+			return err
+		}
+	}
+	if u, ok := any(v).(unreadableRecord); ok && u.unreadableReason() != "" {
+		return errors.New(u.unreadableReason())
 	}
 	return nil
 }

@@ -40,6 +40,10 @@ type Event struct {
 	Duplicates       int        `json:"duplicates"`
 	FirstDuplicateAt *time.Time `json:"first_duplicate_at,omitempty"`
 	LastDuplicateAt  *time.Time `json:"last_duplicate_at,omitempty"`
+	// Unreadable, when set, says why the event cannot be read (a stored
+	// form the repair migration could not recover): every read of it is
+	// then an *Unreadable with this reason.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 // Recorded is the answer to RecordEvent: the stored event and whether this call created it.

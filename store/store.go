@@ -49,6 +49,7 @@ type Store struct {
 	// damage is what CheckPages found, once it found damage.
 	damage atomic.Pointer[error]
 	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
+	seen   seen // the unreadable records known (unreadable.go)
 }
 
 type writeReq struct {
@@ -100,6 +101,7 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		timeout = 100 * time.Millisecond
 	}
 	deferred := false
+	var unreadable *UnreadableRecordsError // what the check found, when only records cannot be read
 	if fi, err := os.Lstat(path); opts.ReadOnly || !errors.Is(err, fs.ErrNotExist) {
 		m, err := checkStructure(path)
 		if err != nil {
@@ -116,7 +118,8 @@ func OpenFile(path string, opts Options) (*Store, error) {
 				deferred = true
 			}
 			if level != "" {
-				if err := checkInChild(context.Background(), path, level); err != nil {
+				err := checkInChild(context.Background(), path, level)
+				if !errors.As(err, &unreadable) && err != nil {
 					return nil, err
 				}
 			}
@@ -142,6 +145,9 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, quit: make(chan struct{}), stopped: make(chan struct{}), deferred: deferred}
+	if unreadable != nil {
+		s.seen.add(unreadable.Records...)
+	}
 	if opts.ReadOnly {
 		close(s.stopped)
 		return s, nil
