@@ -614,12 +614,19 @@ func (s *Store) JobsByCorrelation(corr string) ([]Job, error) {
 }
 
 // jobsOf reads every job of correlation id corr inside tx, oldest first.
-func jobsOf(tx *Tx, corr string) ([]Job, error) {
+func jobsOf(tx *Tx, corr string) ([]Job, error) { return jobsOfSkipping(tx, corr, nil) }
+
+// jobsOfSkipping is jobsOf that, with skipped set, steps over a job that
+// cannot be read, adding it there; without, such a job is the error.
+func jobsOfSkipping(tx *Tx, corr string, skipped *[]Unreadable) ([]Job, error) {
 	prefix := []byte(corr + "|")
 	var out []Job
 	c := tx.bucket(bucketJobsByCorr).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		j, err := tx.Job(string(k[len(prefix):]))
+		if skipped != nil && tx.skip(err, skipped) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -188,7 +188,8 @@ func (s *Store) Close() error {
 // indexes. A write takes old, the record as read in the same transaction,
 // and moves exactly the index entries that changed.
 type Tx struct {
-	tx *bolt.Tx
+	tx   *bolt.Tx
+	seen *seen // the store's memory of unreadable records (Tx.skip)
 }
 
 // bucket is one of the buckets created at open, with the fill its keys
@@ -301,7 +302,7 @@ func (s *Store) commit(batch []*writeReq) {
 		failed := -1
 		var failure error
 		err := s.db.Update(func(btx *bolt.Tx) error {
-			tx := &Tx{tx: btx}
+			tx := &Tx{tx: btx, seen: &s.seen}
 			for i, r := range batch {
 				if err := r.fn(tx); err != nil {
 					failed, failure = i, err
@@ -336,7 +337,7 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 func (s *Store) view(fn func(tx *Tx) error) error {
 	s.gate.enter()
 	defer s.gate.exit()
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, seen: &s.seen}) })
 }
 
 // Deferred reports whether the open left the whole page walk out (see

@@ -48,6 +48,24 @@ type unreadableRecord interface{ unreadableReason() string }
 
 func (ev *Event) unreadableReason() string { return ev.Unreadable }
 
+// skip reports whether err is an unreadable record, which a walk steps
+// over instead of failing: the store remembers it (Store.Unreadable), and
+// list, when not nil, gets it too (once), for the walk's result to show.
+// Any other error, and nil, is false.
+func (tx *Tx) skip(err error, list *[]Unreadable) bool {
+	u, ok := AsUnreadable(err)
+	if !ok {
+		return false
+	}
+	if tx.seen != nil {
+		tx.seen.add(*u)
+	}
+	if list != nil {
+		(*unreadables)(list).skip(err)
+	}
+	return true
+}
+
 // unreadables collects the unreadable records a walk stepped over.
 type unreadables []Unreadable
 
@@ -133,6 +151,18 @@ func (s *Store) Unreadable() []Unreadable {
 	s.seen.mu.Lock()
 	defer s.seen.mu.Unlock()
 	return slices.Clone(s.seen.list)
+}
+
+// UnreadableOf is Unreadable, only the records of the kinds named: what a
+// list of those records has stepped over.
+func (s *Store) UnreadableOf(kinds ...string) []Unreadable {
+	var out []Unreadable
+	for _, u := range s.Unreadable() {
+		if slices.Contains(kinds, u.Kind) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // noteUnreadable remembers the unreadable records a walk met and returns them.
