@@ -146,4 +146,3 @@ func TestOneUnreadableRecord(t *testing.T) {
 		})
 	}
 }
-
