@@ -101,13 +101,18 @@ func checkCommitted(tx *Tx) error {
 // check is Check inside a transaction.
 func check(tx *Tx) error { return inspect(tx).Err() }
 
-// checking is a check under way: what CheckReport gathers, and how many
-// records of each kind did not decode even leniently.
+// checking is a check under way: what CheckReport gathers, how many
+// records of each kind are unreadable, and which ("<kind> 0x00 <key>").
 type checking struct {
 	damaged        []error
 	unreadable     []Unreadable
 	moreUnreadable int
 	undecodable    map[string]int
+	suspect        map[string]bool
+}
+
+func newChecking() *checking {
+	return &checking{undecodable: map[string]int{}, suspect: map[string]bool{}}
 }
 
 // inspect is Inspect inside a transaction.
@@ -152,7 +157,7 @@ func inspect(tx *Tx) CheckReport {
 	if len(problems) > 0 {
 		return damage(problems...)
 	}
-	r := &checking{undecodable: map[string]int{}}
+	r := newChecking()
 	// Every index, both ways, derived from its declaration (tables.go).
 	eventsTable.check(tx, r)
 	if schema >= 4 {

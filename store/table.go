@@ -239,12 +239,12 @@ const maxProblems = 20
 // that records own must be all the entries. When the count disagrees the
 // index is walked to name the entries nobody owns.
 //
-// Each record is decoded strictly (unmarshal): one that does not decode
-// even leniently is unreadable and its entries cannot be proven, so an
-// entry naming it is its problem, not the index's; one that decodes only
-// leniently (a key it does not know, invalid UTF-8) is a problem of that
-// record too, and its entries are still proven from what did decode. The
-// disagreements no unreadable record explains go to r.damaged.
+// Each record is decoded strictly (unmarshal): one that does not (bytes
+// that are not JSON, a key it does not know, invalid UTF-8) is unreadable,
+// and its entries cannot be proven from it (what a lenient read makes of
+// it lacks the field the flipped byte hid), so an entry naming it is its
+// problem, not the index's. The disagreements no unreadable record
+// explains go to r.damaged.
 func (t *table[T]) check(tx *Tx, r *checking) {
 	report := func(n *int, err error) {
 		if *n++; *n <= maxProblems {
@@ -262,11 +262,9 @@ func (t *table[T]) check(tx *Tx, r *checking) {
 			} else {
 				r.moreUnreadable++
 			}
-			v = *new(T)
-			if decode(raw, &v) != nil {
-				r.undecodable[t.name]++
-				return nil
-			}
+			r.undecodable[t.name]++
+			r.suspect[t.name+"\x00"+string(pk)] = true
+			return nil
 		}
 		for i := range t.indexes {
 			ix, n := &t.indexes[i], &tallies[i]
@@ -288,7 +286,7 @@ func (t *table[T]) check(tx *Tx, r *checking) {
 		ix, n := &t.indexes[i], &tallies[i]
 		entries := tx.bucket(ix.bucket).Stats().KeyN
 		if entries != n.owned {
-			strays, unexplained, explained := t.strays(tx, ix, &n.bad)
+			strays, unexplained, explained := t.strays(tx, ix, &n.bad, r)
 			if unexplained > 0 || explained == 0 {
 				r.damaged = append(r.damaged, fmt.Errorf("check: %s holds %d entries, but the %s records own %d", ix.bucket, entries, t.name, n.owned))
 			}
@@ -302,7 +300,7 @@ func (t *table[T]) check(tx *Tx, r *checking) {
 
 // problems is check's findings as errors, damage and unreadable records alike.
 func (t *table[T]) problems(tx *Tx) []error {
-	r := &checking{undecodable: map[string]int{}}
+	r := newChecking()
 	t.check(tx, r)
 	return CheckReport{Damaged: r.damaged, Unreadable: r.unreadable, MoreUnreadable: r.moreUnreadable}.errs()
 }
@@ -310,7 +308,7 @@ func (t *table[T]) problems(tx *Tx) []error {
 // strays names the entries of ix that belong to no record: the record they
 // name is absent or has another entry. An entry naming a record that
 // cannot be read is not named (explained): the record is.
-func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int) (problems []error, unexplained, explained int) {
+func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int, r *checking) (problems []error, unexplained, explained int) {
 	records := tx.bucket(t.bucket)
 	_ = tx.bucket(ix.bucket).ForEach(func(k, v []byte) error {
 		pk := ix.ref(k, v)
@@ -320,7 +318,7 @@ func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int) (problems []error, une
 		switch {
 		case raw == nil:
 			why = "which does not exist"
-		case decode(raw, &rec) != nil:
+		case r.suspect[t.name+"\x00"+string(pk)] || decode(raw, &rec) != nil:
 			explained++
 			return nil
 		case ix.keys != nil:
