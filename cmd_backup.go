@@ -95,6 +95,11 @@ func backupCmd(ctx context.Context, args []string, e env) error {
 			if errors.As(err, &de) {
 				return fmt.Errorf("%s was not written: the download %s", *out, de.Problem)
 			}
+			var ue *store.UnreadableRecordsError
+			if errors.As(err, &ue) {
+				ue.Path = *out
+				return fmt.Errorf("the downloaded backup was not written: %w", ue)
+			}
 			return fmt.Errorf("the downloaded backup was not written: %w", err)
 		}
 		return nil

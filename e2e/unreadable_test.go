@@ -91,7 +91,7 @@ func TestOneUnreadableRecordThroughTheBinary(t *testing.T) {
 	if code == 0 {
 		t.Fatalf("verify of a file with unreadable records exited 0:\n%s%s", out, errOut)
 	}
-	for _, want := range []string{"event " + rotten + " cannot be read: invalid character", "event " + renamed + " cannot be read: its JSON holds invalid UTF-8"} {
+	for _, want := range []string{"event " + rotten + " cannot be read: invalid character", "event " + renamed + " cannot be read: json: unknown field \"nam"} {
 		n := 0
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, want) {

@@ -87,14 +87,13 @@ func (us *unreadables) skip(err error) bool {
 // version still reads; the field is kept by nobody), as encoding/json
 // does. Check decodes strictly (strict): a key it does not know, invalid
 // UTF-8 or bytes after the value make the record a problem, since a byte
-// flipped inside a key ("correlation_id" become "correlation_\xf7d") keeps
-// the JSON valid and would otherwise silently drop the field.
+// flipped inside a key ("correlation_id" become "correlation_\xf7d") or a
+// text keeps the JSON valid and would otherwise silently drop the field or
+// change the text. A body kept as raw JSON (an event's "body") is the
+// sender's bytes: it is only checked to be JSON, which the decode did.
 func unmarshal(raw []byte, v any, strict bool) error {
 	if !strict {
 		return json.Unmarshal(raw, v)
-	}
-	if !utf8.Valid(raw) {
-		return fmt.Errorf("its JSON holds invalid UTF-8 at byte %d", invalidAt(raw))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -103,6 +102,19 @@ func unmarshal(raw []byte, v any, strict bool) error {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("its JSON has bytes after the record")
+	}
+	if utf8.Valid(raw) {
+		return nil
+	}
+	// Which value holds it (json.RawMessage keeps each one's bytes as stored).
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return fmt.Errorf("its JSON holds invalid UTF-8 at byte %d", invalidAt(raw))
+	}
+	for k, val := range fields {
+		if k != "body" && !utf8.Valid(val) {
+			return fmt.Errorf("its JSON holds invalid UTF-8 in %q, at byte %d of it", k, invalidAt(val))
+		}
 	}
 	return nil
 }

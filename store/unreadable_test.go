@@ -46,8 +46,9 @@ func TestVerifyIsStrict(t *testing.T) {
 		old, new     string
 		reason       string
 	}{
-		{"a draft's key with invalid UTF-8", "drafts", func(_ []Recorded, ds []Draft) string { return ds[1].ID }, `"correlation_id"`, "\"correlation_\xf7d\"", "invalid UTF-8"},
-		{"an event's key with invalid UTF-8", "events", func(rs []Recorded, _ []Draft) string { return rs[2].Event.ID }, `"name"`, "\"nam\xff\"", "invalid UTF-8"},
+		{"a draft's key with invalid UTF-8", "drafts", func(_ []Recorded, ds []Draft) string { return ds[1].ID }, `"correlation_id"`, "\"correlation_\xf7d\"", `unknown field "correlation_`},
+		{"an event's key with invalid UTF-8", "events", func(rs []Recorded, _ []Draft) string { return rs[2].Event.ID }, `"name"`, "\"nam\xff\"", `unknown field "nam`},
+		{"an event's text with invalid UTF-8", "events", func(rs []Recorded, _ []Draft) string { return rs[1].Event.ID }, `"hello`, "\"hell\xff", `invalid UTF-8 in "text"`},
 		{"an event's key it does not know", "events", func(rs []Recorded, _ []Draft) string { return rs[0].Event.ID }, `"channel"`, `"chan#el"`, `unknown field "chan#el"`},
 	}
 	for _, tt := range tests {
