@@ -8,7 +8,10 @@ import (
 )
 
 // verify checks a database or backup file: bbolt structure, schema version,
-// and that every index agrees with its records.
+// that every record decodes strictly (no key it does not know, valid
+// UTF-8), and that every index agrees with its records. A record that
+// cannot be read is printed on its own line (kind, key, reason) and fails
+// the verify, as damage does.
 func verify(args []string, e env) error {
 	fs := newFlagSet("verify", e)
 	if err := fs.Parse(args); err != nil {
@@ -18,7 +21,18 @@ func verify(args []string, e env) error {
 		return errors.New("verify needs exactly one FILE")
 	}
 	path := fs.Arg(0)
-	if err := store.VerifyFile(path); err != nil {
+	err := store.VerifyFile(path)
+	var ue *store.UnreadableRecordsError
+	if errors.As(err, &ue) {
+		// No structural damage: each record that cannot be read, one a line.
+		for _, u := range ue.Records {
+			fmt.Fprintf(e.stdout, "%s: %s %s cannot be read: %s\n", path, u.Kind, u.ID, u.Reason)
+		}
+		if ue.More > 0 {
+			fmt.Fprintf(e.stdout, "%s: %d more records cannot be read\n", path, ue.More)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s: ok (schema %d)\n", path, store.SchemaVersion)

@@ -121,6 +121,15 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		}
 	}
 	a := &App{log: d.Logger, st: st, served: make(chan error, 1), cfg: cfg}
+	// Records that cannot be read do not stop the start (each shows as an
+	// unreadable row where it is listed); they are said once, here.
+	if us := st.Unreadable(); len(us) > 0 {
+		var names []string
+		for _, u := range us {
+			names = append(names, u.Kind+" "+u.ID+": "+u.Reason)
+		}
+		a.log.Error(fmt.Sprintf("%d records cannot be read; serving the rest (see handoff verify)", len(us)), slog.Any("records", names))
+	}
 	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st})
 	if err != nil {
 		return nil, err

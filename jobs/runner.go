@@ -224,12 +224,21 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 	// handle starts the jobs of a claim and gives back the slots it
 	// reserved but did not fill. A pool that got every slot it asked for may
 	// have more due.
+	reported := map[string]bool{} // the unreadable jobs logged already
 	handle := func(res claimed) {
 		inFlight--
 		if res.err != nil && claimCtx.Err() == nil {
 			// Log and wait: a store that cannot claim must not spin the loop.
 			r.opt.Logger.Error("claim jobs", slog.Any("err", res.err))
 			retryAt = time.Now().Add(time.Second)
+		}
+		// A claim steps over a job record that cannot be read, moving it to
+		// the dead letters (store.Claim); it is said here, once.
+		for _, u := range r.st.UnreadableOf("job") {
+			if !reported[u.ID] {
+				reported[u.ID] = true
+				r.opt.Logger.Error("a job cannot be read: it is in the dead letters, and the queue goes on", "job_id", u.ID, "reason", u.Reason)
+			}
 		}
 		got := make(map[string]int, len(r.pools))
 		for _, j := range res.jobs {
@@ -396,8 +405,13 @@ func (r *Runner) decide(j store.Job, err error, abandoned bool) store.Result {
 	var discard *Discard
 	var later *RetryLater
 	var snooze *Snooze
+	_, unreadable := store.AsUnreadable(err)
 	switch {
 	case errors.As(err, &discard):
+		res.Outcome = store.OutcomeDiscarded
+	case unreadable:
+		// A record the work needs cannot be read: no attempt can read it
+		// either, so the job goes to the dead letters now, saying which.
 		res.Outcome = store.OutcomeDiscarded
 	case errors.As(err, &snooze):
 		// The attempt did nothing: it does not count, even at shutdown.

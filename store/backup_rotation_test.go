@@ -135,12 +135,12 @@ func TestBackupWithUnreadableRecordsCounts(t *testing.T) {
 	st := openTest(t)
 	record(t, st, key(1), t0)
 	dir := t.TempDir()
-	unreadable := []string{"events: web:1 cannot be decoded: unexpected end of JSON input"}
+	unreadable := []string{"event web:1 cannot be read: unexpected end of JSON input"}
 	warn := BackupOptions{Keep: 1, Verify: func(p string) error {
 		if err := VerifyFile(p); err != nil {
 			return err
 		}
-		return &UnreadableRecordsError{Path: p, Records: unreadable}
+		return &UnreadableRecordsError{Path: p, Records: []Unreadable{{Kind: "event", ID: "web:1", Reason: "unexpected end of JSON input"}}}
 	}}
 	if _, _, err := st.BackupToDir(dir, t0, BackupOptions{Keep: 1}); err != nil {
 		t.Fatal(err)
@@ -199,8 +199,8 @@ func TestBackupVerdict(t *testing.T) {
 		warnings int
 	}{
 		{nil, true, 0},
-		{&UnreadableRecordsError{Path: "x", Records: []string{"a", "b"}}, true, 2},
-		{fmt.Errorf("wrapped: %w", &UnreadableRecordsError{Path: "x", Records: []string{"a"}}), true, 1},
+		{&UnreadableRecordsError{Path: "x", Records: []Unreadable{{Kind: "event", ID: "a"}, {Kind: "job", ID: "b"}}}, true, 2},
+		{fmt.Errorf("wrapped: %w", &UnreadableRecordsError{Path: "x", Records: []Unreadable{{Kind: "event", ID: "a"}}, More: 3}), true, 2},
 		{&DamagedError{Path: "x", Problem: "cannot be opened: it is truncated"}, false, 0},
 		{inUseError{"x"}, false, 0},
 	} {

@@ -3,28 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
-
-// UnreadableRecordsError says that a file is sound as a database — bbolt's
-// pages, the buckets, the schema — and that only these records cannot be
-// read (a record's stored form the code no longer decodes, an index entry
-// without its record). Such a file is as good as the live one it was
-// copied from: a backup of it is kept, and counts, with these as its
-// warnings (BackupVerdict).
-//
-// It is the seam between the store's check and the backups: Check does not
-// yet tell record-level problems from structural damage, so VerifyFile
-// never returns one today; the check in the child process hands it on
-// (verdict.Records) once verifyHere does.
-type UnreadableRecordsError struct {
-	Path    string
-	Records []string // one line each: which record, and why it cannot be read
-}
-
-func (e *UnreadableRecordsError) Error() string {
-	return fmt.Sprintf("store: %s has %d unreadable records: %s", e.Path, len(e.Records), strings.Join(e.Records, "; "))
-}
 
 // BackupVerdict is the one reading of VerifyFile's answer for a backup:
 // ok says the copy can be restored, so it takes a backup's name, counts
@@ -37,10 +16,16 @@ func BackupVerdict(err error) (ok bool, warnings []string) {
 	}
 	var ure *UnreadableRecordsError
 	if errors.As(err, &ure) {
-		if len(ure.Records) == 0 {
-			return true, []string{"some records cannot be read"}
+		for _, u := range ure.Records {
+			warnings = append(warnings, fmt.Sprintf("%s %s cannot be read: %s", u.Kind, u.ID, u.Reason))
 		}
-		return true, ure.Records
+		if ure.More > 0 {
+			warnings = append(warnings, fmt.Sprintf("and %d more unreadable records", ure.More))
+		}
+		if len(warnings) == 0 {
+			warnings = []string{"some records cannot be read"}
+		}
+		return true, warnings
 	}
 	return false, nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 )
@@ -44,7 +45,9 @@ const (
 type recordEncoder interface{ encodeRecord() ([]byte, error) }
 
 // recordDecoder is a record with its own stored form; decode uses it.
-type recordDecoder interface{ decodeRecord(raw []byte) error }
+type recordDecoder interface {
+	decodeRecord(raw []byte, strict bool) error
+}
 
 // encode is a record's stored form: its JSON, unless it has its own.
 func encode[T any](v *T) ([]byte, error) {
@@ -56,11 +59,25 @@ func encode[T any](v *T) ([]byte, error) {
 
 // decode reads a record's stored form into v. The decoded record owns
 // its bytes, so it outlives the transaction raw belongs to.
-func decode[T any](raw []byte, v *T) error {
+func decode[T any](raw []byte, v *T) error { return decodeAs(raw, v, false) }
+
+// decodeAs is decode, strict for Check (see unmarshal): the one path every
+// record is read by. A record that decodes but says it cannot be read
+// (Event.Unreadable) is an error too.
+func decodeAs[T any](raw []byte, v *T, strict bool) error {
+	var err error
 	if d, ok := any(v).(recordDecoder); ok {
-		return d.decodeRecord(raw)
+		err = d.decodeRecord(raw, strict)
+	} else {
+		err = unmarshal(raw, v, strict)
 	}
-	return json.Unmarshal(raw, v)
+	if err != nil {
+		return err
+	}
+	if u, ok := any(v).(unreadableRecord); ok && u.unreadableReason() != "" {
+		return errors.New(u.unreadableReason())
+	}
+	return nil
 }
 
 // encodeRecord is the event's stored form: its record, a newline, and its
@@ -90,9 +107,9 @@ func (ev *Event) encodeRecord() ([]byte, error) {
 }
 
 // decodeRecord reads either stored form of an event and puts its text back.
-func (ev *Event) decodeRecord(raw []byte) error {
+func (ev *Event) decodeRecord(raw []byte, strict bool) error {
 	head, tail, split := bytes.Cut(raw, []byte{'\n'})
-	if err := json.Unmarshal(head, ev); err != nil {
+	if err := unmarshal(head, ev, strict); err != nil {
 		return err
 	}
 	if !split { // schema 8 or earlier: the body inside the record
@@ -105,6 +122,9 @@ func (ev *Event) decodeRecord(raw []byte) error {
 	case rawBody:
 		if ev.Body != nil || ev.BodyText != "" {
 			return fmt.Errorf("event %s: its record holds a body and names one after it", ev.ID)
+		}
+		if strict && !json.Valid(tail) {
+			return fmt.Errorf("event %s: its body is not valid JSON", ev.ID)
 		}
 		ev.Body = bytes.Clone(tail)
 	case rawBodyText:

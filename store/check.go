@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 )
 
 // Check verifies the file: bbolt's own page check, the schema version, and
-// that every index agrees with its records in both directions. It returns
-// every problem found, joined. bbolt's page check is not safe beside a
+// that every index agrees with its records in both directions, each record
+// decoded strictly. It returns every problem found, joined: structural
+// damage and unreadable records alike (Inspect tells them apart). bbolt's
+// page check is not safe beside a
 // writer, so on a live store it runs while the committer holds the write
 // lock (a read-only store has no writer), in a read transaction of its
 // own: the round's write transaction may already hold its neighbours'
@@ -20,31 +23,105 @@ import (
 // with an empty value reads as absent until it is committed, and
 // Bucket.Stats counts only committed pages).
 func (s *Store) Check() error {
-	if s.writes == nil {
-		return s.view(check)
+	r, err := s.Inspect()
+	if err != nil {
+		return err
 	}
-	return s.update(context.Background(), checkCommitted)
+	return r.Err()
 }
 
-// checkCommitted is Check as one caller of a commit round: it checks the
-// committed state, not the round's transaction tx. The committer is inside
-// the gate already, and tx does not commit (or remap the file) until this
-// returns, so a read transaction beside it is safe here.
-func checkCommitted(tx *Tx) error {
+// CheckReport is what Check found, in the two parts that mean different
+// things for the file.
+type CheckReport struct {
+	// Damaged is what makes the file unsound: bbolt's pages and meta, the
+	// schema version, a missing bucket, an index or count that disagrees
+	// with the records that can be read. A file with any is refused.
+	Damaged []error
+	// Unreadable is each record whose bytes do not decode, or decode only
+	// leniently (a key this version does not know, invalid UTF-8), up to
+	// maxProblems of each kind; MoreUnreadable counts the rest. Index
+	// entries naming such a record, and the job counts when a job cannot
+	// be read, are its problem and not reported apart. A file with only
+	// these is served (each shows as an unreadable row) but fails verify.
+	Unreadable     []Unreadable
+	MoreUnreadable int
+}
+
+// Err is every problem of the report joined, unreadable records after the
+// damage; nil when the file is sound.
+func (r CheckReport) Err() error { return errors.Join(r.errs()...) }
+
+// errs is every problem of the report.
+func (r CheckReport) errs() []error {
+	problems := slices.Clone(r.Damaged)
+	for i := range r.Unreadable {
+		problems = append(problems, fmt.Errorf("check: %w", &r.Unreadable[i]))
+	}
+	if r.MoreUnreadable > 0 {
+		problems = append(problems, fmt.Errorf("check: %d more records cannot be read", r.MoreUnreadable))
+	}
+	return problems
+}
+
+// Inspect is Check's report, its two parts apart. The error is only for a
+// check that could not run at all.
+func (s *Store) Inspect() (CheckReport, error) {
+	var r CheckReport
+	fn := func(tx *Tx) error { r = inspect(tx); return nil }
+	var err error
+	if s.writes == nil {
+		err = s.view(fn)
+	} else {
+		err = s.update(context.Background(), func(tx *Tx) error { return committed(tx, fn) })
+	}
+	if err == nil {
+		s.seen.add(r.Unreadable...)
+	}
+	return r, err
+}
+
+// committed runs fn as one caller of a commit round, on the committed
+// state, not the round's transaction tx. The committer is inside the gate
+// already, and tx does not commit (or remap the file) until this returns,
+// so a read transaction beside it is safe here.
+func committed(tx *Tx, fn func(*Tx) error) error {
 	rtx, err := tx.tx.DB().Begin(false)
 	if err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
 	defer func() { _ = rtx.Rollback() }()
-	return check(&Tx{tx: rtx})
+	return fn(&Tx{tx: rtx})
+}
+
+// checkCommitted is Check as one caller of a commit round (see committed).
+func checkCommitted(tx *Tx) error {
+	return committed(tx, check)
 }
 
 // check is Check inside a transaction.
-func check(tx *Tx) error {
+func check(tx *Tx) error { return inspect(tx).Err() }
+
+// checking is a check under way: what CheckReport gathers, how many
+// records of each kind are unreadable, and which ("<kind> 0x00 <key>").
+type checking struct {
+	damaged        []error
+	unreadable     []Unreadable
+	moreUnreadable int
+	undecodable    map[string]int
+	suspect        map[string]bool
+}
+
+func newChecking() *checking {
+	return &checking{undecodable: map[string]int{}, suspect: map[string]bool{}}
+}
+
+// inspect is Inspect inside a transaction.
+func inspect(tx *Tx) CheckReport {
+	damage := func(errs ...error) CheckReport { return CheckReport{Damaged: errs} }
 	// A truncated file (a broken download) would make bbolt's page walk read
 	// past the end of the mapping and die with SIGBUS: refuse it first.
 	if fi, err := os.Stat(tx.tx.DB().Path()); err == nil && fi.Size() < tx.tx.Size() {
-		return fmt.Errorf("check: the file is truncated: it has %d bytes but its pages reach %d", fi.Size(), tx.tx.Size())
+		return damage(fmt.Errorf("check: the file is truncated: it has %d bytes but its pages reach %d", fi.Size(), tx.tx.Size()))
 	}
 	var problems []error
 	for err := range tx.tx.Check() {
@@ -52,7 +129,7 @@ func check(tx *Tx) error {
 	}
 	meta := tx.bucket(bucketMeta)
 	if meta == nil {
-		return errors.New("check: no meta bucket: this is not a handoff database")
+		return damage(errors.New("check: no meta bucket: this is not a handoff database"))
 	}
 	// An older schema is fine: Open migrates it. A newer one is not ours to read.
 	schema, err := strconv.Atoi(string(meta.Get(keySchema)))
@@ -78,44 +155,47 @@ func check(tx *Tx) error {
 		}
 	}
 	if len(problems) > 0 {
-		return errors.Join(problems...)
+		return damage(problems...)
 	}
+	r := newChecking()
 	// Every index, both ways, derived from its declaration (tables.go).
 	if schema >= 9 {
-		problems = append(problems, eventsTable.check(tx)...)
+		eventsTable.check(tx, r)
 	} else {
-		problems = append(problems, eventsTableV8.check(tx)...)
+		eventsTableV8.check(tx, r)
 	}
 	if schema >= 4 {
-		problems = append(problems, jobsTable.check(tx)...)
+		jobsTable.check(tx, r)
 	} else {
-		problems = append(problems, jobsTableV3.check(tx)...)
+		jobsTableV3.check(tx, r)
 	}
-	problems = append(problems, draftsTable.check(tx)...)
+	draftsTable.check(tx, r)
 	if schema >= 7 {
-		problems = append(problems, handoffsTable.check(tx)...)
+		handoffsTable.check(tx, r)
 	} else {
-		problems = append(problems, handoffsTableV6.check(tx)...)
+		handoffsTableV6.check(tx, r)
 	}
-	problems = append(problems, outboxTable.check(tx)...)
-	problems = append(problems, keysTable.check(tx)...)
+	outboxTable.check(tx, r)
+	keysTable.check(tx, r)
 	if tx.bucket(bucketBulk) != nil { // schema 3 on
-		problems = append(problems, bulkTable.check(tx)...)
+		bulkTable.check(tx, r)
 	}
 	switch {
 	case schema >= 8:
-		problems = append(problems, receiptsTable.check(tx)...)
-		problems = append(problems, checkReceiptRows(tx)...)
+		receiptsTable.check(tx, r)
+		r.damaged = append(r.damaged, checkReceiptRows(tx)...)
 	case tx.bucket(bucketReceipts) != nil: // schema 5 on
-		problems = append(problems, receiptsTableV7.check(tx)...)
+		receiptsTableV7.check(tx, r)
 	}
 	// What no index declaration says.
-	problems = append(problems, checkDraftEvents(tx)...)
-	problems = append(problems, checkDraftCounts(tx, schema >= 2)...)
-	problems = append(problems, checkJobCounts(tx, schema >= 4)...)
-	problems = append(problems, checkOutboxDrafts(tx)...)
-	problems = append(problems, checkTokens(tx)...)
-	return errors.Join(problems...)
+	r.damaged = append(r.damaged, checkDraftEvents(tx)...)
+	r.damaged = append(r.damaged, checkDraftCounts(tx, schema >= 2)...)
+	if r.undecodable["job"] == 0 { // else the counts are off by the jobs that cannot be read
+		r.damaged = append(r.damaged, checkJobCounts(tx, schema >= 4)...)
+	}
+	r.damaged = append(r.damaged, checkOutboxDrafts(tx)...)
+	r.damaged = append(r.damaged, checkTokens(tx, r)...)
+	return CheckReport{Damaged: r.damaged, Unreadable: r.unreadable, MoreUnreadable: r.moreUnreadable}
 }
 
 // checkDraftEvents proves that every event with a draft exists.
@@ -153,7 +233,11 @@ func checkOutboxDrafts(tx *Tx) []error {
 		if json.Unmarshal(v, &o) != nil || o.Kind == OutboxAlert {
 			return nil // an unreadable row is reported by the outbox table's check
 		}
-		if d, err := tx.Draft(o.DraftID); err != nil || d.Status != DraftApproved || d.OutboxID != o.ID {
+		d, err := tx.Draft(o.DraftID)
+		if _, ok := AsUnreadable(err); ok {
+			return nil // the draft's own problem, named by the drafts table's check
+		}
+		if err != nil || d.Status != DraftApproved || d.OutboxID != o.ID {
 			problems = append(problems, fmt.Errorf("check: outbox row %s has no approved draft %s pointing at it", k, o.DraftID))
 		}
 		return nil
@@ -164,14 +248,16 @@ func checkOutboxDrafts(tx *Tx) []error {
 // checkTokens proves idx_tokens_by_id by hand: a token's primary key is
 // the hash of its secret, which the record does not hold, so it has no
 // table declaration.
-func checkTokens(tx *Tx) []error {
+func checkTokens(tx *Tx, r *checking) []error {
 	var problems []error
 	toks, byID := tx.bucket(bucketTokens), tx.bucket(bucketTokensByID)
 	_ = toks.ForEach(func(hash, v []byte) error {
 		var t Token
-		if err := json.Unmarshal(v, &t); err != nil {
-			problems = append(problems, fmt.Errorf("check: token %x: %w", hash[:4], err))
-			return nil
+		if err := unmarshal(v, &t, true); err != nil {
+			r.unreadable = append(r.unreadable, Unreadable{Kind: "token", ID: fmt.Sprintf("%x", hash[:4]), Reason: clip(err.Error())})
+			if json.Unmarshal(v, &t) != nil {
+				return nil
+			}
 		}
 		if !bytes.Equal(byID.Get([]byte(t.ID)), hash) {
 			problems = append(problems, fmt.Errorf("check: token %s (%s) is not in idx_tokens_by_id", t.ID, t.Name))

@@ -79,7 +79,8 @@ func (tx *Tx) DraftCosts(since time.Time, limit int) ([]DraftCost, bool, error) 
 		read++
 		var d Draft
 		if err := decode(v, &d); err != nil {
-			return nil, false, fmt.Errorf("draft %s: %w", k, err)
+			tx.skip(unreadableOf(draftsTable.name, k, err), nil) // the figures go on without it
+			continue
 		}
 		if d.CreatedAt.Before(since) {
 			continue
@@ -126,7 +127,10 @@ func (tx *Tx) Spend(since time.Time, channels []string) (Spend, error) {
 	for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, []byte("d")); k, v = c.Next() {
 		var d spendFields
 		if err := json.Unmarshal(v, &d); err != nil {
-			return Spend{}, fmt.Errorf("draft %s: %w", k, err)
+			// Its cost is unknown: the budget counts what it can read
+			// (the store lists the draft as unreadable).
+			tx.skip(unreadableOf(draftsTable.name, k, err), nil)
+			continue
 		}
 		if d.CreatedAt.Before(since) || !slices.Contains(channels, d.Channel) {
 			continue

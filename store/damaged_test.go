@@ -54,6 +54,23 @@ func wantRefusal(t *testing.T, what, path string, err error) {
 	}
 }
 
+// wantUnreadable fails unless err is one line naming path, an
+// *UnreadableRecordsError about it: no structural damage, records that
+// cannot be read.
+func wantUnreadable(t *testing.T, what, path string, err error) {
+	t.Helper()
+	var ue *UnreadableRecordsError
+	var de *DamagedError
+	switch {
+	case !errors.As(err, &ue) || ue.Path != path || len(ue.Records) == 0:
+		t.Errorf("%s = %v (%T); want an *UnreadableRecordsError about %s", what, err, err, path)
+	case errors.As(err, &de):
+		t.Errorf("%s = %q; want no *DamagedError: only a record is damaged", what, err)
+	case strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), path):
+		t.Errorf("%s = %q; want one line naming %s", what, err, path)
+	}
+}
+
 // TestDamagedFiles gives every damaged file to each way the store reads
 // one: the server's open (with CheckPages), VerifyFile, and Restore, which
 // must keep the database it would have replaced.
@@ -82,6 +99,8 @@ func TestDamagedFiles(t *testing.T) {
 				if verr != nil {
 					t.Fatalf("VerifyFile(good) = %v", verr)
 				}
+			} else if tc.RecordsOnly {
+				wantUnreadable(t, "VerifyFile", path, verr)
 			} else {
 				wantRefusal(t, "VerifyFile", path, verr)
 			}
@@ -95,11 +114,19 @@ func TestDamagedFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, rerr := Restore(context.Background(), live, path)
-			if isGood {
+			switch {
+			case isGood:
 				if rerr != nil {
 					t.Errorf("Restore(good) = %v", rerr)
 				}
-			} else {
+			case tc.RecordsOnly:
+				// A file whose only problems are unreadable records is as
+				// good as the live file it was copied from (BackupVerdict):
+				// it restores, and serve then shows those records as rows.
+				if rerr != nil {
+					t.Errorf("Restore(records only) = %v; want it restored", rerr)
+				}
+			default:
 				wantRefusal(t, "Restore", path, rerr)
 				if !strings.Contains(rerr.Error(), "nothing was changed") {
 					t.Errorf("Restore = %q; want it to say nothing was changed", rerr)
@@ -113,9 +140,20 @@ func TestDamagedFiles(t *testing.T) {
 			}
 
 			// This file is small, so CheckPages checks it in full: a
-			// damaged record is refused too.
+			// damaged record is found, and the file still served, the
+			// record known as unreadable.
 			st, oerr := OpenFile(path, Options{CheckPages: true})
 			t.Logf("OpenFile: %v", oerr)
+			if tc.RecordsOnly {
+				if oerr != nil {
+					t.Fatalf("OpenFile = %v; want it opened: only a record is damaged", oerr)
+				}
+				defer st.Close()
+				if us := st.Unreadable(); len(us) != 1 || us[0].Kind != "event" {
+					t.Errorf("Unreadable() = %+v, want the one event", us)
+				}
+				return
+			}
 			if isGood {
 				if oerr != nil {
 					t.Fatalf("OpenFile = %v; want it opened", oerr)

@@ -41,6 +41,9 @@ type DeadLetter struct {
 	// Message what they wrote (the event's text).
 	Customer string `json:"customer,omitempty"`
 	Message  string `json:"message,omitempty"`
+	// Unreadable, when set, is an item whose job or outbox row cannot be
+	// read: listed in its place with State "unreadable", never safe.
+	Unreadable *Unreadable `json:"unreadable,omitempty"`
 }
 
 // Replay records a person's request to run a dead letter again.
@@ -102,6 +105,9 @@ func (f DeadLetterFilter) replies() []OutboxStatus {
 func (f DeadLetterFilter) keep(dl DeadLetter) bool {
 	if dl.State == "dismissed" {
 		return false
+	}
+	if dl.Unreadable != nil {
+		return f.Channel == "" // it has no channel to filter by; every other filter shows it
 	}
 	if f.Channel != "" && dl.Channel != f.Channel {
 		return false
@@ -380,17 +386,25 @@ func (f DeadLetterFilter) walk(tx *Tx, from *deadPos, forward bool, fn func(i in
 		for ; k != nil && bytes.HasPrefix(k, s.prefix); k = step(c, forward) {
 			id := string(k[len(s.prefix):])
 			var dl DeadLetter
+			var err error
 			if s.outbox {
-				o, err := tx.Outbox(id)
-				if err != nil {
-					return err
+				var o Outbox
+				if o, err = tx.Outbox(id); err == nil {
+					dl = deadOutbox(tx, o)
 				}
-				dl = deadOutbox(tx, o)
 			} else {
-				var err error
-				if dl, err = deadJob(tx, id); err != nil {
-					return err
+				dl, err = deadJob(tx, id)
+			}
+			if u, ok := AsUnreadable(err); ok && tx.skip(err, nil) {
+				// One row that says so, in its place: the list goes on.
+				kind := DeadJob
+				if s.outbox {
+					kind = DeadOutbox
 				}
+				dl, err = DeadLetter{ID: id, Kind: kind, State: "unreadable", Error: u.Error(), Why: "its record cannot be read, so nothing can be replayed from it", Unreadable: u, Effects: []string{}}, nil
+			}
+			if err != nil {
+				return err
 			}
 			if f.keep(dl) && !fn(i, dl) {
 				return nil

@@ -270,6 +270,10 @@ func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial b
 			last = k
 			_, id := splitTimeKey(k[len(prefix):])
 			d, err := tx.Draft(id)
+			if tx.skip(err, nil) { // listed apart (Store.Unreadable); the page goes on
+				scanned++
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("status index points at draft %s: %w", id, err)
 			}

@@ -40,7 +40,8 @@ type Event struct {
 	Raw    string  `json:"raw,omitempty"`
 	// Unreadable, when set, says why this event's text could not be read
 	// back from what a schema 8 file stored (migration 8, schema_repair.go):
-	// the event is kept, body and all, with its text empty.
+	// the event is kept, body and all, with its text empty, and every read
+	// of it is an *Unreadable with this reason (shown as one unreadable row).
 	Unreadable       string     `json:"unreadable,omitempty"`
 	ReceivedAt       time.Time  `json:"received_at"`
 	Duplicates       int        `json:"duplicates"`

@@ -234,6 +234,9 @@ func (tx *Tx) EachHandoffAfter(status HandoffStatus, after *Handoff, before time
 			return nil
 		}
 		h, err := tx.Handoff(key)
+		if tx.skip(err, nil) { // listed apart (Store.Unreadable); the walk goes on
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("status index points at lead %s: %w", key, err)
 		}

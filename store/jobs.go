@@ -354,14 +354,27 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 		b := lim.budget()
 		heads := readyHeads(tx, b)
 		// Choose first, then write: a cursor does not survive writes to its bucket.
-		var ids []string
+		var ids, keys []string
 		for h := pick(heads, b, limit); h != nil; h = pick(heads, b, limit) {
 			ids = append(ids, string(h.k[len(h.prefix)+8:]))
+			keys = append(keys, string(h.k))
 			b.take(string(h.prefix[:len(h.prefix)-1]))
 			h.next()
 		}
-		for _, id := range ids {
+		for i, id := range ids {
 			j, err := tx.Job(id)
+			if tx.skip(err, nil) {
+				// No worker can run a job it cannot read, and left ready it
+				// would head its kind's queue for good: it moves to the dead
+				// letters (where it shows as unreadable), and the claim goes on.
+				if err := tx.bucket(bucketJobsReady).Delete([]byte(keys[i])); err != nil {
+					return err
+				}
+				if err := tx.bucket(bucketJobsDead).Put([]byte(id), nil); err != nil {
+					return err
+				}
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("ready index points at job %s: %w", id, err)
 			}
@@ -562,6 +575,13 @@ func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, e
 					return err
 				}
 				j, err := tx.Job(id)
+				if tx.skip(err, nil) {
+					// Off the leased index (deleted above), into the dead letters.
+					if err := tx.bucket(bucketJobsDead).Put([]byte(id), nil); err != nil {
+						return err
+					}
+					continue
+				}
 				if err != nil {
 					return fmt.Errorf("leased index points at job %s: %w", id, err)
 				}
@@ -614,12 +634,19 @@ func (s *Store) JobsByCorrelation(corr string) ([]Job, error) {
 }
 
 // jobsOf reads every job of correlation id corr inside tx, oldest first.
-func jobsOf(tx *Tx, corr string) ([]Job, error) {
+func jobsOf(tx *Tx, corr string) ([]Job, error) { return jobsOfSkipping(tx, corr, nil) }
+
+// jobsOfSkipping is jobsOf that, with skipped set, steps over a job that
+// cannot be read, adding it there; without, such a job is the error.
+func jobsOfSkipping(tx *Tx, corr string, skipped *[]Unreadable) ([]Job, error) {
 	prefix := []byte(corr + "|")
 	var out []Job
 	c := tx.bucket(bucketJobsByCorr).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		j, err := tx.Job(string(k[len(prefix):]))
+		if skipped != nil && tx.skip(err, skipped) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

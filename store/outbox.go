@@ -122,6 +122,9 @@ func (tx *Tx) EachOutbox(status OutboxStatus, fn func(Outbox) error) error {
 	c := tx.bucket(bucketOutboxByStatus).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		o, err := tx.Outbox(string(k[len(prefix):]))
+		if tx.skip(err, nil) { // listed apart (Store.Unreadable)
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -64,9 +64,10 @@ type checkRequest struct {
 type verdict struct {
 	Problem string `json:"problem,omitempty"`
 	Busy    bool   `json:"busy,omitempty"`
-	// Records lists the unreadable records of a file that is otherwise
-	// sound (an *UnreadableRecordsError in the child).
-	Records []string `json:"records,omitempty"`
+	// Unreadable, with no Problem, is a file whose only problems are
+	// records that cannot be read (CheckReport.Unreadable).
+	Unreadable     []Unreadable `json:"unreadable,omitempty"`
+	MoreUnreadable int          `json:"more_unreadable,omitempty"`
 }
 
 // checkerLockTimeout is how long the child waits for another process's lock.
@@ -80,7 +81,8 @@ func (e inUseError) Error() string {
 }
 
 // checkInChild checks the file at path at level in a child process and
-// returns its verdict: nil, a *DamagedError, or errInUse.
+// returns its verdict: nil, a *DamagedError, an *UnreadableRecordsError
+// (no damage, but records that cannot be read), or errInUse.
 func checkInChild(ctx context.Context, path string, level checkLevel) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -109,8 +111,8 @@ func checkInChild(ctx context.Context, path string, level checkLevel) error {
 			return inUseError{path}
 		case v.Problem != "":
 			return &DamagedError{Path: path, Problem: v.Problem}
-		case len(v.Records) > 0:
-			return &UnreadableRecordsError{Path: path, Records: v.Records}
+		case len(v.Unreadable) > 0:
+			return &UnreadableRecordsError{Path: path, Records: v.Unreadable, More: v.MoreUnreadable}
 		}
 		return nil
 	}
@@ -152,15 +154,13 @@ func childCheck(req checkRequest) (v verdict) {
 	default:
 		err = fmt.Errorf("unknown check level %q", req.Level)
 	}
-	var (
-		de  *DamagedError
-		ure *UnreadableRecordsError
-	)
+	var de *DamagedError
+	var ue *UnreadableRecordsError
 	switch {
 	case err == nil:
 		return verdict{}
-	case errors.As(err, &ure):
-		return verdict{Records: ure.Records}
+	case errors.As(err, &ue):
+		return verdict{Unreadable: ue.Records, MoreUnreadable: ue.More}
 	case errors.Is(err, bolt.ErrTimeout) || errors.As(err, new(inUseError)):
 		return verdict{Busy: true}
 	case errors.As(err, &de):
@@ -210,14 +210,15 @@ func verifyHere(path string) error {
 	if err := st.refuseNewerSchema(path); err != nil {
 		return err
 	}
-	if err := st.Check(); err != nil {
-		// A Check that finds only unreadable records says so with an
-		// *UnreadableRecordsError: the file is kept as a backup.
-		var ure *UnreadableRecordsError
-		if errors.As(err, &ure) {
-			return &UnreadableRecordsError{Path: path, Records: ure.Records}
-		}
-		return &DamagedError{Path: path, Problem: "failed verification: " + firstProblem(err)}
+	r, err := st.Inspect()
+	if err != nil {
+		return err
+	}
+	if len(r.Damaged) > 0 {
+		return &DamagedError{Path: path, Problem: "failed verification: " + firstProblem(errors.Join(r.Damaged...))}
+	}
+	if len(r.Unreadable) > 0 {
+		return &UnreadableRecordsError{Path: path, Records: r.Unreadable, More: r.MoreUnreadable}
 	}
 	return nil
 }

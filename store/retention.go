@@ -111,7 +111,11 @@ func finished(tx *Tx, ev Event) (bool, error) {
 }
 
 // draftsOf returns every draft version of an event.
-func draftsOf(tx *Tx, eventKey string) []Draft {
+func draftsOf(tx *Tx, eventKey string) []Draft { return draftsOfSkipping(tx, eventKey, nil) }
+
+// draftsOfSkipping is draftsOf, stepping over a version that cannot be
+// read (added to skipped): the versions after it are still listed.
+func draftsOfSkipping(tx *Tx, eventKey string, skipped *[]Unreadable) []Draft {
 	evID := tx.bucket(bucketEventsByKey).Get([]byte(eventKey))
 	if evID == nil {
 		return nil
@@ -119,6 +123,9 @@ func draftsOf(tx *Tx, eventKey string) []Draft {
 	var out []Draft
 	for n := 1; ; n++ {
 		d, err := tx.Draft(draftVersionID(string(evID), n))
+		if tx.skip(err, skipped) {
+			continue
+		}
 		if err != nil {
 			return out
 		}

@@ -45,7 +45,7 @@ func (s *Store) FindEvent(vis Visible, q string) (string, error) {
 		// A conversation id or contact, exactly: the term index holds both
 		// (a term cut at maxTerm is looked up as a prefix).
 		term := normTerm(q)
-		return eachTermLead(tx, term, len(term) < maxTerm, maxTermEntries, func(h Handoff) bool {
+		return eachTermLead(tx, term, len(term) < maxTerm, maxTermEntries, nil, func(h Handoff) bool {
 			if vis.Key(h.Key) && (h.ConversationID == q || h.Contact == q) {
 				key = h.LastEventKey
 				return false
@@ -77,6 +77,8 @@ type SearchResult struct {
 	Oldest  time.Time
 	// More says there were more leads than the limit asked for.
 	More bool
+	// Unreadable is each record the search met that cannot be read, stepped over.
+	Unreadable []Unreadable
 }
 
 // LeadHit is one lead a search found, with its latest message.
@@ -121,12 +123,12 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 		return true
 	}
 	var failed error
-	err := eachTermLead(tx, term, false, maxTermEntries, func(h Handoff) bool {
+	err := eachTermLead(tx, term, false, maxTermEntries, &res.Unreadable, func(h Handoff) bool {
 		if seen[h.Key] || !vis.Key(h.Key) {
 			return true
 		}
 		last, err := tx.EventByKey(h.LastEventKey)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &res.Unreadable) {
 			failed = err
 			return false
 		}
@@ -143,6 +145,10 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 	c := tx.bucket(bucketEvents).Cursor()
 	for k, _ := c.Last(); k != nil && res.Scanned < TextScan; k, _ = c.Prev() {
 		ev, err := tx.Event(string(k))
+		if tx.skip(err, &res.Unreadable) {
+			res.Scanned++
+			continue
+		}
 		if err != nil {
 			return res, err
 		}
@@ -153,11 +159,14 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 			continue
 		}
 		h, err := tx.Handoff(lead)
+		if tx.skip(err, &res.Unreadable) {
+			continue
+		}
 		if err != nil {
 			return res, fmt.Errorf("lead of %s: %w", ev.Key, err)
 		}
 		last, err := tx.EventByKey(h.LastEventKey)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &res.Unreadable) {
 			return res, err
 		}
 		if !add(LeadHit{Lead: h, Last: last, By: "text", Snippet: ev.Text}) {
@@ -170,7 +179,7 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 // eachTermLead calls fn with each lead that has a term starting with term
 // (exact: equal to it), each once, reading at most budget entries, until
 // fn returns false.
-func eachTermLead(tx *Tx, term string, exact bool, budget int, fn func(Handoff) bool) error {
+func eachTermLead(tx *Tx, term string, exact bool, budget int, skipped *[]Unreadable, fn func(Handoff) bool) error {
 	if term == "" {
 		return nil
 	}
@@ -189,8 +198,11 @@ func eachTermLead(tx *Tx, term string, exact bool, budget int, fn func(Handoff) 
 		}
 		done[lead] = true
 		h, err := tx.Handoff(lead)
+		if tx.skip(err, skipped) {
+			continue
+		}
 		if err != nil {
-			return fmt.Errorf("idx_handoffs_by_term names lead %s, which cannot be read: %v", lead, err)
+			return fmt.Errorf("idx_handoffs_by_term names lead %s: %w", lead, err)
 		}
 		if !fn(h) {
 			return nil

@@ -50,6 +50,7 @@ type Store struct {
 	// damage is what CheckPages found, once it found damage.
 	damage atomic.Pointer[error]
 	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
+	seen   seen // the unreadable records known (unreadable.go)
 }
 
 type writeReq struct {
@@ -101,6 +102,7 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		timeout = 100 * time.Millisecond
 	}
 	deferred := false
+	var unreadable *UnreadableRecordsError // what the check found, when only records cannot be read
 	if fi, err := os.Lstat(path); opts.ReadOnly || !errors.Is(err, fs.ErrNotExist) {
 		m, err := checkStructure(path)
 		if err != nil {
@@ -117,7 +119,8 @@ func OpenFile(path string, opts Options) (*Store, error) {
 				deferred = true
 			}
 			if level != "" {
-				if err := checkInChild(context.Background(), path, level); err != nil {
+				err := checkInChild(context.Background(), path, level)
+				if !errors.As(err, &unreadable) && err != nil {
 					return nil, err
 				}
 			}
@@ -143,6 +146,9 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, quit: make(chan struct{}), stopped: make(chan struct{}), deferred: deferred}
+	if unreadable != nil {
+		s.seen.add(unreadable.Records...)
+	}
 	if opts.ReadOnly {
 		close(s.stopped)
 		return s, nil
@@ -183,7 +189,8 @@ func (s *Store) Close() error {
 // indexes. A write takes old, the record as read in the same transaction,
 // and moves exactly the index entries that changed.
 type Tx struct {
-	tx *bolt.Tx
+	tx   *bolt.Tx
+	seen *seen // the store's memory of unreadable records (Tx.skip)
 }
 
 // bucket is one of the buckets created at open, with the fill its keys
@@ -296,7 +303,7 @@ func (s *Store) commit(batch []*writeReq) {
 		failed := -1
 		var failure error
 		err := s.db.Update(func(btx *bolt.Tx) error {
-			tx := &Tx{tx: btx}
+			tx := &Tx{tx: btx, seen: &s.seen}
 			for i, r := range batch {
 				if err := r.fn(tx); err != nil {
 					failed, failure = i, err
@@ -331,7 +338,7 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 func (s *Store) view(fn func(tx *Tx) error) error {
 	s.gate.enter()
 	defer s.gate.exit()
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, seen: &s.seen}) })
 }
 
 // Repairs is what the open's migrations found wrong on disk and rewrote

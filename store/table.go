@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -20,15 +21,15 @@ type table[T any] struct {
 	indexes []index[T]
 	// read, when set, is how check reads a record instead of decode (an
 	// older schema's records that its migration repairs: tables.go).
-	read func(raw []byte, v *T) error
+	read func(raw []byte, v *T, strict bool) error
 }
 
-// checkDecode reads a record for check and strays.
-func (t *table[T]) checkDecode(raw []byte, v *T) error {
+// checkDecode reads a record for check (strict) and strays.
+func (t *table[T]) checkDecode(raw []byte, v *T, strict bool) error {
 	if t.read != nil {
-		return t.read(raw, v)
+		return t.read(raw, v, strict)
 	}
-	return decode(raw, v)
+	return decodeAs(raw, v, strict)
 }
 
 // An index is one secondary index of a table, in its own bucket.
@@ -89,7 +90,8 @@ func (t *table[T]) get(tx *Tx, key []byte) (T, error) {
 	}
 	v := new(T) // on the heap only when there is a record to decode
 	if err := decode(raw, v); err != nil {
-		return *v, fmt.Errorf("%s %s: %w", t.name, key, err)
+		var zero T
+		return zero, unreadableOf(t.name, key, err)
 	}
 	return *v, nil
 }
@@ -101,7 +103,8 @@ func (t *table[T]) has(tx *Tx, key []byte) bool {
 
 // lookup follows the entry at k of index ix (a value index) to its record:
 // ErrNotFound when there is no entry. An entry naming a record that cannot
-// be read is damage, not absence, and never reads as ErrNotFound.
+// be read is damage, not absence, and never reads as ErrNotFound: the
+// record's *Unreadable, or the missing record named.
 func (t *table[T]) lookup(tx *Tx, ix *index[T], k []byte) (T, error) {
 	var zero T
 	v := tx.bucket(ix.bucket).Get(k)
@@ -110,8 +113,11 @@ func (t *table[T]) lookup(tx *Tx, ix *index[T], k []byte) (T, error) {
 	}
 	pk := ix.ref(k, v)
 	rec, err := t.get(tx, pk)
+	if errors.Is(err, ErrNotFound) {
+		return zero, fmt.Errorf("%s points at %s %s, which does not exist", ix.bucket, t.name, pk)
+	}
 	if err != nil {
-		return zero, fmt.Errorf("%s points at %s %s, which cannot be read: %v", ix.bucket, t.name, pk, err)
+		return zero, fmt.Errorf("%s points at %s %s: %w", ix.bucket, t.name, pk, err)
 	}
 	return rec, nil
 }
@@ -243,11 +249,17 @@ const maxProblems = 20
 // belongs to a record that has it. The second half is counted: the entries
 // that records own must be all the entries. When the count disagrees the
 // index is walked to name the entries nobody owns.
-func (t *table[T]) check(tx *Tx) []error {
-	var problems []error
+//
+// Each record is decoded strictly (unmarshal): one that does not (bytes
+// that are not JSON, a key it does not know, invalid UTF-8) is unreadable,
+// and its entries cannot be proven from it (what a lenient read makes of
+// it lacks the field the flipped byte hid), so an entry naming it is its
+// problem, not the index's. The disagreements no unreadable record
+// explains go to r.damaged.
+func (t *table[T]) check(tx *Tx, r *checking) {
 	report := func(n *int, err error) {
 		if *n++; *n <= maxProblems {
-			problems = append(problems, err)
+			r.damaged = append(r.damaged, err)
 		}
 	}
 	type tally struct{ owned, bad int }
@@ -255,8 +267,14 @@ func (t *table[T]) check(tx *Tx) []error {
 	undecodable := 0
 	_ = tx.bucket(t.bucket).ForEach(func(pk, raw []byte) error {
 		var v T
-		if err := t.checkDecode(raw, &v); err != nil {
-			report(&undecodable, fmt.Errorf("check: %s %s: %w", t.name, pk, err))
+		if err := t.checkDecode(raw, &v, true); err != nil {
+			if undecodable++; undecodable <= maxProblems {
+				r.unreadable = append(r.unreadable, *unreadableOf(t.name, pk, err))
+			} else {
+				r.moreUnreadable++
+			}
+			r.undecodable[t.name]++
+			r.suspect[t.name+"\x00"+string(pk)] = true
 			return nil
 		}
 		for i := range t.indexes {
@@ -275,27 +293,33 @@ func (t *table[T]) check(tx *Tx) []error {
 		}
 		return nil
 	})
-	if undecodable > maxProblems {
-		problems = append(problems, fmt.Errorf("check: %d more %s records cannot be read", undecodable-maxProblems, t.name))
-	}
 	for i := range t.indexes {
 		ix, n := &t.indexes[i], &tallies[i]
 		entries := tx.bucket(ix.bucket).Stats().KeyN
 		if entries != n.owned {
-			problems = append(problems, fmt.Errorf("check: %s holds %d entries, but the %s records own %d", ix.bucket, entries, t.name, n.owned))
-			problems = append(problems, t.strays(tx, ix, &n.bad)...)
+			strays, unexplained, explained := t.strays(tx, ix, &n.bad, r)
+			if unexplained > 0 || explained == 0 {
+				r.damaged = append(r.damaged, fmt.Errorf("check: %s holds %d entries, but the %s records own %d", ix.bucket, entries, t.name, n.owned))
+			}
+			r.damaged = append(r.damaged, strays...)
 		}
 		if n.bad > maxProblems {
-			problems = append(problems, fmt.Errorf("check: %d more problems with %s", n.bad-maxProblems, ix.bucket))
+			r.damaged = append(r.damaged, fmt.Errorf("check: %d more problems with %s", n.bad-maxProblems, ix.bucket))
 		}
 	}
-	return problems
+}
+
+// problems is check's findings as errors, damage and unreadable records alike.
+func (t *table[T]) problems(tx *Tx) []error {
+	r := newChecking()
+	t.check(tx, r)
+	return CheckReport{Damaged: r.damaged, Unreadable: r.unreadable, MoreUnreadable: r.moreUnreadable}.errs()
 }
 
 // strays names the entries of ix that belong to no record: the record they
-// name is absent, unreadable, or has another entry.
-func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int) []error {
-	var problems []error
+// name is absent or has another entry. An entry naming a record that
+// cannot be read is not named (explained): the record is.
+func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int, r *checking) (problems []error, unexplained, explained int) {
 	records := tx.bucket(t.bucket)
 	_ = tx.bucket(ix.bucket).ForEach(func(k, v []byte) error {
 		pk := ix.ref(k, v)
@@ -305,8 +329,9 @@ func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int) []error {
 		switch {
 		case raw == nil:
 			why = "which does not exist"
-		case t.checkDecode(raw, &rec) != nil:
-			why = "which cannot be read"
+		case r.suspect[t.name+"\x00"+string(pk)] || t.checkDecode(raw, &rec, false) != nil:
+			explained++
+			return nil
 		case ix.keys != nil:
 			if slices.ContainsFunc(ix.keys(&rec), func(o []byte) bool { return bytes.Equal(o, k) }) {
 				return nil
@@ -325,12 +350,13 @@ func (t *table[T]) strays(tx *Tx, ix *index[T], bad *int) []error {
 				return nil
 			}
 		}
+		unexplained++
 		if *bad++; *bad <= maxProblems {
 			problems = append(problems, fmt.Errorf("check: %s entry %q names %s %s, %s", ix.bucket, k, t.name, pk, why))
 		}
 		return nil
 	})
-	return problems
+	return problems, unexplained, explained
 }
 
 // Index entries name their record in one of these ways.

@@ -215,7 +215,7 @@ func TestTableWritesDeriveTheIndexes(t *testing.T) {
 					t.Errorf("%s = %q, want %q", c.bucket, g, c.want)
 				}
 			}
-			if err := st.View(func(tx *Tx) error { return errors.Join(recs.check(tx)...) }); err != nil {
+			if err := st.View(func(tx *Tx) error { return errors.Join(recs.problems(tx)...) }); err != nil {
 				t.Errorf("check after the writes: %v", err)
 			}
 		})
@@ -283,7 +283,7 @@ func TestTableCheckFindsDamage(t *testing.T) {
 		{
 			name:   "a record cannot be read",
 			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRecs).Put([]byte("c"), []byte("{not json")) },
-			want:   []string{"check: rec c:"},
+			want:   []string{"check: rec c cannot be read: invalid character"},
 		},
 	}
 	for _, tt := range tests {
@@ -300,7 +300,7 @@ func TestTableCheckFindsDamage(t *testing.T) {
 				}
 			}
 			var problems []error
-			if err := st.View(func(tx *Tx) error { problems = recs.check(tx); return nil }); err != nil {
+			if err := st.View(func(tx *Tx) error { problems = recs.problems(tx); return nil }); err != nil {
 				t.Fatal(err)
 			}
 			got := errors.Join(problems...)

@@ -28,8 +28,8 @@ var eventsTable = &table[Event]{
 // as stored; Check also proves them JSON, and that a schema 8 record's
 // place of its text is exactly one string value of its body, as
 // migration 8 verified (schema_repair.go).
-func checkEvent(raw []byte, ev *Event) error {
-	if err := decode(raw, ev); err != nil {
+func checkEvent(raw []byte, ev *Event, strict bool) error {
+	if err := decodeAs(raw, ev, strict); err != nil {
 		return err
 	}
 	if ev.Body != nil && !json.Valid(ev.Body) {
@@ -56,8 +56,8 @@ func checkEvent(raw []byte, ev *Event) error {
 // not damage.
 var eventsTableV8 = func() *table[Event] {
 	t := *eventsTable
-	t.read = func(raw []byte, ev *Event) error {
-		if err := checkEvent(raw, ev); err != nil {
+	t.read = func(raw []byte, ev *Event, strict bool) error {
+		if err := checkEvent(raw, ev, strict); err != nil {
 			if bytes.IndexByte(raw, '\n') >= 0 || json.Unmarshal(raw, ev) != nil || ev.TextAt == nil {
 				return err
 			}

@@ -24,6 +24,10 @@ type Timeline struct {
 	// joined a turn another event's draft answers (Draft, Drafts and Outbox
 	// are then that draft's); empty when the event's draft is its own.
 	AnsweredBy string
+	// Unreadable is each record of the timeline but the event that cannot
+	// be read: left out, the rest shown. An event that cannot be read is
+	// Timeline's error, an *Unreadable.
+	Unreadable []Unreadable
 }
 
 // turnScan bounds how many of a lead's messages on either side of an event
@@ -54,7 +58,7 @@ func timelineOf(tx *Tx, key string) (Timeline, error) {
 		return Timeline{}, err
 	}
 	t := Timeline{Event: ev}
-	if t.Jobs, err = jobsOf(tx, ev.CorrelationID); err != nil {
+	if t.Jobs, err = jobsOfSkipping(tx, ev.CorrelationID, &t.Unreadable); err != nil {
 		return Timeline{}, fmt.Errorf("jobs of %s cannot be read: %v", ev.CorrelationID, err)
 	}
 	if t.Jobs == nil {
@@ -63,6 +67,7 @@ func timelineOf(tx *Tx, key string) (Timeline, error) {
 	switch h, err := tx.Handoff(LeadKey(ev.Channel, ev.ConversationID)); {
 	case err == nil:
 		t.Handoff = &h
+	case tx.skip(err, &t.Unreadable):
 	case !errors.Is(err, ErrNotFound):
 		return Timeline{}, err
 	}
@@ -70,6 +75,7 @@ func timelineOf(tx *Tx, key string) (Timeline, error) {
 	switch d, err := tx.DraftByEvent(ev.Key); {
 	case err == nil:
 		t.Draft = &d
+	case tx.skip(err, &t.Unreadable):
 	case !errors.Is(err, ErrNotFound):
 		return Timeline{}, err
 	case t.Handoff != nil:
@@ -80,16 +86,19 @@ func timelineOf(tx *Tx, key string) (Timeline, error) {
 			t.AnsweredBy = draftKey
 			if d, err := tx.DraftByEvent(draftKey); err == nil {
 				t.Draft = &d
-			} else if !errors.Is(err, ErrNotFound) {
+			} else if !errors.Is(err, ErrNotFound) && !tx.skip(err, &t.Unreadable) {
 				return Timeline{}, err
 			}
 		}
 	}
-	if t.Drafts = draftsOf(tx, draftKey); t.Drafts == nil {
+	if t.Drafts = draftsOfSkipping(tx, draftKey, &t.Unreadable); t.Drafts == nil {
 		t.Drafts = []Draft{}
 	}
 	if t.Draft != nil && t.Draft.OutboxID != "" {
 		o, err := tx.Outbox(t.Draft.OutboxID)
+		if tx.skip(err, &t.Unreadable) {
+			return t, nil
+		}
 		if err != nil {
 			return Timeline{}, fmt.Errorf("draft %s names outbox row %s, which cannot be read: %v", t.Draft.ID, t.Draft.OutboxID, err)
 		}
@@ -110,11 +119,14 @@ func answeringEvent(tx *Tx, ev Event, h Handoff) (string, error) {
 	found, superseded := "", ""
 	look := func(k []byte) (bool, error) {
 		e, err := tx.Event(string(k[len(prefix):]))
+		if tx.skip(err, nil) {
+			return false, nil
+		}
 		if err != nil {
 			return false, err
 		}
 		d, err := tx.DraftByEvent(e.Key)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, ErrNotFound) || tx.skip(err, nil) {
 			return false, nil
 		}
 		if err != nil || !slices.Contains(d.AnsweredEvents(), ev.Key) {
@@ -165,6 +177,9 @@ type CardView struct {
 	Conversation []Said
 	// Drafting says a draft job of the lead's open turn is live.
 	Drafting bool
+	// Unreadable is each record of the card that cannot be read: left out
+	// (the draft's event or lead then zero), the card shown without it.
+	Unreadable []Unreadable
 }
 
 // Said is one line of a conversation: a customer's message or a reply.
@@ -196,19 +211,22 @@ func (s *Store) Card(d Draft, earlier int) (CardView, error) {
 func cardOf(tx *Tx, d Draft, earlier int) (CardView, error) {
 	var v CardView
 	var err error
-	if v.Event, err = tx.EventByKey(d.EventKey); err != nil {
+	if v.Event, err = tx.EventByKey(d.EventKey); err != nil && !tx.skip(err, &v.Unreadable) {
 		return v, err
 	}
 	answered := d.AnsweredEvents()
 	for _, k := range answered {
 		e, err := tx.EventByKey(k)
+		if tx.skip(err, &v.Unreadable) {
+			continue
+		}
 		if err != nil {
 			return v, fmt.Errorf("message %s of draft %s: %w", k, d.ID, err)
 		}
 		v.Turn = append(v.Turn, e)
 	}
-	lead := LeadKey(v.Event.Channel, v.Event.ConversationID)
-	if v.Lead, err = tx.Handoff(lead); err != nil {
+	lead := LeadKey(d.Channel, d.ConversationID)
+	if v.Lead, err = tx.Handoff(lead); err != nil && !tx.skip(err, &v.Unreadable) {
 		return v, fmt.Errorf("lead %s: %w", lead, err)
 	}
 	if v.Lead.TurnDraft != "" {
@@ -230,6 +248,9 @@ func cardOf(tx *Tx, d Draft, earlier int) (CardView, error) {
 	c.Seek(convKey(lead, first))
 	for k, _ := c.Prev(); k != nil && bytes.HasPrefix(k, prefix) && len(before) < earlier+len(answered); k, _ = c.Prev() {
 		e, err := tx.Event(string(k[len(prefix):]))
+		if tx.skip(err, &v.Unreadable) {
+			continue
+		}
 		if err != nil {
 			return v, err
 		}
@@ -237,7 +258,7 @@ func cardOf(tx *Tx, d Draft, earlier int) (CardView, error) {
 			before = append(before, Said{At: e.ReceivedAt, Event: &e})
 		}
 	}
-	replies, err := repliesOf(tx, v.Event.Channel, v.Event.ConversationID, earlier)
+	replies, err := repliesOf(tx, d.Channel, d.ConversationID, earlier, &v.Unreadable)
 	if err != nil {
 		return v, err
 	}
@@ -269,13 +290,16 @@ func (o Outbox) saidAt() time.Time {
 // prefix of the outbox bucket, oldest draft first. Rows of another
 // channel's conversation of the same id, or of a conversation whose id
 // only starts with this one's, are skipped; at most replyScan are read.
-func repliesOf(tx *Tx, channel, conversationID string, limit int) ([]Outbox, error) {
+func repliesOf(tx *Tx, channel, conversationID string, limit int, skipped *[]Unreadable) ([]Outbox, error) {
 	prefix := []byte(conversationID + ":")
 	c := tx.bucket(bucketOutbox).Cursor()
 	var out []Outbox
 	for n, k := 0, lastWithPrefix(c, prefix); k != nil && bytes.HasPrefix(k, prefix) && n < replyScan && len(out) < limit; k, _ = c.Prev() {
 		n++
 		o, err := tx.Outbox(string(k))
+		if tx.skip(err, skipped) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -291,6 +315,8 @@ func repliesOf(tx *Tx, channel, conversationID string, limit int) ([]Outbox, err
 type DraftLine struct {
 	Event Event
 	Lead  Handoff
+	// Unreadable is the event or lead of the line that cannot be read (then zero).
+	Unreadable []Unreadable
 }
 
 // DraftLines reads the event and the lead of each draft of ds, in one read
@@ -299,15 +325,17 @@ func (s *Store) DraftLines(ds []Draft) ([]DraftLine, error) {
 	out := make([]DraftLine, len(ds))
 	err := s.view(func(tx *Tx) error {
 		for i, d := range ds {
+			var line DraftLine
 			ev, err := tx.EventByKey(d.EventKey)
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &line.Unreadable) {
 				return err
 			}
 			h, err := tx.Handoff(LeadKey(d.Channel, d.ConversationID))
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &line.Unreadable) {
 				return err
 			}
-			out[i] = DraftLine{Event: ev, Lead: h}
+			line.Event, line.Lead = ev, h
+			out[i] = line
 		}
 		return nil
 	})

@@ -319,13 +319,16 @@ func (s *Store) DraftingFor(v Visible) (Drafting, error) {
 				return nil // another client's
 			}
 			ev, err := tx.EventByKey(j.Key)
-			if errors.Is(err, ErrNotFound) {
-				return nil // the event went with retention
+			if errors.Is(err, ErrNotFound) || tx.skip(err, nil) {
+				return nil // the event went with retention, or cannot be read (listed apart)
 			}
 			if err != nil {
 				return err
 			}
 			h, err := tx.Handoff(LeadKey(ev.Channel, ev.ConversationID))
+			if tx.skip(err, nil) {
+				return nil
+			}
 			if err != nil {
 				return fmt.Errorf("lead of %s: %w", j.Key, err)
 			}
@@ -369,6 +372,9 @@ func (s *Store) DraftingFor(v Visible) (Drafting, error) {
 				break
 			}
 			j, err := tx.Job(string(v))
+			if tx.skip(err, nil) {
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("unique index points at job %s: %w", v, err)
 			}
@@ -384,6 +390,9 @@ func (s *Store) DraftingFor(v Visible) (Drafting, error) {
 				break
 			}
 			j, err := tx.Job(string(k))
+			if tx.skip(err, nil) {
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("dead-letter index points at job %s: %w", k, err)
 			}

@@ -29,6 +29,8 @@ type Overview struct {
 	Stuck      []HandoffRow
 	Thresholds []Fact
 	Backup     *Notice // the last backup failed; nil otherwise
+	// Unreadable is the banner about records that cannot be read; nil when none is known.
+	Unreadable *Notice
 	// Drafting is the messages waiting for a draft and whether drafting fails.
 	Drafting store.Drafting
 	// Stats is what drafts cost and how they were decided (views/drafting.go).

@@ -24,6 +24,9 @@ type Layout struct {
 	Counts store.Counts
 	Query  string    // the search box's value
 	Now    time.Time // the request's clock, for "5m ago"
+	// Unreadable is each record the page's reads stepped over because it
+	// cannot be read: one row each, above the content (UnreadableRows).
+	Unreadable []store.Unreadable
 }
 
 // Admin reports whether the logged-in person is an admin.

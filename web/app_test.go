@@ -17,4 +17,5 @@ func init() {
 	web.NewApp = func(t *testing.T, cfg *config.Config, now func() time.Time, apiToken string) web.App {
 		return apptest.New(t, cfg, app.Deps{Now: now, APIToken: apiToken})
 	}
+	web.ExpectUnreadable = apptest.ExpectUnreadable
 }

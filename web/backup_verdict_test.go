@@ -79,13 +79,13 @@ func TestBackupsPageShowsRejectedAndWarnings(t *testing.T) {
 	}
 
 	// Unreadable records only: kept, counted, shown with its warnings.
-	unreadable := []string{"events: demo:v-1 cannot be decoded"}
+	unreadable := []string{"event demo:v-1 cannot be read: cannot be decoded"}
 	warnAt := t1.Add(3 * time.Hour)
 	f, _, err := e.st.BackupToDir(dir, warnAt, store.BackupOptions{Keep: 2, Verify: func(p string) error {
 		if err := store.VerifyFile(p); err != nil {
 			return err
 		}
-		return &store.UnreadableRecordsError{Path: p, Records: unreadable}
+		return &store.UnreadableRecordsError{Path: p, Records: []store.Unreadable{{Kind: "event", ID: "demo:v-1", Reason: "cannot be decoded"}}}
 	}})
 	if err != nil {
 		t.Fatalf("backup with unreadable records: %v", err)

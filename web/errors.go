@@ -31,6 +31,8 @@ const correlationHeader = "X-Correlation-Id"
 //	*apiError (errorf)          its status and sentence: the handler's own answer
 //	*echo.HTTPError, echo codes its code and message (the router's 404 and 405)
 //	*hook.Error                 its status and sentence (an inbound refusal)
+//	*store.Unreadable           422, its sentence ("event 01… cannot be read: <reason>"):
+//	                            the record asked for is damaged; every list shows it as a row
 //	*store.NotRegenerableError  400, its sentence
 //	*store.UnsafeReplayError    409, its sentence (send the confirmation)
 //	*store.ConflictError        409, its sentence; "that decision stands"
@@ -71,6 +73,7 @@ func answerFor(err error) (status int, msg string) {
 		keyState   *keys.StateError
 		named      *namedError
 		refusal    *refusalError
+		unreadable *store.Unreadable
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -82,6 +85,8 @@ func answerFor(err error) (status int, msg string) {
 		return he.Code, he.Message
 	case errors.As(err, &hk):
 		return hk.Status, hk.Msg
+	case errors.As(err, &unreadable):
+		return http.StatusUnprocessableEntity, unreadable.Error()
 	case errors.As(err, &notRegen):
 		return http.StatusBadRequest, notRegen.Error()
 	case errors.As(err, &unsafe):

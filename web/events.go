@@ -27,6 +27,9 @@ type timeline struct {
 	// joined a turn drafted for another message (draft and outbox are then
 	// that draft's); empty when the draft is the event's own.
 	AnsweredBy string `json:"answered_by,omitempty"`
+	// Unreadable is each record of the timeline that cannot be read
+	// (a job, a draft version, the lead, the reply), left out of it.
+	Unreadable []store.Unreadable `json:"unreadable,omitempty"`
 }
 
 // timelineAnswer is a timeline as the API renders it. Its Event shadows

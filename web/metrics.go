@@ -217,10 +217,11 @@ var (
 	descBackupLast = prometheus.NewDesc("handoff_backup_last_result", "Result of the last backup: 1 ok, 0 failed (its copy did not verify, or it could not be written), -1 none yet.", nil, nil)
 	descBackupTime = prometheus.NewDesc("handoff_backup_last_success_timestamp_seconds", "Unix time of the newest verified backup (absent before the first).", nil, nil)
 	descBackupWarn = prometheus.NewDesc("handoff_backup_last_success_warnings", "Unreadable records the newest verified backup carries, as the live database does (0: none).", nil, nil)
+	descUnreadable = prometheus.NewDesc("handoff_unreadable_records", "Records known not to decode: found by the check at start or met by a read since (handoff verify names them).", nil, nil)
 )
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descOutbox, descStuck, descWaiting, descDrafts, descDBSize, descBackupAge, descBackupLast, descBackupTime, descBackupWarn} {
+	for _, d := range []*prometheus.Desc{descJobs, descOutbox, descStuck, descWaiting, descDrafts, descDBSize, descBackupAge, descBackupLast, descBackupTime, descBackupWarn, descUnreadable} {
 		ch <- d
 	}
 }
@@ -256,6 +257,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBackupWarn, prometheus.GaugeValue, float64(len(b.Warnings)))
 	}
 	ch <- prometheus.MustNewConstMetric(descBackupLast, prometheus.GaugeValue, b.Result)
+	ch <- prometheus.MustNewConstMetric(descUnreadable, prometheus.GaugeValue, float64(len(c.st.Unreadable())))
 }
 
 // stuckBefore turns the stuck thresholds into cut-off times at now.

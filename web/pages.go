@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -139,8 +140,39 @@ func (s *Server) overviewPage(c *echo.Context) error {
 		}
 		o.Stuck = append(o.Stuck, s.handoffRows(hs, l.Now)...)
 	}
+	if us := s.unreadableFor(c, s.st.Unreadable()); len(us) > 0 {
+		o.Unreadable = &views.Notice{Tone: "error", Text: unreadableBanner(us)}
+	}
 	o.Backup = s.backupNotice(l.Now)
 	return render(c, http.StatusOK, views.OverviewPage(l, o))
+}
+
+// unreadableFor is us for a person who sees every client; nothing for one
+// limited to some, since a record that cannot be read has no channel to
+// tell whose it is.
+func (s *Server) unreadableFor(c *echo.Context, us []store.Unreadable) []store.Unreadable {
+	if !s.visible(c).All() {
+		return nil
+	}
+	return us
+}
+
+// unreadableBanner is the overview's sentence about the records the store
+// knows cannot be read, naming the first few.
+func unreadableBanner(us []store.Unreadable) string {
+	var ids []string
+	for _, u := range us[:min(3, len(us))] {
+		ids = append(ids, u.Kind+" "+u.ID)
+	}
+	more := ""
+	if len(us) > len(ids) {
+		more = ", …"
+	}
+	n := "1 record cannot be read"
+	if len(us) > 1 {
+		n = fmt.Sprintf("%d records cannot be read", len(us))
+	}
+	return n + " — see handoff verify (" + strings.Join(ids, ", ") + more + ")."
 }
 
 func (s *Server) handoffRows(hs []store.Handoff, now time.Time) []views.HandoffRow {
@@ -185,5 +217,6 @@ func (s *Server) handoffsPage(c *echo.Context) error {
 		hs, list.More = hs[:handoffsLimit], true
 	}
 	list.Rows = s.handoffRows(hs, l.Now)
+	l.Unreadable = s.unreadableFor(c, s.st.UnreadableOf("lead"))
 	return render(c, http.StatusOK, views.HandoffsPage(l, list))
 }

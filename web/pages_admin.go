@@ -24,6 +24,7 @@ func (s *Server) reconcilePage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	l.Unreadable = s.unreadableFor(c, s.st.UnreadableOf("outbox row"))
 	r := views.ReconcileRows{Rows: rows, Limit: reconcileLimit, Lookup: s.lookupProviders()}
 	if c.QueryParam("action") == "lookup" {
 		r.Notice = s.lookedNotice(c.QueryParam("done")) // after "Look it up now" (pages_deadletters.go)

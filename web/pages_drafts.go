@@ -297,6 +297,8 @@ func (s *Server) queuePage(c *echo.Context, v queueView, id string, sel *views.S
 	if v.after != nil {
 		q.FirstPage = v.withCursor(nil).filter.URL("")
 	}
+	// Read last, so the reads above have added what they stepped over.
+	l.Unreadable = s.unreadableFor(c, s.st.UnreadableOf("draft", "event", "lead"))
 	return render(c, http.StatusOK, views.Drafts(l, q))
 }
 

@@ -22,7 +22,7 @@ func (s *Server) loadTimeline(key string) (timeline, error) {
 	if err != nil {
 		return timeline{}, missing(err, "no event has the key %q", key)
 	}
-	return timeline{Event: t.Event, Jobs: t.Jobs, Draft: t.Draft, Drafts: t.Drafts, Handoff: t.Handoff, Outbox: t.Outbox, AnsweredBy: t.AnsweredBy}, nil
+	return timeline{Event: t.Event, Jobs: t.Jobs, Draft: t.Draft, Drafts: t.Drafts, Handoff: t.Handoff, Outbox: t.Outbox, AnsweredBy: t.AnsweredBy, Unreadable: t.Unreadable}, nil
 }
 
 // timelinePage answers GET /events/{event key}: the event and everything
@@ -30,6 +30,15 @@ func (s *Server) loadTimeline(key string) (timeline, error) {
 func (s *Server) timelinePage(c *echo.Context) error {
 	key := c.Param("*")
 	t, err := s.loadTimeline(key)
+	if u, ok := store.AsUnreadable(err); ok {
+		// The event itself cannot be read: the page says so, in its one row.
+		l, err := s.layout(c, "Event "+key, "")
+		if err != nil {
+			return err
+		}
+		l.Query, l.Unreadable = key, s.unreadableFor(c, []store.Unreadable{*u})
+		return render(c, http.StatusOK, views.UnreadablePage(l, key))
+	}
 	if err != nil {
 		return err
 	}
@@ -37,7 +46,7 @@ func (s *Server) timelinePage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	l.Query = key
+	l.Query, l.Unreadable = key, s.unreadableFor(c, t.Unreadable)
 	v := views.Timeline{
 		Event: t.Event, Draft: t.Draft, Outbox: t.Outbox, Handoff: t.Handoff, Jobs: t.Jobs, Entries: entries(t),
 		AnsweredBy: t.AnsweredBy,
@@ -333,15 +342,16 @@ func (s *Server) search(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	unreadable := s.unreadableFor(c, res.Unreadable)
 	title, status := "Search", http.StatusOK
-	if len(res.Leads) == 0 {
+	if len(res.Leads) == 0 && len(unreadable) == 0 {
 		title, status = "Nothing found", http.StatusNotFound
 	}
 	l, err := s.layout(c, title, "")
 	if err != nil {
 		return err
 	}
-	l.Query = q
+	l.Query, l.Unreadable = q, unreadable
 	p := views.SearchPage{Query: q, More: res.More, Scanned: res.Scanned, Oldest: res.Oldest, TextScan: store.TextScan, Now: l.Now}
 	after := jobs.StuckAfter(s.cfg)
 	for _, h := range res.Leads {

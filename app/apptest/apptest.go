@@ -6,6 +6,7 @@ package apptest
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,12 +53,29 @@ func New(t testing.TB, cfg *config.Config, d app.Deps) *app.App {
 			return
 		}
 		defer st.Close()
-		if err := st.Check(); err != nil {
+		r, err := st.Inspect()
+		if err == nil && expected(cfg.DataDir) {
+			r.Unreadable, r.MoreUnreadable = nil, 0 // the test damaged them on purpose
+		}
+		if err == nil {
+			err = r.Err()
+		}
+		if err != nil {
 			t.Errorf("store check after test: %v", err)
 		}
 	})
 	return a
 }
+
+// rotten is the data folders whose records a test damaged on purpose.
+var rotten sync.Map
+
+// ExpectUnreadable says that the test damaged records of the database in
+// dir on purpose: the check after the test then still fails on structural
+// damage and on any index disagreement, not on those records.
+func ExpectUnreadable(dir string) { rotten.Store(dir, true) }
+
+func expected(dir string) bool { _, ok := rotten.Load(dir); return ok }
 
 // Start builds the app as New does and starts it.
 func Start(t testing.TB, cfg *config.Config, d app.Deps) *app.App {
