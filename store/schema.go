@@ -114,11 +114,12 @@ var migrations = []migration{
 	}}, {version: 5, name: "events may keep their text as a place in their body", apply: migrateTextRefs}, // schema_bodyonce.go
 	// search.go
 	{version: 6, name: "name each lead and index leads by name, contact and conversation id for search", apply: migrateLeadTerms},
-	{version: 7, name: "index receipts by outbox row and by time", apply: migrateReceiptIndexes}, // receipts.go
+	{version: 7, name: "index receipts by outbox row and by time", apply: migrateReceiptIndexes},     // receipts.go
+	{version: 8, name: "give every person an ID and every token its maker's", apply: migrateUserIDs}, // tokens.go
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
 // from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes

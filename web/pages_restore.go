@@ -154,6 +154,11 @@ func (s *Server) restoreUpload(c *echo.Context) error {
 	if strings.TrimSpace(c.FormValue("confirm")) != restoreWord {
 		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: type restore in the confirmation box to restore.")
 	}
+	// The confirmation asks for the password again, as every restore does
+	// (the listed one's route: stepUp).
+	if err := s.requireStepUp(c); err != nil {
+		return s.refuseRestore(c, err)
+	}
 	in, err := fh.Open()
 	if err != nil {
 		return err
@@ -196,5 +201,14 @@ func (s *Server) restoreFrom(c *echo.Context, path, what string) error {
 		s.log.Error("audit the restore", "err", err)
 	}
 	s.log.Warn("restored", "who", p.Name, "source", what, "kept", kept)
-	return s.renderBackups(c, http.StatusOK, fmt.Sprintf("Restored %s; %s. The server goes on with the restored database.", what, detail), "")
+	return s.renderBackups(c, http.StatusOK, fmt.Sprintf("Restored %s; %s. The server goes on with the restored database; no session came with it, so everyone (you too) logs in again.", what, detail), "")
+}
+
+// refuseRestore shows the backups page with a step-up's refusal.
+func (s *Server) refuseRestore(c *echo.Context, err error) error {
+	status, msg := answerFor(err)
+	if status >= http.StatusInternalServerError {
+		return err
+	}
+	return s.renderBackups(c, status, "", "Nothing was restored: "+msg)
 }
