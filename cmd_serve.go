@@ -51,6 +51,7 @@ func serve(ctx context.Context, args []string, e env) error {
 		log.Warn(w)
 	}
 
+	cfg.Auth.ResolveSecretKey(e.getenv)
 	token := e.getenv("HANDOFF_API_TOKEN")
 	if err := config.CheckAPIToken(token); err != nil {
 		return err
@@ -115,7 +116,7 @@ func firstAdmin(ctx context.Context, st *store.Store, e env, dataDir string) (se
 	}
 	now := time.Now().UTC()
 	if pw := e.getenv("HANDOFF_ADMIN_PASSWORD"); pw != "" {
-		hash, err := password.Hash(pw)
+		hash, err := password.RuleFor(true, "admin").Hash(pw)
 		if err != nil {
 			return "", fmt.Errorf("HANDOFF_ADMIN_PASSWORD: %w", err)
 		}

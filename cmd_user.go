@@ -19,8 +19,8 @@ import (
 )
 
 const userUsage = `usage: handoff user add|passwd|disable|enable|remove|list --data DIR [NAME] (server stopped)
-  user add     --data DIR NAME --role admin|approver [--owner NAME]   (password from stdin or generated)
-  user passwd  --data DIR NAME [--reset-second-factor]                (password from stdin or generated; ends their sessions)
+  user add     --data DIR NAME --role admin|approver [--owner NAME] [--config FILE]   (password from stdin or generated)
+  user passwd  --data DIR NAME [--reset-second-factor] [--config FILE]                (password from stdin or generated; ends their sessions)
   user disable --data DIR NAME                                        (ends their sessions; their tokens stop working)
   user enable  --data DIR NAME
   user remove  --data DIR NAME                                        (the audit log keeps what they did)
@@ -84,6 +84,7 @@ func userAdd(ctx context.Context, args []string, e env) error {
 	role := fs.String("role", "approver", "admin or approver")
 	owner := fs.String("owner", "", "the routing owner this person works as (their \"mine\" filter)")
 	clientList := fs.String("clients", "", "limit an approver to these clients' channels, ids separated by commas (empty: every client)")
+	cfgPath := fs.String("config", "", "the server's config file: its clients' names are refused in the password too")
 	names, err := userArgs(fs, args)
 	if err != nil {
 		return err
@@ -107,7 +108,11 @@ func userAdd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	hash, err := password.Hash(pw)
+	rule, err := cliPasswordRule(*cfgPath, e, *role == string(store.RoleAdmin), append([]string{name, *owner}, clients...)...)
+	if err != nil {
+		return err
+	}
+	hash, err := rule.Hash(pw)
 	if err != nil {
 		return err
 	}
@@ -139,9 +144,13 @@ func userAdd(ctx context.Context, args []string, e env) error {
 func userChange(ctx context.Context, sub string, args []string, e env) error {
 	fs := newFlagSet("user "+sub, e)
 	dataDir := fs.String("data", config.DefaultDataDir, "data folder")
-	var resetTOTP *bool
+	var (
+		resetTOTP *bool
+		cfgPath   *string
+	)
 	if sub == "passwd" {
 		resetTOTP = fs.Bool("reset-second-factor", false, "also turn the person's second factor off (a lost authenticator)")
+		cfgPath = fs.String("config", "", "the server's config file: its clients' names are refused in the password too")
 	}
 	names, err := userArgs(fs, args)
 	if err != nil {
@@ -161,15 +170,28 @@ func userChange(ctx context.Context, sub string, args []string, e env) error {
 		if pw, generated, err = readPassword(e.stdin); err != nil {
 			return err
 		}
-		if hash, err = password.Hash(pw); err != nil {
-			return err
-		}
 	}
 	st, err := openData(*dataDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if sub == "passwd" {
+		u, err := st.User(name)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("there is no user named %q", name)
+		}
+		if err != nil {
+			return err
+		}
+		rule, err := cliPasswordRule(*cfgPath, e, u.Role == store.RoleAdmin, append([]string{name, u.Owner}, u.Clients...)...)
+		if err != nil {
+			return err
+		}
+		if hash, err = rule.Hash(pw); err != nil {
+			return err
+		}
+	}
 	now := time.Now().UTC()
 	audit := store.AuditEntry{At: now, Who: "handoff user " + sub, Target: name}
 	var done string
@@ -200,8 +222,12 @@ func userChange(ctx context.Context, sub string, args []string, e env) error {
 		done = sub + "d " + name
 	case "remove":
 		audit.Action = "remove user"
-		err = st.RemoveUser(ctx, name, audit)
+		var revoked []store.Token
+		revoked, err = st.RemoveUser(ctx, name, now, audit)
 		done = "removed " + name + " (the audit log keeps what they did)"
+		if len(revoked) > 0 {
+			done += fmt.Sprintf("; revoked their %d API tokens", len(revoked))
+		}
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -213,6 +239,22 @@ func userChange(ctx context.Context, sub string, args []string, e env) error {
 	}
 	fmt.Fprintln(e.stdout, done)
 	return nil
+}
+
+// cliPasswordRule is the dashboard's password rule for a person (see
+// web's passwordRule): the product's name and words are always refused as
+// a password's base; with a config file, its clients' ids and names too.
+func cliPasswordRule(cfgPath string, e env, admin bool, words ...string) (password.Rule, error) {
+	if cfgPath != "" {
+		cfg, err := config.Load(cfgPath, e.getenv)
+		if err != nil {
+			return password.Rule{}, fmt.Errorf("--config: %w", err)
+		}
+		for _, cl := range cfg.ClientList() {
+			words = append(words, cl.ID, cl.Name)
+		}
+	}
+	return password.RuleFor(admin, words...), nil
 }
 
 // userList prints every person: name, role, owner, state, second factor.

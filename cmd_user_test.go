@@ -196,3 +196,29 @@ func TestFirstStartSetupLink(t *testing.T) {
 		t.Errorf("admin from HANDOFF_ADMIN_PASSWORD: %v", err)
 	}
 }
+
+// TestUserPasswordRuleCLI: "user add" and "user passwd" refuse an admin's
+// password built on the product's or the person's name or a keyboard
+// walk, and with --config the clients' names too.
+func TestUserPasswordRuleCLI(t *testing.T) {
+	dir := t.TempDir()
+	cfg := t.TempDir() + "/handoff.yaml"
+	if err := os.WriteFile(cfg, []byte("clients:\n  - id: acme\n    name: Acme Ltd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{"handoff12345", "qwertyuiopas", "rosalind2026!"} {
+		c := runCLI(t, pw+"\n", nil, "user", "add", "--data", dir, "rosalind", "--role", "admin")
+		if c.err == nil || !strings.Contains(c.err.Error(), "easy to guess") && !strings.Contains(c.err.Error(), "common") {
+			t.Errorf("user add with %q: %v, want it refused", pw, c.err)
+		}
+	}
+	c := runCLI(t, "acmeltd2026!\n", nil, "user", "add", "--data", dir, "rosalind", "--role", "admin", "--config", cfg)
+	if c.err == nil || !strings.Contains(c.err.Error(), "easy to guess") {
+		t.Errorf("user add with a client's name and --config: %v, want it refused", c.err)
+	}
+	runCLI(t, "violet tractor harbour\n", nil, "user", "add", "--data", dir, "rosalind", "--role", "admin").wantOK(t)
+	c = runCLI(t, "handoff12345\n", nil, "user", "passwd", "--data", dir, "rosalind")
+	if c.err == nil {
+		t.Error("user passwd took handoff12345 for an admin")
+	}
+}

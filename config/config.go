@@ -71,6 +71,29 @@ type Auth struct {
 	// RequireTOTPForAdmins (yaml auth.require_totp_for_admins) makes an
 	// admin without a second factor enrol one before any other page.
 	RequireTOTPForAdmins bool
+	// SecretKeyEnv (yaml auth.secret_key_env) names the variable holding
+	// the key that encrypts second-factor secrets at rest; unset:
+	// DefaultSecretKeyEnv. SecretKey is its value, resolved once (empty:
+	// no key, secrets are stored as they are).
+	SecretKeyEnv string
+	SecretKey    string
+}
+
+// DefaultSecretKeyEnv is the variable read for the secret key when
+// auth.secret_key_env names none.
+const DefaultSecretKeyEnv = "HANDOFF_SECRET_KEY"
+
+// ResolveSecretKey reads the secret key from the variable auth names (or
+// DefaultSecretKeyEnv, which may be unset), unless a key is set already.
+func (a *Auth) ResolveSecretKey(getenv func(string) string) {
+	if a.SecretKey != "" {
+		return
+	}
+	name := a.SecretKeyEnv
+	if name == "" {
+		name = DefaultSecretKeyEnv
+	}
+	a.SecretKey = getenv(name)
 }
 
 // Channel is one inbound webhook source, served at POST /hooks/{name}.

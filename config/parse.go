@@ -135,6 +135,11 @@ func (d *decoder) config(n *yaml.Node) *Config {
 		"auth": func(p string, v *yaml.Node) {
 			d.mapping(p, v, handlers{
 				"require_totp_for_admins": func(p string, v *yaml.Node) { d.boolean(p, v, &c.Auth.RequireTOTPForAdmins) },
+				"secret_key_env": func(p string, v *yaml.Node) {
+					if d.envName(p, v, &c.Auth.SecretKeyEnv) {
+						c.Auth.SecretKey, _ = d.secretFromEnv(p, v, c.Auth.SecretKeyEnv)
+					}
+				},
 			})
 		},
 	})

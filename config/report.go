@@ -121,6 +121,7 @@ func (c *Config) Redacted() Config {
 	}
 	r.Drafter.BaseURL = redactURL(c.Drafter.BaseURL)
 	r.Drafter.APIKey = redact(c.Drafter.APIKey)
+	r.Auth.SecretKey = redact(c.Auth.SecretKey)
 	if c.Backups.Target != nil {
 		t := *c.Backups.Target
 		t.AccessKey, t.SecretKey = redact(t.AccessKey), redact(t.SecretKey)

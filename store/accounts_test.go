@@ -63,7 +63,8 @@ func TestLastAdminUnderConcurrency(t *testing.T) {
 			return err
 		}},
 		{"remove", func(st *Store, name string) error {
-			return st.RemoveUser(context.Background(), name, AuditEntry{At: t0, Who: "x", Action: "remove user", Target: name})
+			_, err := st.RemoveUser(context.Background(), name, t0, AuditEntry{At: t0, Who: "x", Action: "remove user", Target: name})
+			return err
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,11 +112,11 @@ func TestLastAdminAlone(t *testing.T) {
 	if _, err := st.UpdateUser(context.Background(), "ada", func(_ *Tx, u *User) error { u.Disabled = true; return nil }); !errors.Is(err, ErrLastAdmin) {
 		t.Errorf("disable the only admin: %v, want ErrLastAdmin", err)
 	}
-	if err := st.RemoveUser(context.Background(), "ada"); !errors.Is(err, ErrLastAdmin) {
+	if _, err := st.RemoveUser(context.Background(), "ada", t0); !errors.Is(err, ErrLastAdmin) {
 		t.Errorf("remove the only admin: %v, want ErrLastAdmin", err)
 	}
 	// An approver may go, and an admin may change what is not their role.
-	if err := st.RemoveUser(context.Background(), "cy"); err != nil {
+	if _, err := st.RemoveUser(context.Background(), "cy", t0); err != nil {
 		t.Errorf("remove an approver: %v", err)
 	}
 	if _, err := st.UpdateUser(context.Background(), "ada", func(_ *Tx, u *User) error { u.Owner = "sales"; return nil }); err != nil {
@@ -163,7 +164,7 @@ func TestDisableEndsSessions(t *testing.T) {
 	if _, err := st.ActiveUser("cy"); err != nil {
 		t.Errorf("ActiveUser(enabled again) = %v", err)
 	}
-	if err := st.RemoveUser(context.Background(), "cy", AuditEntry{At: t0, Who: "ada", Action: "remove user", Target: "cy"}); err != nil {
+	if _, err := st.RemoveUser(context.Background(), "cy", t0, AuditEntry{At: t0, Who: "ada", Action: "remove user", Target: "cy"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := st.SessionUser(late); !errors.Is(err, ErrNotFound) {

@@ -399,8 +399,17 @@ func Restore(ctx context.Context, dataDir, src string) (string, error) {
 	} else if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", err
 	}
-	err := WriteFileAtomic(live, func(w io.Writer) error {
-		in, err := os.Open(src)
+	// The sessions are dropped from a copy, never from src itself.
+	staged, err := stageCopy(dataDir, src)
+	if err != nil {
+		return "", fmt.Errorf("restore: copy %s: %w", src, err)
+	}
+	defer os.Remove(staged)
+	if err := dropSessions(staged); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	err = WriteFileAtomic(live, func(w io.Writer) error {
+		in, err := os.Open(staged)
 		if err != nil {
 			return err
 		}
@@ -412,6 +421,54 @@ func Restore(ctx context.Context, dataDir, src string) (string, error) {
 		return "", fmt.Errorf("restore: %w", err)
 	}
 	return kept, nil
+}
+
+// dropSessions deletes every dashboard session in the database file at
+// path (a restore's staged copy): a backup holds users, which is what a
+// restore brings back, but a session in it could be one planted in a
+// crafted file that passes verify, so none comes back. Everyone logs in
+// again after a restore.
+// A file without sessions is left byte for byte as it is.
+func dropSessions(path string) error {
+	ro, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("open the copy to drop its sessions: %w", err)
+	}
+	some := false
+	err = ro.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketSessions); b != nil {
+			k, _ := b.Cursor().First()
+			some = k != nil
+		}
+		return nil
+	})
+	if cerr := ro.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || !some {
+		return err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("open the copy to drop its sessions: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketSessions) == nil {
+			return nil
+		}
+		if err := tx.DeleteBucket(bucketSessions); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket(bucketSessions)
+		return err
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("drop the sessions of the copy: %w", err)
+	}
+	return nil
 }
 
 // keepCopy copies the live database to a new file beside it named for the
@@ -508,6 +565,9 @@ func (s *Store) Replace(ctx context.Context, src string) (string, error) {
 		return "", fmt.Errorf("restore: nothing was changed: copy %s: %w", src, err)
 	}
 	defer os.Remove(staged) // gone after the rename
+	if err := dropSessions(staged); err != nil {
+		return "", fmt.Errorf("restore: nothing was changed: %w", err)
+	}
 	open, err := s.gate.shut(ctx)
 	if err != nil {
 		return "", fmt.Errorf("restore: nothing was changed: the database stayed busy (a long backup download or another restore): %w", err)

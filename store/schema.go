@@ -120,10 +120,12 @@ var migrations = []migration{
 	{version: 7, name: "index receipts by outbox row and by time", apply: migrateReceiptIndexes}, // receipts.go
 	// schema_repair.go
 	{version: 8, name: "keep each event's body as received after its record; repair the events whose text could not be read", repair: migrateRepairEvents},
+	// tokens.go
+	{version: 9, name: "give every person an ID and every token its maker's", apply: migrateUserIDs},
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
 // from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes

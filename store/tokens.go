@@ -35,11 +35,14 @@ func ValidScope(s Scope) bool {
 // Token is an API token, stored by the SHA-256 of its secret; the secret is
 // shown once, when it is created.
 type Token struct {
-	V     int    `json:"v"`
-	ID    string `json:"id"`
-	Name  string `json:"name"`
-	User  string `json:"user"`
-	Scope Scope  `json:"scope"`
+	V    int    `json:"v"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	User string `json:"user"` // the name of the admin who made it
+	// UserID is the ID of the admin who made it (User.ID): the token acts
+	// for that person only, never for a later one given the same name.
+	UserID string `json:"user_id,omitempty"`
+	Scope  Scope  `json:"scope"`
 	// Role is what a token of a record written before scopes existed
 	// could do; decoding turns it into the Scope (admin: admin, approver:
 	// approve), so nothing else reads it.
@@ -73,10 +76,18 @@ func (t *Token) UnmarshalJSON(raw []byte) error {
 
 // CreateToken stores a token under the hash of its secret, with the audit
 // entries given, in one transaction; ErrExists when a live token has the
-// same name.
+// same name. A token without a UserID is bound, in that transaction, to
+// the person its User names (none: it is stored unbound, and opens
+// nothing).
 func (s *Store) CreateToken(ctx context.Context, hash []byte, t Token, audit ...AuditEntry) error {
 	t.V = recordVersion
 	return s.update(ctx, func(tx *Tx) error {
+		if t.UserID == "" {
+			var u User
+			if getJSON(tx.bucket(bucketUsers), []byte(t.User), &u) == nil {
+				t.UserID = u.ID
+			}
+		}
 		toks := tx.bucket(bucketTokens)
 		err := toks.ForEach(func(_, v []byte) error {
 			var other Token
@@ -147,4 +158,101 @@ func (s *Store) Tokens() ([]Token, error) {
 		})
 	})
 	return out, err
+}
+
+// RevokeTokensOf revokes, at now, every live token u made (by their ID;
+// by their name for a token that has none), and returns them.
+func (tx *Tx) RevokeTokensOf(u User, now time.Time) ([]Token, error) {
+	var out []Token
+	toks := tx.bucket(bucketTokens)
+	type hit struct {
+		hash []byte
+		t    Token
+	}
+	var hits []hit
+	err := toks.ForEach(func(k, v []byte) error {
+		var t Token
+		if err := json.Unmarshal(v, &t); err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		mine := t.UserID != "" && t.UserID == u.ID || t.UserID == "" && t.User == u.Name
+		if mine && t.RevokedAt == nil {
+			hits = append(hits, hit{bytes.Clone(k), t})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hits {
+		at := now
+		h.t.RevokedAt = &at
+		if err := putJSON(toks, h.hash, h.t); err != nil {
+			return nil, err
+		}
+		out = append(out, h.t)
+	}
+	return out, nil
+}
+
+// migrateUserIDs is migration 8: every person gets an ID, and every token
+// the ID of the person who made it: the person of its User name, when
+// they were created before the token (Token.CreatedAt). A token older
+// than its namesake was made by a person since removed, and is revoked.
+func migrateUserIDs(tx *Tx) error {
+	users := tx.bucket(bucketUsers)
+	byName := map[string]User{}
+	var all []User
+	err := users.ForEach(func(k, v []byte) error {
+		var u User
+		if err := json.Unmarshal(v, &u); err != nil {
+			return fmt.Errorf("user %s: %w", k, err)
+		}
+		all = append(all, u)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, u := range all {
+		if u.ID == "" {
+			u.ID = NewUserID()
+			if err := putJSON(users, []byte(u.Name), u); err != nil {
+				return err
+			}
+		}
+		byName[u.Name] = u
+	}
+	toks := tx.bucket(bucketTokens)
+	type fix struct {
+		hash []byte
+		t    Token
+	}
+	var fixes []fix
+	now := time.Now().UTC()
+	err = toks.ForEach(func(k, v []byte) error {
+		var t Token
+		if err := json.Unmarshal(v, &t); err != nil {
+			return fmt.Errorf("token: %w", err)
+		}
+		if t.UserID != "" {
+			return nil
+		}
+		if u, ok := byName[t.User]; ok && !t.CreatedAt.Before(u.CreatedAt) {
+			t.UserID = u.ID
+		} else if t.RevokedAt == nil {
+			t.RevokedAt = &now
+		}
+		fixes = append(fixes, fix{bytes.Clone(k), t})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range fixes {
+		if err := putJSON(toks, f.hash, f.t); err != nil {
+			return err
+		}
+	}
+	return nil
 }

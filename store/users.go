@@ -43,8 +43,13 @@ const (
 
 // User is a person who logs in to the dashboard.
 type User struct {
-	V            int       `json:"v"`
-	Name         string    `json:"name"`
+	V    int    `json:"v"`
+	Name string `json:"name"`
+	// ID is minted when the person is created and never reused: a token
+	// belongs to it (Token.UserID), so a new person given a removed one's
+	// name gets none of their tokens. Migration 8 gave every person
+	// created before it one.
+	ID           string    `json:"id,omitempty"`
 	Role         Role      `json:"role"`
 	PasswordHash []byte    `json:"password_hash"`   // bcrypt
 	Owner        string    `json:"owner,omitempty"` // the routing owner this person works as ("mine")
@@ -75,8 +80,11 @@ type TOTP struct {
 }
 
 // CreateUser adds u, and the audit entries given, in one transaction;
-// ErrExists when the name is taken.
+// ErrExists when the name is taken. A u without an ID gets a new one.
 func (s *Store) CreateUser(ctx context.Context, u User, audit ...AuditEntry) error {
+	if u.ID == "" {
+		u.ID = NewUserID()
+	}
 	err := s.update(ctx, func(tx *Tx) error { return createUser(tx, u, audit) })
 	if err != nil {
 		return fmt.Errorf("store: create user %s: %w", u.Name, err)
@@ -88,6 +96,9 @@ func (s *Store) CreateUser(ctx context.Context, u User, audit ...AuditEntry) err
 // one transaction with the check: made is false when someone was there
 // first.
 func (s *Store) CreateFirstUser(ctx context.Context, u User, audit ...AuditEntry) (made bool, err error) {
+	if u.ID == "" {
+		u.ID = NewUserID()
+	}
 	err = s.update(ctx, func(tx *Tx) error {
 		made = false
 		if k, _ := tx.bucket(bucketUsers).Cursor().First(); k != nil {
@@ -101,6 +112,9 @@ func (s *Store) CreateFirstUser(ctx context.Context, u User, audit ...AuditEntry
 	}
 	return made, nil
 }
+
+// NewUserID mints a person's ID (a ULID).
+func NewUserID() string { return ulid.Make().String() }
 
 func createUser(tx *Tx, u User, audit []AuditEntry) error {
 	b := tx.bucket(bucketUsers)
@@ -174,7 +188,7 @@ func (s *Store) UpdateUser(ctx context.Context, name string, change func(tx *Tx,
 		if err := change(tx, &after); err != nil {
 			return err
 		}
-		after.Name, after.V = before.Name, recordVersion
+		after.Name, after.ID, after.V = before.Name, before.ID, recordVersion
 		if enabledAdmin(before) && !enabledAdmin(after) {
 			if err := otherEnabledAdmin(tx, name); err != nil {
 				return err
@@ -197,11 +211,14 @@ func (s *Store) UpdateUser(ctx context.Context, name string, change func(tx *Tx,
 	return out, nil
 }
 
-// RemoveUser deletes a user and every session of theirs, with the audit
-// entries given, in one transaction; the audit trail stays. ErrLastAdmin
-// when they are the last enabled admin.
-func (s *Store) RemoveUser(ctx context.Context, name string, audit ...AuditEntry) error {
+// RemoveUser deletes a user and every session of theirs, and revokes
+// every live token of theirs at now, with the audit entries given, in one
+// transaction; the audit trail stays. ErrLastAdmin when they are the last
+// enabled admin. It says which tokens it revoked.
+func (s *Store) RemoveUser(ctx context.Context, name string, now time.Time, audit ...AuditEntry) ([]Token, error) {
+	var revoked []Token
 	err := s.update(ctx, func(tx *Tx) error {
+		revoked = nil
 		b := tx.bucket(bucketUsers)
 		var u User
 		if err := getJSON(b, []byte(name), &u); err != nil {
@@ -215,15 +232,19 @@ func (s *Store) RemoveUser(ctx context.Context, name string, audit ...AuditEntry
 		if _, err := tx.EndSessions(name, nil); err != nil {
 			return err
 		}
+		var err error
+		if revoked, err = tx.RevokeTokensOf(u, now); err != nil {
+			return err
+		}
 		if err := b.Delete([]byte(name)); err != nil {
 			return err
 		}
 		return writeAudits(tx, audit)
 	})
 	if err != nil {
-		return fmt.Errorf("store: remove user %s: %w", name, err)
+		return nil, fmt.Errorf("store: remove user %s: %w", name, err)
 	}
-	return nil
+	return revoked, nil
 }
 
 func enabledAdmin(u User) bool { return u.Role == RoleAdmin && !u.Disabled }
@@ -267,6 +288,10 @@ type Session struct {
 	// SessionPending, and Attempts counts the codes tried there.
 	Pending  bool `json:"pending,omitempty"`
 	Attempts int  `json:"attempts,omitempty"`
+	// SteppedUpAt is when the person last gave their password (and code)
+	// again on this session, for the actions that cannot be undone
+	// (web/stepup.go); zero: never.
+	SteppedUpAt time.Time `json:"stepped_up_at,omitzero"`
 }
 
 // Expired reports whether the session has ended at now: idle too long,
@@ -433,12 +458,12 @@ func (s *Store) UpdateSession(ctx context.Context, hash []byte, change func(sess
 		if u.Disabled {
 			return ErrDisabled
 		}
-		role, disabled := u.Role, u.Disabled
+		id, role, disabled := u.ID, u.Role, u.Disabled
 		keep, err := change(&sess, &u)
 		if err != nil {
 			return err
 		}
-		u.Name, u.Role, u.Disabled, u.V = sess.User, role, disabled, recordVersion
+		u.Name, u.ID, u.Role, u.Disabled, u.V = sess.User, id, role, disabled, recordVersion
 		if err := putJSON(tx.bucket(bucketUsers), []byte(u.Name), u); err != nil {
 			return err
 		}

@@ -16,6 +16,19 @@ type AccountPage struct {
 	Codes []string
 	// OtherSessions counts this person's other logged-in browsers.
 	OtherSessions int
+	// Sealed says second-factor secrets are encrypted at rest (the
+	// server has a secret key); without it the page says what the
+	// database file and its backups reveal.
+	Sealed bool
+}
+
+// StepUp is the form that asks for the password (and code) again before
+// an action that cannot be undone.
+type StepUp struct {
+	Next    string // where the browser goes on to
+	Code    bool   // the person has a second factor: ask for its code too
+	Error   string
+	Minutes int // how long a step-up covers such actions
 }
 
 // Enrolment is a second-factor secret offered for enrolment.

@@ -1189,7 +1189,7 @@ func restorePanel(l Layout, b Backups) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 107, "<section class=\"panel\" id=\"restore\"><h2>Restore</h2><p class=\"muted\">The file is verified first, as <span class=\"mono\">handoff restore</span> does; nothing changes if it fails. Then the workers stop, the live database is set aside (kept next to it as <span class=\"mono\">handoff.db.before-restore-…</span>), the backup takes its place, and the server goes on with it. Everything written since the backup is no longer shown; people whose sessions are not in the backup log in again.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 107, "<section class=\"panel\" id=\"restore\"><h2>Restore</h2><p class=\"muted\">The file is verified first, as <span class=\"mono\">handoff restore</span> does; nothing changes if it fails. Then the workers stop, the live database is set aside (kept next to it as <span class=\"mono\">handoff.db.before-restore-…</span>), the backup takes its place, and the server goes on with it. Everything written since the backup is no longer shown, and everyone logs in again: the backup's users come back, its sessions never do. It asks for your password again.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1310,38 +1310,54 @@ func restorePanel(l Layout, b Backups) templ.Component {
 					}
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 119, "</select></label> <label>Type <span class=\"mono\">restore</span> to confirm <input name=\"confirm\" required autocomplete=\"off\" pattern=\"restore\"></label> <button class=\"danger\" type=\"submit\">Restore this backup</button></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 119, "</select></label> <label>Type <span class=\"mono\">restore</span> to confirm <input name=\"confirm\" required autocomplete=\"off\" pattern=\"restore\"></label>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = StepUpFields().Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 120, "<button class=\"danger\" type=\"submit\">Restore this backup</button></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 120, "<form method=\"post\" action=\"/backups/restore/upload\" enctype=\"multipart/form-data\" id=\"restore-upload\"><input type=\"hidden\" name=\"csrf\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 121, "<form method=\"post\" action=\"/backups/restore/upload\" enctype=\"multipart/form-data\" id=\"restore-upload\"><input type=\"hidden\" name=\"csrf\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var63 string
 		templ_7745c5c3_Var63, templ_7745c5c3_Err = templruntime.NewAttributeExpression(l.CSRF).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `backups.templ`, Line: 332, Col: 50}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `backups.templ`, Line: 333, Col: 50}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var63)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 121, "\"> <label>Backup file (at most ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 122, "\"> <label>Backup file (at most ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var64 string
 		templ_7745c5c3_Var64, templ_7745c5c3_Err = templ.JoinStringErrs(ByteSize(b.MaxUpload))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `backups.templ`, Line: 333, Col: 54}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `backups.templ`, Line: 334, Col: 54}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var64))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 122, ") <input type=\"file\" name=\"file\" required></label> <label>Type <span class=\"mono\">restore</span> to confirm <input name=\"confirm\" required autocomplete=\"off\" pattern=\"restore\"></label> <button class=\"danger\" type=\"submit\">Upload and restore</button></form></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 123, ") <input type=\"file\" name=\"file\" required></label> <label>Type <span class=\"mono\">restore</span> to confirm <input name=\"confirm\" required autocomplete=\"off\" pattern=\"restore\"></label>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = StepUpFields().Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 124, "<button class=\"danger\" type=\"submit\">Upload and restore</button></form></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

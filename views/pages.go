@@ -90,9 +90,12 @@ type Secret struct {
 type UsersPage struct {
 	Users  []store.User
 	Tokens []store.Token
-	Secret *Secret
-	Notice *Notice
-	Owners []string // routing owners, suggested for a new user
+	// LiveTokens counts each person's tokens not revoked, by their ID:
+	// the ones a demotion or removal revokes.
+	LiveTokens map[string]int
+	Secret     *Secret
+	Notice     *Notice
+	Owners     []string // routing owners, suggested for a new user
 	// Lockouts are the names and addresses whose logins are refused or
 	// slowed now, each with an unlock button.
 	Lockouts []Lockout

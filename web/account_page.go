@@ -38,6 +38,7 @@ func (s *Server) renderAccount(c *echo.Context, status int, a views.AccountPage)
 		a.Recovery = len(u.TOTP.Recovery)
 	}
 	a.MustEnrol = s.mustEnrol(u)
+	a.Sealed = s.sealer != nil
 	l, err := s.layout(c, "Your account", "account")
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func (s *Server) changeOwnPassword(c *echo.Context) error {
 	if err != nil {
 		return s.refuseAccount(c, err)
 	}
-	hash, err := password.Hash(c.FormValue("password"))
+	hash, err := s.passwordRule(p.Role == store.RoleAdmin, p.Name, p.Owner).Hash(c.FormValue("password"))
 	if err != nil {
 		return s.refuseAccount(c, refused(err, http.StatusBadRequest))
 	}
@@ -129,7 +130,7 @@ func (s *Server) startTOTP(c *echo.Context) error {
 		if u.TOTP != nil {
 			return refused(errors.New("a second factor is already on; turn it off first to enrol another"), http.StatusConflict)
 		}
-		u.PendingTOTP = secret
+		u.PendingTOTP = s.sealer.Seal(secret, u.Name)
 		return nil
 	}, s.auditEntry(c, "start second factor enrolment", p.Name, ""))
 	if err != nil {
@@ -151,11 +152,15 @@ func (s *Server) confirmTOTP(c *echo.Context) error {
 		if u.PendingTOTP == "" {
 			return refused(errors.New("no enrolment is under way; start it again"), http.StatusConflict)
 		}
-		step, ok := password.CheckTOTP(u.PendingTOTP, code, now, 0)
+		secret, err := s.sealer.Open(u.PendingTOTP, u.Name)
+		if err != nil {
+			return refused(errors.New(err.Error()+"; start the enrolment again"), http.StatusConflict)
+		}
+		step, ok := password.CheckTOTP(secret, code, now, 0)
 		if !ok {
 			return refused(errors.New("that code is not the one the authenticator shows now; start the enrolment again if the secret was not added"), http.StatusBadRequest)
 		}
-		u.TOTP = &store.TOTP{Secret: u.PendingTOTP, LastStep: step, Recovery: hashes, EnrolledAt: now}
+		u.TOTP = &store.TOTP{Secret: s.sealer.Seal(secret, u.Name), LastStep: step, Recovery: hashes, EnrolledAt: now}
 		u.PendingTOTP = ""
 		return nil
 	}, s.auditEntry(c, "enrol second factor", p.Name, strconv.Itoa(len(codes))+" recovery codes"))

@@ -156,7 +156,7 @@ func TestLastAdminOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range []string{a, b} {
-			if err := e.st.RemoveUser(context.Background(), n); err != nil {
+			if _, err := e.st.RemoveUser(context.Background(), n, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -261,7 +261,7 @@ var (
 func enrol(t *testing.T, b *browser, clk *clock) (string, []string) {
 	t.Helper()
 	b.getOK("/account")
-	p := b.post("/account/totp/start", nil)
+	p := b.postStepped("/account/totp/start", nil)
 	m := totpSecretRe.FindStringSubmatch(p.body)
 	if p.code != http.StatusOK || m == nil || !strings.Contains(p.body, "otpauth://totp/") {
 		t.Fatalf("start enrolment: %d, no secret and URI: %.400s", p.code, p.body)
@@ -371,9 +371,15 @@ func TestSecondFactorLogin(t *testing.T) {
 		t.Errorf("a code after the pending session expired: %d, want 401", p.code)
 	}
 
-	// Turned off with the password; an admin can reset it too.
+	// Turned off with the password and a code (the step-up at enrolment
+	// is older than five minutes now); an admin can reset it too.
 	ann.getOK("/account")
-	if p := ann.post("/account/totp/remove", url.Values{"current": {"ann-password"}}); p.code != http.StatusOK {
+	if p := ann.post("/account/totp/remove", url.Values{"current": {"ann-password"}}); p.code != http.StatusForbidden || !strings.Contains(p.body, "current code") {
+		t.Errorf("turn the second factor off with the password alone: %d %.300s, want 403 asking for the code", p.code, p.body)
+	}
+	clk.Add(30 * time.Second)
+	good, _ = password.TOTPCode(secret, clk.Now())
+	if p := ann.post("/account/totp/remove", url.Values{"current": {"ann-password"}, "current_code": {good}}); p.code != http.StatusOK {
 		t.Fatalf("turn the second factor off: %d %.300s", p.code, p.body)
 	}
 	newBrowser(t, e.url).login("ann", "ann-password")
@@ -401,6 +407,7 @@ func TestRequireTOTPForAdmins(t *testing.T) {
 	if p := b.do(http.MethodPost, "/login", url.Values{"name": {"boss"}, "password": {"boss-password"}}, nil); p.code != http.StatusSeeOther {
 		t.Fatalf("login: %d", p.code)
 	}
+	b.pw = "boss-password"
 	if p := b.get("/drafts"); p.code != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/account") {
 		t.Errorf("a page before enrolling: %d to %q, want 303 to /account", p.code, p.header.Get("Location"))
 	}

@@ -149,7 +149,9 @@ func (s *Server) checkBearer(h string) (p *principal, who string, err error) {
 	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrDisabled) {
 		return nil, name, err
 	}
-	if err != nil || u.Role != store.RoleAdmin {
+	// The owner is the person of the ID, not of the name: a person given
+	// a removed admin's name gets none of their tokens.
+	if err != nil || u.ID == "" || u.ID != t.UserID || u.Role != store.RoleAdmin {
 		return nil, name, errorf(http.StatusUnauthorized, "the token's owner %s is no longer an active admin, so it is not valid; an admin can create a new one", t.User)
 	}
 	role := store.RoleApprover
@@ -227,6 +229,11 @@ func (s *Server) requireAPI(need store.Scope) echo.MiddlewareFunc {
 				}
 			}
 			if !p.may(need) {
+				if len(p.Clients) > 0 {
+					// A caller limited to clients hears of no route beyond
+					// theirs, as clientScope answers them (clients.go).
+					return notYours(c)
+				}
 				if p.Scope == "" {
 					return errorf(http.StatusForbidden, "only an admin may do this")
 				}
@@ -266,10 +273,14 @@ func (s *Server) requireSession(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireAdmin refuses approvers (403).
+// requireAdmin refuses approvers: 403, or 404 for a person limited to
+// clients, to whom the admin's routes do not exist (clients.go).
 func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		if p := who(c); p == nil || p.Role != store.RoleAdmin {
+			if p != nil && len(p.Clients) > 0 {
+				return notYours(c)
+			}
 			return errorf(http.StatusForbidden, "only an admin may do this")
 		}
 		return next(c)

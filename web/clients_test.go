@@ -121,7 +121,7 @@ func TestClientsAccessMatrix(t *testing.T) {
 	const (
 		public = "public" // no person
 		own    = "own"    // a person's own account
-		admin  = "admin"  // admins only: 403 for an approver whatever the client
+		admin  = "admin"  // admins only: 404 for a limited approver whatever the client
 		list   = "list"   // a GET that lists: 200, without the other client's data
 		id     = "id"     // names a record: 404 for the other client's
 	)
@@ -131,15 +131,18 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"GET /setup/:token": public, "POST /setup/:token": public, "GET /login/code": public, "POST /login/code": public,
 		"POST /logout": own, "GET /account": own, "POST /account/password": own, "POST /account/sessions/end": own,
 		"POST /account/totp/start": own, "POST /account/totp/confirm": own, "POST /account/totp/remove": own,
+		"GET /account/confirm": own, "POST /account/confirm": own,
 
-		"GET /": list, "GET /search": list, "GET /drafts": list, "GET /handoffs": list, "GET /clients": list,
+		"GET /": list, "GET /search": list, "GET /drafts": list, "GET /drafts/live": list, "GET /handoffs": list, "GET /clients": list,
 		"GET /api/v1/handoffs": list, "GET /api/v1/drafts": list,
 
 		"GET /events/*": id, "POST /events/*": id, "POST /drafts/:id/approve": id, "POST /drafts/:id/reject": id, "POST /drafts/selected": id,
 		"GET /api/v1/events/*": id, "POST /api/v1/events/*": id, "POST /api/v1/drafts/:id/approve": id,
 		"POST /api/v1/drafts/:id/reject": id, "GET /api/v1/outbox/*": id,
 		"POST /drafts/:id/undo": id, "POST /api/v1/drafts/:id/undo": id,
-		"GET /clients/:id/export": id, "POST /clients/:id/erase": id,
+		// Export and erase are an admin's (behind a step-up), whoever's
+		// client: a limited approver hears 404 there, like every admin route.
+		"GET /clients/:id/export": admin, "POST /clients/:id/erase": admin,
 
 		// The key API (keys scope) and the admin API: an approver's
 		// session is refused there whatever its clients.
@@ -218,8 +221,10 @@ func TestClientsAccessMatrix(t *testing.T) {
 			for _, p := range people {
 				switch cl {
 				case admin:
-					if got := p.b.call(r.Method, fill(route, p.other)); got.code != http.StatusForbidden && got.code != http.StatusNotFound {
-						t.Errorf("%s: %d %.200s, want 403 or 404", p.name, got.code, got.body)
+					// The README promises 404: a limited person's dashboard
+					// and API have no admin routes.
+					if got := p.b.call(r.Method, fill(route, p.other)); got.code != http.StatusNotFound {
+						t.Errorf("%s: %d %.200s, want 404", p.name, got.code, got.body)
 					}
 				case list:
 					if r.Method != http.MethodGet {
@@ -241,8 +246,8 @@ func TestClientsAccessMatrix(t *testing.T) {
 					// The same list of one's own client does show it.
 					mine := p.b.get(listPath(route, p.me))
 					switch route {
-					case "GET /drafts", "GET /handoffs", "GET /api/v1/handoffs", "GET /api/v1/drafts":
-						if mine.code != http.StatusOK || !strings.Contains(mine.body, p.me.pendingKey) && !strings.Contains(mine.body, p.me.marker) {
+					case "GET /drafts", "GET /drafts/live", "GET /handoffs", "GET /api/v1/handoffs", "GET /api/v1/drafts":
+						if mine.code != http.StatusOK || !strings.Contains(mine.body, p.me.pendingKey) && !strings.Contains(mine.body, p.me.marker) && !strings.Contains(mine.body, p.me.pendingDraft) {
 							t.Errorf("%s: %s of their own client: %d, without their lead: %.300s", p.name, route, mine.code, mine.body)
 						}
 					case "GET /search":
@@ -340,15 +345,41 @@ func exportOf(t *testing.T, b *browser, path string) (int, map[string]any) {
 }
 
 // TestClientExport: a client's export holds its leads only, a contact's
-// export that contact's only, and the other client's people get 404.
+// export that contact's only; it is an admin's, after a step-up: an
+// approver of the client gets 404 (limited) or 403, and an admin's export
+// link without a recent step-up goes to /account/confirm first.
 func TestClientExport(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, twoClients())
 	acme := seedClient(t, e, "acme", "web-a", "a")
 	bolt := seedClient(t, e, "bolt", "web-b", "b")
 	ann := limitedUser(t, e, "ann", store.RoleApprover, "acme")
+	cy := loggedIn(t, e, "cyril", store.RoleApprover, "")
+	root := loggedIn(t, e, "root", store.RoleAdmin, "")
 
-	code, all := exportOf(t, ann, "/clients/acme/export")
+	if got := ann.get("/clients/acme/export"); got.code != http.StatusNotFound || strings.Contains(got.body, acme.marker) {
+		t.Errorf("acme's limited approver exporting acme: %d, want 404", got.code)
+	}
+	if got := cy.get("/clients/acme/export"); got.code != http.StatusForbidden || strings.Contains(got.body, acme.marker) {
+		t.Errorf("an approver of every client exporting acme: %d, want 403", got.code)
+	}
+	if p := ann.getOK("/clients"); strings.Contains(p.body, "/clients/acme/export") || strings.Contains(p.body, "/clients/acme/erase") {
+		t.Errorf("an approver's clients page offers the export or erase forms")
+	}
+	// The admin's link asks for the password first, then goes on.
+	got := root.get("/clients/acme/export")
+	if got.code != http.StatusSeeOther || got.header.Get("Location") != "/account/confirm?next="+url.QueryEscape("/clients/acme/export") {
+		t.Fatalf("an admin's export without a step-up: %d to %q, want 303 to /account/confirm", got.code, got.header.Get("Location"))
+	}
+	root.getOK(got.header.Get("Location"))
+	if p := root.post("/account/confirm", url.Values{"current": {"not-it"}, "next": {"/clients/acme/export"}}); p.code != http.StatusForbidden {
+		t.Errorf("a step-up with a wrong password: %d, want 403", p.code)
+	}
+	if p := root.post("/account/confirm", url.Values{"current": {"root-password"}, "next": {"/clients/acme/export"}}); p.code != http.StatusSeeOther || p.header.Get("Location") != "/clients/acme/export" {
+		t.Fatalf("a step-up: %d to %q, want 303 back to the export", p.code, p.header.Get("Location"))
+	}
+
+	code, all := exportOf(t, root, "/clients/acme/export")
 	if code != http.StatusOK {
 		t.Fatalf("acme's approver exporting acme: %d", code)
 	}
@@ -367,7 +398,7 @@ func TestClientExport(t *testing.T) {
 		}
 	}
 
-	code, one := exportOf(t, ann, "/clients/acme/export?contact="+url.QueryEscape(acme.contact))
+	code, one := exportOf(t, root, "/clients/acme/export?contact="+url.QueryEscape(acme.contact))
 	if code != http.StatusOK {
 		t.Fatalf("contact export: %d", code)
 	}
@@ -383,12 +414,12 @@ func TestClientExport(t *testing.T) {
 	if code, _ := exportOf(t, ann, "/clients/bolt/export"); code != http.StatusNotFound {
 		t.Errorf("acme's approver exporting bolt: %d, want 404", code)
 	}
-	if code, _ := exportOf(t, ann, "/clients/acme/export?contact="+url.QueryEscape(bolt.contact)); code != http.StatusOK {
+	if code, _ := exportOf(t, root, "/clients/acme/export?contact="+url.QueryEscape(bolt.contact)); code != http.StatusOK {
 		t.Errorf("acme's export of bolt's contact: %d", code)
-	} else if _, got := exportOf(t, ann, "/clients/acme/export?contact="+url.QueryEscape(bolt.contact)); len(got["leads"].([]any)) != 0 {
+	} else if _, got := exportOf(t, root, "/clients/acme/export?contact="+url.QueryEscape(bolt.contact)); len(got["leads"].([]any)) != 0 {
 		t.Errorf("acme's export of bolt's contact found leads: %v", got["leads"])
 	}
-	wantAudit(t, e.st, "ann", "export")
+	wantAudit(t, e.st, "root", "step-up", "export")
 }
 
 // TestClientErase: erasing a contact removes their words from events,
@@ -401,15 +432,36 @@ func TestClientErase(t *testing.T) {
 	acme := seedClient(t, e, "acme", "web-a", "a")
 	bolt := seedClient(t, e, "bolt", "web-b", "b")
 	ann := limitedUser(t, e, "ann", store.RoleApprover, "acme")
+	cy := loggedIn(t, e, "cyril", store.RoleApprover, "")
+	root := loggedIn(t, e, "root", store.RoleAdmin, "")
 	ann.getOK("/clients")
+	root.getOK("/clients")
 
-	if got := ann.post("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"wrong"}}); got.code != http.StatusBadRequest {
+	// An approver erases nothing, of their client or any: the attack of
+	// the review (an approver erasing another client's contact).
+	if got := ann.post("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"acme"}}); got.code != http.StatusNotFound {
+		t.Errorf("acme's limited approver erasing acme: %d, want 404", got.code)
+	}
+	if got := cy.post("/clients/bolt/erase", url.Values{"contact": {bolt.contact}, "confirm": {"bolt"}}); got.code != http.StatusForbidden {
+		t.Errorf("an approver of every client erasing bolt: %d, want 403", got.code)
+	}
+	// An admin's erase needs the password again.
+	if got := root.post("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"acme"}}); got.code != http.StatusForbidden || !strings.Contains(got.body, "password again") {
+		t.Errorf("an admin's erase without the password: %d %.200s, want 403", got.code, got.body)
+	}
+	if got := root.post("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"acme"}, "current": {"wrong-password"}}); got.code != http.StatusForbidden {
+		t.Errorf("an admin's erase with a wrong password: %d, want 403", got.code)
+	}
+	for _, k := range []string{acme.sentKey, bolt.sentKey} {
+		if ev, err := e.st.EventByKey(k); err != nil || ev.Text == store.Erased {
+			t.Fatalf("a refused erase erased %s: %q %v", k, ev.Text, err)
+		}
+	}
+	if got := root.postStepped("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"wrong"}}); got.code != http.StatusBadRequest {
 		t.Errorf("an erase without the confirmation: %d, want 400", got.code)
 	}
-	if got := ann.post("/clients/bolt/erase", url.Values{"confirm": {"bolt"}}); got.code != http.StatusNotFound {
-		t.Errorf("acme's approver erasing bolt: %d, want 404", got.code)
-	}
-	got := ann.post("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"acme"}})
+	// The step-up above covers the next erase without the password.
+	got := root.post("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"acme"}})
 	if got.code != http.StatusOK || !strings.Contains(got.body, "Erased client acme contact "+acme.contact+": 1 leads, 1 messages, 1 drafts, 1 replies.") {
 		t.Fatalf("erase: %d %.2000s", got.code, got.body)
 	}
@@ -455,14 +507,14 @@ func TestClientErase(t *testing.T) {
 		}
 	}
 	// The whole client: the waiting lead is busy and left as it was.
-	got = ann.post("/clients/acme/erase", url.Values{"confirm": {"acme"}})
+	got = root.post("/clients/acme/erase", url.Values{"confirm": {"acme"}})
 	if got.code != http.StatusOK || !strings.Contains(got.body, "1 leads were left as they were") {
 		t.Errorf("erasing acme with a waiting draft: %d %.2000s", got.code, got.body)
 	}
 	if ev, err := e.st.EventByKey(acme.pendingKey); err != nil || ev.Text == store.Erased {
 		t.Errorf("the busy lead's event was erased: %q %v", ev.Text, err)
 	}
-	wantAudit(t, e.st, "ann", "erase", "erase done")
+	wantAudit(t, e.st, "root", "step-up", "erase", "erase done")
 	if err := e.st.Check(); err != nil {
 		t.Errorf("Check after the erase: %v", err)
 	}

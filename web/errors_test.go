@@ -150,8 +150,8 @@ func TestErrorPagesThroughTheRouter(t *testing.T) {
 			return admin.post("/users", url.Values{"name": {"root"}, "role": {"admin"}, "password": {"a-long-enough-password"}})
 		}, 409, "There is already a person named root."},
 		{"a token name in use", func() page {
-			admin.post("/users/tokens", url.Values{"name": {"ci"}, "scope": {"admin"}})
-			return admin.post("/users/tokens", url.Values{"name": {"ci"}, "scope": {"admin"}})
+			admin.postStepped("/users/tokens", url.Values{"name": {"ci"}, "scope": {"admin"}})
+			return admin.postStepped("/users/tokens", url.Values{"name": {"ci"}, "scope": {"admin"}})
 		}, 409, "A live token is already named ci; revoke it first or choose another name."},
 		{"a short password", func() page {
 			return admin.post("/users", url.Values{"name": {"bob"}, "role": {"admin"}, "password": {"short"}})

@@ -4,13 +4,11 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -92,26 +90,26 @@ func (s *Server) loginCodeSubmit(c *echo.Context) error {
 			failure = errCodeExpired
 			return false, nil
 		}
-		t := u.TOTP
-		if t.Failures >= maxCodeFailures && now.Sub(t.FailedAt) < codeLockout {
+		ok, what, err := s.spendCode(u, code, now)
+		switch {
+		case errors.Is(err, errCodeLocked):
 			failure = errCodeLocked
 			return false, nil
-		}
-		if step, ok := password.CheckTOTP(t.Secret, code, now, t.LastStep); ok {
-			t.LastStep, how = step, "authenticator code"
-		} else if rest, ok := password.UseRecovery(t.Recovery, code); ok {
-			t.Recovery, how = rest, "recovery code ("+strconv.Itoa(len(rest))+" left)"
-		} else {
-			t.Failures, t.FailedAt = t.Failures+1, now
+		case !ok:
 			sess.Attempts++
 			failure = errCodeWrong
+			if err != nil {
+				// The secret cannot be read here: say so, and that a
+				// recovery code still works.
+				failure = errors.New(err.Error() + "; a recovery code still logs you in")
+			}
 			if sess.Attempts >= maxCodeTries {
 				failure = errCodeTries
 				return false, nil
 			}
 			return true, nil
 		}
-		t.Failures = 0
+		how = what
 		sess.Pending, sess.CreatedAt, sess.LastSeen, sess.Attempts = false, now, now, 0
 		return true, nil
 	})
@@ -123,7 +121,7 @@ func (s *Server) loginCodeSubmit(c *echo.Context) error {
 	}
 	if failure != nil {
 		_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: now, Who: user, From: ip, Action: "login failed", Detail: "second factor: " + failure.Error()})
-		if failure == errCodeWrong {
+		if failure != errCodeTries && failure != errCodeLocked && failure != errCodeExpired {
 			return render(c, http.StatusUnauthorized, views.LoginCode(views.LoginCodePage{Next: next, Error: failure.Error()}))
 		}
 		c.SetCookie(s.sessionCookieFor("", -1))

@@ -118,7 +118,7 @@ func TestOffsiteBackupThenRestoreFromDashboard(t *testing.T) {
 
 	// Written after the backup: the restore takes it away.
 	pending(t, e, "demo", "after-1", "hello after the backup")
-	source := url.Values{"source": {"offsite:" + res.File.Name}}
+	source := url.Values{"source": {"offsite:" + res.File.Name}, "current": {"boss-password"}}
 
 	source.Set("confirm", "yes")
 	if p := admin.post("/backups/restore", source); p.code != http.StatusBadRequest || !strings.Contains(p.body, "Nothing was restored") {
@@ -176,6 +176,7 @@ func uploadRestore(t *testing.T, b *browser, name string, file []byte, confirm s
 	mw := multipart.NewWriter(&body)
 	mw.WriteField("csrf", b.csrf)
 	mw.WriteField("confirm", confirm)
+	mw.WriteField("current", b.pw)
 	fw, _ := mw.CreateFormFile("file", name)
 	fw.Write(file)
 	mw.Close()

@@ -194,7 +194,11 @@ func (s *Server) restoreUpload(c *echo.Context) error {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	var file, confirm string
+	var file, confirm, pw, code string
+	small := func(part io.Reader) (string, error) {
+		b, err := io.ReadAll(io.LimitReader(part, 1<<10))
+		return string(b), err
+	}
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
@@ -206,9 +210,11 @@ func (s *Server) restoreUpload(c *echo.Context) error {
 				file = filepath.Base(part.FileName())
 				_, err = io.Copy(tmp, part)
 			case part.FormName() == "confirm":
-				var b []byte
-				b, err = io.ReadAll(io.LimitReader(part, 1<<10))
-				confirm = string(b)
+				confirm, err = small(part)
+			case part.FormName() == stepUpPassword:
+				pw, err = small(part)
+			case part.FormName() == stepUpCode:
+				code, err = small(part)
 			default:
 				_, err = io.Copy(io.Discard, part)
 			}
@@ -226,6 +232,16 @@ func (s *Server) restoreUpload(c *echo.Context) error {
 	}
 	if strings.TrimSpace(confirm) != restoreWord {
 		return s.renderBackups(c, http.StatusBadRequest, "", "Nothing was restored: type restore in the confirmation box to restore.")
+	}
+	// The confirmation asks for the password again, as every restore does
+	// (the listed one's route: stepUp); the form is read by now.
+	if !s.freshStepUp(c) {
+		if pw == "" {
+			return s.refuseRestore(c, refused(errStepUpNeeded, http.StatusForbidden))
+		}
+		if err := s.confirmStepUp(c, pw, code); err != nil {
+			return s.refuseRestore(c, err)
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("store the uploaded backup: %w", err)
@@ -253,5 +269,14 @@ func (s *Server) restoreFrom(c *echo.Context, path, what string) error {
 		s.log.Error("audit the restore", "err", err)
 	}
 	s.log.Warn("restored", "who", p.Name, "source", what, "kept", kept)
-	return s.renderBackups(c, http.StatusOK, fmt.Sprintf("Restored %s; %s. The server goes on with the restored database.", what, detail), "")
+	return s.renderBackups(c, http.StatusOK, fmt.Sprintf("Restored %s; %s. The server goes on with the restored database; no session came with it, so everyone (you too) logs in again.", what, detail), "")
+}
+
+// refuseRestore shows the backups page with a step-up's refusal.
+func (s *Server) refuseRestore(c *echo.Context, err error) error {
+	status, msg := answerFor(err)
+	if status >= http.StatusInternalServerError {
+		return err
+	}
+	return s.renderBackups(c, status, "", "Nothing was restored: "+msg)
 }

@@ -30,6 +30,7 @@ type browser struct {
 	base string
 	c    *http.Client
 	csrf string
+	pw   string // the password it logged in with, for a step-up
 }
 
 // page is an answer: status, body and headers.
@@ -108,6 +109,17 @@ func (b *browser) post(path string, form url.Values) page {
 	return b.do(http.MethodPost, path, form, nil)
 }
 
+// postStepped posts a form whose action asks for the password again
+// (stepup.go), with the password the browser logged in with.
+func (b *browser) postStepped(path string, form url.Values) page {
+	b.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("current", b.pw)
+	return b.post(path, form)
+}
+
 // hx posts like htmx: the token in the header, HX-Request set.
 func (b *browser) hx(path string, form url.Values) page {
 	b.t.Helper()
@@ -121,6 +133,7 @@ func (b *browser) login(name, password string) {
 	if p.code != http.StatusSeeOther {
 		b.t.Fatalf("login %s: got %d, want 303: %s", name, p.code, p.body)
 	}
+	b.pw = password
 	if p := b.get("/drafts"); p.code != http.StatusOK || b.csrf == "" {
 		b.t.Fatalf("after login, /drafts: %d, csrf %q", p.code, b.csrf)
 	}
@@ -249,7 +262,9 @@ func TestPagesAccess(t *testing.T) {
 			newUser++
 			return url.Values{"name": {fmt.Sprintf("new%d", newUser)}, "role": {"approver"}, "password": {"a-long-password"}}
 		}, redirect, 403, 200},
-		{"POST", "/users/tokens", func() url.Values { return url.Values{"name": {"ci"}, "scope": {"approve"}} }, redirect, 403, 200},
+		{"POST", "/users/tokens", func() url.Values {
+			return url.Values{"name": {"ci"}, "scope": {"approve"}, "current": {"boss-password"}}
+		}, redirect, 403, 200},
 		{"POST", "/users/tokens/T1/revoke", nil, redirect, 403, 303},
 		{"POST", "/logout", nil, redirect, 303, 303}, // last: it ends the sessions
 	}
@@ -497,7 +512,7 @@ func TestTokenRevocation(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
 	admin := loggedIn(t, e, "boss", store.RoleAdmin, "")
-	p := admin.post("/users/tokens", url.Values{"name": {"n8n"}, "scope": {"approve"}})
+	p := admin.postStepped("/users/tokens", url.Values{"name": {"n8n"}, "scope": {"approve"}})
 	m := secretValue.FindStringSubmatch(p.body)
 	if p.code != http.StatusOK || m == nil {
 		t.Fatalf("create token: %d %.300s", p.code, p.body)

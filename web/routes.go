@@ -1,6 +1,8 @@
 package web
 
 import (
+	"slices"
+
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
 
@@ -22,7 +24,9 @@ func (s *Server) routes() {
 
 	// The metrics need a token with the metrics scope (or an admin); a
 	// metrics_addr listener serves them without one (app).
-	e.GET("/metrics", s.metricsHandler, s.requireAPI(store.ScopeMetrics))
+	// An admin's session here needs their second factor like any page
+	// (s.enrolled).
+	e.GET("/metrics", s.metricsHandler, s.requireAPI(store.ScopeMetrics), s.enrolled)
 
 	e.POST("/hooks/:channel", s.receiveHook)
 	e.GET("/hooks/:channel", s.hookHandshake) // Meta's subscription handshake; 405 elsewhere
@@ -78,6 +82,10 @@ func (s *Server) routes() {
 	// clientScope keeps a person limited to clients to their own (clients.go).
 	page := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage, s.enrolled, s.clientScope}
 	admin := []echo.MiddlewareFunc{crossOrigin, limitForm, s.requirePage, s.enrolled, requireAdmin}
+	// What cannot be undone also asks for the password (and code) again,
+	// or a step-up of the last minutes (stepup.go).
+	stepUpSelf := append(slices.Clone(self), s.stepUp)
+	stepUpAdmin := append(slices.Clone(admin), s.stepUp)
 	e.POST("/logout", s.logout, self...)
 
 	// Accounts: the first start's setup link, a login's second factor, a
@@ -87,11 +95,13 @@ func (s *Server) routes() {
 	e.GET("/login/code", s.loginCodeForm)
 	e.POST("/login/code", s.loginCodeSubmit, crossOrigin, limitForm)
 	e.GET("/account", s.accountPage, self...)
-	e.POST("/account/password", s.changeOwnPassword, self...)
+	e.GET("/account/confirm", s.stepUpForm, self...)
+	e.POST("/account/confirm", s.stepUpSubmit, self...)
+	e.POST("/account/password", s.changeOwnPassword, stepUpSelf...)
 	e.POST("/account/sessions/end", s.endOtherSessions, self...)
-	e.POST("/account/totp/start", s.startTOTP, self...)
-	e.POST("/account/totp/confirm", s.confirmTOTP, self...)
-	e.POST("/account/totp/remove", s.removeOwnTOTP, self...)
+	e.POST("/account/totp/start", s.startTOTP, stepUpSelf...)
+	e.POST("/account/totp/confirm", s.confirmTOTP, self...) // the code of the secret only a stepped-up start shows
+	e.POST("/account/totp/remove", s.removeOwnTOTP, stepUpSelf...)
 	e.POST("/users/:name/password", s.resetPassword, admin...)
 	e.POST("/users/:name/disable", s.disableUser, admin...)
 	e.POST("/users/:name/enable", s.enableUser, admin...)
@@ -110,16 +120,17 @@ func (s *Server) routes() {
 	e.GET("/handoffs", s.handoffsPage, page...)
 	e.GET("/events/*", s.timelinePage, page...)
 	e.POST("/events/*", s.leadActionPage, page...) // {key}/reply, {key}/redraft, {key}/close
-	// Data-protection requests, for an admin or a person of the client:
-	// a client's or a contact's data as JSON, and its erasure.
+	// Data-protection requests, for an admin who gives their password
+	// again: a client's or a contact's data as JSON, and its erasure.
+	// Everyone sees the list of the clients they see.
 	e.GET("/clients", s.clientsPage, page...)
-	e.GET("/clients/:id/export", s.exportClient, page...) // ?contact= for one contact
-	e.POST("/clients/:id/erase", s.eraseClient, page...)  // form: contact (empty: the whole client), confirm
+	e.GET("/clients/:id/export", s.exportClient, stepUpAdmin...) // ?contact= for one contact
+	e.POST("/clients/:id/erase", s.eraseClient, stepUpAdmin...)  // form: contact (empty: the whole client), confirm, current
 	e.GET("/reconcile", s.reconcilePage, admin...)
 	e.POST("/reconcile/*", s.reconcileSubmit, admin...)
 	e.GET("/users", s.usersPage, admin...)
 	e.POST("/users", s.createUser, admin...)
-	e.POST("/users/tokens", s.createToken, admin...)
+	e.POST("/users/tokens", s.createToken, stepUpAdmin...)
 	e.POST("/users/tokens/:id/revoke", s.revokeToken, admin...)
 	e.POST("/users/unlock", s.unlockLogin, admin...)
 	e.GET("/settings", s.settingsPage, admin...)
@@ -137,7 +148,7 @@ func (s *Server) routes() {
 	e.GET("/backups/download", s.downloadBackup, admin...)
 	e.GET("/backups/file/:name", s.backupFile, admin...)
 	e.POST("/backups/now", s.backupNowPage, admin...)
-	e.POST("/backups/restore", s.restoreListed, admin...)
+	e.POST("/backups/restore", s.restoreListed, stepUpAdmin...)
 	// The one multipart form: allowUpload stands in for limitForm, and
 	// checks the CSRF token (a part of the body) once the session and the
 	// role are known, before it gives the body an hour (pages_restore.go).

@@ -18,6 +18,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/hook"
+	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -49,6 +50,9 @@ type Server struct {
 	now       func() time.Time
 	verifiers map[string]hook.Verifier
 	tokenHash []byte
+	// sealer encrypts second-factor secrets at rest (password.Sealer);
+	// nil without a secret key: they are stored as they are.
+	sealer *password.Sealer
 
 	logins      *loginGuard
 	bearerFails *limiter     // refused bearer tokens per address
@@ -88,6 +92,13 @@ func New(d Deps) (*Server, error) {
 	}
 	s.metrics = d.Metrics
 	s.backups = d.Backups
+	if d.Config.Auth.SecretKey != "" {
+		sealer, err := password.NewSealer(d.Config.Auth.SecretKey)
+		if err != nil {
+			return nil, fmt.Errorf("the secret key (%s): %w", secretKeyEnv(d.Config), err)
+		}
+		s.sealer = sealer
+	}
 	if d.APIToken != "" {
 		sum := sha256.Sum256([]byte(d.APIToken))
 		s.tokenHash = sum[:]
@@ -186,4 +197,12 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	default:
 		_ = render(c, status, views.Error(views.ErrorPage{Status: status, Message: msg, LoggedIn: who(c) != nil}))
 	}
+}
+
+// secretKeyEnv names the variable the secret key is read from.
+func secretKeyEnv(cfg *config.Config) string {
+	if cfg.Auth.SecretKeyEnv != "" {
+		return cfg.Auth.SecretKeyEnv
+	}
+	return config.DefaultSecretKeyEnv
 }

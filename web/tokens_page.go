@@ -26,7 +26,13 @@ func (s *Server) createToken(c *echo.Context) error {
 	if err != nil {
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not created: " + err.Error() + "."})
 	}
+	if len(clients) > 0 && scope != store.ScopeRead && scope != store.ScopeApprove {
+		// A keys or metrics token reads no client's records, and an admin
+		// token sees every client: a limit there would be a promise not kept.
+		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not created: only a read or approve token can be limited to clients; a " + string(scope) + " token reaches no client's leads or reaches them all, so leave its clients empty."})
+	}
 	secret := newSecret()
+	// The store binds it to the ID of the person named here, in its write.
 	t := store.Token{ID: ulid.Make().String(), Name: name, User: who(c).Name, Scope: scope, Clients: clients, CreatedAt: s.now().UTC()}
 	err = s.st.CreateToken(c.Request().Context(), hashSecret(secret), t, s.auditEntry(c, "create token", t.ID, name+", scope "+string(scope)+", clients "+clientsText(clients)))
 	if err != nil {

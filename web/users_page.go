@@ -44,7 +44,13 @@ func (s *Server) renderUsers(c *echo.Context, status int, secret *views.Secret, 
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.UsersPageView(l, views.UsersPage{Users: users, Tokens: tokens, Secret: secret, Notice: n, Owners: s.owners(), Lockouts: s.lockoutViews()}))
+	live := map[string]int{}
+	for _, t := range tokens {
+		if t.RevokedAt == nil && t.UserID != "" {
+			live[t.UserID]++
+		}
+	}
+	return render(c, status, views.UsersPageView(l, views.UsersPage{Users: users, Tokens: tokens, LiveTokens: live, Secret: secret, Notice: n, Owners: s.owners(), Lockouts: s.lockoutViews()}))
 }
 
 // refuseUsers shows the users page again with a form's refusal (a name in
@@ -92,7 +98,7 @@ func (s *Server) createUser(c *echo.Context) error {
 	if generated {
 		pw = password.Generate()
 	}
-	hash, err := password.Hash(pw)
+	hash, err := s.passwordRule(role == store.RoleAdmin, name, owner).Hash(pw)
 	if err != nil {
 		return s.refuseUsers(c, refused(err, http.StatusBadRequest), "Not added: %s.")
 	}
@@ -142,11 +148,18 @@ func (s *Server) resetPassword(c *echo.Context) error {
 	if generated {
 		pw = password.Generate()
 	}
-	hash, err := password.Hash(pw)
+	target, err := s.st.User(name)
+	if err != nil {
+		return s.changed(c, err, name, "")
+	}
+	hash, err := s.passwordRule(target.Role == store.RoleAdmin, name, target.Owner).Hash(pw)
 	if err != nil {
 		return s.refuseUsers(c, refused(err, http.StatusBadRequest), "Not changed: %s.")
 	}
 	_, err = s.st.UpdateUser(c.Request().Context(), name, func(tx *store.Tx, u *store.User) error {
+		if u.Role != target.Role {
+			return refused(errors.New("their role changed meanwhile; reload the page and try again"), http.StatusConflict)
+		}
 		u.PasswordHash = hash
 		_, err := tx.EndSessions(u.Name, nil)
 		return err
@@ -196,19 +209,56 @@ func (s *Server) changeUser(c *echo.Context) error {
 	if err != nil {
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not changed: " + err.Error() + "."})
 	}
-	_, err = s.st.UpdateUser(c.Request().Context(), name, func(_ *store.Tx, u *store.User) error {
+	now := s.now().UTC()
+	var revoked []store.Token
+	_, err = s.st.UpdateUser(c.Request().Context(), name, func(tx *store.Tx, u *store.User) error {
+		revoked = nil
+		if u.Role == store.RoleAdmin && role != store.RoleAdmin {
+			// A token acts for an admin; an admin no longer is one, so every
+			// token of theirs is revoked with the demotion. Revoked, not
+			// paused: making them admin again brings none back.
+			var err error
+			if revoked, err = tx.RevokeTokensOf(*u, now); err != nil {
+				return err
+			}
+		}
 		u.Role, u.Owner, u.Clients = role, owner, clients
 		return nil
-	}, s.auditEntry(c, "change user", name, "role "+string(role)+", owner "+orNone(owner)+", clients "+clientsText(clients)))
-	return s.changed(c, err, name, name+" is now "+string(role)+" with owner "+orNone(owner)+".")
+	}, s.auditEntry(c, "change user", name, "role "+string(role)+", owner "+orNone(owner)+", clients "+clientsText(clients)+demotionText(revoked)))
+	return s.changed(c, err, name, name+" is now "+string(role)+" with owner "+orNone(owner)+"."+revokedText(revoked))
+}
+
+// demotionText names the tokens a change revoked, for the audit log.
+func demotionText(revoked []store.Token) string {
+	if len(revoked) == 0 {
+		return ""
+	}
+	return "; tokens revoked: " + tokenNames(revoked)
+}
+
+// revokedText says which tokens a change revoked, for the notice.
+func revokedText(revoked []store.Token) string {
+	if len(revoked) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Their %d API tokens are revoked (%s).", len(revoked), tokenNames(revoked))
+}
+
+func tokenNames(ts []store.Token) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // removeUser answers POST /users/:name/remove: the person and their
-// sessions are deleted, their tokens refused; the audit trail stays.
+// sessions are deleted and their tokens revoked, in one transaction; the
+// audit trail stays.
 func (s *Server) removeUser(c *echo.Context) error {
 	name := userTarget(c)
-	err := s.st.RemoveUser(c.Request().Context(), name, s.auditEntry(c, "remove user", name, "sessions ended, tokens refused"))
-	return s.changed(c, err, name, name+" is removed; the audit log keeps what they did.")
+	revoked, err := s.st.RemoveUser(c.Request().Context(), name, s.now().UTC(), s.auditEntry(c, "remove user", name, "sessions ended, tokens revoked"))
+	return s.changed(c, err, name, name+" is removed; the audit log keeps what they did."+revokedText(revoked))
 }
 
 // resetTOTP answers POST /users/:name/totp/reset: a lost second factor is
