@@ -92,7 +92,7 @@ func TestRestoreDropsSessions(t *testing.T) {
 	if err := st.CreateSession(ctx, hash, Session{User: "eve", Role: RoleAdmin, CSRF: "x", CreatedAt: t0, LastSeen: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	f, _, err := st.BackupToDir(t.TempDir(), t0, 1)
+	f, _, err := st.BackupToDir(t.TempDir(), t0, BackupOptions{Keep: 1})
 	st.Close()
 	if err != nil {
 		t.Fatal(err)
