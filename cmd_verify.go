@@ -35,6 +35,15 @@ func verify(args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s: ok (schema %d)\n", path, store.SchemaVersion)
+	// The file's own schema: an older one is migrated when a server opens it.
+	v, err := store.FileSchema(path)
+	if err != nil {
+		return err
+	}
+	note := ""
+	if v < store.SchemaVersion {
+		note = fmt.Sprintf("; this binary writes schema %d and migrates it when serve opens it", store.SchemaVersion)
+	}
+	fmt.Fprintf(e.stdout, "%s: ok (schema %d%s)\n", path, v, note)
 	return nil
 }

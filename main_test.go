@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -232,6 +234,29 @@ func TestVerify(t *testing.T) {
 	c.wantOK(t)
 	if want := fmt.Sprintf("%s: ok (schema %d)\n", good, store.SchemaVersion); c.stdout.String() != want {
 		t.Errorf("verify printed %q, want %q", c.stdout.String(), want)
+	}
+	// An older file names its own schema, not the binary's.
+	old := filepath.Join(t.TempDir(), "schema8.db")
+	gz, err := os.Open(filepath.Join("store", "testdata", "schema8-1591ed6.db.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	gz.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c = runCLI(t, "", nil, "verify", old)
+	c.wantOK(t)
+	if want := fmt.Sprintf("%s: ok (schema 8; this binary writes schema %d and migrates it when serve opens it)\n", old, store.SchemaVersion); c.stdout.String() != want {
+		t.Errorf("verify of a schema 8 file printed %q, want %q", c.stdout.String(), want)
 	}
 	before := sha256File(t, good)
 

@@ -111,6 +111,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 			st.Close()
 		}
 	}()
+	for _, m := range st.Migrations() {
+		d.Logger.Info("database migrated", slog.Int("from_schema", m.From), slog.Int("to_schema", m.To), slog.String("migration", m.Name))
+	}
 	for _, r := range st.Repairs() { // what the open's migrations rewrote
 		attrs := []any{slog.Int("repaired", r.Repaired), slog.Int("unreadable", r.Unreadable), slog.Int("verified", r.Verified)}
 		switch {

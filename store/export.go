@@ -35,12 +35,16 @@ type ExportLead struct {
 	Sandbox []SandboxMessage `json:"sandbox,omitempty"`
 }
 
+// An export steps over a record that cannot be read and goes on: each one
+// is listed at the end of the document ("unreadable": kind, id, reason),
+// so the export is whole but for them, and says which.
+
 // exportVersion is the export's format version (the "v" of its header).
 const exportVersion = 1
 
 // Export writes, as one JSON document, every lead of sub with its events,
 // drafts, outbox rows and sandbox messages, as of one read transaction:
-// {"v":1,"client":…,"contact":…,"channels":[…],"exported_at":…,"leads":[…]}.
+// {"v":1,"client":…,"contact":…,"channels":[…],"exported_at":…,"leads":[…],"unreadable":[…]}.
 // It streams a lead at a time, so a large client costs one lead's memory;
 // the transaction stays open while w is written. It returns how many
 // leads it wrote.
@@ -62,28 +66,36 @@ func (s *Store) Export(w io.Writer, sub Subject, now time.Time) (int, error) {
 		if _, err := fmt.Fprintf(w, "%s,\"leads\":[", head[:len(head)-1]); err != nil {
 			return err
 		}
-		err = eachLead(tx, sub, func(h Handoff) error {
-			l, err := exportLead(tx, h)
+		var skipped []Unreadable
+		err = eachLeadSkipping(tx, sub, "", &skipped, func(h Handoff) (bool, error) {
+			l, err := exportLead(tx, h, &skipped)
 			if err != nil {
-				return err
+				return false, err
 			}
 			raw, err := json.Marshal(l)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if n > 0 {
 				if _, err := io.WriteString(w, ","); err != nil {
-					return err
+					return false, err
 				}
 			}
 			n++
 			_, err = w.Write(raw)
-			return err
+			return true, err
 		})
 		if err != nil {
 			return err
 		}
-		_, err = io.WriteString(w, "]}\n")
+		if skipped == nil {
+			skipped = []Unreadable{}
+		}
+		tail, err := json.Marshal(skipped)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "],\"unreadable\":%s}\n", tail)
 		return err
 	})
 	if err != nil {
@@ -92,14 +104,16 @@ func (s *Store) Export(w io.Writer, sub Subject, now time.Time) (int, error) {
 	return n, nil
 }
 
-// eachLead calls fn for every lead of sub, in key order.
-func eachLead(tx *Tx, sub Subject, fn func(Handoff) error) error {
-	return eachLeadAfter(tx, sub, "", func(h Handoff) (bool, error) { return true, fn(h) })
-}
-
 // eachLeadAfter calls fn for every lead of sub whose key sorts after
 // after ("" from the start), in key order, until fn answers false.
 func eachLeadAfter(tx *Tx, sub Subject, after string, fn func(Handoff) (bool, error)) error {
+	return eachLeadSkipping(tx, sub, after, nil, fn)
+}
+
+// eachLeadSkipping is eachLeadAfter that, with skipped, steps over a lead
+// that cannot be read (listed in skipped when it may be sub's: a client's
+// export, or a lead keyed by the contact), where eachLeadAfter fails.
+func eachLeadSkipping(tx *Tx, sub Subject, after string, skipped *[]Unreadable, fn func(Handoff) (bool, error)) error {
 	channels := slices.Sorted(slices.Values(sub.Channels))
 	afterCh, _, _ := strings.Cut(after, ":")
 	c := tx.bucket(bucketHandoffs).Cursor()
@@ -117,7 +131,15 @@ func eachLeadAfter(tx *Tx, sub Subject, after string, fn func(Handoff) (bool, er
 		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			var h Handoff
 			if err := decode(v, &h); err != nil {
-				return fmt.Errorf("lead %s: %w", k, err)
+				if skipped == nil {
+					return fmt.Errorf("lead %s: %w", k, err)
+				}
+				var list *[]Unreadable
+				if sub.Contact == "" || string(k) == ch+":"+sub.Contact {
+					list = skipped
+				}
+				tx.skip(unreadableOf("lead", k, err), list)
+				continue
 			}
 			if !sub.has(h) {
 				continue
@@ -132,18 +154,19 @@ func eachLeadAfter(tx *Tx, sub Subject, after string, fn func(Handoff) (bool, er
 }
 
 // exportLead gathers what is stored about lead h.
-func exportLead(tx *Tx, h Handoff) (ExportLead, error) {
+// The records of it that cannot be read are added to skipped.
+func exportLead(tx *Tx, h Handoff, skipped *[]Unreadable) (ExportLead, error) {
 	l := ExportLead{Lead: h, Events: []Event{}, Drafts: []Draft{}, Outbox: []Outbox{}}
-	err := eachLeadEvent(tx, h.Key, func(ev Event) error {
+	err := eachLeadEventSkipping(tx, h.Key, skipped, func(ev Event) error {
 		l.Events = append(l.Events, ev)
-		for _, d := range draftsOf(tx, ev.Key) {
+		for _, d := range draftsOfSkipping(tx, ev.Key, skipped) {
 			l.Drafts = append(l.Drafts, d)
 			if d.OutboxID == "" {
 				continue
 			}
 			o, err := tx.Outbox(d.OutboxID)
-			if err != nil {
-				continue // not approved, or gone with retention
+			if tx.skip(err, skipped) || err != nil {
+				continue // unreadable (listed), or gone with retention
 			}
 			l.Outbox = append(l.Outbox, o)
 			var m SandboxMessage
@@ -156,17 +179,26 @@ func exportLead(tx *Tx, h Handoff) (ExportLead, error) {
 	if err != nil {
 		return ExportLead{}, err
 	}
-	alerts, err := leadAlerts(tx, h.Key)
+	alerts, err := leadAlertsSkipping(tx, h.Key, skipped)
 	l.Outbox = append(l.Outbox, alerts...)
 	return l, err
 }
 
 // eachLeadEvent calls fn for every event of lead, oldest first.
 func eachLeadEvent(tx *Tx, lead string, fn func(Event) error) error {
+	return eachLeadEventSkipping(tx, lead, nil, fn)
+}
+
+// eachLeadEventSkipping is eachLeadEvent that, with skipped, steps over
+// an event that cannot be read (listing it) where eachLeadEvent fails.
+func eachLeadEventSkipping(tx *Tx, lead string, skipped *[]Unreadable, fn func(Event) error) error {
 	prefix := append([]byte(lead), 0)
 	c := tx.bucket(bucketEventsByConv).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		ev, err := tx.Event(string(k[len(prefix):]))
+		if skipped != nil && tx.skip(err, skipped) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("conversation index points at event %s: %w", k[len(prefix):], err)
 		}
@@ -178,12 +210,19 @@ func eachLeadEvent(tx *Tx, lead string, fn func(Event) error) error {
 }
 
 // leadAlerts reads the stuck-lead alerts about lead.
-func leadAlerts(tx *Tx, lead string) ([]Outbox, error) {
+func leadAlerts(tx *Tx, lead string) ([]Outbox, error) { return leadAlertsSkipping(tx, lead, nil) }
+
+// leadAlertsSkipping is leadAlerts that, with skipped, steps over an alert
+// that cannot be read (listing it).
+func leadAlertsSkipping(tx *Tx, lead string, skipped *[]Unreadable) ([]Outbox, error) {
 	var out []Outbox
 	prefix := []byte("stuck:" + lead + ":")
 	c := tx.bucket(bucketOutbox).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		o, err := tx.Outbox(string(k))
+		if skipped != nil && tx.skip(err, skipped) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

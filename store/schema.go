@@ -158,9 +158,15 @@ func migrateJobsByKind(tx *Tx) error {
 	return nil
 }
 
+// Migrated is one migration an open ran on the file.
+type Migrated struct {
+	From, To int // the schema before and after it
+	Name     string
+}
+
 // migrate creates the buckets and runs every migration the file has not
-// seen, adding to repairs what the repairing ones rewrote.
-func migrate(tx *bolt.Tx, repairs *[]Repair) error {
+// seen, adding each to ran and to repairs what the repairing ones rewrote.
+func migrate(tx *bolt.Tx, repairs *[]Repair, ran *[]Migrated) error {
 	for _, b := range allBuckets {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("store: create bucket %s: %w", b, err)
@@ -168,6 +174,7 @@ func migrate(tx *bolt.Tx, repairs *[]Repair) error {
 	}
 	meta := tx.Bucket(bucketMeta)
 	v := 0
+	fresh := meta.Get(keySchema) == nil // a new file: its migrations are its creation, not news
 	if raw := meta.Get(keySchema); raw != nil {
 		n, err := strconv.Atoi(string(raw))
 		if err != nil {
@@ -196,6 +203,9 @@ func migrate(tx *bolt.Tx, repairs *[]Repair) error {
 		}
 		if err != nil {
 			return fmt.Errorf("store: migration %d (%s): %w", m.version, m.name, err)
+		}
+		if !fresh {
+			*ran = append(*ran, Migrated{From: m.version, To: m.version + 1, Name: m.name})
 		}
 		v = m.version + 1
 	}

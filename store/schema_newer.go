@@ -28,3 +28,21 @@ func (s *Store) refuseNewerSchema(path string) error {
 func newerSchemaProblem(v int) string {
 	return fmt.Sprintf("was written by a newer handoff (schema %d; this binary reads schemas 1 to %d): run that release again, or restore a backup taken before the upgrade", v, SchemaVersion)
 }
+
+// FileSchema is the schema version stored in the database file at path,
+// read with a read-only open: call it on a file VerifyFile has passed.
+func FileSchema(path string) (int, error) {
+	st, err := OpenFile(path, Options{ReadOnly: true, Timeout: checkerLockTimeout})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	v := 0
+	err = st.View(func(tx *Tx) error {
+		if meta := tx.bucket(bucketMeta); meta != nil {
+			v, _ = strconv.Atoi(string(meta.Get(keySchema)))
+		}
+		return nil
+	})
+	return v, err
+}

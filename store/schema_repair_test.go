@@ -95,6 +95,9 @@ func TestMigrationRepairsSchema8(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ms := st.Migrations(); len(ms) != 2 || ms[0].From != 8 || ms[1].To != SchemaVersion {
+		t.Errorf("migrations run %+v, want 8 → 9 and 9 → %d", ms, SchemaVersion)
+	}
 	reps := st.Repairs()
 	if len(reps) != 1 || reps[0].Migration != 8 || reps[0].Repaired != broken-1 || reps[0].Unreadable != 1 {
 		t.Errorf("repairs %+v, want migration 8: %d repaired, 1 unreadable", reps, broken-1)
@@ -148,6 +151,9 @@ func TestMigrationRepairsSchema8(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	if ms := st.Migrations(); len(ms) != 0 {
+		t.Errorf("the second open ran migrations %+v", ms)
+	}
 	if reps := st.Repairs(); len(reps) != 0 {
 		t.Errorf("the second open repaired %+v", reps)
 	}

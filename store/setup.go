@@ -54,6 +54,9 @@ func (s *Store) SetupLinkValid(hash []byte, now time.Time) bool {
 // entries given: a link works once, before it expires, and only while
 // there are no users. ErrSetupUsed otherwise.
 func (s *Store) UseSetupLink(ctx context.Context, hash []byte, now time.Time, u User, audit ...AuditEntry) error {
+	if u.ID == "" {
+		u.ID = NewUserID()
+	}
 	err := s.update(ctx, func(tx *Tx) error {
 		if err := checkSetup(tx, hash, now); err != nil {
 			return err

@@ -46,7 +46,8 @@ type Store struct {
 	// deferred says the page walk was left out of the open (see
 	// Options.CheckPages): CheckPages is then still to run.
 	deferred bool
-	repairs  []Repair // what the open's migrations repaired (Repairs)
+	repairs  []Repair   // what the open's migrations repaired (Repairs)
+	migrated []Migrated // the migrations the open ran (Migrations)
 	// damage is what CheckPages found, once it found damage.
 	damage atomic.Pointer[error]
 	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
@@ -153,7 +154,10 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		close(s.stopped)
 		return s, nil
 	}
-	if err := db.Update(func(tx *bolt.Tx) error { s.repairs = nil; return migrate(tx, &s.repairs) }); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error {
+		s.repairs, s.migrated = nil, nil
+		return migrate(tx, &s.repairs, &s.migrated)
+	}); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -344,6 +348,10 @@ func (s *Store) view(fn func(tx *Tx) error) error {
 // Repairs is what the open's migrations found wrong on disk and rewrote
 // (none when the file was already of this schema): serve logs it.
 func (s *Store) Repairs() []Repair { return s.repairs }
+
+// Migrations lists the migrations this open ran, oldest first (none for a
+// file already at SchemaVersion).
+func (s *Store) Migrations() []Migrated { return s.migrated }
 
 // Deferred reports whether the open left the whole page walk out (see
 // Options.CheckPages): the caller runs CheckPages once it is ready.

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +137,26 @@ func TestUnreadableRecordIsContained(t *testing.T) {
 	}
 	if _, err := st.Drafting(); err != nil {
 		t.Errorf("Drafting: %v", err)
+	}
+	// The client's export goes on past them, and names them at its end.
+	var exp bytes.Buffer
+	n, err := st.Export(&exp, Subject{Client: "c", Channels: []string{"web"}}, t0)
+	if err != nil || n != 3 {
+		t.Errorf("Export = %d leads, %v; want the 3 leads that can be read", n, err)
+	}
+	var doc struct {
+		Leads      []ExportLead `json:"leads"`
+		Unreadable []Unreadable `json:"unreadable"`
+	}
+	if err := json.Unmarshal(exp.Bytes(), &doc); err != nil {
+		t.Fatalf("the export is not one JSON document: %v", err)
+	}
+	for _, want := range []struct{ kind, id string }{
+		{"event", recs[0].Event.ID}, {"draft", drafts[1].ID}, {"lead", LeadKey("web", recs[3].Event.ConversationID)},
+	} {
+		if !slices.ContainsFunc(doc.Unreadable, func(u Unreadable) bool { return u.Kind == want.kind && u.ID == want.id && u.Reason != "" }) {
+			t.Errorf("the export's unreadable list %+v does not name %s %s with its reason", doc.Unreadable, want.kind, want.id)
+		}
 	}
 	r, err := st.Inspect()
 	if err != nil || len(r.Damaged) > 0 || len(r.Unreadable) != 4 {

@@ -117,6 +117,11 @@ func (s *Store) CreateFirstUser(ctx context.Context, u User, audit ...AuditEntry
 func NewUserID() string { return ulid.Make().String() }
 
 func createUser(tx *Tx, u User, audit []AuditEntry) error {
+	if u.ID == "" {
+		// Tokens are bound to it: a person without one would share the
+		// empty ID with every other such person.
+		return fmt.Errorf("create user %s: a person needs an ID (NewUserID)", u.Name)
+	}
 	b := tx.bucket(bucketUsers)
 	if b.Get([]byte(u.Name)) != nil {
 		return ErrExists

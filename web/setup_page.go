@@ -55,9 +55,9 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	if !ValidName(name) {
 		return again("A name is 1 to 64 letters, digits, dots, dashes, underscores or @.")
 	}
-	hash, err := password.Hash(pw)
+	hash, err := s.passwordRule(true, name, "").Hash(pw)
 	if err != nil {
-		if errors.Is(err, password.ErrTooShort) || errors.Is(err, password.ErrTooLong) || errors.Is(err, password.ErrCommon) {
+		if errors.Is(err, password.ErrTooShort) || errors.Is(err, password.ErrTooLong) || errors.Is(err, password.ErrCommon) || errors.Is(err, password.ErrGuessable) {
 			return again(sentence(err))
 		}
 		return err

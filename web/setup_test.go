@@ -41,6 +41,13 @@ func TestSetupChecksTheLinkFirst(t *testing.T) {
 	if p := post(secret, "password1234"); p.code != http.StatusBadRequest || !strings.Contains(p.body, "common") {
 		t.Errorf("the live link with a common password: %d %.200s, want 400", p.code, p.body)
 	}
+	// The first admin's password follows the admins' rule: not built on
+	// the product's or the person's name.
+	for _, pw := range []string{"handoff12345", "qwertyuiopas"} {
+		if p := post(secret, pw); p.code != http.StatusBadRequest || !strings.Contains(p.body, "easy to guess") {
+			t.Errorf("the live link with %q: %d %.200s, want 400 easy to guess", pw, p.code, p.body)
+		}
+	}
 	// A person made another way (handoff user add): every link is dead.
 	addUser(t, e.st, "ann", store.RoleAdmin, "", "ann-password-long")
 	for _, pw := range []string{"short", "a long setup passphrase"} {
