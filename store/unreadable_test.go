@@ -168,3 +168,53 @@ func isUnreadable(err error, kind, id string) bool {
 	u, ok := AsUnreadable(err)
 	return ok && u.Kind == kind && u.ID == id
 }
+
+// TestUnreadableUserAndAuditEntry: /users and /audit list the people and
+// entries that can be read; the one that cannot is known to the store (the
+// overview's banner and the gauge name it) instead of failing the list.
+func TestUnreadableUserAndAuditEntry(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"ann", "bob", "cy"} {
+		addTestUser(t, st, n, RoleAdmin)
+		if err := st.Audit(context.Background(), AuditEntry{At: t0, Who: n, Action: "login"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log, err := st.AuditLog(100)
+	if err != nil || len(log) < 3 {
+		t.Fatalf("AuditLog = %d, %v", len(log), err)
+	}
+	victim := log[0].ID
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, FileName)
+	broken := storetest.Replace(`"v":1`, `"v"#1`)
+	for _, r := range []struct{ bucket, key string }{{"users", "bob"}, {"audit", victim}} {
+		if err := storetest.Rot(path, r.bucket, []byte(r.key), broken); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	users, err := st.Users()
+	if err != nil || len(users) != 2 {
+		t.Errorf("Users = %d, %v; want the 2 that can be read", len(users), err)
+	}
+	after, err := st.AuditLog(100)
+	if err != nil || len(after) != len(log)-1 {
+		t.Errorf("AuditLog = %d, %v; want %d", len(after), err, len(log)-1)
+	}
+	for _, want := range []struct{ kind, id string }{{"user", "bob"}, {"audit entry", victim}} {
+		if !slices.ContainsFunc(st.Unreadable(), func(u Unreadable) bool { return u.Kind == want.kind && u.ID == want.id }) {
+			t.Errorf("the store does not know %s %s as unreadable: %+v", want.kind, want.id, st.Unreadable())
+		}
+	}
+}
