@@ -564,7 +564,7 @@ func TestTimelineRetryApprovalReconciliation(t *testing.T) {
 		"Reconciled by api-token: sent",
 		"Lead replied",
 	)
-	for _, w := range []string{"The same event arrived again (2 duplicates, the first here)", corr, das[0].(map[string]any)["execution_id"].(string), das[1].(map[string]any)["execution_id"].(string), msgs[0]["id"].(string), "500 Internal Server Error"} {
+	for _, w := range []string{"The same event arrived again (2 duplicates, the first here)", corr, das[0].(map[string]any)["execution_id"].(string), das[1].(map[string]any)["execution_id"].(string), msgs[0]["id"].(string), "the model server answered 500"} {
 		if !has(p.body, w) {
 			t.Errorf("the timeline page lacks %q", w)
 		}

@@ -2,6 +2,8 @@ package corpus
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"mime"
 	"mime/multipart"
@@ -284,9 +286,13 @@ func twilio(id ident, tx Text, esc func(string) string) Body {
 	}
 }
 
-// mailgunToken is the token of every mailgun body; the signature covers it
-// and the timestamp.
-const mailgunToken = "c8b1dd2ba5c0d7b3b2c5b1b5c2f3a4e5d6c7b8a9f0e1d2c3b4"
+// mailgunToken is a mailgun body's token, 50 hex characters as Mailgun's
+// are, one of its own for each message (handoff spends a token once, as
+// Mailgun asks receivers to); the signature covers it and the timestamp.
+func mailgunToken(mid string) string {
+	sum := sha256.Sum256([]byte(mid))
+	return hex.EncodeToString(sum[:])[:50]
+}
 
 // mailgun is an inbound route's forward (documentation.mailgun.com,
 // "Receiving messages via HTTP through a forward() action"): a form, or
@@ -295,13 +301,14 @@ func mailgun(id ident, tx Text, multi bool) Body {
 	sender := email(id)
 	mid := "<corpus-" + id.tag() + "@mg.example.com>"
 	subj := subject(id)
+	token := mailgunToken(mid)
 	params := func(ts int64) []param {
 		t := strconv.FormatInt(ts, 10)
 		return []param{
 			{"Message-Id", mid}, {"sender", sender}, {"from", "Ada Customer <" + sender + ">"}, {"recipient", "sales@mg.example.com"},
 			{"subject", subj}, {"body-plain", tx.Body + "\r\n\r\n> earlier text\r\n"}, {"stripped-text", tx.Body},
 			{"stripped-signature", ""}, {"attachment-count", map[bool]string{true: "1", false: "0"}[multi]},
-			{"timestamp", t}, {"token", mailgunToken}, {"signature", hmacHex(Secret("mailgun"), t+mailgunToken)},
+			{"timestamp", t}, {"token", token}, {"signature", hmacHex(Secret("mailgun"), t+token)},
 		}
 	}
 	b := Body{
