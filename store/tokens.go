@@ -2,9 +2,12 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -184,6 +187,11 @@ func (tx *Tx) RevokeTokensOf(u User, now time.Time) ([]Token, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Tokens are keyed by their secret's hash, so the bucket's order is
+	// random: answer in one the caller can show (by name, then id).
+	slices.SortFunc(hits, func(a, b hit) int {
+		return cmp.Or(strings.Compare(a.t.Name, b.t.Name), strings.Compare(a.t.ID, b.t.ID))
+	})
 	for _, h := range hits {
 		at := now
 		h.t.RevokedAt = &at

@@ -87,7 +87,7 @@ func TestDemotionRevokesTokens(t *testing.T) {
 		t.Errorf("/users does not say whose tokens a demotion stops: %.3000s", p.body)
 	}
 	p := root.post("/users/beatrix/role", url.Values{"role": {"approver"}})
-	if p.code != http.StatusOK || !strings.Contains(p.body, "Their 2 API tokens are revoked (deploy, dash)") {
+	if p.code != http.StatusOK || !strings.Contains(p.body, "Their 2 API tokens are revoked (dash, deploy)") {
 		t.Fatalf("demote: %d %.300s", p.code, p.body)
 	}
 	root.post("/users/beatrix/role", url.Values{"role": {"admin"}})
