@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"testing"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
@@ -49,11 +50,25 @@ func Hash(pw string) ([]byte, error) {
 	if err := Valid(pw); err != nil {
 		return nil, err
 	}
-	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), cost())
 	if err != nil {
 		return nil, fmt.Errorf("password: hash: %w", err)
 	}
 	return h, nil
+}
+
+// cost is the bcrypt cost of every hash this process makes: DefaultCost
+// (10). A test binary (testing.Testing) hashes at bcrypt.MinCost instead:
+// under the race detector one DefaultCost hash takes 0.7 to 2.8 s on two
+// cores, and the dashboard's tests make hundreds, which was most of the
+// suite's time. The handoff binary never is a test binary; e2e's
+// TestStoredHashesCostDefault reads the cost off hashes the real binary
+// stored, so this cannot slip into a build.
+func cost() int {
+	if testing.Testing() {
+		return bcrypt.MinCost
+	}
+	return bcrypt.DefaultCost
 }
 
 // Generate returns a random password for a new account: 20 characters of
@@ -87,8 +102,8 @@ type lazyHash struct {
 
 func (l *lazyHash) get() []byte {
 	l.once.Do(func() {
-		// Only a cost out of range fails, and DefaultCost is in range.
-		l.hash, _ = bcrypt.GenerateFromPassword([]byte("handoff-dummy-password"), bcrypt.DefaultCost)
+		// Only a cost out of range fails, and cost() is in range.
+		l.hash, _ = bcrypt.GenerateFromPassword([]byte("handoff-dummy-password"), cost())
 	})
 	return l.hash
 }
