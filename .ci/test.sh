@@ -21,10 +21,12 @@ if compgen -G "views/*.templ" >/dev/null; then
   fi
 fi
 
-if [ -d e2e/browser ] && ! command -v chromium >/dev/null; then
-  echo "== installing chromium for the browser tests"
+# The browser tests' screenshots show the corpus's emoji: without a colour
+# emoji font Chromium draws empty boxes.
+if [ -d e2e/browser ] && { ! command -v chromium >/dev/null || ! dpkg -s fonts-noto-color-emoji >/dev/null 2>&1; }; then
+  echo "== installing chromium and an emoji font for the browser tests"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+  apt-get update -qq && apt-get install -y -qq chromium fonts-noto-color-emoji >/dev/null
 fi
 
 # The offsite backup tests run a real S3-compatible server: versitygw, an

@@ -44,7 +44,7 @@ func TestRemovedAdminsTokenStaysDead(t *testing.T) {
 	if code := bearerCode(t, e, secret); code != http.StatusOK {
 		t.Fatalf("the token before: %d, want 200", code)
 	}
-	if p := root.post("/users/admin2/remove", nil); p.code != http.StatusOK || !strings.Contains(p.body, "Their 1 API tokens are revoked (ci)") {
+	if p := root.post("/users/admin2/remove", nil); p.code != http.StatusOK || !strings.Contains(p.body, "Their API token is revoked (ci)") {
 		t.Fatalf("remove admin2: %d %.300s", p.code, p.body)
 	}
 	if code := bearerCode(t, e, secret); code != http.StatusUnauthorized {

@@ -241,6 +241,9 @@ func revokedText(revoked []store.Token) string {
 	if len(revoked) == 0 {
 		return ""
 	}
+	if len(revoked) == 1 {
+		return fmt.Sprintf(" Their API token is revoked (%s).", tokenNames(revoked))
+	}
 	return fmt.Sprintf(" Their %d API tokens are revoked (%s).", len(revoked), tokenNames(revoked))
 }
 

@@ -82,6 +82,15 @@ func TestCorpusTextsRender(t *testing.T) {
 			if n := run(b, "count elements in the message", chromedp.Evaluate[int](`document.querySelectorAll("#turn blockquote.message *").length`)); n != 0 {
 				t.Errorf("%d px, %s: the message holds %d element(s): its text became markup", width, body.Name(), n)
 			}
+			// dir="auto": a right-to-left message reads right to left
+			// in a left-to-right page, and the others do not.
+			wantDir := "ltr"
+			if body.Text == "arabic" || body.Text == "hebrew" {
+				wantDir = "rtl"
+			}
+			if got := run(b, "read the message's direction", chromedp.Evaluate[string](`getComputedStyle(document.querySelector("#turn blockquote.message")).direction`)); got != wantDir {
+				t.Errorf("%d px, %s: the message is laid out %s, want %s", width, body.Name(), got, wantDir)
+			}
 			if got := run(b, "read the name", chromedp.Evaluate[string](`document.querySelector("#card h2").textContent`)); strings.TrimSpace(got) != w.Name {
 				t.Errorf("%d px, %s: the card calls the lead %q, want %q", width, body.Name(), got, w.Name)
 			}
