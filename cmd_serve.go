@@ -17,7 +17,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/web"
+	"github.com/handoff/handoff/users"
 )
 
 // serve runs the server until ctx ends (SIGTERM or SIGINT), then shuts down
@@ -106,11 +106,11 @@ const setupLinkLife = time.Hour
 // password is ever printed or logged. Once there is a person, the file of
 // an earlier start's link is deleted.
 func firstAdmin(ctx context.Context, st *store.Store, e env, dataDir string) (setupSecret string, err error) {
-	users, err := st.Users()
-	if err != nil || len(users) > 0 {
+	people, err := st.Users()
+	if err != nil || len(people) > 0 {
 		if err == nil {
 			// A link written by an earlier start is dead now.
-			_ = os.Remove(filepath.Join(dataDir, web.SetupLinkFile))
+			_ = os.Remove(filepath.Join(dataDir, users.SetupLinkFile))
 		}
 		return "", err
 	}
@@ -126,7 +126,7 @@ func firstAdmin(ctx context.Context, st *store.Store, e env, dataDir string) (se
 		_, err = st.CreateFirstUser(ctx, store.User{Name: "admin", Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: now},
 			store.AuditEntry{At: now, Who: "handoff serve", Action: "create user", Target: "admin", Detail: "the first admin, from HANDOFF_ADMIN_PASSWORD"})
 		if err == nil {
-			_ = os.Remove(filepath.Join(dataDir, web.SetupLinkFile))
+			_ = os.Remove(filepath.Join(dataDir, users.SetupLinkFile))
 		}
 		return "", err
 	}
@@ -152,8 +152,8 @@ func tellSetupLink(e env, cfg *config.Config, addr string, secret string) error 
 	if base == "" {
 		base = "http://" + addr
 	}
-	link := base + web.SetupPath + secret
-	path := filepath.Join(cfg.DataDir, web.SetupLinkFile)
+	link := base + users.SetupPath + secret
+	path := filepath.Join(cfg.DataDir, users.SetupLinkFile)
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs // what the operator can open from anywhere
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/web"
+	"github.com/handoff/handoff/users"
 )
 
 const userUsage = `usage: handoff user add|passwd|disable|enable|remove|list --data DIR [NAME] (server stopped)
@@ -67,7 +67,7 @@ func oneName(sub string, names []string) (string, error) {
 	if len(names) != 1 {
 		return "", fmt.Errorf("user %s needs exactly one NAME, got %d", sub, len(names))
 	}
-	if !web.ValidName(names[0]) {
+	if !users.ValidName(names[0]) {
 		return "", fmt.Errorf("user name %q: use 1 to 64 letters, digits, '.', '_', '-' or '@'", names[0])
 	}
 	return names[0], nil
@@ -92,8 +92,8 @@ func userAdd(ctx context.Context, args []string, e env) error {
 	if len(names) != 1 {
 		return fmt.Errorf("user add needs exactly one NAME, got %d", len(names))
 	}
-	clients := web.ParseClients(*clientList)
-	if err := web.CheckClientIDs(clients); err != nil {
+	clients := users.ParseClients(*clientList)
+	if err := users.CheckClientIDs(clients); err != nil {
 		return fmt.Errorf("--clients: %w", err)
 	}
 	e.override(dataDir, "HANDOFF_DATA")
@@ -108,21 +108,17 @@ func userAdd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	rule, err := cliPasswordRule(*cfgPath, e, *role == string(store.RoleAdmin), append([]string{name, *owner}, clients...)...)
-	if err != nil {
-		return err
-	}
-	hash, err := rule.Hash(pw)
-	if err != nil {
-		return err
-	}
 	st, err := openData(*dataDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	acc, err := cliAccounts(st, *cfgPath, e)
+	if err != nil {
+		return err
+	}
 	now := time.Now().UTC()
-	err = st.CreateUser(ctx, store.User{Name: name, Role: store.Role(*role), PasswordHash: hash, Owner: *owner, Clients: clients, CreatedAt: now},
+	_, err = acc.Add(ctx, users.Person{Name: name, Role: store.Role(*role), Owner: *owner, Clients: clients, Password: pw}, now,
 		store.AuditEntry{At: now, Who: "handoff user add", Action: "create user", Target: name, Detail: *role})
 	if errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("a user named %q already exists", name)
@@ -164,7 +160,6 @@ func userChange(ctx context.Context, sub string, args []string, e env) error {
 	var (
 		pw        string
 		generated bool
-		hash      []byte
 	)
 	if sub == "passwd" {
 		if pw, generated, err = readPassword(e.stdin); err != nil {
@@ -176,21 +171,13 @@ func userChange(ctx context.Context, sub string, args []string, e env) error {
 		return err
 	}
 	defer st.Close()
-	if sub == "passwd" {
-		u, err := st.User(name)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("there is no user named %q", name)
-		}
-		if err != nil {
-			return err
-		}
-		rule, err := cliPasswordRule(*cfgPath, e, u.Role == store.RoleAdmin, append([]string{name, u.Owner}, u.Clients...)...)
-		if err != nil {
-			return err
-		}
-		if hash, err = rule.Hash(pw); err != nil {
-			return err
-		}
+	cfg := ""
+	if cfgPath != nil {
+		cfg = *cfgPath
+	}
+	acc, err := cliAccounts(st, cfg, e)
+	if err != nil {
+		return err
 	}
 	now := time.Now().UTC()
 	audit := store.AuditEntry{At: now, Who: "handoff user " + sub, Target: name}
@@ -201,39 +188,33 @@ func userChange(ctx context.Context, sub string, args []string, e env) error {
 		if *resetTOTP {
 			audit.Detail += "; second factor off"
 		}
-		_, err = st.UpdateUser(ctx, name, func(tx *store.Tx, u *store.User) error {
-			u.PasswordHash = hash
-			if *resetTOTP {
-				u.TOTP, u.PendingTOTP = nil, ""
-			}
-			_, err := tx.EndSessions(name, nil)
-			return err
-		}, audit)
+		_, err = acc.ResetPassword(ctx, name, pw, *resetTOTP, audit)
 		done = "changed the password of " + name
 		if generated {
 			done += " to: " + pw + "\n(shown once; it is stored hashed)"
 		}
 	case "disable", "enable":
 		audit.Action = sub + " user"
-		_, err = st.UpdateUser(ctx, name, func(_ *store.Tx, u *store.User) error {
-			u.Disabled = sub == "disable"
-			return nil
-		}, audit)
+		err = acc.SetDisabled(ctx, name, sub == "disable", audit)
 		done = sub + "d " + name
 	case "remove":
 		audit.Action = "remove user"
 		var revoked []store.Token
-		revoked, err = st.RemoveUser(ctx, name, now, audit)
+		revoked, err = acc.Remove(ctx, name, now, audit)
 		done = "removed " + name + " (the audit log keeps what they did)"
-		if len(revoked) > 0 {
-			done += fmt.Sprintf("; revoked their %d API tokens", len(revoked))
+		switch len(revoked) {
+		case 0:
+		case 1:
+			done += "; revoked their API token " + users.TokenNames(revoked)
+		default:
+			done += fmt.Sprintf("; revoked their %d API tokens (%s)", len(revoked), users.TokenNames(revoked))
 		}
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("there is no user named %q", name)
-	case errors.Is(err, store.ErrLastAdmin):
-		return fmt.Errorf("%s: %s", name, store.ErrLastAdmin)
+	case errors.Is(err, users.ErrLastAdmin):
+		return fmt.Errorf("%s: %s", name, users.ErrLastAdmin)
 	case err != nil:
 		return err
 	}
@@ -241,20 +222,23 @@ func userChange(ctx context.Context, sub string, args []string, e env) error {
 	return nil
 }
 
-// cliPasswordRule is the dashboard's password rule for a person (see
-// web's passwordRule): the product's name and words are always refused as
-// a password's base; with a config file, its clients' ids and names too.
-func cliPasswordRule(cfgPath string, e env, admin bool, words ...string) (password.Rule, error) {
-	if cfgPath != "" {
-		cfg, err := config.Load(cfgPath, e.getenv)
-		if err != nil {
-			return password.Rule{}, fmt.Errorf("--config: %w", err)
-		}
-		for _, cl := range cfg.ClientList() {
-			words = append(words, cl.ID, cl.Name)
-		}
+// cliAccounts are the dashboard's account rules for the command line: the
+// product's name and words are always refused as a password's base; with
+// a config file, its clients' ids and names too, and --clients must name
+// its clients (without one, only look like client ids).
+func cliAccounts(st *store.Store, cfgPath string, e env) (*users.Accounts, error) {
+	if cfgPath == "" {
+		return users.New(st, users.Options{}), nil
 	}
-	return password.RuleFor(admin, words...), nil
+	cfg, err := config.Load(cfgPath, e.getenv)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var words []string
+	for _, cl := range cfg.ClientList() {
+		words = append(words, cl.ID, cl.Name)
+	}
+	return users.New(st, users.Options{Words: words, CheckClients: cfg.CheckClients}), nil
 }
 
 // userList prints every person: name, role, owner, state, second factor.

@@ -27,10 +27,6 @@ var ErrExists = errors.New("already exists")
 // ErrDisabled is a login, session or token of a disabled user.
 var ErrDisabled = errors.New("the account is disabled")
 
-// ErrLastAdmin refuses a change that would leave no enabled admin: the one
-// who could undo it would be gone.
-var ErrLastAdmin = errors.New("this is the last enabled admin; make another person admin first")
-
 // Session lifetimes: an idle session ends after SessionIdle, any session
 // after SessionMax, and a session waiting for its second factor after
 // SessionPending. The dashboard refuses an expired session at once; the
@@ -179,39 +175,27 @@ func (s *Store) Users() ([]User, error) {
 }
 
 // UpdateUser changes one user with change, inside one write transaction
-// with the audit entries given, and returns the user as stored. In the same
-// transaction it refuses (ErrLastAdmin) a change that takes the last
-// enabled admin away, and deletes every session of a user it disables; a
-// change that returns an error stores nothing.
+// with the audit entries given, and returns the user as stored; a change
+// that returns an error stores nothing. It keeps the record's own
+// invariants (the name and ID stay) and no rule of accounts: the last
+// enabled admin, the sessions a change ends and the tokens it revokes are
+// package users' (users.Accounts), which runs its changes through tx.User
+// and tx.PutUser in one Update.
 func (s *Store) UpdateUser(ctx context.Context, name string, change func(tx *Tx, u *User) error, audit ...AuditEntry) (User, error) {
 	var out User
 	err := s.update(ctx, func(tx *Tx) error {
 		out = User{}
-		b := tx.bucket(bucketUsers)
-		var before User
-		if err := getJSON(b, []byte(name), &before); err != nil {
+		u, err := tx.User(name)
+		if err != nil {
 			return err
 		}
-		after := before
-		after.TOTP = cloneTOTP(before.TOTP)
-		if err := change(tx, &after); err != nil {
+		if err := change(tx, &u); err != nil {
 			return err
 		}
-		after.Name, after.ID, after.V = before.Name, before.ID, recordVersion
-		if enabledAdmin(before) && !enabledAdmin(after) {
-			if err := otherEnabledAdmin(tx, name); err != nil {
-				return err
-			}
-		}
-		if after.Disabled && !before.Disabled {
-			if _, err := tx.EndSessions(name, nil); err != nil {
-				return err
-			}
-		}
-		if err := putJSON(b, []byte(name), after); err != nil {
+		if err := tx.PutUser(u); err != nil {
 			return err
 		}
-		out = after
+		out = u
 		return writeAudits(tx, audit)
 	})
 	if err != nil {
@@ -220,57 +204,53 @@ func (s *Store) UpdateUser(ctx context.Context, name string, change func(tx *Tx,
 	return out, nil
 }
 
-// RemoveUser deletes a user and every session of theirs, and revokes
-// every live token of theirs at now, with the audit entries given, in one
-// transaction; the audit trail stays. ErrLastAdmin when they are the last
-// enabled admin. It says which tokens it revoked.
-func (s *Store) RemoveUser(ctx context.Context, name string, now time.Time, audit ...AuditEntry) ([]Token, error) {
-	var revoked []Token
-	err := s.update(ctx, func(tx *Tx) error {
-		revoked = nil
-		b := tx.bucket(bucketUsers)
-		var u User
-		if err := getJSON(b, []byte(name), &u); err != nil {
-			return err
-		}
-		if enabledAdmin(u) {
-			if err := otherEnabledAdmin(tx, name); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.EndSessions(name, nil); err != nil {
-			return err
-		}
-		var err error
-		if revoked, err = tx.RevokeTokensOf(u, now); err != nil {
-			return err
-		}
-		if err := b.Delete([]byte(name)); err != nil {
-			return err
-		}
-		return writeAudits(tx, audit)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: remove user %s: %w", name, err)
+// User reads one person inside the transaction, a copy the caller may
+// change (its second factor included); ErrNotFound when there is none.
+func (tx *Tx) User(name string) (User, error) {
+	var u User
+	if err := getJSON(tx.bucket(bucketUsers), []byte(name), &u); err != nil {
+		return User{}, err
 	}
-	return revoked, nil
+	u.TOTP = cloneTOTP(u.TOTP)
+	return u, nil
 }
 
-func enabledAdmin(u User) bool { return u.Role == RoleAdmin && !u.Disabled }
+// PutUser stores u over the person of its name, who must exist; the ID
+// stays the one stored, since tokens are bound to it.
+func (tx *Tx) PutUser(u User) error {
+	b := tx.bucket(bucketUsers)
+	var before User
+	if err := getJSON(b, []byte(u.Name), &before); err != nil {
+		return err
+	}
+	u.ID, u.V = before.ID, recordVersion
+	return putJSON(b, []byte(u.Name), u)
+}
 
-// otherEnabledAdmin is nil when an enabled admin other than name exists.
-func otherEnabledAdmin(tx *Tx, name string) error {
-	c := tx.bucket(bucketUsers).Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+// DeleteUser deletes the person's record (only: their sessions and tokens
+// are the caller's, in the same transaction); ErrNotFound when absent.
+func (tx *Tx) DeleteUser(name string) error {
+	b := tx.bucket(bucketUsers)
+	if b.Get([]byte(name)) == nil {
+		return ErrNotFound
+	}
+	return b.Delete([]byte(name))
+}
+
+// Users lists every person inside the transaction, by name; a record that
+// cannot be read is an error here, since the rules that read every person
+// (the last enabled admin) must not decide on a partial list.
+func (tx *Tx) Users() ([]User, error) {
+	var out []User
+	err := tx.bucket(bucketUsers).ForEach(func(k, v []byte) error {
 		var u User
-		if err := json.Unmarshal(v, &u); err != nil {
+		if err := decode(v, &u); err != nil {
 			return fmt.Errorf("user %s: %w", k, err)
 		}
-		if u.Name != name && enabledAdmin(u) {
-			return nil
-		}
-	}
-	return ErrLastAdmin
+		out = append(out, u)
+		return nil
+	})
+	return out, err
 }
 
 func cloneTOTP(t *TOTP) *TOTP {

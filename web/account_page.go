@@ -1,8 +1,6 @@
 package web
 
 import (
-	"bytes"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,9 +11,6 @@ import (
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
-
-// totpIssuer names handoff in authenticator apps.
-const totpIssuer = "handoff"
 
 // accountPage answers GET /account.
 func (s *Server) accountPage(c *echo.Context) error {
@@ -37,7 +32,7 @@ func (s *Server) renderAccount(c *echo.Context, status int, a views.AccountPage)
 	if u.TOTP != nil {
 		a.Recovery = len(u.TOTP.Recovery)
 	}
-	a.MustEnrol = s.mustEnrol(u)
+	a.MustEnrol = s.accounts.MustEnrol(u)
 	a.Sealed = s.sealer != nil
 	l, err := s.layout(c, "Your account", "account")
 	if err != nil {
@@ -56,51 +51,13 @@ func (s *Server) refuseAccount(c *echo.Context, err error) error {
 	return s.renderAccount(c, status, views.AccountPage{Notice: &views.Notice{Tone: "error", Text: msg}})
 }
 
-// errWrongPassword refuses an account change whose current password is wrong.
-var errWrongPassword = errors.New("the current password is wrong")
-
-// checkOwnPassword compares the current password a form gives; it
-// returns the hash it matched, for the write to check it is still the one.
-func (s *Server) checkOwnPassword(c *echo.Context) ([]byte, error) {
-	u, err := s.st.User(who(c).Name)
-	if err != nil {
-		return nil, err
-	}
-	if !password.Check(u.PasswordHash, c.FormValue("current")) {
-		return nil, refused(errWrongPassword, http.StatusForbidden)
-	}
-	return u.PasswordHash, nil
-}
-
-// samePassword refuses a write when the password changed since it was checked.
-func samePassword(u *store.User, checked []byte) error {
-	if !bytes.Equal(u.PasswordHash, checked) {
-		return refused(errors.New("the password changed meanwhile; reload the page and try again"), http.StatusConflict)
-	}
-	return nil
-}
-
 // changeOwnPassword answers POST /account/password (form: current,
 // password): the new password replaces the old, and every other session
 // of the person ends, in one transaction.
 func (s *Server) changeOwnPassword(c *echo.Context) error {
 	p := who(c)
-	checked, err := s.checkOwnPassword(c)
-	if err != nil {
-		return s.refuseAccount(c, err)
-	}
-	hash, err := s.passwordRule(p.Role == store.RoleAdmin, p.Name, p.Owner).Hash(c.FormValue("password"))
-	if err != nil {
-		return s.refuseAccount(c, refused(err, http.StatusBadRequest))
-	}
-	_, err = s.st.UpdateUser(c.Request().Context(), p.Name, func(tx *store.Tx, u *store.User) error {
-		if err := samePassword(u, checked); err != nil {
-			return err
-		}
-		u.PasswordHash = hash
-		_, err := tx.EndSessions(p.Name, p.hash)
-		return err
-	}, s.auditEntry(c, "change password", p.Name, "own password; other sessions ended"))
+	err := s.accounts.ChangeOwnPassword(c.Request().Context(), p.Name, p.hash, c.FormValue("current"), c.FormValue("password"),
+		s.auditEntry(c, "change password", p.Name, "own password; other sessions ended"))
 	if err != nil {
 		return s.refuseAccount(c, err)
 	}
@@ -122,17 +79,7 @@ func (s *Server) endOtherSessions(c *echo.Context) error {
 // person's pending one and shown, with its otpauth URI, this once.
 func (s *Server) startTOTP(c *echo.Context) error {
 	p := who(c)
-	secret, uri, err := password.NewTOTP(totpIssuer, p.Name)
-	if err != nil {
-		return err
-	}
-	_, err = s.st.UpdateUser(c.Request().Context(), p.Name, func(_ *store.Tx, u *store.User) error {
-		if u.TOTP != nil {
-			return refused(errors.New("a second factor is already on; turn it off first to enrol another"), http.StatusConflict)
-		}
-		u.PendingTOTP = s.sealer.Seal(secret, u.Name)
-		return nil
-	}, s.auditEntry(c, "start second factor enrolment", p.Name, ""))
+	secret, uri, err := s.accounts.StartTOTP(c.Request().Context(), p.Name, s.auditEntry(c, "start second factor enrolment", p.Name, ""))
 	if err != nil {
 		return s.refuseAccount(c, err)
 	}
@@ -145,25 +92,7 @@ func (s *Server) startTOTP(c *echo.Context) error {
 // codes are shown once.
 func (s *Server) confirmTOTP(c *echo.Context) error {
 	p := who(c)
-	code := c.FormValue("code")
-	codes, hashes := password.RecoveryCodes()
-	now := s.now().UTC()
-	_, err := s.st.UpdateUser(c.Request().Context(), p.Name, func(_ *store.Tx, u *store.User) error {
-		if u.PendingTOTP == "" {
-			return refused(errors.New("no enrolment is under way; start it again"), http.StatusConflict)
-		}
-		secret, err := s.sealer.Open(u.PendingTOTP, u.Name)
-		if err != nil {
-			return refused(errors.New(err.Error()+"; start the enrolment again"), http.StatusConflict)
-		}
-		step, ok := password.CheckTOTP(secret, code, now, 0)
-		if !ok {
-			return refused(errors.New("that code is not the one the authenticator shows now; start the enrolment again if the secret was not added"), http.StatusBadRequest)
-		}
-		u.TOTP = &store.TOTP{Secret: s.sealer.Seal(secret, u.Name), LastStep: step, Recovery: hashes, EnrolledAt: now}
-		u.PendingTOTP = ""
-		return nil
-	}, s.auditEntry(c, "enrol second factor", p.Name, strconv.Itoa(len(codes))+" recovery codes"))
+	codes, err := s.accounts.ConfirmTOTP(c.Request().Context(), p.Name, c.FormValue("code"), s.now().UTC(), s.auditEntry(c, "enrol second factor", p.Name, strconv.Itoa(password.RecoveryCount)+" recovery codes"))
 	if err != nil {
 		return s.refuseAccount(c, err)
 	}
@@ -175,30 +104,11 @@ func (s *Server) confirmTOTP(c *echo.Context) error {
 // password turns the person's second factor off.
 func (s *Server) removeOwnTOTP(c *echo.Context) error {
 	p := who(c)
-	checked, err := s.checkOwnPassword(c)
-	if err != nil {
-		return s.refuseAccount(c, err)
-	}
-	_, err = s.st.UpdateUser(c.Request().Context(), p.Name, func(_ *store.Tx, u *store.User) error {
-		if err := samePassword(u, checked); err != nil {
-			return err
-		}
-		if s.cfg.Auth.RequireTOTPForAdmins && u.Role == store.RoleAdmin {
-			return refused(errors.New("admins must keep a second factor here (auth.require_totp_for_admins); if it is lost, another admin can reset it"), http.StatusConflict)
-		}
-		u.TOTP, u.PendingTOTP = nil, ""
-		return nil
-	}, s.auditEntry(c, "remove second factor", p.Name, "own"))
+	err := s.accounts.RemoveOwnTOTP(c.Request().Context(), p.Name, c.FormValue("current"), s.auditEntry(c, "remove second factor", p.Name, "own"))
 	if err != nil {
 		return s.refuseAccount(c, err)
 	}
 	return s.renderAccount(c, http.StatusOK, views.AccountPage{Notice: &views.Notice{Tone: "ok", Text: "The second factor is off."}})
-}
-
-// mustEnrol reports whether the configuration requires u to enrol a second
-// factor before using the dashboard.
-func (s *Server) mustEnrol(u store.User) bool {
-	return s.cfg.Auth.RequireTOTPForAdmins && u.Role == store.RoleAdmin && u.TOTP == nil
 }
 
 // enrolled sends an admin without a second factor to /account when the
@@ -215,7 +125,7 @@ func (s *Server) enrolled(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if !s.mustEnrol(u) {
+		if !s.accounts.MustEnrol(u) {
 			return next(c)
 		}
 		if c.Request().Method == http.MethodGet && !strings.HasPrefix(c.Request().URL.Path, "/api/") {

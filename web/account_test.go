@@ -17,6 +17,7 @@ import (
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/users"
 )
 
 // wantLoggedOut: the browser's session no longer opens a page.
@@ -142,8 +143,8 @@ func TestLastAdminOverHTTP(t *testing.T) {
 			}
 		})
 		var enabled []string
-		users, _ := e.st.Users()
-		for _, u := range users {
+		people, _ := e.st.Users()
+		for _, u := range people {
 			if u.Role == store.RoleAdmin && !u.Disabled {
 				enabled = append(enabled, u.Name)
 			}
@@ -156,7 +157,7 @@ func TestLastAdminOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, n := range []string{a, b} {
-			if _, err := e.st.RemoveUser(context.Background(), n, time.Now()); err != nil {
+			if _, err := users.New(e.st, users.Options{}).Remove(context.Background(), n, time.Now(), store.AuditEntry{}); err != nil {
 				t.Fatal(err)
 			}
 		}

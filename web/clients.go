@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 )
 
 // Clients: a person may be limited to some clients (store.User.Clients),
@@ -186,23 +186,11 @@ func (s *Server) clientScope(next echo.HandlerFunc) echo.HandlerFunc {
 // formClients reads a person's clients from a form: the ids, separated by
 // commas or spaces (empty: every client), each a configured client.
 func (s *Server) formClients(c *echo.Context) ([]string, error) {
-	ids := ParseClients(c.FormValue("clients"))
+	ids := users.ParseClients(c.FormValue("clients"))
 	if err := s.cfg.CheckClients(ids); err != nil {
 		return nil, err
 	}
 	return ids, nil
-}
-
-// ParseClients splits a list of client ids given as "a,b" or "a b",
-// dropping repeats; the dashboard and "handoff user" alike.
-func ParseClients(s string) []string {
-	var out []string
-	for _, id := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		if !slices.Contains(out, id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 // clientsText names clients for the audit log.
@@ -211,16 +199,4 @@ func clientsText(ids []string) string {
 		return "all"
 	}
 	return strings.Join(ids, ", ")
-}
-
-// CheckClientIDs says, in a sentence, which id is not a client id at all
-// ([a-z0-9-]+), for "handoff user add --clients", which does not read the
-// config: an id no client has limits the person to nothing.
-func CheckClientIDs(ids []string) error {
-	for _, id := range ids {
-		if id == "" || len(id) > 64 || strings.ContainsFunc(id, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') }) {
-			return fmt.Errorf("%q is not a client id (1 to 64 lowercase letters, digits and -)", id)
-		}
-	}
-	return nil
 }

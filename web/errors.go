@@ -12,6 +12,7 @@ import (
 	"github.com/handoff/handoff/keys"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 )
 
 // errInternal is the sentence of every error nobody maps: its cause is
@@ -74,6 +75,8 @@ func answerFor(err error) (status int, msg string) {
 		named      *namedError
 		refusal    *refusalError
 		unreadable *store.Unreadable
+		invalid    *users.Invalid
+		refuse     *users.Conflict
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -109,6 +112,12 @@ func answerFor(err error) (status int, msg string) {
 		return http.StatusConflict, lost.Error()
 	case errors.As(err, &keyState):
 		return http.StatusConflict, keyState.Error()
+	case errors.As(err, &invalid):
+		return http.StatusBadRequest, invalid.Error()
+	case errors.As(err, &refuse):
+		return http.StatusConflict, refuse.Error()
+	case errors.Is(err, users.ErrWrongPassword):
+		return http.StatusForbidden, users.ErrWrongPassword.Error()
 	case errors.Is(err, password.ErrTooShort), errors.Is(err, password.ErrTooLong):
 		return http.StatusBadRequest, err.Error()
 	case errors.As(err, &named) && errors.Is(err, named.sentinel):

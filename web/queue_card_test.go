@@ -31,7 +31,7 @@ func TestQueueCardSMS(t *testing.T) {
 	})
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	p := b.getOK("/drafts")
-	if !strings.Contains(p.body, "<h2>+15550001111</h2>") {
+	if !strings.Contains(p.body, `<h2 dir="auto">+15550001111</h2>`) {
 		t.Errorf("the card of a lead with no name does not call it by its number: %.200s", p.body[strings.Index(p.body, `id="card"`):])
 	}
 	if !strings.Contains(p.body, "<strong>+15550001111</strong>") {

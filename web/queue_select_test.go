@@ -64,7 +64,7 @@ func TestQueueCardConversation(t *testing.T) {
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	p := b.getOK("/drafts?id=" + d2.ID)
 	card := p.body[strings.Index(p.body, `id="card"`):]
-	if !strings.Contains(card, "<h2>Ada Lovelace</h2>") {
+	if !strings.Contains(card, `<h2 dir="auto">Ada Lovelace</h2>`) {
 		t.Errorf("the card does not call the lead by the name its first message gave: %.300s", card)
 	}
 	first := strings.Index(card, "Where is my refund?")

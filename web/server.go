@@ -20,6 +20,7 @@ import (
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
 
@@ -53,6 +54,8 @@ type Server struct {
 	// sealer encrypts second-factor secrets at rest (password.Sealer);
 	// nil without a secret key: they are stored as they are.
 	sealer *password.Sealer
+	// accounts are the rules of people's accounts (package users).
+	accounts *users.Accounts
 
 	logins      *loginGuard
 	bearerFails *limiter     // refused bearer tokens per address
@@ -99,6 +102,11 @@ func New(d Deps) (*Server, error) {
 		}
 		s.sealer = sealer
 	}
+	var words []string
+	for _, cl := range d.Config.ClientList() {
+		words = append(words, cl.ID, cl.Name)
+	}
+	s.accounts = users.New(d.Store, users.Options{Sealer: s.sealer, Words: words, CheckClients: d.Config.CheckClients, RequireTOTPForAdmins: d.Config.Auth.RequireTOTPForAdmins})
 	if d.APIToken != "" {
 		sum := sha256.Sum256([]byte(d.APIToken))
 		s.tokenHash = sum[:]

@@ -12,16 +12,9 @@ import (
 
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
-
-// SetupPath is where the first start's setup link points: SetupPath + the
-// link's secret.
-const SetupPath = "/setup/"
-
-// SetupLinkFile is the file in the data folder that holds the setup link
-// when serve's stdout is not a terminal; it is deleted once the link is used.
-const SetupLinkFile = "setup-link"
 
 // setupForm answers GET /setup/:token: the form to create the first admin,
 // while the link is live.
@@ -52,10 +45,10 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	if !s.st.SetupLinkValid(hashSecret(token), s.now()) {
 		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
 	}
-	if !ValidName(name) {
+	if !users.ValidName(name) {
 		return again("A name is 1 to 64 letters, digits, dots, dashes, underscores or @.")
 	}
-	hash, err := s.passwordRule(true, name, "").Hash(pw)
+	hash, err := s.accounts.Rule(true, name, "").Hash(pw)
 	if err != nil {
 		if errors.Is(err, password.ErrTooShort) || errors.Is(err, password.ErrTooLong) || errors.Is(err, password.ErrCommon) || errors.Is(err, password.ErrGuessable) {
 			return again(sentence(err))
@@ -73,7 +66,7 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(s.cfg.DataDir, SetupLinkFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(s.cfg.DataDir, users.SetupLinkFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Error("delete the used setup link's file", "err", err)
 	}
 	// Logged in as login does (the new admin has no second factor yet).

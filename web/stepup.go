@@ -13,6 +13,7 @@ import (
 
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
 
@@ -99,7 +100,7 @@ func (s *Server) confirmStepUp(c *echo.Context, pw, code string) error {
 	}
 	if !password.Check(u.PasswordHash, pw) {
 		_ = s.st.Audit(ctx, store.AuditEntry{At: now.UTC(), Who: p.Name, From: ip, Action: "step-up failed", Detail: "wrong password"})
-		return refused(errWrongPassword, http.StatusForbidden)
+		return users.ErrWrongPassword
 	}
 	s.logins.release(p.Name, addrKey(ip), now)
 	checked := u.PasswordHash

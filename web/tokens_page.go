@@ -8,6 +8,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
 
@@ -17,7 +18,7 @@ func (s *Server) createToken(c *echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
 	scope := store.Scope(c.FormValue("scope"))
 	switch {
-	case !ValidName(name):
+	case !users.ValidName(name):
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "A token name is 1 to 64 letters, digits, dots, dashes, underscores or @."})
 	case !store.ValidScope(scope):
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The scope must be one of approve, read, keys, metrics or admin."})

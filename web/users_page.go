@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -9,8 +8,8 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
 
@@ -64,52 +63,19 @@ func (s *Server) refuseUsers(c *echo.Context, err error, format string) error {
 	return s.renderUsers(c, status, nil, &views.Notice{Tone: "error", Text: fmt.Sprintf(format, msg)})
 }
 
-// ValidName reports whether s may name a person or an API token: 1 to 64
-// letters, digits, '.', '_', '-' or '@' (the dashboard and "user add" alike).
-func ValidName(s string) bool {
-	return len(s) >= 1 && len(s) <= 64 && !strings.ContainsFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-@", r))
-	})
-}
-
-func formRole(c *echo.Context) (store.Role, bool) {
-	r := store.Role(c.FormValue("role"))
-	return r, r == store.RoleAdmin || r == store.RoleApprover
-}
-
-// createUser answers POST /users (form: name, role, owner, password). An
-// empty password is generated and shown once.
+// createUser answers POST /users (form: name, role, owner, clients,
+// password). An empty password is generated and shown once.
 func (s *Server) createUser(c *echo.Context) error {
-	name, owner, pw := strings.TrimSpace(c.FormValue("name")), strings.TrimSpace(c.FormValue("owner")), c.FormValue("password")
-	role, ok := formRole(c)
-	switch {
-	case !ValidName(name):
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "A name is 1 to 64 letters, digits, dots, dashes, underscores or @."})
-	case !ok:
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
-	case len(owner) > 64:
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The owner is at most 64 characters."})
-	}
-	clients, err := s.formClients(c)
-	if err != nil {
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not added: " + err.Error() + "."})
-	}
-	generated := pw == ""
-	if generated {
-		pw = password.Generate()
-	}
-	hash, err := s.passwordRule(role == store.RoleAdmin, name, owner).Hash(pw)
-	if err != nil {
-		return s.refuseUsers(c, refused(err, http.StatusBadRequest), "Not added: %s.")
-	}
-	now := s.now().UTC()
-	err = s.st.CreateUser(c.Request().Context(), store.User{Name: name, Role: role, Owner: owner, Clients: clients, PasswordHash: hash, CreatedAt: now},
+	name, owner := strings.TrimSpace(c.FormValue("name")), strings.TrimSpace(c.FormValue("owner"))
+	role := store.Role(c.FormValue("role"))
+	clients := users.ParseClients(c.FormValue("clients"))
+	pw, err := s.accounts.Add(c.Request().Context(), users.Person{Name: name, Role: role, Owner: owner, Clients: clients, Password: c.FormValue("password")}, s.now().UTC(),
 		s.auditEntry(c, "create user", name, "role "+string(role)+", owner "+owner+", clients "+clientsText(clients)))
 	if err != nil {
-		return s.refuseUsers(c, taken(err, "There is already a person named %s.", name), "%s")
+		return s.refuseUsers(c, taken(err, "There is already a person named %s.", name), "Not added: %s.")
 	}
 	var secret *views.Secret
-	if generated {
+	if pw != "" {
 		secret = &views.Secret{What: "Password of " + name, Value: pw}
 	}
 	return s.renderUsers(c, http.StatusOK, secret, &views.Notice{Tone: "ok", Text: "Added " + name + " as " + string(role) + "."})
@@ -127,48 +93,21 @@ func userTarget(c *echo.Context) string { return c.Param("name") }
 // changed shows the users page after an admin's change, or its refusal.
 func (s *Server) changed(c *echo.Context, err error, name, done string) error {
 	if err != nil {
-		return s.refuseUsers(c, refuseLastAdmin(missing(err, "there is no person named %s", name)), "Not changed: %s.")
+		return s.refuseUsers(c, missing(err, "there is no person named %s", name), "Not changed: %s.")
 	}
 	return s.renderUsers(c, http.StatusOK, nil, &views.Notice{Tone: "ok", Text: done})
-}
-
-// refuseLastAdmin answers the last-admin rule as a 409 with its sentence.
-func refuseLastAdmin(err error) error {
-	if errors.Is(err, store.ErrLastAdmin) {
-		return refused(store.ErrLastAdmin, http.StatusConflict)
-	}
-	return err
 }
 
 // resetPassword answers POST /users/:name/password (form: password; empty
 // generates one, shown once): every session of the person ends with it.
 func (s *Server) resetPassword(c *echo.Context) error {
-	name, pw := userTarget(c), c.FormValue("password")
-	generated := pw == ""
-	if generated {
-		pw = password.Generate()
-	}
-	target, err := s.st.User(name)
-	if err != nil {
-		return s.changed(c, err, name, "")
-	}
-	hash, err := s.passwordRule(target.Role == store.RoleAdmin, name, target.Owner).Hash(pw)
-	if err != nil {
-		return s.refuseUsers(c, refused(err, http.StatusBadRequest), "Not changed: %s.")
-	}
-	_, err = s.st.UpdateUser(c.Request().Context(), name, func(tx *store.Tx, u *store.User) error {
-		if u.Role != target.Role {
-			return refused(errors.New("their role changed meanwhile; reload the page and try again"), http.StatusConflict)
-		}
-		u.PasswordHash = hash
-		_, err := tx.EndSessions(u.Name, nil)
-		return err
-	}, s.auditEntry(c, "reset password", name, "every session ended"))
+	name := userTarget(c)
+	pw, err := s.accounts.ResetPassword(c.Request().Context(), name, c.FormValue("password"), false, s.auditEntry(c, "reset password", name, "every session ended"))
 	if err != nil {
 		return s.changed(c, err, name, "")
 	}
 	var secret *views.Secret
-	if generated {
+	if pw != "" {
 		secret = &views.Secret{What: "New password of " + name, Value: pw}
 	}
 	return s.renderUsers(c, http.StatusOK, secret, &views.Notice{Tone: "ok", Text: "The password of " + name + " is reset, and their sessions are logged out."})
@@ -178,62 +117,25 @@ func (s *Server) resetPassword(c *echo.Context) error {
 // and their sessions and tokens stop working, at once.
 func (s *Server) disableUser(c *echo.Context) error {
 	name := userTarget(c)
-	_, err := s.st.UpdateUser(c.Request().Context(), name, func(_ *store.Tx, u *store.User) error {
-		u.Disabled = true
-		return nil
-	}, s.auditEntry(c, "disable user", name, "sessions ended, tokens refused"))
+	err := s.accounts.SetDisabled(c.Request().Context(), name, true, s.auditEntry(c, "disable user", name, "sessions ended, tokens refused"))
 	return s.changed(c, err, name, name+" is disabled: their sessions and tokens no longer work.")
 }
 
 // enableUser answers POST /users/:name/enable.
 func (s *Server) enableUser(c *echo.Context) error {
 	name := userTarget(c)
-	_, err := s.st.UpdateUser(c.Request().Context(), name, func(_ *store.Tx, u *store.User) error {
-		u.Disabled = false
-		return nil
-	}, s.auditEntry(c, "enable user", name, ""))
+	err := s.accounts.SetDisabled(c.Request().Context(), name, false, s.auditEntry(c, "enable user", name, ""))
 	return s.changed(c, err, name, name+" is enabled.")
 }
 
-// changeUser answers POST /users/:name/role (form: role, owner).
+// changeUser answers POST /users/:name/role (form: role, owner, clients).
 func (s *Server) changeUser(c *echo.Context) error {
 	name, owner := userTarget(c), strings.TrimSpace(c.FormValue("owner"))
-	role, ok := formRole(c)
-	switch {
-	case !ok:
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The role must be admin or approver."})
-	case len(owner) > 64:
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "The owner is at most 64 characters."})
-	}
-	clients, err := s.formClients(c)
-	if err != nil {
-		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Not changed: " + err.Error() + "."})
-	}
-	now := s.now().UTC()
-	var revoked []store.Token
-	_, err = s.st.UpdateUser(c.Request().Context(), name, func(tx *store.Tx, u *store.User) error {
-		revoked = nil
-		if u.Role == store.RoleAdmin && role != store.RoleAdmin {
-			// A token acts for an admin; an admin no longer is one, so every
-			// token of theirs is revoked with the demotion. Revoked, not
-			// paused: making them admin again brings none back.
-			var err error
-			if revoked, err = tx.RevokeTokensOf(*u, now); err != nil {
-				return err
-			}
-		}
-		u.Role, u.Owner, u.Clients = role, owner, clients
-		return nil
-	}, s.auditEntry(c, "change user", name, "role "+string(role)+", owner "+orNone(owner)+", clients "+clientsText(clients)+demotionText(revoked)))
+	role := store.Role(c.FormValue("role"))
+	clients := users.ParseClients(c.FormValue("clients"))
+	revoked, err := s.accounts.Change(c.Request().Context(), name, role, owner, clients, s.now().UTC(),
+		s.auditEntry(c, "change user", name, "role "+string(role)+", owner "+orNone(owner)+", clients "+clientsText(clients)))
 	return s.changed(c, err, name, name+" is now "+string(role)+" with owner "+orNone(owner)+"."+revokedText(revoked))
-}
-
-// demotionText names the tokens a change revoked, for the audit log.
-func demotionText(revoked []store.Token) string {
-	if len(revoked) == 0 {
-		return ""
-	}
-	return "; tokens revoked: " + tokenNames(revoked)
 }
 
 // revokedText says which tokens a change revoked, for the notice.
@@ -242,17 +144,9 @@ func revokedText(revoked []store.Token) string {
 		return ""
 	}
 	if len(revoked) == 1 {
-		return fmt.Sprintf(" Their API token is revoked (%s).", tokenNames(revoked))
+		return fmt.Sprintf(" Their API token is revoked (%s).", users.TokenNames(revoked))
 	}
-	return fmt.Sprintf(" Their %d API tokens are revoked (%s).", len(revoked), tokenNames(revoked))
-}
-
-func tokenNames(ts []store.Token) string {
-	names := make([]string, len(ts))
-	for i, t := range ts {
-		names[i] = t.Name
-	}
-	return strings.Join(names, ", ")
+	return fmt.Sprintf(" Their %d API tokens are revoked (%s).", len(revoked), users.TokenNames(revoked))
 }
 
 // removeUser answers POST /users/:name/remove: the person and their
@@ -260,7 +154,7 @@ func tokenNames(ts []store.Token) string {
 // audit trail stays.
 func (s *Server) removeUser(c *echo.Context) error {
 	name := userTarget(c)
-	revoked, err := s.st.RemoveUser(c.Request().Context(), name, s.now().UTC(), s.auditEntry(c, "remove user", name, "sessions ended, tokens revoked"))
+	revoked, err := s.accounts.Remove(c.Request().Context(), name, s.now().UTC(), s.auditEntry(c, "remove user", name, "sessions ended, tokens revoked"))
 	return s.changed(c, err, name, name+" is removed; the audit log keeps what they did."+revokedText(revoked))
 }
 
@@ -268,11 +162,7 @@ func (s *Server) removeUser(c *echo.Context) error {
 // turned off, so the person can log in with the password and enrol again.
 func (s *Server) resetTOTP(c *echo.Context) error {
 	name := userTarget(c)
-	_, err := s.st.UpdateUser(c.Request().Context(), name, func(tx *store.Tx, u *store.User) error {
-		u.TOTP, u.PendingTOTP = nil, ""
-		_, err := tx.EndSessions(u.Name, nil)
-		return err
-	}, s.auditEntry(c, "reset second factor", name, "every session ended"))
+	err := s.accounts.ResetTOTP(c.Request().Context(), name, s.auditEntry(c, "reset second factor", name, "every session ended"))
 	return s.changed(c, err, name, "The second factor of "+name+" is off; they can enrol again on their account page.")
 }
 
