@@ -409,6 +409,12 @@ func (r *Runner) execute(ctx context.Context, ru *run, j store.Job, pool string,
 		log.Debug("job completed", attrs...)
 	case store.JobDiscarded:
 		log.Error("job discarded into the dead letters", append(attrs, "reason", discardReason(fin, res), slog.Any("err", err))...)
+	case store.JobRetryable:
+		if res.Released {
+			log.Info("job released at shutdown; it runs again after the restart", append(attrs, slog.Any("err", err))...)
+			break
+		}
+		fallthrough
 	default:
 		log.Warn("job attempt failed; will retry", append(attrs, "retry_at", fin.RunAt, slog.Any("err", err))...)
 	}
