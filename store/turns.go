@@ -20,7 +20,10 @@ import (
 //	                                          new message's (the quiet period starts again)
 //	new message, the turn's draft waiting ──▶ joins the turn; the draft is superseded and a
 //	                                          draft job for the new message drafts the whole turn
-//	new message, the draft job running, dead
+//	new message, the draft job running ────▶ joins the turn; a draft job for the new message,
+//	                                          held back until the running one's attempt ends
+//	                                          (joinTurn: one draft job of a lead runs at a time)
+//	new message, the draft job dead
 //	or the draft rejected ──────────────────▶ joins the turn; a draft job for the new message
 //	draft approved ─────────────────────────▶ the turn ends (its reply goes out)
 //	lead closed ────────────────────────────▶ the turn ends without a reply
