@@ -396,6 +396,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 			old := j
 			until := now.Add(lease)
 			j.State = JobRunning
+			j.Waits = nil // held no more: due past the lease of the job it waited for
 			j.Attempt++
 			j.ExecutionID = ulid.Make().String()
 			j.LeaseUntil = &until

@@ -173,3 +173,20 @@ func TestHeldDraftJobConcurrentMessages(t *testing.T) {
 		t.Errorf("the turn's live draft job is %s, %v; want the burst's %s", live.ID, err, jobs[0])
 	}
 }
+
+// TestHeldDraftJobDueAtTheLeaseEnd: were the running job's end never
+// recorded (its record lost, say), the held job is still due once that
+// job's lease has ended, and claiming it clears what it waited for.
+func TestHeldDraftJobDueAtTheLeaseEnd(t *testing.T) {
+	st := openTest(t)
+	leadMessage(t, st, "c1", "m1", t0)
+	k := claimOne(t, st, t0, time.Minute)
+	held := leadMessage(t, st, "c1", "m2", t0.Add(time.Second)).Job
+	if got, err := st.ClaimJobs(context.Background(), k.LeaseUntil.Add(-time.Nanosecond), 10, time.Minute); err != nil || len(got) != 0 {
+		t.Fatalf("ClaimJobs before the lease ends = %d jobs, %v; want none", len(got), err)
+	}
+	got := claimOne(t, st, *k.LeaseUntil, time.Minute)
+	if got.ID != held.ID || got.Waits != nil {
+		t.Errorf("claimed %s waiting %+v; want the held job %s, waiting for nothing", got.ID, got.Waits, held.ID)
+	}
+}
