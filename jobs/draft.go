@@ -67,6 +67,12 @@ type DraftJob struct {
 	BudgetRecheck time.Duration
 }
 
+// InterruptedByStop is true: a stop cancels a draft in flight at once (the
+// model call aborted) rather than wait for it. Its answer is stored in
+// one commit or not at all, so the job is simply drafted again after the
+// restart; a draft stored before the cut is reused.
+func (k *DraftJob) InterruptedByStop() bool { return true }
+
 // Run drafts the event job.Key unless its draft is already stored.
 func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	p, err := Decode[DraftArgs](job)

@@ -20,6 +20,19 @@ type Kind interface {
 	Run(ctx context.Context, job store.Job) error
 }
 
+// Interruptible is a kind whose attempts the runner cancels as soon as it
+// stops, instead of letting them use the stop's grace: work that is cut
+// off anywhere leaves nothing half stored and is simply done again after
+// the restart (a draft: the model's answer is stored in one commit, or not
+// at all). Kinds that touch the world in ways a retry must reconcile (a
+// send) are not, and get the grace to finish.
+type Interruptible interface {
+	Kind
+	// InterruptedByStop reports whether the runner's stop cancels the
+	// kind's attempts at once.
+	InterruptedByStop() bool
+}
+
 // Options configures a Runner.
 type Options struct {
 	// Workers is how many jobs of each kind run at once, unless
@@ -133,6 +146,12 @@ func (r *Runner) Wake() {
 	}
 }
 
+// interrupted reports whether the runner's stop cancels jobs of kind at once.
+func (r *Runner) interrupted(kind string) bool {
+	k, ok := r.kinds[kind].(Interruptible)
+	return ok && k.InterruptedByStop()
+}
+
 // Start releases the jobs a dead process left running, then starts the
 // dispatcher. ctx only bounds the start; Stop ends the runner.
 func (r *Runner) Start(ctx context.Context) error {
@@ -141,12 +160,13 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.cur != nil {
 		return errors.New("jobs: the runner is already started")
 	}
-	n, err := r.st.ReapLeases(ctx, r.opt.Now(), true)
+	reaped, err := r.st.Reap(ctx, r.opt.Now(), true)
 	if err != nil {
 		return fmt.Errorf("jobs: release jobs left running: %w", err)
 	}
-	if n > 0 {
-		r.opt.Logger.Warn("released jobs left running by a stopped process", "jobs", n)
+	if len(reaped) > 0 {
+		r.opt.Logger.Warn("released jobs left running by a stopped process", "jobs", len(reaped))
+		r.logReapedDiscards(reaped)
 	}
 	claimCtx, stop := context.WithCancel(context.Background())
 	jobCtx, abandon := context.WithCancel(context.Background())
@@ -156,9 +176,10 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops claiming, waits for running jobs until ctx ends, then cancels
-// the rest; each cancelled job is released back to the queue (its attempt
-// recorded) before Stop returns. The claims in flight when it begins are
+// Stop stops claiming, cancels the running jobs of Interruptible kinds at
+// once, waits for the others until ctx ends, then cancels the rest; each
+// cancelled job is released back to the queue (its attempt recorded, never
+// discarded for it) before Stop returns. The claims in flight when it begins are
 // waited for, and the jobs they leased run (or are released) like the
 // others. Stopping a stopped runner does nothing.
 func (r *Runner) Stop(ctx context.Context) error {
@@ -186,12 +207,25 @@ func (r *Runner) Stop(ctx context.Context) error {
 
 // Reap gives expired leases back to the queue; the cron schedule calls it.
 func (r *Runner) Reap(ctx context.Context) error {
-	n, err := r.st.ReapLeases(ctx, r.opt.Now(), false)
-	if n > 0 {
-		r.opt.Logger.Warn("reaped expired job leases", "jobs", n)
+	reaped, err := r.st.Reap(ctx, r.opt.Now(), false)
+	if len(reaped) > 0 {
+		r.opt.Logger.Warn("reaped expired job leases", "jobs", len(reaped))
+		r.logReapedDiscards(reaped)
 		r.Wake()
 	}
 	return err
+}
+
+// logReapedDiscards logs each job that a lease's end discarded (it was on
+// its last attempt), as execute logs the discards of attempts that end.
+func (r *Runner) logReapedDiscards(reaped []store.Job) {
+	for _, j := range reaped {
+		if j.State == store.JobDiscarded {
+			r.opt.Logger.Error("job discarded into the dead letters", "job_id", j.ID, "kind", j.Kind, "key", j.Key,
+				"correlation_id", j.CorrelationID, "attempt", j.Attempt,
+				"reason", fmt.Sprintf("its lease ended on its last attempt (%d of %d): the process stopped or the attempt hung", j.Attempt, j.MaxAttempts))
+		}
+	}
 }
 
 // maxClaims bounds the claims in flight at once. A claim waits for a
@@ -245,7 +279,11 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 			p := r.pool(j.Kind)
 			got[p]++
 			ru.running.Add(1)
-			go r.execute(jobCtx, ru, j, p, freed)
+			ctx := jobCtx
+			if r.interrupted(j.Kind) {
+				ctx = claimCtx // ends as Stop begins
+			}
+			go r.execute(ctx, ru, j, p, freed)
 		}
 		release := func(p string, n int) {
 			busy[p] -= n - got[p]
@@ -370,10 +408,24 @@ func (r *Runner) execute(ctx context.Context, ru *run, j store.Job, pool string,
 		// failures, retries and discards are logged at Warn and Error.
 		log.Debug("job completed", attrs...)
 	case store.JobDiscarded:
-		log.Error("job discarded after its last attempt", append(attrs, slog.Any("err", err))...)
+		log.Error("job discarded into the dead letters", append(attrs, "reason", discardReason(fin, res), slog.Any("err", err))...)
+	case store.JobRetryable:
+		if res.Released {
+			log.Info("job released at shutdown; it runs again after the restart", append(attrs, slog.Any("err", err))...)
+			break
+		}
+		fallthrough
 	default:
 		log.Warn("job attempt failed; will retry", append(attrs, "retry_at", fin.RunAt, slog.Any("err", err))...)
 	}
+}
+
+// discardReason says in a sentence why the attempt res discarded job j.
+func discardReason(j store.Job, res store.Result) string {
+	if res.Outcome == store.OutcomeDiscarded {
+		return "it failed for good (no attempt can succeed): " + res.Err
+	}
+	return fmt.Sprintf("its last attempt (%d of %d) failed: %s", j.Attempt, j.MaxAttempts, res.Err)
 }
 
 // run calls the kind, turning a panic into an error so one bad job cannot
@@ -417,7 +469,8 @@ func (r *Runner) decide(j store.Job, err error, abandoned bool) store.Result {
 		// The attempt did nothing: it does not count, even at shutdown.
 		res.Outcome, res.RetryAt, res.Snoozed = store.OutcomeRetry, now.Add(snooze.After), true
 	case abandoned:
-		// Shutdown: hand the job straight back; the attempt still counts.
+		// Shutdown: hand the job straight back; the attempt still counts
+		// (never to a discard).
 		res.Outcome, res.RetryAt, res.Released = store.OutcomeRetry, now, true
 		res.Err = "released at shutdown: " + res.Err
 	case errors.As(err, &later):

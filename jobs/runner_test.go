@@ -608,3 +608,83 @@ func TestRunnerRestartBesideStop(t *testing.T) {
 		}
 	}
 }
+
+// interruptible is a kindFunc whose attempts a stop cancels at once.
+type interruptible struct{ *kindFunc }
+
+func (interruptible) InterruptedByStop() bool { return true }
+
+// TestRunnerStopInterruptsDrafts: a stop cancels an Interruptible kind's
+// attempt at once (its job released, the attempt closed, never
+// discarded), while it waits for a send in flight to finish; the next
+// start runs the released job again to completion.
+func TestRunnerStopInterruptsDrafts(t *testing.T) {
+	st := openStore(t)
+	draftStarted, sendStarted, sendRelease := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var sendCtxErr error
+	draft := interruptible{&kindFunc{fn: func(ctx context.Context, call int, _ store.Job) error {
+		if call > 1 {
+			return nil // after the restart
+		}
+		close(draftStarted)
+		<-ctx.Done() // the model call, aborted
+		return ctx.Err()
+	}}}
+	send := &kindFunc{fn: func(ctx context.Context, _ int, _ store.Job) error {
+		close(sendStarted)
+		<-sendRelease
+		sendCtxErr = ctx.Err()
+		return nil
+	}}
+	kinds := map[string]Kind{KindDraft: draft, "deliver": send}
+	dj := enqueue(t, st, KindDraft, "web:1", 1, time.Now()) // its last attempt: a release must not discard it
+	sj := enqueue(t, st, "deliver", "out:1", 3, time.Now())
+	r := NewRunner(st, kinds, testOptions())
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitFor(t, "both jobs running", func() bool {
+		select {
+		case <-draftStarted:
+		default:
+			return false
+		}
+		select {
+		case <-sendStarted:
+			return true
+		default:
+			return false
+		}
+	})
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(context.Background()) }() // no deadline: only the send is waited for
+	waitFor(t, "the draft released while the send still runs", func() bool {
+		j, err := st.Job(dj.ID)
+		return err == nil && j.State == store.JobRetryable
+	})
+	got, err := st.Job(dj.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Attempts[0]; got.LeaseUntil != nil || a.EndedAt == nil || a.Outcome != store.OutcomeRetry || !strings.Contains(a.Error, "shutdown") {
+		t.Errorf("the interrupted draft job: lease %v, attempt %+v; want no lease, its attempt closed as released at shutdown", got.LeaseUntil, a)
+	}
+	if j, _ := st.Job(sj.ID); j.State != store.JobRunning {
+		t.Errorf("the send is %s while the stop waits for it; want running", j.State)
+	}
+	close(sendRelease)
+	if err := <-stopped; err != nil {
+		t.Errorf("Stop = %v; want nil (the send finished, the draft was released)", err)
+	}
+	if sendCtxErr != nil {
+		t.Errorf("the send's context ended (%v); the stop must let it finish", sendCtxErr)
+	}
+	if j, _ := st.Job(sj.ID); j.State != store.JobCompleted {
+		t.Errorf("the send's job is %s; want completed", j.State)
+	}
+
+	startRunner(t, st, kinds, testOptions())
+	if j := waitFinal(t, st, dj.ID, store.JobCompleted); len(j.Attempts) != 2 {
+		t.Errorf("the draft job after the restart has %d attempts; want 2, the released one and the one that drafted", len(j.Attempts))
+	}
+}

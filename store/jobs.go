@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,6 +75,20 @@ type Job struct {
 	Attempts      []Attempt       `json:"attempts"`
 	Replays       []Replay        `json:"replays,omitempty"`
 	Dismissed     *Dismissal      `json:"dismissed,omitempty"`
+	// Waits, on a queued job, names the running job it waits for: it is
+	// held back (due no sooner than that job's lease ends) until that job's
+	// attempt ends, when it is due at Waits.RunAt, its own due time.
+	Waits *JobWait `json:"waits,omitempty"`
+	// FollowedBy, on a running job, names the job that waits for it: the
+	// end of this attempt, however it ends, releases that one in the same
+	// transaction.
+	FollowedBy string `json:"followed_by,omitempty"`
+}
+
+// JobWait is what a held-back job waits for (Job.Waits).
+type JobWait struct {
+	Job   string    `json:"job"`    // the id of the running job
+	RunAt time.Time `json:"run_at"` // when the held job is due once that one ends
 }
 
 // NewJob describes a job to enqueue.
@@ -381,6 +396,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 			old := j
 			until := now.Add(lease)
 			j.State = JobRunning
+			j.Waits = nil // held no more: due past the lease of the job it waited for
 			j.Attempt++
 			j.ExecutionID = ulid.Make().String()
 			j.LeaseUntil = &until
@@ -542,7 +558,54 @@ func endAttempt(tx *Tx, j *Job, now time.Time, outcome string, discard bool, err
 	default:
 		return fmt.Errorf("unknown outcome %q", outcome)
 	}
+	if old.State == JobRunning && j.FollowedBy != "" {
+		// Another job waits for this one, which the waiting job replaces
+		// (a newer message of the lead's turn): this one has nothing left
+		// to do that its retry would do, so it ends here rather than run
+		// beside the job it let go. A failure for good stays a failure.
+		if j.State == JobRetryable {
+			j.State = JobCompleted
+			j.LastError = "this attempt ended after job " + j.FollowedBy + " took over its work: " + cmp.Or(errText, outcome)
+		}
+		if err := releaseFollower(tx, j, now); err != nil {
+			return err
+		}
+		j.FollowedBy = "" // released: a replay of this job waits for nothing and lets nothing go
+	}
 	return putJob(tx, &old, j)
+}
+
+// waitFor holds j, a job about to be enqueued, back behind k, a running
+// job: j is due no sooner than k's lease ends (were k's end never
+// recorded, its lease still frees j) and k names j, so that k's end
+// releases it (releaseFollower). It returns k as it must be stored.
+func waitFor(j *Job, k Job) Job {
+	j.Waits = &JobWait{Job: k.ID, RunAt: j.RunAt}
+	if k.LeaseUntil != nil && k.LeaseUntil.After(j.RunAt) {
+		j.RunAt = *k.LeaseUntil
+	}
+	k.FollowedBy = j.ID
+	return k
+}
+
+// releaseFollower makes the job that waits for k (k.FollowedBy) due at its
+// own time, unless it no longer waits for k.
+func releaseFollower(tx *Tx, k *Job, now time.Time) error {
+	f, err := tx.Job(k.FollowedBy)
+	if errors.Is(err, ErrNotFound) || tx.skip(err, nil) {
+		return nil // retention took it, or it cannot be read (its claim moves it to the dead letters)
+	}
+	if err != nil {
+		return fmt.Errorf("job %s waiting for job %s: %w", k.FollowedBy, k.ID, err)
+	}
+	if !f.ready() || f.Waits == nil || f.Waits.Job != k.ID {
+		return nil
+	}
+	old := f
+	// Its own due time, even when past: it has waited since, and sorts
+	// before the jobs due after it.
+	f.RunAt, f.Waits, f.UpdatedAt = f.Waits.RunAt, nil, now
+	return putJob(tx, &old, &f)
 }
 
 // reapChunk bounds one reaping transaction so the write lock is held briefly.
@@ -554,11 +617,18 @@ const reapChunk = 256
 // lease_expired; a job out of attempts is discarded. It returns how many
 // jobs it reaped.
 func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, error) {
-	total := 0
+	reaped, err := s.Reap(ctx, now, all)
+	return len(reaped), err
+}
+
+// Reap is ReapLeases returning each job it reaped as it left it: retryable,
+// or discarded when that was its last attempt (the runner logs those).
+func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error) {
+	var total []Job
 	for {
-		n := 0
+		var chunk []Job
 		err := s.update(ctx, func(tx *Tx) error {
-			n = 0
+			chunk = chunk[:0]
 			leased := tx.bucket(bucketJobsLeased)
 			var expired [][]byte
 			c := leased.Cursor()
@@ -591,15 +661,15 @@ func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, e
 				if err := endAttempt(tx, &j, now, OutcomeLeaseExpired, j.Attempt >= j.MaxAttempts, msg, "", now); err != nil {
 					return err
 				}
-				n++
+				chunk = append(chunk, j)
 			}
 			return nil
 		})
 		if err != nil {
 			return total, fmt.Errorf("store: reap leases: %w", err)
 		}
-		total += n
-		if n < reapChunk {
+		total = append(total, chunk...)
+		if len(chunk) < reapChunk {
 			return total, nil
 		}
 	}

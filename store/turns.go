@@ -20,7 +20,10 @@ import (
 //	                                          new message's (the quiet period starts again)
 //	new message, the turn's draft waiting ──▶ joins the turn; the draft is superseded and a
 //	                                          draft job for the new message drafts the whole turn
-//	new message, the draft job running, dead
+//	new message, the draft job running ────▶ joins the turn; a draft job for the new message,
+//	                                          held back until the running one's attempt ends
+//	                                          (joinTurn: one draft job of a lead runs at a time)
+//	new message, the draft job dead
 //	or the draft rejected ──────────────────▶ joins the turn; a draft job for the new message
 //	draft approved ─────────────────────────▶ the turn ends (its reply goes out)
 //	lead closed ────────────────────────────▶ the turn ends without a reply
@@ -88,23 +91,45 @@ func receiveTurn(tx *Tx, ev Event, j *Job, raw []byte) (Job, error) {
 
 // joinTurn puts ev into h's open turn, or opens the next one, and returns
 // the turn's live draft job and a note for the lead's history (empty: none).
+//
+// A lead has one draft job running at a time: when the job that drafts
+// its turn (or the lead's newest, h.DraftJob, for a turn that ended) is
+// running as the message arrives, the new message's job is enqueued held
+// back behind it (waitFor) and released by the end of its attempt, in
+// that transaction (store/jobs.go, endAttempt). Further messages meanwhile
+// join the held job as they would any queued one. So a burst while a
+// draft is written costs one more draft job, not one per message, and
+// never two model calls at once for one lead.
 func joinTurn(tx *Tx, h *Handoff, ev Event, j *Job, raw []byte) (Job, string, error) {
 	note := ""
+	var running *Job // the lead's draft job being written now
 	if h.TurnDraft != "" {
 		h.TurnEvents = append(slices.Clip(h.TurnEvents), ev.Key)
 		live, err := tx.LiveJob(KindDraft, h.TurnDraft)
 		switch {
 		case err == nil && (live.State == JobAvailable || live.State == JobRetryable):
 			// The draft is not being written yet: one draft for the whole
-			// burst, once the lead has been quiet for the quiet period.
+			// burst, once the lead has been quiet for the quiet period (for
+			// a job held back behind a running one, once that one ended too).
+			old := live
+			moved := false
+			if live.Waits != nil && j.RunAt.After(live.Waits.RunAt) {
+				w := *live.Waits
+				w.RunAt = j.RunAt
+				live.Waits, moved = &w, true
+			}
 			if j.RunAt.After(live.RunAt) {
-				old := live
-				live.RunAt, live.UpdatedAt = j.RunAt, ev.ReceivedAt
+				live.RunAt, moved = j.RunAt, true
+			}
+			if moved {
+				live.UpdatedAt = ev.ReceivedAt
 				if err := tx.PutJob(&old, &live); err != nil {
 					return Job{}, "", err
 				}
 			}
 			return live, "", nil
+		case err == nil && live.State == JobRunning:
+			running = &live
 		case err != nil && !errors.Is(err, ErrNotFound):
 			return Job{}, "", err
 		}
@@ -122,6 +147,16 @@ func joinTurn(tx *Tx, h *Handoff, ev Event, j *Job, raw []byte) (Job, string, er
 			return Job{}, "", err
 		}
 	}
+	if running == nil && h.DraftJob != "" {
+		// The turn that job drafted ended (approved, written by a person,
+		// closed) while it ran: the new turn's job waits for it all the same.
+		switch k, err := tx.Job(h.DraftJob); {
+		case err == nil && k.State == JobRunning:
+			running = &k
+		case err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, nil):
+			return Job{}, "", err
+		}
+	}
 	if h.TurnDraft == "" {
 		if h.Turn > 0 && h.Status != HandoffReplied && h.Status != HandoffClosed && h.Status != "" {
 			note = fmt.Sprintf("message starts turn %d; the reply approved for turn %d still goes out", h.Turn+1, h.Turn)
@@ -130,8 +165,23 @@ func joinTurn(tx *Tx, h *Handoff, ev Event, j *Job, raw []byte) (Job, string, er
 		h.TurnEvents = []string{ev.Key}
 	}
 	h.TurnDraft = ev.Key
-	live, _, err := enqueueEncoded(tx, j, raw)
-	return live, note, err
+	var k Job
+	if running != nil {
+		held := *j // the caller's stays as built: this function may run again
+		k, j = waitFor(&held, *running), &held
+		raw = nil // encoded again, here, as held back
+	}
+	live, created, err := enqueueEncoded(tx, j, raw)
+	if err != nil || !created {
+		return live, note, err
+	}
+	h.DraftJob = live.ID
+	if running != nil {
+		if err := tx.PutJob(running, &k); err != nil {
+			return Job{}, "", err
+		}
+	}
+	return live, note, nil
 }
 
 // supersede marks d, a waiting draft, superseded by draft by (the draft of

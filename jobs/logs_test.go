@@ -1,0 +1,134 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/store"
+)
+
+// logLines is a JSON slog handler's output, safe for the runner's goroutines.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// with returns the lines whose msg is msg, decoded.
+func (l *logLines) with(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// discardLine is the one "job discarded into the dead letters" line of job
+// j: at level ERROR, naming its kind, id and correlation id, with a reason
+// that contains want.
+func discardLine(t *testing.T, logs *logLines, j store.Job, want string) {
+	t.Helper()
+	var mine []map[string]any
+	lines := func() bool {
+		mine = mine[:0]
+		for _, m := range logs.with(t, "job discarded into the dead letters") {
+			if m["job_id"] == j.ID {
+				mine = append(mine, m)
+			}
+		}
+		return len(mine) > 0
+	}
+	// The line follows the discard's commit.
+	waitFor(t, "the discard of job "+j.ID+" logged", lines)
+	if lines(); len(mine) != 1 {
+		t.Fatalf("%d discard lines for job %s; want 1", len(mine), j.ID)
+	}
+	m := mine[0]
+	reason, _ := m["reason"].(string)
+	if m["level"] != "ERROR" || m["kind"] != j.Kind || m["correlation_id"] != j.CorrelationID || !strings.Contains(reason, want) {
+		t.Errorf("discard line %v; want level ERROR, kind %s, correlation id %s, a reason containing %q", m, j.Kind, j.CorrelationID, want)
+	}
+}
+
+// TestDiscardsAreLogged: every job that goes to the dead letters is one
+// log line with its kind, id, correlation id and why — a failure for
+// good, a last attempt that failed, a lease that ended on the last
+// attempt, and a draft the model refused.
+func TestDiscardsAreLogged(t *testing.T) {
+	st := openStore(t)
+	logs := &logLines{}
+	opt := testOptions()
+	opt.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	kind := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error {
+		if j.Key == "permanent" {
+			return &Discard{Err: errors.New("the record it works on is gone")}
+		}
+		return errors.New("the provider answered 503")
+	}}
+	refusing := &countingDrafter{err: &drafter.Refused{Text: "I cannot help with that."}}
+	kinds := map[string]Kind{"test": kind, KindDraft: newDraftJob(st, refusing)}
+	permanent := enqueue(t, st, "test", "permanent", 5, time.Now())
+	exhausted := enqueue(t, st, "test", "exhausted", 2, time.Now())
+	draft := recordDraftEvent(t, st, "web:refused-1", time.Now()).Job
+
+	// A job whose process died on its last attempt: its lease ends.
+	leased := enqueue(t, st, "other", "leased", 1, time.Now())
+	if _, err := st.Claim(context.Background(), time.Now(), store.ClaimLimits{Kinds: map[string]int{"other": 1}}, time.Millisecond); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	r := startRunner(t, st, kinds, opt)
+	waitFinal(t, st, permanent.ID, store.JobDiscarded)
+	waitFinal(t, st, exhausted.ID, store.JobDiscarded)
+	waitFinal(t, st, draft.ID, store.JobDiscarded)
+	waitFinal(t, st, leased.ID, store.JobDiscarded) // the start released it, on its last attempt
+
+	discardLine(t, logs, permanent, "failed for good")
+	discardLine(t, logs, exhausted, "last attempt (2 of 2)")
+	discardLine(t, logs, draft, "cannot help")
+	discardLine(t, logs, leased, "lease ended on its last attempt")
+
+	// The cron reaper says the same of a lease that ends between starts
+	// (a hung attempt): a runner that is not started reaps like cron.
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	hung := enqueue(t, st, "other", "hung", 1, time.Now())
+	if got, err := st.Claim(context.Background(), time.Now(), store.ClaimLimits{Kinds: map[string]int{"other": 1}}, time.Millisecond); err != nil || len(got) != 1 {
+		t.Fatalf("Claim = %d jobs, %v; want the hung job", len(got), err)
+	}
+	cron := NewRunner(st, kinds, opt)
+	cron.opt.Now = func() time.Time { return time.Now().Add(time.Minute) } // past the lease
+	if err := cron.Reap(context.Background()); err != nil {
+		t.Fatalf("Reap: %v", err)
+	}
+	hung, err := st.Job(hung.ID)
+	if err != nil || hung.State != store.JobDiscarded {
+		t.Fatalf("the hung job is %s, %v; want discarded", hung.State, err)
+	}
+	discardLine(t, logs, hung, "lease ended on its last attempt")
+}
