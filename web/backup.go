@@ -94,9 +94,16 @@ const defaultDownloadIdle = time.Minute
 // downloads counts the snapshot downloads running and holds the idle
 // bound; its zero value is ready (the bound then defaultDownloadIdle).
 type downloads struct {
-	idle    time.Duration // zero: defaultDownloadIdle; tests shorten it
 	mu      sync.Mutex
+	idle    time.Duration // zero: defaultDownloadIdle; tests shorten it (setIdle)
 	running int
+}
+
+// setIdle sets the idle bound of the downloads that start from now on.
+func (d *downloads) setIdle(idle time.Duration) {
+	d.mu.Lock()
+	d.idle = idle
+	d.mu.Unlock()
 }
 
 func (d *downloads) take() bool {
@@ -119,7 +126,9 @@ func (d *downloads) done() {
 // from now: a client that keeps reading is never cut off, however long
 // the whole takes, and one that stops is, once the bound passes.
 func (d *downloads) writer(w http.ResponseWriter) *deadlineWriter {
+	d.mu.Lock()
 	idle := d.idle
+	d.mu.Unlock()
 	if idle <= 0 {
 		idle = defaultDownloadIdle
 	}
