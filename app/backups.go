@@ -77,6 +77,13 @@ func (b *backups) BackupNow(ctx context.Context) (web.BackupResult, error) {
 	defer b.mu.Unlock()
 	b.last = web.BackupResult{}
 	err := b.a.maint.Backup(ctx)
+	// A rejected copy and a failed offsite copy are logged where they
+	// happen; a backup that could not even be written is logged here (the
+	// schedule logs its own task's failure).
+	var re *store.RejectedError
+	if err != nil && !errors.As(err, &re) && b.last.File.Name == "" {
+		b.a.log.Error("backup failed", "dir", jobs.BackupDir(b.a.cfg.DataDir), slog.Any("err", err))
+	}
 	return b.last, err
 }
 
