@@ -47,21 +47,25 @@ type Snapshot struct {
 	Path   string
 	Size   int64
 	SHA256 string
+	// Held is how long the read transaction was open: the local copy
+	// alone (the hash is taken from the copy after it ended).
+	Held time.Duration
 }
 
 // Snapshot copies a consistent snapshot of the live database into a new
 // temporary file in dir (on the data folder's disk) and returns it. The
 // read transaction lasts only as long as this local copy, never as long
-// as a client takes to read it: a read transaction still open when a
-// commit must grow bbolt's map holds that commit, and every one behind
-// it, until it ends. A copy that fails is removed. Remove the file with
-// os.Remove once sent; RemoveSnapshots clears those a crash left behind.
+// as a client takes to read it, nor as the hash takes: a read transaction
+// still open when a commit must grow bbolt's map holds that commit, and
+// every one behind it, until it ends. A copy that fails is removed.
+// Remove the file with os.Remove once sent; RemoveSnapshots clears those
+// a crash left behind.
 func (s *Store) Snapshot(dir string) (Snapshot, error) {
 	tmp, err := os.CreateTemp(dir, snapshotPattern)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("store: snapshot: %w", err)
 	}
-	n, sum, err := s.Backup(tmp)
+	snap, err := s.copyTo(tmp)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -69,7 +73,34 @@ func (s *Store) Snapshot(dir string) (Snapshot, error) {
 		os.Remove(tmp.Name())
 		return Snapshot{}, fmt.Errorf("store: snapshot: %w", err)
 	}
-	return Snapshot{Path: tmp.Name(), Size: n, SHA256: sum}, nil
+	return snap, nil
+}
+
+// copyTo writes a consistent snapshot into the empty file f from one read
+// transaction, then hashes it from f with the transaction ended, and
+// leaves f at its end, open.
+func (s *Store) copyTo(f *os.File) (Snapshot, error) {
+	snap := Snapshot{Path: f.Name()}
+	t0 := time.Now()
+	err := s.view(func(tx *Tx) error {
+		var err error
+		snap.Size, err = tx.tx.WriteTo(f)
+		return err
+	})
+	snap.Held = time.Since(t0)
+	if err != nil {
+		return snap, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return snap, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err == nil && n != snap.Size {
+		err = fmt.Errorf("the copy holds %d bytes, %d were written", n, snap.Size)
+	}
+	snap.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return snap, err
 }
 
 // RemoveSnapshots deletes the downloads' temporary copies left in dir by
@@ -154,7 +185,9 @@ func (s *Store) BackupToDir(dir string, now time.Time, o BackupOptions) (BackupF
 		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after a rename this finds nothing
-	n, sum, err := s.Backup(tmp)
+	// The read transaction covers the local copy only, not its hash.
+	snap, err := s.copyTo(tmp)
+	n, sum := snap.Size, snap.SHA256
 	if err == nil {
 		err = tmp.Sync()
 	}

@@ -71,11 +71,11 @@ func (s *Server) downloadBackup(c *echo.Context) error {
 		// The status is sent; a broken stream is all the client can be
 		// told. Abort the connection rather than end the body cleanly, so
 		// no client takes a truncated snapshot for a whole one.
-		s.log.Error("backup download failed", "who", by, "stage", "send", "bytes", snap.Size, "sent", n, "sha256", snap.SHA256, "took", time.Since(t0).Round(time.Millisecond), "err", dw.why(err))
+		s.log.Error("backup download failed", "who", by, "stage", "send", "bytes", snap.Size, "sent", n, "sha256", snap.SHA256, "took", time.Since(t0).Round(time.Millisecond), "read_tx", snap.Held.Round(time.Millisecond), "err", dw.why(err))
 		panic(http.ErrAbortHandler)
 	}
 	h.Set("X-Backup-SHA256", snap.SHA256)
-	s.log.Info("backup download finished", "who", by, "bytes", n, "sha256", snap.SHA256, "took", time.Since(t0).Round(time.Millisecond))
+	s.log.Info("backup download finished", "who", by, "bytes", n, "sha256", snap.SHA256, "took", time.Since(t0).Round(time.Millisecond), "read_tx", snap.Held.Round(time.Millisecond))
 	return nil
 }
 
