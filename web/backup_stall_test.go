@@ -60,13 +60,13 @@ func stalledDownload(t *testing.T, addr string) net.Conn {
 	return conn
 }
 
-// TestStalledDownloadIsCutOff: a client that stops reading a backup is
-// cut off once the idle bound passes with nothing taken, the download's
-// copy is removed from the data folder and the failure counted; a client
-// that goes on reading, however slowly, gets the whole snapshot.
+// TestStalledDownloadIsCutOff: two downloads run at once and a third is
+// told to try again; a download whose client hangs up ends; a client that
+// stops reading is cut off once the idle bound passes with nothing taken,
+// the download's copy is removed from the data folder and the failure
+// counted; a client that goes on reading gets the whole snapshot.
 func TestStalledDownloadIsCutOff(t *testing.T) {
 	e := newTestEnv(t, nil)
-	e.srv.downloads.setIdle(300 * time.Millisecond)
 	// 3.5 MiB in use: more than the loopback socket's buffers take (2.7
 	// MiB measured with the client's 4 KiB receive buffer).
 	for n := 0; ; n += 16 {
@@ -101,10 +101,25 @@ func TestStalledDownloadIsCutOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := stalledDownload(t, strings.TrimPrefix(e.url, "http://"))
+	addr := strings.TrimPrefix(e.url, "http://")
 	ctx := t.Context()
 	failed := func() float64 { return counterValue(t, e.metrics.downloads.WithLabelValues("failed")) }
-	if err := proc.Eventually(ctx, 30*time.Second, func() (bool, error) { return failed() == 1, nil }); err != nil {
+
+	// Two downloads at once, each with its copy on disk; a third waits
+	// for one of them to end.
+	first, second := stalledDownload(t, addr), stalledDownload(t, addr)
+	if code, body := e.do(t, http.MethodGet, "/api/v1/backup", "", nil, http.Header{"Authorization": {"Bearer " + testToken}}); code != http.StatusTooManyRequests || !strings.Contains(fmt.Sprint(body), "try again when one has finished") {
+		t.Errorf("a third download at once: %d %v, want 429 saying to try again", code, body)
+	}
+	first.Close()
+	second.Close()
+	if err := proc.Eventually(ctx, 30*time.Second, func() (bool, error) { return failed() == 2, nil }); err != nil {
+		t.Fatalf("the downloads whose clients hung up never ended: %v", err)
+	}
+
+	e.srv.downloads.setIdle(300 * time.Millisecond)
+	conn := stalledDownload(t, addr)
+	if err := proc.Eventually(ctx, 30*time.Second, func() (bool, error) { return failed() == 3, nil }); err != nil {
 		t.Fatalf("the stalled download was never cut off: %v", err)
 	}
 	if err := proc.Eventually(ctx, 10*time.Second, func() (bool, error) {
@@ -130,7 +145,7 @@ func TestStalledDownloadIsCutOff(t *testing.T) {
 	if resp.Header.Get("X-Backup-SHA256") != sha(body) {
 		t.Errorf("X-Backup-SHA256 header %q; the body hashes to %s", resp.Header.Get("X-Backup-SHA256"), sha(body))
 	}
-	if ok := counterValue(t, e.metrics.downloads.WithLabelValues("ok")); ok != 1 || failed() != 1 {
-		t.Errorf("downloads counted: ok %v, failed %v; want 1 and 1", ok, failed())
+	if ok := counterValue(t, e.metrics.downloads.WithLabelValues("ok")); ok != 1 || failed() != 3 {
+		t.Errorf("downloads counted: ok %v, failed %v; want 1 and 3", ok, failed())
 	}
 }
