@@ -28,7 +28,7 @@ func (s *Server) backupName() string {
 // the client reads, with no transaction open. Its SHA-256 is known before
 // the first byte goes out: it is sent as the X-Backup-SHA256 header and,
 // as before, trailer. A client that reads nothing for the idle bound is
-// cut off (streamFile); the copy is removed either way.
+// cut off (deadlineWriter); the copy is removed either way.
 func (s *Server) downloadBackup(c *echo.Context) error {
 	if !s.downloads.take() {
 		return errorf(http.StatusTooManyRequests, "%d backup downloads are running already, each with its own copy of the database on disk; try again when one has finished", maxDownloads)
