@@ -145,6 +145,14 @@ func restoreCmd(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	if kept != "" {
+		// Only the newest kept database stays: each is a whole copy.
+		pruned, perr := store.PruneKept(kept)
+		for _, p := range pruned {
+			fmt.Fprintf(e.stdout, "deleted %s, the database an earlier restore kept\n", p)
+		}
+		if perr != nil {
+			fmt.Fprintf(e.stderr, "the databases earlier restores kept could not all be deleted: %v\n", perr)
+		}
 		fmt.Fprintf(e.stdout, "restored %s into %s; the previous database is kept as %s\n", file, *dataDir, kept)
 	} else {
 		fmt.Fprintf(e.stdout, "restored %s into %s\n", file, *dataDir)

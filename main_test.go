@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -578,6 +579,16 @@ func TestRestoreCommand(t *testing.T) {
 	}
 	if sha256File(t, m[1]) != oldSum || sha256File(t, dbFile(existing)) != backupSum {
 		t.Errorf("after restore: kept copy or live file is not what it should be")
+	}
+	// Again: only the newest kept database stays, and the deleted one is named.
+	c = runCLI(t, "", nil, "restore", backup, "--data", existing)
+	c.wantOK(t)
+	m2 := regexp.MustCompile(`^deleted (\S+), the database an earlier restore kept\n.*the previous database is kept as (\S+)\n$`).FindStringSubmatch(c.stdout.String())
+	if m2 == nil || m2[1] != m[1] || m2[2] == m[1] {
+		t.Fatalf("second restore's stdout %q; want the first kept copy %s deleted and a new one named", c.stdout.String(), m[1])
+	}
+	if left, _ := filepath.Glob(dbFile(existing) + ".before-restore-*"); !slices.Equal(left, []string{m2[2]}) {
+		t.Errorf("kept databases after two restores: %v, want only %s", left, m2[2])
 	}
 
 	// HANDOFF_DATA overrides --data.

@@ -53,6 +53,9 @@ type Deps struct {
 	// VerifyBackup, when set, checks each scheduled backup's copy instead
 	// of store.VerifyFile (tests damage the copy, then call it).
 	VerifyBackup func(path string) error
+	// MmapSize, when set, is the store's initial map (store.Options):
+	// tests make it small, so that bbolt must remap as the file grows.
+	MmapSize int
 }
 
 // App is the whole process.
@@ -102,7 +105,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	// A damaged file is refused in one sentence, never opened: bbolt would
 	// crash on it, or a zero-length file would become an empty database.
-	st, err := store.Open(cfg.DataDir, store.Options{CheckPages: true})
+	st, err := store.Open(cfg.DataDir, store.Options{CheckPages: true, MmapSize: d.MmapSize})
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +114,10 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 			st.Close()
 		}
 	}()
+	// The open's lock proves no download streams from these any more.
+	if left, err := store.RemoveSnapshots(cfg.DataDir); len(left) > 0 || err != nil {
+		d.Logger.Warn("deleted the copies of downloads a stop left unfinished", "files", left, slog.Any("err", err))
+	}
 	for _, m := range st.Migrations() {
 		d.Logger.Info("database migrated", slog.Int("from_schema", m.From), slog.Int("to_schema", m.To), slog.String("migration", m.Name))
 	}

@@ -2,9 +2,13 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -46,14 +50,16 @@ func (b *backups) afterBackup(ctx context.Context, f store.BackupFile, sum strin
 	if b.target == nil {
 		return nil
 	}
+	t0 := time.Now()
 	c, err := b.target.Upload(ctx, f.Path, f.Name, sum)
 	if err != nil {
 		b.metrics.Offsite(false, f.Name, 0, time.Time{}, err)
+		b.a.log.Error("offsite copy failed", "target", b.target.URL(), "file", f.Path, "bytes", f.Size, "sha256", sum, "took", time.Since(t0).Round(time.Millisecond), slog.Any("err", err))
 		return fmt.Errorf("offsite copy: %w", err)
 	}
 	b.metrics.Offsite(true, c.Name, c.Size, c.Uploaded, nil)
 	b.last.Copy = &c
-	b.a.log.Info("backup copied offsite", "target", b.target.URL(), "key", c.Key, "bytes", c.Size, "sha256", c.SHA256)
+	b.a.log.Info("offsite copy verified", "target", b.target.URL(), "key", c.Key, "file", f.Path, "bytes", c.Size, "sha256", c.SHA256, "took", time.Since(t0).Round(time.Millisecond))
 	err = b.target.Prune(ctx)
 	b.metrics.OffsitePrune(err)
 	if err != nil {
@@ -71,6 +77,13 @@ func (b *backups) BackupNow(ctx context.Context) (web.BackupResult, error) {
 	defer b.mu.Unlock()
 	b.last = web.BackupResult{}
 	err := b.a.maint.Backup(ctx)
+	// A rejected copy and a failed offsite copy are logged where they
+	// happen; a backup that could not even be written is logged here (the
+	// schedule logs its own task's failure).
+	var re *store.RejectedError
+	if err != nil && !errors.As(err, &re) && b.last.File.Name == "" {
+		b.a.log.Error("backup failed", "dir", jobs.BackupDir(b.a.cfg.DataDir), slog.Any("err", err))
+	}
 	return b.last, err
 }
 
@@ -88,17 +101,25 @@ func (b *backups) Offsite() web.Offsite {
 // swap it in (store.Replace: the old file is kept beside it), then starts
 // the workers and the schedule again on the restored database. HTTP goes
 // on throughout; requests wait at the store's gate for the swap.
-func (b *backups) Restore(ctx context.Context, src string) (string, error) {
+//
+// Only the newest database a restore kept stays beside the live file:
+// those kept by earlier restores are deleted once the swap succeeded, and
+// named in the answer (the web side logs the restore in one line).
+func (b *backups) Restore(ctx context.Context, src string) (web.Restored, error) {
 	b.restoring.Lock()
 	defer b.restoring.Unlock()
 	a := b.a
 	if !a.started {
-		return "", errors.New("restore: the server is not running")
+		return web.Restored{}, errors.New("restore: the server is not running")
 	}
 	// Verify before stopping anything: a bad file costs no downtime. A
 	// file the backups would keep (BackupVerdict) is a file restore takes.
 	if err := store.VerifyFile(src); !restorable(err) {
-		return "", fmt.Errorf("restore: nothing was changed: %w", err)
+		return web.Restored{}, fmt.Errorf("restore: nothing was changed: %w", err)
+	}
+	size, sum, err := hashFile(src)
+	if err != nil {
+		return web.Restored{}, fmt.Errorf("restore: nothing was changed: read %s: %w", src, err)
 	}
 	// The background page walk reads the old file directly.
 	if a.stopCheck != nil {
@@ -128,14 +149,31 @@ func (b *backups) Restore(ctx context.Context, src string) (string, error) {
 	defer scancel()
 	kept, err := a.st.Replace(sctx, src)
 	if err != nil {
-		return "", err
+		return web.Restored{}, err
+	}
+	res := web.Restored{Bytes: size, SHA256: sum, Kept: kept}
+	res.Pruned, err = store.PruneKept(kept)
+	if err != nil {
+		res.PruneError = err.Error()
 	}
 	// The last good backup is what is on disk, whatever the restored
 	// database says.
 	if files, err := store.Backups(jobs.BackupDir(a.cfg.DataDir)); err == nil && len(files) > 0 {
 		b.metrics.RestoreLastBackup(files[0].ModTime, files[0].Warnings)
 	}
-	return kept, nil
+	return res, nil
+}
+
+// hashFile is the size and SHA-256 of the file at path.
+func hashFile(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
 // restorable is store.BackupVerdict's ok.

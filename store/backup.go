@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -35,6 +36,90 @@ func (s *Store) Backup(w io.Writer) (int64, string, error) {
 		return n, "", fmt.Errorf("store: backup: %w", err)
 	}
 	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// snapshotPattern names a download's temporary copy (Snapshot) in its folder.
+const snapshotPattern = ".handoff-snapshot-*.tmp"
+
+// Snapshot is a consistent copy of the live database in a temporary file,
+// made for one download: the caller streams it, then removes it.
+type Snapshot struct {
+	Path   string
+	Size   int64
+	SHA256 string
+	// Held is how long the read transaction was open: the local copy
+	// alone (the hash is taken from the copy after it ended).
+	Held time.Duration
+}
+
+// Snapshot copies a consistent snapshot of the live database into a new
+// temporary file in dir (on the data folder's disk) and returns it. The
+// read transaction lasts only as long as this local copy, never as long
+// as a client takes to read it, nor as the hash takes: a read transaction
+// still open when a commit must grow bbolt's map holds that commit, and
+// every one behind it, until it ends. A copy that fails is removed.
+// Remove the file with os.Remove once sent; RemoveSnapshots clears those
+// a crash left behind.
+func (s *Store) Snapshot(dir string) (Snapshot, error) {
+	tmp, err := os.CreateTemp(dir, snapshotPattern)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("store: snapshot: %w", err)
+	}
+	snap, err := s.copyTo(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return Snapshot{}, fmt.Errorf("store: snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// copyTo writes a consistent snapshot into the empty file f from one read
+// transaction, then hashes it from f with the transaction ended, and
+// leaves f at its end, open.
+func (s *Store) copyTo(f *os.File) (Snapshot, error) {
+	snap := Snapshot{Path: f.Name()}
+	t0 := time.Now()
+	err := s.view(func(tx *Tx) error {
+		var err error
+		snap.Size, err = tx.tx.WriteTo(f)
+		return err
+	})
+	snap.Held = time.Since(t0)
+	if err != nil {
+		return snap, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return snap, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err == nil && n != snap.Size {
+		err = fmt.Errorf("the copy holds %d bytes, %d were written", n, snap.Size)
+	}
+	snap.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return snap, err
+}
+
+// RemoveSnapshots deletes the downloads' temporary copies left in dir by
+// a process that stopped mid-download, and returns their paths. Call it
+// with the store open: the open's lock proves no other process streams
+// from them.
+func RemoveSnapshots(dir string) ([]string, error) {
+	left, err := filepath.Glob(filepath.Join(dir, snapshotPattern))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, p := range left {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	return removed, nil
 }
 
 // BackupFile is one backup on disk: a copy that passed verification.
@@ -100,7 +185,9 @@ func (s *Store) BackupToDir(dir string, now time.Time, o BackupOptions) (BackupF
 		return BackupFile{}, "", fmt.Errorf("store: backup: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after a rename this finds nothing
-	n, sum, err := s.Backup(tmp)
+	// The read transaction covers the local copy only, not its hash.
+	snap, err := s.copyTo(tmp)
+	n, sum := snap.Size, snap.SHA256
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -493,6 +580,40 @@ func keepCopy(live string, now time.Time) (string, error) {
 	}
 }
 
+// keptName matches the name of a database kept by a restore, after the
+// live file's name: keepCopy's and freeKeepName's.
+var keptName = regexp.MustCompile(`^\.before-restore-\d{8}T\d{6}Z(-\d+)?$`)
+
+// PruneKept deletes every database an earlier restore kept beside the
+// live file (its name + ".before-restore-<time>"), except kept, the one
+// the restore just made: each is a whole copy of the database, so only
+// the newest is kept. It returns the paths deleted; a file that cannot be
+// deleted stops it, with those deleted so far.
+func PruneKept(kept string) ([]string, error) {
+	dir, base := filepath.Split(kept)
+	live, _, ok := strings.Cut(base, ".before-restore-")
+	if !ok || !keptName.MatchString(strings.TrimPrefix(base, live)) {
+		return nil, fmt.Errorf("store: %s is not a database kept by a restore", kept)
+	}
+	entries, err := os.ReadDir(filepath.Clean(dir))
+	if err != nil {
+		return nil, err
+	}
+	var pruned []string
+	for _, e := range entries {
+		name := e.Name()
+		if name == base || e.IsDir() || !strings.HasPrefix(name, live) || !keptName.MatchString(name[len(live):]) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return pruned, fmt.Errorf("store: delete the database kept by an earlier restore: %w", err)
+		}
+		pruned = append(pruned, p)
+	}
+	return pruned, nil
+}
+
 // copyNew copies src to the new file dst (fs.ErrExist if it exists) and fsyncs it.
 func copyNew(src, dst string) error {
 	in, err := os.Open(src)
@@ -608,7 +729,7 @@ func (s *Store) Replace(ctx context.Context, src string) (string, error) {
 // reopen opens s.path again through OpenFile, migrations included, and
 // takes the new handle's file; its own committer is stopped unused.
 func (s *Store) reopen() error {
-	ns, err := OpenFile(s.path, Options{Timeout: time.Second})
+	ns, err := OpenFile(s.path, Options{Timeout: time.Second, MmapSize: s.mmap})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,5 +209,45 @@ func TestBackupVerdict(t *testing.T) {
 		if ok != c.ok || len(w) != c.warnings {
 			t.Errorf("BackupVerdict(%v) = %v, %v; want %v with %d warnings", c.err, ok, w, c.ok, c.warnings)
 		}
+	}
+}
+
+// TestPruneKeptKeepsTheNewest: PruneKept deletes the databases earlier
+// restores kept beside the live file and nothing else: not the one just
+// kept, not the live file, not a file whose name only looks alike.
+func TestPruneKeptKeepsTheNewest(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, FileName)
+	names := []string{
+		FileName,
+		FileName + ".before-restore-20260101T010203Z",
+		FileName + ".before-restore-20260101T010203Z-2",
+		FileName + ".before-restore-20260301T000000Z", // the one just kept
+		FileName + ".before-restore-notes.txt",
+		"other.db.before-restore-20260101T010203Z",
+		"." + FileName + ".restore-1.tmp",
+	}
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := live + ".before-restore-20260301T000000Z"
+	pruned, err := PruneKept(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{live + ".before-restore-20260101T010203Z", live + ".before-restore-20260101T010203Z-2"}
+	if !slices.Equal(pruned, want) {
+		t.Errorf("pruned %v, want %v", pruned, want)
+	}
+	for _, n := range names {
+		_, err := os.Stat(filepath.Join(dir, n))
+		if gone := errors.Is(err, fs.ErrNotExist); gone != slices.Contains(want, filepath.Join(dir, n)) {
+			t.Errorf("%s: gone %v (%v)", n, gone, err)
+		}
+	}
+	if _, err := PruneKept(live); err == nil {
+		t.Error("PruneKept took the live file for a kept one")
 	}
 }

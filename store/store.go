@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,7 @@ type Store struct {
 	damage atomic.Pointer[error]
 	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
 	seen   seen // the unreadable records known (unreadable.go)
+	mmap   int  // Options.MmapSize, for the reopen after a Replace
 }
 
 type writeReq struct {
@@ -78,6 +80,30 @@ type Options struct {
 	// top two levels of every bucket, is then all that runs before it, and
 	// Store.Deferred says that the whole walk is still to run (CheckPages).
 	CheckPages bool
+	// MmapSize is the address space bbolt maps at open; zero is
+	// mmapAhead's rule. Tests set a small one, so that a file of a few
+	// MiB outgrows it and bbolt must remap while they watch.
+	MmapSize int
+}
+
+// mmapAhead is the address space mapped at open for a file of size
+// bytes: twice the file, rounded up to whole GiB, and at least 1 GiB.
+// bbolt remaps when a commit needs pages past the map, and a remap waits
+// for every read transaction open at that moment (a backup's copy among
+// them) while holding up every other transaction; mapped this far
+// ahead, the file must double within one process's life before the
+// first remap. It is address space, not memory: only the pages read or
+// written count, as they would with any map. On a 32-bit build, 1 GiB.
+func mmapAhead(size int64) int {
+	const gib = 1 << 30
+	if strconv.IntSize < 64 {
+		return gib
+	}
+	n := (2*size + gib - 1) / gib * gib
+	if n < gib {
+		n = gib
+	}
+	return int(n)
 }
 
 // fullCheckLimit is the largest file CheckPages checks in full: Check
@@ -104,7 +130,16 @@ func OpenFile(path string, opts Options) (*Store, error) {
 	}
 	deferred := false
 	var unreadable *UnreadableRecordsError // what the check found, when only records cannot be read
-	if fi, err := os.Lstat(path); opts.ReadOnly || !errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Lstat(path)
+	mmap := opts.MmapSize
+	if mmap <= 0 {
+		var size int64
+		if err == nil {
+			size = fi.Size()
+		}
+		mmap = mmapAhead(size)
+	}
+	if opts.ReadOnly || !errors.Is(err, fs.ErrNotExist) {
 		m, err := checkStructure(path)
 		if err != nil {
 			return nil, err
@@ -130,9 +165,9 @@ func OpenFile(path string, opts Options) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:  timeout,
 		ReadOnly: opts.ReadOnly,
-		// A large initial mmap means a long read transaction (a backup)
-		// never blocks writers on a remap. It is address space, not memory.
-		InitialMmapSize: 1 << 30,
+		// Mapped ahead of the file (mmapAhead), so a read transaction
+		// (a backup's local copy) seldom meets a remap.
+		InitialMmapSize: mmap,
 		// The freelist is written on every commit (one page more per
 		// group commit, measured in the noise of bench/), so that an open
 		// reads it instead of walking every page of the file to rebuild it:
@@ -146,7 +181,7 @@ func OpenFile(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, quit: make(chan struct{}), stopped: make(chan struct{}), deferred: deferred}
+	s := &Store{db: db, path: path, quit: make(chan struct{}), stopped: make(chan struct{}), deferred: deferred, mmap: opts.MmapSize}
 	if unreadable != nil {
 		s.seen.add(unreadable.Records...)
 	}

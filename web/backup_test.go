@@ -409,12 +409,15 @@ func TestBackupsFileDownload(t *testing.T) {
 	}
 }
 
-// TestBackupAPIFailureAbortsTheStream: when the snapshot fails after the
-// 200 went out, the connection is cut, so no client can take a short body
-// for a whole backup; the failure is counted.
-func TestBackupAPIFailureAbortsTheStream(t *testing.T) {
+// TestBackupAPIFailureIsNoSnapshot: the snapshot is copied to the data
+// folder before the first byte goes out, so a snapshot that fails is
+// answered 503 with a sentence, never a 200 with a short body a client
+// could take for a whole backup; no copy is left behind and the failure
+// is counted.
+func TestBackupAPIFailureIsNoSnapshot(t *testing.T) {
 	cfg := config.Default()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	cfg.DataDir = t.TempDir()
+	st, err := store.Open(cfg.DataDir, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,12 +437,19 @@ func TestBackupAPIFailureAbortsTheStream(t *testing.T) {
 	}
 	req.Header.Set("Authorization", "Bearer "+testToken)
 	resp, err := http.DefaultClient.Do(req)
-	if err == nil {
-		_, err = io.ReadAll(resp.Body)
-		resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err == nil {
-		t.Fatalf("a failed backup reached the client as a complete %d response", resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "nothing was sent") {
+		t.Fatalf("a failed snapshot answered %d %s; want 503 saying nothing was sent", resp.StatusCode, body)
+	}
+	if left, _ := filepath.Glob(filepath.Join(cfg.DataDir, ".handoff-snapshot-*")); len(left) != 0 {
+		t.Errorf("the failed snapshot left %v behind", left)
 	}
 	if _, last := m.LastBackup(); last != -1 {
 		t.Errorf("last backup result %v after a broken download, want -1: a download does not speak for the schedule", last)

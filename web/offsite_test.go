@@ -167,6 +167,30 @@ func TestOffsiteBackupThenRestoreFromDashboard(t *testing.T) {
 	if code, res2, raw := backupNow(t, e); code != http.StatusOK || res2.Copy == nil {
 		t.Fatalf("backup after the restore: %d %s", code, raw)
 	}
+
+	// A second restore keeps only the database it set aside, names it,
+	// and says the one the first restore kept was deleted.
+	again := newBrowser(t, e.url)
+	again.login("boss", "boss-password")
+	p = again.post("/backups/restore", source)
+	if p.code != http.StatusOK || !strings.Contains(p.body, "only the newest is kept") {
+		t.Fatalf("second restore: %d %.1000s", p.code, p.body)
+	}
+	kept2, _ := filepath.Glob(filepath.Join(e.cfg.DataDir, store.FileName+".before-restore-*"))
+	if len(kept2) != 1 || kept2[0] == kept[0] {
+		t.Fatalf("kept databases after a second restore: %v, want one, not the first restore's %s", kept2, kept[0])
+	}
+	if !strings.Contains(p.body, kept2[0]) {
+		t.Errorf("the answer does not say where the old database is kept (%s): %.1000s", kept2[0], p.body)
+	}
+	old, err = store.OpenFile(kept2[0], store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasEvent(t, old, "demo:after-restore") {
+		t.Error("the database kept by the second restore lacks what was written before it")
+	}
+	old.Close()
 }
 
 // uploadRestore posts file as the dashboard's upload form does.

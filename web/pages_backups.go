@@ -152,7 +152,21 @@ func (s *Server) backupFile(c *echo.Context) error {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Backup-SHA256", sum)
-	http.ServeContent(c.Response(), c.Request(), name, info.ModTime(), f)
+	// Each write gets its own deadline, as a snapshot download's does: a
+	// slow reader is never cut off by the server's write timeout, a
+	// stalled one is after the idle bound.
+	t0 := time.Now()
+	dw := s.downloads.writer(c.Response())
+	http.ServeContent(dw, c.Request(), name, info.ModTime(), f)
+	by := "unknown"
+	if p := who(c); p != nil {
+		by = p.Name
+	}
+	if dw.err != nil {
+		s.log.Error("backup download failed", "who", by, "file", path, "bytes", info.Size(), "sha256", sum, "took", time.Since(t0).Round(time.Millisecond), "err", dw.why(dw.err))
+		return nil
+	}
+	s.log.Info("backup download finished", "who", by, "file", path, "bytes", info.Size(), "sha256", sum, "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 

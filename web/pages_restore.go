@@ -255,7 +255,7 @@ func (s *Server) restoreFrom(c *echo.Context, path, what string) error {
 	ctx := c.Request().Context()
 	p := who(c)
 	s.log.Warn("restore requested", "who", p.Name, "source", what)
-	kept, err := s.backups.Restore(ctx, path)
+	res, err := s.backups.Restore(ctx, path)
 	if err != nil {
 		s.log.Error("restore failed", "who", p.Name, "source", what, "err", err)
 		var de *store.DamagedError
@@ -264,11 +264,23 @@ func (s *Server) restoreFrom(c *echo.Context, path, what string) error {
 		}
 		return s.renderBackups(c, http.StatusUnprocessableEntity, "", "Nothing was restored: "+err.Error())
 	}
-	detail := "the previous database is kept as " + filepath.Base(kept)
+	detail := "the previous database is kept as " + res.Kept
+	switch {
+	case res.PruneError != "":
+		detail += " (the databases kept by earlier restores could not all be deleted: " + strings.TrimSuffix(res.PruneError, ".") + ")"
+	case len(res.Pruned) == 1:
+		detail += " (only the newest is kept: the one an earlier restore kept was deleted)"
+	case len(res.Pruned) > 1:
+		detail += fmt.Sprintf(" (only the newest is kept: the %d earlier restores kept were deleted)", len(res.Pruned))
+	}
 	if err := s.st.Audit(ctx, store.AuditEntry{At: s.now(), Who: p.Name, From: c.RealIP(), Action: "backup restored", Target: what, Detail: detail}); err != nil {
 		s.log.Error("audit the restore", "err", err)
 	}
-	s.log.Warn("restored", "who", p.Name, "source", what, "kept", kept)
+	attrs := []any{"who", p.Name, "source", what, "bytes", res.Bytes, "sha256", res.SHA256, "kept", res.Kept, "pruned", res.Pruned}
+	if res.PruneError != "" {
+		attrs = append(attrs, "prune_error", res.PruneError)
+	}
+	s.log.Warn("restore done", attrs...)
 	return s.renderBackups(c, http.StatusOK, fmt.Sprintf("Restored %s; %s. The server goes on with the restored database; no session came with it, so everyone (you too) logs in again.", what, detail), "")
 }
 

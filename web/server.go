@@ -64,6 +64,7 @@ type Server struct {
 	metrics     *Metrics
 	ready       readyCache
 	backupSums  *sumCache // SHA-256 of the scheduled backup files
+	downloads   downloads // snapshot downloads running, their idle bound (backup.go)
 	backups     Backups
 	claims      *claims // who looks at which waiting draft (claims.go)
 	providers   map[string]delivery.Looker
