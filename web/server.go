@@ -62,7 +62,8 @@ type Server struct {
 	ready       readyCache
 	backupSums  *sumCache // SHA-256 of the scheduled backup files
 	backups     Backups
-	claims      *claims // who looks at which waiting draft (claims.go)
+	claims      *claims     // who looks at which waiting draft (claims.go)
+	bodies      *bodyBudget // webhook bodies in memory at once (limits.go)
 	providers   map[string]delivery.Looker
 }
 
@@ -78,6 +79,7 @@ func New(d Deps) (*Server, error) {
 		cookie:      sessionCookie,
 		backupSums:  &sumCache{sums: map[sumKey]string{}},
 		claims:      newClaims(),
+		bodies:      newBodyBudget(d.Config.Limits.BodiesInFlight),
 		providers:   d.Providers,
 	}
 	if s.https() {
@@ -91,6 +93,7 @@ func New(d Deps) (*Server, error) {
 		d.Metrics = NewMetrics(d.Store, d.Config, d.Now)
 	}
 	s.metrics = d.Metrics
+	s.metrics.watchBodies(s.bodies)
 	s.backups = d.Backups
 	if d.Config.Auth.SecretKey != "" {
 		sealer, err := password.NewSealer(d.Config.Auth.SecretKey)
