@@ -53,8 +53,8 @@ type Store struct {
 	// full is the last commit that failed for lack of disk space, until a
 	// large enough one succeeds (space.go).
 	full atomic.Pointer[NoSpaceError]
-	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
-	seen   seen // the unreadable records known (unreadable.go)
+	gate gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
+	seen seen // the unreadable records known (unreadable.go)
 }
 
 type writeReq struct {
