@@ -50,11 +50,12 @@ type Store struct {
 	migrated []Migrated // the migrations the open ran (Migrations)
 	// damage is what CheckPages found, once it found damage.
 	damage atomic.Pointer[error]
+	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
+	seen   seen // the unreadable records known (unreadable.go)
+
 	// full is the last commit that failed for lack of disk space, until a
 	// large enough one succeeds (space.go).
 	full atomic.Pointer[NoSpaceError]
-	gate gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
-	seen seen // the unreadable records known (unreadable.go)
 }
 
 type writeReq struct {
