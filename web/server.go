@@ -88,7 +88,7 @@ func New(d Deps) (*Server, error) {
 		// or shadow it.
 		s.cookie = hostCookie
 	}
-	s.ready.ping = d.Store.Ping
+	s.ready.ping, s.ready.full = d.Store.Ping, d.Store.NoSpace
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.Store, d.Config, d.Now)
 	}
