@@ -455,9 +455,10 @@ func (b *bodyBudget) reserve(ctx context.Context, n int64, wait time.Duration) (
 	}
 	w := &bodyWaiter{n: n, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
+	timer := b.timer
 	b.mu.Unlock()
 
-	expired, stop := b.timer(wait)
+	expired, stop := timer(wait)
 	defer stop()
 	select {
 	case <-w.ready:
