@@ -22,6 +22,7 @@ COPY --from=build --chown=65532:65532 /out/data /data
 ENV HANDOFF_DATA=/data HANDOFF_ADDR=0.0.0.0:8080
 # The Go heap's soft limit (the GC works harder near it instead of growing);
 # -e GOMEMLIMIT=… overrides it, about half the container's memory limit.
+# Without the variable the binary sets the same itself (limits.memory).
 ENV GOMEMLIMIT=512MiB
 VOLUME ["/data"]
 EXPOSE 8080

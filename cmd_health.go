@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/handoff/handoff/config"
@@ -29,8 +32,16 @@ func healthCmd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("not ready: %w", err)
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		// The answer's sentence says why (a full disk names where to
+		// free space); the container's health log keeps it.
+		var ans struct {
+			Error string `json:"error"`
+		}
+		if json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&ans) == nil && ans.Error != "" {
+			return fmt.Errorf("not ready: /readyz answered %s: %s", resp.Status, strings.TrimPrefix(ans.Error, "not ready: "))
+		}
 		return fmt.Errorf("not ready: /readyz answered %s", resp.Status)
 	}
 	fmt.Fprintln(e.stdout, "ready")

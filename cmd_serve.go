@@ -46,7 +46,10 @@ func serve(ctx context.Context, args []string, e env) error {
 	// GOMEMLIMIT as a memory target. The old built-in GOGC=400 bought about
 	// 15% accepted/s on small webhooks, but under 1 MiB ones it peaked at
 	// 1284 MiB RSS against 1053 MiB at GOGC=100 and 782 MiB with
-	// GOMEMLIMIT=256MiB (go run ./bench bodies, README "Memory").
+	// GOMEMLIMIT=256MiB (go run ./bench bodies, README "Memory"). Without
+	// GOMEMLIMIT, limits.memory sets the limit (cmd_memory.go).
+	memLimit, memFrom := applyMemoryLimit(cfg.Limits, e.getenv)
+	log.Info("memory limit", "memory_limit", memLimit, "memory_limit_source", memFrom)
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}

@@ -70,6 +70,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return footprint(ctx, args[1:], stdout)
 		case "bodies": // bodies.go
 			return bodies(ctx, args[1:], stdout)
+		case "flood": // flood.go
+			return flood(ctx, args[1:], stdout)
 		}
 	}
 

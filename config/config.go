@@ -57,6 +57,9 @@ type Config struct {
 
 	// Digests (yaml digests) tell approvers that drafts wait (digests.go).
 	Digests []Digest
+
+	// Limits (yaml limits) bound the memory one process holds (limits.go).
+	Limits Limits
 }
 
 // DefaultUndoWindow is undo_window when the file sets none; MaxUndoWindow
@@ -308,6 +311,7 @@ func defaults() *Config {
 
 		ProxyHeader: HeaderXForwardedFor,
 		UndoWindow:  DefaultUndoWindow,
+		Limits:      defaultLimits(),
 	}
 }
 

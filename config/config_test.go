@@ -288,6 +288,7 @@ func TestParseFullExample(t *testing.T) {
 
 		ProxyHeader: config.HeaderXForwardedFor,
 		UndoWindow:  config.DefaultUndoWindow,
+		Limits:      config.Limits{Memory: config.DefaultMemoryLimit, BodiesInFlight: config.DefaultBodiesInFlight, BodyWait: config.DefaultBodyWait},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)

@@ -126,6 +126,7 @@ func (d *decoder) config(n *yaml.Node) *Config {
 			})
 		},
 		"backups": func(p string, v *yaml.Node) { d.backups(p, v, &c.Backups) },
+		"limits":  func(p string, v *yaml.Node) { d.limits(p, v, &c.Limits) },
 		"retention": func(p string, v *yaml.Node) {
 			d.mapping(p, v, handlers{
 				"events": func(p string, v *yaml.Node) { d.duration(p, v, &c.Retention.Events, false) },

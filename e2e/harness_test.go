@@ -79,7 +79,17 @@ type instance struct {
 // failed.
 func startInstance(t *testing.T, configYAML string, extraEnv ...string) *instance {
 	t.Helper()
+	return startInstanceIn(t, "", configYAML, extraEnv...)
+}
+
+// startInstanceIn is startInstance in the installation folder dir ("" for
+// a fresh temporary one), such as a small disk of the test's own.
+func startInstanceIn(t *testing.T, dir, configYAML string, extraEnv ...string) *instance {
+	t.Helper()
 	bin := requireBinary(t)
+	if dir == "" {
+		dir = t.TempDir()
+	}
 
 	logDir, err := os.MkdirTemp("", "handoff-e2e-"+sanitize(t.Name())+"-")
 	if err != nil {
@@ -94,7 +104,7 @@ func startInstance(t *testing.T, configYAML string, extraEnv ...string) *instanc
 		t: t,
 		files: &proc.Instance{
 			Binary: bin,
-			Dir:    t.TempDir(),
+			Dir:    dir,
 			Config: configYAML,
 			// An admin password of our own, so that none is generated and printed.
 			Env:    []string{"HANDOFF_API_TOKEN=" + token, "HANDOFF_ADMIN_PASSWORD=" + randomHex(t, 12)},

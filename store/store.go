@@ -54,6 +54,10 @@ type Store struct {
 	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
 	seen   seen // the unreadable records known (unreadable.go)
 	mmap   int  // Options.MmapSize, for the reopen after a Replace
+
+	// full is the last commit that failed for lack of disk space, until a
+	// large enough one succeeds (space.go).
+	full atomic.Pointer[NoSpaceError]
 }
 
 type writeReq struct {
@@ -139,7 +143,8 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		}
 		mmap = mmapAhead(size)
 	}
-	if opts.ReadOnly || !errors.Is(err, fs.ErrNotExist) {
+	created := !opts.ReadOnly && errors.Is(err, fs.ErrNotExist) // this open makes the file
+	if !created {
 		m, err := checkStructure(path)
 		if err != nil {
 			return nil, err
@@ -176,10 +181,10 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		FreelistType:   bolt.FreelistMapType,
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, inUseError{path}
+		return nil, inUseError{path} // another process made it and holds it: never removed
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, unmake(path, created, fmt.Errorf("store: open %s: %w", path, err))
 	}
 	s := &Store{db: db, path: path, quit: make(chan struct{}), stopped: make(chan struct{}), deferred: deferred, mmap: opts.MmapSize}
 	if unreadable != nil {
@@ -194,7 +199,7 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		return migrate(tx, &s.repairs, &s.migrated)
 	}); err != nil {
 		db.Close()
-		return nil, err
+		return nil, unmake(path, created, err)
 	}
 	s.writes = make(chan *writeReq)
 	go s.commitLoop()
@@ -341,7 +346,7 @@ func (s *Store) commit(batch []*writeReq) {
 	for len(batch) > 0 {
 		failed := -1
 		var failure error
-		err := s.db.Update(func(btx *bolt.Tx) error {
+		alloc, err := s.round(func(btx *bolt.Tx) error {
 			tx := &Tx{tx: btx, seen: &s.seen}
 			for i, r := range batch {
 				if err := r.fn(tx); err != nil {
@@ -356,14 +361,39 @@ func (s *Store) commit(batch []*writeReq) {
 			batch = append(batch[:failed], batch[failed+1:]...)
 			continue
 		}
+		s.noteCommit(err, alloc)
 		if err != nil {
-			err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+			// The cause stays in the chain (errors.Is(err, syscall.ENOSPC)).
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		for _, r := range batch {
 			r.done <- err
 		}
 		return
 	}
+}
+
+// round is bbolt's db.Update that also returns the bytes of pages the
+// transaction allocated, committed or not: how large a write was that
+// failed for lack of space, or that succeeded after one (noteCommit).
+func (s *Store) round(fn func(*bolt.Tx) error) (alloc int64, err error) {
+	btx, err := s.db.Begin(true)
+	if err != nil {
+		return 0, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = btx.Rollback() // fn failed, or panicked (the panic goes on), as in db.Update
+		}
+	}()
+	if err := fn(btx); err != nil {
+		return 0, err
+	}
+	closed = true // Commit closes the transaction, whether it fails or not
+	err = btx.Commit()
+	stats := btx.Stats()
+	return stats.GetPageAlloc(), err
 }
 
 // View runs fn inside a read transaction: a consistent snapshot, however
@@ -394,9 +424,17 @@ func (s *Store) Deferred() bool { return s.deferred }
 
 // Ping proves the store can commit: a write round trip through the
 // committer. Once CheckPages has found damage, Ping answers that instead.
+// After a write failed for lack of disk space (NoSpace), its few bytes
+// would prove nothing: it writes as much as failed first (probeSpace), and
+// answers the *NoSpaceError until that commits.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.damage.Load(); err != nil {
 		return *err
+	}
+	if e := s.full.Load(); e != nil {
+		if err := s.probeSpace(ctx, e); err != nil {
+			return err
+		}
 	}
 	return s.update(ctx, func(tx *Tx) error {
 		return tx.bucket(bucketMeta).Put([]byte("ping"), []byte(time.Now().UTC().Format(time.RFC3339Nano)))

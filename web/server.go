@@ -66,7 +66,8 @@ type Server struct {
 	backupSums  *sumCache // SHA-256 of the scheduled backup files
 	downloads   downloads // snapshot downloads running, their idle bound (backup.go)
 	backups     Backups
-	claims      *claims // who looks at which waiting draft (claims.go)
+	claims      *claims     // who looks at which waiting draft (claims.go)
+	bodies      *bodyBudget // webhook bodies in memory at once (limits.go)
 	providers   map[string]delivery.Looker
 }
 
@@ -82,6 +83,7 @@ func New(d Deps) (*Server, error) {
 		cookie:      sessionCookie,
 		backupSums:  &sumCache{sums: map[sumKey]string{}},
 		claims:      newClaims(),
+		bodies:      newBodyBudget(d.Config.Limits.BodiesInFlight),
 		providers:   d.Providers,
 	}
 	if s.https() {
@@ -90,11 +92,12 @@ func New(d Deps) (*Server, error) {
 		// or shadow it.
 		s.cookie = hostCookie
 	}
-	s.ready.ping = d.Store.Ping
+	s.ready.ping, s.ready.full = d.Store.Ping, d.Store.NoSpace
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics(d.Store, d.Config, d.Now)
 	}
 	s.metrics = d.Metrics
+	s.metrics.watchBodies(s.bodies)
 	s.backups = d.Backups
 	if d.Config.Auth.SecretKey != "" {
 		sealer, err := password.NewSealer(d.Config.Auth.SecretKey)
