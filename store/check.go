@@ -190,6 +190,9 @@ func inspect(tx *Tx) CheckReport {
 	// What no index declaration says.
 	r.damaged = append(r.damaged, checkDraftEvents(tx)...)
 	r.damaged = append(r.damaged, checkDraftCounts(tx, schema >= 2)...)
+	if r.undecodable["draft"] == 0 { // else the figures are off by the drafts that cannot be read
+		r.damaged = append(r.damaged, checkDraftFigures(tx, schema >= 11)...) // stats.go
+	}
 	if r.undecodable["job"] == 0 { // else the counts are off by the jobs that cannot be read
 		r.damaged = append(r.damaged, checkJobCounts(tx, schema >= 4)...)
 	}

@@ -11,6 +11,9 @@ import (
 type Counts struct {
 	DraftsWaiting       int `json:"drafts_waiting"`
 	StuckLeads          int `json:"stuck_leads"`
+	// StuckMore says StuckLeads is a floor: CountsFor read StuckScan leads
+	// of a status and more were stuck (Counts, for the gauge, reads them all).
+	StuckMore bool `json:"stuck_more,omitempty"`
 	DeadJobs            int `json:"dead_jobs"`
 	FailedReplies       int `json:"failed_replies"`
 	NeedsReconciliation int `json:"needs_reconciliation"`
@@ -28,19 +31,54 @@ func (c Counts) DeadLetters() int { return c.DeadJobs + c.FailedReplies }
 func (s *Store) Counts(stuckBefore map[HandoffStatus]time.Time) (Counts, error) {
 	var c Counts
 	err := s.view(func(tx *Tx) error {
-		c.DraftsWaiting = count(tx, draftCountKey(DraftPending))
-		for st, before := range stuckBefore {
-			prefix := append([]byte(st), 0)
-			c.StuckLeads += countPrefix(tx.bucket(bucketHandoffsByStatus), prefix, append(bytes.Clone(prefix), timeKey(before, "")...))
-		}
-		c.DeadJobs = tx.bucket(bucketJobsDead).Stats().KeyN
-		ob := tx.bucket(bucketOutboxByStatus)
-		c.FailedReplies = countUndismissed(tx, OutboxFailed)
-		c.NeedsReconciliation = countUndismissed(tx, OutboxNeedsReconciliation)
-		c.EffectPending = countPrefix(ob, append([]byte(OutboxEffectPending), 0), nil)
+		c = countAll(tx, stuckBefore)
 		return nil
 	})
 	return c, err
+}
+
+// countAll is Counts inside tx; no stuckBefore counts no stuck lead.
+func countAll(tx *Tx, stuckBefore map[HandoffStatus]time.Time) Counts {
+	var c Counts
+	c.DraftsWaiting = count(tx, draftCountKey(DraftPending))
+	c.StuckLeads, _ = countStuck(tx, Everything(), stuckBefore, 0)
+	c.DeadJobs = tx.bucket(bucketJobsDead).Stats().KeyN
+	ob := tx.bucket(bucketOutboxByStatus)
+	c.FailedReplies = countUndismissed(tx, OutboxFailed)
+	c.NeedsReconciliation = countUndismissed(tx, OutboxNeedsReconciliation)
+	c.EffectPending = countPrefix(ob, append([]byte(OutboxEffectPending), 0), nil)
+	return c
+}
+
+// StuckScan bounds the stuck leads CountsFor reads per status: the index
+// has no count of a time range, so the dashboard's number walks the range,
+// and a range past this many is shown as "at least".
+const StuckScan = 5000
+
+// countStuck counts the leads v sees of each status of stuckBefore stuck
+// before its time, reading at most scan index keys a status (0: all);
+// more is true when a status had more. The channel is in the lead key, so
+// no lead is decoded.
+func countStuck(tx *Tx, v Visible, stuckBefore map[HandoffStatus]time.Time, scan int) (n int, more bool) {
+	for st, before := range stuckBefore {
+		prefix := append([]byte(st), 0)
+		limit := append(bytes.Clone(prefix), timeKey(before, "")...)
+		cur := tx.bucket(bucketHandoffsByStatus).Cursor()
+		read := 0
+		for k, _ := cur.Seek(prefix); k != nil && bytes.Compare(k, limit) < 0; k, _ = cur.Next() {
+			if scan > 0 && read == scan {
+				more = true
+				break
+			}
+			read++
+			if v.all {
+				n++
+			} else if _, key := splitTimeKey(k[len(prefix):]); v.Key(key) {
+				n++
+			}
+		}
+	}
+	return n, more
 }
 
 // countPrefix counts the keys with prefix, stopping at limit (exclusive) when given.

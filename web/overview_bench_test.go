@@ -22,8 +22,9 @@ import (
 // BenchmarkOverviewPage fills a file as a busy week leaves it — events of
 // two clients spread over the last seven days, every one drafted, half of
 // the drafts approved (some edited), a tenth rejected, the rest waiting —
-// and serves GET / through the real router to an admin and to an
-// approver limited to one client, printing p50 and p99 of the requests.
+// and serves GET / through the real router to an admin, to an approver
+// limited to one client, and to an admin with every client on a daily
+// budget, printing p50 and p99 of the requests.
 //
 // HANDOFF_BENCH_EVENTS sets the fill (default 20,000; the figure
 // is 200,000); HANDOFF_BENCH_DIR keeps the filled file there and reuses it
@@ -44,9 +45,6 @@ func BenchmarkOverviewPage(b *testing.B) {
 	if dir == "" {
 		dir = b.TempDir()
 	}
-	cfg := twoClients()
-	cfg.DataDir = dir
-	cfg.Drafter.DailyBudget = 1000 // every client has a budget: the paused notices are computed
 	now := time.Now()
 	st, err := store.Open(dir, store.Options{})
 	if err != nil {
@@ -59,17 +57,26 @@ func BenchmarkOverviewPage(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	srv, err := New(Deps{Config: cfg, Store: st, Jobs: nopWaker{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, who := range []struct {
+	for _, run := range []struct {
 		name    string
 		role    store.Role
 		clients []string
-	}{{"admin", store.RoleAdmin, nil}, {"limited", store.RoleApprover, []string{"acme"}}} {
-		cookie := benchSession(b, srv, st, who.name, who.role, who.clients)
-		b.Run(who.name, func(b *testing.B) {
+		budget  float64
+	}{
+		{"admin", store.RoleAdmin, nil, 0},
+		{"limited", store.RoleApprover, []string{"acme"}, 0},
+		// Every client with a daily budget: the notices of a spent one are computed too.
+		{"admin-budgets", store.RoleAdmin, nil, 1000},
+	} {
+		cfg := twoClients()
+		cfg.DataDir = dir
+		cfg.Drafter.DailyBudget = run.budget
+		srv, err := New(Deps{Config: cfg, Store: st, Jobs: nopWaker{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cookie := benchSession(b, srv, st, run.name, run.role, run.clients)
+		b.Run(run.name, func(b *testing.B) {
 			var took []time.Duration
 			for b.Loop() {
 				req := httptest.NewRequest(http.MethodGet, "/", nil)
