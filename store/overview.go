@@ -9,15 +9,15 @@ import (
 
 // Counts are the numbers the dashboard's navigation shows.
 type Counts struct {
-	DraftsWaiting       int `json:"drafts_waiting"`
-	StuckLeads          int `json:"stuck_leads"`
+	DraftsWaiting int `json:"drafts_waiting"`
+	StuckLeads    int `json:"stuck_leads"`
 	// StuckMore says StuckLeads is a floor: CountsFor read StuckScan leads
 	// of a status and more were stuck (Counts, for the gauge, reads them all).
-	StuckMore bool `json:"stuck_more,omitempty"`
-	DeadJobs            int `json:"dead_jobs"`
-	FailedReplies       int `json:"failed_replies"`
-	NeedsReconciliation int `json:"needs_reconciliation"`
-	EffectPending       int `json:"effect_pending"`
+	StuckMore           bool `json:"stuck_more,omitempty"`
+	DeadJobs            int  `json:"dead_jobs"`
+	FailedReplies       int  `json:"failed_replies"`
+	NeedsReconciliation int  `json:"needs_reconciliation"`
+	EffectPending       int  `json:"effect_pending"`
 }
 
 // DeadLetters is the dead-letter list as the dashboard shows it: the

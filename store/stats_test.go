@@ -118,7 +118,7 @@ func TestDraftFiguresMoveWithTheDrafts(t *testing.T) {
 		return c.DraftsWaiting
 	}
 	changeDraft(t, st, a1.ID, func(d *Draft) { d.Status, d.Decision = DraftPending, nil }) // undone
-	if got := waiting(OnlyChannels("web")); got != 2 {                                      // a1 and the person's p1
+	if got := waiting(OnlyChannels("web")); got != 2 {                                     // a1 and the person's p1
 		t.Errorf("web's waiting drafts = %d, want 2", got)
 	}
 	if got := waiting(OnlyChannels("mail")); got != 0 {
