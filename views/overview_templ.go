@@ -61,7 +61,7 @@ func OverviewPage(l Layout, o Overview) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = tile("/drafts", "messages waiting for a draft", o.Drafting.Messages, o.Drafting.Failing > 0).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = tileOf("/drafts", "messages waiting for a draft", atLeast(o.Drafting.Messages, o.Drafting.Partial), o.Drafting.Messages == 0, o.Drafting.Failing > 0).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
