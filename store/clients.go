@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -77,9 +76,17 @@ func (s *Store) CountsFor(v Visible, stuckBefore map[HandoffStatus]time.Time) (C
 		c = Counts{}
 		c.DraftsWaiting = visibleDraftCount(tx, v, DraftPending) // kept per channel: stats.go
 		c.StuckLeads, c.StuckMore = countStuck(tx, v, stuckBefore, StuckScan)
+		// The dead letters are an admin's list, so a limited person is
+		// never shown their number; it is still theirs alone, read from at
+		// most StuckScan of the list.
 		dc := tx.bucket(bucketJobsDead).Cursor()
-		for k, _ := dc.First(); k != nil; k, _ = dc.Next() {
+		read := 0
+		for k, _ := dc.First(); k != nil && read < StuckScan; k, _ = dc.Next() {
+			read++
 			j, err := tx.Job(string(k))
+			if tx.skip(err, nil) {
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("dead-letter index points at job %s: %w", k, err)
 			}
@@ -87,29 +94,9 @@ func (s *Store) CountsFor(v Visible, stuckBefore map[HandoffStatus]time.Time) (C
 				c.DeadJobs++
 			}
 		}
-		for _, st := range []OutboxStatus{OutboxFailed, OutboxNeedsReconciliation, OutboxEffectPending} {
-			prefix := append([]byte(st), 0)
-			oc := tx.bucket(bucketOutboxByStatus).Cursor()
-			for k, _ := oc.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = oc.Next() {
-				id := string(k[len(prefix):])
-				o, err := tx.Outbox(id)
-				if err != nil {
-					return fmt.Errorf("outbox status index points at row %s: %w", id, err)
-				}
-				if !v.Outbox(o) {
-					continue
-				}
-				switch {
-				case st == OutboxEffectPending:
-					c.EffectPending++
-				case o.Dismissed != nil:
-				case st == OutboxFailed:
-					c.FailedReplies++
-				default:
-					c.NeedsReconciliation++
-				}
-			}
-		}
+		c.FailedReplies = visibleOutboxCount(tx, v, OutboxFailed) // kept per channel: outboxcounts.go
+		c.NeedsReconciliation = visibleOutboxCount(tx, v, OutboxNeedsReconciliation)
+		c.EffectPending = visibleOutboxCount(tx, v, OutboxEffectPending)
 		return nil
 	})
 	if err != nil {

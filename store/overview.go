@@ -43,10 +43,10 @@ func countAll(tx *Tx, stuckBefore map[HandoffStatus]time.Time) Counts {
 	c.DraftsWaiting = count(tx, draftCountKey(DraftPending))
 	c.StuckLeads, _ = countStuck(tx, Everything(), stuckBefore, 0)
 	c.DeadJobs = tx.bucket(bucketJobsDead).Stats().KeyN
-	ob := tx.bucket(bucketOutboxByStatus)
-	c.FailedReplies = countUndismissed(tx, OutboxFailed)
-	c.NeedsReconciliation = countUndismissed(tx, OutboxNeedsReconciliation)
-	c.EffectPending = countPrefix(ob, append([]byte(OutboxEffectPending), 0), nil)
+	all := Everything()
+	c.FailedReplies = visibleOutboxCount(tx, all, OutboxFailed) // kept in meta: outboxcounts.go
+	c.NeedsReconciliation = visibleOutboxCount(tx, all, OutboxNeedsReconciliation)
+	c.EffectPending = visibleOutboxCount(tx, all, OutboxEffectPending)
 	return c
 }
 
@@ -132,18 +132,4 @@ func (s *Store) OutboxCounts() (map[OutboxStatus]int, error) {
 		})
 	})
 	return out, err
-}
-
-// countUndismissed counts the rows in status that a person has not taken
-// off the dead-letter list. These lists are short, so reading each row is fine.
-func countUndismissed(tx *Tx, status OutboxStatus) int {
-	n := 0
-	prefix := append([]byte(status), 0)
-	c := tx.bucket(bucketOutboxByStatus).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		if o, err := tx.Outbox(string(k[len(prefix):])); err == nil && o.Dismissed == nil {
-			n++
-		}
-	}
-	return n
 }

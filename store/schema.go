@@ -123,7 +123,7 @@ var migrations = []migration{
 	// tokens.go
 	{version: 9, name: "give every person an ID and every token its maker's", apply: migrateUserIDs},
 	// stats.go
-	{version: 10, name: "keep the overview's drafting figures and each channel's draft counts in meta", apply: migrateDraftFigures},
+	{version: 10, name: "keep the overview's drafting figures, each channel's draft counts and its open replies' counts in meta", apply: migrateDraftFigures},
 }
 
 // SchemaVersion is the layout version this binary writes.

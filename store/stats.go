@@ -285,22 +285,16 @@ func storedDraftFigures(tx *Tx) (good map[string]draftTally, bad [][]byte) {
 	return good, bad
 }
 
-// migrateDraftFigures is migration 10: it writes the drafting figures
-// (and the per-channel draft counts) from the drafts there are.
+// migrateDraftFigures is migration 10: it writes the drafting figures,
+// the per-channel draft counts and the open outbox rows' counts from the
+// records there are.
 func migrateDraftFigures(tx *Tx) error {
-	meta := tx.bucket(bucketMeta)
 	for _, prefix := range [][]byte{draftStatsPrefix, channelDraftCountPrefix} {
-		var old [][]byte
-		c := meta.Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			old = append(old, bytes.Clone(k))
-		}
-		for _, k := range old {
-			if err := meta.Delete(k); err != nil {
-				return err
-			}
+		if err := deletePrefix(tx, prefix); err != nil {
+			return err
 		}
 	}
+	meta := tx.bucket(bucketMeta)
 	for k, t := range recountDraftFigures(tx) {
 		if err := meta.Put([]byte(k), t.bytes()); err != nil {
 			return err
@@ -311,7 +305,7 @@ func migrateDraftFigures(tx *Tx) error {
 			return err
 		}
 	}
-	return nil
+	return fillOutboxCounts(tx) // outboxcounts.go
 }
 
 // checkDraftFigures proves the drafting figures and the per-channel draft

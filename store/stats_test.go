@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,6 +159,7 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 		{key, []byte("short")},
 		{append(bytes.Clone(draftStatsPrefix), "garbage"...), tally.bytes()},
 		{channelDraftCountKey("web", DraftPending), make([]byte, 8)},
+		{outboxCountKey(OutboxFailed, "web"), []byte{0, 0, 0, 0, 0, 0, 0, 1}},
 	} {
 		var saved []byte
 		err := st.db.Update(func(tx *bolt.Tx) error {
@@ -198,6 +200,24 @@ func TestMigrationFillsDraftFigures(t *testing.T) {
 	if len(want) != 2 {
 		t.Fatalf("figures before: %q", want)
 	}
+	a, err := st.ApproveDraft(context.Background(), figureDraft(t, st, "mail", "m3", t0, "v1", 0).ID,
+		Approval{Decision: Decision{By: "x", At: t0}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(context.Background(), func(tx *Tx) error {
+		o, err := tx.Outbox(a.Outbox.ID)
+		if err != nil {
+			return err
+		}
+		old := o
+		o.Status = OutboxFailed
+		return tx.PutOutbox(&old, &o)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = figuresOf(t, st, Everything(), t0)
 	st.Close()
 
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
@@ -208,7 +228,7 @@ func TestMigrationFillsDraftFigures(t *testing.T) {
 		meta := tx.Bucket(bucketMeta)
 		var keys [][]byte
 		c := meta.Cursor()
-		for _, prefix := range [][]byte{draftStatsPrefix, channelDraftCountPrefix} {
+		for _, prefix := range [][]byte{draftStatsPrefix, channelDraftCountPrefix, outboxCountPrefix} {
 			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 				keys = append(keys, append([]byte(nil), k...))
 			}
@@ -247,7 +267,31 @@ func TestMigrationFillsDraftFigures(t *testing.T) {
 	if c, err := st.CountsFor(OnlyChannels("web"), nil); err != nil || c.DraftsWaiting != 1 {
 		t.Errorf("web's waiting drafts after the migration = %d (%v), want 1", c.DraftsWaiting, err)
 	}
+	if c, err := st.CountsFor(OnlyChannels("mail"), nil); err != nil || c.FailedReplies != 1 {
+		t.Errorf("mail's failed replies after the migration = %d (%v), want 1", c.FailedReplies, err)
+	}
 	if err := st.Check(); err != nil {
 		t.Errorf("Check after the migration: %v", err)
 	}
+}
+
+// FuzzDraftFigureForm: a figure's stored key and value read back as what
+// was written, whatever the channel, prompt version and currency hold.
+func FuzzDraftFigureForm(f *testing.F) {
+	f.Add("2026-11-29", "web", "v1", "USD", int64(3), int64(420000))
+	f.Add("2026-12-01", "mail-2", "v\x002", "", int64(1), int64(0))
+	f.Fuzz(func(t *testing.T, day, channel, version, currency string, drafts, cost int64) {
+		if len(day) != len(time.DateOnly) || strings.ContainsRune(channel, 0) || strings.ContainsRune(currency, 0) {
+			t.Skip() // a day is fixed-width; channel names and currencies hold no 0x00
+		}
+		k := draftStatsKey(day, channel, version, currency)
+		got, ok := parseDraftStatsKey(k)
+		if !ok || got.Day != day || got.Channel != channel || got.PromptVersion != version || got.Currency != currency {
+			t.Errorf("key %q read back as %+v (%v)", k, got, ok)
+		}
+		tally := draftTally{drafts, 0, drafts / 2, 1, 0, cost}
+		if back, ok := readTally(tally.bytes()); !ok || back != tally {
+			t.Errorf("tally %v read back as %v (%v)", tally, back, ok)
+		}
+	})
 }
