@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -132,4 +133,41 @@ func (s *Store) OutboxCounts() (map[OutboxStatus]int, error) {
 		})
 	})
 	return out, err
+}
+
+// StuckLeadsFor lists up to limit leads v sees that entered status before
+// before (stuck), longest waiting first, reading at most StuckScan index
+// keys: the key names the lead's channel, so another client's lead is
+// never decoded, and a person limited to a small client among large ones
+// costs the overview no walk of everyone's stuck leads. A lead that cannot
+// be read is stepped over (the store lists it apart).
+func (s *Store) StuckLeadsFor(v Visible, status HandoffStatus, before time.Time, limit int) ([]Handoff, error) {
+	out := []Handoff{}
+	err := s.view(func(tx *Tx) error {
+		out = out[:0]
+		prefix := append([]byte(status), 0)
+		end := append(bytes.Clone(prefix), timeKey(before, "")...)
+		c := tx.bucket(bucketHandoffsByStatus).Cursor()
+		read := 0
+		for k, _ := c.Seek(prefix); k != nil && bytes.Compare(k, end) < 0 && read < StuckScan && len(out) < limit; k, _ = c.Next() {
+			read++
+			_, key := splitTimeKey(k[len(prefix):])
+			if !v.Key(key) {
+				continue
+			}
+			h, err := tx.Handoff(key)
+			if tx.skip(err, nil) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("idx_handoffs_by_status names lead %s: %w", key, err)
+			}
+			out = append(out, h)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: stuck leads: %w", err)
+	}
+	return out, nil
 }
