@@ -190,6 +190,12 @@ func inspect(tx *Tx) CheckReport {
 	// What no index declaration says.
 	r.damaged = append(r.damaged, checkDraftEvents(tx)...)
 	r.damaged = append(r.damaged, checkDraftCounts(tx, schema >= 2)...)
+	if r.undecodable["draft"] == 0 { // else the figures are off by the drafts that cannot be read
+		r.damaged = append(r.damaged, checkDraftFigures(tx, schema >= 11)...) // stats.go
+	}
+	if r.undecodable["outbox row"] == 0 && schema >= 11 { // else off by the rows that cannot be read
+		r.damaged = append(r.damaged, checkOutboxCounts(tx)...) // outboxcounts.go
+	}
 	if r.undecodable["job"] == 0 { // else the counts are off by the jobs that cannot be read
 		r.damaged = append(r.damaged, checkJobCounts(tx, schema >= 4)...)
 	}

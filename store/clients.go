@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"time"
@@ -56,34 +55,38 @@ func (v Visible) Outbox(o Outbox) bool {
 	return v.Channel(o.Channel)
 }
 
-// CountsFor is Counts as v sees them. Everything reads the kept counts;
-// a narrower view counts what it sees by walking the short lists (waiting
-// drafts, stuck leads, the dead letters) and reading each record's
-// channel, in one read transaction.
+// CountsFor is Counts as v sees them, for the dashboard: the stuck leads
+// are read StuckScan to a status at most (StuckMore says more were
+// stuck). Everything reads the kept counts; a narrower view sums the waiting drafts of its channels from the
+// per-channel counts, and counts the rest by walking the short lists
+// (stuck leads, the dead letters) and reading each record's channel, in
+// one read transaction.
 func (s *Store) CountsFor(v Visible, stuckBefore map[HandoffStatus]time.Time) (Counts, error) {
 	if v.all {
-		return s.Counts(stuckBefore)
+		var c Counts
+		err := s.view(func(tx *Tx) error {
+			c = countAll(tx, nil)
+			c.StuckLeads, c.StuckMore = countStuck(tx, v, stuckBefore, StuckScan)
+			return nil
+		})
+		return c, err
 	}
 	var c Counts
 	err := s.view(func(tx *Tx) error {
 		c = Counts{}
-		var err error
-		if c.DraftsWaiting, err = visibleDrafts(tx, v, DraftPending); err != nil {
-			return err
-		}
-		for st, before := range stuckBefore {
-			prefix := append([]byte(st), 0)
-			limit := append(bytes.Clone(prefix), timeKey(before, "")...)
-			cur := tx.bucket(bucketHandoffsByStatus).Cursor()
-			for k, _ := cur.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && bytes.Compare(k, limit) < 0; k, _ = cur.Next() {
-				if _, key := splitTimeKey(k[len(prefix):]); v.Key(key) {
-					c.StuckLeads++
-				}
-			}
-		}
+		c.DraftsWaiting = visibleDraftCount(tx, v, DraftPending) // kept per channel: stats.go
+		c.StuckLeads, c.StuckMore = countStuck(tx, v, stuckBefore, StuckScan)
+		// The dead letters are an admin's list, so a limited person is
+		// never shown their number; it is still theirs alone, read from at
+		// most StuckScan of the list.
 		dc := tx.bucket(bucketJobsDead).Cursor()
-		for k, _ := dc.First(); k != nil; k, _ = dc.Next() {
+		read := 0
+		for k, _ := dc.First(); k != nil && read < StuckScan; k, _ = dc.Next() {
+			read++
 			j, err := tx.Job(string(k))
+			if tx.skip(err, nil) {
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("dead-letter index points at job %s: %w", k, err)
 			}
@@ -91,29 +94,9 @@ func (s *Store) CountsFor(v Visible, stuckBefore map[HandoffStatus]time.Time) (C
 				c.DeadJobs++
 			}
 		}
-		for _, st := range []OutboxStatus{OutboxFailed, OutboxNeedsReconciliation, OutboxEffectPending} {
-			prefix := append([]byte(st), 0)
-			oc := tx.bucket(bucketOutboxByStatus).Cursor()
-			for k, _ := oc.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = oc.Next() {
-				id := string(k[len(prefix):])
-				o, err := tx.Outbox(id)
-				if err != nil {
-					return fmt.Errorf("outbox status index points at row %s: %w", id, err)
-				}
-				if !v.Outbox(o) {
-					continue
-				}
-				switch {
-				case st == OutboxEffectPending:
-					c.EffectPending++
-				case o.Dismissed != nil:
-				case st == OutboxFailed:
-					c.FailedReplies++
-				default:
-					c.NeedsReconciliation++
-				}
-			}
-		}
+		c.FailedReplies = visibleOutboxCount(tx, v, OutboxFailed) // kept per channel: outboxcounts.go
+		c.NeedsReconciliation = visibleOutboxCount(tx, v, OutboxNeedsReconciliation)
+		c.EffectPending = visibleOutboxCount(tx, v, OutboxEffectPending)
 		return nil
 	})
 	if err != nil {
@@ -122,9 +105,8 @@ func (s *Store) CountsFor(v Visible, stuckBefore map[HandoffStatus]time.Time) (C
 	return c, nil
 }
 
-// DraftCountsFor is DraftCounts as v sees them: the kept counts for
-// Everything, else a walk of each status's index reading each draft's
-// channel (a person limited to clients pays for the drafts there are).
+// DraftCountsFor is DraftCounts as v sees them: the kept counts, all
+// channels' for Everything, else the sum of the channels v sees.
 func (s *Store) DraftCountsFor(v Visible) (map[DraftStatus]int, error) {
 	if v.all {
 		return s.DraftCounts()
@@ -132,11 +114,7 @@ func (s *Store) DraftCountsFor(v Visible) (map[DraftStatus]int, error) {
 	out := map[DraftStatus]int{}
 	err := s.view(func(tx *Tx) error {
 		for _, st := range DraftStatuses {
-			n, err := visibleDrafts(tx, v, st)
-			if err != nil {
-				return err
-			}
-			out[st] = n
+			out[st] = visibleDraftCount(tx, v, st)
 		}
 		return nil
 	})
@@ -144,22 +122,4 @@ func (s *Store) DraftCountsFor(v Visible) (map[DraftStatus]int, error) {
 		return nil, fmt.Errorf("store: draft counts: %w", err)
 	}
 	return out, nil
-}
-
-// visibleDrafts counts the drafts in status that v sees.
-func visibleDrafts(tx *Tx, v Visible, status DraftStatus) (int, error) {
-	n := 0
-	prefix := append([]byte(status), 0)
-	c := tx.bucket(bucketDraftsByStatus).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		_, id := splitTimeKey(k[len(prefix):])
-		d, err := tx.Draft(id)
-		if err != nil {
-			return 0, fmt.Errorf("status index points at draft %s: %w", id, err)
-		}
-		if v.Draft(d) {
-			n++
-		}
-	}
-	return n, nil
 }

@@ -172,25 +172,41 @@ func (tx *Tx) DraftByEvent(eventKey string) (Draft, error) {
 // d is a new draft, which becomes its event's current one), moving its
 // index entries and the per-status counts.
 func (tx *Tx) PutDraft(old, d *Draft) error {
-	if old == nil || old.Status != d.Status {
+	if old == nil || old.Status != d.Status || old.Channel != d.Channel {
 		if old != nil {
-			if err := addCount(tx, draftCountKey(old.Status), -1); err != nil {
+			if err := moveDraftCount(tx, old, -1); err != nil {
 				return err
 			}
 		}
-		if err := addCount(tx, draftCountKey(d.Status), 1); err != nil {
+		if err := moveDraftCount(tx, d, 1); err != nil {
 			return err
 		}
+	}
+	if err := moveDraftFigures(tx, old, d); err != nil { // the overview's figures: stats.go
+		return err
 	}
 	return draftsTable.put(tx, old, d)
 }
 
-// DeleteDraft removes the stored draft d, its index entries and its count.
+// DeleteDraft removes the stored draft d, its index entries, its counts
+// and its share of the drafting figures.
 func (tx *Tx) DeleteDraft(d *Draft) error {
-	if err := addCount(tx, draftCountKey(d.Status), -1); err != nil {
+	if err := moveDraftCount(tx, d, -1); err != nil {
+		return err
+	}
+	if err := moveDraftFigures(tx, d, nil); err != nil {
 		return err
 	}
 	return draftsTable.delete(tx, d)
+}
+
+// moveDraftCount adds delta to the count of d's status, all channels' and
+// its channel's.
+func moveDraftCount(tx *Tx, d *Draft, delta int) error {
+	if err := addCount(tx, draftCountKey(d.Status), delta); err != nil {
+		return err
+	}
+	return addCount(tx, channelDraftCountKey(d.Channel, d.Status), delta)
 }
 
 // ConflictError is a decision that contradicts an earlier one (reject after

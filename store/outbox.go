@@ -98,12 +98,20 @@ func (tx *Tx) Outbox(id string) (Outbox, error) { return outboxTable.get(tx, []b
 
 // PutOutbox writes o over old, the row as read in this transaction (nil:
 // o is a new row), moving its status index entry.
-func (tx *Tx) PutOutbox(old, o *Outbox) error { return outboxTable.put(tx, old, o) }
+func (tx *Tx) PutOutbox(old, o *Outbox) error {
+	if err := moveOutboxCount(tx, old, o); err != nil { // outboxcounts.go
+		return err
+	}
+	return outboxTable.put(tx, old, o)
+}
 
 // DeleteOutbox removes the stored row o, its index entry and the receipts
 // linked to it.
 func (tx *Tx) DeleteOutbox(o *Outbox) error {
 	if err := deleteReceiptsOf(tx, o.ID); err != nil {
+		return err
+	}
+	if err := moveOutboxCount(tx, o, nil); err != nil {
 		return err
 	}
 	return outboxTable.delete(tx, o)
@@ -112,6 +120,9 @@ func (tx *Tx) DeleteOutbox(o *Outbox) error {
 func insertOutbox(tx *Tx, o Outbox) error {
 	if outboxTable.has(tx, []byte(o.ID)) {
 		return fmt.Errorf("outbox row %s exists without its approval", o.ID)
+	}
+	if err := moveOutboxCount(tx, nil, &o); err != nil {
+		return err
 	}
 	return outboxTable.insert(tx, &o)
 }

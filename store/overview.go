@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -9,12 +10,15 @@ import (
 
 // Counts are the numbers the dashboard's navigation shows.
 type Counts struct {
-	DraftsWaiting       int `json:"drafts_waiting"`
-	StuckLeads          int `json:"stuck_leads"`
-	DeadJobs            int `json:"dead_jobs"`
-	FailedReplies       int `json:"failed_replies"`
-	NeedsReconciliation int `json:"needs_reconciliation"`
-	EffectPending       int `json:"effect_pending"`
+	DraftsWaiting int `json:"drafts_waiting"`
+	StuckLeads    int `json:"stuck_leads"`
+	// StuckMore says StuckLeads is a floor: CountsFor read StuckScan leads
+	// of a status and more were stuck (Counts, for the gauge, reads them all).
+	StuckMore           bool `json:"stuck_more,omitempty"`
+	DeadJobs            int  `json:"dead_jobs"`
+	FailedReplies       int  `json:"failed_replies"`
+	NeedsReconciliation int  `json:"needs_reconciliation"`
+	EffectPending       int  `json:"effect_pending"`
 }
 
 // DeadLetters is the dead-letter list as the dashboard shows it: the
@@ -28,19 +32,54 @@ func (c Counts) DeadLetters() int { return c.DeadJobs + c.FailedReplies }
 func (s *Store) Counts(stuckBefore map[HandoffStatus]time.Time) (Counts, error) {
 	var c Counts
 	err := s.view(func(tx *Tx) error {
-		c.DraftsWaiting = count(tx, draftCountKey(DraftPending))
-		for st, before := range stuckBefore {
-			prefix := append([]byte(st), 0)
-			c.StuckLeads += countPrefix(tx.bucket(bucketHandoffsByStatus), prefix, append(bytes.Clone(prefix), timeKey(before, "")...))
-		}
-		c.DeadJobs = tx.bucket(bucketJobsDead).Stats().KeyN
-		ob := tx.bucket(bucketOutboxByStatus)
-		c.FailedReplies = countUndismissed(tx, OutboxFailed)
-		c.NeedsReconciliation = countUndismissed(tx, OutboxNeedsReconciliation)
-		c.EffectPending = countPrefix(ob, append([]byte(OutboxEffectPending), 0), nil)
+		c = countAll(tx, stuckBefore)
 		return nil
 	})
 	return c, err
+}
+
+// countAll is Counts inside tx; no stuckBefore counts no stuck lead.
+func countAll(tx *Tx, stuckBefore map[HandoffStatus]time.Time) Counts {
+	var c Counts
+	c.DraftsWaiting = count(tx, draftCountKey(DraftPending))
+	c.StuckLeads, _ = countStuck(tx, Everything(), stuckBefore, 0)
+	c.DeadJobs = tx.bucket(bucketJobsDead).Stats().KeyN
+	all := Everything()
+	c.FailedReplies = visibleOutboxCount(tx, all, OutboxFailed) // kept in meta: outboxcounts.go
+	c.NeedsReconciliation = visibleOutboxCount(tx, all, OutboxNeedsReconciliation)
+	c.EffectPending = visibleOutboxCount(tx, all, OutboxEffectPending)
+	return c
+}
+
+// StuckScan bounds the stuck leads CountsFor reads per status: the index
+// has no count of a time range, so the dashboard's number walks the range,
+// and a range past this many is shown as "at least".
+const StuckScan = 5000
+
+// countStuck counts the leads v sees of each status of stuckBefore stuck
+// before its time, reading at most scan index keys a status (0: all);
+// more is true when a status had more. The channel is in the lead key, so
+// no lead is decoded.
+func countStuck(tx *Tx, v Visible, stuckBefore map[HandoffStatus]time.Time, scan int) (n int, more bool) {
+	for st, before := range stuckBefore {
+		prefix := append([]byte(st), 0)
+		limit := append(bytes.Clone(prefix), timeKey(before, "")...)
+		cur := tx.bucket(bucketHandoffsByStatus).Cursor()
+		read := 0
+		for k, _ := cur.Seek(prefix); k != nil && bytes.Compare(k, limit) < 0; k, _ = cur.Next() {
+			if scan > 0 && read == scan {
+				more = true
+				break
+			}
+			read++
+			if v.all {
+				n++
+			} else if _, key := splitTimeKey(k[len(prefix):]); v.Key(key) {
+				n++
+			}
+		}
+	}
+	return n, more
 }
 
 // countPrefix counts the keys with prefix, stopping at limit (exclusive) when given.
@@ -96,16 +135,39 @@ func (s *Store) OutboxCounts() (map[OutboxStatus]int, error) {
 	return out, err
 }
 
-// countUndismissed counts the rows in status that a person has not taken
-// off the dead-letter list. These lists are short, so reading each row is fine.
-func countUndismissed(tx *Tx, status OutboxStatus) int {
-	n := 0
-	prefix := append([]byte(status), 0)
-	c := tx.bucket(bucketOutboxByStatus).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		if o, err := tx.Outbox(string(k[len(prefix):])); err == nil && o.Dismissed == nil {
-			n++
+// StuckLeadsFor lists up to limit leads v sees that entered status before
+// before (stuck), longest waiting first, reading at most StuckScan index
+// keys: the key names the lead's channel, so another client's lead is
+// never decoded, and a person limited to a small client among large ones
+// costs the overview no walk of everyone's stuck leads. A lead that cannot
+// be read is stepped over (the store lists it apart).
+func (s *Store) StuckLeadsFor(v Visible, status HandoffStatus, before time.Time, limit int) ([]Handoff, error) {
+	out := []Handoff{}
+	err := s.view(func(tx *Tx) error {
+		out = out[:0]
+		prefix := append([]byte(status), 0)
+		end := append(bytes.Clone(prefix), timeKey(before, "")...)
+		c := tx.bucket(bucketHandoffsByStatus).Cursor()
+		read := 0
+		for k, _ := c.Seek(prefix); k != nil && bytes.Compare(k, end) < 0 && read < StuckScan && len(out) < limit; k, _ = c.Next() {
+			read++
+			_, key := splitTimeKey(k[len(prefix):])
+			if !v.Key(key) {
+				continue
+			}
+			h, err := tx.Handoff(key)
+			if tx.skip(err, nil) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("idx_handoffs_by_status names lead %s: %w", key, err)
+			}
+			out = append(out, h)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: stuck leads: %w", err)
 	}
-	return n
+	return out, nil
 }

@@ -122,10 +122,12 @@ var migrations = []migration{
 	{version: 8, name: "keep each event's body as received after its record; repair the events whose text could not be read", repair: migrateRepairEvents},
 	// tokens.go
 	{version: 9, name: "give every person an ID and every token its maker's", apply: migrateUserIDs},
+	// stats.go
+	{version: 10, name: "keep the overview's drafting figures, each channel's draft counts and its open replies' counts in meta", apply: migrateDraftFigures},
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
 // from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes

@@ -44,16 +44,54 @@ func (s *Store) FindEvent(vis Visible, q string) (string, error) {
 		}
 		// A conversation id or contact, exactly: the term index holds both
 		// (a term cut at maxTerm is looked up as a prefix).
-		term := normTerm(q)
-		return eachTermLead(tx, term, len(term) < maxTerm, maxTermEntries, nil, func(h Handoff) bool {
-			if vis.Key(h.Key) && (h.ConversationID == q || h.Contact == q) {
-				key = h.LastEventKey
-				return false
-			}
-			return true
-		})
+		key = findLead(tx, vis, q)
+		return nil
 	})
 	return key, err
+}
+
+// findContactReads bounds the leads FindEvent decodes to compare their
+// contact with q: a contact is one person's, so the leads that hold it as
+// a term are few; a term many leads share is a word of their names, and
+// the search lists them instead.
+const findContactReads = 64
+
+// findLead is the latest event of the lead whose conversation id or
+// contact is q, of those vis sees; "" when none. A conversation id is in
+// the entry's lead key (channel ":" conversation id), so that comparison
+// decodes nothing; a contact needs the lead, read for the first
+// findContactReads leads that hold q's term.
+func findLead(tx *Tx, vis Visible, q string) string {
+	term := normTerm(q)
+	if term == "" {
+		return ""
+	}
+	prefix := []byte(term)
+	if len(term) < maxTerm {
+		prefix = append(prefix, 0)
+	}
+	c := tx.bucket(bucketHandoffsByTerm).Cursor()
+	reads, n := 0, 0
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < maxTermEntries; k, _ = c.Next() {
+		n++
+		lead := string(k[bytes.IndexByte(k, 0)+1:])
+		if !vis.Key(lead) {
+			continue
+		}
+		_, conv, _ := strings.Cut(lead, ":")
+		if conv != q && reads >= findContactReads {
+			continue
+		}
+		reads++
+		h, err := tx.Handoff(lead)
+		if err != nil {
+			continue // gone, or unreadable: the search lists it apart
+		}
+		if h.ConversationID == q || h.Contact == q {
+			return h.LastEventKey
+		}
+	}
+	return ""
 }
 
 // The search's bounds. A prefix is looked up in idx_handoffs_by_term, so
@@ -123,8 +161,8 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 		return true
 	}
 	var failed error
-	err := eachTermLead(tx, term, false, maxTermEntries, &res.Unreadable, func(h Handoff) bool {
-		if seen[h.Key] || !vis.Key(h.Key) {
+	err := eachTermLead(tx, vis, term, maxTermEntries, &res.Unreadable, func(h Handoff) bool {
+		if seen[h.Key] {
 			return true
 		}
 		last, err := tx.EventByKey(h.LastEventKey)
@@ -141,19 +179,39 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 		return res, err
 	}
 	// The text of the newest messages, newest first.
+	oldest, err := searchText(tx, vis, q, seen, &res, add)
+	if oldest != nil { // the oldest message read, for "searched since"
+		if ev, err := tx.Event(string(oldest)); err == nil {
+			res.Oldest = ev.ReceivedAt
+		}
+	}
+	return res, err
+}
+
+// searchText adds the leads vis sees whose messages hold q, reading the
+// newest TextScan messages, newest first, until add refuses one; it
+// returns the key of the oldest message it read. A message whose stored
+// bytes cannot hold q (textMayHold) is not decoded.
+func searchText(tx *Tx, vis Visible, q string, seen map[string]bool, res *SearchResult, add func(LeadHit) bool) (oldest []byte, err error) {
 	needle := strings.ToLower(strings.TrimSpace(q))
+	quick := quickNeedle(needle)
 	c := tx.bucket(bucketEvents).Cursor()
-	for k, _ := c.Last(); k != nil && res.Scanned < TextScan; k, _ = c.Prev() {
+	for k, raw := c.Last(); k != nil && res.Scanned < TextScan; k, raw = c.Prev() {
+		res.Scanned++
+		oldest = k
+		if quick && !textMayHold(raw, needle) {
+			continue
+		}
+		if ch, ok := rawChannel(raw); ok && !vis.Channel(ch) {
+			continue // another client's message: not decoded
+		}
 		ev, err := tx.Event(string(k))
 		if tx.skip(err, &res.Unreadable) {
-			res.Scanned++
 			continue
 		}
 		if err != nil {
-			return res, err
+			return oldest, err
 		}
-		res.Scanned++
-		res.Oldest = ev.ReceivedAt
 		lead := LeadKey(ev.Channel, ev.ConversationID)
 		if seen[lead] || !vis.Key(ev.Key) || !containsFold(ev.Text, needle) {
 			continue
@@ -163,37 +221,35 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 			continue
 		}
 		if err != nil {
-			return res, fmt.Errorf("lead of %s: %w", ev.Key, err)
+			return oldest, fmt.Errorf("lead of %s: %w", ev.Key, err)
 		}
 		last, err := tx.EventByKey(h.LastEventKey)
 		if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &res.Unreadable) {
-			return res, err
+			return oldest, err
 		}
 		if !add(LeadHit{Lead: h, Last: last, By: "text", Snippet: ev.Text}) {
 			break
 		}
 	}
-	return res, nil
+	return oldest, nil
 }
 
-// eachTermLead calls fn with each lead that has a term starting with term
-// (exact: equal to it), each once, reading at most budget entries, until
-// fn returns false.
-func eachTermLead(tx *Tx, term string, exact bool, budget int, skipped *[]Unreadable, fn func(Handoff) bool) error {
+// eachTermLead calls fn with each lead vis sees that has a term starting
+// with term, each once, reading at most budget entries, until fn returns
+// false. The entry's key ends with the lead key, which names its channel,
+// so a lead vis does not see is never decoded.
+func eachTermLead(tx *Tx, vis Visible, term string, budget int, skipped *[]Unreadable, fn func(Handoff) bool) error {
 	if term == "" {
 		return nil
 	}
 	prefix := []byte(term)
-	if exact {
-		prefix = append(prefix, 0)
-	}
 	done := map[string]bool{}
 	c := tx.bucket(bucketHandoffsByTerm).Cursor()
 	n := 0
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < budget; k, _ = c.Next() {
 		n++
 		lead := string(k[bytes.IndexByte(k, 0)+1:])
-		if done[lead] {
+		if done[lead] || !vis.Key(lead) {
 			continue
 		}
 		done[lead] = true
@@ -302,6 +358,117 @@ func normTerm(s string) string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// rawChannel reads an event's channel from its stored bytes without
+// decoding them: the first `"channel":"` of the record is its channel
+// field (json.Marshal writes the fields in order, the channel before any
+// nested value, and inside a string every quote is escaped, so the
+// pattern cannot start within one). ok is false when it is not found
+// near the start, or the value holds an escape: then decode.
+func rawChannel(raw []byte) (channel string, ok bool) {
+	const field = `"channel":"`
+	head := raw[:min(len(raw), 512)]
+	i := bytes.Index(head, []byte(field))
+	if i < 0 {
+		return "", false
+	}
+	rest := head[i+len(field):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+		return "", false
+	}
+	return string(rest[:j]), true
+}
+
+// quickNeedle reports whether a text holding needle (lower case) always
+// holds it, case aside, as the very bytes of the event's stored form: a
+// needle of printable ASCII that JSON never escapes. A stored string
+// writes such bytes as they are (its escapes are of other characters),
+// whether it is the record's text or a place in the body (text_at).
+func quickNeedle(needle string) bool {
+	if needle == "" {
+		return false
+	}
+	for i := 0; i < len(needle); i++ {
+		if b := needle[i]; b < 0x20 || b >= 0x7f || strings.IndexByte(`"\/<>&`, b) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// textMayHold reports whether raw, an event's stored bytes, may hold
+// needle (a quickNeedle) in its text once lower-cased: false only when no
+// ASCII-case-insensitive match is there and nothing could turn into one —
+// no \u escape (which could write an ASCII letter), no KELVIN SIGN or
+// LATIN CAPITAL I WITH DOT ABOVE (the two runes whose lower case is
+// ASCII).
+func textMayHold(raw []byte, needle string) bool {
+	if bytes.Contains(raw, []byte(`\u`)) || bytes.Contains(raw, []byte("\u212a")) || bytes.Contains(raw, []byte("\u0130")) {
+		return true
+	}
+	return indexFoldASCII(raw, needle)
+}
+
+// indexFoldASCII reports whether s holds needle (ASCII, lower case),
+// ASCII case aside. It jumps between the places of needle's first byte in
+// either case, each found once with bytes.IndexByte.
+func indexFoldASCII(s []byte, needle string) bool {
+	lo := needle[0]
+	up := lo
+	if 'a' <= lo && lo <= 'z' {
+		up = lo - 'a' + 'A'
+	}
+	end := len(s) - len(needle) + 1 // a match starts before it
+	if end <= 0 {
+		return false
+	}
+	// next finds c at or after i, -1 when none.
+	next := func(c byte, i int) int {
+		if j := bytes.IndexByte(s[i:end], c); j >= 0 {
+			return i + j
+		}
+		return -1
+	}
+	nl, nu := next(lo, 0), -1
+	if up != lo {
+		nu = next(up, 0)
+	}
+	for nl >= 0 || nu >= 0 {
+		at := nl
+		if at < 0 || (nu >= 0 && nu < at) {
+			at = nu
+		}
+		if equalFoldASCII(s[at:at+len(needle)], needle) {
+			return true
+		}
+		switch {
+		case at == nl:
+			if nl = -1; at+1 < end {
+				nl = next(lo, at+1)
+			}
+		default:
+			if nu = -1; at+1 < end {
+				nu = next(up, at+1)
+			}
+		}
+	}
+	return false
+}
+
+// equalFoldASCII reports whether a equals needle (lower case), ASCII case aside.
+func equalFoldASCII(a []byte, needle string) bool {
+	for i := range len(needle) {
+		b := a[i]
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if b != needle[i] {
+			return false
+		}
+	}
+	return true
+}
 
 // containsFold reports whether text holds needle (lower case already),
 // ignoring case.

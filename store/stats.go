@@ -1,6 +1,15 @@
 package store
 
-import ()
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+)
 
 // Stats counts the records of each kind.
 type Stats struct {
@@ -25,4 +34,390 @@ func (s *Store) Stats() (Stats, error) {
 		return nil
 	})
 	return st, err
+}
+
+// The overview's drafting figures are kept, like the queue's counts, in
+// meta and moved by every write of a draft (PutDraft, DeleteDraft) in that
+// write's own transaction, so the overview reads a few keys a day however
+// many drafts there are (schema 11 on; migration 10 fills them, and Check
+// proves them against a scan of the drafts):
+//
+//	"stats:drafts:" day(YYYY-MM-DD) 0x00 channel 0x00 prompt version 0x00 currency
+//	  → drafts, waiting, unchanged, edited, rejected (8 bytes each), cost (8 bytes, in billionths)
+//
+// The day is the draft's creation day in UTC. A draft a person wrote
+// (drafter "person") costs nothing and tunes no prompt: it is not counted.
+// The channel is part of the key, so a person limited to some clients sums
+// exactly the keys of their channels. The cost is kept in integer
+// billionths of its currency so that moves in and out add up exactly.
+var draftStatsPrefix = []byte("stats:drafts:")
+
+// DraftFigure is the drafts of one day, channel, prompt version and
+// currency, and how people decided them.
+type DraftFigure struct {
+	Day           string // YYYY-MM-DD, UTC
+	Channel       string
+	PromptVersion string
+	Currency      string
+	Drafts        int // every draft, superseded ones included
+	Waiting       int // pending approval
+	Unchanged     int // approved as drafted
+	Edited        int // approved after an edit
+	Rejected      int
+	Cost          float64
+}
+
+// draftTally is what a figure's value holds; cost in billionths.
+type draftTally [6]int64
+
+const (
+	tallyDrafts = iota
+	tallyWaiting
+	tallyUnchanged
+	tallyEdited
+	tallyRejected
+	tallyCost
+)
+
+// costUnits is a cost in the billionths the figures keep.
+func costUnits(c float64) int64 { return int64(math.Round(c * 1e9)) }
+
+// draftFigureFields is the part of a draft the figures read: the migration
+// and Check decode only these.
+type draftFigureFields struct {
+	Channel       string      `json:"channel"`
+	Status        DraftStatus `json:"status"`
+	Drafter       string      `json:"drafter"`
+	PromptVersion string      `json:"prompt_version"`
+	CreatedAt     time.Time   `json:"created_at"`
+	Cost          float64     `json:"cost"`
+	Currency      string      `json:"currency"`
+	Decision      *struct {
+		Edited bool `json:"edited"`
+	} `json:"decision"`
+}
+
+func figureFieldsOf(d *Draft) draftFigureFields {
+	f := draftFigureFields{
+		Channel: d.Channel, Status: d.Status, Drafter: d.Drafter, PromptVersion: d.PromptVersion,
+		CreatedAt: d.CreatedAt, Cost: d.Cost, Currency: d.Currency,
+	}
+	if d.Decision != nil {
+		f.Decision = &struct {
+			Edited bool `json:"edited"`
+		}{d.Decision.Edited}
+	}
+	return f
+}
+
+// tally is the draft's share of the figures: its key, and what it adds;
+// nil key for a draft the figures leave out.
+func (f draftFigureFields) tally() ([]byte, draftTally) {
+	var t draftTally
+	if f.Drafter == "person" {
+		return nil, t
+	}
+	t[tallyDrafts] = 1
+	switch {
+	case f.Status == DraftApproved && f.Decision != nil && f.Decision.Edited:
+		t[tallyEdited] = 1
+	case f.Status == DraftApproved:
+		t[tallyUnchanged] = 1
+	case f.Status == DraftRejected:
+		t[tallyRejected] = 1
+	case f.Status == DraftPending:
+		t[tallyWaiting] = 1
+	}
+	t[tallyCost] = costUnits(f.Cost)
+	return draftStatsKey(f.CreatedAt.UTC().Format(time.DateOnly), f.Channel, f.PromptVersion, f.Currency), t
+}
+
+func draftStatsKey(day, channel, version, currency string) []byte {
+	k := append(bytes.Clone(draftStatsPrefix), day...)
+	k = append(append(k, 0), channel...)
+	k = append(append(k, 0), version...)
+	return append(append(k, 0), currency...)
+}
+
+// parseDraftStatsKey splits a figure's key: the day is fixed-width, the
+// channel ends at the first 0x00 (channel names hold none), the currency
+// starts after the last; the prompt version is what is between.
+func parseDraftStatsKey(k []byte) (DraftFigure, bool) {
+	rest, ok := bytes.CutPrefix(k, draftStatsPrefix)
+	if !ok || len(rest) < len(time.DateOnly)+1 || rest[len(time.DateOnly)] != 0 {
+		return DraftFigure{}, false
+	}
+	f := DraftFigure{Day: string(rest[:len(time.DateOnly)])}
+	rest = rest[len(time.DateOnly)+1:]
+	i, j := bytes.IndexByte(rest, 0), bytes.LastIndexByte(rest, 0)
+	if i < 0 || j == i {
+		return DraftFigure{}, false
+	}
+	f.Channel, f.PromptVersion, f.Currency = string(rest[:i]), string(rest[i+1:j]), string(rest[j+1:])
+	return f, true
+}
+
+func readTally(v []byte) (draftTally, bool) {
+	var t draftTally
+	if len(v) != 8*len(t) {
+		return t, false
+	}
+	for i := range t {
+		t[i] = int64(binary.BigEndian.Uint64(v[8*i:]))
+	}
+	return t, true
+}
+
+func (t draftTally) bytes() []byte {
+	out := make([]byte, 8*len(t))
+	for i, n := range t {
+		binary.BigEndian.PutUint64(out[8*i:], uint64(n))
+	}
+	return out
+}
+
+// addTally adds sign×t to the figure at key, deleting it once it counts no
+// draft. A figure that would go below zero (it drifted: Check says so)
+// stops at zero rather than fail the decision being written.
+func addTally(tx *Tx, key []byte, t draftTally, sign int64) error {
+	meta := tx.bucket(bucketMeta)
+	cur, _ := readTally(meta.Get(key))
+	for i := range cur {
+		cur[i] = max(0, cur[i]+sign*t[i])
+	}
+	if cur[tallyDrafts] == 0 {
+		return meta.Delete(key)
+	}
+	return meta.Put(key, cur.bytes())
+}
+
+// moveDraftFigures moves the figures from old, the draft as read in this
+// transaction (nil: none), to d (nil: deleted). PutDraft and DeleteDraft
+// call it.
+func moveDraftFigures(tx *Tx, old, d *Draft) error {
+	var ko, kn []byte
+	var to, tn draftTally
+	if old != nil {
+		ko, to = figureFieldsOf(old).tally()
+	}
+	if d != nil {
+		kn, tn = figureFieldsOf(d).tally()
+	}
+	if bytes.Equal(ko, kn) && to == tn {
+		return nil
+	}
+	if ko != nil {
+		if err := addTally(tx, ko, to, -1); err != nil {
+			return err
+		}
+	}
+	if kn != nil {
+		return addTally(tx, kn, tn, 1)
+	}
+	return nil
+}
+
+// DraftFigures returns the figures of the drafts created on since's UTC
+// day or later in the channels v sees, by day, channel, prompt version and
+// currency, in key order: a read of the few keys those days have.
+func (s *Store) DraftFigures(v Visible, since time.Time) ([]DraftFigure, error) {
+	var out []DraftFigure
+	err := s.view(func(tx *Tx) error {
+		out = nil
+		seek := append(bytes.Clone(draftStatsPrefix), since.UTC().Format(time.DateOnly)...)
+		c := tx.bucket(bucketMeta).Cursor()
+		for k, val := c.Seek(seek); k != nil && bytes.HasPrefix(k, draftStatsPrefix); k, val = c.Next() {
+			f, ok := parseDraftStatsKey(k)
+			t, ok2 := readTally(val)
+			if !ok || !ok2 || !v.Channel(f.Channel) {
+				continue // Check names a key that does not read
+			}
+			f.Drafts, f.Waiting, f.Unchanged = int(t[tallyDrafts]), int(t[tallyWaiting]), int(t[tallyUnchanged])
+			f.Edited, f.Rejected, f.Cost = int(t[tallyEdited]), int(t[tallyRejected]), float64(t[tallyCost])/1e9
+			out = append(out, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: draft figures: %w", err)
+	}
+	return out, nil
+}
+
+// recountDraftFigures sums the figures from the drafts themselves, decoding
+// only the fields they read; an unreadable draft is left out (the drafts
+// table's check names it).
+func recountDraftFigures(tx *Tx) map[string]draftTally {
+	out := map[string]draftTally{}
+	_ = tx.bucket(bucketDrafts).ForEach(func(_, raw []byte) error {
+		var f draftFigureFields
+		if json.Unmarshal(raw, &f) != nil {
+			return nil
+		}
+		k, t := f.tally()
+		if k == nil {
+			return nil
+		}
+		sum := out[string(k)]
+		for i := range sum {
+			sum[i] += t[i]
+		}
+		out[string(k)] = sum
+		return nil
+	})
+	return out
+}
+
+// storedDraftFigures reads every figure in meta by key; bad is each key
+// under the prefix that does not read as one.
+func storedDraftFigures(tx *Tx) (good map[string]draftTally, bad [][]byte) {
+	good = map[string]draftTally{}
+	c := tx.bucket(bucketMeta).Cursor()
+	for k, v := c.Seek(draftStatsPrefix); k != nil && bytes.HasPrefix(k, draftStatsPrefix); k, v = c.Next() {
+		_, ok := parseDraftStatsKey(k)
+		t, ok2 := readTally(v)
+		if !ok || !ok2 {
+			bad = append(bad, bytes.Clone(k))
+			continue
+		}
+		good[string(k)] = t
+	}
+	return good, bad
+}
+
+// migrateDraftFigures is migration 10: it writes the drafting figures,
+// the per-channel draft counts and the open outbox rows' counts from the
+// records there are.
+func migrateDraftFigures(tx *Tx) error {
+	for _, prefix := range [][]byte{draftStatsPrefix, channelDraftCountPrefix} {
+		if err := deletePrefix(tx, prefix); err != nil {
+			return err
+		}
+	}
+	meta := tx.bucket(bucketMeta)
+	for k, t := range recountDraftFigures(tx) {
+		if err := meta.Put([]byte(k), t.bytes()); err != nil {
+			return err
+		}
+	}
+	for k, n := range recountChannelDrafts(tx) {
+		if err := putCount(tx, channelDraftCountKey(k[0], DraftStatus(k[1])), n); err != nil {
+			return err
+		}
+	}
+	return fillOutboxCounts(tx) // outboxcounts.go
+}
+
+// checkDraftFigures proves the drafting figures and the per-channel draft
+// counts in meta against a scan of the drafts (schema 11 on).
+func checkDraftFigures(tx *Tx, kept bool) []error {
+	if !kept {
+		return nil
+	}
+	var problems []error
+	stored, bad := storedDraftFigures(tx)
+	for _, k := range bad {
+		problems = append(problems, fmt.Errorf("check: meta key %q is not a drafting figure", k))
+	}
+	actual := recountDraftFigures(tx)
+	keys := slices.Sorted(maps.Keys(stored))
+	for k := range actual {
+		if _, ok := stored[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if got, want := stored[k], actual[k]; got != want {
+			f, _ := parseDraftStatsKey([]byte(k))
+			problems = append(problems, fmt.Errorf("check: the drafting figure of %s, channel %s, prompt %s, currency %q says %v (drafts, waiting, unchanged, edited, rejected, cost in billionths), the drafts hold %v",
+				f.Day, f.Channel, f.PromptVersion, f.Currency, got, want))
+		}
+	}
+	return append(problems, checkChannelDraftCounts(tx)...)
+}
+
+// channelDraftCountPrefix starts the count of drafts of one channel in one
+// status, moved with the all-channel counts (count:drafts:<status>), so a
+// person limited to some clients reads their waiting drafts from a few
+// keys too: "count:channel_drafts:" channel 0x00 status → 8-byte count.
+var channelDraftCountPrefix = []byte("count:channel_drafts:")
+
+func channelDraftCountKey(channel string, s DraftStatus) []byte {
+	return append(append(append(bytes.Clone(channelDraftCountPrefix), channel...), 0), s...)
+}
+
+// visibleDraftCount is how many drafts in status the channels v sees hold,
+// from the per-channel counts: every channel's when v sees them all.
+func visibleDraftCount(tx *Tx, v Visible, status DraftStatus) int {
+	if v.all {
+		return count(tx, draftCountKey(status))
+	}
+	n := 0
+	for ch := range v.channels {
+		n += count(tx, channelDraftCountKey(ch, status))
+	}
+	return n
+}
+
+// recountChannelDrafts counts the drafts of each channel in each status
+// from the records, decoding those two fields alone.
+func recountChannelDrafts(tx *Tx) map[[2]string]int {
+	out := map[[2]string]int{}
+	_ = tx.bucket(bucketDrafts).ForEach(func(_, raw []byte) error {
+		var d struct {
+			Channel string      `json:"channel"`
+			Status  DraftStatus `json:"status"`
+		}
+		if json.Unmarshal(raw, &d) == nil {
+			out[[2]string{d.Channel, string(d.Status)}]++
+		}
+		return nil
+	})
+	return out
+}
+
+// checkChannelDraftCounts proves the per-channel draft counts.
+func checkChannelDraftCounts(tx *Tx) []error {
+	var problems []error
+	stored := map[[2]string]int{}
+	c := tx.bucket(bucketMeta).Cursor()
+	for k, v := c.Seek(channelDraftCountPrefix); k != nil && bytes.HasPrefix(k, channelDraftCountPrefix); k, v = c.Next() {
+		ch, st, ok := bytes.Cut(k[len(channelDraftCountPrefix):], []byte{0})
+		if !ok || len(v) != 8 {
+			problems = append(problems, fmt.Errorf("check: meta key %q is not a channel's draft count", k))
+			continue
+		}
+		stored[[2]string{string(ch), string(st)}] = int(binary.BigEndian.Uint64(v))
+	}
+	actual := recountChannelDrafts(tx)
+	keys := slices.Collect(maps.Keys(stored))
+	for k := range actual {
+		if _, ok := stored[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return cmpPair(a, b) })
+	for _, k := range keys {
+		if got, want := stored[k], actual[k]; got != want {
+			problems = append(problems, fmt.Errorf("check: the count of channel %s's %s drafts says %d, the drafts bucket holds %d", k[0], k[1], got, want))
+		}
+	}
+	return problems
+}
+
+func cmpPair(a, b [2]string) int {
+	if a[0] != b[0] {
+		if a[0] < b[0] {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a[1] < b[1]:
+		return -1
+	case a[1] > b[1]:
+		return 1
+	}
+	return 0
 }

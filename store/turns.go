@@ -343,8 +343,11 @@ type Drafting struct {
 	Partial bool
 }
 
+// draftingScan bounds the draft jobs one overview reads, of each list
+// (each costs its job, event, lead and draft): a backlog past it shows as
+// "at least" (Partial).
 const (
-	draftingScan = 2000
+	draftingScan = 300
 	failedShown  = 5
 )
 
@@ -416,17 +419,20 @@ func (s *Store) DraftingFor(v Visible) (Drafting, error) {
 		prefix := append([]byte(KindDraft), 0)
 		c := tx.bucket(bucketJobsUnique).Cursor()
 		n := 0
-		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		for k, val := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, val = c.Next() {
+			if !v.Key(string(k[len(prefix):])) {
+				continue // another client's: its key (the event's) says so, undecoded
+			}
 			if n++; n > draftingScan {
 				out.Partial = true
 				break
 			}
-			j, err := tx.Job(string(v))
+			j, err := tx.Job(string(val))
 			if tx.skip(err, nil) {
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("unique index points at job %s: %w", v, err)
+				return fmt.Errorf("unique index points at job %s: %w", val, err)
 			}
 			if err := see(j); err != nil {
 				return err

@@ -13,8 +13,6 @@ type DraftStats struct {
 	Prompts []PromptRow
 	// Paused are the clients whose daily budget is spent.
 	Paused []Notice
-	// Partial says the walk stopped at its bound: the figures are a lower bound.
-	Partial bool
 }
 
 // CostRow is the drafts of one day, client, channel and prompt version.

@@ -152,6 +152,14 @@ func orDash(s string) string {
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
+// atLeast is n, with a "+" when it is a floor (a count that stopped at its bound).
+func atLeast(n int, more bool) string {
+	if more {
+		return itoa(n) + "+"
+	}
+	return itoa(n)
+}
+
 // statusTitle heads an error page.
 func statusTitle(status int) string {
 	switch status {

@@ -5,64 +5,52 @@ import (
 	"sort"
 	"time"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
 
-// statsDays and statsScan bound the overview's drafting figures: a week of
-// drafts, at most this many read.
-const (
-	statsDays = 7
-	statsScan = 20000
-)
+// statsDays is how many days (UTC) the overview's drafting figures cover.
+const statsDays = 7
 
 // draftStats sums the drafts the person may see of the last statsDays
 // days (UTC): cost by day, client, channel and prompt version, decisions
-// by prompt version, and the clients whose budget for today is spent.
+// by prompt version, and the clients whose budget for today is spent. It
+// reads the figures the draft writes keep (store.DraftFigures: a few keys
+// a day), never the drafts.
 func (s *Server) draftStats(v store.Visible, now time.Time) (views.DraftStats, error) {
 	today := now.UTC().Truncate(24 * time.Hour)
-	costs, more, err := s.st.DraftCosts(today.AddDate(0, 0, -(statsDays-1)), statsScan)
+	figures, err := s.st.DraftFigures(store.Everything(), today.AddDate(0, 0, -(statsDays-1)))
 	if err != nil {
 		return views.DraftStats{}, err
 	}
-	out := views.DraftStats{Days: statsDays, Partial: more}
-	type costKey struct{ day, channel, version, currency string }
-	byCost := map[costKey]*views.CostRow{}
+	out := views.DraftStats{Days: statsDays}
 	byPrompt := map[string]*views.PromptRow{}
-	for _, d := range costs {
-		if !v.Channel(d.Channel) || d.Drafter == "person" {
+	spentToday := map[string]float64{} // by channel
+	for _, f := range figures {
+		if f.Day == today.Format(time.DateOnly) {
+			spentToday[f.Channel] += f.Cost
+		}
+		if !v.Channel(f.Channel) {
 			continue
 		}
-		k := costKey{d.CreatedAt.UTC().Format(time.DateOnly), d.Channel, d.PromptVersion, d.Currency}
-		r := byCost[k]
-		if r == nil {
-			r = &views.CostRow{Day: k.day, Client: s.cfg.ClientOf(d.Channel), Channel: d.Channel, PromptVersion: d.PromptVersion, Currency: d.Currency}
-			byCost[k] = r
-		}
-		r.Drafts++
-		r.Cost += d.Cost
-		p := byPrompt[d.PromptVersion]
+		out.Costs = append(out.Costs, views.CostRow{
+			Day: f.Day, Client: s.cfg.ClientOf(f.Channel), Channel: f.Channel, PromptVersion: f.PromptVersion,
+			Currency: f.Currency, Drafts: f.Drafts, Cost: f.Cost,
+		})
+		p := byPrompt[f.PromptVersion]
 		if p == nil {
-			p = &views.PromptRow{PromptVersion: d.PromptVersion}
-			byPrompt[d.PromptVersion] = p
+			p = &views.PromptRow{PromptVersion: f.PromptVersion}
+			byPrompt[f.PromptVersion] = p
 		}
-		p.Drafts++
-		switch {
-		case d.Status == store.DraftApproved && d.Edited:
-			p.Edited++
-		case d.Status == store.DraftApproved:
-			p.Unchanged++
-		case d.Status == store.DraftRejected:
-			p.Rejected++
-		case d.Status == store.DraftPending:
-			p.Waiting++
-		}
+		p.Drafts += f.Drafts
+		p.Edited += f.Edited
+		p.Unchanged += f.Unchanged
+		p.Rejected += f.Rejected
+		p.Waiting += f.Waiting
 	}
-	for _, r := range byCost {
-		out.Costs = append(out.Costs, *r)
-	}
-	sort.Slice(out.Costs, func(i, j int) bool {
+	// One row per day, channel and prompt version: the currencies of a
+	// day's drafts stay apart, as the store keeps them.
+	sort.SliceStable(out.Costs, func(i, j int) bool {
 		a, b := out.Costs[i], out.Costs[j]
 		if a.Day != b.Day {
 			return a.Day > b.Day
@@ -82,9 +70,9 @@ func (s *Server) draftStats(v store.Visible, now time.Time) (views.DraftStats, e
 		if limit <= 0 || len(chans) == 0 || !v.Channel(chans[0]) {
 			continue
 		}
-		spent, err := jobs.SpentSince(s.st, today, chans)
-		if err != nil {
-			return views.DraftStats{}, err
+		spent := 0.0
+		for _, ch := range chans {
+			spent += spentToday[ch]
 		}
 		if spent >= limit {
 			out.Paused = append(out.Paused, views.Notice{Tone: "error", Text: fmt.Sprintf(

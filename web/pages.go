@@ -134,7 +134,7 @@ func (s *Server) overviewPage(c *echo.Context) error {
 	after := jobs.StuckAfter(s.cfg)
 	for _, st := range leads.Statuses {
 		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})
-		hs, err := s.handoffs(s.only(c), handoffQuery{Status: st, Stuck: true}, l.Now, 5)
+		hs, err := s.st.StuckLeadsFor(s.visible(c), st, l.Now.Add(-after[st]), 5)
 		if err != nil {
 			return err
 		}
