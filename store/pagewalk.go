@@ -310,6 +310,7 @@ func (s *Store) checkPages(ctx context.Context) error {
 				return err
 			}
 			found = true
+			defer dropCache(f) // readahead_linux.go
 			return newWalker(f, m, 0, true).walkMeta(ctx, m)
 		})
 		var dmg errDamage
