@@ -61,15 +61,15 @@ const (
 )
 
 type growConfig struct {
-	sizes            []int
-	n, n1, c, size   int
-	rounds, warmup   int
-	data, bin, repo  string
-	dir              string
-	conns            []int
-	keep             bool
-	timeout          time.Duration
-	fillWorkersLimit int
+	sizes           []int
+	n, n1, c, size  int
+	rounds, warmup  int
+	data, bin, repo string
+	dir             string
+	conns           []int
+	keep            bool
+	duringCheck     bool // send the burst while the background page walk runs
+	timeout         time.Duration
 }
 
 func parseGrowFlags(args []string) (growConfig, error) {
@@ -88,6 +88,7 @@ func parseGrowFlags(args []string) (growConfig, error) {
 	fs.StringVar(&cfg.repo, "repo", "", "repository root to build from (default: walk up from the working directory to go.mod)")
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories, where each round copies its file (default: $TMPDIR; use a disk, not tmpfs)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory")
+	fs.BoolVar(&cfg.duringCheck, "during-check", false, "send each burst at once, while a big file's background page walk still runs (as a client that starts sending at start-up does), instead of after it")
 	fs.DurationVar(&cfg.timeout, "timeout", 3*time.Hour, "upper bound for the whole run, fills included")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench grow [flags]\n\n")
@@ -285,7 +286,7 @@ func growMeasure(ctx context.Context, cfg growConfig, tpl bodyTemplate, bin, src
 	if err := ch.Ready(ctx, startupTimeout); err != nil {
 		return r, fmt.Errorf("%w%s", err, ch.logTail())
 	}
-	if fi, err := os.Stat(db); err == nil && fi.Size() > 64<<20 {
+	if fi, err := os.Stat(db); err == nil && fi.Size() > 64<<20 && !cfg.duringCheck {
 		// A file above the store's full-check limit (64 MiB) has its
 		// pages walked in the background once the server is ready (app:
 		// checkPagesInBackground): a start's cost, measured by footprint,
