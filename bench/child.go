@@ -34,7 +34,9 @@ type child struct {
 // times). Like the drill, the child gets none of the HANDOFF_ variables of
 // the caller's shell (see proc.Environ): a HANDOFF_ADDR must not move the
 // target off 127.0.0.1, nor a HANDOFF_FAULT change what is measured.
-func startChild(ctx context.Context, name string, argv []string, dir string) (*child, error) {
+// env (NAME=value) is added, as HANDOFF_API_TOKEN for a mode that scrapes
+// /metrics.
+func startChild(ctx context.Context, name string, argv []string, dir string, env ...string) (*child, error) {
 	logPath := filepath.Join(dir, name+".log")
 	log, err := os.Create(logPath)
 	if err != nil {
@@ -42,7 +44,7 @@ func startChild(ctx context.Context, name string, argv []string, dir string) (*c
 	}
 	// The working directory is the child's own, so no stray config file in the
 	// caller's directory is picked up.
-	p, err := proc.Launch(ctx, proc.Cmd{Path: argv[0], Args: argv[1:], Dir: dir, Log: log, Within: startupTimeout})
+	p, err := proc.Launch(ctx, proc.Cmd{Path: argv[0], Args: argv[1:], Dir: dir, Log: log, Env: env, Within: startupTimeout})
 	if p == nil {
 		log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -65,7 +65,7 @@ func serveFloor(ctx context.Context, addrFile, dataDir string, logw io.Writer) e
 	db, err := bolt.Open(filepath.Join(dataDir, floorFile), 0o600, &bolt.Options{
 		Timeout:         time.Second,
 		InitialMmapSize: 1 << 30,
-		NoFreelistSync:  true,
+		NoFreelistSync:  false, // as store.Open: the freelist written on every commit
 		FreelistType:    bolt.FreelistMapType,
 	})
 	if err != nil {

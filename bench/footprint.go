@@ -43,6 +43,11 @@ const (
 	benchPassword = "bench-password-not-secret"
 
 	fillFile = "fill.json"
+
+	// footprintToken is the fill's HANDOFF_API_TOKEN (an admin token, the
+	// way serve takes one from its environment), so the settle loop can
+	// read /metrics on the main listener; only 127.0.0.1 ever sees it.
+	footprintToken = "bench-footprint-token-not-a-secret-0123456"
 )
 
 // footprintConfig is the footprint mode's command line.
@@ -219,7 +224,8 @@ func fill(ctx context.Context, cfg footprintConfig, bin, work string, out io.Wri
 	if err := os.WriteFile(cfgPath, []byte(footprintConfigFile(cfg.workers)), 0o644); err != nil {
 		return rec, err
 	}
-	ch, err := startChild(ctx, "fill", []string{bin, "serve", "--config", cfgPath, "--data", dataDir, "--addr", "127.0.0.1:0"}, work)
+	ch, err := startChild(ctx, "fill", []string{bin, "serve", "--config", cfgPath, "--data", dataDir, "--addr", "127.0.0.1:0"}, work,
+		"HANDOFF_API_TOKEN="+footprintToken)
 	if err != nil {
 		return rec, err
 	}
@@ -264,7 +270,7 @@ func fill(ctx context.Context, cfg footprintConfig, bin, work string, out io.Wri
 	// ingest the whole fill is queued, so a scrape can take seconds.
 	slow := func(took time.Duration) time.Duration { return max(5*time.Second, 10*took) }
 	err = poll(ctx, "every job of the fill to finish", cfg.timeout, slow, func() (bool, error) {
-		m, _, err := scrape(ctx, client, base+"/metrics")
+		m, _, err := scrape(ctx, client, base+"/metrics", footprintToken)
 		if err != nil {
 			return false, err
 		}

@@ -4,6 +4,7 @@
 //	go run ./bench [flags]
 //	go run ./bench sustained [flags]   # a fixed arrival rate: does drafting keep up?
 //	go run ./bench footprint [flags]   # RSS, start-up and page latency on a big file
+//	go run ./bench grow [flags]        # ingest on a fresh file vs files of 50k, 200k, 1M events
 //
 // See README.md for how to read the output.
 package main
@@ -62,12 +63,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		switch strings.TrimLeft(args[0], "-") {
 		case bareServeFlag, floorServeFlag:
 			return serveBaseline(ctx, args)
+		case growFillFlag: // grow.go
+			return growFillChild(ctx, args)
 		}
 		switch args[0] {
 		case "sustained": // sustained.go
 			return sustained(ctx, args[1:], stdout)
 		case "footprint": // footprint.go
 			return footprint(ctx, args[1:], stdout)
+		case "grow": // grow.go
+			return grow(ctx, args[1:], stdout)
 		case "bodies": // bodies.go
 			return bodies(ctx, args[1:], stdout)
 		case "flood": // flood.go

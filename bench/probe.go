@@ -145,12 +145,17 @@ func (m metrics) has(name string) bool {
 	return false
 }
 
-// scrape fetches and parses url (a /metrics page) and says how long it took.
-func scrape(ctx context.Context, client *http.Client, url string) (metrics, time.Duration, error) {
+// scrape fetches and parses url (a /metrics page) and says how long it
+// took. token, when not empty, is sent as the bearer token: the main
+// listener's /metrics needs one (a metrics_addr listener does not).
+func scrape(ctx context.Context, client *http.Client, url, token string) (metrics, time.Duration, error) {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -348,7 +348,7 @@ func runSustained(ctx context.Context, cfg sustainedConfig, bin string, tpl body
 
 	r := &sustainedRun{rate: rate, workers: workers, quiet: cfg.quiet, n: int(int64(rate) * int64(cfg.duration) / int64(time.Second))}
 	read := func(at time.Duration) (point, error) {
-		m, took, err := scrape(ctx, probe, "http://"+metricsAddr+"/metrics")
+		m, took, err := scrape(ctx, probe, "http://"+metricsAddr+"/metrics", "")
 		if err != nil {
 			return point{}, fmt.Errorf("reading /metrics: %w%s", err, ch.logTail())
 		}

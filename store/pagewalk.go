@@ -44,7 +44,6 @@ type walker struct {
 	levels int    // levels of each bucket tree to read; 0: all
 	seen   []uint64
 	free   []uint64
-	head   []byte
 	bufs   [][]byte // one per depth, reused: a page's keys bound its children's
 }
 
@@ -58,7 +57,7 @@ func damage(format string, a ...any) error { return errDamage{fmt.Sprintf(format
 // newWalker prepares a walk of the file r as of meta m. With whole set it
 // also keeps one bit per page, to find pages reached twice or reached and free.
 func newWalker(r io.ReaderAt, m meta, levels int, whole bool) *walker {
-	w := &walker{r: r, ps: int64(m.pageSize), pgid: m.pgid, levels: levels, head: make([]byte, pageHeaderSize)}
+	w := &walker{r: r, ps: int64(m.pageSize), pgid: m.pgid, levels: levels}
 	if whole {
 		w.seen = make([]uint64, (m.pgid+63)/64)
 		w.free = make([]uint64, (m.pgid+63)/64)
@@ -75,7 +74,15 @@ func (w *walker) page(id uint64, depth int) ([]byte, uint16, error) {
 	if id < 2 || id >= w.pgid {
 		return nil, 0, damage("a page points to page %d, outside the file's %d pages", id, w.pgid)
 	}
-	head := w.head
+	// One read for the page itself (its header first), a second only for
+	// the overflow pages it names: a walk of a big file is mostly reads.
+	for len(w.bufs) <= depth {
+		w.bufs = append(w.bufs, nil)
+	}
+	if int64(cap(w.bufs[depth])) < w.ps {
+		w.bufs[depth] = make([]byte, w.ps)
+	}
+	head := w.bufs[depth][:w.ps]
 	if _, err := w.r.ReadAt(head, int64(id)*w.ps); err != nil {
 		return nil, 0, damage("page %d cannot be read: %v", id, err)
 	}
@@ -87,16 +94,18 @@ func (w *walker) page(id uint64, depth int) ([]byte, uint16, error) {
 	if id+overflow >= w.pgid {
 		return nil, 0, damage("page %d is damaged: its %d overflow pages run past the file's %d pages", id, overflow, w.pgid)
 	}
-	for len(w.bufs) <= depth {
-		w.bufs = append(w.bufs, nil)
-	}
 	n := (1 + int64(overflow)) * w.ps
-	if int64(cap(w.bufs[depth])) < n {
-		w.bufs[depth] = make([]byte, n)
-	}
-	buf := w.bufs[depth][:n]
-	if _, err := w.r.ReadAt(buf, int64(id)*w.ps); err != nil {
-		return nil, 0, damage("page %d cannot be read: %v", id, err)
+	buf := head
+	if overflow > 0 {
+		if int64(cap(w.bufs[depth])) < n {
+			grown := make([]byte, n)
+			copy(grown, head)
+			w.bufs[depth] = grown
+		}
+		buf = w.bufs[depth][:n]
+		if _, err := w.r.ReadAt(buf[w.ps:], int64(id+1)*w.ps); err != nil {
+			return nil, 0, damage("page %d cannot be read: %v", id, err)
+		}
 	}
 	if w.seen != nil {
 		for i := id; i <= id+overflow; i++ {
@@ -310,6 +319,7 @@ func (s *Store) checkPages(ctx context.Context) error {
 				return err
 			}
 			found = true
+			defer dropCache(f) // readahead_linux.go
 			return newWalker(f, m, 0, true).walkMeta(ctx, m)
 		})
 		var dmg errDamage
