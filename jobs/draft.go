@@ -14,6 +14,8 @@ import (
 	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // KindDraft is the job that turns an event into a stored draft.
@@ -56,6 +58,17 @@ type DraftJob struct {
 	DrafterName string
 	// ObserveCost, when set, is told of every stored draft's cost (metrics).
 	ObserveCost func(channel, promptVersion, currency string, cost float64)
+	// Bodies, when set, bounds the bytes of the events being drafted at
+	// once (limits.bodies_in_flight; apart from the webhooks' own budget):
+	// each run reserves its event's stored size before it reads it, so
+	// draft_workers jobs over large messages do not hold them all at once.
+	// A run that finds no room within BodyWait is snoozed, costing no
+	// attempt.
+	Bodies *semaphore.Weighted
+	// BodiesSize is Bodies' size, the most one run reserves.
+	BodiesSize int64
+	// BodyWait bounds a run's wait for room; 0: DefaultBodyWait.
+	BodyWait time.Duration
 	// Budget, when set, says which client a channel's drafts are paid by,
 	// that client's daily budget (0: none) and the channels that share it.
 	Budget func(channel string) (client string, limit float64, channels []string)
@@ -65,6 +78,40 @@ type DraftJob struct {
 	// BudgetRecheck is how long a draft held back by its client's calls in
 	// flight waits before it asks the budget again; 0: DefaultBudgetRecheck.
 	BudgetRecheck time.Duration
+}
+
+// DefaultBodyWait is how long a draft waits for room among the events
+// being drafted before it is snoozed.
+const DefaultBodyWait = 10 * time.Second
+
+// reserveBody takes the event's stored size from Bodies (at most all of
+// it) before the event is read, and returns what gives it back. No room
+// within BodyWait is a Snooze, which costs no attempt.
+func (k *DraftJob) reserveBody(ctx context.Context, key string) (release func(), err error) {
+	if k.Bodies == nil {
+		return func() {}, nil
+	}
+	n, err := k.Store.EventSize(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &Discard{Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	want := min(max(int64(n), 1), k.BodiesSize)
+	wait := k.BodyWait
+	if wait <= 0 {
+		wait = DefaultBodyWait
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := k.Bodies.Acquire(wctx, want); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &Snooze{Err: fmt.Errorf("the events being drafted already hold limits.bodies_in_flight (%d bytes); this one (%d bytes) waits", k.BodiesSize, n), After: time.Second}
+	}
+	return func() { k.Bodies.Release(want) }, nil
 }
 
 // InterruptedByStop is true: a stop cancels a draft in flight at once (the
@@ -84,6 +131,11 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	release, err := k.reserveBody(ctx, job.Key)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ev, err := k.Store.EventByKey(job.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return &Discard{Err: err}

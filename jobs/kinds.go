@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"golang.org/x/sync/semaphore"
+
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs/provider"
@@ -16,7 +18,10 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 		senders[name] = p
 	}
 	draft := &DraftJob{Store: st, Review: review.New(st, cfg), Drafter: d, Router: NewRouter(cfg.Routing), DrafterName: cfg.Drafter.Kind,
-		ContextTokens: cfg.Drafter.ContextTokens, Budget: budgetOf(cfg)}
+		ContextTokens: cfg.Drafter.ContextTokens, Budget: budgetOf(cfg), BodyWait: cfg.Limits.BodyWait}
+	if n := cfg.Limits.BodiesInFlight; n > 0 {
+		draft.Bodies, draft.BodiesSize = semaphore.NewWeighted(n), n
+	}
 	return map[string]Kind{
 		DraftArgs{}.Kind():   draft,
 		DeliverArgs{}.Kind(): &DeliverJob{Store: st, Providers: senders},

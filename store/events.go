@@ -160,6 +160,30 @@ func (s *Store) EventByKey(key string) (Event, error) {
 	return ev, nil
 }
 
+// EventSize is the size in bytes of the event's stored value (its record
+// and its body as received), read without decoding it: what drafting it
+// is about to hold in memory, known before the read. ErrNotFound when the
+// key names no event.
+func (s *Store) EventSize(key string) (int, error) {
+	n := 0
+	err := s.view(func(tx *Tx) error {
+		id := tx.bucket(bucketEventsByKey).Get([]byte(key))
+		if id == nil {
+			return ErrNotFound
+		}
+		v := tx.bucket(bucketEvents).Get(id)
+		if v == nil {
+			return ErrNotFound
+		}
+		n = len(v)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: event %s: %w", key, err)
+	}
+	return n, nil
+}
+
 // Event reads the event with ULID id: ErrNotFound when there is none.
 func (tx *Tx) Event(id string) (Event, error) { return eventsTable.get(tx, []byte(id)) }
 
