@@ -151,6 +151,14 @@ func (s *Signature) Verifying() hook.Signing {
 	return hook.Signing{Scheme: s.Scheme, Secrets: secrets, Header: s.Header, Encoding: s.Encoding, Prefix: s.Prefix, Tolerance: s.Tolerance}
 }
 
+// Mapping is where the channel's messages, their fields and its receipts
+// are in a payload, for hook's ReadAll.
+func (ch *Channel) Mapping() hook.Mapping {
+	f := ch.Fields
+	return hook.Mapping{MessageID: f.MessageID, ConversationID: f.ConversationID, Contact: f.Contact, Name: f.Name, Text: f.Text, Subject: f.Subject,
+		Messages: ch.Messages, Receipts: ch.Receipts}
+}
+
 // Fields are the sources an event's fields are read from: RFC 6901 JSON
 // pointers into the body, or "header:Name" for a request header. An empty
 // source (set explicitly with "") means the field is not read.

@@ -280,12 +280,12 @@ func settling(in inbound, urlRef string) []delivery.Receipt {
 	return out
 }
 
-// inbound reads every message and counts every notification of p. A
-// message whose id is refused refuses the whole request (400, nothing
-// stored), naming the item in a batch.
+// inbound is what p carries, read by the channel's mapping (hook's
+// ReadAll: a message refused refuses the request, 400, nothing stored),
+// as the messages and receipts intake records.
 func (s *Server) inbound(p *hook.Payload, ch *config.Channel, contentType string, body []byte, now time.Time) (inbound, error) {
 	var in inbound
-	items, err := p.Items(ch.Messages.Items)
+	r, err := p.ReadAll(ch.Mapping())
 	if err != nil {
 		return in, err
 	}
@@ -293,81 +293,19 @@ func (s *Server) inbound(p *hook.Payload, ch *config.Channel, contentType string
 	if err != nil {
 		return in, err
 	}
-	for i, at := range items {
-		if !isMessage(p, ch.Messages, at) {
-			in.notifications++
-			continue
-		}
-		refuse := func(err error) (inbound, error) {
-			var he *hook.Error
-			if ch.Messages.Items != "" && errors.As(err, &he) {
-				return in, &hook.Error{Status: he.Status, Msg: fmt.Sprintf("message %d of the batch: %s", i+1, he.Msg)}
-			}
-			return in, err
-		}
-		msgID, err := hook.MessageIDAt(p, ch.Fields.MessageID, at)
-		if err != nil {
-			return refuse(err)
-		}
-		contact := optional(p, ch.Fields.Contact, at)
-		if err := hook.CheckKeyField("contact", ch.Fields.Contact, contact); err != nil {
-			return refuse(err)
-		}
-		conv := conversationID(p, ch, at, contact, msgID)
-		if err := hook.CheckKeyField("conversation_id", ch.Fields.ConversationID, conv); err != nil {
-			return refuse(err)
-		}
+	in.notifications = r.Notifications
+	for _, m := range r.Messages {
 		in.messages = append(in.messages, intake.Message{
-			Channel: ch.Name, MessageID: msgID, ConversationID: conv,
-			Contact: contact, Name: optional(p, ch.Fields.Name, at), Text: optional(p, ch.Fields.Text, at),
-			Subject: optional(p, ch.Fields.Subject, at), ContentType: contentType, Body: kept, JSON: isJSON, ReceivedAt: now,
-			Coalesce: ch.Coalesce,
+			Channel: ch.Name, MessageID: m.MessageID, ConversationID: m.ConversationID,
+			Contact: m.Contact, Name: m.Name, Text: m.Text, Subject: m.Subject,
+			ContentType: contentType, Body: kept, JSON: isJSON, ReceivedAt: now, Coalesce: ch.Coalesce,
 		})
 	}
-	if r := ch.Receipts; r.ID != "" && r.Status != "" {
-		ritems, err := p.Items(r.Items)
-		if err != nil {
-			return in, err
-		}
-		for _, at := range ritems {
-			// A receipt whose id would not make a clean key, or without a
-			// status, stays a plain notification: never a 400 for it.
-			id, err := hook.MessageIDAt(p, []string{r.ID}, at)
-			status := optional(p, r.Status, at)
-			if err != nil || status == "" || len(status) > 64 {
-				continue
-			}
-			in.receipts = append(in.receipts, intake.Receipt{Channel: ch.Name, ProviderID: id, Status: status, At: now})
-			var ref string
-			if r.Items != "" {
-				ref = optional(p, r.Items+"/biz_opaque_callback_data", at)
-			}
-			in.receiptRefs = append(in.receiptRefs, ref)
-		}
-		if r.Items == "" && len(in.receipts) > 0 && in.notifications > 0 {
-			in.notifications-- // the body is the receipt: count it once
-		}
-	}
-	if len(in.messages) == 0 && in.notifications == 0 && len(in.receipts) == 0 {
-		in.notifications = 1 // a body with no item at all is one notification
+	for _, rc := range r.Receipts {
+		in.receipts = append(in.receipts, intake.Receipt{Channel: ch.Name, ProviderID: rc.ProviderID, Status: rc.Status, At: now})
+		in.receiptRefs = append(in.receiptRefs, rc.Ref)
 	}
 	return in, nil
-}
-
-// isMessage applies the channel's messages.when and messages.unless to
-// the item at.
-func isMessage(p *hook.Payload, m hook.Messages, at []int) bool {
-	for _, src := range m.When {
-		if !p.Present(src, at) {
-			return false
-		}
-	}
-	for _, src := range m.Unless {
-		if p.Present(src, at) {
-			return false
-		}
-	}
-	return true
 }
 
 // hookHandshake answers GET /hooks/{channel}: Meta's subscription check on
@@ -426,28 +364,4 @@ func validChallenge(s string) bool {
 		}
 	}
 	return true
-}
-
-// optional reads a field that may be absent or of the wrong type: a message
-// is never refused over a name that is not a string. FieldAt trims the value.
-func optional(p *hook.Payload, source string, at []int) string {
-	if source == "" {
-		return ""
-	}
-	v, ok, err := p.FieldAt(source, at)
-	if !ok || err != nil {
-		return ""
-	}
-	return v
-}
-
-// conversationID is the configured field, else the contact, else the message id.
-func conversationID(p *hook.Payload, ch *config.Channel, at []int, contact, msgID string) string {
-	if v := optional(p, ch.Fields.ConversationID, at); v != "" {
-		return v
-	}
-	if contact != "" {
-		return contact
-	}
-	return msgID
 }
