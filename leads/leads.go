@@ -95,14 +95,14 @@ func FlagStuck(ctx context.Context, st *store.Store, now time.Time, after map[st
 // Stuck lists up to limit leads stuck at now (in status, or in every
 // status a lead can be stuck in when status is empty), longest waiting
 // first per status: the same thresholds as FlagStuck, whether flagged yet
-// or not.
-func Stuck(st *store.Store, now time.Time, after map[store.HandoffStatus]time.Duration, status store.HandoffStatus, limit int) ([]store.Handoff, error) {
+// or not. only limits it to the channels a person sees (nil: every one).
+func Stuck(st *store.Store, only *store.Visible, now time.Time, after map[store.HandoffStatus]time.Duration, status store.HandoffStatus, limit int) ([]store.Handoff, error) {
 	out := []store.Handoff{}
 	for _, s := range Statuses {
 		if status != "" && s != status {
 			continue
 		}
-		hs, err := st.Handoffs(store.HandoffFilter{Status: s, SinceBefore: now.Add(-after[s]), Limit: limit - len(out)})
+		hs, err := st.Handoffs(store.HandoffFilter{Status: s, SinceBefore: now.Add(-after[s]), Limit: limit - len(out), Only: only})
 		if err != nil {
 			return nil, err
 		}

@@ -81,7 +81,7 @@ func TestFlagStuckThresholdPerStatus(t *testing.T) {
 			if c.want != "" {
 				listed = append(listed, c.want)
 			}
-			hs, err := leads.Stuck(st, now, stuckAfter, "", 100)
+			hs, err := leads.Stuck(st, nil, now, stuckAfter, "", 100)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -165,27 +165,10 @@ func parseHandoffQuery(c *echo.Context) (handoffQuery, error) {
 // handoffs lists up to limit leads matching q at now, longest waiting
 // first per status, of the channels only sees (nil: every channel).
 func (s *Server) handoffs(only *store.Visible, q handoffQuery, now time.Time, limit int) ([]store.Handoff, error) {
-	switch {
-	case !q.Stuck:
+	if !q.Stuck {
 		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit, Only: only})
-	case only == nil:
-		return leads.Stuck(s.st, now, jobs.StuckAfter(s.cfg), q.Status, limit)
 	}
-	// leads.Stuck's walk, of the visible channels' leads.
-	after, out := jobs.StuckAfter(s.cfg), []store.Handoff{}
-	for _, st := range leads.Statuses {
-		if q.Status != "" && st != q.Status {
-			continue
-		}
-		hs, err := s.st.Handoffs(store.HandoffFilter{Status: st, SinceBefore: now.Add(-after[st]), Limit: limit - len(out), Only: only})
-		if err != nil {
-			return nil, err
-		}
-		if out = append(out, hs...); len(out) >= limit {
-			break
-		}
-	}
-	return out, nil
+	return leads.Stuck(s.st, only, now, jobs.StuckAfter(s.cfg), q.Status, limit)
 }
 
 // queryLimit reads ?limit= (default 100, at most 1000).
