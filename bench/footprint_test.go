@@ -34,7 +34,7 @@ func TestWaitPageCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A short bound: the unfinished check is what times out.
-			got, err := waitPageCheck(context.Background(), path, 50*time.Millisecond)
+			got, err := waitPageCheck(context.Background(), path, 50*time.Millisecond, false)
 			if err != nil || got != tc.want {
 				t.Errorf("waitPageCheck = %+v, %v; want %+v", got, err, tc.want)
 			}

@@ -640,34 +640,19 @@ func spread(xs []float64, format string) string {
 }
 
 // waitBackgroundCheck waits for the server's log (logPath) to say its
-// background page check finished, and returns how long the check took.
+// background page check finished (footprint's waitPageCheck, expecting
+// one), and returns how long the check took.
 func waitBackgroundCheck(ctx context.Context, logPath string) (time.Duration, error) {
-	var took time.Duration
-	err := poll(ctx, "the background page check", pageCheckWait, every(100*time.Millisecond), func() (bool, error) {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return false, err
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			var rec struct {
-				Msg  string `json:"msg"`
-				Took int64  `json:"took"`
-				Err  string `json:"err"`
-			}
-			if json.Unmarshal([]byte(line), &rec) != nil {
-				continue
-			}
-			switch rec.Msg {
-			case "the database's pages are sound":
-				took = time.Duration(rec.Took)
-				return true, nil
-			case "the database is damaged; restore a backup":
-				return false, fmt.Errorf("the page check found damage: %s", rec.Err)
-			}
-		}
-		return false, nil
-	})
-	return took, err
+	c, err := waitPageCheck(ctx, logPath, pageCheckWait, true)
+	switch {
+	case err != nil:
+		return 0, err
+	case c.problem != "":
+		return 0, fmt.Errorf("the page check found damage: %s", c.problem)
+	case c.timedOut:
+		return 0, fmt.Errorf("the background page check was not logged as finished within %s", pageCheckWait)
+	}
+	return c.took, nil
 }
 
 // ioField is the field name of /proc/pid/io, -1 when it cannot be read.
