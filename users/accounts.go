@@ -62,18 +62,21 @@ func (a *Accounts) MustEnrol(u store.User) bool {
 func (a *Accounts) update(ctx context.Context, name string, change func(tx *store.Tx, u *store.User) error, audit *store.AuditEntry) (store.User, error) {
 	var out store.User
 	err := a.st.Update(ctx, func(tx *store.Tx) error {
-		before, err := tx.User(name)
+		u, err := tx.User(name) // a copy of its own, second factor included
 		if err != nil {
 			return err
 		}
-		after, _ := tx.User(name) // a copy of its own: change may edit the second factor
-		if err := change(tx, &after); err != nil {
+		wasAdmin, wasDisabled := enabledAdmin(u), u.Disabled
+		if err := change(tx, &u); err != nil {
 			return err
 		}
-		if err := keepAnAdmin(tx, before, &after); err != nil {
-			return err
+		if wasAdmin && !enabledAdmin(u) {
+			if err := keepAnAdmin(tx, name); err != nil {
+				return err
+			}
 		}
-		if after.Disabled && !before.Disabled {
+		after := u
+		if after.Disabled && !wasDisabled {
 			if _, err := tx.EndSessions(name, nil); err != nil {
 				return err
 			}
@@ -285,8 +288,10 @@ func (a *Accounts) Remove(ctx context.Context, name string, now time.Time, audit
 		if err != nil {
 			return err
 		}
-		if err := keepAnAdmin(tx, u, nil); err != nil {
-			return err
+		if enabledAdmin(u) {
+			if err := keepAnAdmin(tx, name); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.EndSessions(name, nil); err != nil {
 			return err

@@ -105,17 +105,14 @@ func CheckClientIDs(ids []string) error {
 func enabledAdmin(u store.User) bool { return u.Role == store.RoleAdmin && !u.Disabled }
 
 // keepAnAdmin refuses, inside the change's transaction, a change that
-// takes before's enabled admin away while no other is left.
-func keepAnAdmin(tx *store.Tx, before store.User, after *store.User) error {
-	if !enabledAdmin(before) || after != nil && enabledAdmin(*after) {
-		return nil
-	}
+// takes the enabled admin name away while no other is left.
+func keepAnAdmin(tx *store.Tx, name string) error {
 	all, err := tx.Users()
 	if err != nil {
 		return err
 	}
 	for _, u := range all {
-		if u.Name != before.Name && enabledAdmin(u) {
+		if u.Name != name && enabledAdmin(u) {
 			return nil
 		}
 	}
