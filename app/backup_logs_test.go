@@ -102,7 +102,9 @@ func TestBackupResultsAreLogged(t *testing.T) {
 		t.Errorf("backup now to a dead target: %d, want 502", code)
 	}
 	failed := logLines(t, logs2.String(), "offsite copy failed")
-	if len(failed) != 1 || failed[0]["target"] == nil || failed[0]["sha256"] == "" || failed[0]["err"] == nil {
+	if len(failed) != 1 || failed[0]["target"] == nil || failed[0]["err"] == nil {
+		t.Errorf("offsite copy failed: %v; want one line with the target, the file's sha256 and the error", failed)
+	} else if sum, _ := failed[0]["sha256"].(string); sum == "" {
 		t.Errorf("offsite copy failed: %v; want one line with the target, the file's sha256 and the error", failed)
 	}
 	for _, l := range []string{logs.String(), logs2.String()} {

@@ -54,16 +54,15 @@ func TestCPUSeconds(t *testing.T) {
 		t.Skip("no /proc/PID/stat here")
 	}
 	// Busy (reading /proc is work too) until the kernel has counted 5
-	// ticks more: a reader that never saw time move would spin until the
-	// test's timeout, and one that parsed the wrong fields would read a
-	// value that does not move.
-	deadline := time.Now().Add(10 * time.Second)
+	// ticks more: a reader that never saw time move spins until the
+	// test's own deadline (t.Context), and one that parsed the wrong
+	// fields reads a value that does not move.
 	b := a
-	for b < a+0.05 && time.Now().Before(deadline) {
+	for b < a+0.05 && t.Context().Err() == nil {
 		b = cpuSeconds(pid)
 	}
 	if b < a+0.05 {
-		t.Errorf("cpuSeconds went from %.2f to %.2f across 10 s of a busy loop", a, b)
+		t.Errorf("cpuSeconds went from %.2f to %.2f across the whole busy loop", a, b)
 	}
 }
 

@@ -120,9 +120,11 @@ func TestStopCancelsDraftsInFlight(t *testing.T) {
 	if err := inst.stop(dockerStopWait); err != nil {
 		t.Fatalf("SIGTERM with four drafts in flight: %v; want exit 0 within docker stop's %v", err, dockerStopWait)
 	}
-	if held, _ := model.calls(); held != 0 {
-		t.Errorf("%d drafting calls still held at the model after the process exited", held)
-	}
+	// The model server sees each hang-up on its own handler goroutine.
+	waitUntil(t, "the cut calls hung up at the model", 10*time.Second, func() bool {
+		held, _ := model.calls()
+		return held == 0
+	})
 	if out := stopped.Tail(200); strings.Contains(out, "stopped with jobs still running") {
 		t.Errorf("the stop waited out its grace for running jobs; want the drafts cancelled at once:\n%s", out)
 	}
@@ -134,8 +136,12 @@ func TestStopCancelsDraftsInFlight(t *testing.T) {
 	inst.restart()
 	waitUntil(t, "one reply per lead", 30*time.Second, func() bool { return len(tnReplies(t, inst)) == len(leads) })
 	waitUntil(t, "no draft waiting", 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 })
-	if got := tnReplies(t, inst); len(got) != len(leads) || got["lead-a"] != 1 || got["lead-d"] != 1 {
-		t.Errorf("replies per lead = %v; want one each", got)
+	got := tnReplies(t, inst)
+	for _, l := range leads {
+		if len(got) != len(leads) || got[l] != 1 {
+			t.Errorf("replies per lead = %v; want one each", got)
+			break
+		}
 	}
 	want := map[string]int{"lead-a": 11, "lead-b": 1, "lead-c": 1, "lead-d": 1}
 	approved := tnDrafts(t, inst, "approved")
@@ -165,8 +171,12 @@ func TestStopCancelsDraftsInFlight(t *testing.T) {
 	if len(drafts) != 1 || drafts[0].State != jobCompleted || len(drafts[0].Attempts) != 2 || !strings.Contains(drafts[0].Attempts[0].Error, "shutdown") || drafts[0].Attempts[0].EndedAt == "" {
 		t.Errorf("lead-b's draft jobs: %+v; want one, completed after two attempts, the first closed by the shutdown", drafts)
 	}
-	if _, most := model.calls(); len(most) != len(leads) || most["lead-a"] != 1 || most["lead-b"] != 1 {
-		t.Errorf("model calls in flight at once, most per lead: %v; want 1 for each of %v", most, leads)
+	_, most := model.calls()
+	for _, l := range leads {
+		if len(most) != len(leads) || most[l] != 1 {
+			t.Errorf("model calls in flight at once, most per lead: %v; want 1 for each of %v", most, leads)
+			break
+		}
 	}
 	inst.stopCleanly()
 }

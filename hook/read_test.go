@@ -8,7 +8,7 @@ import (
 
 // TestReadAll reads a WhatsApp-shaped batch by a mapping: each message
 // with its fields (the conversation falling back to the contact, then the
-// id), the status items counted as notifications and read as receipts,
+// id), the status items read as receipts (one without a status skipped),
 // and a refused item refusing the whole payload with its place named.
 func TestReadAll(t *testing.T) {
 	const body = `{"entry":[{"changes":[{"value":{
@@ -37,7 +37,11 @@ func TestReadAll(t *testing.T) {
 			t.Errorf("message %d = %+v, want %+v", i+1, r.Messages[i], want[i])
 		}
 	}
-	// The status without one stays a notification, never a 400.
+	// Both items of the message list are messages; the status without one
+	// is skipped, never a 400.
+	if r.Notifications != 0 {
+		t.Errorf("%d notifications, want 0: every item of the message list is a message", r.Notifications)
+	}
 	if len(r.Receipts) != 1 || r.Receipts[0] != (ReceiptItem{ProviderID: "wamid.1", Status: "read", Ref: "ref-1"}) {
 		t.Errorf("receipts = %+v, want wamid.1 read with its reference", r.Receipts)
 	}

@@ -141,7 +141,8 @@ func (b *burstLeads) drafting(leads []string) (map[string][]store.Job, map[strin
 		return nil
 	})
 	if err != nil {
-		b.t.Fatalf("read the draft jobs: %v", err)
+		// Errorf, not Fatalf: the watcher calls this from its own goroutine.
+		b.t.Errorf("read the draft jobs: %v", err)
 	}
 	return live, running
 }
