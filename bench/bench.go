@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -263,22 +262,7 @@ func pagesPerEvent(m measurement) float64 {
 
 // ioWritten is write_bytes of /proc/pid/io: the bytes process pid caused
 // to be written to storage so far. -1 when it cannot be read.
-func ioWritten(pid int) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "write_bytes: "); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return -1
-			}
-			return n
-		}
-	}
-	return -1
-}
+func ioWritten(pid int) int64 { return ioField(pid, "write_bytes") }
 
 func printFailure(out io.Writer, target string, m measurement, n int) {
 	fmt.Fprintf(out, "\n!!! %s: %d of %d requests did not get 202 (%d transport errors; statuses %v)\n",

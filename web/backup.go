@@ -35,10 +35,7 @@ func (s *Server) downloadBackup(c *echo.Context) error {
 	}
 	defer s.downloads.done()
 	t0 := time.Now()
-	by := "unknown"
-	if p := who(c); p != nil {
-		by = p.Name
-	}
+	by := actor(c)
 	snap, err := s.st.Snapshot(s.cfg.DataDir)
 	if err != nil {
 		s.metrics.Download(false)
@@ -62,7 +59,7 @@ func (s *Server) downloadBackup(c *echo.Context) error {
 	h.Set("Trailer", "X-Backup-SHA256")
 	dw := s.downloads.writer(w)
 	w.WriteHeader(http.StatusOK)
-	n, err := io.CopyBuffer(dw, f, make([]byte, streamChunk))
+	n, err := io.Copy(dw, f) // dw cuts every write to streamChunk
 	if err == nil && n != snap.Size {
 		err = fmt.Errorf("the copy holds %d bytes, %d were written to it", n, snap.Size)
 	}
@@ -74,7 +71,6 @@ func (s *Server) downloadBackup(c *echo.Context) error {
 		s.log.Error("backup download failed", "who", by, "stage", "send", "bytes", snap.Size, "sent", n, "sha256", snap.SHA256, "took", time.Since(t0).Round(time.Millisecond), "read_tx", snap.Held.Round(time.Millisecond), "err", dw.why(err))
 		panic(http.ErrAbortHandler)
 	}
-	h.Set("X-Backup-SHA256", snap.SHA256)
 	s.log.Info("backup download finished", "who", by, "bytes", n, "sha256", snap.SHA256, "took", time.Since(t0).Round(time.Millisecond), "read_tx", snap.Held.Round(time.Millisecond))
 	return nil
 }

@@ -158,10 +158,7 @@ func (s *Server) backupFile(c *echo.Context) error {
 	t0 := time.Now()
 	dw := s.downloads.writer(c.Response())
 	http.ServeContent(dw, c.Request(), name, info.ModTime(), f)
-	by := "unknown"
-	if p := who(c); p != nil {
-		by = p.Name
-	}
+	by := actor(c)
 	if dw.err != nil {
 		s.log.Error("backup download failed", "who", by, "file", path, "bytes", info.Size(), "sha256", sum, "took", time.Since(t0).Round(time.Millisecond), "err", dw.why(dw.err))
 		return nil
