@@ -10,8 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/hook"
-	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/webhook"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
 

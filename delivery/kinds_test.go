@@ -11,8 +11,8 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/jobs/provider"
-	"github.com/handoff/handoff/jobs/provider/standin"
+	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )

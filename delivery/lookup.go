@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/jobs/drafter"
-	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )

@@ -63,7 +63,7 @@ func TestDockerignore(t *testing.T) {
 		{"go.sum", false},
 		{"main.go", false},
 		{"static/htmx.min.js", false},
-		{"jobs/drafter/schema.json", false},
+		{"drafter/schema.json", false},
 		{"views/layout_templ.go", false},
 		{"store/schema.go", false},
 		{"handoff.example.yaml", false},

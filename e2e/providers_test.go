@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff/handoff/jobs/provider/standin"
+	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/testkit"
 )
 

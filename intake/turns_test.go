@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/jobs/drafter"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"

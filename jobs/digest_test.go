@@ -17,7 +17,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/store"
 )
 

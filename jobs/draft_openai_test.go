@@ -18,8 +18,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs/drafter"
-	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )

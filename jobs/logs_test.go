@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/store"
 )
 

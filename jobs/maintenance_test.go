@@ -14,8 +14,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs/provider"
 	"github.com/handoff/handoff/keys"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
 

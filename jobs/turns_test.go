@@ -10,7 +10,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/handoff/handoff/jobs/drafter"
+	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/store"
 )
 

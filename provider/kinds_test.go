@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs/provider"
-	"github.com/handoff/handoff/jobs/provider/standin"
+	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/store"
 )
 

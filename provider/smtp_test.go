@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/testkit"
 )
 

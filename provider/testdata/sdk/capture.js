@@ -1,7 +1,7 @@
 // capture.js records the requests the providers' own SDKs send, so the
 // Go tests can check handoff's request shapes against them without npm.
 //
-//   cd jobs/provider/testdata/sdk && npm install && node capture.js
+//   cd provider/testdata/sdk && npm install && node capture.js
 //
 // It starts a local server that answers as each API documents, points each
 // SDK at it, and writes one <provider>.json per SDK: method, path, the

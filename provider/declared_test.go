@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/handoff/handoff/jobs/provider"
+	"github.com/handoff/handoff/provider"
 )
 
 // TestREADMETableMatchesTheKinds: the README's table of what each provider
 // can prove is the kinds' own declarations, row for row.
 func TestREADMETableMatchesTheKinds(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
