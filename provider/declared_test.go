@@ -2,10 +2,12 @@ package provider_test
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
 // TestREADMETableMatchesTheKinds: the README's table of what each provider
@@ -59,5 +61,15 @@ func TestCapabilitiesMatchDeclarations(t *testing.T) {
 				t.Errorf("kind %s declares a key or lookup it does not have", d.Kind)
 			}
 		}
+	}
+}
+
+// TestEveryDeclaredKindIsBuilt: the kinds config accepts (the
+// declarations) are the kinds Open can build, and no other.
+func TestEveryDeclaredKindIsBuilt(t *testing.T) {
+	want := kinds.Names()
+	slices.Sort(want)
+	if got := provider.Kinds(); !slices.Equal(got, want) {
+		t.Errorf("provider builds %v; provider/kinds declares %v", got, want)
 	}
 }
