@@ -1,7 +1,9 @@
 package kinds_test
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/handoff/handoff/hook"
@@ -62,5 +64,58 @@ func TestDeclarationsAreWhole(t *testing.T) {
 	}
 	if _, ok := kinds.Lookup("nope"); ok {
 		t.Error(`Lookup("nope") found a kind`)
+	}
+}
+
+// TestREADMEKeyTableIsDeclared: every key the README's provider key table
+// gives a kind is one that kind declares (or one every provider has).
+func TestREADMEKeyTableIsDeclared(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = "| key | kinds | meaning |"
+	text := string(raw)
+	i := strings.Index(text, head)
+	if i < 0 {
+		t.Fatalf("README.md has no table starting %q", head)
+	}
+	rows := 0
+	for _, l := range strings.Split(text[i:], "\n")[2:] {
+		if !strings.HasPrefix(l, "| `") {
+			break
+		}
+		cells := strings.Split(l, " | ")
+		if len(cells) < 3 {
+			t.Fatalf("README key row %q has no kinds column", l)
+		}
+		rows++
+		var keys []string
+		for j, part := range strings.Split(cells[0], "`") {
+			if j%2 == 1 {
+				keys = append(keys, part)
+			}
+		}
+		for _, name := range strings.Split(cells[1], ", ") {
+			for _, key := range keys {
+				if name == "all" {
+					if !slices.Contains(kinds.Common, key) {
+						t.Errorf("README gives every provider %s, which is not a common key", key)
+					}
+					continue
+				}
+				k, ok := kinds.Lookup(name)
+				if !ok {
+					t.Errorf("README's key table names kind %q, which is not declared", name)
+					continue
+				}
+				if _, takes := k.Key(key); !takes {
+					t.Errorf("README gives kind %s the key %s, which its declaration does not take", name, key)
+				}
+			}
+		}
+	}
+	if rows == 0 {
+		t.Error("README's key table has no rows")
 	}
 }
