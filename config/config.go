@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/hook"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
 // Config is the whole validated configuration of one handoff process.
@@ -229,29 +230,13 @@ type When struct {
 	Has          string // a field that must be present: name, email, phone or contact
 }
 
-// Provider is an outbound destination for approved replies.
-type Provider struct {
-	Name                   string        // [a-z0-9-]+, unique, not "sandbox"
-	Kind                   string        // http, sandbox, twilio, whatsapp, telegram, slack, smtp
-	URL                    string        // http: required absolute http(s) URL
-	SigningSecretEnv       string        // yaml signing_secret_env
-	SigningSecret          string        // resolved from SigningSecretEnv at load; never printed
-	SupportsIdempotencyKey bool          // yaml supports_idempotency_key
-	LookupURL              string        // yaml lookup_url; optional; contains "{ref}"
-	Timeout                time.Duration // default 10s
-	// LookupSettle is how long after a send that may have reached the
-	// provider ended a lookup's "not found" starts to count as "not sent"
-	// (yaml lookup_settle). Default: the larger of 6 × Timeout and 1m for
-	// http; 0 for the sandbox, whose lookup reads what its send wrote.
-	LookupSettle time.Duration
-	// Sandbox-only knobs, for tests and drills.
-	Fail               string        // "" | "permanent" | "ambiguous": how a send fails
-	FailFirst          int           // yaml fail_first: only the first N sends of each reference fail (0: all, when Fail is set)
-	TimeoutAfterAccept bool          // yaml timeout_after_accept: record the message, then answer as a timeout would
-	Delay              time.Duration // every send takes this long
-	NoLookup           bool          // yaml lookup: false turns the sandbox's lookup off
-	ProviderKinds                    // the provider kinds' own keys (providers.go)
-}
+// Provider is an outbound destination for approved replies: its kind's
+// declaration (provider/kinds) says which keys it takes and requires.
+type Provider = kinds.Provider
+
+// ProviderKinds holds the keys of the provider kinds beyond the generic
+// http call (see kinds.ProviderKinds).
+type ProviderKinds = kinds.ProviderKinds
 
 // Retry bounds the retries of a failing job.
 type Retry struct {

@@ -1,13 +1,12 @@
 package config
 
 import (
-	"net/mail"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/handoff/handoff/provider/kinds"
 )
 
 // Digest tells approvers where they are that drafts are waiting: a list
@@ -110,51 +109,33 @@ func (d *decoder) checkDigest(p string, item *yaml.Node, set map[string]*yaml.No
 	if node == nil {
 		node = item
 	}
+	k, _ := kinds.Lookup(kind)
 	if dg.Address == "" {
-		switch kind {
-		case "http":
-		case sandboxProvider:
-			dg.Address = "team"
-		default:
-			d.fail(at, node, "missing; a digest through %s provider %q needs the recipient (%s)", kind, dg.To, addressHint(kind))
+		switch {
+		case k.Recipient.Default != "":
+			dg.Address = k.Recipient.Default
+		case !k.Recipient.Optional:
+			d.fail(at, node, "missing; a digest through %s provider %q needs the recipient (%s)", kind, dg.To, addressHint(k))
 		}
 		return
 	}
-	if why := checkAddress(kind, dg.Address); why != "" {
-		d.fail(at, node, "%s for %s provider %q (%s)", why, kind, dg.To, addressHint(kind))
+	if why := checkAddress(k, dg.Address); why != "" {
+		d.fail(at, node, "%s for %s provider %q (%s)", why, kind, dg.To, addressHint(k))
 	}
 }
 
 // addressHint says what a recipient looks like to a provider kind.
-func addressHint(kind string) string {
-	switch kind {
-	case "smtp":
-		return "an email address, e.g. approvers@example.com"
-	case "slack":
-		return "a channel, e.g. #approvals or C0123456789"
-	case "telegram":
-		return "a chat id, e.g. -1001234567890 or @approvals"
-	case "twilio", "whatsapp":
-		return "a phone number, e.g. +15550001234"
+func addressHint(k kinds.Kind) string {
+	if k.Recipient.Hint != "" {
+		return k.Recipient.Hint
 	}
 	return "the recipient as the provider names it"
 }
 
 // checkAddress says in a phrase what is wrong with a recipient, or "".
-func checkAddress(kind, a string) string {
-	if strings.ContainsAny(a, "\r\n\t ") && kind != "smtp" {
-		return "the address has spaces or line breaks"
+func checkAddress(k kinds.Kind, a string) string {
+	if k.Recipient.Check != nil {
+		return k.Recipient.Check(a)
 	}
-	switch kind {
-	case "smtp":
-		m, err := mail.ParseAddress(a)
-		if err != nil || m.Address != a {
-			return "the address is not a bare email address"
-		}
-	case "telegram":
-		if _, err := strconv.ParseInt(a, 10, 64); err != nil && (!strings.HasPrefix(a, "@") || len(a) < 2) {
-			return "the address is neither a numeric chat id nor an @channel"
-		}
-	}
-	return ""
+	return kinds.NoSpaces(a)
 }

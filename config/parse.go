@@ -12,6 +12,7 @@ import (
 
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/hook"
+	"github.com/handoff/handoff/provider/kinds"
 	"github.com/handoff/handoff/webhook"
 )
 
@@ -448,7 +449,8 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 	var ps []Provider
 	d.list(path, n, func(path string, n *yaml.Node) {
 		p := Provider{Timeout: providerTimeout}
-		set, ok := d.mapping(path, n, d.providerKindHandlers(&p, handlers{
+		read := map[string]bool{}
+		set, ok := d.mapping(path, n, d.reading(read, d.providerKindHandlers(&p, handlers{
 			"name": func(k string, v *yaml.Node) {
 				if !d.str(k, v, &p.Name) {
 					return
@@ -464,7 +466,7 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 					names[p.Name] = true
 				}
 			},
-			"kind": func(k string, v *yaml.Node) { d.oneOf(k, v, &p.Kind, "a provider kind", ProviderKindNames...) },
+			"kind": func(k string, v *yaml.Node) { d.oneOf(k, v, &p.Kind, "a provider kind", kinds.Names()...) },
 			"url":  func(k string, v *yaml.Node) { d.url(k, v, &p.URL) },
 			"signing_secret_env": func(k string, v *yaml.Node) {
 				if !d.envName(k, v, &p.SigningSecretEnv) {
@@ -508,27 +510,17 @@ func (d *decoder) providers(path string, n *yaml.Node, names map[string]bool) []
 					p.NoLookup = !lookup
 				}
 			},
-		}))
+		})))
 		if !ok {
 			return
-		}
-		if p.Kind != "sandbox" {
-			for _, knob := range []string{"fail", "fail_first", "timeout_after_accept", "delay", "lookup"} {
-				if set[knob] != nil {
-					d.fail(joinPath(path, knob), set[knob], "only a sandbox provider takes %s (it is for tests and drills)", knob)
-				}
-			}
-		}
-		if set["lookup_settle"] == nil && p.Kind != "sandbox" {
-			p.LookupSettle = DefaultLookupSettle(p.Timeout)
 		}
 		if set["name"] == nil {
 			d.fail(joinPath(path, "name"), n, "missing; every provider needs a name ([a-z0-9-]+)")
 		}
 		if p.Kind == "" && set["kind"] == nil {
-			d.fail(joinPath(path, "kind"), n, "missing; use one of %s", strings.Join(ProviderKindNames, ", "))
+			d.fail(joinPath(path, "kind"), n, "missing; use one of %s", strings.Join(kinds.Names(), ", "))
 		}
-		d.checkProviderKind(path, n, &p, set)
+		d.checkProviderKind(path, n, &p, set, read)
 		ps = append(ps, p)
 	})
 	return ps

@@ -1,65 +1,15 @@
 package config
 
 import (
-	"net/mail"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/handoff/handoff/provider/kinds"
 )
-
-// ProviderKindNames are the provider kinds a config may name.
-var ProviderKindNames = []string{"http", "sandbox", "twilio", "whatsapp", "telegram", "slack", "smtp"}
-
-// ProviderKinds holds the keys of the provider kinds beyond the generic
-// http call. Every secret comes from an environment variable (the *_env
-// keys); the resolved value is never printed.
-type ProviderKinds struct {
-	// APIBase is where the kind's API is reached (yaml api_base), default
-	// the provider's public API, so a proxy or a test stand-in can sit in
-	// front.
-	APIBase string
-
-	// twilio
-	AccountSID     string // yaml account_sid
-	AuthTokenEnv   string // yaml auth_token_env
-	AuthToken      string // resolved; never printed
-	From           string // twilio: the sending number; smtp: the From address
-	StatusCallback string // yaml status_callback: the hook URL Twilio reports to; ?ref=<outbox id> is added
-
-	// whatsapp, telegram, slack
-	PhoneNumberID string // yaml phone_number_id (whatsapp)
-	TokenEnv      string // yaml token_env
-	Token         string // resolved; never printed
-
-	// smtp
-	Host        string
-	Port        int
-	UsernameEnv string // yaml username_env
-	Username    string // resolved; never printed
-	PasswordEnv string // yaml password_env
-	Password    string // resolved; never printed
-	TLS         string // yaml tls: starttls (default), tls, none
-
-	// http, extended
-	URLEnv   string            // yaml url_env: the URL (a hook with a token in it) from the environment
-	AuthEnv  string            // yaml auth_env: the whole Authorization header value from the environment
-	Auth     string            // resolved; never printed
-	Body     string            // yaml body: json (default) or form
-	Fields   map[string]string // yaml fields: our field (to, text, client_ref, conversation_id, correlation_id) → the name the receiver wants
-	AnswerID string            // yaml answer_id: a JSON pointer to the id in a 2xx answer (default /id)
-	// Success is a rule a 2xx answer must meet to count as sent, for APIs
-	// that answer 200 with an error (yaml success: "/ok=true"): a JSON
-	// pointer and the value it must hold.
-	SuccessPointer string
-	SuccessValue   string
-
-	// Rate is the sends per second the queue holds this provider to (yaml
-	// rate: 1/s, 30/m); 0 is no limit. Burst is how many may go at once
-	// (default 1).
-	Rate  float64
-	Burst int
-}
 
 // providerKindHandlers adds the kinds' keys to the provider handlers hs.
 func (d *decoder) providerKindHandlers(p *Provider, hs handlers) handlers {
@@ -74,21 +24,11 @@ func (d *decoder) providerKindHandlers(p *Provider, hs handlers) handlers {
 		}
 	}
 	hs["api_base"] = func(k string, v *yaml.Node) { d.url(k, v, &p.APIBase) }
-	hs["account_sid"] = func(k string, v *yaml.Node) {
-		if d.str(k, v, &p.AccountSID) && (!strings.HasPrefix(p.AccountSID, "AC") || len(p.AccountSID) != 34) {
-			d.fail(k, v, "%q is not a Twilio account SID (AC followed by 32 hex digits)", p.AccountSID)
-		}
-	}
+	hs["account_sid"] = func(k string, v *yaml.Node) { d.str(k, v, &p.AccountSID) }
 	hs["auth_token_env"] = secret(&p.AuthTokenEnv, &p.AuthToken)
 	hs["from"] = func(k string, v *yaml.Node) { d.str(k, v, &p.From) }
 	hs["status_callback"] = func(k string, v *yaml.Node) { d.url(k, v, &p.StatusCallback) }
-	hs["phone_number_id"] = func(k string, v *yaml.Node) {
-		if d.str(k, v, &p.PhoneNumberID) {
-			if _, err := strconv.ParseUint(p.PhoneNumberID, 10, 64); err != nil {
-				d.fail(k, v, "%q is not a WhatsApp phone number id (digits only; quote it in YAML)", p.PhoneNumberID)
-			}
-		}
-	}
+	hs["phone_number_id"] = func(k string, v *yaml.Node) { d.str(k, v, &p.PhoneNumberID) }
 	hs["token_env"] = secret(&p.TokenEnv, &p.Token)
 	hs["host"] = func(k string, v *yaml.Node) { d.str(k, v, &p.Host) }
 	hs["port"] = func(k string, v *yaml.Node) { d.intIn(k, v, &p.Port, 1, 65535) }
@@ -156,6 +96,20 @@ func (d *decoder) providerKindHandlers(p *Provider, hs handlers) handlers {
 	return hs
 }
 
+// reading wraps each handler of hs to note in read whether it read its
+// key without a problem.
+func (d *decoder) reading(read map[string]bool, hs handlers) handlers {
+	out := handlers{}
+	for key, f := range hs {
+		out[key] = func(path string, v *yaml.Node) {
+			before := len(d.errs)
+			f(path, v)
+			read[key] = len(d.errs) == before
+		}
+	}
+	return out
+}
+
 // with adds a handler built by mk for each name.
 func (hs handlers) with(names map[string]bool, mk func(string) func(string, *yaml.Node)) handlers {
 	out := handlers{}
@@ -189,87 +143,80 @@ func parseRate(s string) (float64, bool) {
 	return 0, false
 }
 
-// kindKeys lists the keys each kind takes beyond name, kind, timeout,
-// lookup_settle, api_base, rate and burst.
-var kindKeys = map[string][]string{
-	"http":     {"url", "url_env", "signing_secret_env", "supports_idempotency_key", "lookup_url", "auth_env", "body", "fields", "answer_id", "success"},
-	"sandbox":  {"url", "lookup_url", "supports_idempotency_key", "fail", "fail_first", "timeout_after_accept", "delay", "lookup"},
-	"twilio":   {"account_sid", "auth_token_env", "from", "status_callback"},
-	"whatsapp": {"phone_number_id", "token_env"},
-	"telegram": {"token_env"},
-	"slack":    {"token_env"},
-	"smtp":     {"host", "port", "username_env", "password_env", "from", "tls", "lookup_url"},
-}
-
-// checkProviderKind refuses keys the kind does not take and requires the
-// ones it needs.
-func (d *decoder) checkProviderKind(path string, n *yaml.Node, p *Provider, set map[string]*yaml.Node) {
-	own, ok := kindKeys[p.Kind]
-	if !ok {
-		return
-	}
-	common := map[string]bool{"name": true, "kind": true, "timeout": true, "lookup_settle": true, "api_base": true, "rate": true, "burst": true}
-	for k, v := range set {
-		if common[k] || containsStr(own, k) {
-			continue
+// checkProviderKind checks p's entry against its kind's declaration
+// (provider/kinds): it refuses keys the kind does not take, checks the
+// values read (read says which keys were read without a problem),
+// requires the ones the kind needs, runs the kind's rules and fills its
+// defaults.
+func (d *decoder) checkProviderKind(path string, n *yaml.Node, p *Provider, set map[string]*yaml.Node, read map[string]bool) {
+	at := func(key string) (string, *yaml.Node) {
+		if v := set[key]; v != nil {
+			return joinPath(path, key), v
 		}
-		if containsStr([]string{"fail", "fail_first", "timeout_after_accept", "delay", "lookup"}, k) {
-			continue // the sandbox's knobs are refused on other kinds by providers
-		}
-		d.fail(joinPath(path, k), v, "a %s provider does not take %s (it takes %s)", p.Kind, k, strings.Join(own, ", "))
+		return joinPath(path, key), n
 	}
-	need := func(key, why string) {
-		if set[key] == nil {
-			d.fail(joinPath(path, key), n, "missing; %s", why)
+	// A key only one kind takes is named as that kind's, whatever the
+	// kind of this entry (even one config does not know).
+	owner := map[string]string{}
+	for _, k := range kinds.All() {
+		for _, key := range k.Keys {
+			if key.Only != "" && k.Name != p.Kind {
+				owner[key.Name] = "only a " + k.Name + " provider takes " + key.Name + " (" + key.Only + ")"
+			}
 		}
 	}
+	for _, key := range sortedKeys(set) {
+		if why, ok := owner[key]; ok {
+			path, v := at(key)
+			d.fail(path, v, "%s", why)
+		}
+	}
+	has := func(key string) bool { return set[key] != nil }
 	if p.Rate > 0 && p.Burst == 0 {
 		p.Burst = 1
 	}
-	switch p.Kind {
-	case "http":
-		if set["url"] == nil && set["url_env"] == nil {
-			d.fail(joinPath(path, "url"), n, "missing; an http provider needs the URL replies are posted to (url, or url_env when it holds a token)")
+	if !has("lookup_settle") {
+		p.LookupSettle = DefaultLookupSettle(p.Timeout)
+	}
+	k, ok := kinds.Lookup(p.Kind)
+	if !ok {
+		return
+	}
+	for _, key := range sortedKeys(set) {
+		if _, takes := k.Key(key); takes || slices.Contains(kinds.Common, key) || owner[key] != "" {
+			continue
 		}
-		if set["url"] != nil && set["url_env"] != nil {
-			d.fail(joinPath(path, "url_env"), set["url_env"], "set url or url_env, not both")
+		path, v := at(key)
+		d.fail(path, v, "a %s provider does not take %s (it takes %s)", p.Kind, key, strings.Join(k.KeyNames(), ", "))
+	}
+	for _, key := range k.Keys {
+		if key.Check == nil || !read[key.Name] {
+			continue
 		}
-	case "twilio":
-		need("account_sid", "a twilio provider needs the account SID (AC…)")
-		need("auth_token_env", "a twilio provider needs the variable holding its auth token")
-		need("from", "a twilio provider needs the number (or messaging service) it sends from")
-	case "whatsapp":
-		need("phone_number_id", "a whatsapp provider needs the phone number id it sends from")
-		need("token_env", "a whatsapp provider needs the variable holding its access token")
-	case "telegram":
-		need("token_env", "a telegram provider needs the variable holding its bot token")
-	case "slack":
-		need("token_env", "a slack provider needs the variable holding its bot token (xoxb-…)")
-	case "smtp":
-		need("host", "an smtp provider needs the mail server's host name")
-		need("from", "an smtp provider needs the From address")
-		if p.From != "" {
-			if _, err := mail.ParseAddress(p.From); err != nil {
-				d.fail(joinPath(path, "from"), set["from"], "%q is not a mail address (e.g. \"Agency <hello@agency.example>\")", p.From)
-			}
+		if why := key.Check(p); why != "" {
+			path, v := at(key.Name)
+			d.fail(path, v, "%s", why)
 		}
-		if p.TLS == "" {
-			p.TLS = "starttls"
+	}
+	for _, key := range k.Keys {
+		if key.Need != "" && !has(key.Name) {
+			d.fail(joinPath(path, key.Name), n, "missing; %s", key.Need)
 		}
-		if p.Port == 0 {
-			p.Port = map[string]int{"starttls": 587, "tls": 465, "none": 25}[p.TLS]
+	}
+	if k.Rules != nil {
+		for _, pr := range k.Rules(p, has) {
+			path, v := at(pr.Key)
+			d.fail(path, v, "%s", pr.Text)
 		}
-		if (set["username_env"] == nil) != (set["password_env"] == nil) {
-			d.fail(joinPath(path, "password_env"), n, "set username_env and password_env together")
-		}
+	}
+	if k.Defaults != nil {
+		k.Defaults(p, has)
 	}
 }
 
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// sortedKeys lists the keys of set, sorted, so problems come in one order.
+func sortedKeys(set map[string]*yaml.Node) []string {
+	out := slices.Collect(maps.Keys(set))
+	slices.Sort(out)
+	return out
 }

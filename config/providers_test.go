@@ -1,10 +1,13 @@
 package config_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
 // TestProviderKinds parses the issue's own configuration, names as users
@@ -74,6 +77,55 @@ func TestProviderKindErrors(t *testing.T) {
 		})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error containing %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
+// TestConfigAcceptsTheBuiltKinds: a kind name config accepts is one the
+// provider package builds, and every kind it builds config accepts.
+func TestConfigAcceptsTheBuiltKinds(t *testing.T) {
+	names := append(kinds.Names(), provider.Kinds()...)
+	for _, kind := range append(names, "nope") {
+		_, err := config.Parse([]byte("providers: [{name: p, kind: "+kind+"}]"), nil)
+		accepted := err == nil || !strings.Contains(err.Error(), "is not a provider kind")
+		built := slices.Contains(provider.Kinds(), kind)
+		if accepted != built {
+			t.Errorf("kind %s: config accepts it %v, provider builds it %v (%v)", kind, accepted, built, err)
+		}
+	}
+}
+
+// TestKindDeclarationsReachConfig: config reads every key a kind declares
+// (none is an unknown key), requires each one the kind needs with the
+// kind's own sentence, and refuses a key the kind does not take by naming
+// what it takes.
+func TestKindDeclarationsReachConfig(t *testing.T) {
+	for _, k := range kinds.All() {
+		for _, key := range k.Keys {
+			_, err := config.Parse([]byte("providers: [{name: p, kind: "+k.Name+", "+key.Name+": x}]"), nil)
+			if err != nil && strings.Contains(err.Error(), "unknown key") {
+				t.Errorf("kind %s declares key %s, which config does not read: %v", k.Name, key.Name, err)
+			}
+		}
+		_, err := config.Parse([]byte("providers: [{name: p, kind: "+k.Name+"}]"), nil)
+		for _, key := range k.Keys {
+			if key.Need == "" {
+				continue
+			}
+			want := "providers[0]." + key.Name + ": missing; " + key.Need
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("kind %s without %s: %v, want %q", k.Name, key.Name, err, want)
+			}
+		}
+		_, err = config.Parse([]byte("providers: [{name: p, kind: "+k.Name+", body: json, token_env: T, host: h}]"), nil)
+		for _, key := range []string{"body", "token_env", "host"} {
+			if _, takes := k.Key(key); takes {
+				continue
+			}
+			want := "providers[0]." + key + ": a " + k.Name + " provider does not take " + key + " (it takes " + strings.Join(k.KeyNames(), ", ") + ")"
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("kind %s given %s: %v, want %q", k.Name, key, err, want)
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/handoff/handoff/hook"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
 // Warnings lists non-fatal concerns to log at start (unsigned channels, openai drafter without API key...).
@@ -60,17 +61,8 @@ func (c *Config) Warnings() []string {
 		ws = append(ws, fmt.Sprintf("drafter.delay is %s: every template draft waits that long (meant for drills and crash tests)", fmtDuration(c.Drafter.Delay)))
 	}
 	for i, p := range c.Providers {
-		if p.Kind == "sandbox" && (p.URL != "" || p.LookupURL != "") {
-			ws = append(ws, fmt.Sprintf("providers[%d]: url and lookup_url are ignored by kind sandbox", i))
-		}
-		if p.Kind != "http" {
-			continue
-		}
-		if p.SigningSecretEnv == "" {
-			ws = append(ws, fmt.Sprintf("provider %q has no signing_secret_env: its requests are not signed", p.Name))
-		}
-		if !p.SupportsIdempotencyKey && p.LookupURL == "" {
-			ws = append(ws, fmt.Sprintf("provider %q has neither supports_idempotency_key nor lookup_url: every ambiguous send (timeout, 5xx) waits for a person to reconcile it", p.Name))
+		if k, ok := kinds.Lookup(p.Kind); ok && k.Warn != nil {
+			ws = append(ws, k.Warn(fmt.Sprintf("providers[%d]", i), &p)...)
 		}
 	}
 	return ws

@@ -7,9 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"strings"
-
-	"github.com/handoff/handoff/store"
 )
 
 // Message is one earlier message of the conversation, given as context.
@@ -38,35 +35,6 @@ type Input struct {
 	History     []Message `json:"history,omitempty"`
 	// CorrelationID is sent as X-Correlation-ID; it is not part of the hashed input.
 	CorrelationID string `json:"-"`
-}
-
-// TurnInput is the input for a draft of ev, the newest event of a turn
-// whose messages are turn (in the order they were recorded), after the
-// conversation's earlier messages history. The sender is ev's, else the
-// latest message's that names one.
-func TurnInput(ev store.Event, turn []store.Event, history []Message) Input {
-	in := Input{
-		EventKey: ev.Key, Channel: ev.Channel, ConversationID: ev.ConversationID,
-		Contact: ev.Contact, Name: ev.Name, Text: ev.Text,
-		History: history, CorrelationID: ev.CorrelationID,
-	}
-	if len(turn) <= 1 {
-		return in
-	}
-	texts := make([]string, 0, len(turn))
-	for _, e := range turn {
-		if t := strings.TrimSpace(e.Text); t != "" {
-			texts = append(texts, t)
-		}
-		if in.Contact == "" {
-			in.Contact = e.Contact
-		}
-		if in.Name == "" {
-			in.Name = e.Name
-		}
-	}
-	in.Messages, in.Text = texts, strings.Join(texts, "\n")
-	return in
 }
 
 // Hash is a stable digest of the exact input, recorded with the draft.

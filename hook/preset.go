@@ -18,7 +18,9 @@ const (
 // Preset bundles what one provider needs: how it signs, where its fields
 // are, how it batches, which notifications are not messages, how it
 // registers a URL and what it expects back. A channel's own keys override
-// any of it.
+// any of it. A preset named after a provider kind (twilio, whatsapp,
+// telegram, slack) is the one that kind's declaration in provider/kinds
+// names as its inbound; a test there keeps the two in step.
 type Preset struct {
 	Name      string
 	Scheme    string // the signature scheme a signature block without one gets

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -157,7 +158,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		return err
 	}
 	history, used := k.withinBudget(history)
-	in := drafter.TurnInput(ev, turn.Events, history)
+	in := turnInput(ev, turn.Events, history)
 	// The owner is a hint for the drafter (the template names it); the
 	// recorded decision is made again below on the drafter's validated fields.
 	hint := k.Router.Route(ev.Channel, in.Text, routingFields(drafter.Extract(in.Text), ev))
@@ -476,4 +477,33 @@ func (k *DraftJob) history(turn store.Turn) ([]drafter.Message, error) {
 		msgs = msgs[len(msgs)-historyLimit:]
 	}
 	return msgs, nil
+}
+
+// turnInput is the drafter's input for a draft of ev, the newest event of
+// a turn whose messages are turn (in the order they were recorded), after
+// the conversation's earlier messages history. The sender is ev's, else
+// the latest message's that names one.
+func turnInput(ev store.Event, turn []store.Event, history []drafter.Message) drafter.Input {
+	in := drafter.Input{
+		EventKey: ev.Key, Channel: ev.Channel, ConversationID: ev.ConversationID,
+		Contact: ev.Contact, Name: ev.Name, Text: ev.Text,
+		History: history, CorrelationID: ev.CorrelationID,
+	}
+	if len(turn) <= 1 {
+		return in
+	}
+	texts := make([]string, 0, len(turn))
+	for _, e := range turn {
+		if t := strings.TrimSpace(e.Text); t != "" {
+			texts = append(texts, t)
+		}
+		if in.Contact == "" {
+			in.Contact = e.Contact
+		}
+		if in.Name == "" {
+			in.Name = e.Name
+		}
+	}
+	in.Messages, in.Text = texts, strings.Join(texts, "\n")
+	return in
 }

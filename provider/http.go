@@ -13,18 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider/kinds"
 	"github.com/handoff/handoff/webhook"
 )
 
-func init() {
-	register("http", newHTTP, Declared{
-		ResendSafe: "with `supports_idempotency_key: true` (our reference as `Idempotency-Key`)",
-		Lookup:     "with `lookup_url`",
-		Receipts:   "no",
-		Unknown:    "resend with the key, or look it up; with neither, `needs_reconciliation`",
-	})
-}
+func init() { register(kinds.HTTP, newHTTP) }
 
 const (
 	// defaultHTTPTimeout matches config's default, for providers built
@@ -67,7 +60,7 @@ type HTTP struct {
 	client    *http.Client
 }
 
-func newHTTP(cfg config.Provider, d Deps) (Provider, error) {
+func newHTTP(cfg kinds.Provider, d Deps) (Provider, error) {
 	if err := checkURL(cfg.URL); err != nil {
 		return nil, fmt.Errorf("http: url: %w", err)
 	}

@@ -595,7 +595,7 @@ func TestExcerptBounded(t *testing.T) {
 type unusedSandboxStore struct{ SandboxStore }
 
 func TestOpenHTTP(t *testing.T) {
-	if _, ok := kinds["sandbox"]; !ok {
+	if _, ok := factories["sandbox"]; !ok {
 		t.Skip("the sandbox kind is not registered in this build")
 	}
 	srv, _ := server(t, reply(200, `{"id":"p-1"}`))
@@ -615,7 +615,7 @@ func TestOpenHTTP(t *testing.T) {
 }
 
 func TestHTTPRegistered(t *testing.T) {
-	if _, ok := kinds["http"]; !ok {
+	if _, ok := factories["http"]; !ok {
 		t.Fatalf("kinds = %v, want http registered", Kinds())
 	}
 }

@@ -1,10 +1,11 @@
 // Package provider delivers approved replies: the built-in sandbox, the
 // outbound HTTP call of the spec, and the APIs agencies use (Twilio,
-// WhatsApp Cloud API, Telegram, Slack, SMTP). Each kind lives in its own
-// file, registers itself with what it can prove after an unknown outcome,
-// and sorts its provider's documented answers into sent, refused for good
-// (Permanent), refused for now (NotSent with RetryAfter) and unknown
-// (Ambiguous).
+// WhatsApp Cloud API, Telegram, Slack, SMTP). Each kind is declared in
+// provider/kinds (its config keys, its inbound preset, what it can prove
+// after an unknown outcome); its code lives here in its own file, which
+// registers the kind's builder and sorts its provider's documented answers
+// into sent, refused for good (Permanent), refused for now (NotSent with
+// RetryAfter) and unknown (Ambiguous).
 package provider
 
 import (
@@ -14,7 +15,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
 // Message is one reply to deliver. Ref is the outbox id: the provider's
@@ -113,22 +114,17 @@ func (e *NotSent) Unwrap() error { return e.Err }
 
 // Declared is what a kind can prove, as the README's table publishes it.
 type Declared struct {
-	Kind       string
-	ResendSafe string // does a resend with our reference deliver once?
-	Lookup     string // can a send be found by our reference?
-	Receipts   string // does the provider report delivery, naming what?
-	Unknown    string // what handoff does with an unknown outcome
+	Kind string
+	kinds.Row
 }
 
-// declared is filled by each kind's init.
-var declared = map[string]Declared{}
-
-// Declarations lists every kind's declaration, by kind.
+// Declarations lists every kind's declaration (provider/kinds), by kind.
 func Declarations() []Declared {
-	out := make([]Declared, 0, len(declared))
-	for _, k := range Kinds() {
-		out = append(out, declared[k])
+	out := make([]Declared, 0, len(kinds.All()))
+	for _, k := range kinds.All() {
+		out = append(out, Declared{Kind: k.Name, Row: k.Row})
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
 	return out
 }
 
@@ -140,21 +136,18 @@ type Deps struct {
 }
 
 // factory builds one configured provider.
-type factory func(cfg config.Provider, d Deps) (Provider, error)
+type factory func(cfg kinds.Provider, d Deps) (Provider, error)
 
-// kinds is filled by each kind's init and never changed after.
-var kinds = map[string]factory{}
+// factories is filled by each kind's init and never changed after.
+var factories = map[string]factory{}
 
-func register(kind string, f factory, d Declared) {
-	kinds[kind] = f
-	d.Kind = kind
-	declared[kind] = d
-}
+// register makes k's declaration buildable with f.
+func register(k kinds.Kind, f factory) { factories[k.Name] = f }
 
 // Kinds lists the provider kinds this binary knows.
 func Kinds() []string {
-	out := make([]string, 0, len(kinds))
-	for k := range kinds {
+	out := make([]string, 0, len(factories))
+	for k := range factories {
 		out = append(out, k)
 	}
 	sort.Strings(out)
@@ -162,11 +155,11 @@ func Kinds() []string {
 }
 
 // Open builds every configured provider plus the built-in "sandbox".
-func Open(cfgs []config.Provider, d Deps) (map[string]Provider, error) {
+func Open(cfgs []kinds.Provider, d Deps) (map[string]Provider, error) {
 	out := map[string]Provider{}
-	all := append([]config.Provider{{Name: "sandbox", Kind: "sandbox"}}, cfgs...)
+	all := append([]kinds.Provider{{Name: "sandbox", Kind: "sandbox"}}, cfgs...)
 	for _, c := range all {
-		f, ok := kinds[c.Kind]
+		f, ok := factories[c.Kind]
 		if !ok {
 			return nil, fmt.Errorf("provider %s: unknown kind %q (known: %v)", c.Name, c.Kind, Kinds())
 		}

@@ -10,18 +10,11 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider/kinds"
 	"github.com/handoff/handoff/store"
 )
 
-func init() {
-	register("sandbox", newSandbox, Declared{
-		ResendSafe: "with `supports_idempotency_key: true`",
-		Lookup:     "yes (unless `lookup: false`)",
-		Receipts:   "no",
-		Unknown:    "resend with the key, or look it up; with neither, `needs_reconciliation`",
-	})
-}
+func init() { register(kinds.Sandbox, newSandbox) }
 
 // SandboxStore is where the sandbox keeps what it received.
 type SandboxStore interface {
@@ -38,7 +31,7 @@ type SandboxStore interface {
 // fail, stall or time out after accepting, for tests and drills.
 type Sandbox struct {
 	name string
-	cfg  config.Provider
+	cfg  kinds.Provider
 	st   SandboxStore
 	now  func() time.Time
 
@@ -46,7 +39,7 @@ type Sandbox struct {
 	failures map[string]int // sends that failed on purpose, per reference (FailFirst)
 }
 
-func newSandbox(cfg config.Provider, d Deps) (Provider, error) {
+func newSandbox(cfg kinds.Provider, d Deps) (Provider, error) {
 	if d.Sandbox == nil {
 		return nil, errors.New("the sandbox needs the store")
 	}

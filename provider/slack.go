@@ -8,17 +8,10 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
-func init() {
-	register("slack", newSlack, Declared{
-		ResendSafe: "no",
-		Lookup:     "no",
-		Receipts:   "no",
-		Unknown:    "`needs_reconciliation`: a person checks the channel",
-	})
-}
+func init() { register(kinds.Slack, newSlack) }
 
 const slackAPI = "https://slack.com"
 
@@ -31,7 +24,7 @@ type Slack struct {
 	auth string // never formatted
 }
 
-func newSlack(cfg config.Provider, d Deps) (Provider, error) {
+func newSlack(cfg kinds.Provider, d Deps) (Provider, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("slack: token_env is required")
 	}

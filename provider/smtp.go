@@ -19,20 +19,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
 // smtpBusy is how long a 4xx refusal waits: SMTP has no Retry-After.
 const smtpBusy = time.Minute
 
-func init() {
-	register("smtp", newSMTP, Declared{
-		ResendSafe: "no (SMTP has no idempotency key)",
-		Lookup:     "with `lookup_url`: a search by the `Message-ID` we derive from our reference (Mailpit's API shape)",
-		Receipts:   "through the mail service's event webhook (Mailgun `message-id`), matched by `Message-ID`",
-		Unknown:    "look it up by `Message-ID` (settle rule applies); without `lookup_url`, `needs_reconciliation`, which a receipt can settle",
-	})
-}
+func init() { register(kinds.SMTP, newSMTP) }
 
 // SMTP sends an email reply with the standard library's net/smtp client,
 // which never retries by itself: one dial, one MAIL/RCPT/DATA. The
@@ -63,7 +56,7 @@ type SMTP struct {
 	tlsConfig *tls.Config
 }
 
-func newSMTP(cfg config.Provider, d Deps) (Provider, error) {
+func newSMTP(cfg kinds.Provider, d Deps) (Provider, error) {
 	from, err := mail.ParseAddress(cfg.From)
 	if err != nil {
 		return nil, fmt.Errorf("smtp: from %q is not a mail address", cfg.From)

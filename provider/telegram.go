@@ -9,17 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
-func init() {
-	register("telegram", newTelegram, Declared{
-		ResendSafe: "no",
-		Lookup:     "no",
-		Receipts:   "no (bots get no delivery reports)",
-		Unknown:    "`needs_reconciliation`: a person checks the chat",
-	})
-}
+func init() { register(kinds.Telegram, newTelegram) }
 
 const telegramAPI = "https://api.telegram.org"
 
@@ -30,7 +23,7 @@ type Telegram struct {
 	url string // holds the token: never formatted
 }
 
-func newTelegram(cfg config.Provider, d Deps) (Provider, error) {
+func newTelegram(cfg kinds.Provider, d Deps) (Provider, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("telegram: token_env is required")
 	}

@@ -9,17 +9,10 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
-func init() {
-	register("twilio", newTwilio, Declared{
-		ResendSafe: "no (Twilio keeps no idempotency key for messages)",
-		Lookup:     "no (Twilio cannot find a message by our reference)",
-		Receipts:   "yes, status callbacks; with `status_callback` the callback URL carries our reference (`?ref=<outbox id>`)",
-		Unknown:    "`needs_reconciliation` at once; the status callback then settles it without a person",
-	})
-}
+func init() { register(kinds.Twilio, newTwilio) }
 
 // twilioAPI is Twilio's public REST API.
 const twilioAPI = "https://api.twilio.com"
@@ -43,7 +36,7 @@ type apiKind struct {
 	burst int
 }
 
-func newAPIKind(cfg config.Provider, d Deps) apiKind {
+func newAPIKind(cfg kinds.Provider, d Deps) apiKind {
 	return apiKind{name: cfg.Name, w: newWire(cfg.Name, cfg.Timeout, d.Now, cfg.Rate, cfg.Burst), rate: cfg.Rate, burst: cfg.Burst}
 }
 
@@ -60,14 +53,14 @@ func (apiKind) Lookup(context.Context, string, string) (string, bool, error) {
 	return "", false, ErrNoLookup
 }
 
-func base(cfg config.Provider, public string) string {
+func base(cfg kinds.Provider, public string) string {
 	if cfg.APIBase != "" {
 		return cfg.APIBase
 	}
 	return public
 }
 
-func newTwilio(cfg config.Provider, d Deps) (Provider, error) {
+func newTwilio(cfg kinds.Provider, d Deps) (Provider, error) {
 	if cfg.AccountSID == "" || cfg.AuthToken == "" || cfg.From == "" {
 		return nil, errors.New("twilio: account_sid, auth_token_env and from are required")
 	}

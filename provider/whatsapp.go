@@ -8,17 +8,10 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider/kinds"
 )
 
-func init() {
-	register("whatsapp", newWhatsApp, Declared{
-		ResendSafe: "no (the Cloud API has no idempotency key)",
-		Lookup:     "no",
-		Receipts:   "yes, status webhooks; each carries our reference in `biz_opaque_callback_data`",
-		Unknown:    "`needs_reconciliation` at once; the status webhook then settles it without a person",
-	})
-}
+func init() { register(kinds.WhatsApp, newWhatsApp) }
 
 // whatsappAPI is the Graph API the Cloud API lives on.
 const whatsappAPI = "https://graph.facebook.com"
@@ -36,7 +29,7 @@ type WhatsApp struct {
 	auth string // never formatted
 }
 
-func newWhatsApp(cfg config.Provider, d Deps) (Provider, error) {
+func newWhatsApp(cfg kinds.Provider, d Deps) (Provider, error) {
 	if cfg.PhoneNumberID == "" || cfg.Token == "" {
 		return nil, errors.New("whatsapp: phone_number_id and token_env are required")
 	}

@@ -1,0 +1,29 @@
+package kinds
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// WhatsApp sends through the Cloud API; status webhooks come back through
+// the whatsapp preset, each naming our reference.
+var WhatsApp = Kind{
+	Name: "whatsapp",
+	Keys: []Key{
+		{Name: "phone_number_id", Need: "a whatsapp provider needs the phone number id it sends from", Check: func(p *Provider) string {
+			if _, err := strconv.ParseUint(p.PhoneNumberID, 10, 64); err != nil {
+				return fmt.Sprintf("%q is not a WhatsApp phone number id (digits only; quote it in YAML)", p.PhoneNumberID)
+			}
+			return ""
+		}},
+		{Name: "token_env", Need: "a whatsapp provider needs the variable holding its access token"},
+	},
+	Preset:    "whatsapp",
+	Recipient: phone,
+	Row: Row{
+		ResendSafe: "no (the Cloud API has no idempotency key)",
+		Lookup:     "no",
+		Receipts:   "yes, status webhooks; each carries our reference in `biz_opaque_callback_data`",
+		Unknown:    "`needs_reconciliation` at once; the status webhook then settles it without a person",
+	},
+}
