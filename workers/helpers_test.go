@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 	"github.com/oklog/ulid/v2"
@@ -22,10 +23,10 @@ func openStore(t *testing.T) *store.Store {
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // testOptions are fast retries on the wall clock with no jitter.
-func testOptions() Options {
-	return Options{
+func testOptions() jobs.Options {
+	return jobs.Options{
 		Workers: 2,
-		Backoff: Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
+		Backoff: jobs.Backoff{Base: time.Millisecond, Max: 5 * time.Millisecond},
 		Logger:  discardLogger(),
 		Jitter:  func() float64 { return 0 },
 	}
@@ -33,9 +34,9 @@ func testOptions() Options {
 
 // startRunner starts a runner and stops it at the end of the test (before
 // the store's cleanup, which was registered earlier).
-func startRunner(t *testing.T, st *store.Store, kinds map[string]Kind, opt Options) *Runner {
+func startRunner(t *testing.T, st *store.Store, kinds map[string]jobs.Kind, opt jobs.Options) *jobs.Runner {
 	t.Helper()
-	r := NewRunner(st, kinds, opt)
+	r := jobs.NewRunner(st, kinds, opt)
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -82,14 +83,6 @@ func waitFinal(t *testing.T, st *store.Store, id string, want store.JobState) st
 		t.Fatalf("job %s ended %s (last error %q), want %s", id, j.State, j.LastError, want)
 	}
 	return j
-}
-
-func outcomes(j store.Job) []string {
-	var out []string
-	for _, a := range j.Attempts {
-		out = append(out, a.Outcome)
-	}
-	return out
 }
 
 // kindFunc adapts a function to Kind and records every call.

@@ -5,15 +5,18 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
 // Kinds wires every job kind of handoff from the config, each under the
-// kind its arguments name.
-func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]provider.Provider) (map[string]Kind, *DraftJob) {
-	senders := make(map[string]Sender, len(providers))
+// kind its arguments name (the args are the concepts': review.DraftArgs,
+// delivery.DeliverArgs, delivery.BulkReplayArgs). The delivery job is
+// delivery.Job itself: it speaks the queue's errors.
+func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]provider.Provider) (map[string]jobs.Kind, *DraftJob) {
+	senders := make(map[string]delivery.Sender, len(providers))
 	for name, p := range providers {
 		senders[name] = p
 	}
@@ -22,10 +25,10 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 	if n := cfg.Limits.BodiesInFlight; n > 0 {
 		draft.Bodies, draft.BodiesSize = semaphore.NewWeighted(n), n
 	}
-	return map[string]Kind{
-		DraftArgs{}.Kind():   draft,
-		DeliverArgs{}.Kind(): &DeliverJob{Store: st, Providers: senders},
+	return map[string]jobs.Kind{
+		review.DraftArgs{}.Kind():     draft,
+		delivery.DeliverArgs{}.Kind(): &delivery.Job{Store: st, Providers: senders}, // app sets its log
 		// app sets its clock, its Wake and its log.
-		BulkReplayArgs{}.Kind(): &BulkReplayJob{Store: st, Outbox: delivery.New(st, cfg)},
+		delivery.BulkReplayArgs{}.Kind(): &BulkReplayJob{Store: st, Outbox: delivery.New(st, cfg)},
 	}, draft
 }
