@@ -1,3 +1,10 @@
+// Package workers holds handoff's job kinds, the code the queue runs: the
+// draft job (the drafter, routing, the context and budget bounds, then
+// review's Record), the digest job, the bulk replay and the cron tasks
+// (Maintenance). It stands above the concepts it uses (review, delivery,
+// leads, the drafter and the providers) and below app, which wires it;
+// the queue itself (jobs) and every concept's job args sit below it, so
+// no concept imports it. The delivery job is delivery.Job, registered here.
 package workers
 
 import (
