@@ -15,7 +15,6 @@ import (
 	"github.com/handoff/handoff/app"
 	"github.com/handoff/handoff/app/apptest"
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
@@ -40,7 +39,7 @@ func TestBackupToS3(t *testing.T) {
 	if m == nil {
 		t.Fatalf("stdout %q", c.stdout.String())
 	}
-	local, err := os.ReadFile(filepath.Join(jobs.BackupDir(cfg.DataDir), m[1]))
+	local, err := os.ReadFile(filepath.Join(store.BackupDir(cfg.DataDir), m[1]))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,8 +22,10 @@ import (
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/offsite"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/web"
+	"github.com/handoff/handoff/workers"
 )
 
 // HTTPGrace is how long Stop lets HTTP requests finish, and ShutdownGrace
@@ -64,9 +66,9 @@ type App struct {
 	st     *store.Store
 	runner *jobs.Runner
 	sched  *jobs.Schedule
-	maint  *jobs.Maintenance
+	maint  *workers.Maintenance
 	web    *web.Server
-	bulk   *jobs.BulkReplayJob
+	bulk   *workers.BulkReplayJob
 	ln     net.Listener
 	http   *http.Server
 	served chan error
@@ -149,9 +151,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		return nil, err
 	}
 	metrics := web.NewMetrics(a.st, cfg, d.Now)
-	kinds, draftJob := jobs.Kinds(a.st, cfg, dr, providers)
-	digests := &jobs.DigestJob{Store: a.st, Config: cfg} // digests[]: its Wake is the runner's
-	kinds[jobs.KindDigest] = digests
+	kinds, draftJob := workers.Kinds(a.st, cfg, dr, providers)
+	digests := &workers.DigestJob{Store: a.st, Config: cfg} // digests[]: its Wake is the runner's
+	kinds[workers.KindDigest] = digests
 	draftJob.Observe = metrics.ModelCall
 	draftJob.ObserveCost = metrics.DraftCost
 	draftJob.AfterSave = d.AfterDraftSave
@@ -159,7 +161,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		Workers: cfg.Workers,
 		// The draft pool: many template drafts at once, a model server's few calls.
 		Concurrency: map[string]int{
-			jobs.KindDraft: cfg.DraftConcurrency(),
+			review.KindDraft: cfg.DraftConcurrency(),
 		},
 		Lease:   lease(cfg),
 		Backoff: jobs.Backoff{Base: cfg.Retry.BaseDelay, Max: cfg.Retry.MaxDelay},
@@ -168,15 +170,15 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	})
 	// Bulk replays stamp their replays with the HTTP side's clock, as a
 	// single replay does, and wake the runner for the work they queue.
-	a.bulk = kinds[jobs.KindBulkReplay].(*jobs.BulkReplayJob)
+	a.bulk = kinds[delivery.KindBulkReplay].(*workers.BulkReplayJob)
 	a.bulk.Now, a.bulk.Log, a.bulk.Wake = d.Now, d.Logger, a.runner.Wake
-	kinds[jobs.KindDeliver].(*jobs.DeliverJob).Log = d.Logger
+	kinds[delivery.Kind].(*delivery.Job).Log = d.Logger
 
 	a.sched = jobs.NewSchedule(d.Logger)
 	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
 		return nil, err
 	}
-	a.maint = &jobs.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake, Verify: d.VerifyBackup}
+	a.maint = &workers.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake, Verify: d.VerifyBackup}
 	a.backups = &backups{a: a, metrics: metrics}
 	if t := cfg.Backups.Target; t != nil {
 		if a.backups.target, err = offsite.New(*t, store.IsBackupName); err != nil {
@@ -203,7 +205,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	// The last good backup survives a restart: it is the newest file on
 	// disk, since only a verified copy takes a backup's name.
-	if files, err := store.Backups(jobs.BackupDir(cfg.DataDir)); err == nil && len(files) > 0 {
+	if files, err := store.Backups(store.BackupDir(cfg.DataDir)); err == nil && len(files) > 0 {
 		metrics.RestoreLastBackup(files[0].ModTime, files[0].Warnings)
 	}
 
@@ -379,10 +381,10 @@ func (a *App) Jobs() *jobs.Runner { return a.runner }
 
 // BulkReplay is the bulk replay job kind, for tests to set its Pause
 // before Start.
-func (a *App) BulkReplay() *jobs.BulkReplayJob { return a.bulk }
+func (a *App) BulkReplay() *workers.BulkReplayJob { return a.bulk }
 
 // newDrafter builds the configured drafter.
-func newDrafter(cfg *config.Config) (jobs.Drafter, error) {
+func newDrafter(cfg *config.Config) (workers.Drafter, error) {
 	c := cfg.Drafter
 	switch c.Kind {
 	case "template":

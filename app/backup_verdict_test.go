@@ -18,7 +18,6 @@ import (
 
 	"github.com/handoff/handoff/app"
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/offsite"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
@@ -109,11 +108,11 @@ func TestRejectedBackupThroughTheApp(t *testing.T) {
 	if code != http.StatusBadGateway || !strings.Contains(raw, "failed verification") || !strings.Contains(raw, "truncated") {
 		t.Fatalf("backup of a damaged copy: %d %s; want 502 with the reason", code, raw)
 	}
-	files, err := store.Backups(jobs.BackupDir(cfg.DataDir))
+	files, err := store.Backups(store.BackupDir(cfg.DataDir))
 	if err != nil || len(files) != 1 || files[0].Name != good.File.Name {
 		t.Errorf("backups = %+v (%v), want the good one alone (keep 1 did not count the bad one)", files, err)
 	}
-	if rej, _ := store.RejectedBackups(jobs.BackupDir(cfg.DataDir)); len(rej) != 1 {
+	if rej, _ := store.RejectedBackups(store.BackupDir(cfg.DataDir)); len(rej) != 1 {
 		t.Errorf("rejected = %+v, want one", rej)
 	}
 	_, scrape := api(t, http.MethodGet, base+"/metrics")

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/offsite"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/web"
@@ -82,7 +81,7 @@ func (b *backups) BackupNow(ctx context.Context) (web.BackupResult, error) {
 	// schedule logs its own task's failure).
 	var re *store.RejectedError
 	if err != nil && !errors.As(err, &re) && b.last.File.Name == "" {
-		b.a.log.Error("backup failed", "dir", jobs.BackupDir(b.a.cfg.DataDir), slog.Any("err", err))
+		b.a.log.Error("backup failed", "dir", store.BackupDir(b.a.cfg.DataDir), slog.Any("err", err))
 	}
 	return b.last, err
 }
@@ -158,7 +157,7 @@ func (b *backups) Restore(ctx context.Context, src string) (web.Restored, error)
 	}
 	// The last good backup is what is on disk, whatever the restored
 	// database says.
-	if files, err := store.Backups(jobs.BackupDir(a.cfg.DataDir)); err == nil && len(files) > 0 {
+	if files, err := store.Backups(store.BackupDir(a.cfg.DataDir)); err == nil && len(files) > 0 {
 		b.metrics.RestoreLastBackup(files[0].ModTime, files[0].Warnings)
 	}
 	return res, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/workers"
 )
 
 // TestDigestWiredAndLinkOnlyOpens: the wired process runs a digest of the
@@ -46,7 +47,7 @@ digests:
 	// The cron would fire at 9:00; the test enqueues the same job.
 	ctx := context.Background()
 	err = a.Store().Update(ctx, func(tx *store.Tx) error {
-		_, _, err := jobs.Enqueue(tx, jobs.DigestArgs{Digest: "team", Period: "at-test"}, jobs.Opts{MaxAttempts: 3, Now: time.Now()})
+		_, _, err := jobs.Enqueue(tx, workers.DigestArgs{Digest: "team", Period: "at-test"}, jobs.Opts{MaxAttempts: 3, Now: time.Now()})
 		return err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -53,7 +54,7 @@ func CreateTx(tx *store.Tx, r Reply) (store.Outbox, error) {
 	if err := tx.PutOutbox(nil, &o); err != nil {
 		return store.Outbox{}, err
 	}
-	if _, _, err := tx.Enqueue(store.NewJob{ID: r.JobID, Kind: Kind, Key: o.ID, MaxAttempts: r.MaxAttempts, RunAt: runAt}, d.CorrelationID, r.At); err != nil {
+	if _, _, err := jobs.Enqueue(tx, DeliverArgs{OutboxID: o.ID}, jobs.Opts{ID: r.JobID, MaxAttempts: r.MaxAttempts, RunAt: runAt, CorrelationID: d.CorrelationID, Now: r.At}); err != nil {
 		return store.Outbox{}, err
 	}
 	return o, nil

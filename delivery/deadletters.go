@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -132,6 +134,9 @@ func (ob *Outbox) ReplayTx(tx *store.Tx, id string, r store.Replay) (store.DeadL
 	if r.Regenerate && (dl.Kind != store.DeadJob || dl.Job.Kind != store.KindDraft) {
 		return store.DeadLetter{}, &store.NotRegenerableError{ID: id, What: what(dl)}
 	}
+	if r.Regenerate && ob.regenerate == nil {
+		return store.DeadLetter{}, errors.New("delivery: a regenerate needs the draft's rule (Outbox.Regenerating)")
+	}
 	if dl.State == "dismissed" {
 		return store.DeadLetter{}, &store.StateError{What: dl.Kind + " " + id, State: "dismissed", Want: "on the dead-letter list"}
 	}
@@ -148,7 +153,12 @@ func (ob *Outbox) ReplayTx(tx *store.Tx, id string, r store.Replay) (store.DeadL
 			return store.DeadLetter{}, err
 		}
 	case dl.Kind == store.DeadJob:
-		if err := tx.ReviveJob(dl.Job, r, ob.maxAttempts); err != nil {
+		var payload func() (json.RawMessage, error)
+		if r.Regenerate {
+			j := *dl.Job
+			payload = func() (json.RawMessage, error) { return ob.regenerate(tx, j) }
+		}
+		if err := tx.ReviveJob(dl.Job, r, ob.maxAttempts, payload); err != nil {
 			return store.DeadLetter{}, err
 		}
 	default:
@@ -174,7 +184,7 @@ func (ob *Outbox) requeue(tx *store.Tx, o *store.Outbox, r store.Replay, jobID s
 	// Back in the queue, it is back on the list if it fails again.
 	o.Status, o.ExecutionID, o.Note, o.UpdatedAt, o.Dismissed = store.OutboxPending, "", "", r.At, nil
 	o.Replays = append(slices.Clip(o.Replays), r)
-	if _, _, err := tx.Enqueue(ob.job(jobID, *o), o.CorrelationID, r.At); err != nil {
+	if _, err := ob.enqueue(tx, jobID, *o, r.At); err != nil {
 		return err
 	}
 	return tx.PutOutbox(&old, o)

@@ -17,6 +17,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,6 +26,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -159,6 +161,21 @@ type Outbox struct {
 	st          *store.Store
 	maxAttempts int
 	newID       func() string
+	regenerate  Regenerate // nil: a regenerate is refused (Regenerating)
+}
+
+// Regenerate gives the new arguments of the discarded draft job j that a
+// person replays to be regenerated, in the replay's transaction. Drafts
+// are review's (review.RegenerateTx); delivery, below review, is handed
+// the rule by whoever replays (Regenerating).
+type Regenerate func(tx *store.Tx, j store.Job) (json.RawMessage, error)
+
+// Regenerating is ob with the rule that makes a regenerate's arguments;
+// without it Replay refuses a regenerate.
+func (ob *Outbox) Regenerating(fn Regenerate) *Outbox {
+	c := *ob
+	c.regenerate = fn
+	return &c
 }
 
 // New returns the outbox over st with cfg's retry policy.
@@ -219,7 +236,7 @@ func (ob *Outbox) Reconcile(ctx context.Context, id string, rec store.Reconcilia
 			}
 		case "not_sent":
 			o.Status, o.ExecutionID, o.Note, o.Dismissed = store.OutboxPending, "", "", nil
-			if _, _, err := tx.Enqueue(ob.job(jobID, o), o.CorrelationID, rec.At); err != nil {
+			if _, err := ob.enqueue(tx, jobID, o, rec.At); err != nil {
 				return err
 			}
 		default:
@@ -237,9 +254,11 @@ func (ob *Outbox) Reconcile(ctx context.Context, id string, rec store.Reconcilia
 	return out, nil
 }
 
-// job is the delivery job of row o.
-func (ob *Outbox) job(id string, o store.Outbox) store.NewJob {
-	return store.NewJob{ID: id, Kind: Kind, Key: o.ID, MaxAttempts: ob.maxAttempts}
+// enqueue adds the delivery job id of row o in tx, due now, unless one
+// is live; created says whether this call added it.
+func (ob *Outbox) enqueue(tx *store.Tx, id string, o store.Outbox, now time.Time) (created bool, err error) {
+	_, created, err = jobs.Enqueue(tx, DeliverArgs{OutboxID: o.ID}, jobs.Opts{ID: id, MaxAttempts: ob.maxAttempts, CorrelationID: o.CorrelationID, Now: now})
+	return created, err
 }
 
 // Resolve enqueues a delivery job for every row left effect_pending or
@@ -292,7 +311,7 @@ func (ob *Outbox) Resolve(ctx context.Context, now time.Time) (int, error) {
 				if o.Status != store.OutboxPending && o.Status != store.OutboxEffectPending {
 					continue // its job moved it on since the read
 				}
-				_, created, err := tx.Enqueue(ob.job(ids[i], o), o.CorrelationID, now)
+				created, err := ob.enqueue(tx, ids[i], o, now)
 				if err != nil {
 					return err
 				}

@@ -8,9 +8,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
+
+// DeliverArgs are the delivery job's: it sends the outbox row OutboxID
+// once. The row holds everything else, so the job stores no payload.
+type DeliverArgs struct {
+	OutboxID string `json:"-"`
+}
+
+// Kind is the delivery job kind (Kind).
+func (DeliverArgs) Kind() string { return Kind }
+
+// Key is the outbox row's id.
+func (a DeliverArgs) Key() string { return a.OutboxID }
+
+// SetKey is how jobs.Decode gives the key back.
+func (a *DeliverArgs) SetKey(k string) { a.OutboxID = k }
 
 // Sender is what the delivery job needs of a provider.
 type Sender interface {
@@ -26,10 +42,12 @@ type Sender interface {
 // it), by lookup (where the provider supports it), or else parked for a
 // person as needs_reconciliation. It never resends blindly.
 //
-// Its control flow reaches the queue as *Later (ask again after a delay),
-// *Held (the same for a send held to its provider's rate, without
-// counting the attempt) and *Gone (the row does not exist: retrying cannot
-// help); every other error is an attempt that failed and counts.
+// Its control flow is the queue's own: *jobs.RetryLater (ask again after
+// a delay), *jobs.Snooze (the same for a send held to its provider's rate,
+// without counting the attempt) and *jobs.Discard (the row does not exist,
+// or the job is not a delivery job: retrying cannot help); every other
+// error is an attempt that failed and counts. The runner runs it as it is
+// (workers.Kinds registers it under Kind).
 type Job struct {
 	Store     *store.Store
 	Providers map[string]Sender
@@ -42,6 +60,9 @@ type Job struct {
 
 // Run delivers one outbox row.
 func (k *Job) Run(ctx context.Context, job store.Job) error {
+	if _, err := jobs.Decode[DeliverArgs](job); err != nil {
+		return err
+	}
 	now := k.now
 	ob := &Outbox{st: k.Store}
 	if wait, err := k.hold(job.Key, now()); err != nil || wait > 0 {
@@ -49,7 +70,7 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 	}
 	row, prev, err := ob.Claim(ctx, job.Key, job.ExecutionID, now())
 	if errors.Is(err, store.ErrNotFound) {
-		return &Gone{Err: err}
+		return &jobs.Discard{Err: err}
 	}
 	if err != nil {
 		return err
@@ -139,7 +160,7 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 		if unsent.RetryAfter > 0 {
 			// The provider refused for now and said when to come back:
 			// the queue's due time waits, no goroutine does.
-			return &Later{Err: err, After: unsent.RetryAfter}
+			return &jobs.RetryLater{Err: err, After: unsent.RetryAfter}
 		}
 		return err
 	case caps.IdempotencyKey || caps.Lookup:
@@ -219,7 +240,7 @@ func (k *Job) tooSoon(finish func(store.OutboxStatus, string, string, store.Outb
 	if err := finish(store.OutboxEffectPending, "", "", a); err != nil {
 		return err
 	}
-	return &Later{Err: cause, After: wait}
+	return &jobs.RetryLater{Err: cause, After: wait}
 }
 
 // unknown handles an outcome that a later attempt can resolve: the row stays
@@ -234,14 +255,14 @@ func (k *Job) unknown(finish func(store.OutboxStatus, string, string, store.Outb
 	}
 	var amb *provider.Ambiguous
 	if errors.As(cause, &amb) && amb.RetryAfter > 0 {
-		return &Later{Err: cause, After: amb.RetryAfter}
+		return &jobs.RetryLater{Err: cause, After: amb.RetryAfter}
 	}
 	return cause
 }
 
 // hold keeps a send to its provider's rate: before the row is claimed, a
 // provider with a rate (provider.Holder) gives the row a slot, and a slot
-// in the future comes back as *Held for the queue to wait on, without
+// in the future comes back as *jobs.Snooze for the queue to wait on, without
 // counting the attempt. The row is untouched, so nothing about the send
 // is uncertain meanwhile.
 func (k *Job) hold(id string, now time.Time) (time.Duration, error) {
@@ -257,7 +278,7 @@ func (k *Job) hold(id string, now time.Time) (time.Duration, error) {
 	if wait <= 0 {
 		return 0, nil
 	}
-	return wait, &Held{Err: fmt.Errorf("provider %s is held to its rate", row.Provider), After: wait}
+	return wait, &jobs.Snooze{Err: fmt.Errorf("provider %s is held to its rate", row.Provider), After: wait}
 }
 
 func (k *Job) now() time.Time {
@@ -266,29 +287,3 @@ func (k *Job) now() time.Time {
 	}
 	return time.Now()
 }
-
-// Later asks the queue to run the job again after After instead of its
-// usual backoff (a lookup too soon to count, a provider's Retry-After).
-type Later struct {
-	Err   error
-	After time.Duration
-}
-
-func (e *Later) Error() string { return fmt.Sprintf("retry after %s: %v", e.After, e.Err) }
-func (e *Later) Unwrap() error { return e.Err }
-
-// Held asks the queue to run the job again after After without counting
-// this attempt: it did nothing but wait for the provider's rate.
-type Held struct {
-	Err   error
-	After time.Duration
-}
-
-func (e *Held) Error() string { return fmt.Sprintf("held for %s: %v", e.After, e.Err) }
-func (e *Held) Unwrap() error { return e.Err }
-
-// Gone ends the job at once: the row it was to send does not exist.
-type Gone struct{ Err error }
-
-func (e *Gone) Error() string { return "permanent: " + e.Err.Error() }
-func (e *Gone) Unwrap() error { return e.Err }

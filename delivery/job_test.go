@@ -22,7 +22,9 @@ import (
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/workers"
 )
 
 // crmPost is one POST the fake CRM received.
@@ -178,14 +180,14 @@ func startDeliveryLogged(t *testing.T, st *store.Store, prov config.Provider, ma
 	if err != nil {
 		t.Fatalf("NewTemplate: %v", err)
 	}
-	kinds, _ := jobs.Kinds(st, cfg, d, providers)
-	kinds[jobs.KindDeliver].(*jobs.DeliverJob).Log = log
+	kinds, _ := workers.Kinds(st, cfg, d, providers)
+	kinds[delivery.Kind].(*delivery.Job).Log = log
 	key := "demo:msg-1"
 	rec, err := st.RecordEvent(context.Background(), store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: "msg-1", CorrelationID: ulid.Make().String(),
 		ConversationID: deliverConv, Contact: contact, Name: "Ada", Text: "Hello, do you ship to Lisbon?",
 		ReceivedAt: time.Now().UTC(),
-	}, store.NewJob{ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: key, MaxAttempts: maxAttempts})
+	}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: maxAttempts})
 	if err != nil {
 		t.Fatalf("RecordEvent: %v", err)
 	}

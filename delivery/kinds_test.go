@@ -11,6 +11,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/store"
@@ -263,7 +264,7 @@ func (h *heldSender) Capabilities() provider.Capabilities {
 }
 
 // TestRateHoldBeforeClaim: a send held by its provider's rate comes back
-// as *Held for the queue's due time, without touching the row or calling
+// as *jobs.Snooze for the queue's due time, without touching the row or calling
 // the provider; once its slot comes it is sent.
 func TestRateHoldBeforeClaim(t *testing.T) {
 	st := openStore(t)
@@ -283,17 +284,17 @@ func TestRateHoldBeforeClaim(t *testing.T) {
 	}
 	h := &heldSender{wait: 700 * time.Millisecond}
 	job := &delivery.Job{Store: st, Providers: map[string]delivery.Sender{"out": h}}
-	err = job.Run(context.Background(), store.Job{ID: "j-held", Key: held, ExecutionID: "e1", Attempt: 1, MaxAttempts: 3})
-	var hold *delivery.Held
+	err = job.Run(context.Background(), store.Job{ID: "j-held", Kind: delivery.Kind, Key: held, ExecutionID: "e1", Attempt: 1, MaxAttempts: 3})
+	var hold *jobs.Snooze
 	if !errors.As(err, &hold) || hold.After != 700*time.Millisecond || h.calls != 0 {
-		t.Fatalf("Run = %v, %d calls; want *Held after 700ms and no call", err, h.calls)
+		t.Fatalf("Run = %v, %d calls; want *jobs.Snooze after 700ms and no call", err, h.calls)
 	}
 	if o, _ := st.OutboxRow(held); o.Status != store.OutboxPending || len(o.Attempts) != len(before.Attempts) || len(o.Attempts) != 1 ||
 		!o.UpdatedAt.Equal(before.UpdatedAt) || o.ExecutionID != before.ExecutionID {
 		t.Fatalf("row %s %v after a hold, want pending and untouched", o.Status, attemptSummary(o))
 	}
 	h.wait = 0
-	if err := job.Run(context.Background(), store.Job{ID: "j-held", Key: held, ExecutionID: "e2", Attempt: 2, MaxAttempts: 3}); err != nil {
+	if err := job.Run(context.Background(), store.Job{ID: "j-held", Kind: delivery.Kind, Key: held, ExecutionID: "e2", Attempt: 2, MaxAttempts: 3}); err != nil {
 		t.Fatalf("Run at the slot: %v", err)
 	}
 	if o, _ := st.OutboxRow(held); o.Status != store.OutboxSent || h.calls != 1 {

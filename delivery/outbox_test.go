@@ -18,6 +18,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
@@ -49,7 +50,7 @@ func (s *testStore) FinishOutbox(ctx context.Context, id, execID string, now tim
 
 // with is the outbox with a delivery job policy of maxAttempts attempts and ids from newID.
 func (s *testStore) with(maxAttempts int, newID func() string) *delivery.Outbox {
-	return delivery.NewForTest(s.Store, maxAttempts, newID)
+	return delivery.NewForTest(s.Store, maxAttempts, newID).Regenerating(review.RegenerateTx)
 }
 
 // jobCount counts the jobs of one event.

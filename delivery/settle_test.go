@@ -16,7 +16,9 @@ import (
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/workers"
 )
 
 // slowProvider is a provider in the test's clock: each send answers as its
@@ -97,13 +99,13 @@ func startSlow(t *testing.T, p *slowProvider, maxAttempts int) *slowRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds, _ := jobs.Kinds(st, cfg, d, map[string]provider.Provider{"slow": p})
-	kinds[delivery.Kind].(*jobs.DeliverJob).Now = p.clock.Now
+	kinds, _ := workers.Kinds(st, cfg, d, map[string]provider.Provider{"slow": p})
+	kinds[delivery.Kind].(*delivery.Job).Now = p.clock.Now
 	ev := store.Event{
 		ID: ulid.Make().String(), Key: "demo:slow-1", Channel: "demo", MessageID: "slow-1", CorrelationID: ulid.Make().String(),
 		ConversationID: deliverConv, Contact: deliverConv, Name: "Ada", Text: "Is Friday free?", ReceivedAt: p.clock.Now(),
 	}
-	if _, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: ev.Key, MaxAttempts: maxAttempts}); err != nil {
+	if _, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: maxAttempts}); err != nil {
 		t.Fatal(err)
 	}
 	opt := testOptions()

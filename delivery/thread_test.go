@@ -14,10 +14,11 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/drafter"
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/workers"
 )
 
 // TestEmailReplyAnswersTheSubject: the delivery job gives an smtp reply
@@ -144,10 +145,10 @@ func startEmailDelivery(t *testing.T, st *store.Store, prov config.Provider, att
 	if err != nil {
 		t.Fatalf("NewTemplate: %v", err)
 	}
-	kinds, _ := jobs.Kinds(st, cfg, d, providers)
+	kinds, _ := workers.Kinds(st, cfg, d, providers)
 	ev.ID, ev.CorrelationID, ev.ReceivedAt = ulid.Make().String(), ulid.Make().String(), time.Now().UTC()
 	ev.Key = ev.Channel + ":" + ev.MessageID
-	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: ev.Key, MaxAttempts: attempts})
+	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: attempts})
 	if err != nil {
 		t.Fatalf("RecordEvent: %v", err)
 	}

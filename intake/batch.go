@@ -8,6 +8,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -68,7 +69,7 @@ func Encode(m Message, maxAttempts int) (*store.Encoded, error) {
 	} else {
 		ev.BodyText = string(m.Body)
 	}
-	job, err := jobs.NewJob(jobs.DraftArgs{EventKey: ev.Key}, jobs.Opts{MaxAttempts: maxAttempts, RunAt: m.ReceivedAt.Add(m.Coalesce)})
+	job, err := jobs.NewJob(review.DraftArgs{EventKey: ev.Key}, jobs.Opts{MaxAttempts: maxAttempts, RunAt: m.ReceivedAt.Add(m.Coalesce)})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
@@ -37,10 +38,10 @@ func TestRecord(t *testing.T) {
 	if ev.Key != "web:m-1" || ev.ID == "" || ev.CorrelationID == "" || string(ev.Body) != `{"id":"m-1"}` || ev.BodyText != "" || ev.Contact != "ada@example.com" {
 		t.Errorf("event = %+v; want key web:m-1, minted ids, the JSON body kept as JSON", ev)
 	}
-	if j := first.Job; j.Kind != jobs.KindDraft || j.Key != ev.Key || j.MaxAttempts != 4 || j.CorrelationID != ev.CorrelationID || len(j.Payload) != 0 {
+	if j := first.Job; j.Kind != review.KindDraft || j.Key != ev.Key || j.MaxAttempts != 4 || j.CorrelationID != ev.CorrelationID || len(j.Payload) != 0 {
 		t.Errorf("draft job = %+v; want kind draft, key %s, 4 attempts, the event's correlation, no payload", j, ev.Key)
 	}
-	if args, err := jobs.Decode[jobs.DraftArgs](first.Job); err != nil || args.EventKey != ev.Key {
+	if args, err := jobs.Decode[review.DraftArgs](first.Job); err != nil || args.EventKey != ev.Key {
 		t.Errorf("Decode(draft job) = %+v, %v; want event key %s", args, err, ev.Key)
 	}
 	h, err := st.Handoff(store.LeadKey("web", "conv-1"))

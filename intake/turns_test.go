@@ -13,11 +13,11 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/intake"
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/workers"
 )
 
 // The turn tests run the real intake, draft job and approval over a real
@@ -80,7 +80,7 @@ type turnKit struct {
 	st    *store.Store
 	rv    *review.Review
 	model *fakeModel
-	job   *jobs.DraftJob
+	job   *workers.DraftJob
 }
 
 func newTurnKit(t *testing.T) *turnKit {
@@ -88,8 +88,8 @@ func newTurnKit(t *testing.T) *turnKit {
 	cfg := turnConfig()
 	rv := review.New(st, cfg)
 	m := &fakeModel{}
-	return &turnKit{t: t, st: st, rv: rv, model: m, job: &jobs.DraftJob{
-		Store: st, Review: rv, Drafter: m, Router: jobs.NewRouter(cfg.Routing),
+	return &turnKit{t: t, st: st, rv: rv, model: m, job: &workers.DraftJob{
+		Store: st, Review: rv, Drafter: m, Router: workers.NewRouter(cfg.Routing),
 	}}
 }
 
@@ -116,7 +116,7 @@ func (k *turnKit) draftDue(now time.Time) []store.Job {
 	}
 	var ran []store.Job
 	for _, j := range claimed {
-		if j.Kind != jobs.KindDraft {
+		if j.Kind != review.KindDraft {
 			if _, err := k.st.FinishJob(context.Background(), j.ID, j.ExecutionID, now, store.Result{Outcome: store.OutcomeRetry, RetryAt: now.Add(time.Hour), Released: true}); err != nil {
 				k.t.Fatalf("hand back %s: %v", j.ID, err)
 			}
@@ -445,13 +445,6 @@ func TestReplyNeedsRecipient(t *testing.T) {
 	}
 }
 
-// redraftJob builds the draft job of "draft again" with instruction.
-func redraftJob(instruction string) review.DraftJob {
-	return func(key string, n int) (store.NewJob, error) {
-		return jobs.NewJob(jobs.DraftArgs{EventKey: key, RegenerateVersion: n, Instruction: instruction}, jobs.Opts{MaxAttempts: 3})
-	}
-}
-
 // TestRejectThenWriteItMyself: after a rejection the lead is not stuck: a
 // person writes the reply, approved in the same step through the same
 // outbox, and of ten people doing so at once exactly one reply is made.
@@ -516,7 +509,7 @@ func TestDiscardedDraftJobThenDraftAgain(t *testing.T) {
 	const n = 5
 	errs := make([]error, n)
 	testkit.Together(n, func(i int) {
-		_, errs[i] = k.rv.Redraft(context.Background(), e1.Key, redraftJob("mention the Friday slot"), store.Decision{By: "ada", At: at, Reason: "mention the Friday slot"})
+		_, errs[i] = k.rv.Redraft(context.Background(), e1.Key, store.Decision{By: "ada", At: at, Reason: "mention the Friday slot"})
 	})
 	ok := 0
 	for i, err := range errs {

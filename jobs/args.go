@@ -8,7 +8,6 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/store"
 )
 
@@ -18,44 +17,23 @@ import (
 // strings and the rest as the job's JSON payload; Enqueue and Decode are
 // the one place that encodes and decodes them.
 //
+// Each concept declares the args of the jobs it enqueues, beside the rule
+// that enqueues them (review.DraftArgs, delivery.DeliverArgs,
+// delivery.BulkReplayArgs), and enqueues them through Enqueue in its own
+// Tx; the queue knows no kind.
+//
 // A key field is tagged `json:"-"`: it is the job's Key, never repeated in
-// its payload, and Decode gives it back through setKey.
+// its payload, and Decode gives it back through SetKey (Keyed).
 type Args interface {
 	Kind() string
 	Key() string
 }
 
-// DraftArgs drafts a reply to the event EventKey. RegenerateVersion, set by
-// a regenerate, fixes the draft version to make, so that a retried attempt
-// cannot make two.
-type DraftArgs struct {
-	EventKey          string `json:"-"`
-	RegenerateVersion int    `json:"regenerate_version,omitempty"`
-	// Instruction is a person's word for the new draft ("shorter"), when
-	// they asked to draft again; the drafter sees it, the draft records it.
-	Instruction string `json:"instruction,omitempty"`
+// Keyed is the pointer side of Args whose key field is left out of the
+// payload: Decode sets the job's Key through it.
+type Keyed interface {
+	SetKey(key string)
 }
-
-// Kind is the draft job kind.
-func (DraftArgs) Kind() string { return KindDraft }
-
-// Key is the event's key.
-func (a DraftArgs) Key() string { return a.EventKey }
-
-func (a *DraftArgs) setKey(k string) { a.EventKey = k }
-
-// DeliverArgs sends the outbox row OutboxID once (delivery.Job).
-type DeliverArgs struct {
-	OutboxID string `json:"-"`
-}
-
-// Kind is the delivery job kind, which the delivery package names.
-func (DeliverArgs) Kind() string { return delivery.Kind }
-
-// Key is the outbox row's id.
-func (a DeliverArgs) Key() string { return a.OutboxID }
-
-func (a *DeliverArgs) setKey(k string) { a.OutboxID = k }
 
 // Opts are how a job is enqueued, beyond its arguments.
 type Opts struct {
@@ -73,7 +51,7 @@ type Opts struct {
 // NewJob describes the job for args, for a store call that takes one
 // (store.RecordEvent enqueues the draft job with its event).
 func NewJob(args Args, o Opts) (store.NewJob, error) {
-	payload, err := encode(args)
+	payload, err := Encode(args)
 	if err != nil {
 		return store.NewJob{}, err
 	}
@@ -95,9 +73,11 @@ func Enqueue(tx *store.Tx, args Args, o Opts) (store.Job, bool, error) {
 	return tx.Enqueue(nj, o.CorrelationID, o.Now)
 }
 
-// encode is the JSON payload of args: nil when every field but the key is
+// Encode is the JSON payload of args: nil when every field but the key is
 // zero, so a job without arguments stores none (as before typed args).
-func encode(args Args) (json.RawMessage, error) {
+// Enqueue and NewJob store it; a caller that rewrites a stored job's
+// payload (a regenerate revives a draft job with a new version) uses it.
+func Encode(args Args) (json.RawMessage, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: encode %s args: %w", args.Kind(), err)
@@ -117,8 +97,8 @@ func Decode[T Args](job store.Job) (T, error) {
 			return args, &Discard{Err: fmt.Errorf("job %s: %s payload: %w", job.ID, job.Kind, err)}
 		}
 	}
-	if k, ok := any(&args).(interface{ setKey(string) }); ok {
-		k.setKey(job.Key)
+	if k, ok := any(&args).(Keyed); ok {
+		k.SetKey(job.Key)
 	}
 	if args.Kind() != job.Kind {
 		return args, &Discard{Err: fmt.Errorf("job %s is a %s job, not %s", job.ID, job.Kind, args.Kind())}

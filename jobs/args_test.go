@@ -11,6 +11,26 @@ import (
 
 var argsT0 = time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
 
+// keyedArgs are args whose key is the job's Key, left out of the payload,
+// with one field beside it: the shape of every kind's args.
+type keyedArgs struct {
+	Name    string `json:"-"`
+	Version int    `json:"version,omitempty"`
+}
+
+func (keyedArgs) Kind() string       { return "keyed" }
+func (a keyedArgs) Key() string      { return a.Name }
+func (a *keyedArgs) SetKey(k string) { a.Name = k }
+
+// otherArgs are args of another kind, with nothing but a key.
+type otherArgs struct {
+	ID string `json:"-"`
+}
+
+func (otherArgs) Kind() string       { return "other" }
+func (a otherArgs) Key() string      { return a.ID }
+func (a *otherArgs) SetKey(k string) { a.ID = k }
+
 // enqueueArgs enqueues args in one transaction through Enqueue.
 func enqueueArgs(t *testing.T, st *store.Store, args Args, o Opts) (store.Job, bool) {
 	t.Helper()
@@ -40,9 +60,9 @@ func TestEnqueueDecode(t *testing.T) {
 		wantKey     string
 		wantPayload string
 	}{
-		{"draft", DraftArgs{EventKey: "web:m-1"}, KindDraft, "web:m-1", ""},
-		{"regenerate", DraftArgs{EventKey: "web:m-2", RegenerateVersion: 3}, KindDraft, "web:m-2", `{"regenerate_version":3}`},
-		{"deliver", DeliverArgs{OutboxID: "conv-1:d-1"}, KindDeliver, "conv-1:d-1", ""},
+		{"key only", keyedArgs{Name: "web:m-1"}, "keyed", "web:m-1", ""},
+		{"key and field", keyedArgs{Name: "web:m-2", Version: 3}, "keyed", "web:m-2", `{"version":3}`},
+		{"other kind", otherArgs{ID: "conv-1:d-1"}, "other", "conv-1:d-1", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,10 +74,10 @@ func TestEnqueueDecode(t *testing.T) {
 			var got Args
 			var err error
 			switch tt.args.(type) {
-			case DraftArgs:
-				got, err = Decode[DraftArgs](j)
-			case DeliverArgs:
-				got, err = Decode[DeliverArgs](j)
+			case keyedArgs:
+				got, err = Decode[keyedArgs](j)
+			case otherArgs:
+				got, err = Decode[otherArgs](j)
 			}
 			if err != nil || got != tt.args {
 				t.Errorf("Decode = %+v, %v; want %+v", got, err, tt.args)
@@ -71,14 +91,14 @@ func TestEnqueueDecode(t *testing.T) {
 // another kind on the same key is a job of its own.
 func TestEnqueueKeepsOneLiveJobPerKey(t *testing.T) {
 	st := openStore(t)
-	first, _ := enqueueArgs(t, st, DraftArgs{EventKey: "web:m-1"}, Opts{Now: argsT0})
-	again, created := enqueueArgs(t, st, DraftArgs{EventKey: "web:m-1", RegenerateVersion: 2}, Opts{Now: argsT0})
+	first, _ := enqueueArgs(t, st, keyedArgs{Name: "web:m-1"}, Opts{Now: argsT0})
+	again, created := enqueueArgs(t, st, keyedArgs{Name: "web:m-1", Version: 2}, Opts{Now: argsT0})
 	if created || again.ID != first.ID {
-		t.Errorf("second draft job for web:m-1: created %v id %s, want the live job %s", created, again.ID, first.ID)
+		t.Errorf("second keyed job for web:m-1: created %v id %s, want the live job %s", created, again.ID, first.ID)
 	}
-	other, created := enqueueArgs(t, st, DeliverArgs{OutboxID: "web:m-1"}, Opts{Now: argsT0})
+	other, created := enqueueArgs(t, st, otherArgs{ID: "web:m-1"}, Opts{Now: argsT0})
 	if !created || other.ID == first.ID {
-		t.Errorf("deliver job on the same key: created %v id %s, want a new job", created, other.ID)
+		t.Errorf("other job on the same key: created %v id %s, want a new job", created, other.ID)
 	}
 }
 
@@ -89,49 +109,15 @@ func TestDecodeRefuses(t *testing.T) {
 		name string
 		job  store.Job
 	}{
-		{"bad payload", store.Job{ID: "j1", Kind: KindDraft, Key: "web:m-1", Payload: []byte(`{"regenerate_version":"two"}`)}},
-		{"other kind", store.Job{ID: "j2", Kind: KindDeliver, Key: "web:m-1"}},
+		{"bad payload", store.Job{ID: "j1", Kind: "keyed", Key: "web:m-1", Payload: []byte(`{"version":"two"}`)}},
+		{"other kind", store.Job{ID: "j2", Kind: "other", Key: "web:m-1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var discard *Discard
-			if _, err := Decode[DraftArgs](tt.job); !errors.As(err, &discard) {
-				t.Errorf("Decode[DraftArgs](%+v) = %v, want a *Discard", tt.job, err)
+			if _, err := Decode[keyedArgs](tt.job); !errors.As(err, &discard) {
+				t.Errorf("Decode[keyedArgs](%+v) = %v, want a *Discard", tt.job, err)
 			}
 		})
-	}
-}
-
-// TestStoreRegeneratePayloadIsDraftArgs: the payload the store writes when a
-// person regenerates a discarded draft job (delivery.Replay revives it
-// through tx.ReviveJob) decodes as the DraftArgs the draft job reads.
-func TestStoreRegeneratePayloadIsDraftArgs(t *testing.T) {
-	st := openStore(t)
-	ctx := context.Background()
-	j, _ := enqueueArgs(t, st, DraftArgs{EventKey: "web:m-1"}, Opts{MaxAttempts: 1, Now: argsT0})
-	claimed, err := st.ClaimJobs(ctx, argsT0, 1, time.Minute)
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("ClaimJobs: %v %v", claimed, err)
-	}
-	if _, err := st.FinishJob(ctx, j.ID, claimed[0].ExecutionID, argsT0, store.Result{Outcome: store.OutcomeDiscarded, Err: "model said no"}); err != nil {
-		t.Fatalf("FinishJob: %v", err)
-	}
-	err = st.Update(ctx, func(tx *store.Tx) error {
-		dead, err := tx.Job(j.ID)
-		if err != nil {
-			return err
-		}
-		return tx.ReviveJob(&dead, store.Replay{By: "boss", At: argsT0.Add(time.Minute), Regenerate: true}, 3)
-	})
-	if err != nil {
-		t.Fatalf("ReviveJob with regenerate: %v", err)
-	}
-	revived, err := st.Job(j.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Decode[DraftArgs](revived)
-	if want := (DraftArgs{EventKey: "web:m-1", RegenerateVersion: 1}); err != nil || got != want {
-		t.Errorf("Decode of the regenerated job (payload %s) = %+v, %v; want %+v", revived.Payload, got, err, want)
 	}
 }

@@ -1,6 +1,9 @@
-// Package jobs owns time: the queue runner, the job kinds and the cron
-// schedule. A job kind is a type with Run(ctx, job) error; control flow uses
-// the error types of errors.go, checked with errors.As.
+// Package jobs owns time, and only the queue: the runner, typed job
+// arguments (args.go), backoff and the cron schedule. It imports only the
+// store, so every concept can enqueue its own job's args in its own Tx and
+// return the queue's control-flow errors (errors.go, checked with
+// errors.As). A job kind is a type with Run(ctx, job) error; the kinds of
+// handoff, which use the concepts, live above them in workers/.
 package jobs
 
 import (

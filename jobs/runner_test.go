@@ -636,8 +636,8 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 		sendCtxErr = ctx.Err()
 		return nil
 	}}
-	kinds := map[string]Kind{KindDraft: draft, "deliver": send}
-	dj := enqueue(t, st, KindDraft, "web:1", 1, time.Now()) // its last attempt: a release must not discard it
+	kinds := map[string]Kind{store.KindDraft: draft, "deliver": send}
+	dj := enqueue(t, st, store.KindDraft, "web:1", 1, time.Now()) // its last attempt: a release must not discard it
 	sj := enqueue(t, st, "deliver", "out:1", 3, time.Now())
 	r := NewRunner(st, kinds, testOptions())
 	if err := r.Start(context.Background()); err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -104,17 +105,13 @@ func (r *Review) Write(ctx context.Context, eventKey, text string, dec store.Dec
 	return out, nil
 }
 
-// DraftJob builds the draft job that writes version n of the draft of
-// event key (jobs.NewJob of DraftArgs, from the caller, which owns the
-// job's arguments; review never imports jobs).
-type DraftJob func(key string, n int) (store.NewJob, error)
-
-// RedraftTx enqueues a draft job for a new version of the open turn's
-// draft of the lead of eventKey (a draft job that ran out of attempts, or
-// a draft a person wants written again), built by job, by dec.By at
-// dec.At. Refused while a draft job of the turn is queued or running: that
-// one's draft is coming.
-func RedraftTx(tx *store.Tx, eventKey string, job DraftJob, dec store.Decision) (store.Job, error) {
+// RedraftTx enqueues a draft job (DraftArgs) for a new version of the
+// open turn's draft of the lead of eventKey (a draft job that ran out of
+// attempts, or a draft a person wants written again), by dec.By at dec.At,
+// with dec.Reason as the drafter's instruction and the configured
+// attempts. Refused while a draft job of the turn is queued or running:
+// that one's draft is coming.
+func (r *Review) RedraftTx(tx *store.Tx, eventKey string, dec store.Decision) (store.Job, error) {
 	_, h, err := leadTx(tx, eventKey)
 	if err != nil {
 		return store.Job{}, err
@@ -123,7 +120,7 @@ func RedraftTx(tx *store.Tx, eventKey string, job DraftJob, dec store.Decision) 
 	if err != nil {
 		return store.Job{}, err
 	}
-	switch live, err := tx.LiveJob(store.KindDraft, key); {
+	switch live, err := tx.LiveJob(KindDraft, key); {
 	case err == nil:
 		return store.Job{}, &store.StateError{What: "the draft of lead " + h.Key, State: "already being written (job " + live.ID + ", " + string(live.State) + ")", Want: "written or failed to be drafted again"}
 	case !errors.Is(err, store.ErrNotFound):
@@ -137,11 +134,8 @@ func RedraftTx(tx *store.Tx, eventKey string, job DraftJob, dec store.Decision) 
 	if err != nil {
 		return store.Job{}, fmt.Errorf("event %s of lead %s: %w", key, h.Key, err)
 	}
-	nj, err := job(key, n)
-	if err != nil {
-		return store.Job{}, err
-	}
-	j, _, err := tx.Enqueue(nj, ev.CorrelationID, dec.At)
+	args := DraftArgs{EventKey: key, RegenerateVersion: n, Instruction: dec.Reason}
+	j, _, err := jobs.Enqueue(tx, args, jobs.Opts{MaxAttempts: r.maxAttempts, CorrelationID: ev.CorrelationID, Now: dec.At})
 	if err != nil {
 		return store.Job{}, err
 	}
@@ -156,11 +150,11 @@ func RedraftTx(tx *store.Tx, eventKey string, job DraftJob, dec store.Decision) 
 }
 
 // Redraft is RedraftTx in a transaction of its own.
-func (r *Review) Redraft(ctx context.Context, eventKey string, job DraftJob, dec store.Decision) (store.Job, error) {
+func (r *Review) Redraft(ctx context.Context, eventKey string, dec store.Decision) (store.Job, error) {
 	var out store.Job
 	err := r.st.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		out, err = RedraftTx(tx, eventKey, job, dec)
+		out, err = r.RedraftTx(tx, eventKey, dec)
 		return err
 	})
 	if err != nil {

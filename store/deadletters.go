@@ -239,8 +239,11 @@ func (tx *Tx) RetireJob(j *Job, r Replay) error {
 }
 
 // ReviveJob puts a discarded job back in the queue under the same key, with
-// more attempts; a regenerate fixes the draft version to make.
-func (tx *Tx) ReviveJob(j *Job, r Replay, more int) error {
+// more attempts. payload, when not nil, is called once the job is known to
+// be the only one for its key and gives its new arguments (a regenerate
+// fixes the draft version to make: review.RegenerateTx); the store never
+// reads them.
+func (tx *Tx) ReviveJob(j *Job, r Replay, more int, payload func() (json.RawMessage, error)) error {
 	old := *j
 	j.Replays = append(slices.Clip(j.Replays), r)
 	j.UpdatedAt = r.At
@@ -250,32 +253,14 @@ func (tx *Tx) ReviveJob(j *Job, r Replay, more int) error {
 		return err
 	}
 	j.State, j.RunAt, j.MaxAttempts = JobAvailable, r.At, j.Attempt+more
-	if r.Regenerate {
-		// The version to make is fixed now, so a retried attempt cannot make two.
-		next := 1
-		if d, err := tx.DraftByEvent(j.Key); err == nil {
-			if d.Status == DraftApproved {
-				return &StateError{What: "draft " + d.ID, State: "approved", Want: "pending or rejected to be regenerated"}
-			}
-			next = max(d.Version, 1) + 1
-		}
-		raw, err := json.Marshal(regenerateArgs{RegenerateVersion: next})
+	if payload != nil {
+		raw, err := payload()
 		if err != nil {
 			return err
 		}
 		j.Payload = raw
 	}
 	return tx.PutJob(&old, j)
-}
-
-// regenerateArgs is the payload of a regenerated draft job: the fields of
-// jobs.DraftArgs beyond its key, which the draft job decodes it as (a jobs
-// test pins the two together). The store writes it only because
-// delivery.Replay revives the job here and delivery cannot import jobs
-// (jobs wires delivery's job kind): moving the regenerate to the queue is
-// the next step of issue 12.
-type regenerateArgs struct {
-	RegenerateVersion int `json:"regenerate_version"`
 }
 
 // DismissJob takes a discarded job off the list with a reason: it becomes cancelled.

@@ -23,7 +23,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -135,7 +135,7 @@ func startRecorders(t *testing.T, st *store.Store, n int) *recorders {
 				_, err := st.RecordEvent(context.Background(), store.Event{
 					ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: id, CorrelationID: ulid.Make().String(),
 					ConversationID: id + "@example.com", Contact: id + "@example.com", Name: "Writer", Text: "hello", ReceivedAt: time.Now().UTC(),
-				}, store.NewJob{ID: ulid.Make().String(), Kind: jobs.KindDraft, Key: key, MaxAttempts: 3})
+				}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3})
 				r.mu.Lock()
 				if err != nil {
 					r.err = errors.Join(r.err, err)
@@ -227,14 +227,14 @@ func TestBackupAPIIsForAdmins(t *testing.T) {
 }
 
 // backupsEnv is a server with its scheduled backups folder
-// (jobs.BackupDir) inside its temporary data folder, beside the live
+// (store.BackupDir) inside its temporary data folder, beside the live
 // database, as in production.
 func backupsEnv(t *testing.T) (*testEnv, *Metrics, string) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Backups.Schedule, cfg.Backups.Keep = "30 2 * * *", 3
 	e, _ := newEnv(t, cfg, envOptions{})
-	return e, e.metrics, jobs.BackupDir(cfg.DataDir)
+	return e, e.metrics, store.BackupDir(cfg.DataDir)
 }
 
 // fileSum is the SHA-256 of a file.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -24,7 +23,7 @@ func TestBackupsPageShowsRejectedAndWarnings(t *testing.T) {
 	cfg := config.Default()
 	cfg.Backups.Keep = 2
 	e, _ := newEnv(t, cfg, envOptions{})
-	m, dir := e.metrics, jobs.BackupDir(cfg.DataDir)
+	m, dir := e.metrics, store.BackupDir(cfg.DataDir)
 	admin := loggedIn(t, e, "ada", store.RoleAdmin, "")
 	sendLead(t, e, "demo", "v-1", "v1@example.com")
 

@@ -10,7 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -142,7 +142,7 @@ func (s *Server) replayItem(ctx context.Context, id, confirm string, regenerate 
 // replay is the one replay shared by the API and the dashboard (the bulk
 // replay job calls the same delivery Replay).
 func (s *Server) replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
-	dl, err := delivery.New(s.st, s.cfg).Replay(ctx, id, r)
+	dl, err := delivery.New(s.st, s.cfg).Regenerating(review.RegenerateTx).Replay(ctx, id, r)
 	if err != nil {
 		return dl, missing(err, "there is no dead letter %q", id)
 	}
@@ -272,12 +272,11 @@ func (s *Server) startRun(ctx context.Context, filter store.BulkFilter, ids []st
 		ID: ulid.Make().String(), Filter: filter, Total: len(ids), Items: ids,
 		Replayed: []string{}, Skipped: []store.BulkSkip{}, Failed: []store.BulkSkip{}, StartedAt: s.now().UTC(),
 	}
-	args := jobs.BulkReplayArgs{Filter: filter, By: by, From: from}
 	// The queue keeps real time, whatever the HTTP side's clock says.
-	opts := jobs.Opts{MaxAttempts: s.cfg.Retry.MaxAttempts, Now: time.Now()}
+	now, ob := time.Now(), delivery.New(s.st, s.cfg)
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		r := run // fn may run twice: start from the same run each time
-		return jobs.StartBulkReplay(tx, &r, args, opts)
+		return ob.StartBulkReplayTx(tx, &r, by, from, now)
 	})
 	if err != nil {
 		return store.BulkRun{}, err
@@ -303,7 +302,7 @@ func (s *Server) cancelBulk(ctx context.Context, id string) (store.BulkRun, erro
 	var run store.BulkRun
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		run, err = jobs.CancelBulkReplay(tx, id)
+		run, err = delivery.CancelBulkReplay(tx, id)
 		return err
 	})
 	return run, missing(err, "there is no bulk replay %q", id)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
@@ -136,11 +135,8 @@ func (s *Server) leadAction(c *echo.Context, key, action string, body leadBody) 
 		if len(instr) > 1000 {
 			return leadActionAnswer{}, errorf(http.StatusBadRequest, "the instruction is %d bytes; keep it under 1000", len(instr))
 		}
-		dec.Reason = instr
-		job := func(k string, n int) (store.NewJob, error) {
-			return jobs.NewJob(jobs.DraftArgs{EventKey: k, RegenerateVersion: n, Instruction: instr}, jobs.Opts{MaxAttempts: s.cfg.Retry.MaxAttempts})
-		}
-		j, err := rv.Redraft(ctx, key, job, dec)
+		dec.Reason = instr // the drafter's instruction (review.DraftArgs)
+		j, err := rv.Redraft(ctx, key, dec)
 		if err != nil {
 			return leadActionAnswer{}, missing(err, "no event has the key %q", key)
 		}

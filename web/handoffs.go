@@ -11,7 +11,6 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
@@ -61,7 +60,7 @@ func (s *Server) handoffPage(only *store.Visible, q handoffQuery, now time.Time,
 	if q.Status != "" {
 		statuses = []store.HandoffStatus{q.Status}
 	}
-	stuckAfter := jobs.StuckAfter(s.cfg)
+	stuckAfter := leads.StuckAfter(s.cfg)
 	if after != nil {
 		i := slices.Index(statuses, after.Status)
 		if i < 0 {
@@ -168,7 +167,7 @@ func (s *Server) handoffs(only *store.Visible, q handoffQuery, now time.Time, li
 	if !q.Stuck {
 		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit, Only: only})
 	}
-	return leads.Stuck(s.st, only, now, jobs.StuckAfter(s.cfg), q.Status, limit)
+	return leads.Stuck(s.st, only, now, leads.StuckAfter(s.cfg), q.Status, limit)
 }
 
 // queryLimit reads ?limit= (default 100, at most 1000).

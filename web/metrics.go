@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -263,7 +263,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 // stuckBefore turns the stuck thresholds into cut-off times at now.
 func stuckBefore(cfg *config.Config, now time.Time) map[store.HandoffStatus]time.Time {
 	out := map[store.HandoffStatus]time.Time{}
-	for st, d := range jobs.StuckAfter(cfg) {
+	for st, d := range leads.StuckAfter(cfg) {
 		out[st] = now.Add(-d)
 	}
 	return out

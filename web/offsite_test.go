@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
@@ -89,7 +88,7 @@ func TestOffsiteBackupThenRestoreFromDashboard(t *testing.T) {
 	if code != http.StatusOK || res.Copy == nil {
 		t.Fatalf("backup now: %d %s", code, raw)
 	}
-	local, err := os.ReadFile(filepath.Join(jobs.BackupDir(e.cfg.DataDir), res.File.Name))
+	local, err := os.ReadFile(filepath.Join(store.BackupDir(e.cfg.DataDir), res.File.Name))
 	if err != nil {
 		t.Fatalf("the local backup: %v", err)
 	}

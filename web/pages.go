@@ -14,7 +14,6 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -131,7 +130,7 @@ func (s *Server) overviewPage(c *echo.Context) error {
 	if o.Stats, err = s.draftStats(s.visible(c), l.Now); err != nil {
 		return err
 	}
-	after := jobs.StuckAfter(s.cfg)
+	after := leads.StuckAfter(s.cfg)
 	for _, st := range leads.Statuses {
 		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})
 		hs, err := s.st.StuckLeadsFor(s.visible(c), st, l.Now.Add(-after[st]), 5)
@@ -176,7 +175,7 @@ func unreadableBanner(us []store.Unreadable) string {
 }
 
 func (s *Server) handoffRows(hs []store.Handoff, now time.Time) []views.HandoffRow {
-	after := jobs.StuckAfter(s.cfg)
+	after := leads.StuckAfter(s.cfg)
 	rows := make([]views.HandoffRow, 0, len(hs))
 	for _, h := range hs {
 		r := views.HandoffRow{

@@ -16,7 +16,6 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -35,7 +34,7 @@ func (s *Server) renderBackups(c *echo.Context, status int, notice, problem stri
 	if err != nil {
 		return err
 	}
-	dir := jobs.BackupDir(s.cfg.DataDir)
+	dir := store.BackupDir(s.cfg.DataDir)
 	b := views.Backups{Schedule: s.cfg.Backups.Schedule, Keep: s.cfg.Backups.Keep, Dir: dir, Files: []views.BackupRow{},
 		Actions: s.backups != nil, Notice: notice, Error: problem, MaxUpload: maxRestoreUpload}
 	b.Offsite = s.offsiteView(c.Request().Context())
@@ -116,7 +115,7 @@ func (s *Server) backupNotice(now time.Time) *views.Notice {
 // file outside it ("../handoff.db" is simply not in the list).
 func (s *Server) backupFile(c *echo.Context) error {
 	name := c.Param("name")
-	dir := jobs.BackupDir(s.cfg.DataDir)
+	dir := store.BackupDir(s.cfg.DataDir)
 	files, err := store.Backups(dir)
 	if err != nil {
 		return err

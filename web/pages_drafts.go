@@ -13,7 +13,6 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -115,7 +114,7 @@ func (s *Server) pendingCard(c *echo.Context, v queueView, page []store.Draft, n
 	}
 	ev := cv.Event
 	card.Event, card.Turn, card.Handoff, card.Conversation = ev, cv.Turn, cv.Lead, cv.Conversation
-	card.Stuck = leads.IsStuck(cv.Lead, card.Now, jobs.StuckAfter(s.cfg))
+	card.Stuck = leads.IsStuck(cv.Lead, card.Now, leads.StuckAfter(s.cfg))
 	card.Lead = s.leadActionsOf(c, ev, cv.Lead, cv.Drafting, v.filter.URL(d.ID))
 	card.Recipient = card.Lead.Recipient
 	card.SMS = s.sendsSMS(d.Channel)
@@ -215,7 +214,7 @@ func (s *Server) queueItems(v queueView, page []store.Draft, current string, now
 	if err != nil {
 		return nil, err
 	}
-	after := jobs.StuckAfter(s.cfg)
+	after := leads.StuckAfter(s.cfg)
 	items := make([]views.QueueItem, 0, len(page))
 	for i, d := range page {
 		ev, h := lines[i].Event, lines[i].Lead

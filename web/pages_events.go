@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
@@ -353,7 +352,7 @@ func (s *Server) search(c *echo.Context) error {
 	}
 	l.Query, l.Unreadable = q, unreadable
 	p := views.SearchPage{Query: q, More: res.More, Scanned: res.Scanned, Oldest: res.Oldest, TextScan: store.TextScan, Now: l.Now}
-	after := jobs.StuckAfter(s.cfg)
+	after := leads.StuckAfter(s.cfg)
 	for _, h := range res.Leads {
 		at := h.Last.ReceivedAt
 		if at.IsZero() {

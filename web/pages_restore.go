@@ -14,7 +14,6 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/offsite"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
@@ -139,7 +138,7 @@ func (s *Server) restoreListed(c *echo.Context) error {
 	ctx := c.Request().Context()
 	switch kind {
 	case "local":
-		files, err := store.Backups(jobs.BackupDir(s.cfg.DataDir))
+		files, err := store.Backups(store.BackupDir(s.cfg.DataDir))
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/workers"
 )
 
 const testToken = "test-token-1234"
@@ -32,7 +33,7 @@ type App interface {
 	Store() *store.Store
 	Web() *Server
 	Jobs() *jobs.Runner
-	BulkReplay() *jobs.BulkReplayJob
+	BulkReplay() *workers.BulkReplayJob
 	Stop(context.Context) error
 }
 

@@ -1,11 +1,10 @@
-package jobs
+package workers
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -47,16 +46,12 @@ func (m *Maintenance) now() time.Time {
 	return time.Now()
 }
 
-// BackupDir is where scheduled backups go: a folder inside the data folder,
-// so the temp file and the rename stay on one file system.
-func BackupDir(dataDir string) string { return filepath.Join(dataDir, "backups") }
-
 // Backup writes a scheduled backup, verified, and keeps the newest
 // backups.keep verified ones (store.BackupToDir): a copy that fails
 // verification is kept apart, counts for nothing and deletes nothing.
 func (m *Maintenance) Backup(ctx context.Context) error {
 	now := m.now()
-	f, sum, err := m.Store.BackupToDir(BackupDir(m.Config.DataDir), now, store.BackupOptions{Keep: m.Config.Backups.Keep, Verify: m.Verify})
+	f, sum, err := m.Store.BackupToDir(store.BackupDir(m.Config.DataDir), now, store.BackupOptions{Keep: m.Config.Backups.Keep, Verify: m.Verify})
 	if m.Backups != nil {
 		m.Backups.Backup(now, f.Warnings, err)
 	}
@@ -77,17 +72,6 @@ func (m *Maintenance) Backup(ctx context.Context) error {
 	return nil
 }
 
-// StuckAfter is how long a lead may stay in each status before it is
-// stuck: the one reading of the stuck thresholds, for the cron job, the
-// dashboard and the metrics.
-func StuckAfter(cfg *config.Config) map[store.HandoffStatus]time.Duration {
-	return map[store.HandoffStatus]time.Duration{
-		store.HandoffReceived: cfg.Stuck.Received,
-		store.HandoffMatched:  cfg.Stuck.Matched,
-		store.HandoffOwned:    cfg.Stuck.Owned,
-	}
-}
-
 // FlagStuck flags leads stuck past their thresholds, each once per stay
 // (leads.FlagStuck), and creates the alert (delivery.CreateAlertTx) in the
 // same transaction when stuck.alert names a provider.
@@ -102,7 +86,7 @@ func (m *Maintenance) FlagStuck(ctx context.Context) error {
 			return err
 		}
 	}
-	flagged, err := leads.FlagStuck(ctx, m.Store, m.now(), StuckAfter(m.Config), alert)
+	flagged, err := leads.FlagStuck(ctx, m.Store, m.now(), leads.StuckAfter(m.Config), alert)
 	for _, h := range flagged {
 		m.Log.Warn("lead stuck", "lead", h.Key, "status", h.Status, "since", h.Since, "owner", h.Owner, "event_key", h.LastEventKey)
 	}

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -45,7 +46,7 @@ func TestDraftBodiesBounded(t *testing.T) {
 	st := openStore(t)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	keys := []string{"web:b1", "web:b2", "web:b3", "web:b4", "web:b5"}
-	var jobs []store.Job
+	var claimed []store.Job
 	var most int
 	for _, key := range keys {
 		recordDraftEvent(t, st, key, now)
@@ -54,7 +55,7 @@ func TestDraftBodiesBounded(t *testing.T) {
 			t.Fatalf("EventSize(%s) = %d, %v", key, n, err)
 		}
 		most = max(most, n)
-		jobs = append(jobs, claim(t, st, now))
+		claimed = append(claimed, claim(t, st, now))
 	}
 	if _, err := st.EventSize("web:none"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("EventSize of no event: %v, want ErrNotFound", err)
@@ -65,9 +66,9 @@ func TestDraftBodiesBounded(t *testing.T) {
 	k.Bodies, k.BodiesSize = semaphore.NewWeighted(size), size
 	k.BodyWait = time.Hour // the four wait for room; the fifth's is set below
 
-	errs := make([]error, len(jobs))
+	errs := make([]error, len(claimed))
 	var wg sync.WaitGroup
-	for i, job := range jobs[:4] {
+	for i, job := range claimed[:4] {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = k.Run(context.Background(), job) }()
 	}
@@ -76,9 +77,9 @@ func TestDraftBodiesBounded(t *testing.T) {
 	// Two hold the room. A run with a wait that ends finds none.
 	short := *k
 	short.BodyWait = time.Millisecond
-	var snooze *Snooze
-	if err := short.Run(context.Background(), jobs[4]); !errors.As(err, &snooze) {
-		t.Errorf("a run with no room within its wait: %v, want a *Snooze", err)
+	var snooze *jobs.Snooze
+	if err := short.Run(context.Background(), claimed[4]); !errors.As(err, &snooze) {
+		t.Errorf("a run with no room within its wait: %v, want a *jobs.Snooze", err)
 	}
 	if n := g.inFlight.Load(); n != 2 {
 		t.Errorf("%d drafts in flight with room for two", n)
@@ -93,7 +94,7 @@ func TestDraftBodiesBounded(t *testing.T) {
 	if m := g.most.Load(); m != 2 {
 		t.Errorf("at most %d drafts ran at once, want 2 (the room of two events)", m)
 	}
-	if err := k.Run(context.Background(), jobs[4]); err != nil {
+	if err := k.Run(context.Background(), claimed[4]); err != nil {
 		t.Errorf("the snoozed draft once there is room: %v", err)
 	}
 	for _, key := range keys {

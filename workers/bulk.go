@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -9,53 +9,9 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
-
-// KindBulkReplay replays the safe items of a dead-letter selection, one at
-// a time, with its progress in the bulk bucket (store.BulkRun).
-const KindBulkReplay = "bulk_replay"
-
-// BulkReplayArgs run the bulk replay RunID, whose items and progress are
-// its store.BulkRun, as By from From (who asked, and from where).
-type BulkReplayArgs struct {
-	RunID  string           `json:"-"`
-	Filter store.BulkFilter `json:"filter"`
-	By     string           `json:"by"`
-	From   string           `json:"from"`
-}
-
-// Kind is the bulk replay job kind.
-func (BulkReplayArgs) Kind() string { return KindBulkReplay }
-
-// Key is the run's id.
-func (a BulkReplayArgs) Key() string { return a.RunID }
-
-func (a *BulkReplayArgs) setKey(k string) { a.RunID = k }
-
-// StartBulkReplay stores run, as running, and enqueues the job that works
-// through it, inside the caller's transaction: a run that was answered
-// for is a run that will happen, restarts included.
-func StartBulkReplay(tx *store.Tx, run *store.BulkRun, args BulkReplayArgs, o Opts) error {
-	args.RunID, run.State = run.ID, store.BulkRunning
-	if err := tx.PutBulkRun(nil, run); err != nil {
-		return err
-	}
-	_, _, err := Enqueue(tx, args, o)
-	return err
-}
-
-// CancelBulkReplay asks the run id to stop: the item under way finishes,
-// the job stops before the next. A finished run is left as it is.
-func CancelBulkReplay(tx *store.Tx, id string) (store.BulkRun, error) {
-	run, err := tx.BulkRun(id)
-	if err != nil || run.State != store.BulkRunning || run.Cancelled {
-		return run, err
-	}
-	old := run
-	run.Cancelled = true
-	return run, tx.PutBulkRun(&old, &run)
-}
 
 // errUnmapped is the sentence an item's failure gets when it is none of the
 // replay's own refusals: the one web gives every error nobody maps. Its
@@ -100,14 +56,14 @@ func (k *BulkReplayJob) run(id string) (store.BulkRun, error) {
 // stops between items when the run is cancelled (it ends cancelled) or the
 // job's context ends (the runner hands the job back to resume later).
 func (k *BulkReplayJob) Run(ctx context.Context, job store.Job) error {
-	args, err := Decode[BulkReplayArgs](job)
+	args, err := jobs.Decode[delivery.BulkReplayArgs](job)
 	if err != nil {
 		return err
 	}
 	for {
 		run, err := k.run(args.RunID)
 		if errors.Is(err, store.ErrNotFound) {
-			return &Discard{Err: err}
+			return &jobs.Discard{Err: err}
 		}
 		if err != nil {
 			return err
@@ -149,7 +105,7 @@ type outcome struct {
 // recorded and never replays one twice. A refusal (unsafe, dismissed, gone)
 // writes nothing of the replay and is recorded in a transaction of its own;
 // an error returned is the store's, and the job tries again later.
-func (k *BulkReplayJob) item(ctx context.Context, args BulkReplayArgs, i int, id string) error {
+func (k *BulkReplayJob) item(ctx context.Context, args delivery.BulkReplayArgs, i int, id string) error {
 	r := store.Replay{By: args.By, At: k.now().UTC(), From: args.From}
 	// The item under way finishes even when the job is stopped meanwhile.
 	ctx = context.WithoutCancel(ctx)

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
@@ -38,13 +39,13 @@ func BenchmarkDraftBacklog(b *testing.B) {
 					if _, err := st.RecordEvent(context.Background(), store.Event{
 						ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
 						ConversationID: "conv-" + key, Contact: "ada@example.com", Name: "Ada", Text: "Hello, please call me.", ReceivedAt: time.Now(),
-					}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3}); err != nil {
+					}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3}); err != nil {
 						b.Fatal(err)
 					}
 				}
 				before := commits(b, st)
-				opt := Options{Workers: 4, Concurrency: map[string]int{KindDraft: pool}, Logger: discardLogger()}
-				r := NewRunner(st, map[string]Kind{KindDraft: &DraftJob{Store: st, Review: review.New(st, config.Default()), Drafter: tpl}}, opt)
+				opt := jobs.Options{Workers: 4, Concurrency: map[string]int{review.KindDraft: pool}, Logger: discardLogger()}
+				r := jobs.NewRunner(st, map[string]jobs.Kind{review.KindDraft: &DraftJob{Store: st, Review: review.New(st, config.Default()), Drafter: tpl}}, opt)
 				b.StartTimer()
 				start := time.Now()
 				if err := r.Start(context.Background()); err != nil {

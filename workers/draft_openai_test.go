@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -189,7 +190,7 @@ func oaConfig() *config.Config {
 }
 
 // oaKinds wires the real job kinds with an OpenAI drafter against f and the sandbox provider.
-func oaKinds(t *testing.T, st *store.Store, f *oaFakeModel, timeout time.Duration) (map[string]Kind, *DraftJob) {
+func oaKinds(t *testing.T, st *store.Store, f *oaFakeModel, timeout time.Duration) (map[string]jobs.Kind, *DraftJob) {
 	t.Helper()
 	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: f.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: timeout})
 	if err != nil {
@@ -204,10 +205,10 @@ func oaKinds(t *testing.T, st *store.Store, f *oaFakeModel, timeout time.Duratio
 
 // oaOptions are testOptions with four workers and retries far enough apart
 // to tell a retry that waited its backoff from one run at once.
-func oaOptions() Options {
+func oaOptions() jobs.Options {
 	opt := testOptions()
 	opt.Workers = 4
-	opt.Backoff = Backoff{Base: 40 * time.Millisecond, Max: 160 * time.Millisecond}
+	opt.Backoff = jobs.Backoff{Base: 40 * time.Millisecond, Max: 160 * time.Millisecond}
 	return opt
 }
 
@@ -221,9 +222,9 @@ func oaEvent(key, conv, contact, text string) store.Event {
 }
 
 // oaRecord records ev with its draft job (maxAttempts attempts) and wakes r.
-func oaRecord(t *testing.T, st *store.Store, r *Runner, ev store.Event, maxAttempts int) store.Recorded {
+func oaRecord(t *testing.T, st *store.Store, r *jobs.Runner, ev store.Event, maxAttempts int) store.Recorded {
 	t.Helper()
-	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: maxAttempts})
+	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: maxAttempts})
 	if err != nil || !rec.Created {
 		t.Fatalf("RecordEvent(%s) = created %v, %v", ev.Key, rec.Created, err)
 	}
@@ -254,7 +255,7 @@ func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ev := oaEvent("web:dup-1", "conv-dup", "+15550001234", "Hello, my site is down")
-			nj := store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: 3}
+			nj := store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: 3}
 			ready.Done()
 			<-start
 			recs[i], errs[i] = st.RecordEvent(context.Background(), ev, nj)
@@ -290,9 +291,9 @@ func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
 	if len(job.Attempts) != 1 {
 		t.Fatalf("job %s completed after %d attempts, want 1", job.ID, len(job.Attempts))
 	}
-	jobs, err := st.JobsByCorrelation(first.Event.CorrelationID)
-	if err != nil || len(jobs) != 1 {
-		t.Errorf("JobsByCorrelation = %d jobs, %v; want the one draft job", len(jobs), err)
+	all, err := st.JobsByCorrelation(first.Event.CorrelationID)
+	if err != nil || len(all) != 1 {
+		t.Errorf("JobsByCorrelation = %d jobs, %v; want the one draft job", len(all), err)
 	}
 	calls := f.Calls()
 	if len(calls) != 1 {

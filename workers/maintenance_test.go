@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -14,8 +14,11 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/keys"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -52,7 +55,7 @@ func receiveHeld(t *testing.T, st *store.Store, id string, at time.Time) store.E
 	rec, err := st.RecordEvent(context.Background(), store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: id, CorrelationID: ulid.Make().String(),
 		ConversationID: "conv-" + id, Contact: "+15550001234", Name: "Ada", Text: "hello", ReceivedAt: at,
-	}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
+	}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
 	if err != nil || !rec.Created {
 		t.Fatalf("RecordEvent(%s) = %v, %v", key, rec.Created, err)
 	}
@@ -66,7 +69,7 @@ type alertRig struct {
 	st     *store.Store
 	cfg    *config.Config
 	clock  *fakeClock
-	runner *Runner
+	runner *jobs.Runner
 	maint  *Maintenance
 }
 
@@ -84,13 +87,13 @@ func startAlertRig(t *testing.T, dir string, clock *fakeClock) *alertRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	senders := map[string]Sender{}
+	senders := map[string]delivery.Sender{}
 	for name, p := range providers {
 		senders[name] = p
 	}
 	opt := testOptions()
 	opt.Now = clock.Now
-	r := NewRunner(st, map[string]Kind{KindDeliver: &DeliverJob{Store: st, Providers: senders, Now: clock.Now}}, opt)
+	r := jobs.NewRunner(st, map[string]jobs.Kind{delivery.Kind: &delivery.Job{Store: st, Providers: senders, Now: clock.Now}}, opt)
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +110,7 @@ func (g *alertRig) stop(t *testing.T) {
 
 // stopAndCheck stops r, checks st's file and closes it: a clean restart's
 // first half.
-func stopAndCheck(t *testing.T, r *Runner, st *store.Store) {
+func stopAndCheck(t *testing.T, r *jobs.Runner, st *store.Store) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -252,22 +255,22 @@ func TestMaintenanceBackup(t *testing.T) {
 		want = append(want, "true@"+clock.Now().Format(time.RFC3339))
 		clock.Advance(time.Hour)
 	}
-	files, err := store.Backups(BackupDir(dataDir))
+	files, err := store.Backups(store.BackupDir(dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) != 2 || files[0].Name != store.BackupPrefix+"20260601T110000Z.db" || files[1].Name != store.BackupPrefix+"20260601T100000Z.db" {
 		t.Errorf("backups %+v; want the newest 2 of 3", files)
 	}
-	if BackupDir(dataDir) != filepath.Join(dataDir, "backups") {
-		t.Errorf("BackupDir(%s) = %s; want the backups folder inside it", dataDir, BackupDir(dataDir))
+	if store.BackupDir(dataDir) != filepath.Join(dataDir, "backups") {
+		t.Errorf("store.BackupDir(%s) = %s; want the backups folder inside it", dataDir, store.BackupDir(dataDir))
 	}
 
 	// The folder cannot be made: the backup fails, and says so.
-	if err := os.RemoveAll(BackupDir(dataDir)); err != nil {
+	if err := os.RemoveAll(store.BackupDir(dataDir)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(BackupDir(dataDir), []byte("in the way"), 0o600); err != nil {
+	if err := os.WriteFile(store.BackupDir(dataDir), []byte("in the way"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	err = m.Backup(context.Background())
@@ -316,14 +319,14 @@ func TestMaintenanceBackupRejectsADamagedCopy(t *testing.T) {
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "failed verification") {
 		t.Fatalf("backup of a damaged copy = %v, want a rejection", err)
 	}
-	files, err := store.Backups(BackupDir(dataDir))
+	files, err := store.Backups(store.BackupDir(dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) != 2 || files[0].Name != store.BackupPrefix+"20260601T100000Z.db" || files[1].Name != store.BackupPrefix+"20260601T090000Z.db" {
 		t.Errorf("backups %+v; want both good ones", files)
 	}
-	rejected, err := store.RejectedBackups(BackupDir(dataDir))
+	rejected, err := store.RejectedBackups(store.BackupDir(dataDir))
 	if err != nil || len(rejected) != 1 || rejected[0].Name != store.BackupPrefix+"20260601T110000Z.db" || rejected[0].Reason == "" {
 		t.Errorf("rejected = %+v (%v), want the bad copy with its reason", rejected, err)
 	}

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -60,12 +62,12 @@ func TestDraftBudgetHoldsConcurrentCalls(t *testing.T) {
 	dj.Budget = func(string) (string, float64, []string) { return "acme", limit, []string{"web"} }
 	dj.BudgetRecheck = time.Millisecond
 	opt := testOptions()
-	opt.Concurrency = map[string]int{KindDraft: 8}
+	opt.Concurrency = map[string]int{review.KindDraft: 8}
 	var ids []string
 	for i := range n {
 		ids = append(ids, recordDraftEvent(t, st, fmt.Sprintf("web:budget-%02d", i), time.Now()).Job.ID)
 	}
-	startRunner(t, st, map[string]Kind{KindDraft: dj}, opt)
+	startRunner(t, st, map[string]jobs.Kind{review.KindDraft: dj}, opt)
 
 	midnight := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 	completed := 0
@@ -156,19 +158,19 @@ func TestHoldBudgetConcurrentChecks(t *testing.T) {
 				}
 			}
 			const n = 8
-			var jobs []store.Job
+			var claimed []store.Job
 			for i := range n {
 				recordDraftEvent(t, st, fmt.Sprintf("web:race-%02d", i), now)
-				jobs = append(jobs, claim(t, st, now))
+				claimed = append(claimed, claim(t, st, now))
 			}
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			var held, spent, waiting atomic.Int64
-			for _, j := range jobs {
+			for _, j := range claimed {
 				wg.Go(func() {
 					<-start
 					client, err := dj.holdBudget(context.Background(), j, "web")
-					var snooze *Snooze
+					var snooze *jobs.Snooze
 					var full *BudgetSpent
 					var busy *BudgetHeld
 					switch {

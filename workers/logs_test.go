@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -86,12 +88,12 @@ func TestDiscardsAreLogged(t *testing.T) {
 	opt.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	kind := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error {
 		if j.Key == "permanent" {
-			return &Discard{Err: errors.New("the record it works on is gone")}
+			return &jobs.Discard{Err: errors.New("the record it works on is gone")}
 		}
 		return errors.New("the provider answered 503")
 	}}
 	refusing := &countingDrafter{err: &drafter.Refused{Text: "I cannot help with that."}}
-	kinds := map[string]Kind{"test": kind, KindDraft: newDraftJob(st, refusing)}
+	kinds := map[string]jobs.Kind{"test": kind, review.KindDraft: newDraftJob(st, refusing)}
 	permanent := enqueue(t, st, "test", "permanent", 5, time.Now())
 	exhausted := enqueue(t, st, "test", "exhausted", 2, time.Now())
 	draft := recordDraftEvent(t, st, "web:refused-1", time.Now()).Job
@@ -121,8 +123,9 @@ func TestDiscardsAreLogged(t *testing.T) {
 	if got, err := st.Claim(context.Background(), time.Now(), store.ClaimLimits{Kinds: map[string]int{"other": 1}}, time.Millisecond); err != nil || len(got) != 1 {
 		t.Fatalf("Claim = %d jobs, %v; want the hung job", len(got), err)
 	}
-	cron := NewRunner(st, kinds, opt)
-	cron.opt.Now = func() time.Time { return time.Now().Add(time.Minute) } // past the lease
+	late := opt
+	late.Now = func() time.Time { return time.Now().Add(time.Minute) } // past the lease
+	cron := jobs.NewRunner(st, kinds, late)
 	if err := cron.Reap(context.Background()); err != nil {
 		t.Fatalf("Reap: %v", err)
 	}

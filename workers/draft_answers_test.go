@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"math"
@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
 // oaPricedKinds is oaKinds with a price, so drafts carry a cost.
-func oaPricedKinds(t *testing.T, st *store.Store, f *oaFakeModel) (map[string]Kind, *DraftJob) {
+func oaPricedKinds(t *testing.T, st *store.Store, f *oaFakeModel) (map[string]jobs.Kind, *DraftJob) {
 	t.Helper()
 	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{
 		BaseURL: f.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second,

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -65,7 +67,7 @@ func (g *leadGate) state(lead string) (now, most, calls int) {
 type burstLeads struct {
 	t  *testing.T
 	st *store.Store
-	r  *Runner // woken after each message, as the webhook does
+	r  *jobs.Runner // woken after each message, as the webhook does
 
 	mu   sync.Mutex
 	keys map[string][]string
@@ -76,7 +78,7 @@ func (b *burstLeads) send(lead, id string) {
 	rec, err := b.st.RecordEvent(context.Background(), store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: lead + "-" + id, CorrelationID: ulid.Make().String(),
 		ConversationID: lead, Contact: lead + "@example.com", Name: "Ada", Text: "part " + id, ReceivedAt: time.Now(),
-	}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3})
+	}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3})
 	if err != nil || !rec.Created {
 		b.t.Errorf("RecordEvent(%s): created %v, %v", key, rec.Created, err)
 		return
@@ -125,7 +127,7 @@ func (b *burstLeads) drafting(leads []string) (map[string][]store.Job, map[strin
 		clear(running)
 		for _, lead := range leads {
 			for _, k := range keys[lead] {
-				j, err := tx.LiveJob(KindDraft, k)
+				j, err := tx.LiveJob(review.KindDraft, k)
 				if errors.Is(err, store.ErrNotFound) {
 					continue
 				}
@@ -158,8 +160,8 @@ func TestOneDraftJobPerLead(t *testing.T) {
 	st := openStore(t)
 	gate := newLeadGate()
 	opt := testOptions()
-	opt.Concurrency = map[string]int{KindDraft: 16}
-	r := startRunner(t, st, map[string]Kind{KindDraft: newDraftJob(st, gate)}, opt)
+	opt.Concurrency = map[string]int{review.KindDraft: 16}
+	r := startRunner(t, st, map[string]jobs.Kind{review.KindDraft: newDraftJob(st, gate)}, opt)
 	b := &burstLeads{t: t, st: st, r: r, keys: map[string][]string{}}
 	leads := []string{"lead-a", "lead-b"}
 

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
@@ -56,7 +57,7 @@ func recordDraftEvent(t *testing.T, st *store.Store, key string, now time.Time) 
 		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
 		ConversationID: "conv-" + key, Contact: "ada@example.com", Name: "Ada",
 		Text: "Hello, please call me on +44 20 7946 0958.", ReceivedAt: now,
-	}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3})
+	}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3})
 	if err != nil || !rec.Created {
 		t.Fatalf("RecordEvent(%s): created %v err %v", key, rec.Created, err)
 	}
@@ -211,7 +212,7 @@ func TestDraftJobErrors(t *testing.T) {
 			if tt.record {
 				recordDraftEvent(t, st, "web:m1", now)
 			} else {
-				enqueue(t, st, KindDraft, "web:m1", 3, now)
+				enqueue(t, st, review.KindDraft, "web:m1", 3, now)
 			}
 			job := claim(t, st, now)
 			d := newCountingTemplate(t)
@@ -220,13 +221,13 @@ func TestDraftJobErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Run = nil, want an error")
 			}
-			var discard *Discard
+			var discard *jobs.Discard
 			if got := errors.As(err, &discard); got != tt.wantDiscard {
 				t.Errorf("Run = %v: discard %v, want %v", err, got, tt.wantDiscard)
 			}
-			var raw *WithRaw
+			var raw *jobs.WithRaw
 			if tt.wantRaw != "" && (!errors.As(err, &raw) || raw.Raw != tt.wantRaw) {
-				t.Errorf("Run = %v, want WithRaw %q", err, tt.wantRaw)
+				t.Errorf("Run = %v, want jobs.WithRaw %q", err, tt.wantRaw)
 			}
 			if tt.drafterErr != nil && !errors.Is(err, tt.drafterErr) {
 				t.Errorf("Run = %v, want it to wrap the drafter's error", err)
@@ -246,7 +247,7 @@ func TestDraftJobErrors(t *testing.T) {
 func TestDraftJobThroughRunner(t *testing.T) {
 	st := openStore(t)
 	d := newCountingTemplate(t)
-	r := startRunner(t, st, map[string]Kind{KindDraft: newDraftJob(st, d)}, testOptions())
+	r := startRunner(t, st, map[string]jobs.Kind{review.KindDraft: newDraftJob(st, d)}, testOptions())
 	var ids []string
 	for _, k := range []string{"web:a", "web:b", "web:c"} {
 		ids = append(ids, recordDraftEvent(t, st, k, time.Now()).Job.ID)
@@ -280,7 +281,7 @@ func TestDraftJobCommitsPerDraft(t *testing.T) {
 	before := commits(t, st)
 	opt := testOptions()
 	opt.Workers = 1
-	r := NewRunner(st, map[string]Kind{KindDraft: newDraftJob(st, newCountingTemplate(t))}, opt)
+	r := jobs.NewRunner(st, map[string]jobs.Kind{review.KindDraft: newDraftJob(st, newCountingTemplate(t))}, opt)
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -71,13 +72,13 @@ func (k *DigestJob) now() time.Time {
 
 // Run writes the digest of one period.
 func (k *DigestJob) Run(ctx context.Context, job store.Job) error {
-	args, err := Decode[DigestArgs](job)
+	args, err := jobs.Decode[DigestArgs](job)
 	if err != nil {
 		return err
 	}
 	dg, ok := digestNamed(k.Config, args.Digest)
 	if !ok {
-		return &Discard{Err: fmt.Errorf("digest %q is no longer configured", args.Digest)}
+		return &jobs.Discard{Err: fmt.Errorf("digest %q is no longer configured", args.Digest)}
 	}
 	now, id := k.now(), delivery.DigestID(dg.Name, args.Period)
 	// The text is written in a read transaction: a client's digest reads
@@ -249,7 +250,7 @@ func age(d time.Duration) string {
 // ScheduleDigests adds each digest's schedule to s, and the check of the
 // oldest waiting draft every minute when any digest has oldest_after.
 // Cron expressions are read in the process's local time zone (TZ).
-func (m *Maintenance) ScheduleDigests(s *Schedule) error {
+func (m *Maintenance) ScheduleDigests(s *jobs.Schedule) error {
 	check := false
 	for _, dg := range m.Config.Digests {
 		check = check || dg.OldestAfter > 0
@@ -284,8 +285,8 @@ func (m *Maintenance) ScheduledDigest(ctx context.Context, name string) error {
 		if err != nil || !waits {
 			return err
 		}
-		_, created, err = Enqueue(tx, DigestArgs{Digest: name, Period: schedPeriod(now)},
-			Opts{MaxAttempts: m.Config.Retry.MaxAttempts, CorrelationID: "digest:" + name, Now: now})
+		_, created, err = jobs.Enqueue(tx, DigestArgs{Digest: name, Period: schedPeriod(now)},
+			jobs.Opts{MaxAttempts: m.Config.Retry.MaxAttempts, CorrelationID: "digest:" + name, Now: now})
 		return err
 	})
 	if err != nil {
@@ -338,8 +339,8 @@ func (m *Maintenance) CheckDigests(ctx context.Context) error {
 			if !send {
 				return nil
 			}
-			_, enqueued, err = Enqueue(tx, DigestArgs{Digest: dg.Name, Period: crossPeriod(mark.Draft)},
-				Opts{MaxAttempts: m.Config.Retry.MaxAttempts, CorrelationID: "digest:" + dg.Name, Now: now})
+			_, enqueued, err = jobs.Enqueue(tx, DigestArgs{Digest: dg.Name, Period: crossPeriod(mark.Draft)},
+				jobs.Opts{MaxAttempts: m.Config.Retry.MaxAttempts, CorrelationID: "digest:" + dg.Name, Now: now})
 			return err
 		})
 		if err != nil {

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"cmp"
@@ -13,14 +13,12 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 
 	"golang.org/x/sync/semaphore"
 )
-
-// KindDraft is the job that turns an event into a stored draft.
-const KindDraft = store.KindDraft
 
 // historyLimit bounds the earlier messages a drafter sees.
 const historyLimit = 10
@@ -94,7 +92,7 @@ func (k *DraftJob) reserveBody(ctx context.Context, key string) (release func(),
 	}
 	n, err := k.Store.EventSize(key)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, &Discard{Err: err}
+		return nil, &jobs.Discard{Err: err}
 	}
 	if err != nil {
 		return nil, err
@@ -110,7 +108,7 @@ func (k *DraftJob) reserveBody(ctx context.Context, key string) (release func(),
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &Snooze{Err: fmt.Errorf("the events being drafted already hold limits.bodies_in_flight (%d bytes); this one (%d bytes) waits", k.BodiesSize, n), After: time.Second}
+		return nil, &jobs.Snooze{Err: fmt.Errorf("the events being drafted already hold limits.bodies_in_flight (%d bytes); this one (%d bytes) waits", k.BodiesSize, n), After: time.Second}
 	}
 	return func() { k.Bodies.Release(want) }, nil
 }
@@ -123,7 +121,7 @@ func (k *DraftJob) InterruptedByStop() bool { return true }
 
 // Run drafts the event job.Key unless its draft is already stored.
 func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
-	p, err := Decode[DraftArgs](job)
+	p, err := jobs.Decode[review.DraftArgs](job)
 	if err != nil {
 		return err
 	}
@@ -139,7 +137,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	defer release()
 	ev, err := k.Store.EventByKey(job.Key)
 	if errors.Is(err, store.ErrNotFound) {
-		return &Discard{Err: err}
+		return &jobs.Discard{Err: err}
 	}
 	if err != nil {
 		return err
@@ -197,17 +195,17 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	}
 	switch {
 	case errors.As(err, &invalid):
-		return &WithRaw{Err: err, Raw: invalid.Raw}
+		return &jobs.WithRaw{Err: err, Raw: invalid.Raw}
 	case errors.As(err, &refused):
 		// Asking again gets the same refusal: the lead waits in the dead
 		// letters with the model's words, for a person to write the reply.
-		return &Discard{Err: &WithRaw{Err: err, Raw: refused.Raw}}
+		return &jobs.Discard{Err: &jobs.WithRaw{Err: err, Raw: refused.Raw}}
 	case errors.As(err, &limited) && limited.After > 0:
 		// The queue's due time carries the server's Retry-After; the
 		// worker is free meanwhile.
-		return &RetryLater{Err: err, After: limited.After}
+		return &jobs.RetryLater{Err: err, After: limited.After}
 	case errors.As(err, &permanent):
-		return &Discard{Err: err}
+		return &jobs.Discard{Err: err}
 	case err != nil:
 		return fmt.Errorf("draft %s: %w", ev.Key, err)
 	}
@@ -341,10 +339,10 @@ func (k *DraftJob) holdBudget(ctx context.Context, job store.Job, channel string
 		}
 		switch {
 		case sp.Total >= limit:
-			refused = &Snooze{Err: &BudgetSpent{Client: client, Spent: sp.Total, Limit: limit}, After: day.Add(24 * time.Hour).Sub(t)}
+			refused = &jobs.Snooze{Err: &BudgetSpent{Client: client, Spent: sp.Total, Limit: limit}, After: day.Add(24 * time.Hour).Sub(t)}
 			return nil
 		case calls > 0 && (sp.Drafts == 0 || sp.Total+held+sp.Largest > limit):
-			refused = &Snooze{Err: &BudgetHeld{Client: client, Spent: sp.Total, Held: held, Limit: limit, Calls: calls}, After: cmp.Or(k.BudgetRecheck, DefaultBudgetRecheck)}
+			refused = &jobs.Snooze{Err: &BudgetHeld{Client: client, Spent: sp.Total, Held: held, Limit: limit, Calls: calls}, After: cmp.Or(k.BudgetRecheck, DefaultBudgetRecheck)}
 			return nil
 		}
 		return tx.HoldBudget(store.BudgetHold{Client: client, ExecutionID: job.ExecutionID, Reserve: sp.Largest, Until: until}, t)

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
@@ -35,7 +37,7 @@ type digestRig struct {
 	st     *store.Store
 	cfg    *config.Config
 	clock  *fakeClock
-	runner *Runner
+	runner *jobs.Runner
 	maint  *Maintenance
 }
 
@@ -62,16 +64,16 @@ func startDigestRig(t *testing.T, dir string, cfg *config.Config, clock *fakeClo
 	if err != nil {
 		t.Fatal(err)
 	}
-	senders := map[string]Sender{}
+	senders := map[string]delivery.Sender{}
 	for name, p := range providers {
 		senders[name] = p
 	}
 	digest := &DigestJob{Store: st, Config: cfg, Now: clock.Now}
 	opt := testOptions()
 	opt.Now = clock.Now
-	r := NewRunner(st, map[string]Kind{
-		KindDeliver: &DeliverJob{Store: st, Providers: senders, Now: clock.Now},
-		KindDigest:  digest,
+	r := jobs.NewRunner(st, map[string]jobs.Kind{
+		delivery.Kind: &delivery.Job{Store: st, Providers: senders, Now: clock.Now},
+		KindDigest:    digest,
 	}, opt)
 	digest.Wake = r.Wake
 	if err := r.Start(context.Background()); err != nil {
@@ -97,7 +99,7 @@ func waiting(t *testing.T, st *store.Store, channel, name, text string, at time.
 	rec, err := st.RecordEvent(context.Background(), store.Event{
 		ID: id, Key: key, Channel: channel, MessageID: "m-" + id, CorrelationID: ulid.Make().String(),
 		ConversationID: "conv-" + id, Contact: "+15550001234", Name: name, Text: text, ReceivedAt: at,
-	}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
+	}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
 	if err != nil || !rec.Created {
 		t.Fatalf("RecordEvent(%s) = %v, %v", key, rec.Created, err)
 	}
@@ -141,7 +143,7 @@ func digestJobs(t *testing.T, st *store.Store, name string) (digests, deliveries
 		switch j.Kind {
 		case KindDigest:
 			digests = append(digests, j)
-		case KindDeliver:
+		case delivery.Kind:
 			deliveries = append(deliveries, j)
 		default:
 			t.Errorf("digest %s has a %s job", name, j.Kind)
@@ -542,7 +544,7 @@ func seedWaiting(b testing.TB, st *store.Store, n int, at time.Time, channels ..
 			e, err := store.EncodeEvent(store.Event{
 				ID: id, Key: key, Channel: ch, MessageID: "m-" + id, CorrelationID: ulid.Make().String(),
 				ConversationID: "conv-" + id, Contact: "+15550001234", Name: "Ada", Text: "hello there", ReceivedAt: at,
-			}, store.NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
+			}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/store/storetest"
 )
@@ -53,7 +55,7 @@ func TestUnreadableRecordsInTheQueue(t *testing.T) {
 		st.Close()
 	})
 	d := newCountingTemplate(t)
-	r := startRunner(t, st, map[string]Kind{KindDraft: newDraftJob(st, d)}, testOptions())
+	r := startRunner(t, st, map[string]jobs.Kind{review.KindDraft: newDraftJob(st, d)}, testOptions())
 	r.Wake()
 
 	ja := waitFinal(t, st, a.Job.ID, store.JobDiscarded)

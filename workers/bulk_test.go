@@ -1,4 +1,4 @@
-package jobs
+package workers
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
 // bulkFixture is a store with n discarded noop jobs, a bulk run over them
 // (and the missing item "gone" after the second), and the job kind.
-func bulkFixture(t *testing.T, n int) (*store.Store, *BulkReplayJob, store.BulkRun, BulkReplayArgs) {
+func bulkFixture(t *testing.T, n int) (*store.Store, *BulkReplayJob, store.BulkRun, delivery.BulkReplayArgs) {
 	t.Helper()
 	st := openStore(t)
 	now := time.Now().UTC()
@@ -33,21 +34,20 @@ func bulkFixture(t *testing.T, n int) (*store.Store, *BulkReplayJob, store.BulkR
 		}
 	}
 	run := store.BulkRun{ID: "01BULKRUN", Total: len(items), Items: items, StartedAt: now}
-	args := BulkReplayArgs{By: "boss", From: "127.0.0.1"}
+	args := delivery.BulkReplayArgs{RunID: run.ID, By: "boss", From: "127.0.0.1"}
+	k := &BulkReplayJob{Store: st, Outbox: delivery.New(st, config.Default())}
 	if err := st.Update(context.Background(), func(tx *store.Tx) error {
 		r := run
-		return StartBulkReplay(tx, &r, args, Opts{MaxAttempts: 3, Now: now})
+		return k.Outbox.StartBulkReplayTx(tx, &r, args.By, args.From, now)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	args.RunID = run.ID
-	k := &BulkReplayJob{Store: st, Outbox: delivery.New(st, config.Default())}
 	return st, k, run, args
 }
 
-func bulkJob(t *testing.T, args BulkReplayArgs, attempt int) store.Job {
+func bulkJob(t *testing.T, args delivery.BulkReplayArgs, attempt int) store.Job {
 	t.Helper()
-	nj, err := NewJob(args, Opts{})
+	nj, err := jobs.NewJob(args, jobs.Opts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestBulkReplayCancelled(t *testing.T) {
 			return
 		}
 		if err := st.Update(context.Background(), func(tx *store.Tx) error {
-			_, err := CancelBulkReplay(tx, run.ID)
+			_, err := delivery.CancelBulkReplay(tx, run.ID)
 			return err
 		}); err != nil {
 			t.Error(err)

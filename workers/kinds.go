@@ -1,0 +1,41 @@
+// Package workers holds handoff's job kinds, the code the queue runs: the
+// draft job (the drafter, routing, the context and budget bounds, then
+// review's Record), the digest job, the bulk replay and the cron tasks
+// (Maintenance). It stands above the concepts it uses (review, delivery,
+// leads, the drafter and the providers) and below app, which wires it;
+// the queue itself (jobs) and every concept's job args sit below it, so
+// no concept imports it. The delivery job is delivery.Job, registered here.
+package workers
+
+import (
+	"golang.org/x/sync/semaphore"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/store"
+)
+
+// Kinds wires every job kind of handoff from the config, each under the
+// kind its arguments name (the args are the concepts': review.DraftArgs,
+// delivery.DeliverArgs, delivery.BulkReplayArgs). The delivery job is
+// delivery.Job itself: it speaks the queue's errors.
+func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]provider.Provider) (map[string]jobs.Kind, *DraftJob) {
+	senders := make(map[string]delivery.Sender, len(providers))
+	for name, p := range providers {
+		senders[name] = p
+	}
+	draft := &DraftJob{Store: st, Review: review.New(st, cfg), Drafter: d, Router: NewRouter(cfg.Routing), DrafterName: cfg.Drafter.Kind,
+		ContextTokens: cfg.Drafter.ContextTokens, Budget: budgetOf(cfg), BodyWait: cfg.Limits.BodyWait}
+	if n := cfg.Limits.BodiesInFlight; n > 0 {
+		draft.Bodies, draft.BodiesSize = semaphore.NewWeighted(n), n
+	}
+	return map[string]jobs.Kind{
+		review.DraftArgs{}.Kind():     draft,
+		delivery.DeliverArgs{}.Kind(): &delivery.Job{Store: st, Providers: senders}, // app sets its log
+		// app sets its clock, its Wake and its log.
+		delivery.BulkReplayArgs{}.Kind(): &BulkReplayJob{Store: st, Outbox: delivery.New(st, cfg)},
+	}, draft
+}
