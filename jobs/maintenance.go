@@ -82,9 +82,9 @@ func (m *Maintenance) Backup(ctx context.Context) error {
 // dashboard and the metrics.
 func StuckAfter(cfg *config.Config) map[store.HandoffStatus]time.Duration {
 	return map[store.HandoffStatus]time.Duration{
-		store.HandoffReceived: cfg.Stuck.Received,
-		store.HandoffMatched:  cfg.Stuck.Matched,
-		store.HandoffOwned:    cfg.Stuck.Owned,
+		leads.Received: cfg.Stuck.Received,
+		leads.Matched:  cfg.Stuck.Matched,
+		leads.Owned:    cfg.Stuck.Owned,
 	}
 }
 

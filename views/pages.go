@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -129,7 +130,7 @@ func stuckRule(ts []Fact) string {
 // so the stuck filter drops that status.
 func handoffsURL(status string, stuck bool) string {
 	q := url.Values{}
-	if stuck && status == string(store.HandoffReplied) {
+	if stuck && status == string(leads.Replied) {
 		status = ""
 	}
 	if status != "" {
