@@ -29,8 +29,8 @@ import (
 
 	"github.com/handoff/handoff/app"
 	"github.com/handoff/handoff/app/apptest"
-	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/store/storetest"
 )

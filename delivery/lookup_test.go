@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
 

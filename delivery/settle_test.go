@@ -15,8 +15,8 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )

@@ -19,9 +19,9 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
-	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 

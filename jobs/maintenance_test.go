@@ -15,8 +15,8 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/keys"
-	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
 

@@ -24,7 +24,9 @@ func (e *Encoded) Key() string { return e.ev.Key }
 // EnqueueEncoded enqueues j, whose JSON is raw (nil: encoded here), unless
 // a live job of its kind and business key exists: then it returns that job
 // and false.
-func (tx *Tx) EnqueueEncoded(j *Job, raw []byte) (Job, bool, error) { return enqueueEncoded(tx, j, raw) }
+func (tx *Tx) EnqueueEncoded(j *Job, raw []byte) (Job, bool, error) {
+	return enqueueEncoded(tx, j, raw)
+}
 
 // HoldBehind makes j, about to be enqueued, wait for running, the same
 // lead's draft job being written now: j is due once running's attempt ends
