@@ -15,7 +15,7 @@ import (
 // Every lead can end: besides approving the turn's draft, a person can
 // write the reply themselves, have it drafted again (with an instruction),
 // or close the lead without a reply. Each is one transaction on the lead's
-// open turn (store/turns.go), named by any event of the lead.
+// open turn (leads/turns.go), named by any event of the lead.
 
 // leadTx reads the event eventKey and its lead.
 func leadTx(tx *store.Tx, eventKey string) (store.Event, store.Handoff, error) {

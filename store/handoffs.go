@@ -50,7 +50,7 @@ type Handoff struct {
 	// event). Empty: no turn is open.
 	TurnDraft string `json:"turn_draft,omitempty"`
 	// DraftJob is the id of the draft job the lead's messages enqueued
-	// last: a new one waits while it runs (store/turns.go), so a lead has
+	// last: a new one waits while it runs (leads/turns.go), so a lead has
 	// one draft written at a time. Empty on a lead recorded before.
 	DraftJob string `json:"draft_job,omitempty"`
 	// Closed says who closed the lead without a reply, when and why; nil
