@@ -29,6 +29,7 @@ import (
 
 	"github.com/handoff/handoff/app"
 	"github.com/handoff/handoff/app/apptest"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/store/storetest"
@@ -125,7 +126,7 @@ func database(t *testing.T, n int) string {
 			defer wg.Done()
 			for i := range next {
 				k := fmt.Sprintf("demo:m-%d", i)
-				_, err := st.RecordEvent(context.Background(), store.Event{
+				_, err := leads.RecordEvent(context.Background(), st, store.Event{
 					ID: ulid.Make().String(), Key: k, Channel: "demo", MessageID: k, CorrelationID: ulid.Make().String(),
 					ConversationID: fmt.Sprintf("c-%d", i), Text: strings.Repeat("lorem ipsum ", 10), ReceivedAt: time.Now().UTC(),
 				}, store.NewJob{ID: ulid.Make().String(), Kind: "draft", Key: k, MaxAttempts: 3})

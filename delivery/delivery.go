@@ -27,6 +27,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -151,7 +152,7 @@ func finishAfterReceipt(tx *store.Tx, o store.Outbox, execID string, now time.Ti
 // markSent records the provider id on o and moves its lead to replied.
 func markSent(tx *store.Tx, o *store.Outbox, providerID string, now time.Time) error {
 	o.ProviderID, o.SentAt, o.ExecutionID, o.Note = providerID, &now, "", ""
-	return tx.ReplyLead(*o, now)
+	return leads.ReplyTx(tx, *o, now)
 }
 
 // Outbox is the outbox's operations that need a whole transaction and the

@@ -21,6 +21,7 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -183,7 +184,7 @@ func startDeliveryLogged(t *testing.T, st *store.Store, prov config.Provider, ma
 	kinds, _ := workers.Kinds(st, cfg, d, providers)
 	kinds[delivery.Kind].(*delivery.Job).Log = log
 	key := "demo:msg-1"
-	rec, err := st.RecordEvent(context.Background(), store.Event{
+	rec, err := leads.RecordEvent(context.Background(), st, store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: "msg-1", CorrelationID: ulid.Make().String(),
 		ConversationID: deliverConv, Contact: contact, Name: "Ada", Text: "Hello, do you ship to Lisbon?",
 		ReceivedAt: time.Now().UTC(),
@@ -250,7 +251,7 @@ func (g *deliveryRig) checkConsistent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Handoff: %v", err)
 	}
-	if sent, replied := row.Status == store.OutboxSent, h.Status == store.HandoffReplied; sent != replied {
+	if sent, replied := row.Status == store.OutboxSent, h.Status == leads.Replied; sent != replied {
 		t.Errorf("outbox row is %s but the lead is %s: replied iff sent", row.Status, h.Status)
 	}
 }

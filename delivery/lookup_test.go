@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
@@ -50,7 +51,7 @@ func TestLookUpSettles(t *testing.T) {
 		if s := attemptSummary(row); !slices.Equal(s, []string{"send:ambiguous", "lookup:sent"}) || row.Status != store.OutboxSent {
 			t.Errorf("stored row %s with attempts %v, want sent after send:ambiguous, lookup:sent", row.Status, s)
 		}
-		if h, err := g.st.Handoff(store.LeadKey("demo", deliverConv)); err != nil || h.Status != store.HandoffReplied {
+		if h, err := g.st.Handoff(store.LeadKey("demo", deliverConv)); err != nil || h.Status != leads.Replied {
 			t.Errorf("lead %s (%v), want replied", h.Status, err)
 		}
 		wantAudit(t, g.st, "boss", "look up", "sent slow-1")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
@@ -108,7 +109,7 @@ func draftJobFor(key string, maxAttempts int) store.NewJob {
 // record stores one event and its job, failing the test on error.
 func record(t testing.TB, st *testStore, key string, at time.Time) store.Recorded {
 	t.Helper()
-	rec, err := st.RecordEvent(context.Background(), newEvent(key, at), draftJobFor(key, 3))
+	rec, err := leads.RecordEvent(context.Background(), st.Store, newEvent(key, at), draftJobFor(key, 3))
 	if err != nil {
 		t.Fatalf("RecordEvent(%s): %v", key, err)
 	}
@@ -298,7 +299,7 @@ func TestFinishOutbox(t *testing.T) {
 	if after := outboxRow(t, st, id); !reflect.DeepEqual(before, after) {
 		t.Errorf("a refused finish changed the row:\n before %+v\n after  %+v", before, after)
 	}
-	if s := leadStatus(t, st, rec.Event); s == store.HandoffReplied {
+	if s := leadStatus(t, st, rec.Event); s == leads.Replied {
 		t.Errorf("lead is replied after a refused finish")
 	}
 
@@ -312,7 +313,7 @@ func TestFinishOutbox(t *testing.T) {
 		len(stored.Attempts) != 1 || stored.Attempts[0].ExecutionID != "exec-2" || o.Status != store.OutboxSent {
 		t.Errorf("row after finish %+v, want sent as p-9 with exec-2's one attempt and no holder", stored)
 	}
-	if s := leadStatus(t, st, rec.Event); s != store.HandoffReplied {
+	if s := leadStatus(t, st, rec.Event); s != leads.Replied {
 		t.Errorf("lead is %s after the reply was sent, want replied", s)
 	}
 }
@@ -346,7 +347,7 @@ func TestReconcile(t *testing.T) {
 		if nj.Kind != store.KindDeliver || nj.Key != id || nj.State != store.JobAvailable || nj.MaxAttempts != 5 || nj.CorrelationID != rec.Event.CorrelationID {
 			t.Errorf("new job %+v, want an available deliver job for %s with 5 attempts and the event's correlation id", nj, id)
 		}
-		if s := leadStatus(t, st, rec.Event); s == store.HandoffReplied {
+		if s := leadStatus(t, st, rec.Event); s == leads.Replied {
 			t.Errorf("lead is replied although nothing was sent")
 		}
 	})
@@ -392,7 +393,7 @@ func TestReconcile(t *testing.T) {
 		if len(stored.Reconciliations) != 1 || stored.Reconciliations[0].By != "carol" || stored.Reconciliations[0].ProviderID != "crm-42" {
 			t.Errorf("reconciliations %+v, want carol's sent crm-42", stored.Reconciliations)
 		}
-		if s := leadStatus(t, st, rec.Event); s != store.HandoffReplied {
+		if s := leadStatus(t, st, rec.Event); s != leads.Replied {
 			t.Errorf("lead is %s, want replied", s)
 		}
 		if after := deliverJobs(t, st, rec.Event.CorrelationID); len(after) != len(jobsBefore) {
@@ -548,7 +549,7 @@ func TestEnsureDelivery(t *testing.T) {
 func discardDraftJob(t *testing.T, st *testStore, key string, at time.Time, why string) store.Job {
 	t.Helper()
 	ctx := context.Background()
-	rec, err := st.RecordEvent(ctx, newEvent(key, at), draftJobFor(key, 1))
+	rec, err := leads.RecordEvent(ctx, st.Store, newEvent(key, at), draftJobFor(key, 1))
 	if err != nil {
 		t.Fatalf("RecordEvent(%s): %v", key, err)
 	}
@@ -814,7 +815,7 @@ func TestRegenerateKeepsEarlierVersion(t *testing.T) {
 	st := openTest(t)
 	ctx := context.Background()
 	key := "web:regen"
-	rec, err := st.RecordEvent(ctx, newEvent(key, t0), draftJobFor(key, 1))
+	rec, err := leads.RecordEvent(ctx, st.Store, newEvent(key, t0), draftJobFor(key, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -878,7 +879,7 @@ func TestRegenerateRefusedOnceApproved(t *testing.T) {
 	st := openTest(t)
 	ctx := context.Background()
 	key := "web:approved"
-	rec, err := st.RecordEvent(ctx, newEvent(key, t0), draftJobFor(key, 1))
+	rec, err := leads.RecordEvent(ctx, st.Store, newEvent(key, t0), draftJobFor(key, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

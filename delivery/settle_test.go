@@ -15,6 +15,7 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -105,7 +106,7 @@ func startSlow(t *testing.T, p *slowProvider, maxAttempts int) *slowRig {
 		ID: ulid.Make().String(), Key: "demo:slow-1", Channel: "demo", MessageID: "slow-1", CorrelationID: ulid.Make().String(),
 		ConversationID: deliverConv, Contact: deliverConv, Name: "Ada", Text: "Is Friday free?", ReceivedAt: p.clock.Now(),
 	}
-	if _, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: maxAttempts}); err != nil {
+	if _, err := leads.RecordEvent(context.Background(), st, ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: maxAttempts}); err != nil {
 		t.Fatal(err)
 	}
 	opt := testOptions()

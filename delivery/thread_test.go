@@ -14,6 +14,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -148,7 +149,7 @@ func startEmailDelivery(t *testing.T, st *store.Store, prov config.Provider, att
 	kinds, _ := workers.Kinds(st, cfg, d, providers)
 	ev.ID, ev.CorrelationID, ev.ReceivedAt = ulid.Make().String(), ulid.Make().String(), time.Now().UTC()
 	ev.Key = ev.Channel + ":" + ev.MessageID
-	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: attempts})
+	rec, err := leads.RecordEvent(context.Background(), st, ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: attempts})
 	if err != nil {
 		t.Fatalf("RecordEvent: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -54,7 +55,7 @@ func newUndoRig(t *testing.T) *undoRig {
 func (g *undoRig) approved(t *testing.T, key string) review.Approved {
 	t.Helper()
 	ctx := context.Background()
-	rec, err := g.st.RecordEvent(ctx, store.Event{
+	rec, err := leads.RecordEvent(ctx, g.st, store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
 		ConversationID: "conv-" + key, Contact: "ada@example.com", Name: "Ada", Text: "Do you ship to Lisbon?",
 		ReceivedAt: undoT0.Add(-time.Minute),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -36,7 +37,7 @@ func RecordBatch(ctx context.Context, st *store.Store, ms []Message, receipts []
 	err := st.Update(ctx, func(tx *store.Tx) error {
 		out = make([]store.Recorded, 0, len(encoded)) // the committer may run this again
 		for _, e := range encoded {
-			rec, err := tx.Record(e)
+			rec, err := leads.RecordTx(tx, e)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/handoff/handoff/leads"
+
 	"github.com/handoff/handoff/store"
 )
 
@@ -31,17 +33,17 @@ func (m Message) Key() string { return m.Channel + ":" + m.MessageID }
 
 // Record records m unless its event key was recorded before, with its
 // lead's move and its turn's draft job (maxAttempts attempts, due once the
-// lead has been quiet for m.Coalesce; see store/turns.go), in one commit
+// lead has been quiet for m.Coalesce; see leads/turns.go), in one commit
 // round: the answer says whether this call created the event; a duplicate
 // returns the first event, its duplicate count raised. The ids are minted
 // and the records encoded here, in the caller's goroutine, so the
 // committer's step only copies bytes.
 func Record(ctx context.Context, st *store.Store, m Message, maxAttempts int) (store.Recorded, error) {
 	// The due time is the message's quiet period: if the lead's turn is still
-	// waiting for its draft job, the store moves that job to this time instead.
+	// waiting for its draft job, leads.ReceiveTx moves that job to this time instead.
 	e, err := Encode(m, maxAttempts)
 	if err != nil {
 		return store.Recorded{}, err
 	}
-	return st.Record(ctx, e)
+	return leads.Record(ctx, st, e)
 }

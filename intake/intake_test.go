@@ -8,6 +8,7 @@ import (
 	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
@@ -45,7 +46,7 @@ func TestRecord(t *testing.T) {
 		t.Errorf("Decode(draft job) = %+v, %v; want event key %s", args, err, ev.Key)
 	}
 	h, err := st.Handoff(store.LeadKey("web", "conv-1"))
-	if err != nil || h.Status != store.HandoffReceived || h.LastEventKey != ev.Key || h.Cycle != 1 {
+	if err != nil || h.Status != leads.Received || h.LastEventKey != ev.Key || h.Cycle != 1 {
 		t.Errorf("lead = %+v, %v; want received in cycle 1 on %s", h, err, ev.Key)
 	}
 

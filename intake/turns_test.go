@@ -225,10 +225,10 @@ func TestBurstIsOneTurn(t *testing.T) {
 	}
 	// The reply, drafted under the first message, answers the latest too:
 	// once sent, the lead is replied (the move delivery makes as it records the send).
-	if err := k.st.Update(context.Background(), func(tx *store.Tx) error { return tx.ReplyLead(res.Outbox, t0.Add(2*time.Hour)) }); err != nil {
+	if err := k.st.Update(context.Background(), func(tx *store.Tx) error { return leads.ReplyTx(tx, res.Outbox, t0.Add(2*time.Hour)) }); err != nil {
 		t.Fatalf("ReplyLead: %v", err)
 	}
-	if h := k.lead("web", "c1"); h.Status != store.HandoffReplied {
+	if h := k.lead("web", "c1"); h.Status != leads.Replied {
 		t.Errorf("after the reply to the turn the lead is %s; want replied", h.Status)
 	}
 	if ran := k.draftDue(t0.Add(time.Hour)); len(ran) != 0 || k.model.calls() != 1 {
@@ -553,7 +553,7 @@ func TestCloseNeverStuck(t *testing.T) {
 	d := k.draftOf(e1)
 	e2 := k.send("web", "c1", "m2", "", "anyone?", t0.Add(time.Minute)) // supersedes d; its job waits
 	got, err := k.rv.Close(context.Background(), e2.Key, store.Decision{By: "ada", At: t0.Add(2 * time.Minute), Reason: "spam"})
-	if err != nil || !got.Closed || got.Lead.Status != store.HandoffClosed || got.Lead.Closed.Reason != "spam" {
+	if err != nil || !got.Closed || got.Lead.Status != leads.Closed || got.Lead.Closed.Reason != "spam" {
 		t.Fatalf("Close = %+v, %v; want closed for spam", got, err)
 	}
 	if again, err := k.rv.Close(context.Background(), e1.Key, store.Decision{By: "bob", At: t0.Add(3 * time.Minute), Reason: "dup"}); err != nil || again.Closed || again.Lead.Closed.By != "ada" {
@@ -570,7 +570,7 @@ func TestCloseNeverStuck(t *testing.T) {
 		t.Errorf("a draft was written for the closed turn (%v); want none", err)
 	}
 	flagged, err := leads.FlagStuck(context.Background(), k.st, t0.Add(365*24*time.Hour),
-		map[store.HandoffStatus]time.Duration{store.HandoffReceived: time.Minute, store.HandoffMatched: time.Minute, store.HandoffOwned: time.Minute}, nil)
+		map[store.HandoffStatus]time.Duration{leads.Received: time.Minute, leads.Matched: time.Minute, leads.Owned: time.Minute}, nil)
 	if err != nil || len(flagged) != 0 {
 		t.Errorf("FlagStuck a year later = %d leads, %v; want none", len(flagged), err)
 	}
@@ -584,7 +584,7 @@ func TestCloseNeverStuck(t *testing.T) {
 
 	e3 := k.send("web", "c1", "m3", "ada@example.com", "sorry, I do want to book", t0.Add(2*time.Hour))
 	h := k.lead("web", "c1")
-	if h.Status != store.HandoffReceived || h.Cycle != 2 || h.Closed != nil || h.Turn != 2 || !slices.Equal(h.TurnEvents, keysOf(e3)) {
+	if h.Status != leads.Received || h.Cycle != 2 || h.Closed != nil || h.Turn != 2 || !slices.Equal(h.TurnEvents, keysOf(e3)) {
 		t.Errorf("lead after a new message: %s cycle %d turn %d events %v closed %+v; want received, cycle 2, a new turn of %s", h.Status, h.Cycle, h.Turn, h.TurnEvents, h.Closed, e3.Key)
 	}
 	k.draftDue(t0.Add(2*time.Hour + coalesce))

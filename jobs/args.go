@@ -49,7 +49,7 @@ type Opts struct {
 }
 
 // NewJob describes the job for args, for a store call that takes one
-// (store.RecordEvent enqueues the draft job with its event).
+// (leads.RecordTx enqueues the draft job with its event).
 func NewJob(args Args, o Opts) (store.NewJob, error) {
 	payload, err := Encode(args)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoff/handoff/leads"
+
 	"github.com/handoff/handoff/store"
 	"github.com/oklog/ulid/v2"
 )
@@ -477,7 +479,7 @@ func TestRunnerLiveCheckUnderIngest(t *testing.T) {
 				ev := store.Event{ID: id, Key: key, Channel: "web", MessageID: key, CorrelationID: id,
 					ConversationID: fmt.Sprintf("conv-%d-%d", s, i%3), Text: "hello", ReceivedAt: now}
 				nj := store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: key, MaxAttempts: 3, RunAt: now}
-				if _, err := st.RecordEvent(context.Background(), ev, nj); err != nil {
+				if _, err := leads.RecordEvent(context.Background(), st, ev, nj); err != nil {
 					errs <- err
 					return
 				}

@@ -12,8 +12,8 @@ import (
 // (workers.Maintenance.FlagStuck), the dashboard and the metrics.
 func StuckAfter(cfg *config.Config) map[store.HandoffStatus]time.Duration {
 	return map[store.HandoffStatus]time.Duration{
-		store.HandoffReceived: cfg.Stuck.Received,
-		store.HandoffMatched:  cfg.Stuck.Matched,
-		store.HandoffOwned:    cfg.Stuck.Owned,
+		Received: cfg.Stuck.Received,
+		Matched:  cfg.Stuck.Matched,
+		Owned:    cfg.Stuck.Owned,
 	}
 }

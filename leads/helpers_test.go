@@ -23,9 +23,9 @@ var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
 // stuckAfter are the thresholds of the stuck tests (stuck.received, .matched, .owned).
 var stuckAfter = map[store.HandoffStatus]time.Duration{
-	store.HandoffReceived: 10 * time.Minute,
-	store.HandoffMatched:  30 * time.Minute,
-	store.HandoffOwned:    4 * time.Hour,
+	leads.Received: 10 * time.Minute,
+	leads.Matched:  30 * time.Minute,
+	leads.Owned:    4 * time.Hour,
 }
 
 // openStore opens a store on a real bbolt file in dir, checked and closed

@@ -1,11 +1,14 @@
-// Package leads owns the lead (handoff) rules that run on their own
-// schedule: which leads are stuck, and flagging each stay once, with the
-// alert created in the flagging's transaction.
+// Package leads owns the lead (handoff) state machine: its statuses and
+// which of them are open (status.go), every move between them (moves.go:
+// received, matched, owned, replied, closed), the conversation turn's
+// rules (turns.go, with the ingest's transaction, RecordTx), the lists
+// (list.go), and the rules that run on their own schedule: which leads are
+// stuck, and flagging each stay once, with the alert created in the
+// flagging's transaction.
 //
-// The moves other concepts cause (a new event: received; a stored draft:
-// matched, owned; a sent reply: replied) still run inside the store's
-// record operations (store.RecordEvent, tx.InsertDraft, tx.ReplyLead), in
-// store/handoffs.go: see the note there.
+// Each move runs inside the caller's *store.Tx, the transaction that
+// stores what justifies it; the store keeps the lead records and their
+// indexes and assigns no status.
 package leads
 
 import (
@@ -15,9 +18,6 @@ import (
 
 	"github.com/handoff/handoff/store"
 )
-
-// Statuses are the statuses a lead can be stuck in, in order.
-var Statuses = []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned}
 
 // chunk is how many leads one flagging transaction flags, and scanChunk
 // how many it reads at most, so a backlog of stuck leads never makes one
@@ -42,7 +42,7 @@ type AlertTx func(tx *store.Tx, h store.Handoff, now time.Time) error
 // flagged.
 func FlagStuck(ctx context.Context, st *store.Store, now time.Time, after map[store.HandoffStatus]time.Duration, alert AlertTx) ([]store.Handoff, error) {
 	var flagged []store.Handoff
-	for _, status := range Statuses {
+	for _, status := range OpenStatuses {
 		d, ok := after[status]
 		if !ok || d <= 0 {
 			continue
@@ -98,11 +98,11 @@ func FlagStuck(ctx context.Context, st *store.Store, now time.Time, after map[st
 // or not. only limits it to the channels a person sees (nil: every one).
 func Stuck(st *store.Store, only *store.Visible, now time.Time, after map[store.HandoffStatus]time.Duration, status store.HandoffStatus, limit int) ([]store.Handoff, error) {
 	out := []store.Handoff{}
-	for _, s := range Statuses {
+	for _, s := range OpenStatuses {
 		if status != "" && s != status {
 			continue
 		}
-		hs, err := st.Handoffs(store.HandoffFilter{Status: s, SinceBefore: now.Add(-after[s]), Limit: limit - len(out), Only: only})
+		hs, err := List(st, Filter{Status: s, SinceBefore: now.Add(-after[s]), Limit: limit - len(out), Only: only})
 		if err != nil {
 			return nil, err
 		}

@@ -1,7 +1,6 @@
 package leads
 
 import (
-	"slices"
 	"time"
 
 	"github.com/handoff/handoff/store"
@@ -12,5 +11,5 @@ import (
 // flagged it yet or not (the rule of Stuck and FlagStuck, for one lead).
 func IsStuck(h store.Handoff, now time.Time, after map[store.HandoffStatus]time.Duration) bool {
 	d, ok := after[h.Status]
-	return ok && d > 0 && slices.Contains(Statuses, h.Status) && h.Since.Before(now.Add(-d))
+	return ok && d > 0 && Open(h.Status) && h.Since.Before(now.Add(-d))
 }

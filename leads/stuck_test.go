@@ -37,7 +37,7 @@ func TestFlagStuckOncePerStay(t *testing.T) {
 	// A contact is identified: a new stay, in matched.
 	matchedAt := t0.Add(6 * time.Hour)
 	saveDraft(t, st, ev, "", map[string]string{"email": "ada@example.com"}, matchedAt)
-	if h := lead(t, st, conv); h.Status != store.HandoffMatched || h.Stuck() {
+	if h := lead(t, st, conv); h.Status != leads.Matched || h.Stuck() {
 		t.Fatalf("after the draft: %s, stuck %v; want matched and not stuck", h.Status, h.Stuck())
 	}
 	wantFlagged(t, "matched, +29m", flagAt(t, st, matchedAt.Add(29*time.Minute), nil))
@@ -48,7 +48,7 @@ func TestFlagStuckOncePerStay(t *testing.T) {
 		t.Errorf("matched stay: stuck %v since %v; want since %v", h.Stuck(), h.StuckSince, matchedAt)
 	}
 	// Flagging changes nothing of the lead's status or history.
-	if h.Status != store.HandoffMatched || len(h.History) != 2 {
+	if h.Status != leads.Matched || len(h.History) != 2 {
 		t.Errorf("flagging moved the lead: %s with %d transitions", h.Status, len(h.History))
 	}
 }
@@ -154,7 +154,7 @@ func TestFlagStuckAlertOnceAcrossRestarts(t *testing.T) {
 	st = openStore(t, dir)
 	wantFlagged(t, "after a restart, t0+13m", flagAt(t, st, t0.Add(13*time.Minute), pager))
 	check("after a restart", st)
-	if h := lead(t, st, conv); h.Status != store.HandoffReceived || !h.Stuck() {
+	if h := lead(t, st, conv); h.Status != leads.Received || !h.Stuck() {
 		t.Errorf("lead after the alert: %s, stuck %v; want still received and stuck", h.Status, h.Stuck())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
@@ -43,7 +44,7 @@ func record(t testing.TB, st *store.Store, channel, key string, at time.Time) st
 		CorrelationID: ulid.Make().String(), ConversationID: "conv-" + key,
 		Contact: "ada@example.com", Name: "Ada", Text: "hello from " + key, ReceivedAt: at,
 	}
-	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: key, MaxAttempts: 3})
+	rec, err := leads.RecordEvent(context.Background(), st, ev, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: key, MaxAttempts: 3})
 	if err != nil || !rec.Created {
 		t.Fatalf("RecordEvent(%s) = created %v, %v", key, rec.Created, err)
 	}

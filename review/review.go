@@ -31,6 +31,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -130,6 +131,9 @@ func SaveTx(tx *store.Tx, d store.Draft, n int) (out store.Draft, created bool, 
 		}
 	}
 	if err := tx.InsertDraft(&d, ev); err != nil {
+		return store.Draft{}, false, err
+	}
+	if err := leads.DraftedTx(tx, d, ev.Contact, d.CreatedAt); err != nil { // matched, owned
 		return store.Draft{}, false, err
 	}
 	return d, true, nil
@@ -237,7 +241,7 @@ func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 	if err := tx.PutDraft(&old, &d); err != nil {
 		return Approved{}, err
 	}
-	if err := tx.AnswerTurn(d); err != nil { // a newer message starts the next turn
+	if err := leads.AnswerTx(tx, d); err != nil { // a newer message starts the next turn
 		return Approved{}, err
 	}
 	detail := "approved as written"

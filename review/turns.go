@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
 // Every lead can end: besides approving the turn's draft, a person can
 // write the reply themselves, have it drafted again (with an instruction),
 // or close the lead without a reply. Each is one transaction on the lead's
-// open turn (store/turns.go), named by any event of the lead.
+// open turn (leads/turns.go), named by any event of the lead.
 
 // leadTx reads the event eventKey and its lead.
 func leadTx(tx *store.Tx, eventKey string) (store.Event, store.Handoff, error) {
@@ -33,11 +34,11 @@ func leadTx(tx *store.Tx, eventKey string) (store.Event, store.Handoff, error) {
 // says why there is none.
 func openTurn(h store.Handoff) (string, error) {
 	switch {
-	case h.Status == store.HandoffClosed:
+	case h.Status == leads.Closed:
 		return "", &store.StateError{What: "lead " + h.Key, State: "closed", Want: "open; a new message from the customer reopens it"}
 	case h.TurnDraft != "":
 		return h.TurnDraft, nil
-	case h.Turn == 0 && h.Status != store.HandoffReplied && h.LastEventKey != "":
+	case h.Turn == 0 && leads.Open(h.Status) && h.LastEventKey != "":
 		return h.LastEventKey, nil // a lead from before turns were kept
 	default:
 		return "", &store.StateError{What: "lead " + h.Key, State: "answered (the reply to its latest message was approved)", Want: "waiting for a reply"}
@@ -180,7 +181,7 @@ func CloseTx(tx *store.Tx, eventKey string, dec store.Decision) (Closed, error) 
 	if err != nil {
 		return Closed{}, err
 	}
-	if h.Status == store.HandoffClosed {
+	if h.Status == leads.Closed {
 		return Closed{Lead: h}, nil
 	}
 	key, err := openTurn(h)
@@ -199,7 +200,7 @@ func CloseTx(tx *store.Tx, eventKey string, dec store.Decision) (Closed, error) 
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return Closed{}, err
 	}
-	h, err = tx.CloseLead(h, store.Closure{By: dec.By, At: dec.At, Reason: reason})
+	h, err = leads.CloseTx(tx, h, store.Closure{By: dec.By, At: dec.At, Reason: reason})
 	if err != nil {
 		return Closed{}, err
 	}

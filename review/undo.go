@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -36,7 +37,7 @@ func UndoTx(tx *store.Tx, id string, dec store.Decision) (Undone, error) {
 	if err != nil {
 		return Undone{}, fmt.Errorf("lead of draft %s: %w", d.ID, err)
 	}
-	if h.TurnDraft != "" || h.Status == store.HandoffClosed || !slices.Contains(d.AnsweredEvents(), h.LastEventKey) {
+	if h.TurnDraft != "" || h.Status == leads.Closed || !slices.Contains(d.AnsweredEvents(), h.LastEventKey) {
 		return Undone{}, &delivery.UndoError{OutboxID: d.OutboxID, Why: "the customer wrote again after the approval, so a new turn has begun; the reply can no longer be undone"}
 	}
 	o, err := delivery.UndoTx(tx, d.OutboxID, dec.At)

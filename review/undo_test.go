@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
@@ -130,7 +131,7 @@ func TestUndoRefused(t *testing.T) {
 					CorrelationID: ulid.Make().String(), ConversationID: ev.ConversationID,
 					Contact: ev.Contact, Text: "and to Porto?", ReceivedAt: t0.Add(time.Second),
 				}
-				if _, err := st.RecordEvent(ctx, next, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: next.Key, MaxAttempts: 3}); err != nil {
+				if _, err := leads.RecordEvent(ctx, st, next, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: next.Key, MaxAttempts: 3}); err != nil {
 					t.Fatal(err)
 				}
 				return d.ID

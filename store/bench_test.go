@@ -188,7 +188,7 @@ func BenchmarkRecordEventWrite(b *testing.B) {
 		if err := st.db.Update(func(btx *bolt.Tx) error {
 			tx := &Tx{tx: btx}
 			for _, e := range batch {
-				if _, err := recordEvent(tx, &e.ev, e.evRaw, &e.j, e.jobRaw); err != nil {
+				if _, err := recordRaw(tx, &e.ev, e.evRaw, &e.j, e.jobRaw); err != nil {
 					return err
 				}
 			}

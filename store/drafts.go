@@ -316,10 +316,10 @@ func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
 	return out, err
 }
 
-// InsertDraft writes d, a new draft of event ev (its record version stamped), as the event's current
-// draft with its indexes and counts, and moves the lead forward in the same
-// transaction (matched, owned): the lead's rules stay with the lead records,
-// so its status never claims more than what is stored. Which draft is
+// InsertDraft writes d, a new draft of event ev (its record version
+// stamped), as the event's current draft with its indexes and counts. The
+// lead's move that a stored draft justifies (matched, owned) is the
+// caller's, in the same transaction (leads.DraftedTx); which draft is
 // stored, and when, is the review package's.
 func (tx *Tx) InsertDraft(d *Draft, ev Event) error {
 	d.V = recordVersion
@@ -328,8 +328,5 @@ func (tx *Tx) InsertDraft(d *Draft, ev Event) error {
 
 // insertDraft is InsertDraft.
 func insertDraft(tx *Tx, d Draft, ev Event) error {
-	if err := tx.PutDraft(nil, &d); err != nil {
-		return err
-	}
-	return advanceOnDraft(tx, d, ev.Contact, d.CreatedAt)
+	return tx.PutDraft(nil, &d)
 }

@@ -293,6 +293,9 @@ func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft
 		if err := insertDraft(tx, d, ev); err != nil {
 			return err
 		}
+		if err := draftedFixture(tx, d, ev.Contact, d.CreatedAt); err != nil {
+			return err
+		}
 		out, created = d, true
 		return nil
 	})

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,24 +48,12 @@ type Event struct {
 	LastDuplicateAt  *time.Time `json:"last_duplicate_at,omitempty"`
 }
 
-// Recorded is the answer to RecordEvent: the stored event and whether this call created it.
+// Recorded is the answer to an ingest (leads.Record): the stored event,
+// whether this call created it, and the live draft job of its turn.
 type Recorded struct {
 	Event   Event
 	Created bool
 	Job     Job
-}
-
-// RecordEvent stores ev and enqueues job for it in one transaction, unless an
-// event with the same key exists: then the first event is returned (with its
-// duplicate count raised) and nothing else is written. ev.ID and
-// ev.CorrelationID are minted by the caller; a duplicate discards them.
-// It is EncodeEvent then Record; intake.Record is the webhook's way in.
-func (s *Store) RecordEvent(ctx context.Context, ev Event, job NewJob) (Recorded, error) {
-	e, err := EncodeEvent(ev, job)
-	if err != nil {
-		return Recorded{}, err
-	}
-	return s.Record(ctx, e)
 }
 
 // Encoded is an event and its draft job, encoded for Record.
@@ -79,7 +66,7 @@ type Encoded struct {
 
 // EncodeEvent encodes ev and the job to enqueue with it, in the caller's
 // goroutine: the committer is the one serial step of every webhook, so
-// Record's write only copies bytes.
+// the ingest's write only copies bytes.
 func EncodeEvent(ev Event, job NewJob) (*Encoded, error) {
 	ev.V = recordVersion
 	ev.canonical()                  // the strings as every read returns them
@@ -95,31 +82,9 @@ func EncodeEvent(ev Event, job NewJob) (*Encoded, error) {
 	return &Encoded{ev: ev, evRaw: evRaw, j: j, jobRaw: jobRaw}, nil
 }
 
-// Record is the ingest's one transaction: unless the event's key is taken,
-// the event, its dedup and conversation index entries, its lead's move
-// (received; a new cycle on a replied lead) and its job with their index
-// entries; a duplicate raises the first event's count and writes nothing
-// else.
-//
-// The lead's move stays here, not in a leads function, for now: every test
-// fixture in review/, delivery/, jobs/ and web/ records through this call
-// and relies on the lead existing, and the rule must live in one place.
-func (s *Store) Record(ctx context.Context, e *Encoded) (Recorded, error) {
-	var out Recorded
-	err := s.update(ctx, func(tx *Tx) error {
-		var err error
-		out, err = recordEvent(tx, &e.ev, e.evRaw, &e.j, e.jobRaw)
-		return err
-	})
-	if err != nil {
-		return Recorded{}, fmt.Errorf("store: record event %s: %w", e.ev.Key, err)
-	}
-	return out, nil
-}
-
-// recordEvent is RecordEvent's write, with ev and j already encoded as
-// evRaw and jobRaw: the committer's one step of every webhook.
-func recordEvent(tx *Tx, ev *Event, evRaw []byte, j *Job, jobRaw []byte) (Recorded, error) {
+// recordEvent is Tx.Record: the event's write, with ev already encoded as
+// evRaw.
+func recordEvent(tx *Tx, ev *Event, evRaw []byte) (Recorded, error) {
 	if first, err := tx.EventByKey(ev.Key); err == nil {
 		return recordDuplicate(tx, first, ev.ReceivedAt)
 	} else if !errors.Is(err, ErrNotFound) {
@@ -128,11 +93,7 @@ func recordEvent(tx *Tx, ev *Event, evRaw []byte, j *Job, jobRaw []byte) (Record
 	if err := eventsTable.insertRaw(tx, ev, evRaw); err != nil {
 		return Recorded{}, err
 	}
-	live, err := receiveTurn(tx, *ev, j, jobRaw) // the lead's move and its turn: store/turns.go
-	if err != nil {
-		return Recorded{}, err
-	}
-	return Recorded{Event: *ev, Created: true, Job: live}, nil
+	return Recorded{Event: *ev, Created: true}, nil
 }
 
 // recordDuplicate counts a duplicate received at at on the first event.

@@ -700,7 +700,7 @@ func TestCheckInARoundAfterWrites(t *testing.T) {
 	var inRound error
 	batch := []*writeReq{
 		{done: make(chan error, 1), fn: func(tx *Tx) error {
-			_, err := recordEvent(tx, &e.ev, e.evRaw, &e.j, e.jobRaw)
+			_, err := recordRaw(tx, &e.ev, e.evRaw, &e.j, e.jobRaw)
 			return err
 		}},
 		{done: make(chan error, 1), fn: func(tx *Tx) error {

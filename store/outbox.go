@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -164,42 +163,6 @@ func (tx *Tx) EachOutboxID(status OutboxStatus, fn func(id string) error) error 
 // from idx_jobs_unique alone (LiveJob without reading the job).
 func (tx *Tx) HasLiveJob(kind, key string) bool {
 	return tx.bucket(bucketJobsUnique).Get(uniqueKey(kind, key)) != nil
-}
-
-// ReplyLead moves the lead of o, a reply just sent, to replied. The rule is
-// the lead's, so it stays with the lead records: an alert to the team is no
-// reply, and a lead already replied or with a newer message still
-// unanswered does not move (it must not look done).
-func (tx *Tx) ReplyLead(o Outbox, now time.Time) error {
-	if o.Kind == OutboxAlert {
-		return nil
-	}
-	h, err := tx.Handoff(LeadKey(o.Channel, o.ConversationID))
-	if err != nil {
-		return fmt.Errorf("lead of %s: %w", o.ID, err)
-	}
-	latest, err := answersLatest(tx, o, h)
-	if err != nil || h.Status == HandoffReplied || h.Status == HandoffClosed || !latest {
-		return err
-	}
-	return moveHandoff(tx, &h, HandoffReplied, now, o.EventKey, "reply "+o.ID+" sent")
-}
-
-// answersLatest reports whether reply o answers h's latest message: its
-// draft's turn (store/turns.go) holds it, a burst drafted under its first
-// message included.
-func answersLatest(tx *Tx, o Outbox, h Handoff) (bool, error) {
-	if h.LastEventKey == o.EventKey || o.DraftID == "" {
-		return h.LastEventKey == o.EventKey, nil
-	}
-	d, err := tx.Draft(o.DraftID)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil // retention took the draft; only its own event counts
-	}
-	if err != nil {
-		return false, fmt.Errorf("draft %s of reply %s: %w", o.DraftID, o.ID, err)
-	}
-	return slices.Contains(d.AnsweredEvents(), h.LastEventKey), nil
 }
 
 // StateError is a transition the record's current state does not allow.

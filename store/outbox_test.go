@@ -215,7 +215,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, id, execID string, now time.Tim
 }
 
 // FinishOutbox (fixture) records r on a row execID claimed: a sent row
-// moves its lead (tx.ReplyLead), and a settled row completes job r.JobID.
+// moves its lead (replyFixture), and a settled row completes job r.JobID.
 func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Time, r OutboxResult) (Outbox, error) {
 	var row Outbox
 	err := s.Update(ctx, func(tx *Tx) error {
@@ -234,7 +234,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Ti
 		}
 		if r.Status == OutboxSent {
 			row.ProviderID, row.SentAt, row.ExecutionID, row.Note = r.ProviderID, &now, "", ""
-			if err := tx.ReplyLead(row, now); err != nil {
+			if err := replyFixture(tx, row, now); err != nil {
 				return err
 			}
 		}

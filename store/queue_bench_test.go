@@ -45,12 +45,15 @@ func fillDrafts(b *testing.B, st *Store, n int) {
 					return err
 				}
 				j := newJob(NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: 1}, ev.CorrelationID, ev.ReceivedAt)
-				if _, err := receiveTurn(tx, ev, &j, nil); err != nil {
+				if _, err := receiveFixture(tx, ev, &j, nil); err != nil {
 					return err
 				}
 				d := Draft{V: recordVersion, Version: 1, ID: DraftID(ev.ID), EventKey: ev.Key, Channel: ev.Channel, ConversationID: ev.ConversationID,
 					CorrelationID: ev.CorrelationID, Status: DraftPending, Text: "hi", CreatedAt: ev.ReceivedAt}
 				if err := insertDraft(tx, d, ev); err != nil {
+					return err
+				}
+				if err := draftedFixture(tx, d, ev.Contact, d.CreatedAt); err != nil {
 					return err
 				}
 			}

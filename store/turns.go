@@ -4,194 +4,39 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 )
 
 // A conversation turn is the inbound messages of one lead since its last
-// approved reply (or since it was closed), and it has at most one live
-// draft. The lead record keeps the open turn (Handoff.Turn, TurnEvents,
-// TurnDraft); these are the record operations that keep it, each inside the
-// transaction that stores what justifies the move, as the lead's other
-// moves in handoffs.go:
-//
-//	new message, no open turn ─────────────▶ turn n+1 = [message], its draft job enqueued
-//	new message, the turn's draft job queued ─▶ joins the turn; the job's due time moves to the
-//	                                          new message's (the quiet period starts again)
-//	new message, the turn's draft waiting ──▶ joins the turn; the draft is superseded and a
-//	                                          draft job for the new message drafts the whole turn
-//	new message, the draft job running ────▶ joins the turn; a draft job for the new message,
-//	                                          held back until the running one's attempt ends
-//	                                          (joinTurn: one draft job of a lead runs at a time)
-//	new message, the draft job dead
-//	or the draft rejected ──────────────────▶ joins the turn; a draft job for the new message
-//	draft approved ─────────────────────────▶ the turn ends (its reply goes out)
-//	lead closed ────────────────────────────▶ the turn ends without a reply
-//
-// The draft job's business key and the draft's event stay one event key
-// (the turn's TurnDraft), so the draft id, DraftID of that event, and the
-// outbox id "<conversation id>:<draft id>" keep every guarantee they had.
+// approved reply (or since it was closed), with at most one live draft; the
+// lead record keeps the open turn (Handoff.Turn, TurnEvents, TurnDraft).
+// The rules that open, join and end a turn are the leads package's
+// (leads/turns.go); this file keeps what they write through (EnqueueEncoded,
+// HoldBehind, Skip) and the reads of a turn (TurnOf, CurrentDraftID, Drafting).
 
-// receiveTurn is the ingest's lead step for ev, just inserted: the lead's
-// move (a new lead, a replied or closed one: received, in a new cycle) and
-// the turn rules above, with j (raw: its JSON, or nil) as the new message's
-// draft job, due at j.RunAt (its quiet period). It returns the live draft
-// job of the turn: j, or the queued job that ev joined.
-func receiveTurn(tx *Tx, ev Event, j *Job, raw []byte) (Job, error) {
-	key := LeadKey(ev.Channel, ev.ConversationID)
-	h, err := tx.Handoff(key)
-	isNew := errors.Is(err, ErrNotFound)
-	if err != nil && !isNew {
-		return Job{}, err
-	}
-	if isNew {
-		h = Handoff{V: recordVersion, Key: key, Channel: ev.Channel, ConversationID: ev.ConversationID, Cycle: 1}
-	}
-	old := h
-	ended := isNew || h.Status == HandoffReplied || h.Status == HandoffClosed
-	if h.Turn == 0 && !ended && h.LastEventKey != "" {
-		// A lead from before turns were kept: its latest message is its open turn.
-		h.Turn, h.TurnEvents, h.TurnDraft = 1, []string{h.LastEventKey}, h.LastEventKey
-	}
-	if ended {
-		h.TurnEvents, h.TurnDraft = nil, ""
-	}
-	live, note, err := joinTurn(tx, &h, ev, j, raw)
-	if err != nil {
-		return Job{}, err
-	}
-	h.LastEventKey = ev.Key
-	if ev.Contact != "" && (h.Contact == "" || ended) {
-		h.Contact = ev.Contact
-	}
-	if ev.Name != "" {
-		h.Name = ev.Name // the search's index follows (idx_handoffs_by_term)
-	}
-	switch {
-	case ended:
-		if !isNew {
-			h.Cycle++
-		}
-		h.Closed = nil
-		msg := "message received"
-		if old.Status == HandoffClosed {
-			msg = "message received; the closed lead is reopened"
-		}
-		var stored *Handoff // nil: a new lead
-		if !isNew {
-			stored = &old // as stored: the contact and name may have changed above
-		}
-		return live, moveHandoffFrom(tx, stored, &h, HandoffReceived, ev.ReceivedAt, ev.Key, msg)
-	case note != "":
-		// The status stays (its stuck timer too); the history says why.
-		h.History = append(slices.Clip(h.History), Transition{Cycle: h.Cycle, Status: h.Status, At: ev.ReceivedAt, EventKey: ev.Key, Note: note})
-	}
-	return live, tx.PutHandoff(&old, &h)
+// DraftJob is the draft job e carries for its event, as encoded, and its
+// JSON: what leads.ReceiveTx enqueues, or joins to the turn's queued one.
+func (e *Encoded) DraftJob() (*Job, []byte) { return &e.j, e.jobRaw }
+
+// Key is the event key of the event e carries.
+func (e *Encoded) Key() string { return e.ev.Key }
+
+// EnqueueEncoded enqueues j, whose JSON is raw (nil: encoded here), unless
+// a live job of its kind and business key exists: then it returns that job
+// and false.
+func (tx *Tx) EnqueueEncoded(j *Job, raw []byte) (Job, bool, error) {
+	return enqueueEncoded(tx, j, raw)
 }
 
-// joinTurn puts ev into h's open turn, or opens the next one, and returns
-// the turn's live draft job and a note for the lead's history (empty: none).
-//
-// A lead has one draft job running at a time: when the job that drafts
-// its turn (or the lead's newest, h.DraftJob, for a turn that ended) is
-// running as the message arrives, the new message's job is enqueued held
-// back behind it (waitFor) and released by the end of its attempt, in
-// that transaction (store/jobs.go, endAttempt). Further messages meanwhile
-// join the held job as they would any queued one. So a burst while a
-// draft is written costs one more draft job, not one per message, and
-// never two model calls at once for one lead.
-func joinTurn(tx *Tx, h *Handoff, ev Event, j *Job, raw []byte) (Job, string, error) {
-	note := ""
-	var running *Job // the lead's draft job being written now
-	if h.TurnDraft != "" {
-		h.TurnEvents = append(slices.Clip(h.TurnEvents), ev.Key)
-		live, err := tx.LiveJob(KindDraft, h.TurnDraft)
-		switch {
-		case err == nil && (live.State == JobAvailable || live.State == JobRetryable):
-			// The draft is not being written yet: one draft for the whole
-			// burst, once the lead has been quiet for the quiet period (for
-			// a job held back behind a running one, once that one ended too).
-			old := live
-			moved := false
-			if live.Waits != nil && j.RunAt.After(live.Waits.RunAt) {
-				w := *live.Waits
-				w.RunAt = j.RunAt
-				live.Waits, moved = &w, true
-			}
-			if j.RunAt.After(live.RunAt) {
-				live.RunAt, moved = j.RunAt, true
-			}
-			if moved {
-				live.UpdatedAt = ev.ReceivedAt
-				if err := tx.PutJob(&old, &live); err != nil {
-					return Job{}, "", err
-				}
-			}
-			return live, "", nil
-		case err == nil && live.State == JobRunning:
-			running = &live
-		case err != nil && !errors.Is(err, ErrNotFound):
-			return Job{}, "", err
-		}
-		switch d, err := tx.DraftByEvent(h.TurnDraft); {
-		case err == nil && d.Status == DraftPending:
-			if err := supersede(tx, d, DraftID(ev.ID), ev.Key, ev.ReceivedAt); err != nil {
-				return Job{}, "", err
-			}
-			note = "message joins turn " + fmt.Sprint(h.Turn) + "; draft " + d.ID + " is superseded by " + DraftID(ev.ID)
-		case err == nil && d.Status == DraftApproved:
-			// The approval ends the turn (AnswerTurn); a record that still
-			// names it is treated as ended.
-			h.TurnDraft = ""
-		case err != nil && !errors.Is(err, ErrNotFound):
-			return Job{}, "", err
-		}
-	}
-	if running == nil && h.DraftJob != "" {
-		// The turn that job drafted ended (approved, written by a person,
-		// closed) while it ran: the new turn's job waits for it all the same.
-		switch k, err := tx.Job(h.DraftJob); {
-		case err == nil && k.State == JobRunning:
-			running = &k
-		case err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, nil):
-			return Job{}, "", err
-		}
-	}
-	if h.TurnDraft == "" {
-		if h.Turn > 0 && h.Status != HandoffReplied && h.Status != HandoffClosed && h.Status != "" {
-			note = fmt.Sprintf("message starts turn %d; the reply approved for turn %d still goes out", h.Turn+1, h.Turn)
-		}
-		h.Turn++
-		h.TurnEvents = []string{ev.Key}
-	}
-	h.TurnDraft = ev.Key
-	var k Job
-	if running != nil {
-		held := *j // the caller's stays as built: this function may run again
-		k, j = waitFor(&held, *running), &held
-		raw = nil // encoded again, here, as held back
-	}
-	live, created, err := enqueueEncoded(tx, j, raw)
-	if err != nil || !created {
-		return live, note, err
-	}
-	h.DraftJob = live.ID
-	if running != nil {
-		if err := tx.PutJob(running, &k); err != nil {
-			return Job{}, "", err
-		}
-	}
-	return live, note, nil
-}
+// HoldBehind makes j, about to be enqueued, wait for running, the same
+// lead's draft job being written now: j is due once running's attempt ends
+// (that transaction releases it). It returns running as it must be stored,
+// naming j as its follower.
+func HoldBehind(j *Job, running Job) Job { return waitFor(j, running) }
 
-// supersede marks d, a waiting draft, superseded by draft by (the draft of
-// the event eventKey that joined its turn) at at.
-func supersede(tx *Tx, d Draft, by, eventKey string, at time.Time) error {
-	old := d
-	d.Status, d.SupersededBy = DraftSuperseded, by
-	d.Decision = &Decision{By: "message " + eventKey, At: at, Reason: "superseded by " + by + ": the customer wrote again, and that draft answers the whole turn"}
-	return tx.PutDraft(&old, &d)
-}
+// Skip reports whether err is an unreadable record's, noting it for the
+// unreadable list (Store.Unreadable): a walk steps over such a record.
+func (tx *Tx) Skip(err error) bool { return tx.skip(err, nil) }
 
 // Turn is what a draft job reads of its lead's turn.
 type Turn struct {
@@ -277,37 +122,6 @@ func (tx *Tx) CurrentDraftID(h Handoff) (string, error) {
 		return "", fmt.Errorf("event %s of lead %s: %w", h.TurnDraft, h.Key, err)
 	}
 	return DraftID(ev.ID), nil
-}
-
-// AnswerTurn ends the open turn of d's lead, d being the turn's draft just
-// approved: a message recorded after this starts the next turn.
-func (tx *Tx) AnswerTurn(d Draft) error {
-	h, err := tx.Handoff(LeadKey(d.Channel, d.ConversationID))
-	if err != nil {
-		return fmt.Errorf("lead of %s: %w", d.ID, err)
-	}
-	if h.TurnDraft != d.EventKey {
-		return nil
-	}
-	old := h
-	h.TurnDraft, h.TurnEvents = "", nil
-	return tx.PutHandoff(&old, &h)
-}
-
-// CloseLead ends the open turn of lead h (as read in this transaction)
-// without a reply, as c says: the lead moves to closed, which no stuck
-// alert watches, until a new message reopens it at received. Whether it
-// may close is the caller's rule (review.CloseTx).
-func (tx *Tx) CloseLead(h Handoff, c Closure) (Handoff, error) {
-	h.TurnDraft, h.TurnEvents, h.Closed = "", nil, &c
-	note := "closed without a reply by " + c.By
-	if c.Reason != "" {
-		note += ": " + c.Reason
-	}
-	if err := moveHandoff(tx, &h, HandoffClosed, c.At, h.LastEventKey, note); err != nil {
-		return Handoff{}, err
-	}
-	return h, nil
 }
 
 // LiveJob returns the live job of kind and business key: ErrNotFound

@@ -118,7 +118,7 @@ func TestUnreadableRecordIsContained(t *testing.T) {
 	if err != nil || len(lines[0].Unreadable) != 1 {
 		t.Errorf("DraftLines = %+v, %v; want the first line's event unreadable", lines, err)
 	}
-	if hs, err := st.Handoffs(HandoffFilter{}); err != nil || len(hs) != 3 {
+	if hs, err := allHandoffs(st); err != nil || len(hs) != 3 {
 		t.Errorf("Handoffs = %d, %v; want 3", len(hs), err)
 	}
 	tl, err := st.Timeline(recs[2].Event.Key)

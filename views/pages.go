@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -125,11 +126,26 @@ func stuckRule(ts []Fact) string {
 	return s + "."
 }
 
-// handoffsURL links to the handoffs page; a replied lead is never stuck,
-// so the stuck filter drops that status.
+// statusTabs are the statuses the handoffs page offers a tab for: every
+// status (leads.Statuses), or with the stuck filter on, those a lead can be
+// stuck in (leads.OpenStatuses).
+func statusTabs(stuck bool) []string {
+	ss := leads.Statuses
+	if stuck {
+		ss = leads.OpenStatuses
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// handoffsURL links to the handoffs page; a replied or closed lead is never
+// stuck (not leads.Open), so the stuck filter drops that status.
 func handoffsURL(status string, stuck bool) string {
 	q := url.Values{}
-	if stuck && status == string(store.HandoffReplied) {
+	if stuck && status != "" && !leads.Open(store.HandoffStatus(status)) {
 		status = ""
 	}
 	if status != "" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -231,7 +232,7 @@ func TestApproveConcurrentCallersSendOnce(t *testing.T) {
 	if row["provider_id"] == nil || row["provider_id"] != msgs[0]["id"] || row["provider"] != "sandbox" {
 		t.Errorf("row sent through %v as %v, want the sandbox's id %v", row["provider"], row["provider_id"], msgs[0]["id"])
 	}
-	if s := leadStatusOf(tl); s != string(store.HandoffReplied) {
+	if s := leadStatusOf(tl); s != string(leads.Replied) {
 		t.Errorf("lead is %v, want replied", s)
 	}
 	if dr, _ := tl["draft"].(map[string]any); dr["status"] != "approved" || dr["outbox_id"] != wantOutbox {
@@ -472,7 +473,7 @@ func TestAutoApproveChannelSendsWithoutAPI(t *testing.T) {
 	if dr["status"] != "approved" || dec["by"] != "auto-approve" || row["approved_by"] != "auto-approve" {
 		t.Errorf("draft %v decided by %v, row approved by %v; want approved by auto-approve", dr["status"], dec["by"], row["approved_by"])
 	}
-	if s := leadStatusOf(tl); s != string(store.HandoffReplied) {
+	if s := leadStatusOf(tl); s != string(leads.Replied) {
 		t.Errorf("lead is %v, want replied", s)
 	}
 	// The manual channel still waits for a person.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -132,7 +133,7 @@ func startRecorders(t *testing.T, st *store.Store, n int) *recorders {
 				}
 				id := fmt.Sprintf("w%d-%05d", g, i)
 				key := "demo:" + id
-				_, err := st.RecordEvent(context.Background(), store.Event{
+				_, err := leads.RecordEvent(context.Background(), st, store.Event{
 					ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: id, CorrelationID: ulid.Make().String(),
 					ConversationID: id + "@example.com", Contact: id + "@example.com", Name: "Writer", Text: "hello", ReceivedAt: time.Now().UTC(),
 				}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3})

@@ -13,6 +13,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/handoff/handoff/leads"
+
 	"github.com/handoff/handoff/store"
 )
 
@@ -127,7 +129,7 @@ func TestEventTimelineUTF8(t *testing.T) {
 		CorrelationID: ulid.Make().String(), ConversationID: "old-1", ReceivedAt: time.Now().UTC(),
 		Text: "caf\uFFFD", Body: json.RawMessage("{\"id\":\"old-1\",\"text\":\"caf\xe9\",\"\xff\xfe\":1}"),
 	}
-	if _, err := e.st.RecordEvent(t.Context(), old, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: old.Key, MaxAttempts: 1}); err != nil {
+	if _, err := leads.RecordEvent(t.Context(), e.st, old, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: old.Key, MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	fresh := `{"id":"new-1","text":"café ✓ \u00e9"}`

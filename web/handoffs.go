@@ -53,9 +53,9 @@ func (s *Server) listHandoffs(c *echo.Context) error {
 // start), in one read transaction. next is the last lead of a full page
 // when more follow, nil at the end.
 func (s *Server) handoffPage(only *store.Visible, q handoffQuery, now time.Time, after *store.Handoff, limit int) (page []store.Handoff, next *store.Handoff, err error) {
-	statuses := []store.HandoffStatus{store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied, store.HandoffClosed}
+	statuses := leads.Statuses
 	if q.Stuck {
-		statuses = leads.Statuses
+		statuses = leads.OpenStatuses
 	}
 	if q.Status != "" {
 		statuses = []store.HandoffStatus{q.Status}
@@ -143,10 +143,8 @@ type handoffQuery struct {
 // parseHandoffQuery reads ?status= and ?stuck= for the API and the page.
 func parseHandoffQuery(c *echo.Context) (handoffQuery, error) {
 	q := handoffQuery{Status: store.HandoffStatus(c.QueryParam("status"))}
-	switch q.Status {
-	case "", store.HandoffReceived, store.HandoffMatched, store.HandoffOwned, store.HandoffReplied, store.HandoffClosed:
-	default:
-		return q, errorf(http.StatusBadRequest, "status %q is not one of received, matched, owned, replied, closed", q.Status)
+	if q.Status != "" && !leads.Valid(q.Status) {
+		return q, errorf(http.StatusBadRequest, "status %q is not one of %s", q.Status, leads.Names(leads.Statuses, ""))
 	}
 	if v := c.QueryParam("stuck"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -155,8 +153,8 @@ func parseHandoffQuery(c *echo.Context) (handoffQuery, error) {
 		}
 		q.Stuck = b
 	}
-	if q.Stuck && (q.Status == store.HandoffReplied || q.Status == store.HandoffClosed) {
-		return q, errorf(http.StatusBadRequest, "a %s lead is never stuck; ask for received, matched or owned", q.Status)
+	if q.Stuck && q.Status != "" && !leads.Open(q.Status) {
+		return q, errorf(http.StatusBadRequest, "a %s lead is never stuck; ask for %s", q.Status, leads.Names(leads.OpenStatuses, "or"))
 	}
 	return q, nil
 }
@@ -165,7 +163,7 @@ func parseHandoffQuery(c *echo.Context) (handoffQuery, error) {
 // first per status, of the channels only sees (nil: every channel).
 func (s *Server) handoffs(only *store.Visible, q handoffQuery, now time.Time, limit int) ([]store.Handoff, error) {
 	if !q.Stuck {
-		return s.st.Handoffs(store.HandoffFilter{Status: q.Status, Limit: limit, Only: only})
+		return leads.List(s.st, leads.Filter{Status: q.Status, Limit: limit, Only: only})
 	}
 	return leads.Stuck(s.st, only, now, leads.StuckAfter(s.cfg), q.Status, limit)
 }

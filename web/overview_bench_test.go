@@ -16,6 +16,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/handoff/handoff/leads"
+
 	"github.com/handoff/handoff/store"
 )
 
@@ -151,7 +153,7 @@ func fillOverview(b *testing.B, st *store.Store, n int, now time.Time) {
 		err := st.Update(ctx, func(tx *store.Tx) error {
 			jobs = jobs[:0]
 			for _, r := range recs {
-				out, err := tx.Record(r.enc)
+				out, err := leads.RecordTx(tx, r.enc)
 				if err != nil {
 					return err
 				}

@@ -131,7 +131,7 @@ func (s *Server) overviewPage(c *echo.Context) error {
 		return err
 	}
 	after := leads.StuckAfter(s.cfg)
-	for _, st := range leads.Statuses {
+	for _, st := range leads.OpenStatuses {
 		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})
 		hs, err := s.st.StuckLeadsFor(s.visible(c), st, l.Now.Add(-after[st]), 5)
 		if err != nil {

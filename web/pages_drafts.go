@@ -157,7 +157,7 @@ func (s *Server) leadActions(c *echo.Context, ev store.Event, back string) (view
 func (s *Server) leadActionsOf(c *echo.Context, ev store.Event, h store.Handoff, drafting bool, back string) views.LeadActions {
 	a := views.LeadActions{EventKey: ev.Key, CSRF: csrfOf(c), Back: back}
 	a.Recipient = review.Recipient(ev, h)
-	a.Open = h.TurnDraft != "" || h.Turn == 0 && h.Status != store.HandoffReplied && h.Status != store.HandoffClosed
+	a.Open = leads.TurnOpen(h)
 	a.Waiting = len(h.TurnEvents)
 	a.Drafting = drafting
 	return a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/views"
 )
@@ -160,7 +161,7 @@ func TestReconcileSent(t *testing.T) {
 	if r := recs[0].(map[string]any); r["by"] != "api-token" || r["outcome"] != "sent" || r["provider_id"] != providerID || r["at"] == nil {
 		t.Errorf("reconciliation %v, want sent %s by api-token", r, providerID)
 	}
-	if s := leadStatusOf(apiGet(t, e, timelinePath("stall:s-1"))); s != string(store.HandoffReplied) {
+	if s := leadStatusOf(apiGet(t, e, timelinePath("stall:s-1"))); s != string(leads.Replied) {
 		t.Errorf("lead is %v after reconciling sent, want replied", s)
 	}
 	code, ans = apiPost(t, e, path, `{"outcome":"not_sent"}`)
@@ -179,7 +180,7 @@ func TestReconcileNotSentDeliversOnce(t *testing.T) {
 	if m := sandboxFor(t, e, id); len(m) != 0 {
 		t.Fatalf("sandbox holds %v after a failed send, want nothing", m)
 	}
-	if s := leadStatusOf(apiGet(t, e, timelinePath("flaky:f-1"))); s == string(store.HandoffReplied) {
+	if s := leadStatusOf(apiGet(t, e, timelinePath("flaky:f-1"))); s == string(leads.Replied) {
 		t.Fatalf("lead is replied before anything was sent")
 	}
 
@@ -206,7 +207,7 @@ func TestReconcileNotSentDeliversOnce(t *testing.T) {
 		t.Errorf("attempts %v, want the ambiguous send and, after the person's not_sent, one send", summary)
 	}
 	tl := apiGet(t, e, timelinePath("flaky:f-1"))
-	if s := leadStatusOf(tl); s != string(store.HandoffReplied) {
+	if s := leadStatusOf(tl); s != string(leads.Replied) {
 		t.Errorf("lead is %v, want replied", s)
 	}
 	if kinds := jobKinds(tl); len(kinds) != 3 {
@@ -325,7 +326,7 @@ func TestLookItUpNow(t *testing.T) {
 	if o.Status != store.OutboxSent || !strings.HasPrefix(o.ProviderID, "sbx_") || o.Attempts[len(o.Attempts)-1].Action != "lookup" {
 		t.Errorf("the looked-up row is %s as %q, want sent with the sandbox's id after a lookup attempt", o.Status, o.ProviderID)
 	}
-	if h, _ := e.st.Handoff(store.LeadKey("look", o.ConversationID)); h.Status != store.HandoffReplied {
+	if h, _ := e.st.Handoff(store.LeadKey("look", o.ConversationID)); h.Status != leads.Replied {
 		t.Errorf("lead %s, want replied", h.Status)
 	}
 	wantAuditBy(t, e.st, "boss", "look up", look.ID)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -98,7 +99,7 @@ func TestReplyNeedsRecipientAndClose(t *testing.T) {
 		t.Fatalf("close from the card = %d %s; want 303 back to /drafts", p.code, p.header.Get("Location"))
 	}
 	h, err := e.st.Handoff(store.LeadKey("demo", "anon-1"))
-	if err != nil || h.Status != store.HandoffClosed || h.Closed == nil || h.Closed.By != "ann" || h.Closed.Reason != "no way to answer" {
+	if err != nil || h.Status != leads.Closed || h.Closed == nil || h.Closed.By != "ann" || h.Closed.Reason != "no way to answer" {
 		t.Fatalf("lead = %+v, %v; want closed by ann", h, err)
 	}
 	code, ans = e.do(t, http.MethodPost, "/api/v1/events/"+url.PathEscape(ev.Key)+"/close", "application/json", []byte(`{"reason":"again"}`), tokenHeader())

@@ -18,6 +18,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -96,7 +97,7 @@ func waiting(t *testing.T, st *store.Store, channel, name, text string, at time.
 	t.Helper()
 	id := ulid.Make().String()
 	key := channel + ":m-" + id
-	rec, err := st.RecordEvent(context.Background(), store.Event{
+	rec, err := leads.RecordEvent(context.Background(), st, store.Event{
 		ID: id, Key: key, Channel: channel, MessageID: "m-" + id, CorrelationID: ulid.Make().String(),
 		ConversationID: "conv-" + id, Contact: "+15550001234", Name: name, Text: text, ReceivedAt: at,
 	}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
@@ -548,7 +549,7 @@ func seedWaiting(b testing.TB, st *store.Store, n int, at time.Time, channels ..
 			if err != nil {
 				return err
 			}
-			rec, err := tx.Record(e)
+			rec, err := leads.RecordTx(tx, e)
 			if err != nil {
 				return err
 			}

@@ -142,7 +142,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return err
 	}
-	// The draft answers the lead's whole turn (store/turns.go): every message
+	// The draft answers the lead's whole turn (leads/turns.go): every message
 	// since its last reply, read as it stands now that the job runs.
 	turn, err := k.Store.TurnOf(job.Key)
 	if err != nil {

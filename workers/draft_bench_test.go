@@ -11,6 +11,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
@@ -36,7 +37,7 @@ func BenchmarkDraftBacklog(b *testing.B) {
 				st := testkit.OpenStore(b, "")
 				for i := range n {
 					key := fmt.Sprintf("web:b-%05d", i)
-					if _, err := st.RecordEvent(context.Background(), store.Event{
+					if _, err := leads.RecordEvent(context.Background(), st, store.Event{
 						ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
 						ConversationID: "conv-" + key, Contact: "ada@example.com", Name: "Ada", Text: "Hello, please call me.", ReceivedAt: time.Now(),
 					}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3}); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -224,7 +225,7 @@ func oaEvent(key, conv, contact, text string) store.Event {
 // oaRecord records ev with its draft job (maxAttempts attempts) and wakes r.
 func oaRecord(t *testing.T, st *store.Store, r *jobs.Runner, ev store.Event, maxAttempts int) store.Recorded {
 	t.Helper()
-	rec, err := st.RecordEvent(context.Background(), ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: maxAttempts})
+	rec, err := leads.RecordEvent(context.Background(), st, ev, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: maxAttempts})
 	if err != nil || !rec.Created {
 		t.Fatalf("RecordEvent(%s) = created %v, %v", ev.Key, rec.Created, err)
 	}
@@ -258,7 +259,7 @@ func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
 			nj := store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: ev.Key, MaxAttempts: 3}
 			ready.Done()
 			<-start
-			recs[i], errs[i] = st.RecordEvent(context.Background(), ev, nj)
+			recs[i], errs[i] = leads.RecordEvent(context.Background(), st, ev, nj)
 			r.Wake()
 		}()
 	}
@@ -332,7 +333,7 @@ func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
 		t.Errorf("event duplicates = %d, %v; want %d", ev.Duplicates, err, copies-1)
 	}
 	h, err := st.Handoff(store.LeadKey("web", "conv-dup"))
-	if err != nil || h.Status != store.HandoffOwned || h.Owner != "support" {
+	if err != nil || h.Status != leads.Owned || h.Owner != "support" {
 		t.Errorf("lead = %s owner %q, %v; want owned by support", h.Status, h.Owner, err)
 	}
 }
@@ -474,7 +475,7 @@ func TestDraftOpenAIModelFailures(t *testing.T) {
 				t.Errorf("DraftByEvent after failures = %v, want ErrNotFound: no draft from a failing model", err)
 			}
 			h, err := st.Handoff(store.LeadKey("web", "conv-fail"))
-			if err != nil || h.Status != store.HandoffReceived || len(h.History) != 1 {
+			if err != nil || h.Status != leads.Received || len(h.History) != 1 {
 				t.Errorf("lead = %s with %d transitions, %v; want still received", h.Status, len(h.History), err)
 			}
 		})
@@ -524,7 +525,7 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 				o, err := st.OutboxRow(ap.Outbox.ID)
 				return err == nil && o.Status == store.OutboxSent
 			})
-			if h, err := st.Handoff(lead); err != nil || h.Status != store.HandoffReplied {
+			if h, err := st.Handoff(lead); err != nil || h.Status != leads.Replied {
 				t.Fatalf("lead after the reply = %s, %v; want replied", h.Status, err)
 			}
 

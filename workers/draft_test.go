@@ -16,6 +16,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
@@ -53,7 +54,7 @@ func newCountingTemplate(t *testing.T) *countingDrafter {
 // recordDraftEvent records an inbound event with its draft job.
 func recordDraftEvent(t *testing.T, st *store.Store, key string, now time.Time) store.Recorded {
 	t.Helper()
-	rec, err := st.RecordEvent(context.Background(), store.Event{
+	rec, err := leads.RecordEvent(context.Background(), st, store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
 		ConversationID: "conv-" + key, Contact: "ada@example.com", Name: "Ada",
 		Text: "Hello, please call me on +44 20 7946 0958.", ReceivedAt: now,

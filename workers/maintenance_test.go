@@ -17,6 +17,7 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/keys"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -52,7 +53,7 @@ func (b *backupLog) all() []string {
 func receiveHeld(t *testing.T, st *store.Store, id string, at time.Time) store.Event {
 	t.Helper()
 	key := "demo:" + id
-	rec, err := st.RecordEvent(context.Background(), store.Event{
+	rec, err := leads.RecordEvent(context.Background(), st, store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "demo", MessageID: id, CorrelationID: ulid.Make().String(),
 		ConversationID: "conv-" + id, Contact: "+15550001234", Name: "Ada", Text: "hello", ReceivedAt: at,
 	}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3, RunAt: at.Add(1000 * time.Hour)})
@@ -185,7 +186,7 @@ func TestStuckAlertDeliveredOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Status != store.HandoffReceived || !h.Stuck() {
+		if h.Status != leads.Received || !h.Stuck() {
 			t.Errorf("%s: lead is %s (stuck %v); the alert must leave it received and stuck", when, h.Status, h.Stuck())
 		}
 	}

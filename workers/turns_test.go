@@ -13,6 +13,7 @@ import (
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -75,7 +76,7 @@ type burstLeads struct {
 
 func (b *burstLeads) send(lead, id string) {
 	key := "web:" + lead + "-" + id
-	rec, err := b.st.RecordEvent(context.Background(), store.Event{
+	rec, err := leads.RecordEvent(context.Background(), b.st, store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: lead + "-" + id, CorrelationID: ulid.Make().String(),
 		ConversationID: lead, Contact: lead + "@example.com", Name: "Ada", Text: "part " + id, ReceivedAt: time.Now(),
 	}, store.NewJob{ID: ulid.Make().String(), Kind: review.KindDraft, Key: key, MaxAttempts: 3})

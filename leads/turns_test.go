@@ -1,4 +1,4 @@
-package store
+package leads_test
 
 import (
 	"context"
@@ -6,14 +6,17 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/store"
 )
 
 // leadMessage records message id of lead conv on channel web at at, its
 // draft job due at once.
-func leadMessage(t *testing.T, st *Store, conv, id string, at time.Time) Recorded {
+func leadMessage(t *testing.T, st *store.Store, conv, id string, at time.Time) store.Recorded {
 	t.Helper()
 	key := "web:" + id
-	rec, err := st.RecordEvent(context.Background(), Event{
+	rec, err := leads.RecordEvent(context.Background(), st, store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: id, CorrelationID: ulid.Make().String(),
 		ConversationID: conv, Contact: "ada@example.com", Name: "Ada", Text: "part " + id, ReceivedAt: at,
 	}, draftJobFor(key, 3))
@@ -34,39 +37,39 @@ func TestHeldDraftJobReleasedByEveryEnd(t *testing.T) {
 	const lease = time.Minute
 	ends := []struct {
 		name string
-		end  func(t *testing.T, st *Store, k Job, at time.Time)
-		want JobState // the running job's state after its end
+		end  func(t *testing.T, st *store.Store, k store.Job, at time.Time)
+		want store.JobState // the running job's state after its end
 	}{
-		{"its draft stored", func(t *testing.T, st *Store, k Job, at time.Time) {
-			if err := st.Update(context.Background(), func(tx *Tx) error { return tx.CompleteJob(k.ID, k.ExecutionID, at) }); err != nil {
+		{"its draft stored", func(t *testing.T, st *store.Store, k store.Job, at time.Time) {
+			if err := st.Update(context.Background(), func(tx *store.Tx) error { return tx.CompleteJob(k.ID, k.ExecutionID, at) }); err != nil {
 				t.Fatalf("CompleteJob: %v", err)
 			}
-		}, JobCompleted},
-		{"an error to retry", func(t *testing.T, st *Store, k Job, at time.Time) {
-			if _, err := st.FinishJob(context.Background(), k.ID, k.ExecutionID, at, Result{Outcome: OutcomeRetry, Err: "model: 500", RetryAt: at.Add(time.Second)}); err != nil {
+		}, store.JobCompleted},
+		{"an error to retry", func(t *testing.T, st *store.Store, k store.Job, at time.Time) {
+			if _, err := st.FinishJob(context.Background(), k.ID, k.ExecutionID, at, store.Result{Outcome: store.OutcomeRetry, Err: "model: 500", RetryAt: at.Add(time.Second)}); err != nil {
 				t.Fatalf("FinishJob: %v", err)
 			}
-		}, JobCompleted},
-		{"released at shutdown", func(t *testing.T, st *Store, k Job, at time.Time) {
-			if _, err := st.FinishJob(context.Background(), k.ID, k.ExecutionID, at, Result{Outcome: OutcomeRetry, Err: "released at shutdown: context canceled", RetryAt: at, Released: true}); err != nil {
+		}, store.JobCompleted},
+		{"released at shutdown", func(t *testing.T, st *store.Store, k store.Job, at time.Time) {
+			if _, err := st.FinishJob(context.Background(), k.ID, k.ExecutionID, at, store.Result{Outcome: store.OutcomeRetry, Err: "released at shutdown: context canceled", RetryAt: at, Released: true}); err != nil {
 				t.Fatalf("FinishJob: %v", err)
 			}
-		}, JobCompleted},
-		{"a failure for good", func(t *testing.T, st *Store, k Job, at time.Time) {
-			if _, err := st.FinishJob(context.Background(), k.ID, k.ExecutionID, at, Result{Outcome: OutcomeDiscarded, Err: "permanent: refused"}); err != nil {
+		}, store.JobCompleted},
+		{"a failure for good", func(t *testing.T, st *store.Store, k store.Job, at time.Time) {
+			if _, err := st.FinishJob(context.Background(), k.ID, k.ExecutionID, at, store.Result{Outcome: store.OutcomeDiscarded, Err: "permanent: refused"}); err != nil {
 				t.Fatalf("FinishJob: %v", err)
 			}
-		}, JobDiscarded},
-		{"its lease reaped", func(t *testing.T, st *Store, k Job, at time.Time) {
+		}, store.JobDiscarded},
+		{"its lease reaped", func(t *testing.T, st *store.Store, k store.Job, at time.Time) {
 			if n, err := st.ReapLeases(context.Background(), k.LeaseUntil.Add(time.Second), false); err != nil || n != 1 {
 				t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
 			}
-		}, JobCompleted},
-		{"released at start", func(t *testing.T, st *Store, k Job, at time.Time) {
+		}, store.JobCompleted},
+		{"released at start", func(t *testing.T, st *store.Store, k store.Job, at time.Time) {
 			if n, err := st.ReapLeases(context.Background(), at, true); err != nil || n != 1 {
 				t.Fatalf("ReapLeases(all) = %d, %v; want 1", n, err)
 			}
-		}, JobCompleted},
+		}, store.JobCompleted},
 	}
 	for _, tc := range ends {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,14 +102,14 @@ func TestHeldDraftJobReleasedByEveryEnd(t *testing.T) {
 				t.Errorf("the first job is %s followed by %q (%q); want %s, followed by none", got.State, got.FollowedBy, got.LastError, tc.want)
 			}
 			released := mustJob(t, st, held.ID)
-			if released.Waits != nil || !released.RunAt.Equal(t0.Add(2*time.Second)) || released.State != JobAvailable {
+			if released.Waits != nil || !released.RunAt.Equal(t0.Add(2*time.Second)) || released.State != store.JobAvailable {
 				t.Errorf("after the first job's end the held job is %s waiting %+v, due %s; want available, waiting for nothing, due at %s", released.State, released.Waits, released.RunAt, t0.Add(2*time.Second))
 			}
 			got := claimOne(t, st, t0.Add(21*time.Second), lease)
 			if got.ID != held.ID {
 				t.Errorf("claimed %s; want the released job %s", got.ID, held.ID)
 			}
-			h, err := st.Handoff(LeadKey("web", "c1"))
+			h, err := st.Handoff(store.LeadKey("web", "c1"))
 			if err != nil || h.TurnDraft != second.Event.Key || len(h.TurnEvents) != 3 || h.DraftJob != held.ID {
 				t.Errorf("lead: turn draft %q of %v, draft job %q, %v; want %s of 3 messages, job %s", h.TurnDraft, h.TurnEvents, h.DraftJob, err, second.Event.Key, held.ID)
 			}
@@ -122,12 +125,12 @@ func TestDraftJobWaitsAcrossEndedTurn(t *testing.T) {
 	st := openTest(t)
 	leadMessage(t, st, "c1", "m1", t0)
 	k := claimOne(t, st, t0, time.Minute)
-	err := st.Update(context.Background(), func(tx *Tx) error {
-		h, err := tx.Handoff(LeadKey("web", "c1"))
+	err := st.Update(context.Background(), func(tx *store.Tx) error {
+		h, err := tx.Handoff(store.LeadKey("web", "c1"))
 		if err != nil {
 			return err
 		}
-		_, err = tx.CloseLead(h, Closure{By: "ada", At: t0.Add(time.Second), Reason: "spam"})
+		_, err = leads.CloseTx(tx, h, store.Closure{By: "ada", At: t0.Add(time.Second), Reason: "spam"})
 		return err
 	})
 	if err != nil {
@@ -137,7 +140,7 @@ func TestDraftJobWaitsAcrossEndedTurn(t *testing.T) {
 	if j := mustJob(t, st, next.Job.ID); j.Waits == nil || j.Waits.Job != k.ID {
 		t.Fatalf("the next turn's job waits %+v; want it waiting for the running job %s", j.Waits, k.ID)
 	}
-	if _, err := st.FinishJob(context.Background(), k.ID, k.ExecutionID, t0.Add(3*time.Second), Result{Outcome: OutcomeCompleted}); err != nil {
+	if _, err := st.FinishJob(context.Background(), k.ID, k.ExecutionID, t0.Add(3*time.Second), store.Result{Outcome: store.OutcomeCompleted}); err != nil {
 		t.Fatalf("FinishJob: %v", err)
 	}
 	if got := claimOne(t, st, t0.Add(3*time.Second), time.Minute); got.ID != next.Job.ID {
@@ -165,11 +168,11 @@ func TestHeldDraftJobConcurrentMessages(t *testing.T) {
 	if j.Waits == nil || j.Waits.Job != k.ID {
 		t.Errorf("the job of the burst waits %+v; want it waiting for %s", j.Waits, k.ID)
 	}
-	h, err := st.Handoff(LeadKey("web", "c1"))
+	h, err := st.Handoff(store.LeadKey("web", "c1"))
 	if err != nil || len(h.TurnEvents) != n+1 {
 		t.Errorf("the turn holds %d messages, %v; want %d", len(h.TurnEvents), err, n+1)
 	}
-	if live, err := st.LiveJob(KindDraft, h.TurnDraft); err != nil || live.ID != jobs[0] {
+	if live, err := st.LiveJob(store.KindDraft, h.TurnDraft); err != nil || live.ID != jobs[0] {
 		t.Errorf("the turn's live draft job is %s, %v; want the burst's %s", live.ID, err, jobs[0])
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package leads_test
 
 import (
 	"context"
@@ -7,69 +7,83 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/review"
+	"github.com/handoff/handoff/store"
 )
 
 // hoT0 is the fixed clock of the lead tests; every time is passed explicitly.
 var hoT0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
 // hoReceive records one inbound message of lead web:<conv> at at.
-func hoReceive(t *testing.T, st *Store, key, conv, contact string, at time.Time) Event {
+func hoReceive(t *testing.T, st *store.Store, key, conv, contact string, at time.Time) store.Event {
 	t.Helper()
-	ev := Event{
+	ev := store.Event{
 		ID: ulid.Make().String(), Key: key, Channel: "web", MessageID: key, CorrelationID: ulid.Make().String(),
 		ConversationID: conv, Contact: contact, Text: "message " + key, ReceivedAt: at,
 	}
-	rec, err := st.RecordEvent(context.Background(), ev, NewJob{ID: ulid.Make().String(), Kind: "draft", Key: key, MaxAttempts: 3})
+	rec, err := leads.RecordEvent(context.Background(), st, ev, store.NewJob{ID: ulid.Make().String(), Kind: "draft", Key: key, MaxAttempts: 3})
 	if err != nil || !rec.Created {
 		t.Fatalf("RecordEvent(%s) = created %v, %v", key, rec.Created, err)
 	}
 	return rec.Event
 }
 
+// The lead's part of a stored draft, an approval and a sent reply, each
+// in a transaction of its own: the tests below hold the lead's moves
+// (DraftedTx, AnswerTx, ReplyTx) to what those steps leave, without the
+// review and delivery rules around them (proved in their own packages, and
+// end to end in helpers_test.go's saveDraft and send).
+
 // hoSaveDraft stores a draft for ev routed to owner, with fields, at at.
-func hoSaveDraft(t *testing.T, st *Store, ev Event, owner string, fields map[string]string, at time.Time) Draft {
+func hoSaveDraft(t *testing.T, st *store.Store, ev store.Event, owner string, fields map[string]string, at time.Time) store.Draft {
 	t.Helper()
-	d, created, err := st.SaveDraft(context.Background(), Draft{
-		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel, ConversationID: ev.ConversationID,
-		Text: "reply to " + ev.Key, Drafter: "template", PromptVersion: "v1", Fields: fields,
+	d := store.Draft{
+		ID: store.DraftID(ev.ID), EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel, ConversationID: ev.ConversationID,
+		Text: "reply to " + ev.Key, Drafter: "template", PromptVersion: "v1", Fields: fields, Status: store.DraftPending,
 		Owner: owner, RuleVersion: "r1", Rule: "default", ExecutionID: ulid.Make().String(), CreatedAt: at,
+	}
+	err := st.Update(context.Background(), func(tx *store.Tx) error {
+		if err := tx.InsertDraft(&d, ev); err != nil {
+			return err
+		}
+		return leads.DraftedTx(tx, d, ev.Contact, d.CreatedAt)
 	})
-	if err != nil || !created {
-		t.Fatalf("SaveDraft(%s) = created %v, %v", ev.Key, created, err)
+	if err != nil {
+		t.Fatalf("store draft %s: %v", d.ID, err)
 	}
 	return d
 }
 
-// hoSend approves d at at and records its reply as sent a minute later.
-func hoSend(t *testing.T, st *Store, d Draft, at time.Time) Outbox {
+// hoApprove is the lead's part of d's approval: its turn ends.
+func hoApprove(t *testing.T, st *store.Store, d store.Draft) {
 	t.Helper()
-	ctx := context.Background()
-	ap, err := st.ApproveDraft(ctx, d.ID, Approval{
-		Decision: Decision{By: "tester", At: at}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 3,
-	})
-	if err != nil {
-		t.Fatalf("ApproveDraft(%s): %v", d.ID, err)
+	if err := st.Update(context.Background(), func(tx *store.Tx) error { return leads.AnswerTx(tx, d) }); err != nil {
+		t.Fatalf("AnswerTx(%s): %v", d.ID, err)
 	}
-	exec := ulid.Make().String()
+}
+
+// hoSend approves d and records its reply as sent a minute after at.
+func hoSend(t *testing.T, st *store.Store, d store.Draft, at time.Time) store.Outbox {
+	t.Helper()
+	hoApprove(t, st, d)
 	sentAt := at.Add(time.Minute)
-	if _, prev, err := st.ClaimOutbox(ctx, ap.Outbox.ID, exec, sentAt); err != nil || prev.Status != OutboxPending {
-		t.Fatalf("ClaimOutbox(%s) = prev %s, %v; want pending", ap.Outbox.ID, prev.Status, err)
+	o := store.Outbox{
+		ID: d.ConversationID + ":" + d.ID, Channel: d.Channel, ConversationID: d.ConversationID,
+		EventKey: d.EventKey, DraftID: d.ID, Status: store.OutboxSent, ProviderID: "prov-" + d.ID, SentAt: &sentAt,
 	}
-	o, err := st.FinishOutbox(ctx, ap.Outbox.ID, exec, sentAt, OutboxResult{
-		Status: OutboxSent, ProviderID: "prov-" + d.ID,
-		Attempt: OutboxAttempt{ExecutionID: exec, At: sentAt, Action: "send", Outcome: "sent", ProviderID: "prov-" + d.ID},
-	})
-	if err != nil || o.Status != OutboxSent {
-		t.Fatalf("FinishOutbox(%s) = %s, %v; want sent", ap.Outbox.ID, o.Status, err)
+	if err := st.Update(context.Background(), func(tx *store.Tx) error { return leads.ReplyTx(tx, o, sentAt) }); err != nil {
+		t.Fatalf("ReplyTx(%s): %v", o.ID, err)
 	}
 	return o
 }
 
-func hoLead(t *testing.T, st *Store, conv string) Handoff {
+func hoLead(t *testing.T, st *store.Store, conv string) store.Handoff {
 	t.Helper()
-	h, err := st.Handoff(LeadKey("web", conv))
+	h, err := st.Handoff(store.LeadKey("web", conv))
 	if err != nil {
-		t.Fatalf("Handoff(%s): %v", LeadKey("web", conv), err)
+		t.Fatalf("Handoff(%s): %v", store.LeadKey("web", conv), err)
 	}
 	return h
 }
@@ -77,11 +91,11 @@ func hoLead(t *testing.T, st *Store, conv string) Handoff {
 // hoSteps is a history as (cycle, status, event key) triples.
 type hoStep struct {
 	Cycle    int
-	Status   HandoffStatus
+	Status   store.HandoffStatus
 	EventKey string
 }
 
-func hoSteps(h Handoff) []hoStep {
+func hoSteps(h store.Handoff) []hoStep {
 	out := []hoStep{}
 	for _, tr := range h.History {
 		out = append(out, hoStep{tr.Cycle, tr.Status, tr.EventKey})
@@ -89,7 +103,7 @@ func hoSteps(h Handoff) []hoStep {
 	return out
 }
 
-func hoCheckLead(t *testing.T, h Handoff, status HandoffStatus, cycle int, since time.Time, steps []hoStep) {
+func hoCheckLead(t *testing.T, h store.Handoff, status store.HandoffStatus, cycle int, since time.Time, steps []hoStep) {
 	t.Helper()
 	if h.Status != status || h.Cycle != cycle || !h.Since.Equal(since) {
 		t.Errorf("lead %s = %s cycle %d since %s, want %s cycle %d since %s", h.Key, h.Status, h.Cycle, h.Since, status, cycle, since)
@@ -109,7 +123,7 @@ func TestHandoffLifecycle(t *testing.T) {
 
 	ev1 := hoReceive(t, st, "web:life-1", conv, "+15550001234", hoT0)
 	h := hoLead(t, st, conv)
-	hoCheckLead(t, h, HandoffReceived, 1, hoT0, []hoStep{{1, HandoffReceived, ev1.Key}})
+	hoCheckLead(t, h, leads.Received, 1, hoT0, []hoStep{{1, leads.Received, ev1.Key}})
 	if h.Key != "web:"+conv || h.Channel != "web" || h.ConversationID != conv || h.LastEventKey != ev1.Key || h.Contact != "+15550001234" {
 		t.Errorf("new lead = %+v", h)
 	}
@@ -119,14 +133,14 @@ func TestHandoffLifecycle(t *testing.T) {
 	drafted := hoT0.Add(time.Minute)
 	d1 := hoSaveDraft(t, st, ev1, "support", map[string]string{"intent": "support"}, drafted)
 	h = hoLead(t, st, conv)
-	hoCheckLead(t, h, HandoffOwned, 1, drafted, []hoStep{
-		{1, HandoffReceived, ev1.Key}, {1, HandoffMatched, ev1.Key}, {1, HandoffOwned, ev1.Key},
+	hoCheckLead(t, h, leads.Owned, 1, drafted, []hoStep{
+		{1, leads.Received, ev1.Key}, {1, leads.Matched, ev1.Key}, {1, leads.Owned, ev1.Key},
 	})
 	if h.Owner != "support" || !h.History[1].At.Equal(drafted) || !h.History[2].At.Equal(drafted) {
 		t.Errorf("after the draft: owner %q, transitions %+v; want support, both at %s", h.Owner, h.History, drafted)
 	}
 	// Saving the same event's draft again changes nothing.
-	if _, created, err := st.SaveDraft(context.Background(), Draft{EventKey: ev1.Key, Channel: "web", ConversationID: conv, Owner: "billing", CreatedAt: drafted.Add(time.Hour)}); err != nil || created {
+	if _, created, err := review.New(st, testConfig()).Save(context.Background(), store.Draft{EventKey: ev1.Key, Channel: "web", ConversationID: conv, Owner: "billing", CreatedAt: drafted.Add(time.Hour)}, 1); err != nil || created {
 		t.Fatalf("second SaveDraft = created %v, %v; want the first draft back", created, err)
 	}
 	if again := hoLead(t, st, conv); !reflect.DeepEqual(again, h) {
@@ -136,8 +150,8 @@ func TestHandoffLifecycle(t *testing.T) {
 	// A second message while the lead is in progress keeps its status.
 	ev2 := hoReceive(t, st, "web:life-2", conv, "+15550001234", hoT0.Add(2*time.Minute))
 	h = hoLead(t, st, conv)
-	hoCheckLead(t, h, HandoffOwned, 1, drafted, []hoStep{
-		{1, HandoffReceived, ev1.Key}, {1, HandoffMatched, ev1.Key}, {1, HandoffOwned, ev1.Key},
+	hoCheckLead(t, h, leads.Owned, 1, drafted, []hoStep{
+		{1, leads.Received, ev1.Key}, {1, leads.Matched, ev1.Key}, {1, leads.Owned, ev1.Key},
 	})
 	if h.LastEventKey != ev2.Key {
 		t.Errorf("LastEventKey = %q, want the newest message %q", h.LastEventKey, ev2.Key)
@@ -145,29 +159,27 @@ func TestHandoffLifecycle(t *testing.T) {
 
 	// Approval alone is not a reply; the recorded send is. The reply to
 	// the first message leaves the lead owned: the second is unanswered.
-	if _, err := st.ApproveDraft(context.Background(), d1.ID, Approval{Decision: Decision{By: "x", At: hoT0.Add(3 * time.Minute)}, Provider: "sandbox", JobID: ulid.Make().String(), MaxAttempts: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if h := hoLead(t, st, conv); h.Status != HandoffOwned {
+	hoApprove(t, st, d1)
+	if h := hoLead(t, st, conv); h.Status != leads.Owned {
 		t.Errorf("after approval the lead is %s, want still owned until the reply is sent", h.Status)
 	}
 	hoSend(t, st, d1, hoT0.Add(3*time.Minute)) // the approval above is reused
 	h = hoLead(t, st, conv)
-	hoCheckLead(t, h, HandoffOwned, 1, drafted, []hoStep{
-		{1, HandoffReceived, ev1.Key}, {1, HandoffMatched, ev1.Key}, {1, HandoffOwned, ev1.Key},
+	hoCheckLead(t, h, leads.Owned, 1, drafted, []hoStep{
+		{1, leads.Received, ev1.Key}, {1, leads.Matched, ev1.Key}, {1, leads.Owned, ev1.Key},
 	})
 
 	// The second message's draft changes nothing (the lead is already
 	// owned); its reply, to the newest message, makes the lead replied.
 	d2 := hoSaveDraft(t, st, ev2, "billing", nil, hoT0.Add(5*time.Minute))
-	if h := hoLead(t, st, conv); h.Status != HandoffOwned || h.Owner != "support" || len(h.History) != 3 {
+	if h := hoLead(t, st, conv); h.Status != leads.Owned || h.Owner != "support" || len(h.History) != 3 {
 		t.Errorf("after the second draft the lead is %s owned by %q with %d transitions, want unchanged", h.Status, h.Owner, len(h.History))
 	}
 	o := hoSend(t, st, d2, hoT0.Add(6*time.Minute))
 	sentAt := hoT0.Add(7 * time.Minute)
 	h = hoLead(t, st, conv)
-	hoCheckLead(t, h, HandoffReplied, 1, sentAt, []hoStep{
-		{1, HandoffReceived, ev1.Key}, {1, HandoffMatched, ev1.Key}, {1, HandoffOwned, ev1.Key}, {1, HandoffReplied, ev2.Key},
+	hoCheckLead(t, h, leads.Replied, 1, sentAt, []hoStep{
+		{1, leads.Received, ev1.Key}, {1, leads.Matched, ev1.Key}, {1, leads.Owned, ev1.Key}, {1, leads.Replied, ev2.Key},
 	})
 	if o.SentAt == nil || !o.SentAt.Equal(sentAt) {
 		t.Errorf("outbox sent at %v, want %s", o.SentAt, sentAt)
@@ -176,9 +188,9 @@ func TestHandoffLifecycle(t *testing.T) {
 	// A new message on a replied lead starts cycle 2 at received; history stays.
 	ev3 := hoReceive(t, st, "web:life-3", conv, "+15550001234", hoT0.Add(10*time.Minute))
 	h = hoLead(t, st, conv)
-	hoCheckLead(t, h, HandoffReceived, 2, hoT0.Add(10*time.Minute), []hoStep{
-		{1, HandoffReceived, ev1.Key}, {1, HandoffMatched, ev1.Key}, {1, HandoffOwned, ev1.Key}, {1, HandoffReplied, ev2.Key},
-		{2, HandoffReceived, ev3.Key},
+	hoCheckLead(t, h, leads.Received, 2, hoT0.Add(10*time.Minute), []hoStep{
+		{1, leads.Received, ev1.Key}, {1, leads.Matched, ev1.Key}, {1, leads.Owned, ev1.Key}, {1, leads.Replied, ev2.Key},
+		{2, leads.Received, ev3.Key},
 	})
 	if h.LastEventKey != ev3.Key {
 		t.Errorf("LastEventKey = %q, want %q", h.LastEventKey, ev3.Key)
@@ -186,9 +198,9 @@ func TestHandoffLifecycle(t *testing.T) {
 	// Cycle 2 goes the same way.
 	hoSaveDraft(t, st, ev3, "sales", nil, hoT0.Add(11*time.Minute))
 	h = hoLead(t, st, conv)
-	hoCheckLead(t, h, HandoffOwned, 2, hoT0.Add(11*time.Minute), []hoStep{
-		{1, HandoffReceived, ev1.Key}, {1, HandoffMatched, ev1.Key}, {1, HandoffOwned, ev1.Key}, {1, HandoffReplied, ev2.Key},
-		{2, HandoffReceived, ev3.Key}, {2, HandoffMatched, ev3.Key}, {2, HandoffOwned, ev3.Key},
+	hoCheckLead(t, h, leads.Owned, 2, hoT0.Add(11*time.Minute), []hoStep{
+		{1, leads.Received, ev1.Key}, {1, leads.Matched, ev1.Key}, {1, leads.Owned, ev1.Key}, {1, leads.Replied, ev2.Key},
+		{2, leads.Received, ev3.Key}, {2, leads.Matched, ev3.Key}, {2, leads.Owned, ev3.Key},
 	})
 	if h.Owner != "sales" {
 		t.Errorf("cycle 2 owner = %q, want sales", h.Owner)
@@ -205,17 +217,17 @@ func TestHandoffAdvanceOnDraft(t *testing.T) {
 		contact     string // the event's contact
 		fields      map[string]string
 		owner       string
-		want        HandoffStatus
+		want        store.HandoffStatus
 		wantContact string
 	}{
-		{"contact and owner: owned", "+15550001234", nil, "sales", HandoffOwned, "+15550001234"},
-		{"contact, no owner: matched", "+15550001234", nil, "", HandoffMatched, "+15550001234"},
-		{"no contact, email found by the drafter", "", map[string]string{"email": "ada@example.com"}, "sales", HandoffOwned, "ada@example.com"},
-		{"no contact, phone found by the drafter", "", map[string]string{"phone": "+442079460958"}, "sales", HandoffOwned, "+442079460958"},
-		{"no contact at all: stays received", "", map[string]string{"intent": "sales", "name": "Ada"}, "sales", HandoffReceived, ""},
-		{"no contact, no fields: stays received", "", nil, "sales", HandoffReceived, ""},
+		{"contact and owner: owned", "+15550001234", nil, "sales", leads.Owned, "+15550001234"},
+		{"contact, no owner: matched", "+15550001234", nil, "", leads.Matched, "+15550001234"},
+		{"no contact, email found by the drafter", "", map[string]string{"email": "ada@example.com"}, "sales", leads.Owned, "ada@example.com"},
+		{"no contact, phone found by the drafter", "", map[string]string{"phone": "+442079460958"}, "sales", leads.Owned, "+442079460958"},
+		{"no contact at all: stays received", "", map[string]string{"intent": "sales", "name": "Ada"}, "sales", leads.Received, ""},
+		{"no contact, no fields: stays received", "", nil, "sales", leads.Received, ""},
 		// The lead's contact is one address to reach them by, not two glued together.
-		{"no contact, email and phone found", "", map[string]string{"email": "ada@example.com", "phone": "+442079460958"}, "sales", HandoffOwned, "ada@example.com"},
+		{"no contact, email and phone found", "", map[string]string{"email": "ada@example.com", "phone": "+442079460958"}, "sales", leads.Owned, "ada@example.com"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,21 +236,21 @@ func TestHandoffAdvanceOnDraft(t *testing.T) {
 			at := hoT0.Add(time.Minute)
 			hoSaveDraft(t, st, ev, tt.owner, tt.fields, at)
 			h := hoLead(t, st, "conv-adv")
-			steps := []hoStep{{1, HandoffReceived, ev.Key}}
+			steps := []hoStep{{1, leads.Received, ev.Key}}
 			since := hoT0
-			if tt.want == HandoffMatched || tt.want == HandoffOwned {
-				steps = append(steps, hoStep{1, HandoffMatched, ev.Key})
+			if tt.want == leads.Matched || tt.want == leads.Owned {
+				steps = append(steps, hoStep{1, leads.Matched, ev.Key})
 				since = at
 			}
-			if tt.want == HandoffOwned {
-				steps = append(steps, hoStep{1, HandoffOwned, ev.Key})
+			if tt.want == leads.Owned {
+				steps = append(steps, hoStep{1, leads.Owned, ev.Key})
 			}
 			hoCheckLead(t, h, tt.want, 1, since, steps)
 			if h.Contact != tt.wantContact {
 				t.Errorf("lead contact = %q, want %q", h.Contact, tt.wantContact)
 			}
 			wantOwner := ""
-			if tt.want == HandoffOwned {
+			if tt.want == leads.Owned {
 				wantOwner = tt.owner
 			}
 			if h.Owner != wantOwner {
@@ -258,16 +270,16 @@ func TestHandoffReplyToOlderMessageHidesNewer(t *testing.T) {
 	ev1 := hoReceive(t, st, "web:late-1", conv, "+15550001234", hoT0)
 	d1 := hoSaveDraft(t, st, ev1, "sales", nil, hoT0.Add(time.Minute))
 	ev2 := hoReceive(t, st, "web:late-2", conv, "+15550001234", hoT0.Add(2*time.Minute))
-	owned := hoStep{1, HandoffOwned, ev1.Key}
+	owned := hoStep{1, leads.Owned, ev1.Key}
 	if steps := hoSteps(hoLead(t, st, conv)); steps[len(steps)-1] != owned {
 		t.Fatalf("before the reply the lead's history is %v; want it to end %v", steps, owned)
 	}
 	hoSend(t, st, d1, hoT0.Add(3*time.Minute))
 
 	h := hoLead(t, st, conv)
-	if steps := hoSteps(h); h.Status != HandoffOwned || steps[len(steps)-1] != owned {
+	if steps := hoSteps(h); h.Status != leads.Owned || steps[len(steps)-1] != owned {
 		t.Errorf("lead is %s after the reply to %s, although %s (its newest message, LastEventKey %s) has no reply; history %v; want still %s, ending %v",
-			h.Status, ev1.Key, ev2.Key, h.LastEventKey, steps, HandoffOwned, owned)
+			h.Status, ev1.Key, ev2.Key, h.LastEventKey, steps, leads.Owned, owned)
 	}
 }
 
@@ -288,26 +300,26 @@ func TestHandoffsList(t *testing.T) {
 
 	tests := []struct {
 		name string
-		f    HandoffFilter
+		f    leads.Filter
 		want []string
 	}{
-		{"every lead, by status then longest waiting", HandoffFilter{}, []string{"web:a", "web:b", "web:e", "web:c", "web:d"}},
-		{"received, longest first", HandoffFilter{Status: HandoffReceived}, []string{"web:a", "web:b"}},
-		{"matched", HandoffFilter{Status: HandoffMatched}, []string{"web:e"}},
-		{"owned", HandoffFilter{Status: HandoffOwned}, []string{"web:c"}},
-		{"replied", HandoffFilter{Status: HandoffReplied}, []string{"web:d"}},
-		{"received before t0+5m", HandoffFilter{Status: HandoffReceived, SinceBefore: hoT0.Add(5 * time.Minute)}, []string{"web:a"}},
-		{"received before t0 exactly: none", HandoffFilter{Status: HandoffReceived, SinceBefore: hoT0}, []string{}},
-		{"received before t0+1ns", HandoffFilter{Status: HandoffReceived, SinceBefore: hoT0.Add(1)}, []string{"web:a"}},
-		{"owned before t0+5m: none (it entered at t0+5m)", HandoffFilter{Status: HandoffOwned, SinceBefore: hoT0.Add(5 * time.Minute)}, []string{}},
-		{"owned before t0+6m", HandoffFilter{Status: HandoffOwned, SinceBefore: hoT0.Add(6 * time.Minute)}, []string{"web:c"}},
-		{"any status before t0+6m", HandoffFilter{SinceBefore: hoT0.Add(6 * time.Minute)}, []string{"web:a", "web:c"}},
-		{"limit 1", HandoffFilter{Limit: 1}, []string{"web:a"}},
-		{"limit 3 across statuses", HandoffFilter{Limit: 3}, []string{"web:a", "web:b", "web:e"}},
+		{"every lead, by status then longest waiting", leads.Filter{}, []string{"web:a", "web:b", "web:e", "web:c", "web:d"}},
+		{"received, longest first", leads.Filter{Status: leads.Received}, []string{"web:a", "web:b"}},
+		{"matched", leads.Filter{Status: leads.Matched}, []string{"web:e"}},
+		{"owned", leads.Filter{Status: leads.Owned}, []string{"web:c"}},
+		{"replied", leads.Filter{Status: leads.Replied}, []string{"web:d"}},
+		{"received before t0+5m", leads.Filter{Status: leads.Received, SinceBefore: hoT0.Add(5 * time.Minute)}, []string{"web:a"}},
+		{"received before t0 exactly: none", leads.Filter{Status: leads.Received, SinceBefore: hoT0}, []string{}},
+		{"received before t0+1ns", leads.Filter{Status: leads.Received, SinceBefore: hoT0.Add(1)}, []string{"web:a"}},
+		{"owned before t0+5m: none (it entered at t0+5m)", leads.Filter{Status: leads.Owned, SinceBefore: hoT0.Add(5 * time.Minute)}, []string{}},
+		{"owned before t0+6m", leads.Filter{Status: leads.Owned, SinceBefore: hoT0.Add(6 * time.Minute)}, []string{"web:c"}},
+		{"any status before t0+6m", leads.Filter{SinceBefore: hoT0.Add(6 * time.Minute)}, []string{"web:a", "web:c"}},
+		{"limit 1", leads.Filter{Limit: 1}, []string{"web:a"}},
+		{"limit 3 across statuses", leads.Filter{Limit: 3}, []string{"web:a", "web:b", "web:e"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hs, err := st.Handoffs(tt.f)
+			hs, err := leads.List(st, tt.f)
 			if err != nil {
 				t.Fatalf("Handoffs(%+v): %v", tt.f, err)
 			}
