@@ -18,8 +18,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )

@@ -8,8 +8,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 

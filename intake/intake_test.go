@@ -7,8 +7,8 @@ import (
 
 	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )

@@ -23,8 +23,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 

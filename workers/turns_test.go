@@ -12,8 +12,8 @@ import (
 
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
