@@ -23,6 +23,7 @@ import (
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // crmPost is one POST the fake CRM received.
@@ -202,7 +203,7 @@ func (g *deliveryRig) settle(t *testing.T) (store.Outbox, []store.Job) {
 		row  store.Outbox
 		jobs []store.Job
 	)
-	waitFor(t, "the reply to settle", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		if row, err = g.st.OutboxRow(g.outboxID); err != nil {
 			return false
@@ -217,7 +218,7 @@ func (g *deliveryRig) settle(t *testing.T) (store.Outbox, []store.Job) {
 			}
 		}
 		return len(jobs) > 0
-	})
+	}, "the reply to settle")
 	return row, jobs
 }
 
@@ -583,10 +584,10 @@ func TestDeliverLastAttemptCutByShutdown(t *testing.T) {
 		LookupURL: crm.srv.URL + "/lookup?client_ref={ref}", Timeout: time.Minute,
 	}
 	g := startDelivery(t, st, prov, 1)
-	waitFor(t, "the provider to hold the send", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		posts, _, _ := crm.seen()
 		return len(posts) == 1
-	})
+	}, "the provider to hold the send")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := g.runner.Stop(ctx); err == nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
 )
 
@@ -130,7 +131,7 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 
 	// Wait for a send in flight, seen through GET /api/v1/outbox/{id}.
 	inFlight := ""
-	waitUntil(t, "a reply to be effect_pending", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		for _, key := range keys {
 			var tl dlvTimeline
 			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
@@ -149,13 +150,13 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "a reply to be effect_pending")
 	inst.kill()
 	inst.restart()
 
 	// Every reply ends sent, and nothing else, with its jobs finished.
 	final := map[string]dlvTimeline{}
-	waitUntil(t, "every reply to be sent after the restart", 40*time.Second, func() bool {
+	testkit.Eventually(t, 40*time.Second, func() bool {
 		for _, key := range keys {
 			if _, done := final[key]; done {
 				continue
@@ -183,7 +184,7 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "every reply to be sent after the restart")
 
 	var box struct {
 		Messages []dlvSandboxMessage `json:"messages"`
@@ -281,7 +282,7 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 	}
 	checkReadBack(t, inst, bodies)
 	ids := map[string]string{}
-	waitUntil(t, "every reply to be effect_pending after an accepted send", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		for _, key := range keys {
 			var tl dlvTimeline
 			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
@@ -304,12 +305,12 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 			}
 		}
 		return len(ids) == n
-	})
+	}, "every reply to be effect_pending after an accepted send")
 	inst.kill()
 	inst.restart()
 
 	final := map[string]dlvOutbox{}
-	waitUntil(t, "every reply to be resolved after the restart", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		for _, key := range keys {
 			var row dlvOutbox
 			if code, err := dlvGet(inst, dlvOutboxPath(ids[key]), &row); err != nil || code != http.StatusOK {
@@ -323,7 +324,7 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "every reply to be resolved after the restart")
 	var box struct {
 		Messages []dlvSandboxMessage `json:"messages"`
 	}
@@ -470,10 +471,10 @@ retry: {base_delay: 100ms, max_delay: 1s}
 	}
 
 	// The provider has the message and holds the answer: the send is in flight.
-	waitUntil(t, "the provider to receive the reply", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		posts, _ := fake.received()
 		return len(posts) > 0
-	})
+	}, "the provider to receive the reply")
 	var row dlvOutbox
 	if code, err := dlvGet(inst, dlvOutboxPath(ref), &row); err != nil || code != http.StatusOK {
 		t.Fatalf("GET outbox %s: %d %v", ref, code, err)
@@ -485,12 +486,12 @@ retry: {base_delay: 100ms, max_delay: 1s}
 	inst.restart()
 	fake.release() // its answer goes to a dead connection
 
-	waitUntil(t, "the reply to be resolved after the restart", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		if code, err := dlvGet(inst, dlvOutboxPath(ref), &row); err != nil || code != http.StatusOK {
 			t.Fatalf("GET outbox %s: %d %v", ref, code, err)
 		}
 		return row.Status == "sent" || row.Status == "failed" || row.Status == "needs_reconciliation"
-	})
+	}, "the reply to be resolved after the restart")
 	posts, lookups := fake.received()
 	var mine []fakePost
 	for _, p := range posts {
@@ -524,7 +525,7 @@ retry: {base_delay: 100ms, max_delay: 1s}
 	// the next one found the message. (The row is sent a moment before its
 	// job records its end, hence the wait.)
 	var deliver jobView
-	waitUntil(t, "the delivery job to complete", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var tl dlvTimeline
 		if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
 			t.Fatalf("GET event %s: %d %v", key, code, err)
@@ -535,7 +536,7 @@ retry: {base_delay: 100ms, max_delay: 1s}
 			}
 		}
 		return deliver.State == jobCompleted
-	})
+	}, "the delivery job to complete")
 	var outcomes []string
 	for _, a := range deliver.Attempts {
 		outcomes = append(outcomes, a.Outcome)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/testkit"
 )
 
 // What lies below handoff's own retries can resend too: Go's http.Transport
@@ -388,10 +389,10 @@ func TestResendAfterDroppedReusedConnection(t *testing.T) {
 					// for a POST the provider holds: a send in flight that the
 					// provider has already accepted.
 					before := len(p.seen().posts)
-					waitUntil(t, fmt.Sprintf("kill %d: a POST in flight after %d more", k+1, n/5), 30*time.Second, func() bool {
+					testkit.Eventually(t, 30*time.Second, func() bool {
 						s := p.seen()
 						return len(s.posts) >= before+n/5 && s.holding > 0
-					})
+					}, fmt.Sprintf("kill %d: a POST in flight after %d more", k+1, n/5))
 					inst.kill()
 					inst.restart()
 				}

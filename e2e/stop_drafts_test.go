@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // sdModel is a slow model server: it holds every call until open is
@@ -103,10 +105,10 @@ func TestStopCancelsDraftsInFlight(t *testing.T) {
 	for _, lead := range leads {
 		model.post(t, inst, lead, lead+"-0")
 	}
-	waitUntil(t, "four drafting calls at the model", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		held, _ := model.calls()
 		return held == 4
-	})
+	}, "four drafting calls at the model")
 	for n := 1; n <= 10; n++ {
 		model.post(t, inst, "lead-a", fmt.Sprintf("lead-a-%d", n))
 	}
@@ -121,10 +123,10 @@ func TestStopCancelsDraftsInFlight(t *testing.T) {
 		t.Fatalf("SIGTERM with four drafts in flight: %v; want exit 0 within docker stop's %v", err, dockerStopWait)
 	}
 	// The model server sees each hang-up on its own handler goroutine.
-	waitUntil(t, "the cut calls hung up at the model", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		held, _ := model.calls()
 		return held == 0
-	})
+	}, "the cut calls hung up at the model")
 	if out := stopped.Tail(200); strings.Contains(out, "stopped with jobs still running") {
 		t.Errorf("the stop waited out its grace for running jobs; want the drafts cancelled at once:\n%s", out)
 	}
@@ -134,8 +136,8 @@ func TestStopCancelsDraftsInFlight(t *testing.T) {
 
 	close(model.open)
 	inst.restart()
-	waitUntil(t, "one reply per lead", 30*time.Second, func() bool { return len(tnReplies(t, inst)) == len(leads) })
-	waitUntil(t, "no draft waiting", 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 })
+	testkit.Eventually(t, 30*time.Second, func() bool { return len(tnReplies(t, inst)) == len(leads) }, "one reply per lead")
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 }, "no draft waiting")
 	got := tnReplies(t, inst)
 	for _, l := range leads {
 		if len(got) != len(leads) || got[l] != 1 {

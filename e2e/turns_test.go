@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // tnConfig is a chat channel that approves its own drafts (so a reply goes
@@ -114,9 +116,9 @@ func TestTurnBursts(t *testing.T) {
 	}
 
 	want := map[string]int{"lead-a": 3, "lead-b": 20, "lead-c": 20}
-	waitUntil(t, "one reply per lead", 30*time.Second, func() bool { return len(tnReplies(t, inst)) == len(want) })
+	testkit.Eventually(t, 30*time.Second, func() bool { return len(tnReplies(t, inst)) == len(want) }, "one reply per lead")
 	// Every turn is drafted and approved by now; nothing else may follow.
-	waitUntil(t, "no draft waiting", 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 }, "no draft waiting")
 	if got := tnReplies(t, inst); len(got) != 3 || got["lead-a"] != 1 || got["lead-b"] != 1 || got["lead-c"] != 1 {
 		t.Errorf("replies at the provider per lead = %v; want one each", got)
 	}
@@ -200,7 +202,7 @@ func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
 				t.FailNow()
 			}
 			if tc.inFlight {
-				waitUntil(t, "the model call", 30*time.Second, func() bool { return gate.arrived.Load() > 0 })
+				testkit.Eventually(t, 30*time.Second, func() bool { return gate.arrived.Load() > 0 }, "the model call")
 			}
 			inst.kill()
 			before := gate.arrived.Load()
@@ -212,11 +214,11 @@ func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
 			}
 			// A call the killed process left held ends with its connection;
 			// only then does the gate open, so it cannot be answered late.
-			waitUntil(t, "the killed process's calls to end", 10*time.Second, func() bool { return gate.inFlight.Load() == 0 })
+			testkit.Eventually(t, 10*time.Second, func() bool { return gate.inFlight.Load() == 0 }, "the killed process's calls to end")
 			close(gate.open)
 			inst.restart()
-			waitUntil(t, "the reply after the restart", 30*time.Second, func() bool { return tnReplies(t, inst)["lead-k"] > 0 })
-			waitUntil(t, "no draft waiting", 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 })
+			testkit.Eventually(t, 30*time.Second, func() bool { return tnReplies(t, inst)["lead-k"] > 0 }, "the reply after the restart")
+			testkit.Eventually(t, 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 }, "no draft waiting")
 			if got := tnReplies(t, inst); got["lead-k"] != 1 {
 				t.Errorf("replies at the provider = %v; want one", got)
 			}

@@ -154,11 +154,11 @@ func digestJobs(t *testing.T, st *store.Store, name string) (digests, deliveries
 func waitSettled(t *testing.T, st *store.Store, id string) store.Outbox {
 	t.Helper()
 	var o store.Outbox
-	waitFor(t, "digest "+id+" to be settled", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		o, err = st.OutboxRow(id)
 		return err == nil && o.Status != store.OutboxPending && o.Status != store.OutboxEffectPending
-	})
+	}, "digest "+id+" to be settled")
 	return o
 }
 

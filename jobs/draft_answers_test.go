@@ -8,6 +8,7 @@ import (
 
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // oaPricedKinds is oaKinds with a price, so drafts carry a cost.
@@ -55,14 +56,14 @@ func TestDraftOpenAIRetryAfter(t *testing.T) {
 	r := startRunner(t, st, kinds, oaOptions())
 	rec := oaRecord(t, st, r, oaEvent("web:limited", "conv-limited", "", "Hello"), 8)
 	var job store.Job
-	waitFor(t, "the first attempt to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		j, err := st.Job(rec.Job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		job = j
 		return len(j.Attempts) == 1 && j.Attempts[0].EndedAt != nil
-	})
+	}, "the first attempt to end")
 	if n := len(f.Calls()); n != 1 {
 		t.Errorf("model called %d times, want 1", n)
 	}
@@ -128,14 +129,14 @@ func TestDraftBudgetPausesAndResumes(t *testing.T) {
 	waitFinal(t, st, first.Job.ID, store.JobCompleted)
 	second := oaRecord(t, st, r, oaEvent("web:b2", "conv-b2", "", "Hello again"), 2)
 	var job store.Job
-	waitFor(t, "the second draft to pause", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		j, err := st.Job(second.Job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		job = j
 		return len(j.Attempts) == 1 && j.Attempts[0].EndedAt != nil
-	})
+	}, "the second draft to pause")
 	if n := len(f.Calls()); n != 1 {
 		t.Fatalf("model called %d times, want 1: no call past the budget", n)
 	}

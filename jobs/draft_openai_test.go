@@ -22,6 +22,7 @@ import (
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // ---- a fake OpenAI-compatible server (the model) ----
@@ -364,7 +365,7 @@ func TestDraftOpenAIRetryReusesStoredDraft(t *testing.T) {
 	}
 	// AfterSave runs once the commit returns, which may be after the
 	// completed job is visible here.
-	waitFor(t, "AfterSave to run", func() bool { return saves.Load() >= 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return saves.Load() >= 1 }, "AfterSave to run")
 	if n := saves.Load(); n != 1 {
 		t.Errorf("AfterSave ran %d times, want 1: nothing stores the draft again", n)
 	}
@@ -519,10 +520,10 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 				t.Fatalf("ApproveDraft: %v", err)
 			}
 			r.Wake()
-			waitFor(t, "the reply to be sent", func() bool {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				o, err := st.OutboxRow(ap.Outbox.ID)
 				return err == nil && o.Status == store.OutboxSent
-			})
+			}, "the reply to be sent")
 			if h, err := st.Handoff(lead); err != nil || h.Status != store.HandoffReplied {
 				t.Fatalf("lead after the reply = %s, %v; want replied", h.Status, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -188,7 +189,7 @@ func TestRunnerWakeStartsWork(t *testing.T) {
 	r := startRunner(t, st, map[string]Kind{"test": kind}, opt)
 	// Start reads the clock to reap, the dispatcher to claim and to set its
 	// timer for the job an hour away; after that it sleeps.
-	waitFor(t, "the runner to set its timer", func() bool { return clock.Reads() >= 3 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return clock.Reads() >= 3 }, "the runner to set its timer")
 	if n := len(kind.Calls()); n != 0 {
 		t.Fatalf("the job ran %d times before it was due", n)
 	}
@@ -420,7 +421,7 @@ func TestRunnerPoolsPerKind(t *testing.T) {
 	opt.Workers = 1
 	opt.Concurrency = map[string]int{"draft": 8}
 	r := startRunner(t, st, map[string]Kind{"draft": draft, "deliver": deliver}, opt)
-	waitFor(t, "8 drafts to run", func() bool { mu.Lock(); defer mu.Unlock(); return inFlight == 8 })
+	testkit.Eventually(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return inFlight == 8 }, "8 drafts to run")
 
 	d := enqueue(t, st, "deliver", "out:1", 1, time.Now())
 	r.Wake() // as every enqueue in handoff does once it commits
@@ -501,7 +502,7 @@ func TestRunnerLiveCheckUnderIngest(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	waitFor(t, "every draft job to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		counts, err := st.JobCounts()
 		if err != nil {
 			t.Fatal(err)
@@ -512,7 +513,7 @@ func TestRunnerLiveCheckUnderIngest(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "every draft job to end")
 	if err := st.Check(); err != nil {
 		t.Fatalf("check after the load: %v", err)
 	}
@@ -538,11 +539,11 @@ func TestRunnerStopLeavesNothingRunning(t *testing.T) {
 		}
 		before := 0
 		ran.Range(func(any, any) bool { before++; return true })
-		waitFor(t, "a job to run", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			n := 0
 			ran.Range(func(any, any) bool { n++; return true })
 			return n > before || n == 400
-		})
+		}, "a job to run")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := r.Stop(ctx)
 		cancel()
@@ -643,7 +644,7 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	waitFor(t, "both jobs running", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		select {
 		case <-draftStarted:
 		default:
@@ -655,13 +656,13 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 		default:
 			return false
 		}
-	})
+	}, "both jobs running")
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.Stop(context.Background()) }() // no deadline: only the send is waited for
-	waitFor(t, "the draft released while the send still runs", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		j, err := st.Job(dj.ID)
 		return err == nil && j.State == store.JobRetryable
-	})
+	}, "the draft released while the send still runs")
 	got, err := st.Job(dj.ID)
 	if err != nil {
 		t.Fatal(err)

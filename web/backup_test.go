@@ -25,6 +25,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // apiBackup downloads GET /api/v1/backup with the API token; the body is
@@ -161,7 +162,7 @@ func (r *recorders) snapshot() []string {
 
 func (r *recorders) waitFor(t *testing.T, n int64) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d acknowledged events", n), func() bool { return r.n.Load() >= n })
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.n.Load() >= n }, fmt.Sprintf("%d acknowledged events", n))
 }
 
 func (r *recorders) halt(t *testing.T) {

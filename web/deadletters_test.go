@@ -17,6 +17,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/views"
 )
 
@@ -184,7 +185,7 @@ func deadLetters(t *testing.T, e *testEnv, query string) []map[string]any {
 func waitDeadLetter(t *testing.T, e *testEnv, eventKey, state string) map[string]any {
 	t.Helper()
 	var got map[string]any
-	eventually(t, eventKey+" to be a dead letter in "+state, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		got = nil
 		for _, it := range deadLetters(t, e, "") {
 			if it["event_key"] == eventKey && it["state"] == state {
@@ -192,7 +193,7 @@ func waitDeadLetter(t *testing.T, e *testEnv, eventKey, state string) map[string
 			}
 		}
 		return got != nil && settled(t, e, eventKey)
-	})
+	}, eventKey+" to be a dead letter in "+state)
 	return got
 }
 
@@ -221,10 +222,10 @@ func rowOf(t *testing.T, e *testEnv, eventKey string) map[string]any {
 func waitRow(t *testing.T, e *testEnv, eventKey, status string) map[string]any {
 	t.Helper()
 	var o map[string]any
-	eventually(t, "the reply of "+eventKey+" to be "+status, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		o = rowOf(t, e, eventKey)
 		return o != nil && o["status"] == status
-	})
+	}, "the reply of "+eventKey+" to be "+status)
 	return o
 }
 
@@ -369,10 +370,10 @@ func TestReplayUnknownOutcome(t *testing.T) {
 	// The sandbox refuses the second copy with a 409, which is ambiguous
 	// by the spec: the reply needs a person again, and says why.
 	var row map[string]any
-	eventually(t, "the replayed reply to be parked again", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		row = rowOf(t, e, key)
 		return len(list(row["attempts"])) == 2 && row["status"] == "needs_reconciliation" && settled(t, e, key)
-	})
+	}, "the replayed reply to be parked again")
 	msgs := sandboxFor(t, e, id)
 	if len(msgs) != 1 || msgs[0]["repeats"] != float64(1) {
 		t.Errorf("sandbox %v, want one message for %s and its refused repeat", msgs, id)
@@ -435,10 +436,10 @@ func TestBulkReplayMixed(t *testing.T) {
 	}
 	status := "/api/v1/dead-letters/bulk/" + ans["id"].(string)
 	var st map[string]any
-	eventually(t, "the bulk replay to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = apiGet(t, e, status)
 		return st["state"] != "running"
-	})
+	}, "the bulk replay to end")
 	replayed := list(st["replayed"])
 	skipped := list(st["skipped"])
 	if st["state"] != "done" || len(replayed) != 2 || replayed[0] != job["id"] || replayed[1] != failed["id"] || len(list(st["failed"])) != 0 {
@@ -480,7 +481,7 @@ func TestBulkReplayCancel(t *testing.T) {
 	for i := range n {
 		sendLead(t, e, "manual", fmt.Sprintf("k-%02d", i), fmt.Sprintf("+1555000%04d", i))
 	}
-	eventually(t, "every draft job to be discarded", func() bool { return len(deadLetters(t, e, "kind=job")) == n })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(deadLetters(t, e, "kind=job")) == n }, "every draft job to be discarded")
 	model.set(0)
 
 	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`)
@@ -498,10 +499,10 @@ func TestBulkReplayCancel(t *testing.T) {
 	}
 	close(release)
 	var st map[string]any
-	eventually(t, "the bulk replay to stop", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = apiGet(t, e, path)
 		return st["state"] != "running"
-	})
+	}, "the bulk replay to stop")
 	if st["state"] != "cancelled" || len(list(st["replayed"])) != 1 || st["total"] != float64(n) {
 		t.Fatalf("after cancel: %v, want cancelled after one of %d", st, n)
 	}
@@ -531,7 +532,7 @@ func TestBulkReplaySurvivesRestart(t *testing.T) {
 	for i := range n {
 		sendLead(t, e, "manual", fmt.Sprintf("r-%02d", i), fmt.Sprintf("+1555200%04d", i))
 	}
-	eventually(t, "every draft job to be discarded", func() bool { return len(deadLetters(t, e, "kind=job")) == n })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(deadLetters(t, e, "kind=job")) == n }, "every draft job to be discarded")
 	model.set(0)
 	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`)
 	if code != http.StatusAccepted || ans["state"] != "running" || ans["total"] != float64(n) {
@@ -560,10 +561,10 @@ func TestBulkReplaySurvivesRestart(t *testing.T) {
 	}
 	e2 := &testEnv{url: "http://" + again.Addr().String(), st: again.Store(), cfg: cfg}
 	var st map[string]any
-	eventually(t, "the resumed bulk replay to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = apiGet(t, e2, "/api/v1/dead-letters/bulk/"+id)
 		return st["state"] != "running"
-	})
+	}, "the resumed bulk replay to end")
 	replayed := list(st["replayed"])
 	if st["state"] != "done" || len(replayed) != n || len(list(st["skipped"])) != 0 || len(list(st["failed"])) != 0 {
 		t.Fatalf("after the restart: %v, want done with all %d replayed", st, n)
@@ -680,10 +681,10 @@ func failedReplies(t *testing.T, e *testEnv, per map[string]int) {
 		}
 		total += n
 	}
-	eventually(t, fmt.Sprintf("%d failed replies", total), func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		c, err := e.st.Counts(nil)
 		return err == nil && c.FailedReplies == total
-	})
+	}, fmt.Sprintf("%d failed replies", total))
 }
 
 var (
@@ -850,19 +851,19 @@ func TestReplaySelectedRunsOnce(t *testing.T) {
 	}
 	runID := strings.TrimPrefix(p.header.Get("Location"), "/dead-letters/bulk/")
 	var run store.BulkRun
-	eventually(t, "the run to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		_ = e.st.View(func(tx *store.Tx) error { var err error; run, err = tx.BulkRun(runID); return err })
 		return run.State == store.BulkDone
-	})
+	}, "the run to end")
 	if fmt.Sprint(run.Items) != fmt.Sprint(picked) || len(run.Replayed) != 4 {
 		t.Errorf("run items %v replayed %v, want the 4 ticked", run.Items, run.Replayed)
 	}
 	wantAuditBy(t, e.st, "boss", "replay outbox", picked[0])
 	for _, id := range picked {
-		eventually(t, id+" to fail again (the provider still refuses)", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			o, _ := e.st.OutboxRow(id)
 			return o.Status == store.OutboxFailed && len(o.Replays) == 1 && o.Replays[0].By == "boss"
-		})
+		}, id+" to fail again (the provider still refuses)")
 	}
 	for _, id := range left {
 		if o, _ := e.st.OutboxRow(id); len(o.Replays) != 0 {
