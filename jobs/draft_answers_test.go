@@ -12,10 +12,10 @@ import (
 )
 
 // oaPricedKinds is oaKinds with a price, so drafts carry a cost.
-func oaPricedKinds(t *testing.T, st *store.Store, f *oaFakeModel) (map[string]Kind, *DraftJob) {
+func oaPricedKinds(t *testing.T, st *store.Store, f *testkit.Model) (map[string]Kind, *DraftJob) {
 	t.Helper()
 	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{
-		BaseURL: f.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second,
+		BaseURL: f.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second,
 		Price: drafter.Price{Input: 1000, Output: 2000, Currency: "EUR"},
 	})
 	if err != nil {
