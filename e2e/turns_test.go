@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +24,7 @@ channels:
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     auto_approve: true
     coalesce: %s
-drafter: {kind: openai, base_url: %s/v1, model: m, prompt_version: p1, timeout: 10s}
+drafter: {kind: openai, base_url: %s, model: m, prompt_version: p1, timeout: 10s}
 retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 `, coalesce, modelURL)
 }
@@ -93,7 +90,7 @@ func tnReplies(t *testing.T, i *instance) map[string]int {
 // provider.
 func TestTurnBursts(t *testing.T) {
 	model := newDFModel(t)
-	inst := startInstance(t, tnConfig(model.srv.URL, "3s"))
+	inst := startInstance(t, tnConfig(model.URL, "3s"))
 
 	for n, text := range []string{"hi", "can I book for Friday", "4 people"} {
 		tnPost(t, inst, "lead-a", fmt.Sprint("a-", n), text)
@@ -144,37 +141,6 @@ func TestTurnBursts(t *testing.T) {
 	inst.stopCleanly()
 }
 
-// tnGate holds the fake model's calls: one that arrives while the gate is
-// shut waits unanswered until it opens, or until its caller is gone (a
-// killed process), and is then not recorded by the model.
-type tnGate struct {
-	srv      *httptest.Server
-	open     chan struct{}
-	arrived  atomic.Int32
-	inFlight atomic.Int32 // calls held now
-}
-
-func newTNGate(t *testing.T, m *dfModel) *tnGate {
-	t.Helper()
-	g := &tnGate{open: make(chan struct{})}
-	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Read the body first: only then does the server watch the
-		// connection, and end r's context when its caller is gone.
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		g.arrived.Add(1)
-		g.inFlight.Add(1)
-		defer g.inFlight.Add(-1)
-		select {
-		case <-g.open:
-			m.serve(w, r)
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(g.srv.Close)
-	return g
-}
-
 // TestTurnSurvivesKillInQuietPeriod: a burst acknowledged, then SIGKILL
 // before the lead's turn is drafted; after the restart the turn is still
 // drafted once, answering every message, and replied to once. The model
@@ -192,9 +158,12 @@ func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
 		{"with the model call in flight", "2s", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The model is held shut: a call that arrives waits unanswered
+			// until it opens, or until its caller is gone (a killed
+			// process), and is then not a call of the model.
 			model := newDFModel(t)
-			gate := newTNGate(t, model)
-			inst := startInstance(t, tnConfig(gate.srv.URL, tc.coalesce))
+			model.Hold()
+			inst := startInstance(t, tnConfig(model.URL, tc.coalesce))
 			for n, text := range []string{"hi", "can I book for Friday", "4 people"} {
 				tnPost(t, inst, "lead-k", fmt.Sprint("k-", n), text)
 			}
@@ -202,10 +171,10 @@ func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
 				t.FailNow()
 			}
 			if tc.inFlight {
-				testkit.Eventually(t, 30*time.Second, func() bool { return gate.arrived.Load() > 0 }, "the model call")
+				testkit.Eventually(t, 30*time.Second, func() bool { return model.Arrived() > 0 }, "the model call")
 			}
 			inst.kill()
-			before := gate.arrived.Load()
+			before := model.Arrived()
 			if tc.inFlight && before == 0 {
 				t.Fatal("no model call was in flight at the kill")
 			}
@@ -214,8 +183,8 @@ func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
 			}
 			// A call the killed process left held ends with its connection;
 			// only then does the gate open, so it cannot be answered late.
-			testkit.Eventually(t, 10*time.Second, func() bool { return gate.inFlight.Load() == 0 }, "the killed process's calls to end")
-			close(gate.open)
+			testkit.Eventually(t, 10*time.Second, func() bool { return model.Waiting() == 0 }, "the killed process's calls to end")
+			model.Release()
 			inst.restart()
 			testkit.Eventually(t, 30*time.Second, func() bool { return tnReplies(t, inst)["lead-k"] > 0 }, "the reply after the restart")
 			testkit.Eventually(t, 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 }, "no draft waiting")

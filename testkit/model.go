@@ -38,9 +38,9 @@ type Model struct {
 	queue   []Reply
 	calls   []ModelCall
 	gate    chan struct{} // nil: open; else closed by Release
-	waits   []ModelWait
-	arrived int
-	seq     int // the order of arrivals at and departures from the hold
+	visits  []ModelVisit
+	waiting int // requests at the hold now
+	seq     int // orders the arrivals and departures of every request
 }
 
 // ModelCall is one request the model took up, with the reply it gave.
@@ -57,12 +57,14 @@ type ModelCall struct {
 // Correlation is the call's X-Correlation-ID.
 func (c ModelCall) Correlation() string { return c.Header.Get("X-Correlation-ID") }
 
-// ModelWait is one request that arrived while the model was held: In and
-// Out order the arrivals and the departures (a release or a hang-up) of
-// every waiting request on one counter; Out is 0 while it still waits.
-type ModelWait struct {
+// ModelVisit is one request that reached the model, whatever became of
+// it: In and Out order the arrivals and the departures (answered, or its
+// caller gone) of every request on one counter, so that a test can tell
+// which calls were in flight at once; Out is 0 while it is in flight.
+type ModelVisit struct {
 	Body    []byte
 	In, Out int
+	Held    bool // it arrived while the model was held
 }
 
 // ChatRequest is the part of a chat completions request tests look at.
@@ -182,6 +184,7 @@ func NewModel(t testing.TB) *Model {
 }
 
 // Answer makes script answer every later call (after any queued reply).
+// The script is called for one call at a time, so it may keep state.
 func (m *Model) Answer(script func(ModelCall) Reply) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -253,27 +256,21 @@ func (m *Model) Release() {
 func (m *Model) Arrived() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.arrived
+	return len(m.visits)
 }
 
 // Waiting is how many requests wait at the hold now.
 func (m *Model) Waiting() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
-	for _, w := range m.waits {
-		if w.Out == 0 {
-			n++
-		}
-	}
-	return n
+	return m.waiting
 }
 
-// Waits is every request that waited at the hold, in order of arrival.
-func (m *Model) Waits() []ModelWait {
+// Visits is every request that reached the model, in order of arrival.
+func (m *Model) Visits() []ModelVisit {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.waits)
+	return slices.Clone(m.visits)
 }
 
 // ServeHTTP answers one request.
@@ -285,7 +282,19 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeModelError(w, http.StatusNotFound, "no such route", "invalid_request_error")
 		return
 	}
-	if !m.wait(r, body) {
+	m.mu.Lock()
+	m.seq++
+	v := len(m.visits)
+	m.visits = append(m.visits, ModelVisit{Body: body, In: m.seq, Held: m.gate != nil})
+	gate := m.gate
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.seq++
+		m.visits[v].Out = m.seq
+		m.mu.Unlock()
+	}()
+	if gate != nil && !m.wait(r, gate) {
 		return
 	}
 	c := ModelCall{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
@@ -302,32 +311,24 @@ func (m *Model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.reply(w, r, c.Reply)
 }
 
-// wait holds r while the model is held; it is false when the caller hung
-// up (or the test ended) first.
-func (m *Model) wait(r *http.Request, body []byte) bool {
+// wait holds r until gate opens; it is false when the caller hung up (or
+// the test ended) first.
+func (m *Model) wait(r *http.Request, gate chan struct{}) bool {
 	m.mu.Lock()
-	m.arrived++
-	gate := m.gate
-	if gate == nil {
-		m.mu.Unlock()
-		return true
-	}
-	m.seq++
-	i := len(m.waits)
-	m.waits = append(m.waits, ModelWait{Body: body, In: m.seq})
+	m.waiting++
 	m.mu.Unlock()
-	released := false
+	defer func() {
+		m.mu.Lock()
+		m.waiting--
+		m.mu.Unlock()
+	}()
 	select {
 	case <-gate:
-		released = true
+		return true
 	case <-r.Context().Done():
 	case <-m.quit:
 	}
-	m.mu.Lock()
-	m.seq++
-	m.waits[i].Out = m.seq
-	m.mu.Unlock()
-	return released
+	return false
 }
 
 func (m *Model) reply(w http.ResponseWriter, r *http.Request, rep Reply) {

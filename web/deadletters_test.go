@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,61 +20,40 @@ import (
 	"github.com/handoff/handoff/views"
 )
 
-// fakeModel is an OpenAI-compatible chat completions server that fails
-// (500) while told to and answers a valid draft otherwise, counting both.
-type fakeModel struct {
-	srv *httptest.Server
+// fakeModel is the fake model (testkit.Model) scripted to fail (500)
+// while told to and to answer a valid draft otherwise.
+type fakeModel struct{ *testkit.Model }
 
-	mu       sync.Mutex
-	failNext int // calls still to fail; -1: every call
-	calls    int
-	ok       int
-}
-
-func newFakeModel(t *testing.T, failNext int) *fakeModel {
+func newFakeModel(t *testing.T, failNext int) fakeModel {
 	t.Helper()
-	f := &fakeModel{failNext: failNext}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f := fakeModel{testkit.NewModel(t)}
+	f.set(failNext)
 	return f
 }
 
-func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
-		return
-	}
-	f.mu.Lock()
-	f.calls++
-	fail := f.failNext != 0
-	if f.failNext > 0 {
-		f.failNext--
-	}
-	if !fail {
-		f.ok++
-	}
-	n := f.calls
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if fail {
-		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprint(w, `{"error":{"message":"fake model is down","type":"server_error"}}`)
-		return
-	}
-	content := fmt.Sprintf(`{"reply":"Model reply #%d","intent":"support","name":"Ada","email":"","phone":"","summary":"asks about shipping","confidence":0.9}`, n)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
-		"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+// set makes the next n calls fail (-1: all of them, 0: none).
+func (f fakeModel) set(failNext int) {
+	f.Answer(func(c testkit.ModelCall) testkit.Reply { // one call at a time
+		if failNext != 0 {
+			if failNext > 0 {
+				failNext--
+			}
+			return testkit.ErrorReply(http.StatusInternalServerError, "fake model is down", "server_error")
+		}
+		return testkit.JSONReply(fmt.Sprintf(`{"reply":"Model reply #%d","intent":"support","name":"Ada","email":"","phone":"","summary":"asks about shipping","confidence":0.9}`, c.N))
 	})
 }
 
-// set makes the next n calls fail (-1: all of them, 0: none).
-func (f *fakeModel) set(failNext int) { f.mu.Lock(); f.failNext = failNext; f.mu.Unlock() }
-
 // counts returns every call and the successful ones.
-func (f *fakeModel) counts() (calls, ok int) { f.mu.Lock(); defer f.mu.Unlock(); return f.calls, f.ok }
+func (f fakeModel) counts() (calls, ok int) {
+	all := f.Calls()
+	for _, c := range all {
+		if c.Reply.Status == 0 {
+			ok++
+		}
+	}
+	return len(all), ok
+}
 
 // fakeProvider is an http provider's receiver: it refuses every message
 // with 400 while told to, and otherwise keeps each reference once.
@@ -135,9 +113,9 @@ func (f *fakeProvider) seen() (keys []string, accepted map[string]string) {
 // accepts and then times out and can look nothing up (all three approved
 // automatically), and "manual" (approved by a person) to the same stalling
 // sandbox. Jobs get two attempts.
-func dlConfig(model *fakeModel, prov *fakeProvider) *config.Config {
+func dlConfig(model fakeModel, prov *fakeProvider) *config.Config {
 	cfg := config.Default()
-	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
+	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
 	cfg.Retry.MaxAttempts = 2
 	cfg.Providers = []config.Provider{
 		{Name: "stall", Kind: "sandbox", TimeoutAfterAccept: true, NoLookup: true, Timeout: 5 * time.Second},

@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -159,12 +158,10 @@ func TestRejectThenReplyMyself(t *testing.T) {
 // of attempts, whose timeline offers "draft again".
 func TestQueueSaysDraftingFails(t *testing.T) {
 	t.Parallel()
-	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, `{"error":{"message":"the model is overloaded"}}`, http.StatusInternalServerError)
-	}))
-	t.Cleanup(model.Close)
+	model := testkit.NewModel(t)
+	model.Always(testkit.ErrorReply(http.StatusInternalServerError, "the model is overloaded", ""))
 	cfg := config.Default()
-	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
+	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
 	cfg.Retry.MaxAttempts = 2
 	e := newTestEnv(t, cfg)
 	turnHook(t, e, "c1", "f1", "ada@example.com", "hi")
