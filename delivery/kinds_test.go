@@ -12,9 +12,9 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/provider"
-	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // standinProvider is provider config for kind pointing at stand-in s.

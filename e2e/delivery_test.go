@@ -5,16 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // slowSendConfig auto-approves every draft of the demo channel to a sandbox
@@ -354,86 +352,6 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 	inst.stopCleanly()
 }
 
-// fakeProvider is a provider of kind http in the test process, so what it
-// received survives the kill of the binary. POST /send records the message
-// and then holds the request until release; GET /messages/{ref} answers
-// like a provider that stored it: 200 with its id once the reference was
-// posted, 404 before.
-type fakeProvider struct {
-	srv     *httptest.Server
-	held    chan struct{} // closed by release
-	release func()
-
-	mu      sync.Mutex
-	posts   []fakePost
-	lookups int
-}
-
-// fakePost is one POST the fake provider received.
-type fakePost struct {
-	Key  string // Idempotency-Key
-	Ref  string // client_ref of the body
-	ID   string // the id the provider gave the message
-	Body []byte
-}
-
-func newFakeProvider(t *testing.T) *fakeProvider {
-	t.Helper()
-	f := &fakeProvider{held: make(chan struct{})}
-	var once sync.Once
-	f.release = func() { once.Do(func() { close(f.held) }) }
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /send", f.send)
-	mux.HandleFunc("GET /messages/{ref}", f.lookup)
-	f.srv = httptest.NewServer(mux)
-	// Cleanups run last first: the held handlers return before Close waits for them.
-	t.Cleanup(f.srv.Close)
-	t.Cleanup(f.release)
-	return f
-}
-
-func (f *fakeProvider) send(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, `{"error":"unreadable body"}`, http.StatusBadRequest)
-		return
-	}
-	var m struct {
-		Ref string `json:"client_ref"`
-	}
-	_ = json.Unmarshal(body, &m)
-	f.mu.Lock()
-	p := fakePost{Key: r.Header.Get("Idempotency-Key"), Ref: m.Ref, ID: fmt.Sprintf("fake-msg-%d", len(f.posts)+1), Body: body}
-	f.posts = append(f.posts, p)
-	f.mu.Unlock()
-	// Stored, but the answer is slow: the sender dies waiting for it.
-	<-f.held
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"id": p.ID})
-}
-
-func (f *fakeProvider) lookup(w http.ResponseWriter, r *http.Request) {
-	ref := r.PathValue("ref")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lookups++
-	for _, p := range f.posts {
-		if p.Key == ref {
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]string{"id": p.ID, "status": "sent"})
-			return
-		}
-	}
-	http.Error(w, `{"error":"no such message"}`, http.StatusNotFound)
-}
-
-// received returns the POSTs recorded so far and the number of lookups.
-func (f *fakeProvider) received() ([]fakePost, int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.posts), f.lookups
-}
-
 // TestDeliveryCrashWhileProviderHoldsSend approves a reply by the API to an
 // http provider in the test process, kills the server with SIGKILL while
 // that provider holds the POST it has already stored, and restarts it on
@@ -441,7 +359,12 @@ func (f *fakeProvider) received() ([]fakePost, int) {
 // false), so a resend would deliver twice: the restarted server must ask
 // lookup_url instead, and the row ends sent with the id the lookup gave.
 func TestDeliveryCrashWhileProviderHoldsSend(t *testing.T) {
-	fake := newFakeProvider(t)
+	// The fake provider (kind http) lives in the test process, so what it
+	// received survives the kill of the binary. It records each send and
+	// then holds the request until released; its lookup answers like a
+	// provider that stored it: 200 with its id once the reference was
+	// posted, 404 before.
+	fake := standin.New(t, "http", standin.Held)
 	inst := startInstance(t, fmt.Sprintf(`workers: 2
 undo_window: 0s
 channels:
@@ -451,12 +374,12 @@ channels:
 providers:
   - name: fake
     kind: http
-    url: %[1]s/send
-    lookup_url: "%[1]s/messages/{ref}"
+    url: %[1]s
+    lookup_url: "%[2]s"
     supports_idempotency_key: false
     timeout: 60s
 retry: {base_delay: 100ms, max_delay: 1s}
-`, fake.srv.URL))
+`, fake.SendURL(), fake.LookupURL()))
 
 	const key = "demo:held-1"
 	// The long text, pretty-printed (Message 5: text 5 of 9, layout 5 of 8).
@@ -472,8 +395,7 @@ retry: {base_delay: 100ms, max_delay: 1s}
 
 	// The provider has the message and holds the answer: the send is in flight.
 	testkit.Eventually(t, 20*time.Second, func() bool {
-		posts, _ := fake.received()
-		return len(posts) > 0
+		return len(fake.Sends()) > 0
 	}, "the provider to receive the reply")
 	var row dlvOutbox
 	if code, err := dlvGet(inst, dlvOutboxPath(ref), &row); err != nil || code != http.StatusOK {
@@ -484,7 +406,7 @@ retry: {base_delay: 100ms, max_delay: 1s}
 	}
 	inst.kill()
 	inst.restart()
-	fake.release() // its answer goes to a dead connection
+	fake.Release() // its answer goes to a dead connection
 
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		if code, err := dlvGet(inst, dlvOutboxPath(ref), &row); err != nil || code != http.StatusOK {
@@ -492,8 +414,8 @@ retry: {base_delay: 100ms, max_delay: 1s}
 		}
 		return row.Status == "sent" || row.Status == "failed" || row.Status == "needs_reconciliation"
 	}, "the reply to be resolved after the restart")
-	posts, lookups := fake.received()
-	var mine []fakePost
+	posts, lookups := fake.Sends(), len(fake.Lookups())
+	var mine []standin.Send
 	for _, p := range posts {
 		if p.Key == ref {
 			mine = append(mine, p)

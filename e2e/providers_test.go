@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // pvConfig is an instance whose demo channel auto-approves to a provider

@@ -18,8 +18,8 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/provider"
-	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // kindConfig is the provider config pointing kind at stand-in s.

@@ -2,11 +2,9 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"html"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 	"github.com/handoff/handoff/views"
 )
 
@@ -55,57 +54,39 @@ func (f fakeModel) counts() (calls, ok int) {
 	return len(all), ok
 }
 
-// fakeProvider is an http provider's receiver: it refuses every message
-// with 400 while told to, and otherwise keeps each reference once.
-type fakeProvider struct {
-	srv *httptest.Server
-
-	mu       sync.Mutex
-	refuse   bool
-	keys     []string          // the Idempotency-Key of every request
-	accepted map[string]string // client_ref -> our id
-}
-
+// newFakeProvider is an http provider's receiver (testkit/standin): it
+// refuses every message with 400 while told to (set), and otherwise keeps
+// each reference once.
 func newFakeProvider(t *testing.T, refuse bool) *fakeProvider {
 	t.Helper()
-	f := &fakeProvider{refuse: refuse, accepted: map[string]string{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f := &fakeProvider{standin.New(t, "http")}
+	f.Dedupe = true
+	f.set(refuse)
 	return f
 }
 
-func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
-	var m struct {
-		Ref string `json:"client_ref"`
+// fakeProvider is the stand-in, told to refuse or not.
+type fakeProvider struct{ *standin.Server }
+
+func (f *fakeProvider) set(refuse bool) {
+	if refuse {
+		f.SetScript(standin.Refuse)
+	} else {
+		f.SetScript(standin.OK)
 	}
-	_ = json.NewDecoder(r.Body).Decode(&m)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.keys = append(f.keys, r.Header.Get("Idempotency-Key"))
-	w.Header().Set("Content-Type", "application/json")
-	if f.refuse {
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprint(w, `{"error":"the number is not reachable"}`)
-		return
-	}
-	id, ok := f.accepted[m.Ref]
-	if !ok {
-		id = fmt.Sprintf("prov-%d", len(f.accepted)+1)
-		f.accepted[m.Ref] = id
-	}
-	fmt.Fprintf(w, `{"id":%q}`, id)
 }
 
-func (f *fakeProvider) set(refuse bool) { f.mu.Lock(); f.refuse = refuse; f.mu.Unlock() }
-
+// seen is the Idempotency-Key of every request, and the messages the
+// provider holds (client_ref -> its id).
 func (f *fakeProvider) seen() (keys []string, accepted map[string]string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	acc := map[string]string{}
-	for k, v := range f.accepted {
-		acc[k] = v
+	for _, p := range f.Sends() {
+		keys = append(keys, p.Key)
 	}
-	return append([]string(nil), f.keys...), acc
+	accepted = map[string]string{}
+	for _, m := range f.Accepted() {
+		accepted[m.Ref] = m.ID
+	}
+	return keys, accepted
 }
 
 // dlConfig drafts with model and delivers on four channels: "auto" to the
@@ -121,7 +102,7 @@ func dlConfig(model fakeModel, prov *fakeProvider) *config.Config {
 		{Name: "stall", Kind: "sandbox", TimeoutAfterAccept: true, NoLookup: true, Timeout: 5 * time.Second},
 	}
 	if prov != nil {
-		cfg.Providers = append(cfg.Providers, config.Provider{Name: "crm", Kind: "http", URL: prov.srv.URL + "/messages", Timeout: 5 * time.Second})
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "crm", Kind: "http", URL: prov.SendURL(), Timeout: 5 * time.Second})
 	}
 	base := cfg.Channels[0]
 	cfg.Channels = nil
