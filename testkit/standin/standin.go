@@ -43,6 +43,28 @@ const (
 // provider's error body, accepting nothing: Status(500), Status(429).
 func Status(code int) Mode { return Mode(strconv.Itoa(code)) }
 
+// Answer is the mode that answers exactly status, body and the header
+// pairs (name, value, …), accepting nothing: for the answers a provider
+// gives that no other mode names (an error code, a body cut short).
+func Answer(status int, body string, header ...string) Mode {
+	b, _ := json.Marshal(rawAnswer{status, body, header})
+	return Mode(rawPrefix + string(b))
+}
+
+const rawPrefix = "answer "
+
+type rawAnswer struct {
+	Status int
+	Body   string
+	Header []string
+}
+
+// raw is an Answer mode's answer; ok is false for the other modes.
+func (m Mode) raw() (a rawAnswer, ok bool) {
+	rest, ok := strings.CutPrefix(string(m), rawPrefix)
+	return a, ok && json.Unmarshal([]byte(rest), &a) == nil
+}
+
 // status is the code of a Status mode, 0 for the others.
 func (m Mode) status() int {
 	n, err := strconv.Atoi(string(m))
@@ -257,6 +279,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		t.Stop()
 		s.holding.Add(-1)
+	}
+	if a, ok := mode.raw(); ok {
+		for i := 0; i+1 < len(a.Header); i += 2 {
+			w.Header().Set(a.Header[i], a.Header[i+1])
+		}
+		w.WriteHeader(a.Status)
+		_, _ = io.WriteString(w, a.Body)
+		return
 	}
 	switch mode {
 	case Stall:
