@@ -30,7 +30,9 @@ import (
 
 // rsProvider is an outside provider of kind http in the test process, a
 // real net/http server (not httptest's client) so that handoff's transport
-// keeps and reuses its connections. Every POST it reads whole is recorded;
+// keeps and reuses its connections. (Not the kit's testkit/standin: it
+// counts the requests per connection and stores a message later than it
+// received it, which is what these tests are about.) Every POST it reads whole is recorded;
 // the message is stored (visible to GET /messages/{ref}) storeAfter later,
 // and answered with {"id":…} hold after receipt, unless dropReused is set
 // and the request came on a connection that had already carried one: then

@@ -251,6 +251,8 @@ func TestRequestsMatchTheSDKs(t *testing.T) {
 			if err := json.Unmarshal(raw, &want); err != nil {
 				t.Fatal(err)
 			}
+			// A raw capture, not the stand-in: this is what checks the
+			// stand-in's request shapes against the SDKs' own.
 			var got sdkCapture
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
