@@ -352,7 +352,7 @@ func (s *Server) answer(mode Mode, m Message) (int, string) {
 	case "http":
 		switch mode {
 		case Refuse:
-			return 400, j(map[string]any{"error": "the number " + m.To + " is not reachable"})
+			return 400, j(map[string]any{"error": "the number is not reachable"})
 		case RateLimit:
 			return 429, j(map[string]any{"error": "rate limited"})
 		}
