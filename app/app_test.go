@@ -16,6 +16,7 @@ import (
 	"github.com/handoff/handoff/app/apptest"
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 const token = "app-test-token-1234"
@@ -74,20 +75,6 @@ func eventTimeline(t *testing.T, base, id string) timeline {
 	return tl
 }
 
-// eventually polls cond until it holds, failing after ten seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // draftAtOnce is the demo config without the channels' quiet period, for
 // the tests whose subject is not the quiet period: a message is drafted
 // as soon as it is recorded.
@@ -108,14 +95,14 @@ func TestOneEventEndToEnd(t *testing.T) {
 		t.Fatalf("POST /hooks/demo: %d, want 202", code)
 	}
 	var tl timeline
-	eventually(t, "the draft", func() bool { tl = eventTimeline(t, base, "m-1"); return tl.Draft != nil })
+	testkit.Eventually(t, 10*time.Second, func() bool { tl = eventTimeline(t, base, "m-1"); return tl.Draft != nil }, "the draft")
 	if code := call(t, http.MethodPost, base+"/api/v1/drafts/"+tl.Draft.ID+"/approve", "", nil); code != http.StatusOK && code != http.StatusCreated {
 		t.Fatalf("approve: %d", code)
 	}
-	eventually(t, "the reply sent", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		tl = eventTimeline(t, base, "m-1")
 		return tl.Outbox != nil && tl.Outbox.Status == "sent"
-	})
+	}, "the reply sent")
 }
 
 // TestStopDrainsBeforeClosing: Stop refuses new connections first, cancels
@@ -140,10 +127,10 @@ func TestStopDrainsBeforeClosing(t *testing.T) {
 	if code := call(t, http.MethodPost, base+"/hooks/demo", `{"id":"m-1","from":"+15550001234"}`, nil); code != http.StatusAccepted {
 		t.Fatalf("POST /hooks/demo: %d, want 202", code)
 	}
-	eventually(t, "the draft job running", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		tl := eventTimeline(t, base, "m-1")
 		return len(tl.Jobs) == 1 && tl.Jobs[0].State == string(store.JobRunning)
-	})
+	}, "the draft job running")
 	if err := a.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +144,10 @@ func TestStopDrainsBeforeClosing(t *testing.T) {
 	cfg.Drafter.Delay = 0
 	again := apptest.Start(t, cfg, app.Deps{APIToken: token})
 	var tl timeline
-	eventually(t, "the draft after the restart", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		tl = eventTimeline(t, apptest.URL(again), "m-1")
 		return tl.Draft != nil
-	})
+	}, "the draft after the restart")
 	// The stop cut the draft short (its attempt released, nothing stored),
 	// rather than wait for it: the restart's attempt wrote it.
 	if len(tl.Jobs) != 1 || tl.Jobs[0].State != string(store.JobCompleted) || len(tl.Jobs[0].Attempts) != 2 || !strings.Contains(tl.Jobs[0].Attempts[0].Error, "shutdown") {

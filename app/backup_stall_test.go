@@ -24,8 +24,8 @@ import (
 	"github.com/handoff/handoff/app"
 	"github.com/handoff/handoff/app/apptest"
 	"github.com/handoff/handoff/config"
-	"github.com/handoff/handoff/proc"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
 )
 
@@ -163,9 +163,7 @@ func TestStalledBackupReaderHoldsNoWriter(t *testing.T) {
 	if err != nil || status != "HTTP/1.1 200 OK\r\n" {
 		t.Fatalf("the backup download began with %q, %v; want a 200", status, err)
 	}
-	if err := proc.Eventually(ctx, 30*time.Second, func() (bool, error) { return len(snapshots(cfg.DataDir)) == 1, nil }); err != nil {
-		t.Fatalf("the download's copy never appeared in the data folder: %v", err)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool { return len(snapshots(cfg.DataDir)) == 1 }, "the download's copy to appear in the data folder")
 	before := fileSize(t, live)
 
 	// Webhooks until bbolt had to grow its map: the file's size is the
@@ -189,7 +187,5 @@ func TestStalledBackupReaderHoldsNoWriter(t *testing.T) {
 	t.Logf("%d webhooks acknowledged; the file grew from %d to %d bytes while the backup reader stalled", n, before, after)
 
 	conn.Close()
-	if err := proc.Eventually(ctx, 30*time.Second, func() (bool, error) { return len(snapshots(cfg.DataDir)) == 0, nil }); err != nil {
-		t.Fatalf("the download's copy outlived its client: %v", err)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool { return len(snapshots(cfg.DataDir)) == 0 }, "the download's copy to go with its client")
 }

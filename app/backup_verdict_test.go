@@ -196,11 +196,11 @@ func TestOffsiteMetricAfterRestartIsTheNewestVerified(t *testing.T) {
 	want := fmt.Sprintf("handoff_offsite_backup_last_success_timestamp_seconds %v", float64(list[1].Uploaded.UnixMilli())/1000)
 	wrong := fmt.Sprintf("handoff_offsite_backup_last_success_timestamp_seconds %v", float64(list[0].Uploaded.UnixMilli())/1000)
 	var got string
-	testkit.WaitFor(t, "the offsite gauges set from the bucket", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		_, scrape := api(t, http.MethodGet, base+"/metrics")
 		got = metricLine(scrape, "handoff_offsite_backup_last_success_timestamp_seconds")
 		return got != ""
-	})
+	}, "the offsite gauges set from the bucket")
 	if got != want {
 		t.Errorf("after the restart: %q, want %q (the newest verified copy), not %q (the newest listed)", got, want, wrong)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/workers"
+	"github.com/handoff/handoff/testkit"
 )
 
 // TestDigestWiredAndLinkOnlyOpens: the wired process runs a digest of the
@@ -42,7 +43,7 @@ digests:
 		t.Fatalf("POST /hooks/demo: %d, want 202", code)
 	}
 	var tl timeline
-	eventually(t, "the draft", func() bool { tl = eventTimeline(t, base, "m-1"); return tl.Draft != nil })
+	testkit.Eventually(t, 10*time.Second, func() bool { tl = eventTimeline(t, base, "m-1"); return tl.Draft != nil }, "the draft")
 
 	// The cron would fire at 9:00; the test enqueues the same job.
 	ctx := context.Background()
@@ -55,10 +56,10 @@ digests:
 	}
 	a.Jobs().Wake()
 	var msg store.SandboxMessage
-	eventually(t, "the digest at the sandbox", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		msg, err = a.Store().SandboxLookup(delivery.DigestID("team", "at-test"))
 		return err == nil
-	})
+	}, "the digest at the sandbox")
 	m := regexp.MustCompile(`http://handoff\.test(/drafts\?id=\S+)`).FindStringSubmatch(msg.Text)
 	if m == nil || !strings.Contains(m[1], tl.Draft.ID) || !strings.Contains(msg.Text, "Ada (demo") {
 		t.Fatalf("digest text has no link to draft %s:\n%s", tl.Draft.ID, msg.Text)

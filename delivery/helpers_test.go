@@ -49,25 +49,19 @@ func startRunner(t *testing.T, st *store.Store, kinds map[string]jobs.Kind, opt 
 	return r
 }
 
-// waitFor waits for cond with a deadline (testkit.WaitFor).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testkit.WaitFor(t, what, cond)
-}
-
 // waitState waits until job id is in a final state and returns it; it fails
 // if the final state is not want.
 func waitFinal(t *testing.T, st *store.Store, id string, want store.JobState) store.Job {
 	t.Helper()
 	var j store.Job
-	waitFor(t, "job "+id+" to finish", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		j, err = st.Job(id)
 		if err != nil {
 			t.Fatalf("Job(%s): %v", id, err)
 		}
 		return j.State.Final()
-	})
+	}, "job "+id+" to finish")
 	if j.State != want {
 		t.Fatalf("job %s ended %s (last error %q), want %s", id, j.State, j.LastError, want)
 	}

@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -26,114 +22,28 @@ import (
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/workers"
+	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
-// crmPost is one POST the fake CRM received.
-type crmPost struct {
-	key, corr string
-	msg       provider.Message
-}
-
-// fakeCRM is an outbound HTTP provider for tests. It records every POST
-// and lookup, keeps the messages it accepted by Idempotency-Key (a resend
-// with a known key is answered with the first id and stores nothing), and
-// answers POST number n as script[n-1] says, the last entry repeating:
-// "stall" accepts the message and then never answers (until the caller
-// hangs up), "ok" answers 200 {"id":…}, a number answers that status
-// without accepting anything.
-type fakeCRM struct {
-	srv     *httptest.Server
-	script  []string
-	release chan struct{}
-
-	mu      sync.Mutex
-	posts   []crmPost
-	held    map[string]string // Idempotency-Key -> id
-	lookups []string          // the refs asked for
-}
-
-func newFakeCRM(t *testing.T, script ...string) *fakeCRM {
+// newFakeCRM is the fake http provider (testkit/standin) honouring
+// Idempotency-Key, answering POST number n as script[n-1] says, the last
+// entry repeating.
+func newFakeCRM(t *testing.T, script ...standin.Mode) *standin.Server {
 	t.Helper()
-	f := &fakeCRM{script: script, release: make(chan struct{}), held: map[string]string{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /messages", f.post)
-	mux.HandleFunc("GET /lookup", f.lookup)
-	f.srv = httptest.NewServer(mux)
-	t.Cleanup(func() {
-		close(f.release)
-		f.srv.Close()
-	})
-	return f
+	crm := standin.New(t, "http", script...)
+	crm.Dedupe = true
+	return crm
 }
 
-func (f *fakeCRM) post(w http.ResponseWriter, r *http.Request) {
-	var m provider.Message
-	body, err := io.ReadAll(r.Body)
-	if err == nil {
-		err = json.Unmarshal(body, &m)
+// crmSeen is what the fake received: every send, the messages it holds
+// (client_ref -> its id) and the refs looked up.
+func crmSeen(crm *standin.Server) (posts []standin.Send, held map[string]string, lookups []string) {
+	held = map[string]string{}
+	for _, m := range crm.Accepted() {
+		held[m.Ref] = m.ID
 	}
-	if err != nil {
-		http.Error(w, "bad body", http.StatusBadRequest)
-		return
-	}
-	key := r.Header.Get("Idempotency-Key")
-	f.mu.Lock()
-	f.posts = append(f.posts, crmPost{key: key, corr: r.Header.Get("X-Correlation-ID"), msg: m})
-	n := len(f.posts)
-	answer := f.script[min(n, len(f.script))-1]
-	accept := func() string {
-		id, ok := f.held[key]
-		if !ok {
-			id = fmt.Sprintf("crm-%d", n)
-			f.held[key] = id
-		}
-		return id
-	}
-	var id string
-	if answer == "stall" || answer == "ok" {
-		id = accept()
-	}
-	f.mu.Unlock()
-
-	switch answer {
-	case "stall":
-		select {
-		case <-r.Context().Done():
-		case <-f.release:
-		}
-	case "ok":
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":%q}`, id)
-	default:
-		var code int
-		fmt.Sscan(answer, &code)
-		w.WriteHeader(code)
-		fmt.Fprintf(w, `{"error":"scripted %d"}`, code)
-	}
-}
-
-func (f *fakeCRM) lookup(w http.ResponseWriter, r *http.Request) {
-	ref := r.URL.Query().Get("client_ref")
-	f.mu.Lock()
-	f.lookups = append(f.lookups, ref)
-	id, ok := f.held[ref]
-	f.mu.Unlock()
-	if !ok {
-		http.Error(w, `{"error":"no such message"}`, http.StatusNotFound)
-		return
-	}
-	fmt.Fprintf(w, `{"id":%q}`, id)
-}
-
-// seen returns copies of what the fake received.
-func (f *fakeCRM) seen() (posts []crmPost, held map[string]string, lookups []string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	held = make(map[string]string, len(f.held))
-	for k, v := range f.held {
-		held[k] = v
-	}
-	return slices.Clone(f.posts), held, slices.Clone(f.lookups)
+	return crm.Sends(), held, crm.Lookups()
 }
 
 // deliveryRig is one event on a channel that auto-approves to the provider
@@ -205,7 +115,7 @@ func (g *deliveryRig) settle(t *testing.T) (store.Outbox, []store.Job) {
 		row  store.Outbox
 		jobs []store.Job
 	)
-	waitFor(t, "the reply to settle", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		if row, err = g.st.OutboxRow(g.outboxID); err != nil {
 			return false
@@ -220,7 +130,7 @@ func (g *deliveryRig) settle(t *testing.T) (store.Outbox, []store.Job) {
 			}
 		}
 		return len(jobs) > 0
-	})
+	}, "the reply to settle")
 	return row, jobs
 }
 
@@ -303,7 +213,7 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 		name        string
 		idemKey     bool
 		lookup      bool
-		script      []string
+		script      []standin.Mode
 		maxAttempts int
 
 		wantStatus   store.OutboxStatus
@@ -313,37 +223,37 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 	}{
 		{
 			name: "accepted then stalled, resent with the same key", idemKey: true,
-			script: []string{"stall", "ok"}, maxAttempts: 5,
+			script: []standin.Mode{standin.Stall, standin.OK}, maxAttempts: 5,
 			wantStatus: store.OutboxSent, wantPosts: 2,
 			wantAttempts: []string{"send:ambiguous", "resend:sent"},
 		},
 		{
 			name: "accepted then stalled, found by lookup", lookup: true,
-			script: []string{"stall", "ok"}, maxAttempts: 5,
+			script: []standin.Mode{standin.Stall, standin.OK}, maxAttempts: 5,
 			wantStatus: store.OutboxSent, wantPosts: 1, wantLookups: true,
 			wantAttempts: []string{"send:ambiguous", "lookup:sent"},
 		},
 		{
 			name:   "accepted then stalled, neither key nor lookup",
-			script: []string{"stall", "ok"}, maxAttempts: 5,
+			script: []standin.Mode{standin.Stall, standin.OK}, maxAttempts: 5,
 			wantStatus: store.OutboxNeedsReconciliation, wantPosts: 1,
 			wantAttempts: []string{"send:ambiguous"},
 		},
 		{
 			name: "400 is permanent", idemKey: true, lookup: true,
-			script: []string{"400", "ok"}, maxAttempts: 5,
+			script: []standin.Mode{standin.Status(400), standin.OK}, maxAttempts: 5,
 			wantStatus: store.OutboxFailed, wantPosts: 1,
 			wantAttempts: []string{"send:permanent"},
 		},
 		{
 			name: "429 then 200, resent with the same key", idemKey: true,
-			script: []string{"429", "ok"}, maxAttempts: 5,
+			script: []standin.Mode{standin.Status(429), standin.OK}, maxAttempts: 5,
 			wantStatus: store.OutboxSent, wantPosts: 2,
 			wantAttempts: []string{"send:ambiguous", "resend:sent"},
 		},
 		{
 			name: "500 on every call until the last attempt", idemKey: true,
-			script: []string{"500"}, maxAttempts: 3,
+			script: []standin.Mode{standin.Status(500)}, maxAttempts: 3,
 			wantStatus: store.OutboxNeedsReconciliation, wantPosts: 3,
 			wantAttempts: []string{"send:ambiguous", "resend:ambiguous", "resend:ambiguous"},
 		},
@@ -353,11 +263,11 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 			st := openStore(t)
 			crm := newFakeCRM(t, tt.script...)
 			prov := config.Provider{
-				Name: "crm", Kind: "http", URL: crm.srv.URL + "/messages",
+				Name: "crm", Kind: "http", URL: crm.SendURL(),
 				SupportsIdempotencyKey: tt.idemKey, Timeout: 100 * time.Millisecond,
 			}
 			if tt.lookup {
-				prov.LookupURL = crm.srv.URL + "/lookup?client_ref={ref}"
+				prov.LookupURL = crm.LookupURL()
 			}
 			g := startDelivery(t, st, prov, tt.maxAttempts)
 			row, jobs := g.settle(t)
@@ -375,14 +285,14 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 				}
 			}
 
-			posts, held, lookups := crm.seen()
+			posts, held, lookups := crmSeen(crm)
 			if len(posts) != tt.wantPosts {
 				t.Errorf("the provider got %d POSTs, want %d", len(posts), tt.wantPosts)
 			}
 			for i, p := range posts {
-				if p.key != g.outboxID || p.msg.Ref != g.outboxID || p.corr != g.ev.CorrelationID || p.msg.To != deliverConv {
+				if p.Key != g.outboxID || p.Ref != g.outboxID || p.Correlation != g.ev.CorrelationID || p.To != deliverConv {
 					t.Errorf("POST %d: key %q client_ref %q correlation %q to %q; want the outbox id %q, correlation %q, to %q",
-						i+1, p.key, p.msg.Ref, p.corr, p.msg.To, g.outboxID, g.ev.CorrelationID, deliverConv)
+						i+1, p.Key, p.Ref, p.Correlation, p.To, g.outboxID, g.ev.CorrelationID, deliverConv)
 				}
 			}
 			if tt.wantLookups != (len(lookups) > 0) {
@@ -420,7 +330,7 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 			}
 			g.runner.Wake()
 			waitFinal(t, st, again.ID, store.JobCompleted)
-			if posts2, _, _ := crm.seen(); len(posts2) != len(posts) {
+			if posts2, _, _ := crmSeen(crm); len(posts2) != len(posts) {
 				t.Errorf("running the job again sent %d more POSTs", len(posts2)-len(posts))
 			}
 			if after, _ := st.OutboxRow(g.outboxID); after.Status != row.Status || len(after.Attempts) != len(row.Attempts) {
@@ -580,16 +490,16 @@ func (s *syncBuffer) String() string {
 // by lookup without a second POST.
 func TestDeliverLastAttemptCutByShutdown(t *testing.T) {
 	st := openStore(t)
-	crm := newFakeCRM(t, "stall")
+	crm := newFakeCRM(t, standin.Stall)
 	prov := config.Provider{
-		Name: "crm", Kind: "http", URL: crm.srv.URL + "/messages",
-		LookupURL: crm.srv.URL + "/lookup?client_ref={ref}", Timeout: time.Minute,
+		Name: "crm", Kind: "http", URL: crm.SendURL(),
+		LookupURL: crm.LookupURL(), Timeout: time.Minute,
 	}
 	g := startDelivery(t, st, prov, 1)
-	waitFor(t, "the provider to hold the send", func() bool {
-		posts, _, _ := crm.seen()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		posts, _, _ := crmSeen(crm)
 		return len(posts) == 1
-	})
+	}, "the provider to hold the send")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := g.runner.Stop(ctx); err == nil {
@@ -609,13 +519,13 @@ func TestDeliverLastAttemptCutByShutdown(t *testing.T) {
 
 	startRunner(t, st, g.kinds, testOptions())
 	row, jobs = g.settle(t)
-	if row.Status != store.OutboxSent || row.ProviderID != "crm-1" {
-		t.Errorf("row is %s with provider id %q, want sent as crm-1 (found by lookup)", row.Status, row.ProviderID)
+	if row.Status != store.OutboxSent || row.ProviderID != "msg-1" {
+		t.Errorf("row is %s with provider id %q, want sent as msg-1 (found by lookup)", row.Status, row.ProviderID)
 	}
 	if got := attemptSummary(row); !slices.Equal(got, []string{"send:ambiguous", "lookup:sent"}) {
 		t.Errorf("attempts %v, want the cut send then the lookup", got)
 	}
-	if posts, _, lookups := crm.seen(); len(posts) != 1 || len(lookups) == 0 {
+	if posts, _, lookups := crmSeen(crm); len(posts) != 1 || len(lookups) == 0 {
 		t.Errorf("provider got %d POSTs and %d lookups, want 1 POST and a lookup", len(posts), len(lookups))
 	}
 	if len(jobs) != 1 || jobs[0].State != store.JobCompleted {

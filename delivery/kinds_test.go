@@ -13,9 +13,9 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/provider"
-	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // standinProvider is provider config for kind pointing at stand-in s.
@@ -135,7 +135,7 @@ func TestReceiptBeforeTheAnswer(t *testing.T) {
 				st := openStore(t)
 				s := standin.New(t, kind, standin.Stall)
 				g := startDelivery(t, st, standinProvider(s, 2*time.Second), 3)
-				waitFor(t, "the stand-in to accept the message", func() bool { return len(s.Accepted()) == 1 })
+				testkit.Eventually(t, 10*time.Second, func() bool { return len(s.Accepted()) == 1 }, "the stand-in to accept the message")
 				m := s.Accepted()[0]
 				settleReceipt(t, st, delivery.Receipt{Channel: "demo", ProviderID: m.ID, Ref: m.Ref, Status: status, At: time.Now().UTC()})
 				row, jobs := g.settle(t)
@@ -143,10 +143,10 @@ func TestReceiptBeforeTheAnswer(t *testing.T) {
 				if status == "failed" {
 					want = store.OutboxFailed
 				}
-				waitFor(t, "the late answer to be recorded", func() bool {
+				testkit.Eventually(t, 10*time.Second, func() bool {
 					row, _ = st.OutboxRow(g.outboxID)
 					return len(row.Attempts) == 2
-				})
+				}, "the late answer to be recorded")
 				if row.Status != want || row.ProviderID != m.ID {
 					t.Fatalf("row %s %q %v, want %s with %q", row.Status, row.ProviderID, attemptSummary(row), want, m.ID)
 				}
@@ -229,7 +229,7 @@ func TestReceiptWithoutReferenceBeforeTheAnswer(t *testing.T) {
 	s := standin.New(t, "telegram") // numbering is known: the first id is 101
 	s.SetHold(300 * time.Millisecond)
 	g := startDelivery(t, st, standinProvider(s, 2*time.Second), 3)
-	waitFor(t, "the stand-in to hold the send", func() bool { return s.Holding() == 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return s.Holding() == 1 }, "the stand-in to hold the send")
 	id := s.Accepted()[0].ID
 	settleReceipt(t, st, delivery.Receipt{Channel: "demo", ProviderID: id, Status: "read", At: time.Now().UTC()})
 	if row, _ := st.OutboxRow(g.outboxID); row.Status != store.OutboxEffectPending || row.Delivery != "" {

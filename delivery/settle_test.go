@@ -20,6 +20,7 @@ import (
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/workers"
+	"github.com/handoff/handoff/testkit"
 )
 
 // slowProvider is a provider in the test's clock: each send answers as its
@@ -121,7 +122,7 @@ func (g *slowRig) waitAttempts(t *testing.T, n int) (store.Outbox, store.Job) {
 	t.Helper()
 	var row store.Outbox
 	var job store.Job
-	waitFor(t, "the row's attempts", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		if row, err = g.st.OutboxRow(g.outboxID); err != nil || len(row.Attempts) < n {
 			return false
@@ -136,7 +137,7 @@ func (g *slowRig) waitAttempts(t *testing.T, n int) (store.Outbox, store.Job) {
 			}
 		}
 		return job.State != store.JobRunning && job.State != ""
-	})
+	}, "the row's attempts")
 	if len(row.Attempts) != n {
 		t.Fatalf("row has attempts %v, want %d", attemptSummary(row), n)
 	}

@@ -48,11 +48,11 @@ func TestEmailReplyAnswersTheSubject(t *testing.T) {
 				Text: "Can I have my money back?", Subject: tc.subject,
 			})
 			var row store.Outbox
-			waitFor(t, "the reply to be sent", func() bool {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				var err error
 				row, err = st.OutboxRow(rowID)
 				return err == nil && row.Status == store.OutboxSent
-			})
+			}, "the reply to be sent")
 			got := mp.Search(t, "to:"+to)
 			if len(got) != 1 || got[0].MessageID != row.ProviderID {
 				t.Fatalf("mailpit holds %d messages to %s (%+v), want one with Message-ID %s", len(got), to, got, row.ProviderID)
@@ -81,10 +81,10 @@ func TestThreadsOnlyWhereTheProviderDoes(t *testing.T) {
 			rowID := startEmailDelivery(t, st, config.Provider{Name: "out", Kind: "sandbox"}, 3, store.Event{
 				Channel: "demo", MessageID: "<a@b.example>", ConversationID: "c1", Contact: "ada@lead.example", Text: "hi", Subject: "Refund?",
 			}, rec)
-			waitFor(t, "the reply to be sent", func() bool {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				row, err := st.OutboxRow(rowID)
 				return err == nil && row.Status == store.OutboxSent
-			})
+			}, "the reply to be sent")
 			m := rec.last()
 			want := provider.Message{Subject: "Refund?", InReplyTo: "<a@b.example>"}
 			if !threads {
@@ -196,7 +196,7 @@ func TestRateHoldCostsNoAttempt(t *testing.T) {
 	}, h)
 	var row store.Outbox
 	var j store.Job
-	waitFor(t, "the reply's delivery job to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		if row, err = st.OutboxRow(rowID); err != nil {
 			return false
@@ -215,7 +215,7 @@ func TestRateHoldCostsNoAttempt(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "the reply's delivery job to end")
 	if row.Status != store.OutboxSent {
 		t.Fatalf("row %s %v, want sent: the hold must not use the only attempt", row.Status, attemptSummary(row))
 	}

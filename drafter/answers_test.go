@@ -238,7 +238,7 @@ func TestOpenAIStructuredModes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.structured+"/"+tt.mode, func(t *testing.T) {
 			f := newFakeModel(t, tt.mode)
-			o, err := NewOpenAI(OpenAIConfig{BaseURL: f.BaseURL(), Model: "m", Structured: tt.structured, Timeout: 5 * time.Second})
+			o, err := NewOpenAI(OpenAIConfig{BaseURL: f.URL, Model: "m", Structured: tt.structured, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,7 +282,7 @@ func TestOpenAIStructuredModes(t *testing.T) {
 func TestOpenAICostFactsAndPrompts(t *testing.T) {
 	f := newFakeModel(t, fmOK)
 	o, err := NewOpenAI(OpenAIConfig{
-		BaseURL: f.BaseURL(), Model: "m", PromptVersion: "p2", Timeout: 5 * time.Second,
+		BaseURL: f.URL, Model: "m", PromptVersion: "p2", Timeout: 5 * time.Second,
 		SystemPrompt:   "Default prompt.",
 		ChannelPrompts: map[string]string{"sms": "SMS prompt: keep it under 300 characters."},
 		Facts:          map[string]string{"web": "Open 9-17 Monday to Friday. A site audit costs 400 EUR."},
@@ -299,7 +299,7 @@ func TestOpenAICostFactsAndPrompts(t *testing.T) {
 	if want := (11*2.5 + 7*10) / 1e6; math.Abs(web.Cost-want) > 1e-12 || web.Currency != "USD" {
 		t.Errorf("cost = %v %s, want %v USD", web.Cost, web.Currency, want)
 	}
-	sys := f.Calls()[0].Req.text(0)
+	sys := f.Calls()[0].Req.Messages[0].Text()
 	if !strings.HasPrefix(sys, "Default prompt.") || !strings.Contains(sys, "A site audit costs 400 EUR.") {
 		t.Errorf("web system prompt = %q, want the default prompt and the facts", sys)
 	}
@@ -312,7 +312,7 @@ func TestOpenAICostFactsAndPrompts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys = f.Calls()[1].Req.text(0)
+	sys = f.Calls()[1].Req.Messages[0].Text()
 	if !strings.HasPrefix(sys, "SMS prompt") || strings.Contains(sys, "400 EUR") {
 		t.Errorf("sms system prompt = %q, want its own prompt and no web facts", sys)
 	}

@@ -2,18 +2,14 @@ package drafter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // ---- a fake OpenAI-compatible server ----
@@ -43,209 +39,73 @@ const (
 	fmProse       = "prose"        // plain text, no JSON (a server without structured output)
 )
 
-// fmCall is one request the fake model received.
-type fmCall struct {
-	N      int
-	Path   string
-	Header http.Header
-	Body   []byte
-	Req    fmChatRequest
-}
-
-// fmChatRequest is the part of a chat completions request the tests look at.
-type fmChatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	ResponseFormat struct {
-		Type       string `json:"type"`
-		JSONSchema struct {
-			Name   string         `json:"name"`
-			Strict bool           `json:"strict"`
-			Schema map[string]any `json:"schema"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-}
-
-// text is message i's content, whether sent as a string or as text parts.
-func (r fmChatRequest) text(i int) string {
-	var s string
-	if json.Unmarshal(r.Messages[i].Content, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(r.Messages[i].Content, &parts)
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-	}
-	return b.String()
-}
-
-// fakeModel is an httptest server speaking POST /v1/chat/completions. It
-// records every request and answers according to its mode; a valid answer
-// is different on every call, so a reused draft is told from a new one.
-type fakeModel struct {
-	srv  *httptest.Server
-	quit chan struct{}
-
-	mu       sync.Mutex
-	mode     string
-	calls    []fmCall
-	contents map[int]string // call number -> the content the model answered
-}
-
-func newFakeModel(t *testing.T, mode string) *fakeModel {
+// newFakeModel is a fake model (testkit.Model) answering every call as
+// mode says; a valid answer is different on every call, so a reused
+// draft is told from a new one.
+func newFakeModel(t *testing.T, mode string) *testkit.Model {
 	t.Helper()
-	f := &fakeModel{mode: mode, quit: make(chan struct{}), contents: map[int]string{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(func() {
-		close(f.quit) // releases a stalled handler whose client never hung up
-		f.srv.Close()
-	})
+	f := testkit.NewModel(t)
+	f.Answer(func(c testkit.ModelCall) testkit.Reply { return fmAnswer(mode, c) })
 	return f
 }
 
-// BaseURL is what a drafter is configured with.
-func (f *fakeModel) BaseURL() string { return f.srv.URL + "/v1" }
-
-func (f *fakeModel) Calls() []fmCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]fmCall(nil), f.calls...)
-}
-
-// Content is what the model answered on call n (1-based).
-func (f *fakeModel) Content(n int) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.contents[n]
-}
-
-func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	call := fmCall{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
-	_ = json.Unmarshal(body, &call.Req)
-	f.mu.Lock()
-	call.N = len(f.calls) + 1
-	f.calls = append(f.calls, call)
-	mode := f.mode
-	f.mu.Unlock()
-	n := call.N
-
-	var content string
+// fmAnswer is the answer to call c in mode.
+func fmAnswer(mode string, c testkit.ModelCall) testkit.Reply {
+	n := c.N
+	reply := testkit.JSONReply
 	switch mode {
 	case fmStatus500:
-		fmWriteError(w, http.StatusInternalServerError, "the model crashed", "server_error")
-		return
+		return testkit.ErrorReply(http.StatusInternalServerError, "the model crashed", "server_error")
 	case fmStatus401:
-		fmWriteError(w, http.StatusUnauthorized, "Incorrect API key provided", "invalid_request_error")
-		return
+		return testkit.ErrorReply(http.StatusUnauthorized, "Incorrect API key provided", "invalid_request_error")
 	case fmStatus429:
-		fmWriteError(w, http.StatusTooManyRequests, "slow down", "rate_limit_error")
-		return
+		return testkit.ErrorReply(http.StatusTooManyRequests, "slow down", "rate_limit_error")
 	case fmStall:
-		select {
-		case <-r.Context().Done():
-		case <-f.quit:
-		}
-		return
+		return testkit.Reply{Hang: true}
 	case fmRetryAfter:
-		w.Header().Set("Retry-After", "7")
-		fmWriteError(w, http.StatusTooManyRequests, "Rate limit reached for requests", "requests")
-		return
+		return testkit.RateLimited("7", "Rate limit reached for requests")
 	case fmCut:
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", "400")
-		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"{\"reply\":\"hal`)
-		w.(http.Flusher).Flush()
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			conn.Close()
-		}
-		return
-	case fmRefusal, fmNullContent:
-		refusal := any(nil)
-		if mode == fmRefusal {
-			refusal = "I'm sorry, I can't help with that request."
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": nil, "refusal": refusal}}},
-			"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
-		})
-		return
+		return testkit.Reply{Cut: true}
+	case fmRefusal:
+		return testkit.RefusalReply("I'm sorry, I can't help with that request.")
+	case fmNullContent:
+		return testkit.NullReply()
 	case fmStrict:
-		if errs := strictSchemaErrors(call.Req.ResponseFormat.JSONSchema.Schema, "response_format.json_schema.schema"); len(errs) > 0 {
-			fmWriteError(w, http.StatusBadRequest, "Invalid schema for response_format 'handoff_draft': "+errs[0], "invalid_request_error")
-			return
+		if errs := strictSchemaErrors(c.Req.ResponseFormat.JSONSchema.Schema, "response_format.json_schema.schema"); len(errs) > 0 {
+			return testkit.ErrorReply(http.StatusBadRequest, "Invalid schema for response_format 'handoff_draft': "+errs[0], "invalid_request_error")
 		}
-		content = fmt.Sprintf(`{"reply":"strict draft #%d","intent":"support","name":null,"email":null,"phone":null,"summary":"s","confidence":0.9}`, n)
+		return reply(fmt.Sprintf(`{"reply":"strict draft #%d","intent":"support","name":null,"email":null,"phone":null,"summary":"s","confidence":0.9}`, n))
 	case fmFenced:
-		content = fmt.Sprintf("```json\n{\"reply\":\"fenced draft #%d\",\"intent\":\"sales\",\"name\":\"Ada\",\"email\":null,\"phone\":null,\"summary\":\"s\",\"confidence\":0.5}\n```", n)
+		return testkit.FencedReply(fmt.Sprintf(`{"reply":"fenced draft #%d","intent":"sales","name":"Ada","email":null,"phone":null,"summary":"s","confidence":0.5}`, n))
 	case fmMissingOpt:
-		content = fmt.Sprintf(`{"reply":"bare draft #%d"}`, n)
+		return reply(fmt.Sprintf(`{"reply":"bare draft #%d"}`, n))
 	case fmBadIntent:
-		content = fmt.Sprintf(`{"reply":"labelled draft #%d","intent":"Support Request","name":"Ada","email":"ada at example","phone":null,"summary":"s","confidence":0.8}`, n)
+		return reply(fmt.Sprintf(`{"reply":"labelled draft #%d","intent":"Support Request","name":"Ada","email":"ada at example","phone":null,"summary":"s","confidence":0.8}`, n))
 	case fmProse:
-		content = fmt.Sprintf("Hi Ada, thanks for writing, draft #%d. We will look at the invoice today.", n)
+		return reply(fmt.Sprintf("Hi Ada, thanks for writing, draft #%d. We will look at the invoice today.", n))
 	case fmNoChoices:
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":0,"total_tokens":11}}`)
-		return
+		return testkit.Reply{NoChoices: true, PromptTokens: 11}
 	case fmOK:
-		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"support","name":" Ada Lovelace ","email":"Ada@Example.COM","phone":"+44 20 7946 0958","summary":"wants help (call %d)","confidence":0.75}`, n, n)
+		return reply(fmt.Sprintf(`{"reply":"draft #%d","intent":"support","name":" Ada Lovelace ","email":"Ada@Example.COM","phone":"+44 20 7946 0958","summary":"wants help (call %d)","confidence":0.75}`, n, n))
 	case fmBadJSON:
-		content = fmt.Sprintf("Sure! Here is draft #%d: {\"reply\": ", n)
+		return reply(fmt.Sprintf("Sure! Here is draft #%d: {\"reply\": ", n))
 	case fmBadConfidence:
-		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":7}`, n)
+		return reply(fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":7}`, n))
 	case fmMissingReply:
-		content = fmt.Sprintf(`{"intent":"sales","name":"","email":"","phone":"","summary":"call %d","confidence":0.5}`, n)
+		return reply(fmt.Sprintf(`{"intent":"sales","name":"","email":"","phone":"","summary":"call %d","confidence":0.5}`, n))
 	case fmExtraKey:
-		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":0.5,"price":"free"}`, n)
+		return reply(fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":0.5,"price":"free"}`, n))
 	case fmBlankReply:
-		content = `{"reply":"   ","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":0.5}`
-	default:
-		fmWriteError(w, http.StatusTeapot, "unknown fake mode "+mode, "test_error")
-		return
+		return reply(`{"reply":"   ","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":0.5}`)
 	}
-	f.mu.Lock()
-	f.contents[n] = content
-	f.mu.Unlock()
-	resp := map[string]any{
-		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-		"choices": []any{map[string]any{
-			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": content},
-			"finish_reason": "stop",
-		}},
-		"usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(resp)
-}
-
-func fmWriteError(w http.ResponseWriter, code int, msg, typ string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": typ}})
+	return testkit.ErrorReply(http.StatusTeapot, "unknown fake mode "+mode, "test_error")
 }
 
 // newTestOpenAI is a drafter against f.
-func newTestOpenAI(t *testing.T, f *fakeModel, timeout time.Duration) *OpenAI {
+func newTestOpenAI(t *testing.T, f *testkit.Model, timeout time.Duration) *OpenAI {
 	t.Helper()
 	o, err := NewOpenAI(OpenAIConfig{
-		BaseURL: f.BaseURL(), APIKey: "sk-test-123", Model: "m", PromptVersion: "p1",
+		BaseURL: f.URL, APIKey: "sk-test-123", Model: "m", PromptVersion: "p1",
 		SystemPrompt: "You are the test prompt.", Timeout: timeout,
 	})
 	if err != nil {
@@ -300,16 +160,16 @@ func TestOpenAIRequest(t *testing.T) {
 			t.Errorf("message %d role = %q, want %q", i, req.Messages[i].Role, role)
 		}
 	}
-	if got := req.text(0); !strings.HasPrefix(got, "You are the test prompt.") {
+	if got := req.Messages[0].Text(); !strings.HasPrefix(got, "You are the test prompt.") {
 		t.Errorf("system message = %q, want the configured prompt first", got)
 	}
-	if got := req.text(1); got != "My site is down." {
+	if got := req.Messages[1].Text(); got != "My site is down." {
 		t.Errorf("history message 1 = %q", got)
 	}
-	if got := req.text(2); got != "Sorry to hear it, we are on it." {
+	if got := req.Messages[2].Text(); got != "Sorry to hear it, we are on it." {
 		t.Errorf("history message 2 = %q", got)
 	}
-	last := req.text(3)
+	last := req.Messages[3].Text()
 	for _, want := range []string{"Channel: web", "Sender name: Ada", "Sender contact: +15550001234", "message 2 of the conversation", "Message:\nCan you also fix the invoice?"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("new message %q lacks %q", last, want)
@@ -345,7 +205,7 @@ func TestOpenAIRequest(t *testing.T) {
 
 func TestOpenAINoKeyStillSendsABearer(t *testing.T) {
 	f := newFakeModel(t, fmOK)
-	o, err := NewOpenAI(OpenAIConfig{BaseURL: f.BaseURL(), Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second})
+	o, err := NewOpenAI(OpenAIConfig{BaseURL: f.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +221,7 @@ func TestOpenAINoKeyStillSendsABearer(t *testing.T) {
 	if got, ok := c.Header["X-Correlation-Id"]; ok {
 		t.Errorf("X-Correlation-ID sent without a correlation id: %q", got)
 	}
-	if got := c.Req.text(0); !strings.HasPrefix(got, defaultSystemPrompt) {
+	if got := c.Req.Messages[0].Text(); !strings.HasPrefix(got, defaultSystemPrompt) {
 		t.Errorf("system message = %q, want the default prompt", got)
 	}
 }
@@ -540,33 +400,10 @@ func TestOpenAIBlankReplyIsInvalid(t *testing.T) {
 // resend on its own if it judged the request replayable. The call must
 // fail once, the server having seen it once: the queue alone resends.
 func TestOpenAIReusedConnectionDroppedIsNotResent(t *testing.T) {
-	var mu sync.Mutex
-	var calls int
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
-		mu.Lock()
-		calls++
-		n := calls
-		mu.Unlock()
-		if n == 1 {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"{\"reply\":\"Hi Ada\",\"intent\":\"support\",\"name\":null,\"email\":null,\"phone\":null,\"summary\":\"s\",\"confidence\":0.9}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
-			return
-		}
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			conn.Close()
-		}
-	}))
-	var conns atomic.Int32
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
-	o, err := NewOpenAI(OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 10 * time.Second})
+	f := testkit.NewModel(t)
+	f.Queue(testkit.JSONReply(`{"reply":"Hi Ada","intent":"support","name":null,"email":null,"phone":null,"summary":"s","confidence":0.9}`))
+	f.Always(testkit.Reply{Drop: true})
+	o, err := NewOpenAI(OpenAIConfig{BaseURL: f.URL, Model: "m", PromptVersion: "p1", Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,12 +413,10 @@ func TestOpenAIReusedConnectionDroppedIsNotResent(t *testing.T) {
 	if _, err := o.Draft(context.Background(), oaInput()); err == nil {
 		t.Fatal("second Draft on a dropped connection succeeded, want an error")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if calls != 2 {
+	if calls := len(f.Calls()); calls != 2 {
 		t.Errorf("the server saw %d requests for 2 Drafts, want 2 (no resend below the queue)", calls)
 	}
-	if n := conns.Load(); n != 1 {
+	if n := f.Conns(); n != 1 {
 		t.Errorf("%d connections opened, want 1: the second call must have reused the first's connection to test the resend rule", n)
 	}
 }

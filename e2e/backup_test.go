@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/testkit"
 )
 
 // backupConfig writes a scheduled backup every second and keeps two.
@@ -109,7 +110,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 		return slices.Clone(accepted)
 	}
 	close(start)
-	waitUntil(t, "100 accepted webhooks", 30*time.Second, func() bool { return len(acceptedNow()) >= 100 })
+	testkit.Eventually(t, 30*time.Second, func() bool { return len(acceptedNow()) >= 100 }, "100 accepted webhooks")
 
 	before := acceptedNow()
 	file := filepath.Join(t.TempDir(), "snapshot.db")
@@ -117,7 +118,7 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("handoff backup under load: exit %d\n%s%s", code, out, errOut)
 	}
-	waitUntil(t, "more webhooks after the backup", 30*time.Second, func() bool { return len(acceptedNow()) >= len(before)+50 })
+	testkit.Eventually(t, 30*time.Second, func() bool { return len(acceptedNow()) >= len(before)+50 }, "more webhooks after the backup")
 	close(stop)
 	wg.Wait()
 	if len(failures) > 0 {
@@ -138,11 +139,11 @@ func TestBackupUnderLoadAndRestore(t *testing.T) {
 	// The schedule runs every second: wait until both backups kept are
 	// newer than every one seen first, so keep has deleted some.
 	var first []string
-	waitUntil(t, "a scheduled backup", 20*time.Second, func() bool { first = scheduledBackups(t, inst.dataDir); return len(first) > 0 })
-	waitUntil(t, "two scheduled backups newer than the first seen", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool { first = scheduledBackups(t, inst.dataDir); return len(first) > 0 }, "a scheduled backup")
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		now := scheduledBackups(t, inst.dataDir)
 		return len(now) == 2 && now[0] > first[len(first)-1]
-	})
+	}, "two scheduled backups newer than the first seen")
 	inst.stopCleanly()
 	kept := scheduledBackups(t, inst.dataDir)
 	if len(kept) != 2 {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // stallConfig auto-approves every draft of the demo channel to a sandbox
@@ -77,7 +79,7 @@ func dxSandbox(t *testing.T, i *instance, ref string) []dlvSandboxMessage {
 func dxParked(t *testing.T, i *instance, key string, n int) dlvOutbox {
 	t.Helper()
 	var row dlvOutbox
-	waitUntil(t, fmt.Sprintf("the reply of %s to need reconciliation after %d attempt(s)", key, n), 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		var tl dlvTimeline
 		if code, err := dlvGet(i, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
 			t.Fatalf("GET event %s: %d %v", key, code, err)
@@ -94,7 +96,7 @@ func dxParked(t *testing.T, i *instance, key string, n int) dlvOutbox {
 			t.Fatalf("GET outbox %s: %d %v", tl.Outbox.ID, code, err)
 		}
 		return row.Status == "needs_reconciliation" && len(row.Attempts) == n
-	})
+	}, fmt.Sprintf("the reply of %s to need reconciliation after %d attempt(s)", key, n))
 	return row
 }
 

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // slowSendConfig auto-approves every draft of the demo channel to a sandbox
@@ -130,7 +129,7 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 
 	// Wait for a send in flight, seen through GET /api/v1/outbox/{id}.
 	inFlight := ""
-	waitUntil(t, "a reply to be effect_pending", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		for _, key := range keys {
 			var tl dlvTimeline
 			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
@@ -149,13 +148,13 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "a reply to be effect_pending")
 	inst.kill()
 	inst.restart()
 
 	// Every reply ends sent, and nothing else, with its jobs finished.
 	final := map[string]dlvTimeline{}
-	waitUntil(t, "every reply to be sent after the restart", 40*time.Second, func() bool {
+	testkit.Eventually(t, 40*time.Second, func() bool {
 		for _, key := range keys {
 			if _, done := final[key]; done {
 				continue
@@ -183,7 +182,7 @@ func TestDeliveryCrashResolvesInFlightSends(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "every reply to be sent after the restart")
 
 	var box struct {
 		Messages []dlvSandboxMessage `json:"messages"`
@@ -281,7 +280,7 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 	}
 	checkReadBack(t, inst, bodies)
 	ids := map[string]string{}
-	waitUntil(t, "every reply to be effect_pending after an accepted send", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		for _, key := range keys {
 			var tl dlvTimeline
 			if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
@@ -304,12 +303,12 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 			}
 		}
 		return len(ids) == n
-	})
+	}, "every reply to be effect_pending after an accepted send")
 	inst.kill()
 	inst.restart()
 
 	final := map[string]dlvOutbox{}
-	waitUntil(t, "every reply to be resolved after the restart", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		for _, key := range keys {
 			var row dlvOutbox
 			if code, err := dlvGet(inst, dlvOutboxPath(ids[key]), &row); err != nil || code != http.StatusOK {
@@ -323,7 +322,7 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "every reply to be resolved after the restart")
 	var box struct {
 		Messages []dlvSandboxMessage `json:"messages"`
 	}
@@ -353,86 +352,6 @@ func TestDeliveryCrashAfterAcceptedSend(t *testing.T) {
 	inst.stopCleanly()
 }
 
-// fakeProvider is a provider of kind http in the test process, so what it
-// received survives the kill of the binary. POST /send records the message
-// and then holds the request until release; GET /messages/{ref} answers
-// like a provider that stored it: 200 with its id once the reference was
-// posted, 404 before.
-type fakeProvider struct {
-	srv     *httptest.Server
-	held    chan struct{} // closed by release
-	release func()
-
-	mu      sync.Mutex
-	posts   []fakePost
-	lookups int
-}
-
-// fakePost is one POST the fake provider received.
-type fakePost struct {
-	Key  string // Idempotency-Key
-	Ref  string // client_ref of the body
-	ID   string // the id the provider gave the message
-	Body []byte
-}
-
-func newFakeProvider(t *testing.T) *fakeProvider {
-	t.Helper()
-	f := &fakeProvider{held: make(chan struct{})}
-	var once sync.Once
-	f.release = func() { once.Do(func() { close(f.held) }) }
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /send", f.send)
-	mux.HandleFunc("GET /messages/{ref}", f.lookup)
-	f.srv = httptest.NewServer(mux)
-	// Cleanups run last first: the held handlers return before Close waits for them.
-	t.Cleanup(f.srv.Close)
-	t.Cleanup(f.release)
-	return f
-}
-
-func (f *fakeProvider) send(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, `{"error":"unreadable body"}`, http.StatusBadRequest)
-		return
-	}
-	var m struct {
-		Ref string `json:"client_ref"`
-	}
-	_ = json.Unmarshal(body, &m)
-	f.mu.Lock()
-	p := fakePost{Key: r.Header.Get("Idempotency-Key"), Ref: m.Ref, ID: fmt.Sprintf("fake-msg-%d", len(f.posts)+1), Body: body}
-	f.posts = append(f.posts, p)
-	f.mu.Unlock()
-	// Stored, but the answer is slow: the sender dies waiting for it.
-	<-f.held
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"id": p.ID})
-}
-
-func (f *fakeProvider) lookup(w http.ResponseWriter, r *http.Request) {
-	ref := r.PathValue("ref")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.lookups++
-	for _, p := range f.posts {
-		if p.Key == ref {
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]string{"id": p.ID, "status": "sent"})
-			return
-		}
-	}
-	http.Error(w, `{"error":"no such message"}`, http.StatusNotFound)
-}
-
-// received returns the POSTs recorded so far and the number of lookups.
-func (f *fakeProvider) received() ([]fakePost, int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.posts), f.lookups
-}
-
 // TestDeliveryCrashWhileProviderHoldsSend approves a reply by the API to an
 // http provider in the test process, kills the server with SIGKILL while
 // that provider holds the POST it has already stored, and restarts it on
@@ -440,7 +359,12 @@ func (f *fakeProvider) received() ([]fakePost, int) {
 // false), so a resend would deliver twice: the restarted server must ask
 // lookup_url instead, and the row ends sent with the id the lookup gave.
 func TestDeliveryCrashWhileProviderHoldsSend(t *testing.T) {
-	fake := newFakeProvider(t)
+	// The fake provider (kind http) lives in the test process, so what it
+	// received survives the kill of the binary. It records each send and
+	// then holds the request until released; its lookup answers like a
+	// provider that stored it: 200 with its id once the reference was
+	// posted, 404 before.
+	fake := standin.New(t, "http", standin.Held)
 	inst := startInstance(t, fmt.Sprintf(`workers: 2
 undo_window: 0s
 channels:
@@ -450,12 +374,12 @@ channels:
 providers:
   - name: fake
     kind: http
-    url: %[1]s/send
-    lookup_url: "%[1]s/messages/{ref}"
+    url: %[1]s
+    lookup_url: "%[2]s"
     supports_idempotency_key: false
     timeout: 60s
 retry: {base_delay: 100ms, max_delay: 1s}
-`, fake.srv.URL))
+`, fake.SendURL(), fake.LookupURL()))
 
 	const key = "demo:held-1"
 	// The long text, pretty-printed (Message 5: text 5 of 9, layout 5 of 8).
@@ -470,10 +394,9 @@ retry: {base_delay: 100ms, max_delay: 1s}
 	}
 
 	// The provider has the message and holds the answer: the send is in flight.
-	waitUntil(t, "the provider to receive the reply", 20*time.Second, func() bool {
-		posts, _ := fake.received()
-		return len(posts) > 0
-	})
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		return len(fake.Sends()) > 0
+	}, "the provider to receive the reply")
 	var row dlvOutbox
 	if code, err := dlvGet(inst, dlvOutboxPath(ref), &row); err != nil || code != http.StatusOK {
 		t.Fatalf("GET outbox %s: %d %v", ref, code, err)
@@ -483,16 +406,16 @@ retry: {base_delay: 100ms, max_delay: 1s}
 	}
 	inst.kill()
 	inst.restart()
-	fake.release() // its answer goes to a dead connection
+	fake.Release() // its answer goes to a dead connection
 
-	waitUntil(t, "the reply to be resolved after the restart", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		if code, err := dlvGet(inst, dlvOutboxPath(ref), &row); err != nil || code != http.StatusOK {
 			t.Fatalf("GET outbox %s: %d %v", ref, code, err)
 		}
 		return row.Status == "sent" || row.Status == "failed" || row.Status == "needs_reconciliation"
-	})
-	posts, lookups := fake.received()
-	var mine []fakePost
+	}, "the reply to be resolved after the restart")
+	posts, lookups := fake.Sends(), len(fake.Lookups())
+	var mine []standin.Send
 	for _, p := range posts {
 		if p.Key == ref {
 			mine = append(mine, p)
@@ -524,7 +447,7 @@ retry: {base_delay: 100ms, max_delay: 1s}
 	// the next one found the message. (The row is sent a moment before its
 	// job records its end, hence the wait.)
 	var deliver jobView
-	waitUntil(t, "the delivery job to complete", 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var tl dlvTimeline
 		if code, err := dlvGet(inst, "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
 			t.Fatalf("GET event %s: %d %v", key, code, err)
@@ -535,7 +458,7 @@ retry: {base_delay: 100ms, max_delay: 1s}
 			}
 		}
 		return deliver.State == jobCompleted
-	})
+	}, "the delivery job to complete")
 	var outcomes []string
 	for _, a := range deliver.Attempts {
 		outcomes = append(outcomes, a.Outcome)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/smalldisk"
 )
 
@@ -99,10 +100,10 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("the refused webhook %s sent again once space is freed: %s, %v; want 202 (nothing of it was recorded)", refused, res, err)
 	}
 	accepted = append(accepted, res.reply.EventKey)
-	waitUntil(t, "/readyz 200 once space is freed", 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		code, _, err := inst.readyAnswer()
 		return err == nil && code == http.StatusOK
-	})
+	}, "/readyz 200 once space is freed")
 	if out, err := inst.health(); err != nil || out != "ready" {
 		t.Errorf("handoff health once space is freed = %v, %q; want ready", err, out)
 	}

@@ -1,96 +1,29 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/testkit"
 )
 
-// ---- a fake OpenAI-compatible model, in the test process ----
+// ---- the fake model (testkit.Model), in the test process ----
 
-// dfModel answers POST /v1/chat/completions with a valid draft that is
-// different on every call ("draft #N") and records each call's
-// X-Correlation-ID, so calls can be counted per event.
-type dfModel struct {
-	srv *httptest.Server
-
-	mu    sync.Mutex
-	calls []dfModelCall
-}
-
-type dfModelCall struct {
-	N           int
-	Correlation string
-	Body        []byte
-}
-
-func newDFModel(t *testing.T) *dfModel {
+// newDFModel is a fake model answering a valid draft that is different on
+// every call ("draft #N"); its calls are counted per event by their
+// X-Correlation-ID (CallsFor).
+func newDFModel(t *testing.T) *testkit.Model {
 	t.Helper()
-	m := &dfModel{}
-	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
-	t.Cleanup(m.srv.Close)
-	return m
-}
-
-func (m *dfModel) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	m.mu.Lock()
-	n := len(m.calls) + 1
-	m.calls = append(m.calls, dfModelCall{N: n, Correlation: r.Header.Get("X-Correlation-ID"), Body: body})
-	m.mu.Unlock()
-	content := fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"Ada","email":"","phone":"","summary":"call %d","confidence":0.9}`, n, n)
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
-		"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+	m := testkit.NewModel(t)
+	m.Answer(func(c testkit.ModelCall) testkit.Reply {
+		return testkit.JSONReply(fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"Ada","email":"","phone":"","summary":"call %d","confidence":0.9}`, c.N, c.N))
 	})
-}
-
-// modelSaw says one message of a chat completions request contains text.
-func modelSaw(request []byte, text string) bool {
-	var req struct {
-		Messages []struct {
-			Content any `json:"content"`
-		} `json:"messages"`
-	}
-	if json.Unmarshal(request, &req) != nil {
-		return false
-	}
-	for _, m := range req.Messages {
-		if s, ok := m.Content.(string); ok && strings.Contains(s, text) {
-			return true
-		}
-	}
-	return false
-}
-
-func (m *dfModel) Calls() []dfModelCall {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]dfModelCall(nil), m.calls...)
-}
-
-// callsFor counts the calls made for one event (by its correlation id).
-func (m *dfModel) callsFor(corr string) []dfModelCall {
-	var out []dfModelCall
-	for _, c := range m.Calls() {
-		if c.Correlation == corr {
-			out = append(out, c)
-		}
-	}
-	return out
+	return m
 }
 
 // TestDraftStoredBeforeCrashIsReused kills the process (SIGKILL, by
@@ -101,9 +34,9 @@ func (m *dfModel) callsFor(corr string) []dfModelCall {
 func TestDraftStoredBeforeCrashIsReused(t *testing.T) {
 	model := newDFModel(t)
 	cfg := fmt.Sprintf(`workers: 2
-drafter: {kind: openai, base_url: %s/v1, model: m, prompt_version: p1, timeout: 10s}
+drafter: {kind: openai, base_url: %s, model: m, prompt_version: p1, timeout: 10s}
 retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
-`, model.srv.URL)
+`, model.URL)
 	inst := startInstance(t, cfg, "HANDOFF_FAULT=exit-after-draft-commit")
 	faulty := inst.cur()
 
@@ -131,7 +64,7 @@ retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 	if err == nil && v.Event.CorrelationID != res.reply.CorrelationID {
 		t.Errorf("event correlation id %q, the webhook answered %q", v.Event.CorrelationID, res.reply.CorrelationID)
 	}
-	calls := model.callsFor(v.Event.CorrelationID)
+	calls := model.CallsFor(v.Event.CorrelationID)
 	if len(calls) != 1 || len(model.Calls()) != 1 {
 		t.Errorf("model called %d times for %s (%d in all) across the crash, want exactly 1: the stored draft is reused",
 			len(calls), key, len(model.Calls()))
@@ -159,7 +92,7 @@ retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 	// The model was shown the customer's message exactly as sent (a corpus
 	// text: emoji, RTL, markup-like or long, in one of the layouts).
 	checkBodyRead(t, demoBody("crash-draft-1"), v)
-	if len(calls) > 0 && !modelSaw(calls[0].Body, demoBody("crash-draft-1").Want.Text) {
+	if len(calls) > 0 && !calls[0].Req.Saw(demoBody("crash-draft-1").Want.Text) {
 		t.Errorf("the model request does not carry the message text %q exactly: %s", demoBody("crash-draft-1").Want.Text, calls[0].Body)
 	}
 
@@ -200,7 +133,7 @@ retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 	}
 	sv := waitAllDrafted(t, inst, []string{"demo:storm-draft-1"}, 20*time.Second)["demo:storm-draft-1"]
 	checkBodyRead(t, demoBody("storm-draft-1"), sv)
-	if n := len(model.callsFor(sv.Event.CorrelationID)); n != 1 {
+	if n := len(model.CallsFor(sv.Event.CorrelationID)); n != 1 {
 		t.Errorf("model called %d times for one event delivered %d times, want 1", n, copies)
 	}
 	if n := len(model.Calls()); n != 2 {

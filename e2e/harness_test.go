@@ -155,15 +155,6 @@ func (i *instance) start(extraEnv []string) {
 	}
 }
 
-// waitUntil fails the test unless cond holds within timeout; cond may fail
-// the test itself.
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	if err := proc.Eventually(t.Context(), timeout, func() (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
 // kill sends SIGKILL to the current process and waits until it is gone: the
 // crash that nothing in-process can imitate.
 func (i *instance) kill() {

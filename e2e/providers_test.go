@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // pvConfig is an instance whose demo channel auto-approves to a provider
@@ -56,7 +56,7 @@ func TestProviderKindsSurviveSIGKILL(t *testing.T) {
 			cfg, env := pvConfig(s)
 			inst := startInstance(t, cfg, env...)
 			events := rsPostHooks(t, inst, "pv-"+kind, n)
-			waitUntil(t, "a send the stand-in holds", 30*time.Second, func() bool { return s.Holding() > 0 })
+			testkit.Eventually(t, 30*time.Second, func() bool { return s.Holding() > 0 }, "a send the stand-in holds")
 			inst.kill()
 			inst.start(env)
 			rows := rsSettle(t, inst, events, 60*time.Second)
@@ -205,7 +205,7 @@ retry: {max_attempts: 10, base_delay: 50ms, max_delay: 200ms}
 			t.Fatalf("POST /hooks/demo %s: %d", id, resp.StatusCode)
 		}
 	}
-	waitUntil(t, "an answer the proxy holds", 30*time.Second, func() bool { return proxy.Holding() > 0 })
+	testkit.Eventually(t, 30*time.Second, func() bool { return proxy.Holding() > 0 }, "an answer the proxy holds")
 	inst.kill()
 	inst.restart()
 	rows := rsSettle(t, inst, events, 60*time.Second)
@@ -257,7 +257,7 @@ func TestProviderHTTPSurvivesSIGKILL(t *testing.T) {
 			p := newRSProvider(t, false, su.dedupe, 0, 150*time.Millisecond)
 			inst := startInstance(t, rsConfig(p.url, strings.ReplaceAll(su.keys, "%s", p.url), "{max_attempts: 10, base_delay: 50ms, max_delay: 200ms}"))
 			events := rsPostHooks(t, inst, "pvh-"+strings.ReplaceAll(su.name, " ", "-"), n)
-			waitUntil(t, "a send the receiver holds", 30*time.Second, func() bool { return p.seen().holding > 0 })
+			testkit.Eventually(t, 30*time.Second, func() bool { return p.seen().holding > 0 }, "a send the receiver holds")
 			inst.kill()
 			inst.restart()
 			rows := rsSettle(t, inst, events, 60*time.Second)

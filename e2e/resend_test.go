@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/testkit"
 )
 
 // What lies below handoff's own retries can resend too: Go's http.Transport
@@ -29,7 +30,9 @@ import (
 
 // rsProvider is an outside provider of kind http in the test process, a
 // real net/http server (not httptest's client) so that handoff's transport
-// keeps and reuses its connections. Every POST it reads whole is recorded;
+// keeps and reuses its connections. (Not the kit's testkit/standin: it
+// counts the requests per connection and stores a message later than it
+// received it, which is what these tests are about.) Every POST it reads whole is recorded;
 // the message is stored (visible to GET /messages/{ref}) storeAfter later,
 // and answered with {"id":…} hold after receipt, unless dropReused is set
 // and the request came on a connection that had already carried one: then
@@ -388,10 +391,10 @@ func TestResendAfterDroppedReusedConnection(t *testing.T) {
 					// for a POST the provider holds: a send in flight that the
 					// provider has already accepted.
 					before := len(p.seen().posts)
-					waitUntil(t, fmt.Sprintf("kill %d: a POST in flight after %d more", k+1, n/5), 30*time.Second, func() bool {
+					testkit.Eventually(t, 30*time.Second, func() bool {
 						s := p.seen()
 						return len(s.posts) >= before+n/5 && s.holding > 0
-					})
+					}, fmt.Sprintf("kill %d: a POST in flight after %d more", k+1, n/5))
 					inst.kill()
 					inst.restart()
 				}

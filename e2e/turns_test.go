@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // tnConfig is a chat channel that approves its own drafts (so a reply goes
@@ -25,7 +24,7 @@ channels:
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     auto_approve: true
     coalesce: %s
-drafter: {kind: openai, base_url: %s/v1, model: m, prompt_version: p1, timeout: 10s}
+drafter: {kind: openai, base_url: %s, model: m, prompt_version: p1, timeout: 10s}
 retry: {max_attempts: 5, base_delay: 50ms, max_delay: 200ms}
 `, coalesce, modelURL)
 }
@@ -91,7 +90,7 @@ func tnReplies(t *testing.T, i *instance) map[string]int {
 // provider.
 func TestTurnBursts(t *testing.T) {
 	model := newDFModel(t)
-	inst := startInstance(t, tnConfig(model.srv.URL, "3s"))
+	inst := startInstance(t, tnConfig(model.URL, "3s"))
 
 	for n, text := range []string{"hi", "can I book for Friday", "4 people"} {
 		tnPost(t, inst, "lead-a", fmt.Sprint("a-", n), text)
@@ -114,9 +113,9 @@ func TestTurnBursts(t *testing.T) {
 	}
 
 	want := map[string]int{"lead-a": 3, "lead-b": 20, "lead-c": 20}
-	waitUntil(t, "one reply per lead", 30*time.Second, func() bool { return len(tnReplies(t, inst)) == len(want) })
+	testkit.Eventually(t, 30*time.Second, func() bool { return len(tnReplies(t, inst)) == len(want) }, "one reply per lead")
 	// Every turn is drafted and approved by now; nothing else may follow.
-	waitUntil(t, "no draft waiting", 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 }, "no draft waiting")
 	if got := tnReplies(t, inst); len(got) != 3 || got["lead-a"] != 1 || got["lead-b"] != 1 || got["lead-c"] != 1 {
 		t.Errorf("replies at the provider per lead = %v; want one each", got)
 	}
@@ -142,37 +141,6 @@ func TestTurnBursts(t *testing.T) {
 	inst.stopCleanly()
 }
 
-// tnGate holds the fake model's calls: one that arrives while the gate is
-// shut waits unanswered until it opens, or until its caller is gone (a
-// killed process), and is then not recorded by the model.
-type tnGate struct {
-	srv      *httptest.Server
-	open     chan struct{}
-	arrived  atomic.Int32
-	inFlight atomic.Int32 // calls held now
-}
-
-func newTNGate(t *testing.T, m *dfModel) *tnGate {
-	t.Helper()
-	g := &tnGate{open: make(chan struct{})}
-	g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Read the body first: only then does the server watch the
-		// connection, and end r's context when its caller is gone.
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		g.arrived.Add(1)
-		g.inFlight.Add(1)
-		defer g.inFlight.Add(-1)
-		select {
-		case <-g.open:
-			m.serve(w, r)
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(g.srv.Close)
-	return g
-}
-
 // TestTurnSurvivesKillInQuietPeriod: a burst acknowledged, then SIGKILL
 // before the lead's turn is drafted; after the restart the turn is still
 // drafted once, answering every message, and replied to once. The model
@@ -190,9 +158,12 @@ func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
 		{"with the model call in flight", "2s", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The model is held shut: a call that arrives waits unanswered
+			// until it opens, or until its caller is gone (a killed
+			// process), and is then not a call of the model.
 			model := newDFModel(t)
-			gate := newTNGate(t, model)
-			inst := startInstance(t, tnConfig(gate.srv.URL, tc.coalesce))
+			model.Hold()
+			inst := startInstance(t, tnConfig(model.URL, tc.coalesce))
 			for n, text := range []string{"hi", "can I book for Friday", "4 people"} {
 				tnPost(t, inst, "lead-k", fmt.Sprint("k-", n), text)
 			}
@@ -200,10 +171,10 @@ func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
 				t.FailNow()
 			}
 			if tc.inFlight {
-				waitUntil(t, "the model call", 30*time.Second, func() bool { return gate.arrived.Load() > 0 })
+				testkit.Eventually(t, 30*time.Second, func() bool { return model.Arrived() > 0 }, "the model call")
 			}
 			inst.kill()
-			before := gate.arrived.Load()
+			before := model.Arrived()
 			if tc.inFlight && before == 0 {
 				t.Fatal("no model call was in flight at the kill")
 			}
@@ -212,11 +183,11 @@ func TestTurnSurvivesKillInQuietPeriod(t *testing.T) {
 			}
 			// A call the killed process left held ends with its connection;
 			// only then does the gate open, so it cannot be answered late.
-			waitUntil(t, "the killed process's calls to end", 10*time.Second, func() bool { return gate.inFlight.Load() == 0 })
-			close(gate.open)
+			testkit.Eventually(t, 10*time.Second, func() bool { return model.Waiting() == 0 }, "the killed process's calls to end")
+			model.Release()
 			inst.restart()
-			waitUntil(t, "the reply after the restart", 30*time.Second, func() bool { return tnReplies(t, inst)["lead-k"] > 0 })
-			waitUntil(t, "no draft waiting", 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 })
+			testkit.Eventually(t, 30*time.Second, func() bool { return tnReplies(t, inst)["lead-k"] > 0 }, "the reply after the restart")
+			testkit.Eventually(t, 10*time.Second, func() bool { return len(tnDrafts(t, inst, "pending_approval")) == 0 }, "no draft waiting")
 			if got := tnReplies(t, inst); got["lead-k"] != 1 {
 				t.Errorf("replies at the provider = %v; want one", got)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/store/storetest"
+	"github.com/handoff/handoff/testkit"
 )
 
 // TestOneUnreadableRecordThroughTheBinary writes a real file through the
@@ -30,7 +31,7 @@ func TestOneUnreadableRecordThroughTheBinary(t *testing.T) {
 		}
 	}
 	views := map[string]eventView{}
-	waitUntil(t, "every draft", 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		for _, id := range ids {
 			v, err := inst.event("demo:" + id)
 			if err != nil || v.Draft == nil {
@@ -39,7 +40,7 @@ func TestOneUnreadableRecordThroughTheBinary(t *testing.T) {
 			views[id] = v
 		}
 		return true
-	})
+	}, "every draft")
 	inst.stopCleanly()
 
 	file := filepath.Join(inst.dataDir, store.FileName)

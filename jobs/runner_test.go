@@ -13,6 +13,7 @@ import (
 	"github.com/handoff/handoff/leads"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 	"github.com/oklog/ulid/v2"
 )
 
@@ -190,7 +191,7 @@ func TestRunnerWakeStartsWork(t *testing.T) {
 	r := startRunner(t, st, map[string]Kind{"test": kind}, opt)
 	// Start reads the clock to reap, the dispatcher to claim and to set its
 	// timer for the job an hour away; after that it sleeps.
-	waitFor(t, "the runner to set its timer", func() bool { return clock.Reads() >= 3 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return clock.Reads() >= 3 }, "the runner to set its timer")
 	if n := len(kind.Calls()); n != 0 {
 		t.Fatalf("the job ran %d times before it was due", n)
 	}
@@ -422,7 +423,7 @@ func TestRunnerPoolsPerKind(t *testing.T) {
 	opt.Workers = 1
 	opt.Concurrency = map[string]int{"draft": 8}
 	r := startRunner(t, st, map[string]Kind{"draft": draft, "deliver": deliver}, opt)
-	waitFor(t, "8 drafts to run", func() bool { mu.Lock(); defer mu.Unlock(); return inFlight == 8 })
+	testkit.Eventually(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return inFlight == 8 }, "8 drafts to run")
 
 	d := enqueue(t, st, "deliver", "out:1", 1, time.Now())
 	r.Wake() // as every enqueue in handoff does once it commits
@@ -503,7 +504,7 @@ func TestRunnerLiveCheckUnderIngest(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	waitFor(t, "every draft job to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		counts, err := st.JobCounts()
 		if err != nil {
 			t.Fatal(err)
@@ -514,7 +515,7 @@ func TestRunnerLiveCheckUnderIngest(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "every draft job to end")
 	if err := st.Check(); err != nil {
 		t.Fatalf("check after the load: %v", err)
 	}
@@ -540,11 +541,11 @@ func TestRunnerStopLeavesNothingRunning(t *testing.T) {
 		}
 		before := 0
 		ran.Range(func(any, any) bool { before++; return true })
-		waitFor(t, "a job to run", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			n := 0
 			ran.Range(func(any, any) bool { n++; return true })
 			return n > before || n == 400
-		})
+		}, "a job to run")
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := r.Stop(ctx)
 		cancel()
@@ -645,7 +646,7 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	waitFor(t, "both jobs running", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		select {
 		case <-draftStarted:
 		default:
@@ -657,13 +658,13 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 		default:
 			return false
 		}
-	})
+	}, "both jobs running")
 	stopped := make(chan error, 1)
 	go func() { stopped <- r.Stop(context.Background()) }() // no deadline: only the send is waited for
-	waitFor(t, "the draft released while the send still runs", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		j, err := st.Job(dj.ID)
 		return err == nil && j.State == store.JobRetryable
-	})
+	}, "the draft released while the send still runs")
 	got, err := st.Job(dj.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,9 @@ type received struct {
 }
 
 // recorder is a fake provider: it keeps every request and answers with
-// the handler the test gives it.
+// the handler the test gives it. It is not the kit's testkit/standin on
+// purpose: the raw answer (any status, header, body, redirect, lookup) is
+// what these tests of the http kind's wire are about.
 type recorder struct {
 	mu   sync.Mutex
 	reqs []received

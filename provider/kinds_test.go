@@ -18,8 +18,8 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/provider"
-	"github.com/handoff/handoff/provider/standin"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // kindConfig is the provider config pointing kind at stand-in s.
@@ -124,14 +124,14 @@ func TestSlackOkFalseIsNotSent(t *testing.T) {
 		{`{"ok":false,"error":"internal_error"}`, "unknown"},
 		{`{"ok":true,"ts":"1.2"}`, "sent"},
 	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, tc.body) }))
-		cfg := config.Provider{Name: "team", Kind: "slack", Timeout: time.Second}
-		cfg.APIBase, cfg.Token = srv.URL, "xoxb"
-		_, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: "C1", Text: "hi"})
+		s := standin.New(t, "slack", standin.Answer(http.StatusOK, tc.body))
+		_, err := openKind(t, kindConfig(s, time.Second)).Send(context.Background(), provider.Message{Ref: "r", To: "C1", Text: "hi"})
 		if got := verdict(err); got != tc.want {
 			t.Errorf("%s: %v is %s, want %s", tc.body, err, got, tc.want)
 		}
-		srv.Close()
+		if bad := s.Malformed(); len(bad) > 0 {
+			t.Errorf("%s: the stand-in refused the request's shape: %v", tc.body, bad)
+		}
 	}
 }
 
@@ -139,22 +139,16 @@ func TestSlackOkFalseIsNotSent(t *testing.T) {
 // a customer, an alert naming a lead, a reply), Slack is sent &, < and >
 // escaped, so it shows them and never reads a mention or a link.
 func TestSlackEscapesControlCharacters(t *testing.T) {
-	var got string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil {
-			t.Errorf("form: %v", err)
-		}
-		got = r.PostForm.Get("text")
-		_, _ = io.WriteString(w, `{"ok":true,"ts":"1.2"}`)
-	}))
-	defer srv.Close()
-	cfg := config.Provider{Name: "team", Kind: "slack", Timeout: time.Second}
-	cfg.APIBase, cfg.Token = srv.URL, "xoxb"
+	s := standin.New(t, "slack")
 	text := "<!channel> call me & <https://evil.example|click>"
-	if _, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: "C1", Text: text}); err != nil {
+	if _, err := openKind(t, kindConfig(s, time.Second)).Send(context.Background(), provider.Message{Ref: "r", To: "C1", Text: text}); err != nil {
 		t.Fatal(err)
 	}
-	if want := "&lt;!channel&gt; call me &amp; &lt;https://evil.example|click&gt;"; got != want {
+	acc := s.Accepted()
+	if len(acc) != 1 {
+		t.Fatalf("slack accepted %d messages, want 1 (malformed: %v)", len(acc), s.Malformed())
+	}
+	if got, want := acc[0].Text, "&lt;!channel&gt; call me &amp; &lt;https://evil.example|click&gt;"; got != want {
 		t.Errorf("slack was sent text %q, want %q", got, want)
 	}
 }
@@ -180,17 +174,15 @@ func TestWhatsAppErrorCodes(t *testing.T) {
 		if code == 131000 || code == 2 {
 			status = 500
 		}
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": "x"}})
-		}))
-		cfg := config.Provider{Name: "wa", Kind: "whatsapp", Timeout: time.Second}
-		cfg.APIBase, cfg.Token, cfg.PhoneNumberID = srv.URL, "t", "1"
-		_, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: "1555", Text: "hi"})
+		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": "x"}})
+		s := standin.New(t, "whatsapp", standin.Answer(status, string(body)))
+		_, err := openKind(t, kindConfig(s, time.Second)).Send(context.Background(), provider.Message{Ref: "r", To: "1555", Text: "hi"})
 		if got := verdict(err); got != want {
 			t.Errorf("code %d: %v is %s, want %s", code, err, got, want)
 		}
-		srv.Close()
+		if bad := s.Malformed(); len(bad) > 0 {
+			t.Errorf("code %d: the stand-in refused the request's shape: %v", code, bad)
+		}
 	}
 }
 
@@ -259,6 +251,8 @@ func TestRequestsMatchTheSDKs(t *testing.T) {
 			if err := json.Unmarshal(raw, &want); err != nil {
 				t.Fatal(err)
 			}
+			// A raw capture, not the stand-in: this is what checks the
+			// stand-in's request shapes against the SDKs' own.
 			var got sdkCapture
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
@@ -356,17 +350,8 @@ func (nopSandbox) SandboxLookup(string) (store.SandboxMessage, error) {
 // TestHTTPExtended: auth_env, a form body with the receiver's field
 // names, an answer-id pointer, and a success rule for a 200 with an error.
 func TestHTTPExtended(t *testing.T) {
-	var got url.Values
-	var auth string
-	answer := `{"ok":true,"data":{"id":77}}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		got, _ = url.ParseQuery(string(b))
-		auth = r.Header.Get("Authorization")
-		_, _ = io.WriteString(w, answer)
-	}))
-	defer srv.Close()
-	cfg := config.Provider{Name: "crm", Kind: "http", URL: srv.URL, Timeout: time.Second}
+	s := standin.New(t, "http", standin.Answer(http.StatusOK, `{"ok":true,"data":{"id":77}}`), standin.Answer(http.StatusOK, `{"ok":false,"error":"invalid_phone"}`))
+	cfg := config.Provider{Name: "crm", Kind: "http", URL: s.SendURL(), Timeout: time.Second}
 	cfg.Auth, cfg.Body, cfg.Fields, cfg.AnswerID = "Bearer crm-secret", "form", map[string]string{"to": "phone", "text": "message"}, "/data/id"
 	cfg.SuccessPointer, cfg.SuccessValue = "/ok", "true"
 	p := openKind(t, cfg)
@@ -374,10 +359,15 @@ func TestHTTPExtended(t *testing.T) {
 	if err != nil || id != "77" {
 		t.Fatalf("Send = %q, %v; want 77", id, err)
 	}
+	sends := s.Sends()
+	if len(sends) != 1 {
+		t.Fatalf("the receiver got %d sends, want 1 (malformed: %v)", len(sends), s.Malformed())
+	}
+	got, _ := url.ParseQuery(string(sends[0].Body))
+	auth := sends[0].Header.Get("Authorization")
 	if auth != "Bearer crm-secret" || got.Get("phone") != "+1555" || got.Get("message") != "hi" || got.Get("client_ref") != "r1" {
 		t.Fatalf("received auth %q form %v", auth, got)
 	}
-	answer = `{"ok":false,"error":"invalid_phone"}`
 	_, err = p.Send(context.Background(), provider.Message{Ref: "r2", To: "x", Text: "hi"})
 	var perm *provider.Permanent
 	if !errors.As(err, &perm) || strings.Contains(err.Error(), "crm-secret") {
@@ -390,13 +380,8 @@ func TestHTTPExtended(t *testing.T) {
 func TestServerErrorsKeepRetryAfter(t *testing.T) {
 	for _, kind := range []string{"twilio", "whatsapp", "telegram", "slack"} {
 		t.Run(kind, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Retry-After", "7")
-				w.WriteHeader(http.StatusServiceUnavailable)
-			}))
-			defer srv.Close()
-			cfg := kindConfig(&standin.Server{Kind: kind, URL: srv.URL, Token: "t", AccountSID: "AC1", PhoneID: "1"}, time.Second)
-			_, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: recipients[kind], Text: "hi"})
+			s := standin.New(t, kind, standin.Answer(http.StatusServiceUnavailable, "", "Retry-After", "7"))
+			_, err := openKind(t, kindConfig(s, time.Second)).Send(context.Background(), provider.Message{Ref: "r", To: recipients[kind], Text: "hi"})
 			var amb *provider.Ambiguous
 			if !errors.As(err, &amb) || amb.RetryAfter != 7*time.Second {
 				t.Fatalf("a 503 with Retry-After: 7 = %v (%T), want *Ambiguous with RetryAfter 7s", err, err)
@@ -410,10 +395,8 @@ func TestServerErrorsKeepRetryAfter(t *testing.T) {
 func TestAcceptedWithoutID(t *testing.T) {
 	for kind, body := range map[string]string{"whatsapp": `{"messaging_product":"whatsapp"}`, "slack": `{"ok":tr`, "telegram": `{"ok":false}`} {
 		t.Run(kind, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, body) }))
-			defer srv.Close()
-			cfg := kindConfig(&standin.Server{Kind: kind, URL: srv.URL, Token: "t", PhoneID: "1"}, time.Second)
-			_, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: recipients[kind], Text: "hi"})
+			s := standin.New(t, kind, standin.Answer(http.StatusOK, body))
+			_, err := openKind(t, kindConfig(s, time.Second)).Send(context.Background(), provider.Message{Ref: "r", To: recipients[kind], Text: "hi"})
 			if got := verdict(err); got != "unknown" {
 				t.Fatalf("200 %s = %v, a %s outcome; want unknown", body, err, got)
 			}

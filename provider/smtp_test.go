@@ -69,11 +69,11 @@ func TestSMTPCutAfterData(t *testing.T) {
 		t.Fatalf("Send = %v (%T) after %d cuts, want *Ambiguous after one cut", err, err, cut.Cuts())
 	}
 	var id string
-	testkit.WaitFor(t, "the lookup to find the message", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var found bool
 		id, found, err = p.Lookup(context.Background(), m.Ref, "")
 		return err == nil && found
-	})
+	}, "the lookup to find the message")
 	if msgs := mp.Messages(t); len(msgs) != 1 || msgs[0].MessageID != id {
 		t.Fatalf("mailpit holds %+v, want exactly the one message %s", msgs, id)
 	}

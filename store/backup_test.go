@@ -19,6 +19,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/proc"
 )
 
 // writers records events from several goroutines in a loop until halted,
@@ -91,7 +93,7 @@ func (w *writers) ackedSoFar() []string {
 // waitAcks waits until n events are acknowledged, with a deadline.
 func (w *writers) waitAcks(t *testing.T, n int64) {
 	t.Helper()
-	if err := waitUntil(10*time.Second, func() bool { return w.acks.Load() >= n }); err != nil {
+	if err := proc.Eventually(context.Background(), 10*time.Second, func() (bool, error) { return w.acks.Load() >= n, nil }); err != nil {
 		t.Fatalf("waiting for %d acknowledged events (have %d): %v", n, w.acks.Load(), err)
 	}
 }
@@ -109,22 +111,6 @@ func (w *writers) halt(t *testing.T) {
 	if w.err != nil {
 		t.Errorf("a writer failed: %v", w.err)
 	}
-}
-
-// waitUntil polls cond on a short ticker until it holds or d passes.
-func waitUntil(d time.Duration, cond func() bool) error {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			return fmt.Errorf("not within %v", d)
-		}
-	}
-	return nil
 }
 
 // verifyFile opens path read-only and runs the full consistency check.
@@ -261,10 +247,10 @@ func TestBackupIsASnapshotWhileWritersCommit(t *testing.T) {
 		// The read transaction is open: every call begun from now is later
 		// than the snapshot. Wait for some of them to be acknowledged.
 		w.late.Store(true)
-		return waitUntil(10*time.Second, func() bool {
+		return proc.Eventually(context.Background(), 10*time.Second, func() (bool, error) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			return len(w.lateK) >= 50
+			return len(w.lateK) >= 50, nil
 		})
 	}}
 	n, sum, err := st.Backup(g)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // MailpitModule is what .ci/test.sh installs for the SMTP tests.
@@ -86,7 +87,7 @@ func StartMailpit(t testing.TB, flags ...string) Mailpit {
 		<-exited
 		logFile.Close()
 	})
-	WaitFor(t, "mailpit to serve on "+m.API, func() bool {
+	Eventually(t, 10*time.Second, func() bool {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(logFile.Name())
@@ -104,7 +105,7 @@ func StartMailpit(t testing.TB, flags ...string) Mailpit {
 		}
 		c.Close()
 		return resp.StatusCode == http.StatusOK
-	})
+	}, "mailpit to serve on "+m.API)
 	return m
 }
 

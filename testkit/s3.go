@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // VersityGWModule is the S3-compatible server the offsite tests run:
@@ -83,7 +84,7 @@ func startS3(t testing.TB, root string) S3 {
 		logFile.Close()
 	})
 	// Any HTTP answer (403 to an unsigned request) means it is serving.
-	WaitFor(t, "versitygw to serve on "+addr, func() bool {
+	Eventually(t, 10*time.Second, func() bool {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(logFile.Name())
@@ -96,6 +97,6 @@ func startS3(t testing.TB, root string) S3 {
 		}
 		resp.Body.Close()
 		return true
-	})
+	}, "versitygw to serve on "+addr)
 	return s
 }

@@ -1,15 +1,18 @@
 // Package testkit is what the tests of every package outside store share:
 // a store on a real bbolt file that is checked at cleanup, a barrier that
-// makes goroutines really race, and a wait on a condition with a deadline.
+// makes goroutines really race, a wait on a condition with a deadline
+// (Eventually), a fake model server (Model) and a fake provider (Provider).
 // The store's own tests cannot import it (it imports store) and keep their
 // opener in store/helpers_test.go.
 package testkit
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/handoff/handoff/proc"
 	"github.com/handoff/handoff/store"
 )
 
@@ -53,19 +56,18 @@ func Together(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-// WaitFor checks cond every millisecond until it holds, and fails the test
-// when it still does not after 10 seconds.
-func WaitFor(t testing.TB, what string, cond func() bool) {
+// Eventually calls cond until it holds, and fails the test naming msg
+// (what was waited for) when it still does not after within; cond is
+// called a last time at the deadline, and may fail the test itself. Between
+// two calls it pauses a millisecond, or four times as long as the last call
+// took when that is longer, so that a costly check (a request to another
+// process) leaves that process alone most of the time. It is the one wait
+// of the tests, built on the process harness's proc.Poll: a condition with
+// a deadline, never a sleep that hopes the work is done.
+func Eventually(t testing.TB, within time.Duration, cond func() bool, msg string) {
 	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out after 10s waiting for %s", what)
-		}
+	pause := func(took time.Duration) time.Duration { return max(time.Millisecond, 4*took) }
+	if err := proc.Poll(context.Background(), within, pause, func() (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("waiting for %s: %v", msg, err)
 	}
 }

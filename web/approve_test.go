@@ -15,6 +15,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // leadContact is the contact and conversation of the approval tests: a
@@ -73,14 +74,14 @@ func outboxPath(id string) string {
 func waitDraft(t *testing.T, e *testEnv, eventKey string) map[string]any {
 	t.Helper()
 	var d map[string]any
-	eventually(t, "the draft of "+eventKey, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		code, tl := e.do(t, http.MethodGet, timelinePath(eventKey), "", nil, tokenHeader())
 		if code != http.StatusOK {
 			return false
 		}
 		d, _ = tl["draft"].(map[string]any)
 		return d != nil
-	})
+	}, "the draft of "+eventKey)
 	return d
 }
 
@@ -102,14 +103,14 @@ func sandboxFor(t *testing.T, e *testEnv, ref string) []map[string]any {
 func waitSent(t *testing.T, e *testEnv, id string) map[string]any {
 	t.Helper()
 	var row map[string]any
-	eventually(t, "outbox row "+id+" to be sent", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var code int
 		code, row = e.do(t, http.MethodGet, outboxPath(id), "", nil, tokenHeader())
 		if code != http.StatusOK && code != http.StatusNotFound {
 			t.Fatalf("GET outbox %s: got %d %v", id, code, row)
 		}
 		return code == http.StatusOK && row["status"] == string(store.OutboxSent)
-	})
+	}, "outbox row "+id+" to be sent")
 	return row
 }
 
@@ -392,10 +393,10 @@ func TestDraftListPages(t *testing.T) {
 		sendLead(t, e, "demo", fmt.Sprint("page-", i), fmt.Sprint("+1555000100", i))
 	}
 	var all []any
-	eventually(t, "five pending drafts", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		all, _ = apiGet(t, e, "/api/v1/drafts?status=pending_approval&limit=100")["drafts"].([]any)
 		return len(all) == 5
-	})
+	}, "five pending drafts")
 	var want []string
 	for _, d := range all {
 		want = append(want, d.(map[string]any)["id"].(string))

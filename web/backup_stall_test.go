@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
 )
 
@@ -102,7 +102,6 @@ func TestStalledDownloadIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := strings.TrimPrefix(e.url, "http://")
-	ctx := t.Context()
 	failed := func() float64 { return counterValue(t, e.metrics.downloads.WithLabelValues("failed")) }
 
 	// Two downloads at once, each with its copy on disk; a third waits
@@ -113,21 +112,18 @@ func TestStalledDownloadIsCutOff(t *testing.T) {
 	}
 	first.Close()
 	second.Close()
-	if err := proc.Eventually(ctx, 30*time.Second, func() (bool, error) { return failed() == 2, nil }); err != nil {
-		t.Fatalf("the downloads whose clients hung up never ended: %v", err)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool { return failed() == 2 }, "the downloads whose clients hung up to end")
 
 	e.srv.downloads.setIdle(300 * time.Millisecond)
 	conn := stalledDownload(t, addr)
-	if err := proc.Eventually(ctx, 30*time.Second, func() (bool, error) { return failed() == 3, nil }); err != nil {
-		t.Fatalf("the stalled download was never cut off: %v", err)
-	}
-	if err := proc.Eventually(ctx, 10*time.Second, func() (bool, error) {
+	testkit.Eventually(t, 30*time.Second, func() bool { return failed() == 3 }, "the stalled download to be cut off")
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		left, err := filepath.Glob(filepath.Join(e.cfg.DataDir, ".handoff-snapshot-*"))
-		return len(left) == 0, err
-	}); err != nil {
-		t.Fatalf("the cut-off download's copy is still in the data folder: %v", err)
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(left) == 0
+	}, "the cut-off download's copy to leave the data folder")
 	// What the client can still read ends short of the snapshot, broken.
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	n, err := io.Copy(io.Discard, conn)

@@ -26,6 +26,7 @@ import (
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // apiBackup downloads GET /api/v1/backup with the API token; the body is
@@ -162,7 +163,7 @@ func (r *recorders) snapshot() []string {
 
 func (r *recorders) waitFor(t *testing.T, n int64) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d acknowledged events", n), func() bool { return r.n.Load() >= n })
+	testkit.Eventually(t, 10*time.Second, func() bool { return r.n.Load() >= n }, fmt.Sprintf("%d acknowledged events", n))
 }
 
 func (r *recorders) halt(t *testing.T) {

@@ -9,9 +9,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // twoClients is the demo split into two businesses: channel web-a is
@@ -49,10 +51,10 @@ func seedClient(t *testing.T, e *testEnv, client, ch, prefix string) clientData 
 		t.Fatalf("approve: %d %v", code, ans)
 	}
 	cd.outboxID = ans["outbox_id"].(string)
-	eventually(t, "the reply of "+prefix+" to be sent", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		o, err := e.st.OutboxRow(cd.outboxID)
 		return err == nil && o.Status == store.OutboxSent
-	})
+	}, "the reply of "+prefix+" to be sent")
 	p := pending(t, e, ch, prefix+"-2", cd.marker+" two")
 	cd.sentKey, cd.pendingKey, cd.pendingDraft = sent.EventKey, p.EventKey, p.ID
 	cd.contact = prefix + "-1@example.com"

@@ -2,12 +2,9 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -17,116 +14,79 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 	"github.com/handoff/handoff/views"
 )
 
-// fakeModel is an OpenAI-compatible chat completions server that fails
-// (500) while told to and answers a valid draft otherwise, counting both.
-type fakeModel struct {
-	srv *httptest.Server
+// fakeModel is the fake model (testkit.Model) scripted to fail (500)
+// while told to and to answer a valid draft otherwise.
+type fakeModel struct{ *testkit.Model }
 
-	mu       sync.Mutex
-	failNext int // calls still to fail; -1: every call
-	calls    int
-	ok       int
-}
-
-func newFakeModel(t *testing.T, failNext int) *fakeModel {
+func newFakeModel(t *testing.T, failNext int) fakeModel {
 	t.Helper()
-	f := &fakeModel{failNext: failNext}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f := fakeModel{testkit.NewModel(t)}
+	f.set(failNext)
 	return f
-}
-
-func (f *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
-		return
-	}
-	f.mu.Lock()
-	f.calls++
-	fail := f.failNext != 0
-	if f.failNext > 0 {
-		f.failNext--
-	}
-	if !fail {
-		f.ok++
-	}
-	n := f.calls
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if fail {
-		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprint(w, `{"error":{"message":"fake model is down","type":"server_error"}}`)
-		return
-	}
-	content := fmt.Sprintf(`{"reply":"Model reply #%d","intent":"support","name":"Ada","email":"","phone":"","summary":"asks about shipping","confidence":0.9}`, n)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
-		"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-	})
 }
 
 // set makes the next n calls fail (-1: all of them, 0: none).
-func (f *fakeModel) set(failNext int) { f.mu.Lock(); f.failNext = failNext; f.mu.Unlock() }
-
-// counts returns every call and the successful ones.
-func (f *fakeModel) counts() (calls, ok int) { f.mu.Lock(); defer f.mu.Unlock(); return f.calls, f.ok }
-
-// fakeProvider is an http provider's receiver: it refuses every message
-// with 400 while told to, and otherwise keeps each reference once.
-type fakeProvider struct {
-	srv *httptest.Server
-
-	mu       sync.Mutex
-	refuse   bool
-	keys     []string          // the Idempotency-Key of every request
-	accepted map[string]string // client_ref -> our id
+func (f fakeModel) set(failNext int) {
+	f.Answer(func(c testkit.ModelCall) testkit.Reply { // one call at a time
+		if failNext != 0 {
+			if failNext > 0 {
+				failNext--
+			}
+			return testkit.ErrorReply(http.StatusInternalServerError, "fake model is down", "server_error")
+		}
+		return testkit.JSONReply(fmt.Sprintf(`{"reply":"Model reply #%d","intent":"support","name":"Ada","email":"","phone":"","summary":"asks about shipping","confidence":0.9}`, c.N))
+	})
 }
 
+// counts returns every call and the successful ones.
+func (f fakeModel) counts() (calls, ok int) {
+	all := f.Calls()
+	for _, c := range all {
+		if c.Reply.Status == 0 {
+			ok++
+		}
+	}
+	return len(all), ok
+}
+
+// newFakeProvider is an http provider's receiver (testkit/standin): it
+// refuses every message with 400 while told to (set), and otherwise keeps
+// each reference once.
 func newFakeProvider(t *testing.T, refuse bool) *fakeProvider {
 	t.Helper()
-	f := &fakeProvider{refuse: refuse, accepted: map[string]string{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f := &fakeProvider{standin.New(t, "http")}
+	f.Dedupe = true
+	f.set(refuse)
 	return f
 }
 
-func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
-	var m struct {
-		Ref string `json:"client_ref"`
+// fakeProvider is the stand-in, told to refuse or not.
+type fakeProvider struct{ *standin.Server }
+
+func (f *fakeProvider) set(refuse bool) {
+	if refuse {
+		f.SetScript(standin.Refuse)
+	} else {
+		f.SetScript(standin.OK)
 	}
-	_ = json.NewDecoder(r.Body).Decode(&m)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.keys = append(f.keys, r.Header.Get("Idempotency-Key"))
-	w.Header().Set("Content-Type", "application/json")
-	if f.refuse {
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprint(w, `{"error":"the number is not reachable"}`)
-		return
-	}
-	id, ok := f.accepted[m.Ref]
-	if !ok {
-		id = fmt.Sprintf("prov-%d", len(f.accepted)+1)
-		f.accepted[m.Ref] = id
-	}
-	fmt.Fprintf(w, `{"id":%q}`, id)
 }
 
-func (f *fakeProvider) set(refuse bool) { f.mu.Lock(); f.refuse = refuse; f.mu.Unlock() }
-
+// seen is the Idempotency-Key of every request, and the messages the
+// provider holds (client_ref -> its id).
 func (f *fakeProvider) seen() (keys []string, accepted map[string]string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	acc := map[string]string{}
-	for k, v := range f.accepted {
-		acc[k] = v
+	for _, p := range f.Sends() {
+		keys = append(keys, p.Key)
 	}
-	return append([]string(nil), f.keys...), acc
+	accepted = map[string]string{}
+	for _, m := range f.Accepted() {
+		accepted[m.Ref] = m.ID
+	}
+	return keys, accepted
 }
 
 // dlConfig drafts with model and delivers on four channels: "auto" to the
@@ -134,15 +94,15 @@ func (f *fakeProvider) seen() (keys []string, accepted map[string]string) {
 // accepts and then times out and can look nothing up (all three approved
 // automatically), and "manual" (approved by a person) to the same stalling
 // sandbox. Jobs get two attempts.
-func dlConfig(model *fakeModel, prov *fakeProvider) *config.Config {
+func dlConfig(model fakeModel, prov *fakeProvider) *config.Config {
 	cfg := config.Default()
-	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
+	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
 	cfg.Retry.MaxAttempts = 2
 	cfg.Providers = []config.Provider{
 		{Name: "stall", Kind: "sandbox", TimeoutAfterAccept: true, NoLookup: true, Timeout: 5 * time.Second},
 	}
 	if prov != nil {
-		cfg.Providers = append(cfg.Providers, config.Provider{Name: "crm", Kind: "http", URL: prov.srv.URL + "/messages", Timeout: 5 * time.Second})
+		cfg.Providers = append(cfg.Providers, config.Provider{Name: "crm", Kind: "http", URL: prov.SendURL(), Timeout: 5 * time.Second})
 	}
 	base := cfg.Channels[0]
 	cfg.Channels = nil
@@ -184,7 +144,7 @@ func deadLetters(t *testing.T, e *testEnv, query string) []map[string]any {
 func waitDeadLetter(t *testing.T, e *testEnv, eventKey, state string) map[string]any {
 	t.Helper()
 	var got map[string]any
-	eventually(t, eventKey+" to be a dead letter in "+state, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		got = nil
 		for _, it := range deadLetters(t, e, "") {
 			if it["event_key"] == eventKey && it["state"] == state {
@@ -192,7 +152,7 @@ func waitDeadLetter(t *testing.T, e *testEnv, eventKey, state string) map[string
 			}
 		}
 		return got != nil && settled(t, e, eventKey)
-	})
+	}, eventKey+" to be a dead letter in "+state)
 	return got
 }
 
@@ -221,10 +181,10 @@ func rowOf(t *testing.T, e *testEnv, eventKey string) map[string]any {
 func waitRow(t *testing.T, e *testEnv, eventKey, status string) map[string]any {
 	t.Helper()
 	var o map[string]any
-	eventually(t, "the reply of "+eventKey+" to be "+status, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		o = rowOf(t, e, eventKey)
 		return o != nil && o["status"] == status
-	})
+	}, "the reply of "+eventKey+" to be "+status)
 	return o
 }
 
@@ -369,10 +329,10 @@ func TestReplayUnknownOutcome(t *testing.T) {
 	// The sandbox refuses the second copy with a 409, which is ambiguous
 	// by the spec: the reply needs a person again, and says why.
 	var row map[string]any
-	eventually(t, "the replayed reply to be parked again", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		row = rowOf(t, e, key)
 		return len(list(row["attempts"])) == 2 && row["status"] == "needs_reconciliation" && settled(t, e, key)
-	})
+	}, "the replayed reply to be parked again")
 	msgs := sandboxFor(t, e, id)
 	if len(msgs) != 1 || msgs[0]["repeats"] != float64(1) {
 		t.Errorf("sandbox %v, want one message for %s and its refused repeat", msgs, id)
@@ -435,10 +395,10 @@ func TestBulkReplayMixed(t *testing.T) {
 	}
 	status := "/api/v1/dead-letters/bulk/" + ans["id"].(string)
 	var st map[string]any
-	eventually(t, "the bulk replay to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = apiGet(t, e, status)
 		return st["state"] != "running"
-	})
+	}, "the bulk replay to end")
 	replayed := list(st["replayed"])
 	skipped := list(st["skipped"])
 	if st["state"] != "done" || len(replayed) != 2 || replayed[0] != job["id"] || replayed[1] != failed["id"] || len(list(st["failed"])) != 0 {
@@ -480,7 +440,7 @@ func TestBulkReplayCancel(t *testing.T) {
 	for i := range n {
 		sendLead(t, e, "manual", fmt.Sprintf("k-%02d", i), fmt.Sprintf("+1555000%04d", i))
 	}
-	eventually(t, "every draft job to be discarded", func() bool { return len(deadLetters(t, e, "kind=job")) == n })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(deadLetters(t, e, "kind=job")) == n }, "every draft job to be discarded")
 	model.set(0)
 
 	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`)
@@ -498,10 +458,10 @@ func TestBulkReplayCancel(t *testing.T) {
 	}
 	close(release)
 	var st map[string]any
-	eventually(t, "the bulk replay to stop", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = apiGet(t, e, path)
 		return st["state"] != "running"
-	})
+	}, "the bulk replay to stop")
 	if st["state"] != "cancelled" || len(list(st["replayed"])) != 1 || st["total"] != float64(n) {
 		t.Fatalf("after cancel: %v, want cancelled after one of %d", st, n)
 	}
@@ -531,7 +491,7 @@ func TestBulkReplaySurvivesRestart(t *testing.T) {
 	for i := range n {
 		sendLead(t, e, "manual", fmt.Sprintf("r-%02d", i), fmt.Sprintf("+1555200%04d", i))
 	}
-	eventually(t, "every draft job to be discarded", func() bool { return len(deadLetters(t, e, "kind=job")) == n })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(deadLetters(t, e, "kind=job")) == n }, "every draft job to be discarded")
 	model.set(0)
 	code, ans := apiPost(t, e, "/api/v1/dead-letters/replay", `{"kind":"job"}`)
 	if code != http.StatusAccepted || ans["state"] != "running" || ans["total"] != float64(n) {
@@ -560,10 +520,10 @@ func TestBulkReplaySurvivesRestart(t *testing.T) {
 	}
 	e2 := &testEnv{url: "http://" + again.Addr().String(), st: again.Store(), cfg: cfg}
 	var st map[string]any
-	eventually(t, "the resumed bulk replay to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = apiGet(t, e2, "/api/v1/dead-letters/bulk/"+id)
 		return st["state"] != "running"
-	})
+	}, "the resumed bulk replay to end")
 	replayed := list(st["replayed"])
 	if st["state"] != "done" || len(replayed) != n || len(list(st["skipped"])) != 0 || len(list(st["failed"])) != 0 {
 		t.Fatalf("after the restart: %v, want done with all %d replayed", st, n)
@@ -680,10 +640,10 @@ func failedReplies(t *testing.T, e *testEnv, per map[string]int) {
 		}
 		total += n
 	}
-	eventually(t, fmt.Sprintf("%d failed replies", total), func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		c, err := e.st.Counts(nil)
 		return err == nil && c.FailedReplies == total
-	})
+	}, fmt.Sprintf("%d failed replies", total))
 }
 
 var (
@@ -850,19 +810,19 @@ func TestReplaySelectedRunsOnce(t *testing.T) {
 	}
 	runID := strings.TrimPrefix(p.header.Get("Location"), "/dead-letters/bulk/")
 	var run store.BulkRun
-	eventually(t, "the run to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		_ = e.st.View(func(tx *store.Tx) error { var err error; run, err = tx.BulkRun(runID); return err })
 		return run.State == store.BulkDone
-	})
+	}, "the run to end")
 	if fmt.Sprint(run.Items) != fmt.Sprint(picked) || len(run.Replayed) != 4 {
 		t.Errorf("run items %v replayed %v, want the 4 ticked", run.Items, run.Replayed)
 	}
 	wantAuditBy(t, e.st, "boss", "replay outbox", picked[0])
 	for _, id := range picked {
-		eventually(t, id+" to fail again (the provider still refuses)", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			o, _ := e.st.OutboxRow(id)
 			return o.Status == store.OutboxFailed && len(o.Replays) == 1 && o.Replays[0].By == "boss"
-		})
+		}, id+" to fail again (the provider still refuses)")
 	}
 	for _, id := range left {
 		if o, _ := e.st.OutboxRow(id); len(o.Replays) != 0 {

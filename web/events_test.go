@@ -16,6 +16,7 @@ import (
 	"github.com/handoff/handoff/leads"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 func TestEventTimeline(t *testing.T) {
@@ -28,14 +29,14 @@ func TestEventTimeline(t *testing.T) {
 	path := "/api/v1/events/" + url.PathEscape(key)
 	auth := http.Header{"Authorization": {"Bearer " + testToken}}
 	var tl map[string]any
-	eventually(t, "the draft job to complete", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		code, tl = e.do(t, http.MethodGet, path, "", nil, auth)
 		if code != http.StatusOK || tl["draft"] == nil {
 			return false
 		}
 		jobs, _ := tl["jobs"].([]any)
 		return len(jobs) == 1 && jobs[0].(map[string]any)["state"] == "completed"
-	})
+	}, "the draft job to complete")
 	ev := tl["event"].(map[string]any)
 	if ev["key"] != key || ev["correlation_id"] != ans["correlation_id"] {
 		t.Errorf("event %v, want key %q and correlation %v", ev, key, ans["correlation_id"])

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/testkit"
 )
 
 // whLead is a lead as GET /api/v1/handoffs and the event timeline show it.
@@ -123,19 +124,19 @@ func whPost(t *testing.T, base, body string) {
 // whWaitDrafted waits until the event's draft job completed.
 func whWaitDrafted(t *testing.T, base, key string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		code, tl := whEvent(t, base, key)
-		if code == http.StatusOK && len(tl.Jobs) == 1 && tl.Jobs[0].State == "completed" && tl.Draft != nil {
-			return
+	var code int
+	var tl whTimeline
+	drafted := false
+	defer func() { // runs as Eventually's failure ends the test
+		if !drafted {
+			t.Logf("event %s last read: %d %+v", key, code, tl)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("event %s not drafted within 10s (last %d %+v)", key, code, tl)
-		}
-		<-tick.C
-	}
+	}()
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		code, tl = whEvent(t, base, key)
+		return code == http.StatusOK && len(tl.Jobs) == 1 && tl.Jobs[0].State == "completed" && tl.Draft != nil
+	}, "event "+key+" to be drafted")
+	drafted = true
 }
 
 // whServer serves the env's store through a second server with its own

@@ -16,6 +16,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // scrape reads /metrics through the router and parses it with
@@ -152,7 +153,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 
 	// Every event drafted; two replies approved and sent.
 	var drafts []store.Draft
-	eventually(t, "five drafts", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		drafts = drafts[:0]
 		for i := range accepted {
 			d, err := e.st.DraftByEvent(fmt.Sprintf("demo:m-%d", i))
@@ -162,7 +163,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 			drafts = append(drafts, d)
 		}
 		return true
-	})
+	}, "five drafts")
 	for _, d := range drafts[:2] {
 		if code, ans := apiPost(t, e, "/api/v1/drafts/"+d.ID+"/approve", ""); code != http.StatusOK && code != http.StatusCreated {
 			t.Fatalf("approve %s: %d %v", d.ID, code, ans)
@@ -170,21 +171,21 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	}
 	// The store settles first; then the runner's counters catch up (they
 	// are bumped just after each job's final commit).
-	eventually(t, "two replies sent and every job finished", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		rows, err := e.st.OutboxCounts()
 		if err != nil || rows[store.OutboxSent] != 2 {
 			return false
 		}
 		live, err := e.st.JobCounts()
 		return err == nil && len(live) == 0
-	})
-	eventually(t, "the job counters to count 7 attempts", func() bool {
+	}, "two replies sent and every job finished")
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		total := 0.0
 		for _, v := range series(scrape(t, e), "handoff_job_attempts_total") {
 			total += v
 		}
 		return total >= accepted+2
-	})
+	}, "the job counters to count 7 attempts")
 
 	fams = scrape(t, e)
 	wantSeries(t, fams, "handoff_webhooks_total", map[string]float64{

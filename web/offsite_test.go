@@ -277,11 +277,11 @@ func TestRestoreUpload(t *testing.T) {
 	mu.Lock()
 	restored = true
 	mu.Unlock()
-	testkit.WaitFor(t, "webhooks after the restore", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(afterRestore) >= 10
-	})
+	}, "webhooks after the restore")
 	close(stop)
 	wg.Wait()
 	if p.code != http.StatusOK || !strings.Contains(p.body, "Restored the uploaded file good.db") {

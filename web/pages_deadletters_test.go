@@ -13,6 +13,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/views"
 )
 
@@ -165,10 +166,10 @@ func TestDeadLettersPage(t *testing.T) {
 	}
 	status := "/dead-letters/bulk/" + m[1]
 	var st page
-	eventually(t, "the bulk replay to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = admin.do(http.MethodGet, status, nil, http.Header{"Hx-Request": {"true"}})
 		return st.code == http.StatusOK && !strings.Contains(st.body, "every 1s")
-	})
+	}, "the bulk replay to end")
 	for _, w := range []string{">done<", "1 replayed · 1 skipped · 0 failed · of 2", failedID, unsureID, "may already have this message"} {
 		if !has(st.body, w) {
 			t.Errorf("the finished status lacks %q: %.600s", w, st.body)
@@ -189,9 +190,9 @@ func TestDeadLettersPage(t *testing.T) {
 	if p := admin.post("/dead-letters/replay", url.Values{"kind": {"job"}}); p.code != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/dead-letters/bulk/") {
 		t.Errorf("bulk without htmx: %d %q, want a redirect to the run", p.code, p.header.Get("Location"))
 	} else {
-		eventually(t, "the job's bulk replay to end", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			return !strings.Contains(admin.do(http.MethodGet, p.header.Get("Location"), nil, http.Header{"Hx-Request": {"true"}}).body, "every 1s")
-		})
+		}, "the job's bulk replay to end")
 	}
 	waitRow(t, e, "crm:p-2", "sent")
 	waitDraft(t, e, "manual:p-1")
@@ -290,7 +291,7 @@ func TestBulkCancelFromPage(t *testing.T) {
 	for i := range 4 {
 		sendLead(t, e, "manual", fmt.Sprintf("c-%d", i), fmt.Sprintf("+1555000002%d", i))
 	}
-	eventually(t, "every draft job to be discarded", func() bool { return len(deadLetters(t, e, "kind=job")) == 4 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(deadLetters(t, e, "kind=job")) == 4 }, "every draft job to be discarded")
 	model.set(0)
 	admin := loggedIn(t, e, "boss", store.RoleAdmin, "")
 	bulk := admin.hx("/dead-letters/replay", url.Values{})
@@ -309,10 +310,10 @@ func TestBulkCancelFromPage(t *testing.T) {
 	}
 	close(release)
 	var st page
-	eventually(t, "the run to stop", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = admin.do(http.MethodGet, "/dead-letters/bulk/"+m[1], nil, http.Header{"Hx-Request": {"true"}})
 		return !strings.Contains(st.body, "every 1s")
-	})
+	}, "the run to stop")
 	if !strings.Contains(st.body, ">cancelled<") || !strings.Contains(st.body, "1 replayed · 0 skipped · 0 failed · of 4") {
 		t.Errorf("after cancel: %.500s", st.body)
 	}

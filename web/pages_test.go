@@ -20,6 +20,7 @@ import (
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/static"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/views"
 )
 
@@ -167,11 +168,11 @@ func pending(t *testing.T, e *testEnv, channel, id, text string) store.Draft {
 		t.Fatalf("hook: %d %v", code, ans)
 	}
 	var d store.Draft
-	eventually(t, "the draft of "+id, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		d, err = e.st.DraftByEvent(channel + ":" + id)
 		return err == nil
-	})
+	}, "the draft of "+id)
 	return d
 }
 
@@ -208,11 +209,11 @@ func needsReconciliation(t *testing.T, e *testEnv, id string) store.Outbox {
 		t.Fatalf("approve: %d %v", code, ans)
 	}
 	var o store.Outbox
-	eventually(t, "the reply to need reconciling", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		o, err = e.st.OutboxRow(ans["outbox_id"].(string))
 		return err == nil && o.Status == store.OutboxNeedsReconciliation
-	})
+	}, "the reply to need reconciling")
 	return o
 }
 
@@ -641,10 +642,10 @@ func TestConcurrentDashboardApprovals(t *testing.T) {
 	if fresh != 1 {
 		t.Errorf("%d answers say they approved it, want exactly 1", fresh)
 	}
-	eventually(t, "the reply to be sent", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		o, err := e.st.OutboxRow(got.OutboxID)
 		return err == nil && o.Status == store.OutboxSent
-	})
+	}, "the reply to be sent")
 	rows := 0
 	for _, st := range []store.OutboxStatus{store.OutboxPending, store.OutboxEffectPending, store.OutboxSent, store.OutboxNeedsReconciliation, store.OutboxFailed} {
 		os, err := e.st.OutboxByStatus(st, 1000)

@@ -5,9 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // TestQueueCardSMS shows a lead that gave only a number on a channel that
@@ -24,11 +26,11 @@ func TestQueueCardSMS(t *testing.T) {
 		t.Fatalf("hook: %d %v", code, ans)
 	}
 	var d store.Draft
-	eventually(t, "the draft of s1", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		d, err = e.st.DraftByEvent("demo:s1")
 		return err == nil
-	})
+	}, "the draft of s1")
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	p := b.getOK("/drafts")
 	if !strings.Contains(p.body, `<h2 dir="auto">+15550001111</h2>`) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // hookMessage posts one message to channel's hook.
@@ -26,11 +27,11 @@ func hookMessage(t *testing.T, e *testEnv, channel, body string) {
 func draftOf(t *testing.T, e *testEnv, eventKey string) store.Draft {
 	t.Helper()
 	var d store.Draft
-	eventually(t, "the draft of "+eventKey, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		d, err = e.st.DraftByEvent(eventKey)
 		return err == nil
-	})
+	}, "the draft of "+eventKey)
 	return d
 }
 
@@ -42,10 +43,10 @@ func approveSent(t *testing.T, e *testEnv, d store.Draft) string {
 		t.Fatalf("approve %s: %d %v", d.ID, code, ans)
 	}
 	id := ans["outbox_id"].(string)
-	eventually(t, "the reply of "+d.ID+" to be sent", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		o, err := e.st.OutboxRow(id)
 		return err == nil && o.Status == store.OutboxSent
-	})
+	}, "the reply of "+d.ID+" to be sent")
 	return id
 }
 

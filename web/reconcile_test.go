@@ -14,6 +14,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/views"
 )
 
@@ -47,13 +48,13 @@ func parkedReply(t *testing.T, e *testEnv, channel, id, conv string) map[string]
 	}
 	outboxID := ans["outbox_id"].(string)
 	var row map[string]any
-	eventually(t, outboxID+" to need reconciliation", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		row = apiGet(t, e, outboxPath(outboxID))
 		if s := row["status"]; s != string(store.OutboxPending) && s != string(store.OutboxEffectPending) && s != string(store.OutboxNeedsReconciliation) {
 			t.Fatalf("row went %v, want needs_reconciliation: %v", s, row)
 		}
 		return row["status"] == string(store.OutboxNeedsReconciliation)
-	})
+	}, outboxID+" to need reconciliation")
 	return row
 }
 
@@ -245,7 +246,7 @@ func rowOn(t *testing.T, e *testEnv, channel string, status store.OutboxStatus) 
 	t.Helper()
 	sendLead(t, e, channel, channel+"-1", "+1555000"+fmt.Sprint(len(channel)))
 	var row store.Outbox
-	eventually(t, "the reply on "+channel+" to be "+string(status), func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		rows, err := e.st.OutboxByStatus(status, 100)
 		if err != nil {
 			t.Fatal(err)
@@ -257,7 +258,7 @@ func rowOn(t *testing.T, e *testEnv, channel string, status store.OutboxStatus) 
 			}
 		}
 		return false
-	})
+	}, "the reply on "+channel+" to be "+string(status))
 	return row
 }
 

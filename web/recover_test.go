@@ -5,10 +5,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // TestPanicIsA500: a handler that panics answers the usual JSON error
@@ -91,10 +93,10 @@ func TestBulkRunsAreKept(t *testing.T) {
 	}
 	path := "/api/v1/dead-letters/bulk/" + ans["id"].(string)
 	var st map[string]any
-	eventually(t, "the empty run to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		st = apiGet(t, e, path)
 		return st["state"] != "running"
-	})
+	}, "the empty run to end")
 	if st["state"] != "done" {
 		t.Fatalf("empty run: %v, want done", st)
 	}

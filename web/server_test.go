@@ -147,17 +147,3 @@ func (e *testEnv) do(t *testing.T, method, path, contentType string, body []byte
 	}
 	return resp.StatusCode, out
 }
-
-// eventually waits for cond with a deadline, checking on a short ticker.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}

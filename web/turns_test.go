@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // turnHook posts message id of conversation conv to the demo channel, from
@@ -36,11 +36,11 @@ func turnHook(t *testing.T, e *testEnv, conv, id, contact, text string) store.Ev
 func turnDraft(t *testing.T, e *testEnv, key string) store.Draft {
 	t.Helper()
 	var d store.Draft
-	eventually(t, "the draft of "+key, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		d, err = e.st.DraftByEvent(key)
 		return err == nil
-	})
+	}, "the draft of "+key)
 	return d
 }
 
@@ -139,10 +139,10 @@ func TestRejectThenReplyMyself(t *testing.T) {
 	if err != nil || cur.Version != 2 || cur.Author != "ann" || cur.Status != store.DraftApproved {
 		t.Fatalf("draft after the reply = %+v, %v; want version 2 by ann, approved", cur, err)
 	}
-	eventually(t, "the written reply to be sent", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		o, err := e.st.OutboxRow("c9:" + cur.ID)
 		return err == nil && o.Status == store.OutboxSent && o.Text == "Yes, 10 to 4 on Sundays."
-	})
+	}, "the written reply to be sent")
 	code, ans := e.do(t, http.MethodPost, "/api/v1/events/"+url.PathEscape(ev.Key)+"/reply", "application/json", []byte(`{"text":"twice?"}`), tokenHeader())
 	if code != http.StatusConflict {
 		t.Errorf("a second reply = %d %v; want 409, the turn is answered", code, ans)
@@ -159,12 +159,10 @@ func TestRejectThenReplyMyself(t *testing.T) {
 // of attempts, whose timeline offers "draft again".
 func TestQueueSaysDraftingFails(t *testing.T) {
 	t.Parallel()
-	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, `{"error":{"message":"the model is overloaded"}}`, http.StatusInternalServerError)
-	}))
-	t.Cleanup(model.Close)
+	model := testkit.NewModel(t)
+	model.Always(testkit.ErrorReply(http.StatusInternalServerError, "the model is overloaded", ""))
 	cfg := config.Default()
-	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
+	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
 	cfg.Retry.MaxAttempts = 2
 	e := newTestEnv(t, cfg)
 	turnHook(t, e, "c1", "f1", "ada@example.com", "hi")
@@ -174,10 +172,10 @@ func TestQueueSaysDraftingFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	e1 := store.Event{Key: h.TurnDraft} // the event that drafts the turn
-	eventually(t, "the turn's draft job to run out of attempts", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		d, err := e.st.Drafting()
 		return err == nil && len(d.Failed) == 1 && d.Failed[0] == e1.Key
-	})
+	}, "the turn's draft job to run out of attempts")
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	p := b.getOK("/drafts")
 	for _, want := range []string{`id="drafting-failing"`, "2 message(s) from 1 lead(s) are waiting for a draft", "Drafting is failing for 1 of them since", "500", e1.Key} {

@@ -13,6 +13,7 @@ import (
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // costingDrafter is the template drafter with a price: every call costs
@@ -71,7 +72,7 @@ func TestDraftBudgetHoldsConcurrentCalls(t *testing.T) {
 
 	midnight := time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 	completed := 0
-	waitFor(t, "every job drafted or waiting for the next day", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		completed = 0
 		for _, id := range ids {
 			j, err := st.Job(id)
@@ -86,7 +87,7 @@ func TestDraftBudgetHoldsConcurrentCalls(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "every job drafted or waiting for the next day")
 	spent, err := SpentSince(st, time.Now().UTC().Truncate(24*time.Hour), []string{"web"})
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +20,7 @@ import (
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // dt0 is the injected clock's start in the digest tests.
@@ -157,11 +155,11 @@ func digestJobs(t *testing.T, st *store.Store, name string) (digests, deliveries
 func waitSettled(t *testing.T, st *store.Store, id string) store.Outbox {
 	t.Helper()
 	var o store.Outbox
-	waitFor(t, "digest "+id+" to be settled", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		o, err = st.OutboxRow(id)
 		return err == nil && o.Status != store.OutboxPending && o.Status != store.OutboxEffectPending
-	})
+	}, "digest "+id+" to be settled")
 	return o
 }
 
@@ -244,43 +242,38 @@ digests:
 	}
 }
 
-// standIn is an ntfy-style receiver: it records each POST and answers
-// with status.
+// standIn is an ntfy-style receiver (the fake http provider of
+// testkit/standin): it records each POST and answers with status.
 type standIn struct {
-	*httptest.Server
-	mu     sync.Mutex
-	bodies []provider.Message
-	status int
+	*standin.Server
+	t *testing.T
 }
 
-func startStandIn(t *testing.T, status int) *standIn {
+func startStandIn(t *testing.T, status int) standIn {
 	t.Helper()
-	s := &standIn{status: status}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		var m provider.Message
-		if err := json.Unmarshal(raw, &m); err != nil {
-			t.Errorf("stand-in got %q: %v", raw, err)
-		}
-		s.mu.Lock()
-		s.bodies = append(s.bodies, m)
-		s.mu.Unlock()
-		w.WriteHeader(s.status)
-		fmt.Fprint(w, `{"id":"n1"}`)
-	}))
-	t.Cleanup(s.Close)
-	return s
+	mode := standin.OK
+	if status != http.StatusOK {
+		mode = standin.Status(status)
+	}
+	return standIn{standin.New(t, "http", mode), t}
 }
 
-func (s *standIn) got() []provider.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]provider.Message(nil), s.bodies...)
+// got is every message posted, accepted or not; a body the receiver could
+// not read fails the test.
+func (s standIn) got() []provider.Message {
+	for _, why := range s.Malformed() {
+		s.t.Errorf("stand-in got a malformed request: %s", why)
+	}
+	var out []provider.Message
+	for _, p := range s.Sends() {
+		out = append(out, provider.Message{Ref: p.Ref, To: p.To, Text: p.Text})
+	}
+	return out
 }
 
 func httpDigestConfig(t *testing.T, url string) *config.Config {
 	return digestConfig(t, fmt.Sprintf(`providers:
-  - {name: ntfy, kind: http, url: "%s/approvals"}
+  - {name: ntfy, kind: http, url: "%s"}
 digests:
   - {name: late, to: ntfy, oldest_after: 30m}
 `, url))
@@ -295,7 +288,7 @@ func TestDigestThresholdOncePerCrossing(t *testing.T) {
 	ntfy := startStandIn(t, http.StatusOK)
 	dir := t.TempDir()
 	clock := &fakeClock{now: dt0}
-	g := startDigestRig(t, dir, httpDigestConfig(t, ntfy.URL), clock)
+	g := startDigestRig(t, dir, httpDigestConfig(t, ntfy.SendURL()), clock)
 	ctx := context.Background()
 	check := func(at time.Duration) {
 		t.Helper()
@@ -329,7 +322,7 @@ func TestDigestThresholdOncePerCrossing(t *testing.T) {
 
 	// A restart on the same file remembers the crossing.
 	g.stop(t)
-	g = startDigestRig(t, dir, httpDigestConfig(t, ntfy.URL), clock)
+	g = startDigestRig(t, dir, httpDigestConfig(t, ntfy.SendURL()), clock)
 	defer g.stop(t)
 	check(40 * time.Minute)
 	if digests, deliveries := digestJobs(t, g.st, "late"); len(digests) != 1 || len(deliveries) != 1 {
@@ -402,10 +395,10 @@ func TestDigestCrossingRace(t *testing.T) {
 func TestDigestAmbiguousNotResent(t *testing.T) {
 	ntfy := startStandIn(t, http.StatusServiceUnavailable)
 	cfg := digestConfig(t, fmt.Sprintf(`providers:
-  - {name: ntfy, kind: http, url: "%s/approvals"}
+  - {name: ntfy, kind: http, url: "%s"}
 digests:
   - {name: daily, to: ntfy, schedule: "@daily"}
-`, ntfy.URL))
+`, ntfy.SendURL()))
 	clock := &fakeClock{now: dt0}
 	g := startDigestRig(t, t.TempDir(), cfg, clock)
 	defer g.stop(t)

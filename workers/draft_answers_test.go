@@ -9,13 +9,14 @@ import (
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // oaPricedKinds is oaKinds with a price, so drafts carry a cost.
-func oaPricedKinds(t *testing.T, st *store.Store, f *oaFakeModel) (map[string]jobs.Kind, *DraftJob) {
+func oaPricedKinds(t *testing.T, st *store.Store, f *testkit.Model) (map[string]jobs.Kind, *DraftJob) {
 	t.Helper()
 	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{
-		BaseURL: f.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second,
+		BaseURL: f.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second,
 		Price: drafter.Price{Input: 1000, Output: 2000, Currency: "EUR"},
 	})
 	if err != nil {
@@ -56,14 +57,14 @@ func TestDraftOpenAIRetryAfter(t *testing.T) {
 	r := startRunner(t, st, kinds, oaOptions())
 	rec := oaRecord(t, st, r, oaEvent("web:limited", "conv-limited", "", "Hello"), 8)
 	var job store.Job
-	waitFor(t, "the first attempt to end", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		j, err := st.Job(rec.Job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		job = j
 		return len(j.Attempts) == 1 && j.Attempts[0].EndedAt != nil
-	})
+	}, "the first attempt to end")
 	if n := len(f.Calls()); n != 1 {
 		t.Errorf("model called %d times, want 1", n)
 	}
@@ -129,14 +130,14 @@ func TestDraftBudgetPausesAndResumes(t *testing.T) {
 	waitFinal(t, st, first.Job.ID, store.JobCompleted)
 	second := oaRecord(t, st, r, oaEvent("web:b2", "conv-b2", "", "Hello again"), 2)
 	var job store.Job
-	waitFor(t, "the second draft to pause", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		j, err := st.Job(second.Job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		job = j
 		return len(j.Attempts) == 1 && j.Attempts[0].EndedAt != nil
-	})
+	}, "the second draft to pause")
 	if n := len(f.Calls()); n != 1 {
 		t.Fatalf("model called %d times, want 1: no call past the budget", n)
 	}

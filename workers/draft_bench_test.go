@@ -52,10 +52,10 @@ func BenchmarkDraftBacklog(b *testing.B) {
 				if err := r.Start(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				testkit.WaitFor(b, "the backlog to drain", func() bool {
+				testkit.Eventually(b, 10*time.Second, func() bool {
 					c, err := st.JobCounts()
 					return err == nil && len(c) == 0
-				})
+				}, "the backlog to drain")
 				took += time.Since(start)
 				b.StopTimer()
 				if err := r.Stop(context.Background()); err != nil {

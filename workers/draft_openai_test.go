@@ -2,12 +2,9 @@ package workers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
@@ -24,11 +21,12 @@ import (
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
-// ---- a fake OpenAI-compatible server (the model) ----
+// ---- the model (testkit.Model), scripted by mode ----
 
-// How oaFakeModel answers.
+// How the fake model answers.
 const (
 	oaOK            = "ok"             // valid, different on every call: "draft #N"
 	oaStatus500     = "500"            // server error
@@ -42,141 +40,49 @@ const (
 	oaBadIntent     = "bad-intent"     // a fine reply with intent "Support Request"
 )
 
-type oaCall struct {
-	N      int
-	Header http.Header
-	Body   []byte
-	Req    oaChatRequest
-}
-
-type oaChatRequest struct {
-	Model    string `json:"model"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-}
-
 // oaMsg is one prompt message as role and text.
 type oaMsg struct{ Role, Text string }
 
-func (r oaChatRequest) msgs() []oaMsg {
+// oaMsgs is a request's prompt as roles and texts.
+func oaMsgs(r testkit.ChatRequest) []oaMsg {
 	out := make([]oaMsg, len(r.Messages))
 	for i, m := range r.Messages {
-		var s string
-		if json.Unmarshal(m.Content, &s) != nil {
-			var parts []struct {
-				Text string `json:"text"`
-			}
-			_ = json.Unmarshal(m.Content, &parts)
-			for _, p := range parts {
-				s += p.Text
-			}
-		}
-		out[i] = oaMsg{Role: m.Role, Text: s}
+		out[i] = oaMsg{Role: m.Role, Text: m.Text()}
 	}
 	return out
 }
 
-// oaFakeModel is an httptest server for POST /v1/chat/completions that
-// records each request and answers according to its mode.
-type oaFakeModel struct {
-	srv  *httptest.Server
-	quit chan struct{}
-
-	mu       sync.Mutex
-	mode     string
-	calls    []oaCall
-	contents map[int]string
-}
-
-func newOAFakeModel(t *testing.T, mode string) *oaFakeModel {
+// newOAFakeModel is a fake model answering every call as mode says.
+func newOAFakeModel(t *testing.T, mode string) *testkit.Model {
 	t.Helper()
-	f := &oaFakeModel{mode: mode, quit: make(chan struct{}), contents: map[int]string{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(func() {
-		close(f.quit)
-		f.srv.Close()
+	f := testkit.NewModel(t)
+	f.Answer(func(c testkit.ModelCall) testkit.Reply {
+		n := c.N
+		switch mode {
+		case oaStatus500:
+			return testkit.ErrorReply(http.StatusInternalServerError, "fake "+mode, "test")
+		case oaStatus401:
+			return testkit.ErrorReply(http.StatusUnauthorized, "fake "+mode, "test")
+		case oaRetryAfter:
+			return testkit.RateLimited("7", "Rate limit reached")
+		case oaRefusal:
+			return testkit.RefusalReply("I can't help with that.")
+		case oaBadIntent:
+			return testkit.JSONReply(fmt.Sprintf(`{"reply":"draft #%d","intent":"Support Request","name":"Ada","email":null,"phone":null,"summary":"s","confidence":0.8}`, n))
+		case oaStall:
+			return testkit.Reply{Hang: true}
+		case oaOK:
+			return testkit.DraftReply(n)
+		case oaBadJSON:
+			return testkit.JSONReply(fmt.Sprintf("I think the reply is draft #%d {", n))
+		case oaBadConfidence:
+			return testkit.JSONReply(fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":7}`, n))
+		case oaMissingReply:
+			return testkit.JSONReply(fmt.Sprintf(`{"intent":"sales","name":"","email":"","phone":"","summary":"call %d","confidence":0.5}`, n))
+		}
+		return testkit.ErrorReply(http.StatusTeapot, "unknown fake mode "+mode, "test")
 	})
 	return f
-}
-
-func (f *oaFakeModel) Calls() []oaCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]oaCall(nil), f.calls...)
-}
-
-func (f *oaFakeModel) Content(n int) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.contents[n]
-}
-
-func (f *oaFakeModel) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-		http.Error(w, `{"error":{"message":"no such route"}}`, http.StatusNotFound)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	c := oaCall{Header: r.Header.Clone(), Body: body}
-	_ = json.Unmarshal(body, &c.Req)
-	f.mu.Lock()
-	c.N = len(f.calls) + 1
-	f.calls = append(f.calls, c)
-	mode := f.mode
-	f.mu.Unlock()
-
-	var content string
-	switch mode {
-	case oaStatus500, oaStatus401:
-		code := http.StatusInternalServerError
-		if mode == oaStatus401 {
-			code = http.StatusUnauthorized
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		fmt.Fprintf(w, `{"error":{"message":"fake %s","type":"test"}}`, mode)
-		return
-	case oaRetryAfter:
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Retry-After", "7")
-		w.WriteHeader(http.StatusTooManyRequests)
-		fmt.Fprint(w, `{"error":{"message":"Rate limit reached","type":"requests"}}`)
-		return
-	case oaRefusal:
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":null,"refusal":"I can't help with that."}}],"usage":{"prompt_tokens":11,"completion_tokens":3,"total_tokens":14}}`)
-		return
-	case oaBadIntent:
-		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"Support Request","name":"Ada","email":null,"phone":null,"summary":"s","confidence":0.8}`, c.N)
-	case oaStall:
-		select {
-		case <-r.Context().Done():
-		case <-f.quit:
-		}
-		return
-	case oaOK:
-		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"support","name":"Ada","email":"ada@example.com","phone":"","summary":"call %d","confidence":0.8}`, c.N, c.N)
-	case oaBadJSON:
-		content = fmt.Sprintf("I think the reply is draft #%d {", c.N)
-	case oaBadConfidence:
-		content = fmt.Sprintf(`{"reply":"draft #%d","intent":"sales","name":"","email":"","phone":"","summary":"s","confidence":7}`, c.N)
-	case oaMissingReply:
-		content = fmt.Sprintf(`{"intent":"sales","name":"","email":"","phone":"","summary":"call %d","confidence":0.5}`, c.N)
-	default:
-		http.Error(w, "unknown fake mode "+mode, http.StatusTeapot)
-		return
-	}
-	f.mu.Lock()
-	f.contents[c.N] = content
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
-		"usage":   map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-	})
 }
 
 // ---- wiring ----
@@ -191,9 +97,9 @@ func oaConfig() *config.Config {
 }
 
 // oaKinds wires the real job kinds with an OpenAI drafter against f and the sandbox provider.
-func oaKinds(t *testing.T, st *store.Store, f *oaFakeModel, timeout time.Duration) (map[string]jobs.Kind, *DraftJob) {
+func oaKinds(t *testing.T, st *store.Store, f *testkit.Model, timeout time.Duration) (map[string]jobs.Kind, *DraftJob) {
 	t.Helper()
-	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: f.srv.URL + "/v1", Model: "m", PromptVersion: "p1", Timeout: timeout})
+	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: f.URL, Model: "m", PromptVersion: "p1", Timeout: timeout})
 	if err != nil {
 		t.Fatalf("NewOpenAI: %v", err)
 	}
@@ -366,7 +272,7 @@ func TestDraftOpenAIRetryReusesStoredDraft(t *testing.T) {
 	}
 	// AfterSave runs once the commit returns, which may be after the
 	// completed job is visible here.
-	waitFor(t, "AfterSave to run", func() bool { return saves.Load() >= 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return saves.Load() >= 1 }, "AfterSave to run")
 	if n := saves.Load(); n != 1 {
 		t.Errorf("AfterSave ran %d times, want 1: nothing stores the draft again", n)
 	}
@@ -521,10 +427,10 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 				t.Fatalf("ApproveDraft: %v", err)
 			}
 			r.Wake()
-			waitFor(t, "the reply to be sent", func() bool {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				o, err := st.OutboxRow(ap.Outbox.ID)
 				return err == nil && o.Status == store.OutboxSent
-			})
+			}, "the reply to be sent")
 			if h, err := st.Handoff(lead); err != nil || h.Status != leads.Replied {
 				t.Fatalf("lead after the reply = %s, %v; want replied", h.Status, err)
 			}
@@ -548,10 +454,10 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 			if len(calls) != 3 {
 				t.Fatalf("model called %d times for 3 events, want 3", len(calls))
 			}
-			if got := calls[0].Req.msgs(); len(got) != 2 {
+			if got := oaMsgs(calls[0].Req); len(got) != 2 {
 				t.Errorf("first message's prompt has %d messages, want system + the message: %+v", len(got), got)
 			}
-			got := calls[2].Req.msgs()
+			got := oaMsgs(calls[2].Req)
 			want := []oaMsg{
 				{"user", "First: my site is down."},
 				{"assistant", tt.wantSent},

@@ -15,6 +15,7 @@ import (
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // logLines is a JSON slog handler's output, safe for the runner's goroutines.
@@ -66,7 +67,7 @@ func discardLine(t *testing.T, logs *logLines, j store.Job, want string) {
 		return len(mine) > 0
 	}
 	// The line follows the discard's commit.
-	waitFor(t, "the discard of job "+j.ID+" logged", lines)
+	testkit.Eventually(t, 10*time.Second, lines, "the discard of job "+j.ID+" logged")
 	if lines(); len(mine) != 1 {
 		t.Fatalf("%d discard lines for job %s; want 1", len(mine), j.ID)
 	}

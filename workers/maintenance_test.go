@@ -21,6 +21,7 @@ import (
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // mt0 is the injected clock's start in the maintenance tests.
@@ -152,14 +153,14 @@ func TestStuckAlertDeliveredOnce(t *testing.T) {
 		t.Fatalf("FlagStuck at t0+11m: %v", err)
 	}
 	var row store.Outbox
-	waitFor(t, "the alert to be sent and its job to complete", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var err error
 		if row, err = g.st.OutboxRow(alertID); err != nil || row.Status != store.OutboxSent {
 			return false
 		}
 		jobs, err := g.st.JobsByCorrelation("alert:" + lead)
 		return err == nil && len(jobs) == 1 && jobs[0].State.Final()
-	})
+	}, "the alert to be sent and its job to complete")
 	if row.Kind != store.OutboxAlert || row.Provider != "sandbox" {
 		t.Errorf("alert row %+v; want kind alert through the sandbox", row)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 )
 
 // leadGate is a drafter that counts, per lead, the calls in flight at
@@ -192,11 +193,11 @@ func TestOneDraftJobPerLead(t *testing.T) {
 	for _, lead := range leads {
 		b.send(lead, "first")
 	}
-	waitFor(t, "each lead's first draft call", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		a, _, _ := gate.state("lead-a")
 		c, _, _ := gate.state("lead-b")
 		return a == 1 && c == 1
-	})
+	}, "each lead's first draft call")
 	b.wave(leads, "w1-", 40)
 
 	// The first job of each lead is still running, its model call held:
@@ -223,19 +224,19 @@ func TestOneDraftJobPerLead(t *testing.T) {
 	b.wave(leads, "w2-", 20)
 
 	for _, lead := range leads {
-		waitFor(t, lead+"'s last turn drafted", func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			h, err := st.Handoff(store.LeadKey("web", lead))
 			if err != nil || len(h.TurnEvents) != 61 {
 				return false
 			}
 			d, err := st.DraftByEvent(h.TurnDraft)
 			return err == nil && d.Status == store.DraftPending
-		})
+		}, lead+"'s last turn drafted")
 	}
-	waitFor(t, "no draft job left", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		live, _ := b.drafting(leads)
 		return len(live) == 0
-	})
+	}, "no draft job left")
 	close(done)
 	<-watched
 

@@ -11,6 +11,7 @@ import (
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/store/storetest"
+	"github.com/handoff/handoff/testkit"
 )
 
 // TestUnreadableRecordsInTheQueue flips bytes inside two records of a real
@@ -67,7 +68,7 @@ func TestUnreadableRecordsInTheQueue(t *testing.T) {
 		t.Fatal("the rotten job reads")
 	}
 	var dead []store.DeadLetter
-	waitFor(t, "the unreadable job among the dead letters", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		dead, err = st.DeadLetters(store.DeadLetterFilter{})
 		for _, dl := range dead {
 			if dl.ID == c.Job.ID && dl.Unreadable != nil && dl.State == "unreadable" {
@@ -75,7 +76,7 @@ func TestUnreadableRecordsInTheQueue(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "the unreadable job among the dead letters")
 	if n := d.calls.Load(); n != 1 {
 		t.Errorf("drafter called %d times, want 1 (web:b only)", n)
 	}

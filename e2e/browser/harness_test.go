@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/testkit"
 )
 
 // chromiumPath is Debian's Chromium, which the CI script installs.
@@ -290,18 +291,17 @@ func (s *server) sandbox() ([]sandboxMessage, error) {
 }
 
 // eventually fails the test with cond's last word unless cond holds within
-// that long. It is the only way these tests wait.
+// that long (testkit.Eventually, which is the only way these tests wait).
 func eventually(t *testing.T, within time.Duration, what string, cond func() (ok bool, last string)) {
 	t.Helper()
+	var ok bool
 	var last string
-	err := proc.Eventually(t.Context(), within, func() (bool, error) {
-		var ok bool
-		ok, last = cond()
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v; %s", what, err, last)
-	}
+	defer func() { // runs as Eventually's failure ends the test
+		if !ok {
+			t.Logf("waiting for %s, last seen: %s", what, last)
+		}
+	}()
+	testkit.Eventually(t, within, func() bool { ok, last = cond(); return ok }, what)
 }
 
 func randomHex(t *testing.T, n int) string {

@@ -1,8 +1,12 @@
-// Package standin runs test stand-ins for the providers handoff sends
-// through: HTTP servers that check each API's documented request shape,
-// answer as the API documents, count every message they accept, and can
-// send the provider's delivery receipts. Tests only; nothing in the binary
-// imports it.
+// Package standin is the test kit's fake provider: one scriptable HTTP
+// server per provider handoff sends through (the generic http kind with a
+// JSON or form body, twilio, whatsapp on Meta's graph API, telegram,
+// slack). It checks each API's documented request shape, answers each send
+// as its script says in the provider's own shapes (accepted with an id, a
+// refusal or an error status with the provider's error body, a rate limit
+// with Retry-After, a dropped connection, a slow or held answer), records
+// every send and lookup, and can write the provider's delivery receipts.
+// Tests only; nothing in the binary imports it.
 package standin
 
 import (
@@ -32,7 +36,43 @@ const (
 	RateLimit Mode = "ratelimit" // the provider's rate-limit answer; nothing accepted
 	Stall     Mode = "stall"     // accept, then never answer (until the caller hangs up)
 	Cut       Mode = "cut"       // accept, then close the connection without answering
+	Held      Mode = "held"      // accept, then answer as OK once Release is called (or never, if the caller hangs up first)
 )
+
+// Status is the mode that answers the HTTP status code with the
+// provider's error body, accepting nothing: Status(500), Status(429).
+func Status(code int) Mode { return Mode(strconv.Itoa(code)) }
+
+// Answer is the mode that answers exactly status, body and the header
+// pairs (name, value, …), accepting nothing: for the answers a provider
+// gives that no other mode names (an error code, a body cut short).
+func Answer(status int, body string, header ...string) Mode {
+	b, _ := json.Marshal(rawAnswer{status, body, header})
+	return Mode(rawPrefix + string(b))
+}
+
+const rawPrefix = "answer "
+
+type rawAnswer struct {
+	Status int
+	Body   string
+	Header []string
+}
+
+// raw is an Answer mode's answer; ok is false for the other modes.
+func (m Mode) raw() (a rawAnswer, ok bool) {
+	rest, ok := strings.CutPrefix(string(m), rawPrefix)
+	return a, ok && json.Unmarshal([]byte(rest), &a) == nil
+}
+
+// status is the code of a Status mode, 0 for the others.
+func (m Mode) status() int {
+	n, err := strconv.Atoi(string(m))
+	if err != nil {
+		return 0
+	}
+	return n
+}
 
 // Message is one message the stand-in accepted.
 type Message struct {
@@ -42,6 +82,17 @@ type Message struct {
 	Ref  string // our reference, where the request carries one (biz_opaque_callback_data, ?ref= on the Twilio callback)
 	// Callback is Twilio's StatusCallback URL.
 	Callback string
+}
+
+// Send is one send that reached the stand-in, well formed, whatever the
+// answer.
+type Send struct {
+	Message            // what it carried; ID is set when it was accepted
+	Mode        Mode   // how it was answered
+	Key         string // its Idempotency-Key
+	Correlation string // its X-Correlation-ID
+	Header      http.Header
+	Body        []byte
 }
 
 // Server is one provider's stand-in.
@@ -57,30 +108,70 @@ type Server struct {
 	// Hold is how long an accepted send waits before its answer (0: none),
 	// so a test can kill the sender while the provider has the message.
 	Hold time.Duration
+	// Dedupe (http kind) honours Idempotency-Key: a send with a key it
+	// accepted before is answered with the first id, and accepted once.
+	Dedupe bool
 
 	srv     *httptest.Server
 	holding atomic.Int64
+	release chan struct{} // closed by Release: the Held sends answer
+	once    sync.Once
+	quit    chan struct{} // closed at cleanup: every held or stalled send ends
 
 	mu       sync.Mutex
 	script   []Mode
-	posts    int
+	sends    []Send
 	accepted []Message
-	requests []string // why a request was refused as malformed, if any
+	byKey    map[string]string // http with Dedupe: Idempotency-Key -> id
+	lookups  []string          // the refs looked up (http kind)
+	requests []string          // why a request was refused as malformed, if any
 }
 
-// New starts a stand-in for kind (twilio, whatsapp, telegram, slack) that
-// answers the n-th send as script[n-1], the last entry repeating (OK when
-// empty). It closes at the end of the test.
+// New starts a stand-in for kind (http, twilio, whatsapp, telegram,
+// slack) that answers the n-th send as script[n-1], the last entry
+// repeating (OK when empty). It closes at the end of the test, ending the
+// sends it still holds.
+//
+// The http kind takes a JSON or form body with client_ref, to and text
+// (what the http provider sends) at SendURL, answers {"id":…}, and answers
+// lookups at LookupURL from the messages it accepted.
 func New(t testing.TB, kind string, script ...Mode) *Server {
 	t.Helper()
-	s := &Server{Kind: kind, Token: "tok-" + kind, AccountSID: "AC" + strings.Repeat("a", 32), PhoneID: "1234567890", script: script}
+	s := &Server{Kind: kind, Token: "tok-" + kind, AccountSID: "AC" + strings.Repeat("a", 32), PhoneID: "1234567890", script: script,
+		release: make(chan struct{}), quit: make(chan struct{}), byKey: map[string]string{}}
 	if kind == "twilio" {
 		s.Token = "twilio-auth-token"
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
+	t.Cleanup(func() {
+		close(s.quit)
+		s.srv.Close()
+	})
 	return s
+}
+
+// SendURL is the http kind's url: the endpoint it posts sends to.
+func (s *Server) SendURL() string { return s.URL + "/messages" }
+
+// LookupURL is the http kind's lookup_url.
+func (s *Server) LookupURL() string { return s.URL + "/lookup?client_ref={ref}" }
+
+// Release answers the sends Held now, and every later Held one at once.
+func (s *Server) Release() { s.once.Do(func() { close(s.release) }) }
+
+// Sends is every well-formed send that reached the stand-in, in order.
+func (s *Server) Sends() []Send {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Send(nil), s.sends...)
+}
+
+// Lookups is the refs the http kind was asked to look up, in order.
+func (s *Server) Lookups() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.lookups...)
 }
 
 // SetScript replaces the script; the count of sends goes on.
@@ -101,7 +192,7 @@ func (s *Server) Accepted() []Message {
 func (s *Server) Posts() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.posts
+	return len(s.sends)
 }
 
 // SetHold sets Hold.
@@ -131,30 +222,49 @@ func (s *Server) path() string {
 		return "/bot" + s.Token + "/sendMessage"
 	case "slack":
 		return "/api/chat.postMessage"
+	case "http":
+		return "/messages"
 	}
 	return "/"
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if s.Kind == "http" && r.Method == http.MethodGet && r.URL.Path == "/lookup" {
+		s.lookup(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != s.path() {
 		s.bad(w, http.StatusNotFound, fmt.Sprintf("%s %s is not the %s send endpoint", r.Method, r.URL.Path, s.Kind))
 		return
 	}
-	m, why := s.parse(r)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.bad(w, http.StatusBadRequest, "the body could not be read")
+		return
+	}
+	m, why := s.parse(r, body)
 	if why != "" {
 		s.bad(w, http.StatusBadRequest, why)
 		return
 	}
+	key := r.Header.Get("Idempotency-Key")
 	s.mu.Lock()
-	s.posts++
 	mode := OK
 	if len(s.script) > 0 {
-		mode = s.script[min(s.posts, len(s.script))-1]
+		mode = s.script[min(len(s.sends)+1, len(s.script))-1]
 	}
-	if mode == OK || mode == Stall || mode == Cut {
-		m.ID = s.newID(len(s.accepted) + 1)
-		s.accepted = append(s.accepted, m)
+	if mode == OK || mode == Stall || mode == Cut || mode == Held {
+		if id, ok := s.byKey[key]; ok && s.Dedupe && key != "" {
+			m.ID = id // a resend of one it has: the first id, nothing new
+		} else {
+			m.ID = s.newID(len(s.accepted) + 1)
+			s.accepted = append(s.accepted, m)
+			if s.Dedupe && key != "" {
+				s.byKey[key] = m.ID
+			}
+		}
 	}
+	s.sends = append(s.sends, Send{Message: m, Mode: mode, Key: key, Correlation: r.Header.Get("X-Correlation-ID"), Header: r.Header.Clone(), Body: body})
 	s.mu.Unlock()
 
 	s.mu.Lock()
@@ -170,10 +280,32 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		t.Stop()
 		s.holding.Add(-1)
 	}
+	if a, ok := mode.raw(); ok {
+		for i := 0; i+1 < len(a.Header); i += 2 {
+			w.Header().Set(a.Header[i], a.Header[i+1])
+		}
+		w.WriteHeader(a.Status)
+		_, _ = io.WriteString(w, a.Body)
+		return
+	}
 	switch mode {
 	case Stall:
-		<-r.Context().Done()
+		select {
+		case <-r.Context().Done():
+		case <-s.quit:
+		}
 		return
+	case Held:
+		s.holding.Add(1)
+		defer s.holding.Add(-1)
+		select {
+		case <-s.release:
+			mode = OK
+		case <-r.Context().Done():
+			return
+		case <-s.quit:
+			return
+		}
 	case Cut:
 		hj, ok := w.(http.Hijacker)
 		if !ok {
@@ -186,12 +318,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	status, body := s.answer(mode, m)
+	status, answer := s.answer(mode, m)
 	if mode == RateLimit && s.Kind != "whatsapp" {
 		w.Header().Set("Retry-After", "3")
 	}
 	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body)
+	_, _ = io.WriteString(w, answer)
 }
 
 func (s *Server) newID(n int) string {
@@ -204,6 +336,8 @@ func (s *Server) newID(n int) string {
 		return strconv.Itoa(100 + n)
 	case "slack":
 		return fmt.Sprintf("1700000000.%06d", n)
+	case "http":
+		return fmt.Sprintf("msg-%d", n)
 	}
 	return strconv.Itoa(n)
 }
@@ -211,7 +345,18 @@ func (s *Server) newID(n int) string {
 // answer is the documented answer for mode.
 func (s *Server) answer(mode Mode, m Message) (int, string) {
 	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if code := mode.status(); code != 0 {
+		return code, s.errorBody(code)
+	}
 	switch s.Kind {
+	case "http":
+		switch mode {
+		case Refuse:
+			return 400, j(map[string]any{"error": "the number is not reachable"})
+		case RateLimit:
+			return 429, j(map[string]any{"error": "rate limited"})
+		}
+		return 200, j(map[string]any{"id": m.ID})
 	case "twilio":
 		switch mode {
 		case Refuse:
@@ -250,12 +395,48 @@ func (s *Server) answer(mode Mode, m Message) (int, string) {
 	return 500, "{}"
 }
 
-// parse checks the documented request shape and reads the message.
-func (s *Server) parse(r *http.Request) (Message, string) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return Message{}, "the body could not be read"
+// errorBody is the provider's error body for an HTTP status.
+func (s *Server) errorBody(code int) string {
+	j := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	msg := fmt.Sprintf("scripted %d", code)
+	switch s.Kind {
+	case "twilio":
+		return j(map[string]any{"code": 20500, "message": msg, "more_info": "https://www.twilio.com/docs/errors/20500", "status": code})
+	case "whatsapp":
+		return j(map[string]any{"error": map[string]any{"message": msg, "type": "OAuthException", "code": 1, "fbtrace_id": "AbC"}})
+	case "telegram":
+		return j(map[string]any{"ok": false, "error_code": code, "description": msg})
+	case "slack":
+		return j(map[string]any{"ok": false, "error": "internal_error"})
 	}
+	return j(map[string]any{"error": msg})
+}
+
+// lookup answers the http kind's lookup of client_ref from the messages
+// it accepted.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
+	ref := r.URL.Query().Get("client_ref")
+	s.mu.Lock()
+	s.lookups = append(s.lookups, ref)
+	id := ""
+	for _, m := range s.accepted {
+		if m.Ref == ref {
+			id = m.ID
+			break
+		}
+	}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if id == "" {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":"no such message"}`)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]string{"id": id, "status": "sent"})
+}
+
+// parse checks the documented request shape and reads the message.
+func (s *Server) parse(r *http.Request, body []byte) (Message, string) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	form := func() (url.Values, string) {
 		if ct != "application/x-www-form-urlencoded" {
@@ -268,6 +449,22 @@ func (s *Server) parse(r *http.Request) (Message, string) {
 		return v, ""
 	}
 	switch s.Kind {
+	case "http":
+		var v struct {
+			Ref  string `json:"client_ref"`
+			To   string `json:"to"`
+			Text string `json:"text"`
+		}
+		if ct == "application/x-www-form-urlencoded" {
+			f, why := form()
+			if why != "" {
+				return Message{}, why
+			}
+			v.Ref, v.To, v.Text = f.Get("client_ref"), f.Get("to"), f.Get("text")
+		} else if err := json.Unmarshal(body, &v); err != nil {
+			return Message{}, "the body is neither JSON nor a form"
+		}
+		return Message{To: v.To, Text: v.Text, Ref: v.Ref}, ""
 	case "twilio":
 		want := "Basic " + base64.StdEncoding.EncodeToString([]byte(s.AccountSID+":"+s.Token))
 		if r.Header.Get("Authorization") != want {
