@@ -18,8 +18,8 @@ import (
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/workers"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/workers"
 )
 
 // TestDigestWiredAndLinkOnlyOpens: the wired process runs a digest of the

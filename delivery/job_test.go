@@ -21,9 +21,9 @@ import (
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/workers"
 	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/standin"
+	"github.com/handoff/handoff/workers"
 )
 
 // newFakeCRM is the fake http provider (testkit/standin) honouring

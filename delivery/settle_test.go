@@ -19,8 +19,8 @@ import (
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/workers"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/workers"
 )
 
 // slowProvider is a provider in the test's clock: each send answers as its
