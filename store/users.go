@@ -279,7 +279,7 @@ type Session struct {
 	Attempts int  `json:"attempts,omitempty"`
 	// SteppedUpAt is when the person last gave their password (and code)
 	// again on this session, for the actions that cannot be undone
-	// (web/stepup.go); zero: never.
+	// (users/stepup.go); zero: never.
 	SteppedUpAt time.Time `json:"stepped_up_at,omitzero"`
 }
 
