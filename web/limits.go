@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/users"
@@ -47,20 +48,17 @@ func (s *Server) trySecret(c *echo.Context, name, what string) (right func(), er
 // so without the bound 200 concurrent 1 MiB webhooks peaked at 1.6 GiB RSS
 // (see bench flood).
 type bodyBudget struct {
-	mu      sync.Mutex
-	size    int64         // the budget
-	used    int64         // bytes reserved now
-	waiters []*bodyWaiter // oldest first
-	// timer starts the bounded wait; a test swaps it for a channel of
-	// its own, so no test waits on the clock.
+	size int64
+	// sem holds the budget's bytes: golang.org/x/sync's weighted
+	// semaphore, first come first served, a wait ended by its context.
+	sem *semaphore.Weighted
+	// used and waiting are the bytes reserved and the requests waiting
+	// now, for the metrics.
+	used, waiting atomic.Int64
+	// timer starts the bounded wait; a test swaps it (under mu) for a
+	// channel of its own, so no test waits on the clock.
+	mu    sync.Mutex
 	timer func(d time.Duration) (<-chan time.Time, func() bool)
-}
-
-// bodyWaiter is one request waiting for room; ready is closed once its
-// bytes are reserved for it.
-type bodyWaiter struct {
-	n     int64
-	ready chan struct{}
 }
 
 // newBodyBudget returns a budget of size bytes; nil (no bound) for 0.
@@ -68,7 +66,7 @@ func newBodyBudget(size int64) *bodyBudget {
 	if size <= 0 {
 		return nil
 	}
-	return &bodyBudget{size: size, timer: func(d time.Duration) (<-chan time.Time, func() bool) {
+	return &bodyBudget{size: size, sem: semaphore.NewWeighted(size), timer: func(d time.Duration) (<-chan time.Time, func() bool) {
 		t := time.NewTimer(d)
 		return t.C, t.Stop
 	}}
@@ -80,78 +78,54 @@ var errNoRoom = fmt.Errorf("no room for the body within the wait")
 // reserve takes n bytes of the budget (all of it at most: a body larger
 // than the whole budget is read alone), waiting up to wait for room, and
 // returns the function that gives them back. It fails with errNoRoom when
-// the wait runs out first, or with ctx's error when the client goes.
+// the wait runs out first, or with ctx's error when the client goes. A
+// waiter that gives up lets those behind it in (the semaphore's own rule).
 func (b *bodyBudget) reserve(ctx context.Context, n int64, wait time.Duration) (release func(), err error) {
 	if b == nil {
 		return func() {}, nil
 	}
 	n = max(1, min(n, b.size))
-	b.mu.Lock()
-	if len(b.waiters) == 0 && b.used+n <= b.size {
-		b.used += n
-		b.mu.Unlock()
-		return b.releaser(n), nil
+	if b.sem.TryAcquire(n) {
+		return b.held(n), nil
 	}
 	if wait <= 0 {
-		b.mu.Unlock()
 		return nil, errNoRoom
 	}
-	w := &bodyWaiter{n: n, ready: make(chan struct{})}
-	b.waiters = append(b.waiters, w)
+	b.waiting.Add(1)
+	defer b.waiting.Add(-1)
+	b.mu.Lock()
 	timer := b.timer
 	b.mu.Unlock()
-
 	expired, stop := timer(wait)
 	defer stop()
-	select {
-	case <-w.ready:
-		return b.releaser(n), nil
-	case <-expired:
-		err = errNoRoom
-	case <-ctx.Done():
-		err = ctx.Err()
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-expired:
+			cancel()
+		case <-waitCtx.Done():
+		}
+	}()
+	if err := b.sem.Acquire(waitCtx, n); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errNoRoom
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	select {
-	case <-w.ready:
-		// Granted while the wait ended: the bytes are this request's.
-		return b.releaser(n), nil
-	default:
-	}
-	i := slices.Index(b.waiters, w)
-	b.waiters = slices.Delete(b.waiters, i, i+1)
-	if i == 0 {
-		// The first in line gave up: those behind it may fit now.
-		b.grant()
-	}
-	return nil, err
+	return b.held(n), nil
 }
 
-// releaser gives n bytes back, once however often it is called.
-func (b *bodyBudget) releaser(n int64) func() {
+// held counts n bytes as reserved and returns the function that gives
+// them back, once however often it is called.
+func (b *bodyBudget) held(n int64) func() {
+	b.used.Add(n)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			b.used -= n
-			b.grant()
+			b.used.Add(-n)
+			b.sem.Release(n)
 		})
-	}
-}
-
-// grant reserves room for the waiters at the front of the line, in
-// order, as long as they fit; callers hold b.mu.
-func (b *bodyBudget) grant() {
-	for len(b.waiters) > 0 {
-		w := b.waiters[0]
-		if b.used+w.n > b.size {
-			return
-		}
-		b.used += w.n
-		b.waiters = slices.Delete(b.waiters, 0, 1)
-		close(w.ready)
 	}
 }
 
@@ -160,9 +134,7 @@ func (b *bodyBudget) state() (used int64, waiting int) {
 	if b == nil {
 		return 0, 0
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used, len(b.waiters)
+	return b.used.Load(), int(b.waiting.Load())
 }
 
 // watchBodies exports b's state: the bytes of webhook bodies held and
