@@ -174,13 +174,5 @@ func (s *Server) busy(c *echo.Context) error {
 	c.Response().Header().Set("Retry-After", fmt.Sprint(int((retry+time.Second-1)/time.Second)))
 	return errorf(http.StatusServiceUnavailable,
 		"handoff is already reading as many webhook bodies as limits.bodies_in_flight allows (%s) and none finished within limits.body_wait (%s); nothing was recorded, retry in %s",
-		config.FormatSize(l.BodiesInFlight), fmtWait(l.BodyWait), fmtWait(retry))
-}
-
-// fmtWait writes a wait as people do: 10s, 1.5s, 0s.
-func fmtWait(d time.Duration) string {
-	if d%time.Second == 0 {
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-	return d.String()
+		config.FormatSize(l.BodiesInFlight), config.FormatDuration(l.BodyWait), config.FormatDuration(retry))
 }
