@@ -51,8 +51,8 @@ func (s *Server) bearer(c *echo.Context) (p *principal, ok bool, err error) {
 	if h == "" {
 		return nil, false, nil
 	}
-	secret, _ := strings.CutPrefix(h, "Bearer ")
-	if !strings.HasPrefix(h, "Bearer ") {
+	secret, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
 		secret = "" // not "Bearer <token>": refused as malformed
 	}
 	caller, err := s.accounts.Bearer(c.Request().Context(), secret, c.RealIP(), s.now())

@@ -346,7 +346,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	for _, sc := range store.Scopes {
 		secrets[sc] = tokenFor(t, e, sc)
 	}
-	// What each scope covers (principal.may), written out again here.
+	// What each scope covers (users.Caller.May), written out again here.
 	covers := map[store.Scope][]string{
 		store.ScopeMetrics: {metr}, store.ScopeKeys: {keys}, store.ScopeRead: {read},
 		store.ScopeApprove: {read, appr}, store.ScopeAdmin: {read, appr, keys, admin, metr},

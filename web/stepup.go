@@ -25,7 +25,7 @@ const (
 
 var errStepUpNeeded = errors.New("this needs your password again (and your authenticator code, if you use one): enter it in the form, or confirm at /account/confirm; it then covers such actions for 5 minutes")
 
-// stepUp runs next only for a session that stepped up within stepUpFor,
+// stepUp runs next only for a session that stepped up within users.StepUpFor,
 // or whose request carries the password (and code) and they are right: a
 // GET without one goes to /account/confirm and comes back; anything else
 // is refused with errStepUpNeeded. Bearer tokens pass: they are not on
