@@ -349,24 +349,6 @@ func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
 }
 
 // EndSessions deletes every session of user except the one whose hash is
-// except (nil: all of them), with the audit entries given, in one
-// transaction, and says how many ended.
-func (s *Store) EndSessions(ctx context.Context, user string, except []byte, audit ...AuditEntry) (int, error) {
-	var n int
-	err := s.update(ctx, func(tx *Tx) error {
-		var err error
-		if n, err = tx.EndSessions(user, except); err != nil {
-			return err
-		}
-		return writeAudits(tx, audit)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: end the sessions of %s: %w", user, err)
-	}
-	return n, nil
-}
-
-// EndSessions deletes every session of user except the one whose hash is
 // except (nil: all of them) and says how many ended. Sessions are few (one
 // per browser), so it reads them all rather than keep an index.
 func (tx *Tx) EndSessions(user string, except []byte) (int, error) {

@@ -170,3 +170,28 @@ func TestTokenRules(t *testing.T) {
 		t.Error("an approver's session covers read, not keys")
 	}
 }
+
+// TestEndOtherSessions: every session of the person but the one kept
+// ends, with the audit entry, in one write.
+func TestEndOtherSessions(t *testing.T) {
+	ctx := context.Background()
+	st := openTest(t)
+	addTestUser(t, st, "ada", store.RoleAdmin)
+	keep := addTestSession(t, st, "here", "ada")
+	addTestSession(t, st, "phone", "ada")
+	addTestSession(t, st, "laptop", "ada")
+	a := New(st, Options{})
+	n, err := a.EndOtherSessions(ctx, "ada", keep, store.AuditEntry{At: t0, Who: "ada", Action: "log out other sessions"})
+	if err != nil || n != 2 {
+		t.Fatalf("EndOtherSessions = %d, %v; want 2", n, err)
+	}
+	if c, _ := st.SessionCount("ada", nil); c != 1 {
+		t.Errorf("sessions left: %d, want the one kept", c)
+	}
+	if _, _, err := st.SessionUser(keep); err != nil {
+		t.Errorf("the kept session: %v", err)
+	}
+	if log, err := st.AuditLog(10); err != nil || len(log) != 1 || log[0].Action != "log out other sessions" {
+		t.Errorf("audit log = %+v, %v; want the one entry", log, err)
+	}
+}
