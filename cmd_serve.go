@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -133,11 +130,8 @@ func firstAdmin(ctx context.Context, st *store.Store, e env, dataDir string) (se
 		}
 		return "", err
 	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	secret := base64.RawURLEncoding.EncodeToString(b)
-	sum := sha256.Sum256([]byte(secret))
-	made, err := st.CreateSetupLink(ctx, sum[:], now.Add(setupLinkLife))
+	secret := users.NewSecret()
+	made, err := st.CreateSetupLink(ctx, users.HashSecret(secret), now.Add(setupLinkLife))
 	if err != nil || !made {
 		return "", err
 	}

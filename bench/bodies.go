@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,7 +154,7 @@ func bodiesRun(ctx context.Context, cfg bodiesConfig, tpl bodyTemplate, bin, dir
 	open := 0.0
 	if err := poll(ctx, "every draft job to finish", cfg.timeout, every(200*time.Millisecond), func() (bool, error) {
 		var err error
-		open, err = openDraftJobs(ctx, client, base)
+		open, err = openDraftJobs(ctx, client, base, bodiesToken)
 		return open == 0, err
 	}); err != nil {
 		return r, fmt.Errorf("%v draft jobs still open: %w", open, err)
@@ -175,30 +174,4 @@ func bodiesRun(ctx context.Context, cfg bodiesConfig, tpl bodyTemplate, bin, dir
 	}
 	r.dbBytes = fi.Size()
 	return r, nil
-}
-
-func openDraftJobs(ctx context.Context, client *http.Client, base string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+bodiesToken)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("/metrics answered %s", resp.Status)
-	}
-	m, err := parseMetrics(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	open := 0.0
-	for _, state := range []string{"available", "retryable", "running"} {
-		v, _ := m.sum("handoff_jobs", map[string]string{"kind": "draft", "state": state})
-		open += v
-	}
-	return open, nil
 }

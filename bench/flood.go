@@ -362,7 +362,7 @@ func floodRun(ctx context.Context, cfg floodConfig, tpl bodyTemplate, t floodTar
 	open := 0.0
 	if err := poll(ctx, "every draft job to finish", cfg.timeout, every(200*time.Millisecond), func() (bool, error) {
 		var err error
-		open, err = floodOpenDrafts(ctx, client, base)
+		open, err = openDraftJobs(ctx, client, base, floodToken)
 		return open == 0, err
 	}); err != nil {
 		return r, fmt.Errorf("%v draft jobs still open: %w", open, err)
@@ -426,43 +426,12 @@ func eventStored(ctx context.Context, client *http.Client, base, key string) (bo
 	return false, fmt.Errorf("GET /api/v1/events/%s: %s", key, resp.Status)
 }
 
-// floodOpenDrafts is how many draft jobs are still waiting or running.
-func floodOpenDrafts(ctx context.Context, client *http.Client, base string) (float64, error) {
-	m, err := floodMetrics(ctx, client, base)
-	if err != nil {
-		return 0, err
-	}
-	open := 0.0
-	for _, state := range []string{"available", "retryable", "running"} {
-		v, _ := m.sum("handoff_jobs", map[string]string{"kind": "draft", "state": state})
-		open += v
-	}
-	return open, nil
-}
-
 // scrapeGauge reads one unlabelled gauge; false when the server has none
 // (an older build) or the scrape failed.
 func scrapeGauge(ctx context.Context, client *http.Client, base, name string) (float64, bool) {
-	m, err := floodMetrics(ctx, client, base)
+	m, _, err := scrape(ctx, client, base+"/metrics", floodToken)
 	if err != nil {
 		return 0, false
 	}
 	return m.sum(name, nil)
-}
-
-func floodMetrics(ctx context.Context, client *http.Client, base string) (metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+floodToken)
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/metrics answered %s", resp.Status)
-	}
-	return parseMetrics(resp.Body)
 }

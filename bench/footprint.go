@@ -274,13 +274,7 @@ func fill(ctx context.Context, cfg footprintConfig, bin, work string, out io.Wri
 		if err != nil {
 			return false, err
 		}
-		open := 0.0
-		for _, kind := range []string{"draft", "deliver"} {
-			for _, state := range []string{"available", "retryable", "running"} {
-				v, _ := m.sum("handoff_jobs", map[string]string{"kind": kind, "state": state})
-				open += v
-			}
-		}
+		open := m.openJobs("draft", "deliver")
 		waiting, _ := m.sum("handoff_drafts_waiting", nil)
 		if open == 0 && int(waiting) >= cfg.pending {
 			return true, nil

@@ -494,11 +494,7 @@ func growFill(ctx context.Context, cfg growConfig, bin, cache string, n int, out
 		if err != nil {
 			return false, err
 		}
-		open := 0.0
-		for _, state := range []string{"available", "retryable", "running"} {
-			v, _ := m.sum("handoff_jobs", map[string]string{"kind": "draft", "state": state})
-			open += v
-		}
+		open := m.openJobs("draft")
 		if open == 0 {
 			return true, nil
 		}

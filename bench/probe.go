@@ -145,6 +145,29 @@ func (m metrics) has(name string) bool {
 	return false
 }
 
+// openJobs is how many jobs of kinds are still waiting or running
+// (available, retryable or running), from handoff_jobs.
+func (m metrics) openJobs(kinds ...string) float64 {
+	open := 0.0
+	for _, kind := range kinds {
+		for _, state := range []string{"available", "retryable", "running"} {
+			v, _ := m.sum("handoff_jobs", map[string]string{"kind": kind, "state": state})
+			open += v
+		}
+	}
+	return open
+}
+
+// openDraftJobs scrapes base's /metrics with token and says how many
+// draft jobs are still waiting or running.
+func openDraftJobs(ctx context.Context, client *http.Client, base, token string) (float64, error) {
+	m, _, err := scrape(ctx, client, base+"/metrics", token)
+	if err != nil {
+		return 0, err
+	}
+	return m.openJobs("draft"), nil
+}
+
 // scrape fetches and parses url (a /metrics page) and says how long it
 // took. token, when not empty, is sent as the bearer token: the main
 // listener's /metrics needs one (a metrics_addr listener does not).

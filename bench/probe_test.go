@@ -126,3 +126,25 @@ func TestCheckDraftPage(t *testing.T) {
 		t.Error("a page that is not JSON passed")
 	}
 }
+
+// TestOpenJobs: the jobs still to run are the available, retryable and
+// running ones of the kinds asked, not the finished ones nor other kinds.
+func TestOpenJobs(t *testing.T) {
+	m, err := parseMetrics(strings.NewReader(`# TYPE handoff_jobs gauge
+handoff_jobs{kind="draft",state="available"} 3
+handoff_jobs{kind="draft",state="retryable"} 1
+handoff_jobs{kind="draft",state="running"} 2
+handoff_jobs{kind="draft",state="discarded"} 7
+handoff_jobs{kind="deliver",state="running"} 5
+handoff_jobs{kind="digest",state="available"} 11
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.openJobs("draft"); got != 6 {
+		t.Errorf("open draft jobs = %v, want 6", got)
+	}
+	if got := m.openJobs("draft", "deliver"); got != 11 {
+		t.Errorf("open draft and deliver jobs = %v, want 11", got)
+	}
+}

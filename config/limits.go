@@ -115,6 +115,10 @@ func ParseSize(s string) (int64, error) {
 	return v * mult, nil
 }
 
+// FormatDuration writes a duration as the config's own sentences do, the
+// way people write one: 1m, 1.5s, 0s, not 1m0s.
+func FormatDuration(d time.Duration) string { return fmtDuration(d) }
+
 // FormatSize writes n bytes in the largest unit that divides it (512MiB).
 func FormatSize(n int64) string {
 	for i := len(sizeUnits) - 2; i >= 0; i-- { // TiB down to KiB

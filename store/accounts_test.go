@@ -55,24 +55,6 @@ func TestSessionOfDisabledUser(t *testing.T) {
 	}
 }
 
-func TestEndOtherSessions(t *testing.T) {
-	st := openTest(t)
-	addTestUser(t, st, "ada", RoleAdmin)
-	keep := addTestSession(t, st, "here", "ada", t0)
-	addTestSession(t, st, "phone", "ada", t0)
-	addTestSession(t, st, "laptop", "ada", t0)
-	n, err := st.EndSessions(context.Background(), "ada", keep, AuditEntry{At: t0, Who: "ada", Action: "log out other sessions"})
-	if err != nil || n != 2 {
-		t.Fatalf("EndSessions = %d, %v; want 2", n, err)
-	}
-	if c, _ := st.SessionCount("ada", nil); c != 1 {
-		t.Errorf("sessions left: %d, want the one kept", c)
-	}
-	if _, _, err := st.SessionUser(keep); err != nil {
-		t.Errorf("the kept session: %v", err)
-	}
-}
-
 func TestSweepSessions(t *testing.T) {
 	st := openTest(t)
 	addTestUser(t, st, "ada", RoleAdmin)

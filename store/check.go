@@ -199,6 +199,8 @@ func inspect(tx *Tx) CheckReport {
 	if r.undecodable["job"] == 0 { // else the counts are off by the jobs that cannot be read
 		r.damaged = append(r.damaged, checkJobCounts(tx, schema >= 4)...)
 	}
+	r.damaged = append(r.damaged, checkJobFollowers(tx)...)                       // checkderived.go
+	r.damaged = append(r.damaged, checkDraftCountsByChannel(tx, schema >= 11)...) // checkderived.go
 	r.damaged = append(r.damaged, checkOutboxDrafts(tx)...)
 	r.damaged = append(r.damaged, checkTokens(tx, r)...)
 	return CheckReport{Damaged: r.damaged, Unreadable: r.unreadable, MoreUnreadable: r.moreUnreadable}

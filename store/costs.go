@@ -10,21 +10,6 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// DraftCost is what cost totals, budgets and prompt statistics read of a
-// draft.
-type DraftCost struct {
-	ID            string
-	Channel       string
-	PromptVersion string
-	PromptHash    string
-	Drafter       string
-	Cost          float64
-	Currency      string
-	CreatedAt     time.Time
-	Status        DraftStatus
-	Edited        bool
-}
-
 // costLookback is how much older than the window an event may be and its
 // draft still be counted: draft ids sort by their event's time, and a
 // draft written (or written again) later than its event is found by
@@ -45,58 +30,6 @@ func draftsSince(since time.Time) ([]byte, error) {
 	return []byte(DraftID(start.String())), nil
 }
 
-// DraftCosts returns the drafts created at or after since, oldest event
-// first, reading at most limit drafts (the walk is bounded, so a large
-// history never makes the overview slow; a budget reads Spend, which is
-// not); more is true
-// when the limit cut the walk short. A draft of an event more than a week
-// older than since is not counted.
-func (s *Store) DraftCosts(since time.Time, limit int) (out []DraftCost, more bool, err error) {
-	err = s.view(func(tx *Tx) error {
-		var err error
-		out, more, err = tx.DraftCosts(since, limit)
-		return err
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("store: draft costs: %w", err)
-	}
-	return out, more, nil
-}
-
-// DraftCosts is Store.DraftCosts inside a transaction.
-func (tx *Tx) DraftCosts(since time.Time, limit int) ([]DraftCost, bool, error) {
-	seek, err := draftsSince(since)
-	if err != nil {
-		return nil, false, err
-	}
-	c := tx.bucket(bucketDrafts).Cursor()
-	var out []DraftCost
-	read := 0
-	for k, v := c.Seek(seek); k != nil && bytes.HasPrefix(k, []byte("d")); k, v = c.Next() {
-		if read >= limit {
-			return out, true, nil
-		}
-		read++
-		var d Draft
-		if err := decode(v, &d); err != nil {
-			tx.skip(unreadableOf(draftsTable.name, k, err), nil) // the figures go on without it
-			continue
-		}
-		if d.CreatedAt.Before(since) {
-			continue
-		}
-		dc := DraftCost{
-			ID: d.ID, Channel: d.Channel, PromptVersion: d.PromptVersion, PromptHash: d.PromptHash,
-			Drafter: d.Drafter, Cost: d.Cost, Currency: d.Currency, CreatedAt: d.CreatedAt, Status: d.Status,
-		}
-		if d.Decision != nil {
-			dc.Edited = d.Decision.Edited
-		}
-		out = append(out, dc)
-	}
-	return out, false, nil
-}
-
 // Spend is what a drafting budget reads of a day's drafts.
 type Spend struct {
 	Total   float64 // the drafts' cost
@@ -114,9 +47,9 @@ type spendFields struct {
 }
 
 // Spend sums the drafts of channels created at or after since, reading
-// every one of them (DraftCosts stops at a bound; a budget must not). Like
-// DraftCosts, a draft of an event more than a week older than since is not
-// counted.
+// every one of them: the one source of what a budget has spent (the
+// overview's figures are kept per day, and hold no costliest draft). A
+// draft of an event more than a week older than since is not counted.
 func (tx *Tx) Spend(since time.Time, channels []string) (Spend, error) {
 	seek, err := draftsSince(since)
 	if err != nil {

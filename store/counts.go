@@ -5,9 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 )
 
 // Counts kept in the meta bucket, moved in the same transaction as the
@@ -74,15 +71,7 @@ func moveJobCount(tx *Tx, old, j *Job) error {
 // storedJobCounts reads every job count in meta, zeros included: one
 // cursor over a few keys per kind, however many jobs there are.
 func storedJobCounts(tx *Tx) map[[2]string]int {
-	out := map[[2]string]int{}
-	c := tx.bucket(bucketMeta).Cursor()
-	for k, v := c.Seek(jobCountPrefix); k != nil && bytes.HasPrefix(k, jobCountPrefix); k, v = c.Next() {
-		kind, state, ok := bytes.Cut(k[len(jobCountPrefix):], []byte{0})
-		if !ok || len(v) != 8 {
-			continue // Check reports it
-		}
-		out[[2]string{string(kind), string(state)}] = int(binary.BigEndian.Uint64(v))
-	}
+	out, _ := storedPairCounts(tx, jobCountPrefix) // Check reports a key that does not read
 	return out
 }
 
@@ -120,24 +109,11 @@ func checkJobCounts(tx *Tx, counted bool) []error {
 		return nil
 	}
 	var problems []error
-	c := tx.bucket(bucketMeta).Cursor()
-	for k, v := c.Seek(jobCountPrefix); k != nil && bytes.HasPrefix(k, jobCountPrefix); k, v = c.Next() {
-		if _, _, ok := bytes.Cut(k[len(jobCountPrefix):], []byte{0}); !ok || len(v) != 8 {
-			problems = append(problems, fmt.Errorf("check: meta key %q is not a job count", k))
-		}
+	stored, bad := storedPairCounts(tx, jobCountPrefix)
+	for _, k := range bad {
+		problems = append(problems, fmt.Errorf("check: meta key %q is not a job count", k))
 	}
-	stored, actual := storedJobCounts(tx), recountJobs(tx)
-	keys := slices.Collect(maps.Keys(stored))
-	for k := range actual {
-		if _, ok := stored[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
-	for _, k := range keys {
-		if got, want := stored[k], actual[k]; got != want {
-			problems = append(problems, fmt.Errorf("check: the count of %s jobs %s says %d, the jobs bucket holds %d", k[0], k[1], got, want))
-		}
-	}
-	return problems
+	return append(problems, diffCounts(stored, recountJobs(tx), comparePair, func(k [2]string, got, want int) error {
+		return fmt.Errorf("check: the count of %s jobs %s says %d, the jobs bucket holds %d", k[0], k[1], got, want)
+	})...)
 }

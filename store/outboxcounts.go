@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 )
 
@@ -158,19 +156,8 @@ func checkOutboxCounts(tx *Tx) []error {
 		}
 		stored[string(k)] = int(binary.BigEndian.Uint64(v))
 	}
-	actual := recountOutbox(tx)
-	keys := slices.Collect(maps.Keys(stored))
-	for k := range actual {
-		if _, ok := stored[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if got, want := stored[k], actual[k]; got != want {
-			st, ch, _ := strings.Cut(k[len(outboxCountPrefix):], "\x00")
-			problems = append(problems, fmt.Errorf("check: the count of channel %q's open %s replies says %d, the outbox holds %d", ch, st, got, want))
-		}
-	}
-	return problems
+	return append(problems, diffCounts(stored, recountOutbox(tx), strings.Compare, func(k string, got, want int) error {
+		st, ch, _ := strings.Cut(k[len(outboxCountPrefix):], "\x00")
+		return fmt.Errorf("check: the count of channel %q's open %s replies says %d, the outbox holds %d", ch, st, got, want)
+	})...)
 }

@@ -63,36 +63,41 @@ const StuckScan = 5000
 func countStuck(tx *Tx, v Visible, stuckBefore map[HandoffStatus]time.Time, scan int) (n int, more bool) {
 	for st, before := range stuckBefore {
 		prefix := append([]byte(st), 0)
-		limit := append(bytes.Clone(prefix), timeKey(before, "")...)
-		cur := tx.bucket(bucketHandoffsByStatus).Cursor()
-		read := 0
-		for k, _ := cur.Seek(prefix); k != nil && bytes.Compare(k, limit) < 0; k, _ = cur.Next() {
-			if scan > 0 && read == scan {
-				more = true
-				break
-			}
-			read++
-			if v.all {
-				n++
-			} else if _, key := splitTimeKey(k[len(prefix):]); v.Key(key) {
-				n++
-			}
+		var mine func(k []byte) bool
+		if !v.all {
+			mine = func(k []byte) bool { _, key := splitTimeKey(k[len(prefix):]); return v.Key(key) }
 		}
+		got, cut := countRange(tx.bucket(bucketHandoffsByStatus), prefix, append(bytes.Clone(prefix), timeKey(before, "")...), scan, mine)
+		n, more = n+got, more || cut
 	}
 	return n, more
 }
 
 // countPrefix counts the keys with prefix, stopping at limit (exclusive) when given.
 func countPrefix(b *bolt.Bucket, prefix, limit []byte) int {
-	n := 0
+	n, _ := countRange(b, prefix, limit, 0, nil)
+	return n
+}
+
+// countRange counts the keys with prefix before limit (nil: all of them)
+// that keep takes (nil: every one), reading at most scan keys (0: all);
+// more is true when it stopped there.
+func countRange(b *bolt.Bucket, prefix, limit []byte, scan int, keep func(k []byte) bool) (n int, more bool) {
 	c := b.Cursor()
+	read := 0
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		if limit != nil && bytes.Compare(k, limit) >= 0 {
 			break
 		}
-		n++
+		if scan > 0 && read == scan {
+			return n, true
+		}
+		read++
+		if keep == nil || keep(k) {
+			n++
+		}
 	}
-	return n
+	return n, false
 }
 
 // JobCount is how many jobs of a kind are in a state.

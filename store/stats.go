@@ -2,12 +2,14 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -244,28 +246,30 @@ func (s *Store) DraftFigures(v Visible, since time.Time) ([]DraftFigure, error) 
 	return out, nil
 }
 
-// recountDraftFigures sums the figures from the drafts themselves, decoding
-// only the fields they read; an unreadable draft is left out (the drafts
-// table's check names it).
-func recountDraftFigures(tx *Tx) map[string]draftTally {
-	out := map[string]draftTally{}
+// recountFromDrafts sums the figures and counts each channel's drafts in each
+// status from the drafts themselves, in one pass decoding only the fields
+// they read; an unreadable draft is left out (the drafts table's check
+// names it). A person's draft is in the channel counts, not the figures.
+func recountFromDrafts(tx *Tx) (figures map[string]draftTally, channels map[[2]string]int) {
+	figures, channels = map[string]draftTally{}, map[[2]string]int{}
 	_ = tx.bucket(bucketDrafts).ForEach(func(_, raw []byte) error {
 		var f draftFigureFields
 		if json.Unmarshal(raw, &f) != nil {
 			return nil
 		}
+		channels[[2]string{f.Channel, string(f.Status)}]++
 		k, t := f.tally()
 		if k == nil {
 			return nil
 		}
-		sum := out[string(k)]
+		sum := figures[string(k)]
 		for i := range sum {
 			sum[i] += t[i]
 		}
-		out[string(k)] = sum
+		figures[string(k)] = sum
 		return nil
 	})
-	return out
+	return figures, channels
 }
 
 // storedDraftFigures reads every figure in meta by key; bad is each key
@@ -295,12 +299,13 @@ func migrateDraftFigures(tx *Tx) error {
 		}
 	}
 	meta := tx.bucket(bucketMeta)
-	for k, t := range recountDraftFigures(tx) {
+	figures, channels := recountFromDrafts(tx)
+	for k, t := range figures {
 		if err := meta.Put([]byte(k), t.bytes()); err != nil {
 			return err
 		}
 	}
-	for k, n := range recountChannelDrafts(tx) {
+	for k, n := range channels {
 		if err := putCount(tx, channelDraftCountKey(k[0], DraftStatus(k[1])), n); err != nil {
 			return err
 		}
@@ -319,22 +324,62 @@ func checkDraftFigures(tx *Tx, kept bool) []error {
 	for _, k := range bad {
 		problems = append(problems, fmt.Errorf("check: meta key %q is not a drafting figure", k))
 	}
-	actual := recountDraftFigures(tx)
-	keys := slices.Sorted(maps.Keys(stored))
+	figures, channels := recountFromDrafts(tx)
+	problems = append(problems, diffCounts(stored, figures, strings.Compare, func(k string, got, want draftTally) error {
+		f, _ := parseDraftStatsKey([]byte(k))
+		return fmt.Errorf("check: the drafting figure of %s, channel %s, prompt %s, currency %q says %v (drafts, waiting, unchanged, edited, rejected, cost in billionths), the drafts hold %v",
+			f.Day, f.Channel, f.PromptVersion, f.Currency, got, want)
+	})...)
+	storedCh, badCh := storedPairCounts(tx, channelDraftCountPrefix)
+	for _, k := range badCh {
+		problems = append(problems, fmt.Errorf("check: meta key %q is not a channel's draft count", k))
+	}
+	return append(problems, diffCounts(storedCh, channels, comparePair, func(k [2]string, got, want int) error {
+		return fmt.Errorf("check: the count of channel %s's %s drafts says %d, the drafts bucket holds %d", k[0], k[1], got, want)
+	})...)
+}
+
+// diffCounts compares counts kept beside the records (stored) with a
+// recount of the records (actual), key by key in cmp's order, a key
+// missing from either side counting as zero, and words each that differs
+// with say. Every derived count Check proves goes through it.
+func diffCounts[K comparable, V comparable](stored, actual map[K]V, cmp func(a, b K) int, say func(k K, got, want V) error) []error {
+	keys := slices.Collect(maps.Keys(stored))
 	for k := range actual {
 		if _, ok := stored[k]; !ok {
 			keys = append(keys, k)
 		}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, cmp)
+	var problems []error
 	for _, k := range keys {
 		if got, want := stored[k], actual[k]; got != want {
-			f, _ := parseDraftStatsKey([]byte(k))
-			problems = append(problems, fmt.Errorf("check: the drafting figure of %s, channel %s, prompt %s, currency %q says %v (drafts, waiting, unchanged, edited, rejected, cost in billionths), the drafts hold %v",
-				f.Day, f.Channel, f.PromptVersion, f.Currency, got, want))
+			problems = append(problems, say(k, got, want))
 		}
 	}
-	return append(problems, checkChannelDraftCounts(tx)...)
+	return problems
+}
+
+// storedPairCounts reads every count in meta under prefix whose key is
+// prefix, a, 0x00, b (a job's kind and state, a channel and a draft
+// status), by (a, b); bad is each key there that does not read as one.
+func storedPairCounts(tx *Tx, prefix []byte) (good map[[2]string]int, bad [][]byte) {
+	good = map[[2]string]int{}
+	c := tx.bucket(bucketMeta).Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		a, b, ok := bytes.Cut(k[len(prefix):], []byte{0})
+		if !ok || len(v) != 8 {
+			bad = append(bad, bytes.Clone(k))
+			continue
+		}
+		good[[2]string{string(a), string(b)}] = int(binary.BigEndian.Uint64(v))
+	}
+	return good, bad
+}
+
+// comparePair orders pair keys by their first part, then their second.
+func comparePair(a, b [2]string) int {
+	return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
 }
 
 // channelDraftCountPrefix starts the count of drafts of one channel in one
@@ -358,66 +403,4 @@ func visibleDraftCount(tx *Tx, v Visible, status DraftStatus) int {
 		n += count(tx, channelDraftCountKey(ch, status))
 	}
 	return n
-}
-
-// recountChannelDrafts counts the drafts of each channel in each status
-// from the records, decoding those two fields alone.
-func recountChannelDrafts(tx *Tx) map[[2]string]int {
-	out := map[[2]string]int{}
-	_ = tx.bucket(bucketDrafts).ForEach(func(_, raw []byte) error {
-		var d struct {
-			Channel string      `json:"channel"`
-			Status  DraftStatus `json:"status"`
-		}
-		if json.Unmarshal(raw, &d) == nil {
-			out[[2]string{d.Channel, string(d.Status)}]++
-		}
-		return nil
-	})
-	return out
-}
-
-// checkChannelDraftCounts proves the per-channel draft counts.
-func checkChannelDraftCounts(tx *Tx) []error {
-	var problems []error
-	stored := map[[2]string]int{}
-	c := tx.bucket(bucketMeta).Cursor()
-	for k, v := c.Seek(channelDraftCountPrefix); k != nil && bytes.HasPrefix(k, channelDraftCountPrefix); k, v = c.Next() {
-		ch, st, ok := bytes.Cut(k[len(channelDraftCountPrefix):], []byte{0})
-		if !ok || len(v) != 8 {
-			problems = append(problems, fmt.Errorf("check: meta key %q is not a channel's draft count", k))
-			continue
-		}
-		stored[[2]string{string(ch), string(st)}] = int(binary.BigEndian.Uint64(v))
-	}
-	actual := recountChannelDrafts(tx)
-	keys := slices.Collect(maps.Keys(stored))
-	for k := range actual {
-		if _, ok := stored[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int { return cmpPair(a, b) })
-	for _, k := range keys {
-		if got, want := stored[k], actual[k]; got != want {
-			problems = append(problems, fmt.Errorf("check: the count of channel %s's %s drafts says %d, the drafts bucket holds %d", k[0], k[1], got, want))
-		}
-	}
-	return problems
-}
-
-func cmpPair(a, b [2]string) int {
-	if a[0] != b[0] {
-		if a[0] < b[0] {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a[1] < b[1]:
-		return -1
-	case a[1] > b[1]:
-		return 1
-	}
-	return 0
 }

@@ -154,12 +154,16 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 	key, tally := figureFieldsOf(&d).tally()
 	for _, bad := range []struct {
 		key, value []byte
+		want       string // what Check says
 	}{
-		{key, draftTally{1, 1, 0, 0, 0, costUnits(0.6)}.bytes()},
-		{key, []byte("short")},
-		{append(bytes.Clone(draftStatsPrefix), "garbage"...), tally.bytes()},
-		{channelDraftCountKey("web", DraftPending), make([]byte, 8)},
-		{outboxCountKey(OutboxFailed, "web"), []byte{0, 0, 0, 0, 0, 0, 0, 1}},
+		{key, draftTally{1, 1, 0, 0, 0, costUnits(0.6)}.bytes(), "the drafting figure of " + t0.Format(time.DateOnly) + ", channel web"},
+		{key, []byte("short"), "is not a drafting figure"},
+		{append(bytes.Clone(draftStatsPrefix), "garbage"...), tally.bytes(), "is not a drafting figure"},
+		{channelDraftCountKey("web", DraftPending), make([]byte, 8), "the count of channel web's pending_approval drafts says 0, the drafts bucket holds 1"},
+		{append(bytes.Clone(channelDraftCountPrefix), "web"...), make([]byte, 8), "is not a channel's draft count"},
+		{outboxCountKey(OutboxFailed, "web"), []byte{0, 0, 0, 0, 0, 0, 0, 1}, `the count of channel "web"'s open failed replies says 1, the outbox holds 0`},
+		{jobCountKey("draft", JobRunning), []byte{0, 0, 0, 0, 0, 0, 0, 5}, "the count of draft jobs running says 5, the jobs bucket holds 0"},
+		{append(bytes.Clone(jobCountPrefix), "draft"...), make([]byte, 8), "is not a job count"},
 	} {
 		var saved []byte
 		err := st.db.Update(func(tx *bolt.Tx) error {
@@ -169,8 +173,8 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.Check(); err == nil {
-			t.Errorf("Check with meta %q = %x: nil, want an error", bad.key, bad.value)
+		if err := st.Check(); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Check with meta %q = %x: %v, want an error saying %q", bad.key, bad.value, err, bad.want)
 		}
 		err = st.db.Update(func(tx *bolt.Tx) error {
 			if saved == nil {

@@ -132,8 +132,8 @@ func TestUnreadableRecordIsContained(t *testing.T) {
 	if err != nil || len(res.Leads) != 2 || len(res.Unreadable) == 0 {
 		t.Errorf("Search = %d leads, unreadable %+v, %v; want 2 and the rest listed", len(res.Leads), res.Unreadable, err)
 	}
-	if _, _, err := st.DraftCosts(t0.Add(-time.Hour), 100); err != nil {
-		t.Errorf("DraftCosts: %v", err)
+	if err := st.View(func(tx *Tx) error { _, err := tx.Spend(t0.Add(-time.Hour), []string{"web"}); return err }); err != nil {
+		t.Errorf("Spend: %v", err)
 	}
 	if _, err := st.Drafting(); err != nil {
 		t.Errorf("Drafting: %v", err)

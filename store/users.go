@@ -279,7 +279,7 @@ type Session struct {
 	Attempts int  `json:"attempts,omitempty"`
 	// SteppedUpAt is when the person last gave their password (and code)
 	// again on this session, for the actions that cannot be undone
-	// (web/stepup.go); zero: never.
+	// (users/stepup.go); zero: never.
 	SteppedUpAt time.Time `json:"stepped_up_at,omitzero"`
 }
 
@@ -346,24 +346,6 @@ func (s *Store) TouchSession(ctx context.Context, hash []byte, now time.Time) er
 // DeleteSession ends a session (logout, expiry).
 func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
 	return s.update(ctx, func(tx *Tx) error { return tx.bucket(bucketSessions).Delete(hash) })
-}
-
-// EndSessions deletes every session of user except the one whose hash is
-// except (nil: all of them), with the audit entries given, in one
-// transaction, and says how many ended.
-func (s *Store) EndSessions(ctx context.Context, user string, except []byte, audit ...AuditEntry) (int, error) {
-	var n int
-	err := s.update(ctx, func(tx *Tx) error {
-		var err error
-		if n, err = tx.EndSessions(user, except); err != nil {
-			return err
-		}
-		return writeAudits(tx, audit)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: end the sessions of %s: %w", user, err)
-	}
-	return n, nil
 }
 
 // EndSessions deletes every session of user except the one whose hash is

@@ -16,6 +16,14 @@ import (
 type Accounts struct {
 	st   *store.Store
 	opts Options
+	// logins limits guesses at passwords (Login, a step-up, any other
+	// secret a caller checks under them: Logins); bearerFails refused
+	// bearer tokens per address, and bearerAudit the audit entries about
+	// them over all addresses. They live in memory, for the process.
+	logins      *Guard
+	bearerFails *limiter
+	bearerAudit *auditBudget
+	apiToken    []byte // the hash of Options.APIToken; nil: none
 }
 
 // Options are what the configuration says of accounts.
@@ -31,6 +39,9 @@ type Options struct {
 	// RequireTOTPForAdmins keeps an admin's second factor on
 	// (auth.require_totp_for_admins).
 	RequireTOTPForAdmins bool
+	// APIToken is the HANDOFF_API_TOKEN: a bearer token that acts as an
+	// admin with no person behind it ("" : none).
+	APIToken string
 }
 
 // New returns the account rules over st.
@@ -38,8 +49,17 @@ func New(st *store.Store, o Options) *Accounts {
 	if o.CheckClients == nil {
 		o.CheckClients = CheckClientIDs
 	}
-	return &Accounts{st: st, opts: o}
+	a := &Accounts{st: st, opts: o, logins: NewGuard(), bearerFails: newLimiter(BearerPerAddr, BearerWindow),
+		bearerAudit: &auditBudget{max: AuditPerWindow, window: BearerWindow}}
+	if o.APIToken != "" {
+		a.apiToken = HashSecret(o.APIToken)
+	}
+	return a
 }
+
+// Logins is the guard of guesses at passwords, for a secret checked
+// elsewhere under the same limits and for the admins' unlock panel.
+func (a *Accounts) Logins() *Guard { return a.logins }
 
 // Rule is the rule a new password of a person meets: zxcvbn's score for
 // their role, and none built on the product's name, the clients' words or
@@ -77,7 +97,7 @@ func (a *Accounts) update(ctx context.Context, name string, change func(tx *stor
 		}
 		after := u
 		if after.Disabled && !wasDisabled {
-			if _, err := tx.EndSessions(name, nil); err != nil {
+			if _, err := endSessions(tx, name, nil); err != nil {
 				return err
 			}
 		}
@@ -91,6 +111,20 @@ func (a *Accounts) update(ctx context.Context, name string, change func(tx *stor
 		return store.User{}, fmt.Errorf("user %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// reset is an admin's reset of a person's password or second factor:
+// update, and every session of theirs ends with it, so whoever held the
+// old one is logged out.
+func (a *Accounts) reset(ctx context.Context, name string, change func(u *store.User) error, audit store.AuditEntry) error {
+	_, err := a.update(ctx, name, func(tx *store.Tx, u *store.User) error {
+		if err := change(u); err != nil {
+			return err
+		}
+		_, err := endSessions(tx, u.Name, nil)
+		return err
+	}, &audit)
+	return err
 }
 
 // Person is a new account as typed.
@@ -161,7 +195,7 @@ func (a *Accounts) ResetPassword(ctx context.Context, name, pw string, resetTOTP
 	if err != nil {
 		return "", &Invalid{err}
 	}
-	_, err = a.update(ctx, name, func(tx *store.Tx, u *store.User) error {
+	err = a.reset(ctx, name, func(u *store.User) error {
 		if u.Role != target.Role {
 			return conflict("their role changed meanwhile; reload the page and try again")
 		}
@@ -169,9 +203,8 @@ func (a *Accounts) ResetPassword(ctx context.Context, name, pw string, resetTOTP
 		if resetTOTP {
 			u.TOTP, u.PendingTOTP = nil, ""
 		}
-		_, err := tx.EndSessions(u.Name, nil)
-		return err
-	}, &audit)
+		return nil
+	}, audit)
 	if err != nil {
 		return "", err
 	}
@@ -224,7 +257,7 @@ func (a *Accounts) ChangeOwnPassword(ctx context.Context, name string, keep []by
 			return conflict("your role changed meanwhile; reload the page and try again")
 		}
 		now.PasswordHash = hash
-		_, err := tx.EndSessions(name, keep)
+		_, err := endSessions(tx, name, keep)
 		return err
 	}, &audit)
 	return err
@@ -293,7 +326,7 @@ func (a *Accounts) Remove(ctx context.Context, name string, now time.Time, audit
 				return err
 			}
 		}
-		if _, err := tx.EndSessions(name, nil); err != nil {
+		if _, err := endSessions(tx, name, nil); err != nil {
 			return err
 		}
 		if revoked, err = tx.RevokeTokensOf(u, now); err != nil {

@@ -82,10 +82,8 @@ func (a *Accounts) RemoveOwnTOTP(ctx context.Context, name, current string, audi
 // can log in with the password and enrol again; every session of theirs
 // ends with it.
 func (a *Accounts) ResetTOTP(ctx context.Context, name string, audit store.AuditEntry) error {
-	_, err := a.update(ctx, name, func(tx *store.Tx, u *store.User) error {
+	return a.reset(ctx, name, func(u *store.User) error {
 		u.TOTP, u.PendingTOTP = nil, ""
-		_, err := tx.EndSessions(u.Name, nil)
-		return err
-	}, &audit)
-	return err
+		return nil
+	}, audit)
 }

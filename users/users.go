@@ -6,9 +6,17 @@
 // the last enabled admin stays one, a disabling or a reset ends the
 // person's sessions, a demotion or a removal revokes their tokens.
 //
+// The rules of getting in live here too, for the dashboard's HTTP to call
+// (web keeps the cookies, CSRF and handlers): a login checked under the
+// Guard of guesses, sessions (started, looked up with their expiry,
+// ended), the second factor's code, the step-up and its window, and API
+// tokens (minted, hashed, scoped, checked, revoked).
+//
 // Refusals are typed: *Invalid (what was typed: a 400 on the dashboard),
 // *Conflict (what the account's state does not allow now: a 409, the last
-// admin among them), ErrWrongPassword (a 403); a person who is not is
+// admin among them), ErrWrongPassword (a 403), *TooMany (a 429), and the
+// login's own (ErrLoginFailed, ErrAccountDisabled, *CodeRefused,
+// *StepUpRefused, *TokenRefused); a person who is not is
 // store.ErrNotFound, a name in use store.ErrExists. Their texts are
 // sentences the dashboard and the CLI both show.
 package users

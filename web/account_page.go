@@ -68,7 +68,7 @@ func (s *Server) changeOwnPassword(c *echo.Context) error {
 // the person but this one ends.
 func (s *Server) endOtherSessions(c *echo.Context) error {
 	p := who(c)
-	n, err := s.st.EndSessions(c.Request().Context(), p.Name, p.hash, s.auditEntry(c, "log out other sessions", p.Name, ""))
+	n, err := s.accounts.EndOtherSessions(c.Request().Context(), p.Name, p.hash, s.auditEntry(c, "log out other sessions", p.Name, ""))
 	if err != nil {
 		return err
 	}

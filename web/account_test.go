@@ -351,7 +351,7 @@ func TestSecondFactorLogin(t *testing.T) {
 	// Five wrong codes end the attempt: the password is needed again.
 	w := newBrowser(t, e.url)
 	p := codeLogin(t, w, "ann", "ann-password", "111111")
-	for range maxCodeTries - 1 {
+	for range users.MaxCodeTries - 1 {
 		p = w.do(http.MethodPost, "/login/code", url.Values{"code": {"111111"}}, nil)
 	}
 	if p.code != http.StatusUnauthorized || !strings.Contains(p.body, "log in again") {
@@ -443,7 +443,7 @@ func TestSetupLinkUsedTwice(t *testing.T) {
 	clk := &clock{t: time.Now()}
 	e, _ := newEnv(t, nil, envOptions{now: clk.Now})
 	const secret = "setup-secret-for-the-test-0123456789"
-	if made, err := e.st.CreateSetupLink(context.Background(), hashSecret(secret), clk.Now().Add(time.Hour)); err != nil || !made {
+	if made, err := e.st.CreateSetupLink(context.Background(), users.HashSecret(secret), clk.Now().Add(time.Hour)); err != nil || !made {
 		t.Fatalf("CreateSetupLink: %v %v", made, err)
 	}
 	b := newBrowser(t, e.url)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 )
 
 // createTokenAs creates a token on the dashboard as b (with a step-up)
@@ -65,7 +66,7 @@ func TestRemovedAdminsTokenStaysDead(t *testing.T) {
 		t.Errorf("the new admin2's id %q is the old token's owner %q", u.ID, toks[0].UserID)
 	}
 	// Even unrevoked, a token of another person's id opens nothing.
-	if err := e.st.CreateToken(context.Background(), hashSecret("forged-owner"), store.Token{ID: "T9", Name: "x", User: "admin2", UserID: toks[0].UserID, Scope: store.ScopeAdmin, CreatedAt: time.Now()}); err != nil {
+	if err := e.st.CreateToken(context.Background(), users.HashSecret("forged-owner"), store.Token{ID: "T9", Name: "x", User: "admin2", UserID: toks[0].UserID, Scope: store.ScopeAdmin, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if code := bearerCode(t, e, "forged-owner"); code != http.StatusUnauthorized {
@@ -129,7 +130,7 @@ func TestStolenSessionNeedsThePassword(t *testing.T) {
 	if p := boss.postStepped("/account/totp/start", nil); p.code != http.StatusOK || !strings.Contains(p.body, "otpauth://") {
 		t.Fatalf("enrol with the password: %d %.300s", p.code, p.body)
 	}
-	clk.Add(stepUpFor - time.Second)
+	clk.Add(users.StepUpFor - time.Second)
 	if p := boss.post("/users/tokens", url.Values{"name": {"within"}, "scope": {"read"}}); p.code != http.StatusOK {
 		t.Errorf("a token within the step-up: %d %.200s", p.code, p.body)
 	}

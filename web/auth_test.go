@@ -20,6 +20,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 )
 
 // TestLoginRateLimitParallel: twenty wrong passwords for one name, all
@@ -144,7 +145,7 @@ func TestLockoutCannotBeAimed(t *testing.T) {
 	e, _ := newEnv(t, proxiedConfig(), envOptions{now: clk.Now})
 	addUser(t, e.st, "boss", store.RoleAdmin, "", "right-password-1")
 	stranger := newBrowser(t, e.url)
-	for i := 1; i <= loginPerPair; i++ {
+	for i := 1; i <= users.LoginPerPair; i++ {
 		if p := loginFrom(stranger, "198.51.100.7", "boss", "wrong-password"); p.code != http.StatusUnauthorized {
 			t.Fatalf("stranger's wrong password %d: %d %.200s", i, p.code, p.body)
 		}
@@ -217,7 +218,7 @@ func TestForwardedForIgnoredFromUntrustedPeers(t *testing.T) {
 			e := newTestEnv(t, cfg)
 			addUser(t, e.st, "ann", store.RoleApprover, "", "right-password-1")
 			b := newBrowser(t, e.url)
-			for i := range loginPerPair {
+			for i := range users.LoginPerPair {
 				if p := loginFrom(b, fmt.Sprintf("198.51.100.%d", i+1), "ann", "wrong-password"); p.code != http.StatusUnauthorized {
 					t.Fatalf("try %d: %d", i, p.code)
 				}
@@ -271,44 +272,6 @@ func TestClientIP(t *testing.T) {
 	}
 }
 
-// TestLoginGuardRules: the back-off grows per failure of the name and
-// never refuses the first attempt of an address that has not failed.
-func TestLoginGuardRules(t *testing.T) {
-	g := newLoginGuard()
-	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	for i := range 8 {
-		addr := fmt.Sprintf("a%d", i)
-		if _, ok := g.reserve("boss", addr, now); !ok {
-			t.Fatalf("the first attempt from fresh address %s was refused", addr)
-		}
-	}
-	retry, ok := g.reserve("boss", "a0", now)
-	if ok || retry != nameDelay(8) {
-		t.Errorf("a failed address in the back-off: ok %v retry %s, want refused for %s", ok, retry, nameDelay(8))
-	}
-	if _, ok := g.reserve("boss", "a0", now.Add(nameDelay(8))); !ok {
-		t.Errorf("the back-off did not end after %s", nameDelay(8))
-	}
-	if nameDelay(loginNameFree) != loginDelay || nameDelay(loginNameFree+3) != 8*loginDelay || nameDelay(1000) != loginDelayMax {
-		t.Errorf("delays %s %s %s", nameDelay(loginNameFree), nameDelay(loginNameFree+3), nameDelay(1000))
-	}
-	// A success takes its own count back, and only its own.
-	at := now.Add(time.Hour)
-	if _, ok := g.reserve("ann", "b", at); !ok {
-		t.Fatal("refused")
-	}
-	g.release("ann", "b", at)
-	if len(g.pairs[pairKey("ann", "b")]) != 0 || len(g.names["ann"]) != 0 || len(g.addrs["b"]) != 0 {
-		t.Errorf("release left counts: %v %v %v", g.pairs, g.names["ann"], g.addrs["b"])
-	}
-	if !g.unlockName("boss") || len(g.names["boss"]) != 0 || len(g.pairs[pairKey("boss", "a1")]) != 0 {
-		t.Error("unlockName left the name's counts")
-	}
-	if addrKey("2001:db8:1:2:3:4:5:6") != addrKey("2001:db8:1:2:ffff::1") || addrKey("192.0.2.1") == addrKey("192.0.2.2") {
-		t.Error("addresses are not keyed by IPv4 address and IPv6 /64")
-	}
-}
-
 // tokenFor stores a token of scope made by the admin "boss" (added if
 // needed) and returns its secret.
 func tokenFor(t *testing.T, e *testEnv, scope store.Scope) string {
@@ -316,9 +279,9 @@ func tokenFor(t *testing.T, e *testEnv, scope store.Scope) string {
 	if _, err := e.st.User("boss"); err != nil {
 		addUser(t, e.st, "boss", store.RoleAdmin, "", "boss-password-1")
 	}
-	secret := newSecret()
+	secret := users.NewSecret()
 	tok := store.Token{ID: ulid.Make().String(), Name: string(scope) + "-" + secret[:6], User: "boss", Scope: scope, CreatedAt: time.Now()}
-	if err := e.st.CreateToken(context.Background(), hashSecret(secret), tok); err != nil {
+	if err := e.st.CreateToken(context.Background(), users.HashSecret(secret), tok); err != nil {
 		t.Fatal(err)
 	}
 	return secret
@@ -383,7 +346,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	for _, sc := range store.Scopes {
 		secrets[sc] = tokenFor(t, e, sc)
 	}
-	// What each scope covers (principal.may), written out again here.
+	// What each scope covers (users.Caller.May), written out again here.
 	covers := map[store.Scope][]string{
 		store.ScopeMetrics: {metr}, store.ScopeKeys: {keys}, store.ScopeRead: {read},
 		store.ScopeApprove: {read, appr}, store.ScopeAdmin: {read, appr, keys, admin, metr},
@@ -473,7 +436,7 @@ func TestTokenOwnerMustStayAdmin(t *testing.T) {
 }
 
 // TestBearerGuessingLimited: sixty wrong tokens from one address, all at
-// once, get at most bearerPerAddr looked up; the rest are 429 with
+// once, get at most users.BearerPerAddr looked up; the rest are 429 with
 // Retry-After; the audit log holds two entries, not sixty; a right token
 // from that address waits too, and from another address it works.
 func TestBearerGuessingLimited(t *testing.T) {
@@ -515,8 +478,8 @@ func TestBearerGuessingLimited(t *testing.T) {
 			t.Errorf("guess %d: %d (Retry-After %q)", i, c, retry[i])
 		}
 	}
-	if refused != bearerPerAddr || limited != n-bearerPerAddr {
-		t.Errorf("%d refused and %d limited, want %d and %d", refused, limited, bearerPerAddr, n-bearerPerAddr)
+	if refused != users.BearerPerAddr || limited != n-users.BearerPerAddr {
+		t.Errorf("%d refused and %d limited, want %d and %d", refused, limited, users.BearerPerAddr, n-users.BearerPerAddr)
 	}
 	log, err := e.st.AuditLog(200)
 	if err != nil {
@@ -648,7 +611,7 @@ func TestLockoutSecondLoopbackAddress(t *testing.T) {
 	e, _ := newEnv(t, nil, envOptions{now: clk.Now})
 	addUser(t, e.st, "boss", store.RoleAdmin, "", "right-password-1")
 	first := newBrowser(t, e.url)
-	for i := 1; i <= loginPerPair; i++ {
+	for i := 1; i <= users.LoginPerPair; i++ {
 		if p := first.do(http.MethodPost, "/login", url.Values{"name": {"boss"}, "password": {"wrong-password"}}, nil); p.code != http.StatusUnauthorized {
 			t.Fatalf("wrong password %d: %d", i, p.code)
 		}

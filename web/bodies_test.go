@@ -33,6 +33,20 @@ func fakeWaits(b *bodyBudget) <-chan chan time.Time {
 	return starts
 }
 
+// waitInLine returns once someone waits in b's line: the start of a wait
+// (fakeWaits) comes just before the request joins the semaphore's line,
+// and a reservation of nothing succeeds only while nobody waits.
+func waitInLine(t *testing.T, b *bodyBudget) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.sem.TryAcquire(0) {
+		if time.Now().After(deadline) {
+			t.Fatal("nobody joined the line within 10s")
+		}
+		runtime.Gosched()
+	}
+}
+
 type reservation struct {
 	release func()
 	err     error
@@ -89,6 +103,7 @@ func TestBodyBudget(t *testing.T) {
 	// when the large one's wait runs out, the small one gets in.
 	large := reserveAsync(b, 80)
 	expireLarge := <-starts
+	waitInLine(t, b)
 	small := reserveAsync(b, 10)
 	<-starts
 	select {

@@ -14,6 +14,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/users"
 )
 
 // twoClients is the demo split into two businesses: channel web-a is
@@ -531,9 +532,9 @@ func TestClientTokens(t *testing.T) {
 	bolt := seedClient(t, e, "bolt", "web-b", "b")
 	addUser(t, e.st, "boss", store.RoleAdmin, "", "boss-password-1")
 	token := func(scope store.Scope, clients ...string) http.Header {
-		secret := newSecret()
+		secret := users.NewSecret()
 		tok := store.Token{ID: "t-" + secret[:8], Name: string(scope) + "-" + secret[:6], User: "boss", Scope: scope, Clients: clients, CreatedAt: e.srv.now()}
-		if err := e.st.CreateToken(context.Background(), hashSecret(secret), tok); err != nil {
+		if err := e.st.CreateToken(context.Background(), users.HashSecret(secret), tok); err != nil {
 			t.Fatal(err)
 		}
 		return http.Header{"Authorization": {"Bearer " + secret}}

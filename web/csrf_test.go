@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 )
 
 // TestCSRFMaskedPerResponse: gzipped pages that reflect the request (the
@@ -34,7 +35,7 @@ func TestCSRFMaskedPerResponse(t *testing.T) {
 			cookie = c.Value
 		}
 	}
-	sess, err := e.st.Session(hashSecret(cookie))
+	sess, err := e.st.Session(users.HashSecret(cookie))
 	if err != nil || sess.CSRF == "" {
 		t.Fatalf("the session of ann's cookie: %+v %v", sess, err)
 	}

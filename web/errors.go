@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v5"
 
@@ -46,6 +47,14 @@ const correlationHeader = "X-Correlation-Id"
 //	*keys.StateError            409, its sentence
 //	*keys.UnsureError           409, its sentence and where to reconcile
 //	password.ErrTooShort/Long   400, its sentence
+//	*users.Invalid              400, its sentence (what was typed)
+//	*users.Conflict             409, its sentence (the account's state)
+//	users.ErrWrongPassword      403 (a change of one's own account, a step-up)
+//	*users.TooMany              429, its sentence (limited sets Retry-After)
+//	users.ErrLoginFailed        401; users.ErrAccountDisabled 403
+//	*users.CodeRefused          401, its sentence; 429 for users.ErrCodeLocked
+//	*users.StepUpRefused        403, its sentence; 429 for users.ErrCodeLocked
+//	*users.TokenRefused         401, its sentence
 //	store.ErrNotFound           404, with the sentence of missing(err, …)
 //	store.ErrExists             409, with the sentence of taken(err, …)
 //	refused(err, status)        status, err's sentence, when nothing above matches
@@ -77,6 +86,10 @@ func answerFor(err error) (status int, msg string) {
 		unreadable *store.Unreadable
 		invalid    *users.Invalid
 		refuse     *users.Conflict
+		tooMany    *users.TooMany
+		code       *users.CodeRefused
+		stepUp     *users.StepUpRefused
+		token      *users.TokenRefused
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -118,6 +131,25 @@ func answerFor(err error) (status int, msg string) {
 		return http.StatusConflict, refuse.Error()
 	case errors.Is(err, users.ErrWrongPassword):
 		return http.StatusForbidden, users.ErrWrongPassword.Error()
+	case errors.As(err, &tooMany):
+		return http.StatusTooManyRequests, tooMany.Error()
+	case errors.Is(err, users.ErrLoginFailed):
+		return http.StatusUnauthorized, users.ErrLoginFailed.Error()
+	case errors.Is(err, users.ErrAccountDisabled):
+		return http.StatusForbidden, users.ErrAccountDisabled.Error()
+	case errors.As(err, &code), errors.As(err, &stepUp):
+		status, msg := http.StatusUnauthorized, ""
+		if code != nil {
+			msg = code.Error()
+		} else {
+			status, msg = http.StatusForbidden, stepUp.Error()
+		}
+		if errors.Is(err, users.ErrCodeLocked) {
+			status = http.StatusTooManyRequests
+		}
+		return status, msg
+	case errors.As(err, &token):
+		return http.StatusUnauthorized, token.Error()
 	case errors.Is(err, password.ErrTooShort), errors.Is(err, password.ErrTooLong):
 		return http.StatusBadRequest, err.Error()
 	case errors.As(err, &named) && errors.Is(err, named.sentinel):
@@ -131,6 +163,17 @@ func answerFor(err error) (status int, msg string) {
 		return echo.StatusCode(err), http.StatusText(echo.StatusCode(err))
 	}
 	return http.StatusInternalServerError, errInternal
+}
+
+// limited gives a *users.TooMany among err its Retry-After header on c
+// (whole seconds, rounded up); answerFor gives the rest of its answer.
+// err comes back as it is.
+func limited(c *echo.Context, err error) error {
+	var tm *users.TooMany
+	if errors.As(err, &tm) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(tm.RetrySeconds()))
+	}
+	return err
 }
 
 // namedError gives a store sentinel the sentence of what the request

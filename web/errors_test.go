@@ -12,12 +12,14 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 )
 
 // TestAnswerFor pins the one mapping from errors to answers: each store and
@@ -57,6 +59,14 @@ func TestAnswerFor(t *testing.T) {
 		{"echo status", echo.ErrMethodNotAllowed, 405, http.StatusText(405)},
 		{"unavailable, unnamed", fmt.Errorf("store: approve: %w", store.ErrUnavailable), 500, errInternal},
 		{"deadline", context.DeadlineExceeded, 500, errInternal},
+		{"too many guesses", &users.TooMany{Why: "too many failed logins", Retry: 1500 * time.Millisecond}, 429, "too many failed logins; try again in 2s"},
+		{"login failed", users.ErrLoginFailed, 401, users.ErrLoginFailed.Error()},
+		{"account disabled", users.ErrAccountDisabled, 403, users.ErrAccountDisabled.Error()},
+		{"a wrong code at login", &users.CodeRefused{Err: users.ErrCodeWrong}, 401, users.ErrCodeWrong.Error()},
+		{"a locked code at login", &users.CodeRefused{Err: users.ErrCodeLocked}, 429, users.ErrCodeLocked.Error()},
+		{"a wrong code at a step-up", &users.StepUpRefused{Err: users.ErrStepUpCode}, 403, users.ErrStepUpCode.Error()},
+		{"a locked code at a step-up", &users.StepUpRefused{Err: users.ErrCodeLocked}, 429, users.ErrCodeLocked.Error()},
+		{"a token refused", &users.TokenRefused{Why: "the token is not valid"}, 401, "the token is not valid"},
 		{"anything else", errors.New("boom"), 500, errInternal},
 	}
 	for _, tt := range tests {

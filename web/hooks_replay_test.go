@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/handoff/handoff/users"
 )
 
 // mailgunTrio reads the timestamp, token and signature a Mailgun vector
@@ -166,7 +168,7 @@ func TestHookRefusesControlCharactersInLeadFields(t *testing.T) {
 func TestMetaHandshakeGuessesLimited(t *testing.T) {
 	e := newPresetEnv(t)
 	const right = "/hooks/wa?hub.mode=subscribe&hub.verify_token=vt-123&hub.challenge=42"
-	for i := range 2 * loginPerPair {
+	for i := range 2 * users.LoginPerPair {
 		if r := e.send(t, http.MethodGet, right, nil, ""); r.code != http.StatusOK {
 			t.Fatalf("right handshake %d: %d %s, want 200", i+1, r.code, r.raw)
 		}
@@ -175,7 +177,7 @@ func TestMetaHandshakeGuessesLimited(t *testing.T) {
 		name, path string
 		want       int
 	}{}
-	for i := range loginPerPair {
+	for i := range users.LoginPerPair {
 		steps = append(steps, struct {
 			name, path string
 			want       int
@@ -197,7 +199,7 @@ func TestMetaHandshakeGuessesLimited(t *testing.T) {
 			t.Errorf("%s: %s, want the sentence to name hub.verify_token", s.name, r.raw)
 		}
 	}
-	e.offset.Store(int64(loginWindow.Seconds()) + 1)
+	e.offset.Store(int64(users.LoginWindow.Seconds()) + 1)
 	if r := e.send(t, http.MethodGet, right, nil, ""); r.code != http.StatusOK {
 		t.Errorf("the right token after the window: %d %s, want 200", r.code, r.raw)
 	}

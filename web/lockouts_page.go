@@ -11,7 +11,7 @@ import (
 
 // lockoutViews lists the logins being refused or slowed now.
 func (s *Server) lockoutViews() []views.Lockout {
-	ks := s.logins.lockouts(s.now())
+	ks := s.accounts.Logins().Lockouts(s.now())
 	out := make([]views.Lockout, len(ks))
 	for i, k := range ks {
 		out[i] = views.Lockout{Name: k.Name, Addr: k.Addr, Failures: k.Failures, Until: k.Until}
@@ -28,10 +28,10 @@ func (s *Server) unlockLogin(c *echo.Context) error {
 		return s.renderUsers(c, http.StatusBadRequest, nil, &views.Notice{Tone: "error", Text: "Say which name or address to unlock."})
 	}
 	var lifted []string
-	if name != "" && s.logins.unlockName(name) {
+	if name != "" && s.accounts.Logins().UnlockName(name) {
 		lifted = append(lifted, "name "+name)
 	}
-	if addr != "" && s.logins.unlockAddr(addr) {
+	if addr != "" && s.accounts.Logins().UnlockAddr(addr) {
 		lifted = append(lifted, "address "+addr)
 	}
 	if len(lifted) == 0 {

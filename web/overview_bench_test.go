@@ -19,6 +19,7 @@ import (
 	"github.com/handoff/handoff/leads"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 )
 
 // BenchmarkOverviewPage fills a file as a busy week leaves it — events of
@@ -111,9 +112,9 @@ func benchSession(b *testing.B, srv *Server, st *store.Store, name string, role 
 			b.Fatal(err)
 		}
 	}
-	secret := newSecret()
+	secret := users.NewSecret()
 	now := time.Now()
-	if err := st.CreateSession(ctx, hashSecret(secret), store.Session{User: name, Role: role, CSRF: newSecret(), CreatedAt: now, LastSeen: now}); err != nil {
+	if err := st.CreateSession(ctx, users.HashSecret(secret), store.Session{User: name, Role: role, CSRF: users.NewSecret(), CreatedAt: now, LastSeen: now}); err != nil {
 		b.Fatal(err)
 	}
 	return srv.sessionCookieFor(secret, 3600)

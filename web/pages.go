@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
 
@@ -90,7 +91,7 @@ func (s *Server) loginSubmit(c *echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
 	next := safeNext(c.FormValue("next"))
 	secret, err := s.login(c, name, c.FormValue("password"))
-	if code := (*codeNeeded)(nil); errors.As(err, &code) {
+	if code := (*users.CodeNeeded)(nil); errors.As(err, &code) {
 		return s.startCode(c, code, next)
 	}
 	if err != nil {
@@ -99,7 +100,7 @@ func (s *Server) loginSubmit(c *echo.Context) error {
 		}
 		return err
 	}
-	c.SetCookie(s.sessionCookieFor(secret, int(sessionMax.Seconds())))
+	c.SetCookie(s.sessionCookieFor(secret, int(users.SessionMax.Seconds())))
 	return c.Redirect(http.StatusSeeOther, next)
 }
 
@@ -107,12 +108,9 @@ func (s *Server) loginSubmit(c *echo.Context) error {
 // by the browser, so a copied cookie stops working too.
 func (s *Server) logout(c *echo.Context) error {
 	p := who(c)
-	if p.hash != nil {
-		if err := s.st.DeleteSession(c.Request().Context(), p.hash); err != nil {
-			return err
-		}
+	if err := s.accounts.Logout(c.Request().Context(), p.Name, p.hash, c.RealIP(), s.now()); err != nil {
+		return err
 	}
-	_ = s.st.Audit(c.Request().Context(), store.AuditEntry{At: s.now(), Who: p.Name, From: c.RealIP(), Action: "logout"})
 	c.SetCookie(s.sessionCookieFor("", -1))
 	return c.Redirect(http.StatusSeeOther, "/login")
 }

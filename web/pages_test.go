@@ -21,6 +21,7 @@ import (
 	"github.com/handoff/handoff/static"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
 
@@ -223,7 +224,7 @@ func TestPagesAccess(t *testing.T) {
 	d1 := pending(t, e, "demo", "a1", "first")
 	d2 := pending(t, e, "demo", "a2", "second")
 	row := needsReconciliation(t, e, "r1")
-	if err := e.st.CreateToken(context.Background(), hashSecret("tok-1"), store.Token{ID: "T1", Name: "one", User: "boss", Role: store.RoleApprover, CreatedAt: time.Now()}); err != nil {
+	if err := e.st.CreateToken(context.Background(), users.HashSecret("tok-1"), store.Token{ID: "T1", Name: "one", User: "boss", Role: store.RoleApprover, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -768,7 +769,7 @@ func TestQueueFilterPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	me := &principal{Name: "ann", Owner: "billing"}
+	me := &principal{Caller: users.Caller{Name: "ann", Owner: "billing"}}
 	walk := func(owner, channel string, n int) []string {
 		t.Helper()
 		var ids []string

@@ -32,7 +32,7 @@ func (s *Server) routes() {
 	e.GET("/hooks/:channel", s.hookHandshake) // Meta's subscription handshake; 405 elsewhere
 
 	// The JSON API: a bearer token or a session, in the group of the scope
-	// each route needs (principal.may): an approver's session or an approve
+	// each route needs (users.Caller.May): an approver's session or an approve
 	// token works drafts, leads and timelines; a read token only reads; a
 	// keys token has the key API alone; everything else is for admins.
 	api := func(need store.Scope) *echo.Group {

@@ -4,7 +4,6 @@
 package web
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -50,25 +49,21 @@ type Server struct {
 	log       *slog.Logger
 	now       func() time.Time
 	verifiers map[string]hook.Verifier
-	tokenHash []byte
 	// sealer encrypts second-factor secrets at rest (password.Sealer);
 	// nil without a secret key: they are stored as they are.
 	sealer *password.Sealer
 	// accounts are the rules of people's accounts (package users).
 	accounts *users.Accounts
 
-	logins      *loginGuard
-	bearerFails *limiter     // refused bearer tokens per address
-	bearerAudit *auditBudget // audit entries about them, all addresses
-	cookie      string       // the session cookie's name
-	metrics     *Metrics
-	ready       readyCache
-	backupSums  *sumCache // SHA-256 of the scheduled backup files
-	downloads   downloads // snapshot downloads running, their idle bound (backup.go)
-	backups     Backups
-	claims      *claims     // who looks at which waiting draft (claims.go)
-	bodies      *bodyBudget // webhook bodies in memory at once (limits.go)
-	providers   map[string]delivery.Looker
+	cookie     string // the session cookie's name
+	metrics    *Metrics
+	ready      readyCache
+	backupSums *sumCache // SHA-256 of the scheduled backup files
+	downloads  downloads // snapshot downloads running, their idle bound (backup.go)
+	backups    Backups
+	claims     *claims     // who looks at which waiting draft (claims.go)
+	bodies     *bodyBudget // webhook bodies in memory at once (limits.go)
+	providers  map[string]delivery.Looker
 }
 
 // New builds the server and its routes.
@@ -78,13 +73,11 @@ func New(d Deps) (*Server, error) {
 	}
 	s := &Server{
 		cfg: d.Config, st: d.Store, jobs: d.Jobs, log: d.Logger, now: d.Now, verifiers: map[string]hook.Verifier{},
-		logins: newLoginGuard(), bearerFails: newLimiter(bearerPerAddr, bearerWindow),
-		bearerAudit: &auditBudget{max: auditPerWindow, window: bearerWindow},
-		cookie:      sessionCookie,
-		backupSums:  &sumCache{sums: map[sumKey]string{}},
-		claims:      newClaims(),
-		bodies:      newBodyBudget(d.Config.Limits.BodiesInFlight),
-		providers:   d.Providers,
+		cookie:     sessionCookie,
+		backupSums: &sumCache{sums: map[sumKey]string{}},
+		claims:     newClaims(),
+		bodies:     newBodyBudget(d.Config.Limits.BodiesInFlight),
+		providers:  d.Providers,
 	}
 	if s.https() {
 		// A __Host- cookie is only accepted when Secure, on Path=/ and
@@ -110,11 +103,7 @@ func New(d Deps) (*Server, error) {
 	for _, cl := range d.Config.ClientList() {
 		words = append(words, cl.ID, cl.Name)
 	}
-	s.accounts = users.New(d.Store, users.Options{Sealer: s.sealer, Words: words, CheckClients: d.Config.CheckClients, RequireTOTPForAdmins: d.Config.Auth.RequireTOTPForAdmins})
-	if d.APIToken != "" {
-		sum := sha256.Sum256([]byte(d.APIToken))
-		s.tokenHash = sum[:]
-	}
+	s.accounts = users.New(d.Store, users.Options{Sealer: s.sealer, Words: words, CheckClients: d.Config.CheckClients, RequireTOTPForAdmins: d.Config.Auth.RequireTOTPForAdmins, APIToken: d.APIToken})
 	verifiers, err := newVerifiers(d.Config)
 	if err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ func (s *Server) setupForm(c *echo.Context) error {
 	token := c.Param("token")
 	c.Response().Header().Set("Cache-Control", "no-store")
 	c.Response().Header().Set("Referrer-Policy", "no-referrer")
-	if !s.st.SetupLinkValid(hashSecret(token), s.now()) {
+	if !s.st.SetupLinkValid(users.HashSecret(token), s.now()) {
 		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
 	}
 	return render(c, http.StatusOK, views.Setup(views.SetupPage{Token: token, Name: "admin"}))
@@ -42,7 +42,7 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	// The link first, before the password is hashed: a dead or made-up
 	// link, and every link once a person exists, costs one read, never a
 	// bcrypt. UseSetupLink checks again in its own transaction.
-	if !s.st.SetupLinkValid(hashSecret(token), s.now()) {
+	if !s.st.SetupLinkValid(users.HashSecret(token), s.now()) {
 		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
 	}
 	if !users.ValidName(name) {
@@ -58,7 +58,7 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 	now := s.now().UTC()
 	ip := c.RealIP()
 	admin := store.User{Name: name, Role: store.RoleAdmin, PasswordHash: hash, CreatedAt: now}
-	err = s.st.UseSetupLink(c.Request().Context(), hashSecret(token), now, admin,
+	err = s.st.UseSetupLink(c.Request().Context(), users.HashSecret(token), now, admin,
 		store.AuditEntry{At: now, Who: name, From: ip, Action: "create user", Target: name, Detail: "the first admin, with the setup link"})
 	if errors.Is(err, store.ErrSetupUsed) {
 		return render(c, http.StatusGone, views.SetupUsed(store.ErrSetupUsed.Error()))
@@ -70,11 +70,11 @@ func (s *Server) setupSubmit(c *echo.Context) error {
 		s.log.Error("delete the used setup link's file", "err", err)
 	}
 	// Logged in as login does (the new admin has no second factor yet).
-	secret, err := s.startSession(c, admin, ip, now, "after setup")
+	secret, err := s.accounts.StartSession(c.Request().Context(), admin, ip, now, "after setup")
 	if err != nil {
 		return err
 	}
-	c.SetCookie(s.sessionCookieFor(secret, int(sessionMax.Seconds())))
+	c.SetCookie(s.sessionCookieFor(secret, int(users.SessionMax.Seconds())))
 	return c.Redirect(http.StatusSeeOther, "/")
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/users"
 )
 
 // TestSetupChecksTheLinkFirst: a POST to a setup link is judged by the
@@ -22,7 +23,7 @@ func TestSetupChecksTheLinkFirst(t *testing.T) {
 	clk := &clock{t: time.Now()}
 	e, _ := newEnv(t, nil, envOptions{now: clk.Now})
 	const secret = "setup-secret-for-the-order-0123456789"
-	if made, err := e.st.CreateSetupLink(context.Background(), hashSecret(secret), clk.Now().Add(time.Hour)); err != nil || !made {
+	if made, err := e.st.CreateSetupLink(context.Background(), users.HashSecret(secret), clk.Now().Add(time.Hour)); err != nil || !made {
 		t.Fatalf("CreateSetupLink: %v %v", made, err)
 	}
 	b := newBrowser(t, e.url)

@@ -1,31 +1,20 @@
 package web
 
 import (
-	"bytes"
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/password"
-	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
 
-// Step-up: what cannot be undone (a restore, an erase, an export handed
-// out, a token made, a second factor enrolled or removed, a password
-// changed) asks a session for its person's password again, and their
-// second factor's code when they have one, so a stolen session cookie is
-// not enough for it. A step-up is kept on the server-side session
-// (store.Session.SteppedUpAt) and covers such actions for stepUpFor.
-// A login is not one: the cookie of a session just started could be the
-// stolen one as well.
-const stepUpFor = 5 * time.Minute
+// Step-up (users.StepUp): what cannot be undone asks a session for its
+// person's password again, and their second factor's code when they have
+// one; it covers such actions for users.StepUpFor.
 
 // The form fields a step-up reads, on the action's own form or on
 // /account/confirm.
@@ -34,12 +23,9 @@ const (
 	stepUpCode     = "current_code"
 )
 
-var (
-	errStepUpNeeded = errors.New("this needs your password again (and your authenticator code, if you use one): enter it in the form, or confirm at /account/confirm; it then covers such actions for 5 minutes")
-	errStepUpCode   = errors.New("this account has a second factor: enter the current code from your authenticator (or a recovery code) with the password")
-)
+var errStepUpNeeded = errors.New("this needs your password again (and your authenticator code, if you use one): enter it in the form, or confirm at /account/confirm; it then covers such actions for 5 minutes")
 
-// stepUp runs next only for a session that stepped up within stepUpFor,
+// stepUp runs next only for a session that stepped up within users.StepUpFor,
 // or whose request carries the password (and code) and they are right: a
 // GET without one goes to /account/confirm and comes back; anything else
 // is refused with errStepUpNeeded. Bearer tokens pass: they are not on
@@ -57,14 +43,10 @@ func (s *Server) stepUp(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // freshStepUp reports whether the request's session stepped up within
-// stepUpFor (or the request has no session).
+// users.StepUpFor (or the request has no session).
 func (s *Server) freshStepUp(c *echo.Context) bool {
 	p := who(c)
-	if p == nil || p.Session == nil {
-		return true
-	}
-	at := p.Session.SteppedUpAt
-	return !at.IsZero() && s.now().Sub(at) < stepUpFor
+	return p == nil || p.Session == nil || users.SteppedUp(p.Session, s.now())
 }
 
 // requireStepUp is nil for a fresh step-up, else checks the password and
@@ -81,93 +63,17 @@ func (s *Server) requireStepUp(c *echo.Context) error {
 	return s.confirmStepUp(c, pw, c.FormValue(stepUpCode))
 }
 
-// confirmStepUp checks pw and, for a person with a second factor, code
-// (an authenticator code newer than the last one taken, or an unused
-// recovery code), and records the step-up on the session. Guesses count
-// against the login's limits (the same name and address), so a stolen
-// session cannot try passwords here any faster than at /login, and wrong
-// codes count towards the account's code lockout.
+// confirmStepUp checks pw and code for the request's session
+// (users.StepUp) and records the step-up on it.
 func (s *Server) confirmStepUp(c *echo.Context, pw, code string) error {
 	p := who(c)
-	now, ip := s.now(), c.RealIP()
-	ctx := c.Request().Context()
-	if retry, ok := s.logins.reserve(p.Name, addrKey(ip), now); !ok {
-		return tooMany(c, retry, "too many wrong passwords")
-	}
-	u, err := s.st.User(p.Name)
+	now := s.now()
+	err := s.accounts.StepUp(c.Request().Context(), p.Name, p.hash, pw, code, c.RealIP(), now)
 	if err != nil {
-		return err
+		return missing(limited(c, err), "your session has ended; log in again")
 	}
-	if !password.Check(u.PasswordHash, pw) {
-		_ = s.st.Audit(ctx, store.AuditEntry{At: now.UTC(), Who: p.Name, From: ip, Action: "step-up failed", Detail: "wrong password"})
-		return users.ErrWrongPassword
-	}
-	s.logins.release(p.Name, addrKey(ip), now)
-	checked := u.PasswordHash
-	var failure error
-	how := "password"
-	err = s.st.UpdateSession(ctx, p.hash, func(sess *store.Session, u *store.User) (bool, error) {
-		failure, how = nil, "password"
-		if !bytes.Equal(u.PasswordHash, checked) {
-			return true, refused(errors.New("the password changed meanwhile; reload the page and try again"), http.StatusConflict)
-		}
-		if t := u.TOTP; t != nil {
-			switch ok, what, err := s.spendCode(u, strings.TrimSpace(code), now.UTC()); {
-			case err != nil:
-				failure = err
-				return true, nil
-			case !ok:
-				failure = errStepUpCode
-				return true, nil
-			default:
-				how += " and " + what
-			}
-		}
-		sess.SteppedUpAt = now.UTC()
-		return true, nil
-	})
-	if err != nil {
-		return missing(err, "your session has ended; log in again")
-	}
-	if failure != nil {
-		_ = s.st.Audit(ctx, store.AuditEntry{At: now.UTC(), Who: p.Name, From: ip, Action: "step-up failed", Detail: failure.Error()})
-		status := http.StatusForbidden
-		if failure == errCodeLocked {
-			status = http.StatusTooManyRequests
-		}
-		return refused(failure, status)
-	}
-	_ = s.st.Audit(ctx, store.AuditEntry{At: now.UTC(), Who: p.Name, From: ip, Action: "step-up", Detail: "with " + how})
 	p.Session.SteppedUpAt = now.UTC()
 	return nil
-}
-
-// spendCode checks code against u's second factor inside the caller's
-// write: an authenticator code newer than the last one taken, or an unused
-// recovery code, which it spends; a wrong one counts towards the lockout.
-// what names the kind of code taken. It also seals a secret stored plain,
-// when the server has a key (the "next write" of sealing). A secret this
-// server cannot open (sealed, and no key or another key) leaves the
-// recovery codes working, and err says why the code was not checked.
-func (s *Server) spendCode(u *store.User, code string, now time.Time) (ok bool, what string, err error) {
-	t := u.TOTP
-	if t.Failures >= maxCodeFailures && now.Sub(t.FailedAt) < codeLockout {
-		return false, "", errCodeLocked
-	}
-	secret, openErr := s.sealer.Open(t.Secret, u.Name)
-	if openErr == nil {
-		t.Secret = s.sealer.Seal(secret, u.Name)
-		if step, ok := password.CheckTOTP(secret, code, now, t.LastStep); ok {
-			t.LastStep, t.Failures = step, 0
-			return true, "authenticator code", nil
-		}
-	}
-	if rest, ok := password.UseRecovery(t.Recovery, code); ok {
-		t.Recovery, t.Failures = rest, 0
-		return true, "recovery code (" + strconv.Itoa(len(rest)) + " left)", nil
-	}
-	t.Failures, t.FailedAt = t.Failures+1, now
-	return false, "", openErr
 }
 
 // stepUpForm answers GET /account/confirm?next=: the password (and code)
@@ -185,7 +91,7 @@ func (s *Server) renderStepUp(c *echo.Context, status int, next, msg string) err
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.StepUpPage(l, views.StepUp{Next: next, Code: u.TOTP != nil, Error: msg, Minutes: int(stepUpFor / time.Minute)}))
+	return render(c, status, views.StepUpPage(l, views.StepUp{Next: next, Code: u.TOTP != nil, Error: msg, Minutes: int(users.StepUpFor / time.Minute)}))
 }
 
 // stepUpSubmit answers POST /account/confirm (form: current, current_code,

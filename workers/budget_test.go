@@ -88,7 +88,7 @@ func TestDraftBudgetHoldsConcurrentCalls(t *testing.T) {
 		}
 		return true
 	}, "every job drafted or waiting for the next day")
-	spent, err := SpentSince(st, time.Now().UTC().Truncate(24*time.Hour), []string{"web"})
+	spent, err := spentSince(st, time.Now().UTC().Truncate(24*time.Hour), []string{"web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,4 +204,16 @@ func TestHoldBudgetConcurrentChecks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// spentSince is the cost of the drafts of channels created since t, as a
+// budget reads it (store.Tx.Spend, the one source of what was spent).
+func spentSince(st *store.Store, t time.Time, channels []string) (float64, error) {
+	var sp store.Spend
+	err := st.View(func(tx *store.Tx) error {
+		var err error
+		sp, err = tx.Spend(t, channels)
+		return err
+	})
+	return sp.Total, err
 }

@@ -366,21 +366,6 @@ func (k *DraftJob) releaseBudget(ctx context.Context, client, execID string) {
 	})
 }
 
-// SpentSince is the cost of the drafts of the given channels created
-// since t, every one of them read (store.Tx.Spend).
-func SpentSince(st *store.Store, t time.Time, channels []string) (float64, error) {
-	var sp store.Spend
-	err := st.View(func(tx *store.Tx) error {
-		var err error
-		sp, err = tx.Spend(t, channels)
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	return sp.Total, nil
-}
-
 // budgetOf is the Budget of a config: a channel's client, its budget
 // (config.BudgetOf) and its channels.
 func budgetOf(cfg *config.Config) func(string) (string, float64, []string) {

@@ -147,7 +147,7 @@ func TestDraftBudgetPausesAndResumes(t *testing.T) {
 	if want := day.Add(24 * time.Hour); !job.RunAt.Equal(want) {
 		t.Errorf("paused job due %s, want the next UTC midnight %s", job.RunAt, want)
 	}
-	spent, err := SpentSince(st, day, []string{"web"})
+	spent, err := spentSince(st, day, []string{"web"})
 	if err != nil || math.Abs(spent-0.025) > 1e-12 {
 		t.Errorf("spent today = %v, %v; want 0.025", spent, err)
 	}
