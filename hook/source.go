@@ -72,6 +72,10 @@ func HeaderSource(source string) (string, bool) {
 	return r.header, true
 }
 
+// addressPrefixes are the address sources' prefixes and the part of the
+// address each keeps.
+var addressPrefixes = [][2]string{{mailAddressPrefix, "address"}, {mailNamePrefix, "name"}}
+
 func parseSource(source string) (ref, error) {
 	if strings.Contains(source, orSeparator) {
 		var r ref
@@ -87,7 +91,8 @@ func parseSource(source string) (ref, error) {
 		}
 		return r, nil
 	}
-	for prefix, part := range map[string]string{mailAddressPrefix: "address", mailNamePrefix: "name"} {
+	for _, ap := range addressPrefixes {
+		prefix, part := ap[0], ap[1]
 		if rest, ok := strings.CutPrefix(source, prefix); ok {
 			if rest == "" {
 				return ref{}, fmt.Errorf("%q names no field to read an email address from (e.g. %s/from)", source, prefix)
