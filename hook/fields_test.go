@@ -34,7 +34,7 @@ func TestAlternatives(t *testing.T) {
 	if _, _, err := p.Field("/obj | /missing"); err == nil {
 		t.Errorf("an object and nothing else: no error, want the not-a-string 400")
 	}
-	for _, bad := range []string{"/a | ", " | /a", "/a | b", "/a |  | /b"} {
+	for _, bad := range []string{"/a | ", " | /a", "/a | b", "/a |  | /b", "/a | header:X-Id", "mailaddress:header:From | /from"} {
 		if err := ValidateSource(bad); err == nil {
 			t.Errorf("ValidateSource(%q) = nil, want an error", bad)
 		}

@@ -87,6 +87,11 @@ func parseSource(source string) (ref, error) {
 			if err != nil {
 				return ref{}, err
 			}
+			if a.isHeader {
+				// config checks a header source against what the signature
+				// covers (HeaderSource), one header per source.
+				return ref{}, fmt.Errorf("%q: a request header cannot be an alternative; read it on its own (header:Name)", source)
+			}
 			r.or = append(r.or, a)
 		}
 		return r, nil
