@@ -31,7 +31,12 @@ var (
 	intentRe = regexp.MustCompile(`^[a-z][a-z_-]{0,31}$`)
 	emailAns = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 	phoneAns = regexp.MustCompile(`^\+?[0-9 ().-]{7,31}$`)
-	fenceRe  = regexp.MustCompile("(?s)^```[a-zA-Z]*\\s*\n(.*?)\n?```\\s*$")
+	// fenceRe is one markdown code fence: its opening line (``` and an
+	// optional language tag), then its body up to the closing ``` or, for
+	// an answer cut short, the end.
+	fenceRe = regexp.MustCompile("(?s)```[a-zA-Z0-9_+-]*[ \t]*\r?\n(.*?)(?:```|\\z)")
+	// jsonKeyRe is the start of a JSON object: an opening brace and a key.
+	jsonKeyRe = regexp.MustCompile(`\{\s*"[^"\n]*"\s*:`)
 )
 
 // optionalKeys are the answer's keys besides reply, in the order notes name them.
@@ -45,14 +50,34 @@ type answer struct {
 	Notes  []string
 }
 
-// unfence returns the JSON inside a markdown code fence (```json … ```),
-// which models add even when told not to, or raw as it is.
+// unfence returns the JSON object inside the first markdown code fence
+// (```json … ```) that holds one, wherever it stands: models add fences
+// even when told not to, and a line before or after them ("Here is the
+// JSON:"). Without such a fence it returns raw, trimmed.
 func unfence(raw string) string {
 	s := strings.TrimSpace(raw)
-	if m := fenceRe.FindStringSubmatch(s); m != nil {
-		return strings.TrimSpace(m[1])
+	for _, m := range fenceRe.FindAllStringSubmatch(s, -1) {
+		if body := strings.TrimSpace(m[1]); strings.HasPrefix(body, "{") {
+			return body
+		}
 	}
 	return s
+}
+
+// prose returns the answer as a plain-text reply, or false when it looks
+// like JSON or code (a brace and a key, an opening bracket, a code fence):
+// such an answer is a broken JSON answer, never a message to send the
+// customer. One fence around the whole answer is taken off first.
+func prose(raw string) (string, bool) {
+	s := strings.TrimSpace(raw)
+	if m := fenceRe.FindStringSubmatchIndex(s); m != nil && m[0] == 0 && m[1] == len(s) {
+		s = strings.TrimSpace(s[m[2]:m[3]])
+	}
+	if s == "" || strings.HasPrefix(s, "{") || strings.HasPrefix(s, "[") ||
+		strings.Contains(s, "```") || jsonKeyRe.MatchString(s) {
+		return "", false
+	}
+	return s, true
 }
 
 // parseAnswer reads the model's JSON answer. Only the reply is required: a

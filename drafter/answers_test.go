@@ -169,9 +169,14 @@ func TestOpenAIRealAnswers(t *testing.T) {
 			}
 		}},
 		{mode: fmNullContent, check: func(t *testing.T, err error) {
+			// No refusal text: an empty answer, retried, not a refusal.
+			var inv *InvalidOutput
 			var r *Refused
-			if !errors.As(err, &r) {
-				t.Fatalf("err = %v, want *Refused", err)
+			if !errors.As(err, &inv) || errors.As(err, &r) {
+				t.Fatalf("err = %v, want *InvalidOutput (an empty answer the queue retries), not *Refused", err)
+			}
+			if !strings.Contains(inv.Raw, `"content":null`) || !strings.Contains(err.Error(), "empty") {
+				t.Errorf("InvalidOutput = %q (raw %q), want the whole answer kept and the error saying it is empty", err, inv.Raw)
 			}
 		}},
 		{mode: fmRetryAfter, check: func(t *testing.T, err error) {

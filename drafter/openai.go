@@ -123,9 +123,10 @@ type PermanentError struct{ Err error }
 func (e *PermanentError) Error() string { return e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
 
-// Refused is a model that declined to draft (OpenAI's message.refusal, or
-// an answer with no content): asking again gives the same answer, so the
-// job ends with the model's own words for a person to read.
+// Refused is a model that declined to draft (OpenAI's message.refusal):
+// asking again gives the same answer, so the job ends with the model's own
+// words for a person to read. An answer with no content and no refusal is
+// not one: it is an *InvalidOutput, retried.
 type Refused struct {
 	Text string
 	Raw  string
@@ -198,19 +199,26 @@ func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 		return out, &Refused{Text: r, Raw: string(resp.raw)}
 	}
 	if strings.TrimSpace(raw) == "" {
+		// No content and no refusal is not a refusal (a refusal says so in
+		// message.refusal): an empty answer, which the queue asks again.
+		why := "the answer is empty: no content and no refusal"
 		if resp.Choices[0].FinishReason == "length" {
-			return out, &InvalidOutput{Raw: string(resp.raw), Err: errors.New("the answer is empty: the model ran out of tokens")}
+			why = "the answer is empty: the model ran out of tokens"
 		}
-		return out, &Refused{Raw: string(resp.raw)}
+		return out, &InvalidOutput{Raw: string(resp.raw), Err: errors.New(why)}
 	}
 	a, err := parseAnswer(raw)
 	if err != nil && o.structured == StructuredNone {
 		// A server without structured output answered in prose: that is
 		// the reply, and the contact details come from the customer's words.
-		if text := strings.TrimSpace(unfence(raw)); text != "" && !strings.HasPrefix(text, "{") {
+		// An answer that looks like JSON is a broken answer, asked again,
+		// never a reply the customer would receive as raw JSON.
+		if text, ok := prose(raw); ok {
 			a = answer{Reply: text, Fields: Extract(in.Text), Notes: []string{
 				"the model answered in plain text, not JSON: the reply is its whole answer; email and phone were taken from the customer's messages, the other fields are empty"}}
 			err = nil
+		} else {
+			err = fmt.Errorf("the answer looks like JSON, so it is not taken as a plain-text reply: %w", err)
 		}
 	}
 	if err != nil {

@@ -43,6 +43,12 @@ func FuzzParseAndMessageID(f *testing.F) {
 	f.Add("multipart/form-data; boundary=b", []byte("--b\r\nContent-Disposition: form-data; name=\"Message-Id\"\r\n\r\n<x@y>\r\n--b--"), "/Message-Id,/Message-Id")
 	f.Add("multipart/form-data", []byte("--b--"), "/a")
 	f.Add(jsonType, []byte(`{"a":[{"k":"x","id":"1"},{"k":"y","id":"2"}]}`), "/a/[k=y]/id")
+	f.Add(jsonType, []byte(`{"a":"","b":" x "}`), "/a | /b")
+	f.Add(jsonType, []byte(`{"a":{"k":1},"b":"y"}`), "/a | /b,/b | /a")
+	f.Add(formType, []byte("from=J%C3%BCrgen+M%C3%BCller+%3Cj%40example.com%3E"), "mailaddress:/from | /from")
+	f.Add(formType, []byte("from=%3D%3FUTF-8%3FQ%3FJ%3DC3%3DBCrgen%3F%3D+%3Cj%40example.com%3E"), "mailname:/from")
+	f.Add(formType, []byte("message-headers=%5B%5B%22Message-Id%22%2C+%22%3Cx%40y%3E%22%5D%5D"), "/Message-Id | mailheader:Message-Id@/message-headers")
+	f.Add(jsonType, []byte(`{"c":[{"w":"2","n":"B"},{"w":"1","n":"A"}],"m":[{"f":"1"}]}`), "/c/[w=@/m/0/f]/n")
 	f.Fuzz(func(t *testing.T, contentType string, body []byte, sources string) {
 		header := http.Header{"X-Id": {" hdr-1 "}}
 		p, err := Parse(contentType, body, header)

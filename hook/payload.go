@@ -15,6 +15,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/mail"
 	"net/url"
 	"strconv"
 	"strings"
@@ -261,11 +262,82 @@ func (p *Payload) resolveIn(doc any, source string, at []int) (string, lookup, e
 		return "", absent, err
 	}
 	r.bind(at)
+	v, res := p.resolveRef(doc, r, at)
+	return v, res, nil
+}
+
+// resolveRef reads one parsed, bound source. Alternatives give the first
+// non-empty value found; failing that, the first found empty, else what
+// the first present one found (an object is notScalar), else absent.
+func (p *Payload) resolveRef(doc any, r ref, at []int) (string, lookup) {
+	if len(r.or) > 0 {
+		best, bestRes := "", absent
+		for _, alt := range r.or {
+			v, res := p.resolveRef(doc, alt, at)
+			switch {
+			case res == found && v != "":
+				return v, found
+			case res == found && bestRes != found, res == notScalar && bestRes == absent:
+				best, bestRes = v, res
+			}
+		}
+		return best, bestRes
+	}
+	if !p.isForm && !r.isHeader {
+		var ok bool
+		if r, ok = p.bindItemSelectors(doc, r, at); !ok {
+			return "", absent
+		}
+	}
 	v, res := p.lookup(r, doc)
 	if r.mail != "" && res == found {
 		v, res = mailHeader(v, r.mail)
 	}
-	return v, res, nil
+	if r.address != "" && res == found {
+		v, res = mailAddress(v, r.address)
+	}
+	return v, res
+}
+
+// bindItemSelectors turns each [path=@/pointer] token of r into the
+// selector [path=value], value read at the pointer for the same item;
+// false when a pointer finds no string or number.
+func (p *Payload) bindItemSelectors(doc any, r ref, at []int) (ref, bool) {
+	copied := false
+	for i, tok := range r.tokens {
+		path, pointer, ok := itemSelector(tok)
+		if !ok {
+			continue
+		}
+		inner, err := parseSource(pointer)
+		if err != nil {
+			return r, false
+		}
+		inner.bind(at)
+		v, res := lookupJSON(doc, inner.tokens)
+		if res != found {
+			return r, false
+		}
+		if !copied {
+			r.tokens, copied = append([]string(nil), r.tokens...), true
+		}
+		r.tokens[i] = "[" + path + "=" + v + "]"
+	}
+	return r, true
+}
+
+// mailAddress reads v as one RFC 5322 address (net/mail: a display name
+// quoted or not, RFC 2047 encoded words decoded): its address or its
+// display name. A value that is not an address is absent.
+func mailAddress(v, part string) (string, lookup) {
+	a, err := mail.ParseAddress(v)
+	if err != nil {
+		return "", absent
+	}
+	if part == "name" {
+		return strings.TrimSpace(a.Name), found
+	}
+	return a.Address, found
 }
 
 func (p *Payload) lookup(r ref, doc any) (string, lookup) {

@@ -1,6 +1,9 @@
 package hook
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Handshakes a channel can answer.
 const (
@@ -44,11 +47,21 @@ type PresetFields struct {
 // Messages says which items of a body are messages: Items is a pattern
 // whose "*" tokens walk arrays ("" is the whole body, one item); an item is
 // a message when every When source is present and no Unless source is.
-// Anything else is a notification, answered 2xx and counted.
+// Anything else is a notification, answered 2xx and counted. Media says
+// what a message without text sent, so that none is recorded empty.
 type Messages struct {
 	Items  string
 	When   []string
 	Unless []string
+	Media  []Media
+}
+
+// Media is one kind of message that may come without text (a photo
+// without a caption): a message whose text is empty while Source is
+// present gets Text instead ("sent a photo").
+type Media struct {
+	Source string
+	Text   string
 }
 
 // Receipts says where a body reports on one of our own sends: Items as in
@@ -65,7 +78,25 @@ const (
 	waMessage = waValue + "/messages/*"
 	waStatus  = waValue + "/statuses/*"
 	fbItem    = "/entry/*/messaging/*"
+	// waName is the profile name of the contacts[] entry whose wa_id is
+	// the message's sender: a batch can carry several senders.
+	waName = waValue + "/contacts/[wa_id=@" + waMessage + "/from]/profile/name"
 )
+
+// waText is a WhatsApp message's text: a text's body, else a media
+// message's caption.
+var waText = strings.Join([]string{
+	waMessage + "/text/body", waMessage + "/image/caption", waMessage + "/video/caption", waMessage + "/document/caption",
+}, orSeparator)
+
+// waMedia names what a WhatsApp message without text or caption sent.
+var waMedia = []Media{
+	{waMessage + "/image", "sent a photo"},
+	{waMessage + "/video", "sent a video"},
+	{waMessage + "/audio", "sent a voice message or audio"},
+	{waMessage + "/document", "sent a document"},
+	{waMessage + "/sticker", "sent a sticker"},
+}
 
 // metaMessaging is Messenger's and Instagram's shape: entry[].messaging[],
 // where a message has message.mid and our own sends come back as echoes.
@@ -98,9 +129,9 @@ var presets = map[string]Preset{
 		Name: "whatsapp", Scheme: SchemeMeta,
 		Fields: PresetFields{
 			MessageID: []string{waMessage + "/id"},
-			Contact:   waMessage + "/from", Name: waValue + "/contacts/0/profile/name", Text: waMessage + "/text/body",
+			Contact:   waMessage + "/from", Name: waName, Text: waText,
 		},
-		Messages:  Messages{Items: waMessage, When: []string{waMessage + "/id"}},
+		Messages:  Messages{Items: waMessage, When: []string{waMessage + "/id"}, Media: waMedia},
 		Receipts:  Receipts{Items: waStatus, ID: waStatus + "/id", Status: waStatus + "/status"},
 		Handshake: HandshakeMeta, Answer: AnswerOK,
 	},
@@ -130,18 +161,28 @@ var presets = map[string]Preset{
 		Name: "sendgrid", Scheme: SchemeBasic,
 		Fields: PresetFields{
 			MessageID: []string{"mailheader:Message-ID@/headers"},
-			Contact:   "/from", Name: "", Text: "/text", Subject: "/subject",
+			// from is the raw header ("Jürgen Müller <j@example.com>"):
+			// the lead is the address, the name its display name; a from
+			// that is no address is taken as it is.
+			Contact: "mailaddress:/from | /from", Name: "mailname:/from", Text: "/text", Subject: "/subject",
 		},
 		Answer: AnswerOK,
 	},
 	"mailgun": {
 		Name: "mailgun", Scheme: SchemeMailgun,
 		Fields: PresetFields{
-			MessageID: []string{"/Message-Id"},
-			Contact:   "/sender", Name: "", Text: "/stripped-text", Subject: "/subject",
+			// Message-Id is not always a field of its own; the email's
+			// headers (message-headers, a JSON list of pairs) have it.
+			MessageID: []string{"/Message-Id | mailheader:Message-Id@/message-headers"},
+			// stripped-text is empty when Mailgun could not strip the
+			// quoted part: then the whole plain text.
+			Contact: "/sender", Name: "", Text: "/stripped-text | /body-plain", Subject: "/subject",
 		},
-		// Event webhooks (delivered, opened...) are JSON without Message-Id.
-		Messages: Messages{When: []string{"/Message-Id"}},
+		// Event webhooks are JSON with event-data (legacy ones, forms with
+		// event): everything else is an email, recorded or refused with
+		// a 400 when it has no id — never answered 200 and dropped, which
+		// Mailgun would not retry.
+		Messages: Messages{Unless: []string{"/event-data", "/event"}},
 		Receipts: Receipts{ID: "/event-data/message/headers/message-id", Status: "/event-data/event"},
 		Answer:   AnswerOK,
 	},
@@ -149,7 +190,9 @@ var presets = map[string]Preset{
 		Name: "postmark", Scheme: SchemeBasic,
 		Fields: PresetFields{
 			MessageID: []string{"/MessageID"},
-			Contact:   "/FromFull/Email", Name: "/FromName", Text: "/StrippedTextReply", Subject: "/Subject",
+			// StrippedTextReply is empty for an email that is not a
+			// reply: then the whole TextBody.
+			Contact: "/FromFull/Email", Name: "/FromName", Text: "/StrippedTextReply | /TextBody", Subject: "/Subject",
 		},
 		Answer: AnswerOK,
 	},
@@ -185,5 +228,6 @@ func LookupPreset(name string) (Preset, bool) {
 	p.Fields.MessageID = slices.Clone(p.Fields.MessageID)
 	p.Messages.When = slices.Clone(p.Messages.When)
 	p.Messages.Unless = slices.Clone(p.Messages.Unless)
+	p.Messages.Media = slices.Clone(p.Messages.Media)
 	return p, true
 }

@@ -73,9 +73,13 @@ func (p *Payload) ReadAll(m Mapping) (Read, error) {
 		if err := CheckKeyField("conversation_id", m.ConversationID, conv); err != nil {
 			return refuse(err)
 		}
+		text := p.optional(m.Text, at)
+		if text == "" {
+			text = p.mediaText(m.Messages.Media, at)
+		}
 		r.Messages = append(r.Messages, Item{
 			MessageID: msgID, ConversationID: conv, Contact: contact,
-			Name: p.optional(m.Name, at), Text: p.optional(m.Text, at), Subject: p.optional(m.Subject, at),
+			Name: p.optional(m.Name, at), Text: text, Subject: p.optional(m.Subject, at),
 		})
 	}
 	if rc := m.Receipts; rc.ID != "" && rc.Status != "" {
@@ -120,6 +124,17 @@ func (p *Payload) isMessage(m Messages, at []int) bool {
 		}
 	}
 	return true
+}
+
+// mediaText is what the first media kind present at the item sent ("sent
+// a photo"), or "" when none is.
+func (p *Payload) mediaText(media []Media, at []int) string {
+	for _, md := range media {
+		if md.Source != "" && p.Present(md.Source, at) {
+			return md.Text
+		}
+	}
+	return ""
 }
 
 // optional reads a field that may be absent or of the wrong type: a

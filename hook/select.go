@@ -68,7 +68,7 @@ func (p *Payload) Items(pattern string) ([][]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.isForm || r.isHeader || r.mail != "" {
+	if p.isForm || r.isHeader || r.mail != "" || r.address != "" || len(r.or) > 0 {
 		return nil, nil
 	}
 	var out [][]int
@@ -110,9 +110,27 @@ func (p *Payload) Items(pattern string) ([][]int, error) {
 }
 
 // mailHeader reads the header name from block, an RFC 5322 header block
-// (SendGrid's "headers" field), or a whole message whose header ends at the
-// first blank line.
+// (SendGrid's "headers" field), a whole message whose header ends at the
+// first blank line, or a JSON list of [name, value] pairs (Mailgun's
+// "message-headers"); the first header of that name wins, in any case.
 func mailHeader(block, name string) (string, lookup) {
+	if b := strings.TrimSpace(block); strings.HasPrefix(b, "[") {
+		var pairs [][]any
+		if err := json.Unmarshal([]byte(b), &pairs); err != nil {
+			return "", absent
+		}
+		for _, kv := range pairs {
+			if len(kv) != 2 {
+				continue
+			}
+			key, okK := kv[0].(string)
+			val, okV := kv[1].(string)
+			if okK && okV && strings.EqualFold(strings.TrimSpace(key), name) {
+				return strings.TrimSpace(val), found
+			}
+		}
+		return "", absent
+	}
 	rd := textproto.NewReader(bufio.NewReader(strings.NewReader(block + "\r\n\r\n")))
 	h, err := rd.ReadMIMEHeader()
 	if err != nil && len(h) == 0 {

@@ -8,8 +8,13 @@ import (
 )
 
 const (
-	headerPrefix = "header:"
-	mailPrefix   = "mailheader:"
+	headerPrefix      = "header:"
+	mailPrefix        = "mailheader:"
+	mailAddressPrefix = "mailaddress:"
+	mailNamePrefix    = "mailname:"
+	// orSeparator joins alternatives: "/a | /b" reads /a, or /b when /a
+	// is absent or empty. A JSON pointer cannot name a key holding " | ".
+	orSeparator = " | "
 )
 
 // ref is a parsed field source.
@@ -20,12 +25,22 @@ type ref struct {
 	// mail, when set, is the canonical name of an email header read from the
 	// RFC 5322 header block found at tokens (mailheader:Message-ID@/headers).
 	mail string
+	// address, when set, reads the value found as an RFC 5322 address
+	// (net/mail): "address" keeps its address, "name" its display name
+	// (mailaddress:/from, mailname:/from).
+	address string
+	// or, when set, are the alternatives of "/a | /b", tried in order: the
+	// first that finds a non-empty value gives it. The ref has nothing else.
+	or []ref
 }
 
 // bind replaces the k-th "*" token with at[k], the index of the batch item
 // being read; tokens past len(at) stay "*", which names no array element.
 // It writes r.tokens in place: parseSource makes them afresh for each ref.
 func (r *ref) bind(at []int) {
+	for i := range r.or {
+		r.or[i].bind(at)
+	}
 	k := 0
 	for i, t := range r.tokens {
 		if t == "*" && k < len(at) {
@@ -36,10 +51,11 @@ func (r *ref) bind(at []int) {
 }
 
 // ValidateSource reports whether source is "" (not read), an RFC 6901 JSON
-// pointer (with the array selectors [path=value] and, in a batch, *),
-// header:Name or mailheader:Name@/pointer. The config package calls it, so
-// that a typo stops the server at start, by the very rules the webhooks
-// read fields with.
+// pointer (with the array selectors [path=value] and [path=@/pointer], and,
+// in a batch, *), header:Name, mailheader:Name@/pointer,
+// mailaddress:<source> or mailname:<source>, or alternatives of these
+// joined by " | ". The config package calls it, so that a typo stops the
+// server at start, by the very rules the webhooks read fields with.
 func ValidateSource(source string) error {
 	_, err := parseSource(source)
 	return err
@@ -56,7 +72,47 @@ func HeaderSource(source string) (string, bool) {
 	return r.header, true
 }
 
+// addressPrefixes are the address sources' prefixes and the part of the
+// address each keeps.
+var addressPrefixes = [][2]string{{mailAddressPrefix, "address"}, {mailNamePrefix, "name"}}
+
 func parseSource(source string) (ref, error) {
+	if strings.Contains(source, orSeparator) {
+		var r ref
+		for _, alt := range strings.Split(source, orSeparator) {
+			if alt == "" {
+				return ref{}, fmt.Errorf("%q has an empty alternative (write \"/a | /b\")", source)
+			}
+			a, err := parseSource(alt)
+			if err != nil {
+				return ref{}, err
+			}
+			if a.isHeader {
+				// config checks a header source against what the signature
+				// covers (HeaderSource), one header per source.
+				return ref{}, fmt.Errorf("%q: a request header cannot be an alternative; read it on its own (header:Name)", source)
+			}
+			r.or = append(r.or, a)
+		}
+		return r, nil
+	}
+	for _, ap := range addressPrefixes {
+		prefix, part := ap[0], ap[1]
+		if rest, ok := strings.CutPrefix(source, prefix); ok {
+			if rest == "" {
+				return ref{}, fmt.Errorf("%q names no field to read an email address from (e.g. %s/from)", source, prefix)
+			}
+			r, err := parseSource(rest)
+			if err != nil {
+				return ref{}, fmt.Errorf("%q: %v", source, err)
+			}
+			if r.address != "" {
+				return ref{}, fmt.Errorf("%q reads an address twice", source)
+			}
+			r.address = part
+			return r, nil
+		}
+	}
 	if rest, ok := strings.CutPrefix(source, mailPrefix); ok {
 		name, ptr, ok := strings.Cut(rest, "@")
 		bad := fmt.Errorf("%q does not name an email header inside a field (use mailheader:Name@/field, e.g. mailheader:Message-ID@/headers)", source)
@@ -93,8 +149,18 @@ func parseSource(source string) (ref, error) {
 	if source[0] != '/' {
 		return ref{}, fmt.Errorf("%q is not a JSON pointer (it must start with \"/\") or header:Name", source)
 	}
-	parts := strings.Split(source[1:], "/")
+	parts := joinItemSelectors(strings.Split(source[1:], "/"))
 	for i, p := range parts {
+		if path, inner, ok := itemSelector(p); ok {
+			// [path=@/pointer]: kept as written, the pointer read per item.
+			if _, err := parseSource(inner); err != nil || strings.HasPrefix(inner, "@") {
+				return ref{}, fmt.Errorf("%q: %q does not compare with a JSON pointer (use [path=@/pointer], e.g. [wa_id=@/messages/*/from])", source, p)
+			}
+			if _, ok := parseSelector("[" + path + "=x]"); !ok {
+				return ref{}, fmt.Errorf("%q: %q is not an array selector (use [path=value], e.g. [field.ref=email])", source, p)
+			}
+			continue
+		}
 		t, err := unescapeToken(p)
 		if err != nil {
 			return ref{}, fmt.Errorf("%q is not a valid JSON pointer: %v", source, err)
@@ -107,6 +173,42 @@ func parseSource(source string) (ref, error) {
 		parts[i] = t
 	}
 	return ref{tokens: parts}, nil
+}
+
+// joinItemSelectors puts back together a selector whose value is a JSON
+// pointer ([wa_id=@/entry/*/changes/*/value/messages/*/from]), which
+// splitting the source at "/" cut apart. A token opening "[…=@" is glued
+// to the tokens after it up to the one that ends with "]"; without one,
+// the tokens stay as they were (and are refused as a selector).
+func joinItemSelectors(parts []string) []string {
+	var out []string
+	for i := 0; i < len(parts); i++ {
+		p := parts[i]
+		if _, v, ok := strings.Cut(p, "="); ok && strings.HasPrefix(p, "[") && v == "@" {
+			for j := i + 1; j < len(parts); j++ {
+				if strings.HasSuffix(parts[j], "]") {
+					p = strings.Join(parts[i:j+1], "/")
+					i = j
+					break
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// itemSelector reads a token [path=@/pointer]: the path and the pointer
+// whose value, read for the same batch item, the path's value must equal.
+func itemSelector(tok string) (path, pointer string, ok bool) {
+	if len(tok) < 2 || tok[0] != '[' || tok[len(tok)-1] != ']' {
+		return "", "", false
+	}
+	path, v, ok := strings.Cut(tok[1:len(tok)-1], "=")
+	if !ok || !strings.HasPrefix(v, "@/") {
+		return "", "", false
+	}
+	return path, v[1:], true
 }
 
 // unescapeToken decodes ~1 before ~0, as RFC 6901 requires, so that "~01"

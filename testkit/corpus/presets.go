@@ -364,7 +364,8 @@ func sendgrid(id ident, tx Text, attach bool) Body {
 	return Body{
 		Preset: id.preset, Layout: id.layout, Text: id.text, ContentType: "multipart/form-data; boundary=" + boundary,
 		Raw: writeMultipart(boundary, ps, f), Fields: values(ps),
-		Want: Want{MessageID: mid, Conversation: from, Contact: from, Text: tx.Body, Subject: subj},
+		// The lead is the address of the raw From, the name its display name.
+		Want: Want{MessageID: mid, Conversation: email(id), Contact: email(id), Name: "Ada Customer", Text: tx.Body, Subject: subj},
 	}
 }
 
