@@ -29,7 +29,7 @@ func goodBackup(t *testing.T) []byte {
 		record(t, st, fmt.Sprintf("m-%04d", i), t0)
 	}
 	var b bytes.Buffer
-	if _, _, err := st.Backup(&b); err != nil {
+	if _, err := st.Backup(&b); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // Counts are the numbers the dashboard's navigation shows.
@@ -83,7 +83,7 @@ func countStuck(tx *Tx, v Visible, stuckBefore map[HandoffStatus]time.Time, scan
 }
 
 // countPrefix counts the keys with prefix, stopping at limit (exclusive) when given.
-func countPrefix(b *bolt.Bucket, prefix, limit []byte) int {
+func countPrefix(b engine.Bucket, prefix, limit []byte) int {
 	n := 0
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {

@@ -50,10 +50,11 @@ func TestReplaceWhileReadersAndWritersRun(t *testing.T) {
 		}()
 	}
 	w.waitAcks(t, 50)
-	kept, err := st.Replace(context.Background(), backup)
+	r, err := st.Replace(context.Background(), backup)
 	if err != nil {
 		t.Fatalf("Replace: %v", err)
 	}
+	kept := r.Kept
 	afterSwap := w.acks.Load()
 	w.waitAcks(t, afterSwap+50)
 	lateFrom := len(w.ackedSoFar())

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // sentEvent is one entry of testdata/schema8-1591ed6.sent.json: what the
@@ -231,7 +231,7 @@ func TestCheckSchema8PlaceAfterMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).Put([]byte(ev.ID), raw) }); err != nil {
+		if err := st.raw(func(tx engine.Tx) error { return tx.Bucket(bucketEvents).Put([]byte(ev.ID), raw) }); err != nil {
 			t.Fatal(err)
 		}
 	}

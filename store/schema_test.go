@@ -14,6 +14,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // TestMigrationCountsDrafts: a database written before the draft counts
@@ -89,7 +91,7 @@ func TestCheckCatchesWrongCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	bump := func(delta int) {
-		if err := st.db.Update(func(tx *bolt.Tx) error { return addCount(&Tx{tx: tx}, draftCountKey(DraftPending), delta) }); err != nil {
+		if err := st.raw(func(tx engine.Tx) error { return addCount(&Tx{tx: tx}, draftCountKey(DraftPending), delta) }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // figureDraft records an event on channel at at and stores its draft,
@@ -162,7 +164,7 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 		{outboxCountKey(OutboxFailed, "web"), []byte{0, 0, 0, 0, 0, 0, 0, 1}},
 	} {
 		var saved []byte
-		err := st.db.Update(func(tx *bolt.Tx) error {
+		err := st.raw(func(tx engine.Tx) error {
 			saved = append([]byte(nil), tx.Bucket(bucketMeta).Get(bad.key)...)
 			return tx.Bucket(bucketMeta).Put(bad.key, bad.value)
 		})
@@ -172,7 +174,7 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 		if err := st.Check(); err == nil {
 			t.Errorf("Check with meta %q = %x: nil, want an error", bad.key, bad.value)
 		}
-		err = st.db.Update(func(tx *bolt.Tx) error {
+		err = st.raw(func(tx engine.Tx) error {
 			if saved == nil {
 				return tx.Bucket(bucketMeta).Delete(bad.key)
 			}
