@@ -193,6 +193,7 @@ func fileSHA256(t *testing.T, path string) string {
 // goroutines insert events as fast as they can. The file must verify, and
 // restored it must hold every event acknowledged before the backup began.
 func TestBackupToDirWhileWriting(t *testing.T) {
+	boltOnly(t)
 	st := openTest(t)
 	w := startWriters(t, st, 4)
 	w.waitAcks(t, 200)
@@ -253,6 +254,7 @@ func (g *heldWriter) Write(p []byte) (int, error) {
 // a long backup, and the snapshot has every event acknowledged before it
 // and none begun after it started.
 func TestBackupIsASnapshotWhileWritersCommit(t *testing.T) {
+	boltOnly(t)
 	st := openTest(t)
 	w := startWriters(t, st, 4)
 	w.waitAcks(t, 100)
@@ -295,6 +297,7 @@ func TestBackupIsASnapshotWhileWritersCommit(t *testing.T) {
 
 // TestBackupToDirKeepsTheNewest writes five backups with keep 2.
 func TestBackupToDirKeepsTheNewest(t *testing.T) {
+	boltOnly(t)
 	st := openTest(t)
 	record(t, st, key(1), t0)
 	dir := t.TempDir()
@@ -397,6 +400,7 @@ func sameState(t *testing.T, what string, before, after map[string]string) {
 // TestRestoreRefusesALiveDatabase: a server (here a store opened in the
 // test) holds the file, so restore refuses and says to stop the server.
 func TestRestoreRefusesALiveDatabase(t *testing.T) {
+	boltOnly(t)
 	dir := liveFolder(t, key(1))
 	backup := backupOf(t, key(2))
 	st, err := Open(dir, Options{})
@@ -423,6 +427,7 @@ func TestRestoreRefusesALiveDatabase(t *testing.T) {
 // damaged index, a truncated-to-nothing file and a missing file are all
 // refused, and the data folder is left exactly as it was.
 func TestRestoreRefusesABadFile(t *testing.T) {
+	boltOnly(t)
 	good := backupOf(t, key(1), key(2), key(3))
 
 	random := filepath.Join(t.TempDir(), "random.db")
@@ -492,6 +497,7 @@ func TestRestoreRefusesABadFile(t *testing.T) {
 // TestRestorePrunesTheEarlierKept: a restore keeps the database it
 // replaced and deletes the one an earlier restore kept, naming it.
 func TestRestorePrunesTheEarlierKept(t *testing.T) {
+	boltOnly(t)
 	dir := liveFolder(t, key(1))
 	r1, err := Restore(context.Background(), dir, backupOf(t, key(2)))
 	if err != nil || r1.Kept == "" || len(r1.Pruned) != 0 || r1.PruneErr != nil {
@@ -516,6 +522,7 @@ func TestRestorePrunesTheEarlierKept(t *testing.T) {
 // and keeps the old one beside it, readable; a second restore in the same
 // second keeps its own copy instead of overwriting the first.
 func TestRestoreKeepsTheOldDatabase(t *testing.T) {
+	boltOnly(t)
 	dir := liveFolder(t, key(1))
 	first := backupOf(t, key(2))
 	second := backupOf(t, key(3))
@@ -574,6 +581,7 @@ func TestRestoreKeepsTheOldDatabase(t *testing.T) {
 // TestRestoreReplacesADamagedDatabase: the usual reason to restore is a
 // database that no longer opens; restore must not refuse over it.
 func TestRestoreReplacesADamagedDatabase(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	live := filepath.Join(dir, FileName)
 	junk := bytes.Repeat([]byte("not a database "), 1000)

@@ -182,6 +182,7 @@ func TestCheckProvesReceiptIndexes(t *testing.T) {
 // indexes, gets both at open, filled from its receipts; a receipt about a
 // row retention already deleted goes, as it would have with its row.
 func TestMigrationIndexesReceipts(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

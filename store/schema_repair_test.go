@@ -70,6 +70,7 @@ func eventValues(t *testing.T, st *Store) map[string]string {
 // except the one whose text cannot be told apart, which is kept and
 // marked unreadable. Check passes, and a second open changes nothing.
 func TestMigrationRepairsSchema8(t *testing.T) {
+	boltOnly(t)
 	dir, sent := fixture8(t)
 	path := filepath.Join(dir, FileName)
 

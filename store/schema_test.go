@@ -21,6 +21,7 @@ import (
 // TestMigrationCountsDrafts: a database written before the draft counts
 // (schema 1) gets them at open, from the status index, and Check agrees.
 func TestMigrationCountsDrafts(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {
@@ -106,6 +107,7 @@ func TestCheckCatchesWrongCount(t *testing.T) {
 // kept, checks as it is, and gets the bulk bucket at open; a fresh file has
 // it from the start. Either way a run can be stored and read back.
 func TestMigrationCreatesBulk(t *testing.T) {
+	boltOnly(t)
 	tests := []struct {
 		name string
 		old  bool
@@ -220,6 +222,7 @@ func undoSchema4(tx *bolt.Tx) error {
 // the ready index by kind and the counts of its jobs in every state, which
 // Check proves and the per-kind claim reads.
 func TestMigrationKeysReadyByKind(t *testing.T) {
+	boltOnly(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})

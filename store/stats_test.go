@@ -190,6 +190,7 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 // figures were kept, checks as it is, and gets the figures and the
 // per-channel counts at open, from its drafts.
 func TestMigrationFillsDraftFigures(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

@@ -436,6 +436,7 @@ func TestUpdateCheckThenWrite(t *testing.T) {
 }
 
 func TestViewAndReadOnly(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

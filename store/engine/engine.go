@@ -14,7 +14,9 @@
 //   - View runs fn in a read snapshot: every read of fn sees the same
 //     committed state, however many writes commit meanwhile. A View may
 //     be opened while an Update runs (Check does, from inside a round) and
-//     sees the state committed before that Update.
+//     sees the state committed before that Update. A commit may wait for
+//     the reads open at that moment (bbolt's remap), so a View never waits
+//     for an Update.
 //   - Keys within a bucket are ordered bytewise (bytes.Compare); cursors
 //     visit them in that order, both ways, and Seek lands on the first key
 //     at or after its argument.
@@ -32,6 +34,12 @@ import (
 // records.
 var ErrBroken = errors.New("engine: the database cannot be read")
 
+// ErrNoSpace marks an open or a commit that failed because the disk is full
+// or its owner's quota spent: the engine classifies its own errors (bbolt's
+// ENOSPC and EDQUOT, however wrapped; PostgreSQL's disk_full), keeping
+// their message and chain, and the store tells readiness from it.
+var ErrNoSpace = errors.New("engine: no space left for the database")
+
 // ErrLocked is an open refused because another process holds the database.
 var ErrLocked = errors.New("engine: the database is in use by another process")
 
@@ -41,7 +49,8 @@ type Engine interface {
 	View(fn func(Tx) error) error
 	// Update runs fn in one write transaction and commits it durably
 	// before it returns; fn's error rolls the transaction back and is
-	// returned as it is. Commit says what the transaction allocated,
+	// returned as it is. A commit that failed for lack of space is
+	// ErrNoSpace. Commit says what the transaction allocated,
 	// committed or not (the store tells a full disk from it).
 	Update(fn func(Tx) error) (Commit, error)
 	// Snapshot writes a consistent copy of the committed database to w in

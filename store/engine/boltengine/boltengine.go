@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -66,7 +68,7 @@ func Open(path string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("%w: %w", engine.ErrLocked, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	return &DB{db: db, fill: o.Fill}, nil
 }
@@ -88,7 +90,7 @@ func (d *DB) View(fn func(engine.Tx) error) error {
 func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 	btx, err := d.db.Begin(true)
 	if err != nil {
-		return engine.Commit{}, err
+		return engine.Commit{}, classify(err)
 	}
 	closed := false
 	defer func() {
@@ -102,8 +104,32 @@ func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 	closed = true // Commit closes the transaction, whether it fails or not
 	err = btx.Commit()
 	stats := btx.Stats()
-	return engine.Commit{Allocated: stats.GetPageAlloc()}, err
+	return engine.Commit{Allocated: stats.GetPageAlloc()}, classify(err)
 }
+
+// classify marks err engine.ErrNoSpace when it says the disk is full or
+// the quota spent. bbolt wraps some errors with %s (growing the file), so
+// the words count too.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return &noSpace{err}
+	}
+	msg := err.Error()
+	if strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error()) {
+		return &noSpace{err}
+	}
+	return err
+}
+
+// noSpace is engine.ErrNoSpace with bbolt's error, its message and chain unchanged.
+type noSpace struct{ err error }
+
+func (e *noSpace) Error() string        { return e.err.Error() }
+func (e *noSpace) Unwrap() error        { return e.err }
+func (e *noSpace) Is(target error) bool { return target == engine.ErrNoSpace }
 
 // Snapshot writes the file as of one read transaction to w (bbolt's
 // tx.WriteTo): a bbolt file that Open reads back.
