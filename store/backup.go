@@ -466,11 +466,11 @@ type Restored struct {
 	PruneErr error
 }
 
-// prune deletes the databases earlier restores kept (PruneKept), once r's
+// prune deletes the databases earlier restores kept (pruneKept), once r's
 // restore succeeded.
 func (r *Restored) prune() {
 	if r.Kept != "" {
-		r.Pruned, r.PruneErr = PruneKept(r.Kept)
+		r.Pruned, r.PruneErr = pruneKept(r.Kept)
 	}
 }
 
@@ -612,12 +612,12 @@ func keepCopy(live string, now time.Time) (string, error) {
 // live file's name: keepCopy's and freeKeepName's.
 var keptName = regexp.MustCompile(`^\.before-restore-\d{8}T\d{6}Z(-\d+)?$`)
 
-// PruneKept deletes every database an earlier restore kept beside the
+// pruneKept deletes every database an earlier restore kept beside the
 // live file (its name + ".before-restore-<time>"), except kept, the one
 // the restore just made: each is a whole copy of the database, so only
 // the newest is kept. It returns the paths deleted; a file that cannot be
 // deleted stops it, with those deleted so far.
-func PruneKept(kept string) ([]string, error) {
+func pruneKept(kept string) ([]string, error) {
 	dir, base := filepath.Split(kept)
 	live, _, ok := strings.Cut(base, ".before-restore-")
 	if !ok || !keptName.MatchString(strings.TrimPrefix(base, live)) {

@@ -214,7 +214,7 @@ func TestBackupVerdict(t *testing.T) {
 	}
 }
 
-// TestPruneKeptKeepsTheNewest: PruneKept deletes the databases earlier
+// TestPruneKeptKeepsTheNewest: pruneKept deletes the databases earlier
 // restores kept beside the live file and nothing else: not the one just
 // kept, not the live file, not a file whose name only looks alike.
 func TestPruneKeptKeepsTheNewest(t *testing.T) {
@@ -236,7 +236,7 @@ func TestPruneKeptKeepsTheNewest(t *testing.T) {
 		}
 	}
 	kept := live + ".before-restore-20260301T000000Z"
-	pruned, err := PruneKept(kept)
+	pruned, err := pruneKept(kept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestPruneKeptKeepsTheNewest(t *testing.T) {
 			t.Errorf("%s: gone %v (%v)", n, gone, err)
 		}
 	}
-	if _, err := PruneKept(live); err == nil {
-		t.Error("PruneKept took the live file for a kept one")
+	if _, err := pruneKept(live); err == nil {
+		t.Error("pruneKept took the live file for a kept one")
 	}
 }
