@@ -140,20 +140,19 @@ func restoreCmd(ctx context.Context, args []string, e env) error {
 	if v := e.getenv("HANDOFF_DATA"); v != "" {
 		*dataDir = v
 	}
-	kept, err := store.Restore(ctx, *dataDir, file)
+	r, err := store.Restore(ctx, *dataDir, file)
 	if err != nil {
 		return err
 	}
-	if kept != "" {
+	if r.Kept != "" {
 		// Only the newest kept database stays: each is a whole copy.
-		pruned, perr := store.PruneKept(kept)
-		for _, p := range pruned {
+		for _, p := range r.Pruned {
 			fmt.Fprintf(e.stdout, "deleted %s, the database an earlier restore kept\n", p)
 		}
-		if perr != nil {
-			fmt.Fprintf(e.stderr, "the databases earlier restores kept could not all be deleted: %v\n", perr)
+		if r.PruneErr != nil {
+			fmt.Fprintf(e.stderr, "the databases earlier restores kept could not all be deleted: %v\n", r.PruneErr)
 		}
-		fmt.Fprintf(e.stdout, "restored %s into %s; the previous database is kept as %s\n", file, *dataDir, kept)
+		fmt.Fprintf(e.stdout, "restored %s into %s; the previous database is kept as %s\n", file, *dataDir, r.Kept)
 	} else {
 		fmt.Fprintf(e.stdout, "restored %s into %s\n", file, *dataDir)
 	}

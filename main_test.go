@@ -292,7 +292,7 @@ func TestVerifyTruncatedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var full bytes.Buffer
-	_, _, err = st.Backup(&full)
+	_, err = st.Backup(&full)
 	st.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -731,7 +731,7 @@ func TestDamagedFilesEveryCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var full bytes.Buffer
-	_, _, err = st.Backup(&full)
+	_, err = st.Backup(&full)
 	st.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -75,14 +75,10 @@ func (b *backups) BackupNow(ctx context.Context) (web.BackupResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.last = web.BackupResult{}
+	// Every outcome is logged where it happens: the backup's own
+	// (written, rejected, failed) by Maintenance.Backup, the offsite
+	// copy's by afterBackup.
 	err := b.a.maint.Backup(ctx)
-	// A rejected copy and a failed offsite copy are logged where they
-	// happen; a backup that could not even be written is logged here (the
-	// schedule logs its own task's failure).
-	var re *store.RejectedError
-	if err != nil && !errors.As(err, &re) && b.last.File.Name == "" {
-		b.a.log.Error("backup failed", "dir", store.BackupDir(b.a.cfg.DataDir), slog.Any("err", err))
-	}
 	return b.last, err
 }
 
@@ -102,8 +98,9 @@ func (b *backups) Offsite() web.Offsite {
 // on throughout; requests wait at the store's gate for the swap.
 //
 // Only the newest database a restore kept stays beside the live file:
-// those kept by earlier restores are deleted once the swap succeeded, and
-// named in the answer (the web side logs the restore in one line).
+// the store deletes those kept by earlier restores once the swap
+// succeeded (store.Restored), and they are named in the answer (the web
+// side logs the restore in one line).
 func (b *backups) Restore(ctx context.Context, src string) (web.Restored, error) {
 	b.restoring.Lock()
 	defer b.restoring.Unlock()
@@ -146,14 +143,13 @@ func (b *backups) Restore(ctx context.Context, src string) (web.Restored, error)
 	}()
 	sctx, scancel := context.WithTimeout(ctx, time.Minute)
 	defer scancel()
-	kept, err := a.st.Replace(sctx, src)
+	r, err := a.st.Replace(sctx, src)
 	if err != nil {
 		return web.Restored{}, err
 	}
-	res := web.Restored{Bytes: size, SHA256: sum, Kept: kept}
-	res.Pruned, err = store.PruneKept(kept)
-	if err != nil {
-		res.PruneError = err.Error()
+	res := web.Restored{Bytes: size, SHA256: sum, Kept: r.Kept, Pruned: r.Pruned}
+	if r.PruneErr != nil {
+		res.PruneError = r.PruneErr.Error()
 	}
 	// The last good backup is what is on disk, whatever the restored
 	// database says.

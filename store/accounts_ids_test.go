@@ -17,6 +17,7 @@ import (
 // than the person of its name (made by a namesake since removed), which
 // is revoked; the file then passes Check.
 func TestMigrateUserIDs(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {
@@ -81,6 +82,7 @@ func TestMigrateUserIDs(t *testing.T) {
 // would plant it) is restored, offline and while serving, with its users
 // and without its sessions.
 func TestRestoreDropsSessions(t *testing.T) {
+	boltOnly(t)
 	src := liveFolder(t, key(1))
 	st, err := Open(src, Options{})
 	if err != nil {

@@ -15,27 +15,25 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/engine/boltengine"
 )
 
 // BackupPrefix starts the name of every backup file the scheduler writes.
 const BackupPrefix = "handoff-backup-"
 
-// Backup streams a consistent snapshot of the live database to w from one
-// read transaction; writers go on meanwhile. It returns the bytes written
-// and their SHA-256.
-func (s *Store) Backup(w io.Writer) (int64, string, error) {
-	h := sha256.New()
-	var n int64
-	err := s.view(func(tx *Tx) error {
-		var err error
-		n, err = tx.tx.WriteTo(io.MultiWriter(w, h))
-		return err
-	})
-	if err != nil {
-		return n, "", fmt.Errorf("store: backup: %w", err)
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
+// Backup writes a consistent snapshot of the live database to w, in the
+// engine's backup format (Engine.Snapshot: on bbolt, the file as of one
+// read transaction), and returns the bytes written. It is the one path of
+// every copy (Snapshot, BackupToDir); writers go on meanwhile. It runs
+// inside the gate, so a Replace cannot swap the database under it. w must
+// be quick, a local file or memory, never a slow client: the engine's read
+// snapshot lasts as long as w takes, and on bbolt a long one holds up a
+// remap, and so every write behind it.
+func (s *Store) Backup(w io.Writer) (int64, error) {
+	s.gate.enter()
+	defer s.gate.exit()
+	return s.eng.Snapshot(w)
 }
 
 // snapshotPattern names a download's temporary copy (Snapshot) in its folder.
@@ -82,11 +80,8 @@ func (s *Store) Snapshot(dir string) (Snapshot, error) {
 func (s *Store) copyTo(f *os.File) (Snapshot, error) {
 	snap := Snapshot{Path: f.Name()}
 	t0 := time.Now()
-	err := s.view(func(tx *Tx) error {
-		var err error
-		snap.Size, err = tx.tx.WriteTo(f)
-		return err
-	})
+	var err error
+	snap.Size, err = s.Backup(f)
 	snap.Held = time.Since(t0)
 	if err != nil {
 		return snap, err
@@ -458,10 +453,43 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// Restored is what a restore (Restore, Replace) did to the data folder.
+type Restored struct {
+	// Kept is the previous database's new name beside the live file; ""
+	// when there was none.
+	Kept string
+	// Pruned is the databases earlier restores kept, deleted once this
+	// one succeeded: each is a whole copy, so only the newest (Kept) stays.
+	Pruned []string
+	// PruneErr is a kept database that could not be deleted; the restore
+	// itself succeeded.
+	PruneErr error
+}
+
+// prune deletes the databases earlier restores kept (pruneKept), once r's
+// restore succeeded.
+func (r *Restored) prune() {
+	if r.Kept != "" {
+		r.Pruned, r.PruneErr = pruneKept(r.Kept)
+	}
+}
+
 // Restore replaces the database in dataDir with the verified file src. It
-// refuses while a server holds the database, verifies src first, and keeps
-// the old database beside the new one. It returns the old file's new name.
-func Restore(ctx context.Context, dataDir, src string) (string, error) {
+// refuses while a server holds the database, verifies src first, keeps
+// the old database beside the new one (Restored.Kept) and deletes those
+// earlier restores kept (Restored.Pruned).
+func Restore(ctx context.Context, dataDir, src string) (Restored, error) {
+	kept, err := restore(ctx, dataDir, src)
+	if err != nil {
+		return Restored{}, err
+	}
+	r := Restored{Kept: kept}
+	r.prune()
+	return r, nil
+}
+
+// restore is Restore up to the kept copy's name.
+func restore(ctx context.Context, dataDir, src string) (string, error) {
 	if err := verifyIsolated(ctx, src); !restorable(err) {
 		return "", fmt.Errorf("restore: nothing was changed: %w", err)
 	}
@@ -473,9 +501,9 @@ func Restore(ctx context.Context, dataDir, src string) (string, error) {
 		// and without the store's migrations: the old file is kept exactly
 		// as it was, and a file too damaged to open (the usual reason to
 		// restore) can still be replaced.
-		cur, err := bolt.Open(live, 0o600, &bolt.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
+		cur, err := boltengine.Open(live, boltengine.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
 		switch {
-		case errors.Is(err, bolt.ErrTimeout):
+		case errors.Is(err, engine.ErrLocked):
 			return "", fmt.Errorf("restore: %s is in use by another process: stop the server first, then restore", live)
 		case err == nil:
 			defer cur.Close()
@@ -517,12 +545,12 @@ func Restore(ctx context.Context, dataDir, src string) (string, error) {
 // again after a restore.
 // A file without sessions is left byte for byte as it is.
 func dropSessions(path string) error {
-	ro, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	ro, err := boltengine.Open(path, boltengine.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return fmt.Errorf("open the copy to drop its sessions: %w", err)
 	}
 	some := false
-	err = ro.View(func(tx *bolt.Tx) error {
+	err = ro.View(func(tx engine.Tx) error {
 		if b := tx.Bucket(bucketSessions); b != nil {
 			k, _ := b.Cursor().First()
 			some = k != nil
@@ -535,18 +563,18 @@ func dropSessions(path string) error {
 	if err != nil || !some {
 		return err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := boltengine.Open(path, boltengine.Options{Timeout: time.Second})
 	if err != nil {
 		return fmt.Errorf("open the copy to drop its sessions: %w", err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	_, err = db.Update(func(tx engine.Tx) error {
 		if tx.Bucket(bucketSessions) == nil {
 			return nil
 		}
 		if err := tx.DeleteBucket(bucketSessions); err != nil {
 			return err
 		}
-		_, err := tx.CreateBucket(bucketSessions)
+		_, err := tx.CreateBucketIfNotExists(bucketSessions)
 		return err
 	})
 	if cerr := db.Close(); err == nil {
@@ -584,12 +612,12 @@ func keepCopy(live string, now time.Time) (string, error) {
 // live file's name: keepCopy's and freeKeepName's.
 var keptName = regexp.MustCompile(`^\.before-restore-\d{8}T\d{6}Z(-\d+)?$`)
 
-// PruneKept deletes every database an earlier restore kept beside the
+// pruneKept deletes every database an earlier restore kept beside the
 // live file (its name + ".before-restore-<time>"), except kept, the one
 // the restore just made: each is a whole copy of the database, so only
 // the newest is kept. It returns the paths deleted; a file that cannot be
 // deleted stops it, with those deleted so far.
-func PruneKept(kept string) ([]string, error) {
+func pruneKept(kept string) ([]string, error) {
 	dir, base := filepath.Split(kept)
 	live, _, ok := strings.Cut(base, ".before-restore-")
 	if !ok || !keptName.MatchString(strings.TrimPrefix(base, live)) {
@@ -645,15 +673,11 @@ type Size struct {
 
 // Size reports the file's size and free pages.
 func (s *Store) Size() (Size, error) {
-	var sz Size
-	// Inside the view: Replace may swap the handle between two calls.
-	err := s.view(func(tx *Tx) error {
-		sz.Bytes = tx.tx.Size()
-		db := tx.tx.DB()
-		sz.FreePages, sz.PageSize = db.Stats().FreePageN, db.Info().PageSize
-		return nil
-	})
-	return sz, err
+	// Inside the gate: Replace may swap the engine between two calls.
+	s.gate.enter()
+	defer s.gate.exit()
+	sp, err := s.eng.Space()
+	return Size{Bytes: sp.Bytes, FreePages: sp.FreePages, PageSize: sp.PageSize}, err
 }
 
 // IsBackupName says whether name is the name of a backup file as
@@ -670,10 +694,26 @@ func IsBackupName(name string) bool {
 // the store reopens on it, migrations included. Writes queued meanwhile
 // commit into the restored database. If the restored file cannot be
 // opened, the old one is put back and reopened. The caller stops whatever
-// must not straddle the swap (the job runner) first.
-func (s *Store) Replace(ctx context.Context, src string) (string, error) {
+// must not straddle the swap (the job runner) first. Once the swap
+// succeeded, the databases earlier restores kept are deleted
+// (Restored.Pruned), as Restore does.
+func (s *Store) Replace(ctx context.Context, src string) (Restored, error) {
+	kept, err := s.replace(ctx, src)
+	if err != nil {
+		return Restored{}, err
+	}
+	r := Restored{Kept: kept}
+	r.prune()
+	return r, nil
+}
+
+// replace is Replace up to the kept copy's name.
+func (s *Store) replace(ctx context.Context, src string) (string, error) {
 	if s.writes == nil {
 		return "", ErrReadOnly
+	}
+	if s.file == nil {
+		return "", errors.New("restore: this engine restores from its own backups, not from a file")
 	}
 	if err := verifyIsolated(ctx, src); !restorable(err) {
 		return "", fmt.Errorf("restore: nothing was changed: %w", err)
@@ -698,7 +738,7 @@ func (s *Store) Replace(ctx context.Context, src string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := s.db.Close(); err != nil {
+	if err := s.eng.Close(); err != nil {
 		return "", fmt.Errorf("restore: close the database: %w", err)
 	}
 	reopen := func(why error) (string, error) {
@@ -735,7 +775,7 @@ func (s *Store) reopen() error {
 	}
 	close(ns.quit)
 	<-ns.stopped
-	s.db = ns.db
+	s.eng, s.file = ns.eng, ns.file
 	s.damage.Store(nil)
 	return nil
 }

@@ -133,6 +133,7 @@ func TestBackupRejectsADamagedCopy(t *testing.T) {
 // passed) is kept, counts toward keep and carries its warnings, on disk
 // and in the answer; the warnings go with it when it is pruned.
 func TestBackupWithUnreadableRecordsCounts(t *testing.T) {
+	boltOnly(t)
 	st := openTest(t)
 	record(t, st, key(1), t0)
 	dir := t.TempDir()
@@ -175,6 +176,7 @@ func TestBackupWithUnreadableRecordsCounts(t *testing.T) {
 // TestBackupNamesNeverRepeat: two backups in the same second get two
 // names, the second the next second's, so none replaces the other.
 func TestBackupNamesNeverRepeat(t *testing.T) {
+	boltOnly(t)
 	st := openTest(t)
 	dir := t.TempDir()
 	a, _, err := st.BackupToDir(dir, t0, BackupOptions{Keep: 5})
@@ -212,10 +214,11 @@ func TestBackupVerdict(t *testing.T) {
 	}
 }
 
-// TestPruneKeptKeepsTheNewest: PruneKept deletes the databases earlier
+// TestPruneKeptKeepsTheNewest: pruneKept deletes the databases earlier
 // restores kept beside the live file and nothing else: not the one just
 // kept, not the live file, not a file whose name only looks alike.
 func TestPruneKeptKeepsTheNewest(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	live := filepath.Join(dir, FileName)
 	names := []string{
@@ -233,7 +236,7 @@ func TestPruneKeptKeepsTheNewest(t *testing.T) {
 		}
 	}
 	kept := live + ".before-restore-20260301T000000Z"
-	pruned, err := PruneKept(kept)
+	pruned, err := pruneKept(kept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +250,7 @@ func TestPruneKeptKeepsTheNewest(t *testing.T) {
 			t.Errorf("%s: gone %v (%v)", n, gone, err)
 		}
 	}
-	if _, err := PruneKept(live); err == nil {
-		t.Error("PruneKept took the live file for a kept one")
+	if _, err := pruneKept(live); err == nil {
+		t.Error("pruneKept took the live file for a kept one")
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // benchWriters is how many goroutines insert at once, as a busy webhook endpoint would.
@@ -63,7 +65,7 @@ func benchRecordEvent(b *testing.B, newID func() string) {
 	st := openTest(b)
 	setWriters(b)
 	b.ReportAllocs()
-	before := st.db.Stats().TxStats
+	before := st.bolt().Stats().TxStats
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
@@ -82,7 +84,7 @@ func benchRecordEvent(b *testing.B, newID func() string) {
 	// Pages written per event, amortized over the group commits: what the
 	// data model on the ingest path costs the disk (bbolt counts one write
 	// per dirty page it writes at commit).
-	after := st.db.Stats().TxStats
+	after := st.bolt().Stats().TxStats
 	b.ReportMetric(float64(after.GetWrite()-before.GetWrite())/float64(b.N), "pages/event")
 }
 
@@ -161,7 +163,7 @@ func BenchmarkBoltBatchParallel(b *testing.B) {
 // beforehand, a thousand to a transaction.
 func BenchmarkRecordEventWrite(b *testing.B) {
 	st := openTest(b)
-	st.db.NoSync = true // the committer is idle: only this goroutine touches the handle
+	st.bolt().NoSync = true // the committer is idle: only this goroutine touches the handle
 	type encoded struct {
 		ev     Event
 		evRaw  []byte
@@ -185,7 +187,7 @@ func BenchmarkRecordEventWrite(b *testing.B) {
 			batch = append(batch, encoded{ev, evRaw, j, jobRaw})
 		}
 		b.StartTimer()
-		if err := st.db.Update(func(btx *bolt.Tx) error {
+		if err := st.raw(func(btx engine.Tx) error {
 			tx := &Tx{tx: btx}
 			for _, e := range batch {
 				if _, err := recordRaw(tx, &e.ev, e.evRaw, &e.j, e.jobRaw); err != nil {

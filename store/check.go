@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // Check verifies the file: bbolt's own page check, the schema version, and
@@ -72,7 +73,7 @@ func (s *Store) Inspect() (CheckReport, error) {
 	if s.writes == nil {
 		err = s.view(fn)
 	} else {
-		err = s.update(context.Background(), func(tx *Tx) error { return committed(tx, fn) })
+		err = s.update(context.Background(), func(tx *Tx) error { return s.committed(tx, fn) })
 	}
 	if err == nil {
 		s.seen.add(r.Unreadable...)
@@ -84,18 +85,13 @@ func (s *Store) Inspect() (CheckReport, error) {
 // state, not the round's transaction tx. The committer is inside the gate
 // already, and tx does not commit (or remap the file) until this returns,
 // so a read transaction beside it is safe here.
-func committed(tx *Tx, fn func(*Tx) error) error {
-	rtx, err := tx.tx.DB().Begin(false)
-	if err != nil {
-		return fmt.Errorf("check: %w", err)
-	}
-	defer func() { _ = rtx.Rollback() }()
-	return fn(&Tx{tx: rtx})
+func (s *Store) committed(_ *Tx, fn func(*Tx) error) error {
+	return s.eng.View(func(rtx engine.Tx) error { return fn(&Tx{tx: rtx}) })
 }
 
 // checkCommitted is Check as one caller of a commit round (see committed).
-func checkCommitted(tx *Tx) error {
-	return committed(tx, check)
+func (s *Store) checkCommitted(tx *Tx) error {
+	return s.committed(tx, check)
 }
 
 // check is Check inside a transaction.
@@ -118,14 +114,11 @@ func newChecking() *checking {
 // inspect is Inspect inside a transaction.
 func inspect(tx *Tx) CheckReport {
 	damage := func(errs ...error) CheckReport { return CheckReport{Damaged: errs} }
-	// A truncated file (a broken download) would make bbolt's page walk read
-	// past the end of the mapping and die with SIGBUS: refuse it first.
-	if fi, err := os.Stat(tx.tx.DB().Path()); err == nil && fi.Size() < tx.tx.Size() {
-		return damage(fmt.Errorf("check: the file is truncated: it has %d bytes but its pages reach %d", fi.Size(), tx.tx.Size()))
-	}
-	var problems []error
-	for err := range tx.tx.Check() {
-		problems = append(problems, fmt.Errorf("bbolt: %w", err))
+	// The engine's own check first: on bbolt its pages, a truncated file
+	// refused before the walk (engine.ErrBroken: nothing more is read).
+	problems := tx.tx.Check()
+	if len(problems) > 0 && errors.Is(problems[0], engine.ErrBroken) {
+		return damage(problems...)
 	}
 	meta := tx.bucket(bucketMeta)
 	if meta == nil {

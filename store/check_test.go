@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // TestCheckDetectsDamage breaks one index on purpose, expects Check to name
@@ -13,14 +13,14 @@ import (
 func TestCheckDetectsDamage(t *testing.T) {
 	tests := []struct {
 		name   string
-		damage func(tx *bolt.Tx, f fixture) (repair func(tx *bolt.Tx) error, err error)
+		damage func(tx engine.Tx, f fixture) (repair func(tx engine.Tx) error, err error)
 		want   string
 	}{
 		{
 			name: "event missing from idx_events_by_key",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				b := tx.Bucket(bucketEventsByKey)
-				return func(tx *bolt.Tx) error {
+				return func(tx engine.Tx) error {
 						return tx.Bucket(bucketEventsByKey).Put([]byte(f.event.Key), []byte(f.event.ID))
 					},
 					b.Delete([]byte(f.event.Key))
@@ -29,70 +29,70 @@ func TestCheckDetectsDamage(t *testing.T) {
 		},
 		{
 			name: "event missing from idx_events_by_conv",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				k := convKey(LeadKey(f.event.Channel, f.event.ConversationID), f.event.ID)
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketEventsByConv).Put(k, nil) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketEventsByConv).Put(k, nil) },
 					tx.Bucket(bucketEventsByConv).Delete(k)
 			},
 			want: "idx_events_by_conv",
 		},
 		{
 			name: "stray key in idx_tokens_by_id",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketTokensByID).Delete([]byte("01NOSUCHTOKEN")) },
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
+				return func(tx engine.Tx) error { return tx.Bucket(bucketTokensByID).Delete([]byte("01NOSUCHTOKEN")) },
 					tx.Bucket(bucketTokensByID).Put([]byte("01NOSUCHTOKEN"), []byte("nohash"))
 			},
 			want: "idx_tokens_by_id",
 		},
 		{
 			name: "stray key in idx_events_by_key",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketEventsByKey).Delete([]byte("web:ghost")) },
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
+				return func(tx engine.Tx) error { return tx.Bucket(bucketEventsByKey).Delete([]byte("web:ghost")) },
 					tx.Bucket(bucketEventsByKey).Put([]byte("web:ghost"), []byte("01NOSUCHEVENT"))
 			},
 			want: "idx_events_by_key",
 		},
 		{
 			name: "stray key in idx_jobs_ready",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				k := readyKey(KindDraft, t0, "01NOSUCHJOB")
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsReady).Delete(k) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketJobsReady).Delete(k) },
 					tx.Bucket(bucketJobsReady).Put(k, nil)
 			},
 			want: "idx_jobs_ready",
 		},
 		{
 			name: "available job missing from idx_jobs_ready",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				k := readyKey(f.available.Kind, f.available.RunAt, f.available.ID)
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsReady).Put(k, nil) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketJobsReady).Put(k, nil) },
 					tx.Bucket(bucketJobsReady).Delete(k)
 			},
 			want: "idx_jobs_ready",
 		},
 		{
 			name: "running job missing from idx_jobs_leased",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				k := timeKey(*f.running.LeaseUntil, f.running.ID)
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsLeased).Put(k, nil) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketJobsLeased).Put(k, nil) },
 					tx.Bucket(bucketJobsLeased).Delete(k)
 			},
 			want: "idx_jobs_leased",
 		},
 		{
 			name: "live job missing from idx_jobs_unique",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				k := uniqueKey(f.available.Kind, f.available.Key)
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsUnique).Put(k, []byte(f.available.ID)) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketJobsUnique).Put(k, []byte(f.available.ID)) },
 					tx.Bucket(bucketJobsUnique).Delete(k)
 			},
 			want: "idx_jobs_unique",
 		},
 		{
 			name: "job missing from idx_jobs_by_corr",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				k := corrKey(f.available.CorrelationID, f.available.ID)
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsByCorr).Put(k, nil) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketJobsByCorr).Put(k, nil) },
 					tx.Bucket(bucketJobsByCorr).Delete(k)
 			},
 			want: "idx_jobs_by_corr",
@@ -100,27 +100,27 @@ func TestCheckDetectsDamage(t *testing.T) {
 		{
 			// JobsByCorrelation fails on such a key (it points at no job).
 			name: "stray key in idx_jobs_by_corr",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				k := corrKey(f.available.CorrelationID, "01NOSUCHJOB")
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsByCorr).Delete(k) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketJobsByCorr).Delete(k) },
 					tx.Bucket(bucketJobsByCorr).Put(k, nil)
 			},
 			want: "idx_jobs_by_corr",
 		},
 		{
 			name: "draft missing from idx_drafts_by_event",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				k := []byte(f.draft.EventKey)
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketDraftsByEvent).Put(k, []byte(f.draft.ID)) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketDraftsByEvent).Put(k, []byte(f.draft.ID)) },
 					tx.Bucket(bucketDraftsByEvent).Delete(k)
 			},
 			want: "idx_drafts_by_event",
 		},
 		{
 			name: "schema version",
-			damage: func(tx *bolt.Tx, f fixture) (func(*bolt.Tx) error, error) {
+			damage: func(tx engine.Tx, f fixture) (func(engine.Tx) error, error) {
 				old := string(tx.Bucket(bucketMeta).Get(keySchema))
-				return func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, []byte(old)) },
+				return func(tx engine.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, []byte(old)) },
 					tx.Bucket(bucketMeta).Put(keySchema, []byte("99"))
 			},
 			want: "schema version",
@@ -133,8 +133,8 @@ func TestCheckDetectsDamage(t *testing.T) {
 			if err := st.Check(); err != nil {
 				t.Fatalf("Check before the damage: %v", err)
 			}
-			var repair func(*bolt.Tx) error
-			if err := st.db.Update(func(tx *bolt.Tx) error {
+			var repair func(engine.Tx) error
+			if err := st.raw(func(tx engine.Tx) error {
 				var err error
 				repair, err = tt.damage(tx, f)
 				return err
@@ -148,7 +148,7 @@ func TestCheckDetectsDamage(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Check after damage (%s) = %q, want it to name %s", tt.name, err, tt.want)
 			}
-			if err := st.db.Update(repair); err != nil {
+			if err := st.raw(repair); err != nil {
 				t.Fatalf("repair: %v", err)
 			}
 			// openTest's cleanup checks that the repaired file is consistent again.

@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // editJSON rewrites the stored record at key of bucket with edit, as a
 // damaged file would hold it: no index or count moves with it.
 func editJSON(t *testing.T, st *Store, bucket, key []byte, edit func(m map[string]any)) {
 	t.Helper()
-	err := st.db.Update(func(tx *bolt.Tx) error {
+	err := st.raw(func(tx engine.Tx) error {
 		var m map[string]any
 		if err := json.Unmarshal(tx.Bucket(bucket).Get(key), &m); err != nil {
 			return err
@@ -121,7 +122,7 @@ func TestCheckProvesDraftCountsByChannel(t *testing.T) {
 	if err := st.Check(); err != nil {
 		t.Fatalf("Check before: %v", err)
 	}
-	err = st.db.Update(func(tx *bolt.Tx) error {
+	err = st.raw(func(tx engine.Tx) error {
 		return tx.Bucket(bucketMeta).Put(draftCountKey(DraftPending), []byte{0, 0, 0, 0, 0, 0, 0, 3})
 	})
 	if err != nil {

@@ -243,6 +243,7 @@ func TestUpdateConcurrentFailingCallers(t *testing.T) {
 }
 
 func TestReopenKeepsRecords(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {
@@ -320,6 +321,7 @@ func containsString(err error, s string) bool {
 }
 
 func TestReadOnlyOpenRefusesWrites(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // TestOutboxCountsByChannel: the replies the navigation counts — being
@@ -69,7 +69,7 @@ func TestOutboxCountsByChannel(t *testing.T) {
 	}
 
 	k := append(append([]byte(OutboxFailed), 0), "01NOSUCHROW"...)
-	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOutboxByStatus).Put(k, nil) }); err != nil {
+	if err := st.raw(func(tx engine.Tx) error { return tx.Bucket(bucketOutboxByStatus).Put(k, nil) }); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := counts(mail), [3]int{0, 0, 1}; got != want {
@@ -78,7 +78,7 @@ func TestOutboxCountsByChannel(t *testing.T) {
 	if err := st.Check(); err == nil || !strings.Contains(err.Error(), "01NOSUCHROW") {
 		t.Errorf("Check over a dangling entry: %v, want one naming it", err)
 	}
-	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketOutboxByStatus).Delete(k) }); err != nil {
+	if err := st.raw(func(tx engine.Tx) error { return tx.Bucket(bucketOutboxByStatus).Delete(k) }); err != nil {
 		t.Fatal(err)
 	}
 	// Retention's delete takes the row out of its count.

@@ -29,7 +29,7 @@ func goodBackup(t *testing.T) []byte {
 		record(t, st, fmt.Sprintf("m-%04d", i), t0)
 	}
 	var b bytes.Buffer
-	if _, _, err := st.Backup(&b); err != nil {
+	if _, err := st.Backup(&b); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()
@@ -75,6 +75,7 @@ func wantUnreadable(t *testing.T, what, path string, err error) {
 // one: the server's open (with CheckPages), VerifyFile, and Restore, which
 // must keep the database it would have replaced.
 func TestDamagedFiles(t *testing.T) {
+	boltOnly(t)
 	good := goodBackup(t)
 	cases, err := storetest.Cases(good, string(bucketEvents))
 	if err != nil {
@@ -173,6 +174,7 @@ func TestDamagedFiles(t *testing.T) {
 // before bbolt's first write, or a careless copy) is refused, not silently
 // made into an empty database; a missing one is created.
 func TestOpenCreatesOnlyWhereNoFileExists(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
@@ -214,6 +216,7 @@ func TestCheckInChildReportsACrash(t *testing.T) {
 // it is read, and verify's finding), while page damage is still refused.
 // This file's buckets are two levels deep, so the cheap check sees them whole.
 func TestOpenLargeFileWalksPagesOnly(t *testing.T) {
+	boltOnly(t)
 	limit := fullCheckLimit
 	fullCheckLimit = 0 // every file counts as large
 	t.Cleanup(func() { fullCheckLimit = limit })
@@ -285,6 +288,7 @@ func withoutFreelist(t *testing.T, good []byte) []byte {
 // answers with it. A sound file passes, however many writes commit
 // meanwhile: the walk's read transaction pins the pages it reads.
 func TestCheckPagesFindsWhatTheOpenLeftOut(t *testing.T) {
+	boltOnly(t)
 	limit, levels := fullCheckLimit, openCheckLevels
 	fullCheckLimit, openCheckLevels = 0, 1
 	t.Cleanup(func() { fullCheckLimit, openCheckLevels = limit, levels })
@@ -369,6 +373,7 @@ func TestCheckPagesFindsWhatTheOpenLeftOut(t *testing.T) {
 // open, through the mmap and in the caller's goroutine, so the check at
 // open reads it first: its type, its count and every page id it lists.
 func TestOpenRefusesADamagedFreelist(t *testing.T) {
+	boltOnly(t)
 	good := goodBackup(t)
 	m := decodeMeta(good)
 	if m.freelist == noFreelist {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // Dead-letter kinds.
@@ -399,7 +399,7 @@ func (f DeadLetterFilter) walk(tx *Tx, from *deadPos, forward bool, fn func(i in
 	return nil
 }
 
-func step(c *bolt.Cursor, forward bool) []byte {
+func step(c engine.Cursor, forward bool) []byte {
 	if forward {
 		k, _ := c.Next()
 		return k
@@ -409,7 +409,7 @@ func step(c *bolt.Cursor, forward bool) []byte {
 }
 
 // lastWithPrefix is the last key with prefix (the last key when prefix is empty).
-func lastWithPrefix(c *bolt.Cursor, prefix []byte) []byte {
+func lastWithPrefix(c engine.Cursor, prefix []byte) []byte {
 	if len(prefix) == 0 {
 		k, _ := c.Last()
 		return k

@@ -8,20 +8,33 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/storetest"
 )
 
 // t0 is the fixed clock every store test starts from; times are passed
 // explicitly, never read from the wall clock.
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-// openTest opens a store on a real bbolt file in a fresh temporary folder.
-// Its cleanup checks the file's consistency, then closes it.
+// openTest opens a store on a new database of the engine the suite runs
+// on (storetest.Chosen: a real bbolt file in a fresh temporary folder by
+// default). Its cleanup checks the database's consistency, then closes it.
 func openTest(t testing.TB) *Store {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatalf("Open(%s): %v", dir, err)
+	var st *Store
+	var err error
+	if e := storetest.Chosen(t); e.Open != nil {
+		st, err = openOn(e.Open(t), e.Name, false)
+		if err != nil {
+			t.Fatalf("open a store on %s: %v", e.Name, err)
+		}
+	} else {
+		dir := t.TempDir()
+		if st, err = Open(dir, Options{}); err != nil {
+			t.Fatalf("Open(%s): %v", dir, err)
+		}
 	}
 	t.Cleanup(func() {
 		if err := st.Check(); err != nil {
@@ -110,3 +123,22 @@ func together(n int, fn func(i int)) {
 }
 
 func key(i int) string { return fmt.Sprintf("web:msg-%03d", i) }
+
+// raw runs fn straight in an engine write transaction, past the committer
+// and the typed operations: how a test damages an index on purpose.
+func (s *Store) raw(fn func(tx engine.Tx) error) error {
+	_, err := s.eng.Update(fn)
+	return err
+}
+
+// bolt is the bbolt handle under s, for the bbolt engine's own tests
+// (each marked with boltOnly).
+func (s *Store) bolt() *bolt.DB { return s.file.Bolt() }
+
+// boltOnly marks a test of the bbolt engine's own file (its pages,
+// freelist, mmap, damage, its backups and restore by file): skipped when
+// the suite runs on another engine.
+func boltOnly(t testing.TB) {
+	t.Helper()
+	storetest.BoltOnly(t)
+}

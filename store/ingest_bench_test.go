@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/store/engine/boltengine"
 )
 
 // BenchmarkIngestPages records 20,000 events with their draft jobs from 64
@@ -33,7 +35,7 @@ func BenchmarkIngestPages(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				st := openTest(b)
-				before, txid := st.db.Stats(), txID(b, st)
+				before, txid := st.bolt().Stats(), txID(b, st)
 				b.StartTimer()
 				var wg sync.WaitGroup
 				next := make(chan int)
@@ -67,7 +69,7 @@ func BenchmarkIngestPages(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				after := st.db.Stats()
+				after := st.bolt().Stats()
 				d := after.TxStats.Sub(&before.TxStats)
 				pages += float64(d.GetPageCount())
 				commits += float64(txID(b, st) - txid)
@@ -88,7 +90,7 @@ func BenchmarkIngestPages(b *testing.B) {
 func txID(tb testing.TB, st *Store) int {
 	tb.Helper()
 	id := 0
-	if err := st.view(func(tx *Tx) error { id = tx.tx.ID(); return nil }); err != nil {
+	if err := st.view(func(tx *Tx) error { n, _ := boltengine.TxID(tx.tx); id = int(n); return nil }); err != nil {
 		tb.Fatal(err)
 	}
 	return id

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // JobState is where a job is in its life; see docs/architecture.md.
@@ -276,7 +277,7 @@ func (b *budget) take(kind string) {
 // kind's part of idx_jobs_ready.
 type readyHead struct {
 	prefix []byte // kind 0x00
-	c      *bolt.Cursor
+	c      engine.Cursor
 	k      []byte // the entry at the cursor, nil when the kind has no more
 }
 

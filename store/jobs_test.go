@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
@@ -666,7 +667,7 @@ func TestCheckCatchesWrongJobCount(t *testing.T) {
 	for _, key := range [][]byte{jobCountKey("draft", JobAvailable), jobCountKey("ghost", JobRunning)} {
 		bump := func(delta int) {
 			t.Helper()
-			if err := st.db.Update(func(tx *bolt.Tx) error { return addCount(&Tx{tx: tx}, key, delta) }); err != nil {
+			if err := st.raw(func(tx engine.Tx) error { return addCount(&Tx{tx: tx}, key, delta) }); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -714,7 +715,7 @@ func TestCheckInARoundAfterWrites(t *testing.T) {
 			return tx.PutJob(&old, &j)
 		}},
 		{done: make(chan error, 1), fn: func(tx *Tx) error { inRound = check(tx); return nil }},
-		{done: make(chan error, 1), fn: checkCommitted},
+		{done: make(chan error, 1), fn: st.checkCommitted},
 	}
 	st.commit(slices.Clone(batch))
 	for i, r := range batch {

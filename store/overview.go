@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // Counts are the numbers the dashboard's navigation shows.
@@ -74,7 +74,7 @@ func countStuck(tx *Tx, v Visible, stuckBefore map[HandoffStatus]time.Time, scan
 }
 
 // countPrefix counts the keys with prefix, stopping at limit (exclusive) when given.
-func countPrefix(b *bolt.Bucket, prefix, limit []byte) int {
+func countPrefix(b engine.Bucket, prefix, limit []byte) int {
 	n, _ := countRange(b, prefix, limit, 0, nil)
 	return n
 }
@@ -82,7 +82,7 @@ func countPrefix(b *bolt.Bucket, prefix, limit []byte) int {
 // countRange counts the keys with prefix before limit (nil: all of them)
 // that keep takes (nil: every one), reading at most scan keys (0: all);
 // more is true when it stopped there.
-func countRange(b *bolt.Bucket, prefix, limit []byte, scan int, keep func(k []byte) bool) (n int, more bool) {
+func countRange(b engine.Bucket, prefix, limit []byte, scan int, keep func(k []byte) bool) (n int, more bool) {
 	c := b.Cursor()
 	read := 0
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {

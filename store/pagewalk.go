@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/handoff/handoff/store/engine/boltengine"
 )
 
 // A page walk with plain reads (ReadAt, never the mmap), bounds-checked at
@@ -309,12 +311,17 @@ func (s *Store) checkPages(ctx context.Context) error {
 	for range 10 {
 		found := false
 		err := s.view(func(tx *Tx) error {
+			id, ok := boltengine.TxID(tx.tx)
+			if !ok {
+				found = true // not a bbolt file: its engine checks its own storage
+				return nil
+			}
 			f, err := os.Open(s.path)
 			if err != nil {
 				return fmt.Errorf("store: check pages of %s: %w", s.path, err)
 			}
 			defer f.Close()
-			m, ok, err := metaOf(s.path, f, uint64(tx.tx.ID()))
+			m, ok, err := metaOf(s.path, f, id)
 			if err != nil || !ok {
 				return err
 			}

@@ -13,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/engine/boltengine"
 )
 
 // bbolt cannot be asked to read a damaged file safely: its page walk at
@@ -161,7 +162,7 @@ func childCheck(req checkRequest) (v verdict) {
 		return verdict{}
 	case errors.As(err, &ue):
 		return verdict{Unreadable: ue.Records, MoreUnreadable: ue.More}
-	case errors.Is(err, bolt.ErrTimeout) || errors.As(err, new(inUseError)):
+	case errors.Is(err, engine.ErrLocked) || errors.As(err, new(inUseError)):
 		return verdict{Busy: true}
 	case errors.As(err, &de):
 		return verdict{Problem: de.Problem}
@@ -179,17 +180,17 @@ func walkPages(path string) error {
 	// PreLoadFreelist rebuilds the freelist from the pages of a file
 	// without a stored one, as the server's open then does (the only
 	// files OpenFile sends here above fullCheckLimit).
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: checkerLockTimeout, PreLoadFreelist: true})
+	db, err := boltengine.Open(path, boltengine.Options{ReadOnly: true, Timeout: checkerLockTimeout, PreLoadFreelist: true})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
+	return db.View(func(tx engine.Tx) error {
 		if tx.Bucket(bucketMeta) != nil {
 			return nil
 		}
 		var names []string
-		_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+		_ = tx.ForEachBucket(func(name []byte) error {
 			names = append(names, fmt.Sprintf("%q", name))
 			return nil
 		})

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // BenchmarkQueuePage measures what the approval queue reads per page view —
@@ -37,7 +38,7 @@ func fillDrafts(b *testing.B, st *Store, n int) {
 	b.Helper()
 	const chunk = 5000
 	for done := 0; done < n; done += chunk {
-		err := st.db.Update(func(btx *bolt.Tx) error {
+		err := st.raw(func(btx engine.Tx) error {
 			tx := &Tx{tx: btx}
 			for i := done; i < min(done+chunk, n); i++ {
 				ev := newEvent(fmt.Sprintf("web:q-%07d", i), t0.Add(time.Duration(i)*time.Millisecond))

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // putLinkedReceipt stores a receipt about providerID on channel with
@@ -112,31 +114,31 @@ func TestCheckProvesReceiptIndexes(t *testing.T) {
 	byOutbox, byTime := receiptOutboxKey(&r), receiptTimeKey(&r)
 	for _, tc := range []struct {
 		name           string
-		damage, repair func(tx *bolt.Tx) error
+		damage, repair func(tx engine.Tx) error
 		want           string
 	}{
 		{"receipt missing from idx_receipts_by_outbox",
-			func(tx *bolt.Tx) error { return tx.Bucket(bucketReceiptsByOutbox).Delete(byOutbox) },
-			func(tx *bolt.Tx) error { return tx.Bucket(bucketReceiptsByOutbox).Put(byOutbox, nil) },
+			func(tx engine.Tx) error { return tx.Bucket(bucketReceiptsByOutbox).Delete(byOutbox) },
+			func(tx engine.Tx) error { return tx.Bucket(bucketReceiptsByOutbox).Put(byOutbox, nil) },
 			"is not in idx_receipts_by_outbox"},
 		{"stray key in idx_receipts_by_outbox",
-			func(tx *bolt.Tx) error {
+			func(tx engine.Tx) error {
 				return tx.Bucket(bucketReceiptsByOutbox).Put([]byte("01OTHER\x00web:prov-1"), nil)
 			},
-			func(tx *bolt.Tx) error {
+			func(tx engine.Tx) error {
 				return tx.Bucket(bucketReceiptsByOutbox).Delete([]byte("01OTHER\x00web:prov-1"))
 			},
 			"idx_receipts_by_outbox entry"},
 		{"receipt missing from idx_receipts_by_time",
-			func(tx *bolt.Tx) error { return tx.Bucket(bucketReceiptsByTime).Delete(byTime) },
-			func(tx *bolt.Tx) error { return tx.Bucket(bucketReceiptsByTime).Put(byTime, nil) },
+			func(tx engine.Tx) error { return tx.Bucket(bucketReceiptsByTime).Delete(byTime) },
+			func(tx engine.Tx) error { return tx.Bucket(bucketReceiptsByTime).Put(byTime, nil) },
 			"is not in idx_receipts_by_time"},
 		{"stray key in idx_receipts_by_time",
-			func(tx *bolt.Tx) error { return tx.Bucket(bucketReceiptsByTime).Put(timeKey(at, "web:nobody"), nil) },
-			func(tx *bolt.Tx) error { return tx.Bucket(bucketReceiptsByTime).Delete(timeKey(at, "web:nobody")) },
+			func(tx engine.Tx) error { return tx.Bucket(bucketReceiptsByTime).Put(timeKey(at, "web:nobody"), nil) },
+			func(tx engine.Tx) error { return tx.Bucket(bucketReceiptsByTime).Delete(timeKey(at, "web:nobody")) },
 			"idx_receipts_by_time entry"},
 		{"receipt about a row that is gone",
-			func(tx *bolt.Tx) error {
+			func(tx engine.Tx) error {
 				g := ghost
 				if err := tx.Bucket(bucketReceiptsByOutbox).Put(receiptOutboxKey(&g), nil); err != nil {
 					return err
@@ -146,7 +148,7 @@ func TestCheckProvesReceiptIndexes(t *testing.T) {
 				}
 				return tx.Bucket(bucketReceipts).Put([]byte(g.Key), ghostRaw)
 			},
-			func(tx *bolt.Tx) error {
+			func(tx engine.Tx) error {
 				g := ghost
 				if err := tx.Bucket(bucketReceiptsByOutbox).Delete(receiptOutboxKey(&g)); err != nil {
 					return err
@@ -159,14 +161,14 @@ func TestCheckProvesReceiptIndexes(t *testing.T) {
 			"receipt web:ghost is about outbox row 01NOSUCHROW"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := st.db.Update(tc.damage); err != nil {
+			if err := st.raw(tc.damage); err != nil {
 				t.Fatal(err)
 			}
 			err := st.Check()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Check = %v; want it to say %q", err, tc.want)
 			}
-			if err := st.db.Update(tc.repair); err != nil {
+			if err := st.raw(tc.repair); err != nil {
 				t.Fatal(err)
 			}
 			if err := st.Check(); err != nil {
@@ -180,6 +182,7 @@ func TestCheckProvesReceiptIndexes(t *testing.T) {
 // indexes, gets both at open, filled from its receipts; a receipt about a
 // row retention already deleted goes, as it would have with its row.
 func TestMigrationIndexesReceipts(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

@@ -58,6 +58,7 @@ func TestPutReceipt(t *testing.T) {
 // TestMigrationCreatesReceipts: a schema 4 file, from before receipts were
 // kept, gets the receipts bucket at open and the current schema version.
 func TestMigrationCreatesReceipts(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // the store, every write acknowledged after Replace returned is there, and
 // both files pass Check.
 func TestReplaceWhileReadersAndWritersRun(t *testing.T) {
+	boltOnly(t)
 	backup := backupOf(t, "web:from-backup-1", "web:from-backup-2")
 	st := openTest(t)
 	record(t, st, "web:live-only", t0)
@@ -50,10 +51,11 @@ func TestReplaceWhileReadersAndWritersRun(t *testing.T) {
 		}()
 	}
 	w.waitAcks(t, 50)
-	kept, err := st.Replace(context.Background(), backup)
+	r, err := st.Replace(context.Background(), backup)
 	if err != nil {
 		t.Fatalf("Replace: %v", err)
 	}
+	kept := r.Kept
 	afterSwap := w.acks.Load()
 	w.waitAcks(t, afterSwap+50)
 	lateFrom := len(w.ackedSoFar())
@@ -98,6 +100,7 @@ func TestReplaceWhileReadersAndWritersRun(t *testing.T) {
 // get every transaction out of the way in time, change nothing, and the
 // store works on.
 func TestReplaceRefusesWithoutChange(t *testing.T) {
+	boltOnly(t)
 	st := openTest(t)
 	record(t, st, "web:live", t0)
 	dir := filepath.Dir(st.Path())

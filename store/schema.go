@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // The key layout of the whole database. Every bucket is created at open; a
@@ -168,7 +168,7 @@ type Migrated struct {
 
 // migrate creates the buckets and runs every migration the file has not
 // seen, adding each to ran and to repairs what the repairing ones rewrote.
-func migrate(tx *bolt.Tx, repairs *[]Repair, ran *[]Migrated) error {
+func migrate(tx engine.Tx, repairs *[]Repair, ran *[]Migrated) error {
 	for _, b := range allBuckets {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("store: create bucket %s: %w", b, err)

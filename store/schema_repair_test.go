@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // sentEvent is one entry of testdata/schema8-1591ed6.sent.json: what the
@@ -70,6 +70,7 @@ func eventValues(t *testing.T, st *Store) map[string]string {
 // except the one whose text cannot be told apart, which is kept and
 // marked unreadable. Check passes, and a second open changes nothing.
 func TestMigrationRepairsSchema8(t *testing.T) {
+	boltOnly(t)
 	dir, sent := fixture8(t)
 	path := filepath.Join(dir, FileName)
 
@@ -231,7 +232,7 @@ func TestCheckSchema8PlaceAfterMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketEvents).Put([]byte(ev.ID), raw) }); err != nil {
+		if err := st.raw(func(tx engine.Tx) error { return tx.Bucket(bucketEvents).Put([]byte(ev.ID), raw) }); err != nil {
 			t.Fatal(err)
 		}
 	}

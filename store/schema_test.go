@@ -14,11 +14,14 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // TestMigrationCountsDrafts: a database written before the draft counts
 // (schema 1) gets them at open, from the status index, and Check agrees.
 func TestMigrationCountsDrafts(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {
@@ -89,7 +92,7 @@ func TestCheckCatchesWrongCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	bump := func(delta int) {
-		if err := st.db.Update(func(tx *bolt.Tx) error { return addCount(&Tx{tx: tx}, draftCountKey(DraftPending), delta) }); err != nil {
+		if err := st.raw(func(tx engine.Tx) error { return addCount(&Tx{tx: tx}, draftCountKey(DraftPending), delta) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,6 +107,7 @@ func TestCheckCatchesWrongCount(t *testing.T) {
 // kept, checks as it is, and gets the bulk bucket at open; a fresh file has
 // it from the start. Either way a run can be stored and read back.
 func TestMigrationCreatesBulk(t *testing.T) {
+	boltOnly(t)
 	tests := []struct {
 		name string
 		old  bool
@@ -218,6 +222,7 @@ func undoSchema4(tx *bolt.Tx) error {
 // the ready index by kind and the counts of its jobs in every state, which
 // Check proves and the per-kind claim reads.
 func TestMigrationKeysReadyByKind(t *testing.T) {
+	boltOnly(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})

@@ -217,6 +217,7 @@ func TestSearchConcurrentNames(t *testing.T) {
 // index) checks as it is, and at open its leads get their names and
 // entries, so the search finds them.
 func TestMigrationLeadTerms(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

@@ -7,9 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // NoSpaceError is a commit that failed because the filesystem holding the
@@ -43,18 +44,10 @@ func (e *NoSpaceError) cause() string {
 	return e.Err.Error()
 }
 
-// noSpace reports whether err says the disk is full or the quota spent.
-// bbolt wraps some errors with %s (growing the file), so the words count
-// too.
+// noSpace reports whether err says the disk is full or the quota spent:
+// the engine classifies its own errors (engine.ErrNoSpace).
 func noSpace(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return true
-	}
-	msg := err.Error()
-	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
+	return errors.Is(err, engine.ErrNoSpace)
 }
 
 // spaceProbeMax caps the write that proves space is back: the default

@@ -24,6 +24,7 @@ func putBig(st *Store, key string, n int) error {
 // failed), small writes do not clear it, and once space is freed Ping
 // succeeds again and the memory is gone.
 func TestNoSpaceReadiness(t *testing.T) {
+	boltOnly(t)
 	disk := smalldisk.Mount(t, 8<<20)
 	st, err := Open(disk.Dir, Options{})
 	if err != nil {
@@ -94,6 +95,7 @@ func TestNoSpaceReadiness(t *testing.T) {
 // that says to free space, and leaves no file behind (a 0-byte handoff.db
 // would refuse every later start as empty); once space is freed it opens.
 func TestCreateOnFullDisk(t *testing.T) {
+	boltOnly(t)
 	disk := smalldisk.Mount(t, 1<<20)
 	dir := filepath.Join(disk.Dir, "data")
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -126,6 +128,7 @@ func TestCreateOnFullDisk(t *testing.T) {
 // TestUnmakeKeepsOldFiles: a failed open of a file that existed is never
 // removed, whatever the cause.
 func TestUnmakeKeepsOldFiles(t *testing.T) {
+	boltOnly(t)
 	path := filepath.Join(t.TempDir(), FileName)
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)

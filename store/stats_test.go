@@ -12,6 +12,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // figureDraft records an event on channel at at and stores its draft,
@@ -166,7 +168,7 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 		{append(bytes.Clone(jobCountPrefix), "draft"...), make([]byte, 8), "is not a job count"},
 	} {
 		var saved []byte
-		err := st.db.Update(func(tx *bolt.Tx) error {
+		err := st.raw(func(tx engine.Tx) error {
 			saved = append([]byte(nil), tx.Bucket(bucketMeta).Get(bad.key)...)
 			return tx.Bucket(bucketMeta).Put(bad.key, bad.value)
 		})
@@ -176,7 +178,7 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 		if err := st.Check(); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("Check with meta %q = %x: %v, want an error saying %q", bad.key, bad.value, err, bad.want)
 		}
-		err = st.db.Update(func(tx *bolt.Tx) error {
+		err = st.raw(func(tx engine.Tx) error {
 			if saved == nil {
 				return tx.Bucket(bucketMeta).Delete(bad.key)
 			}
@@ -192,6 +194,7 @@ func TestCheckCatchesWrongFigure(t *testing.T) {
 // figures were kept, checks as it is, and gets the figures and the
 // per-channel counts at open, from its drafts.
 func TestMigrationFillsDraftFigures(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

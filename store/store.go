@@ -1,5 +1,7 @@
-// Package store owns the bbolt file: every record, index and transaction of
-// handoff. Nothing outside this package knows bbolt exists.
+// Package store owns the database: every record, index and transaction of
+// handoff. The records, indexes and Check run over a small engine contract
+// (store/engine); bbolt is its first engine (store/engine/boltengine), and
+// nothing outside this package knows which engine runs.
 package store
 
 import (
@@ -14,7 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/engine/boltengine"
 )
 
 // Sentinel errors, checked with errors.Is.
@@ -39,7 +42,10 @@ const maxBatch = 512
 // committer goroutine that folds every queued caller into one transaction
 // (group commit); reads use their own read transactions.
 type Store struct {
-	db      *bolt.DB
+	eng engine.Engine
+	// file is the bbolt engine's own operations (the page walk, restore
+	// by rename); nil on an engine that is not a bbolt file.
+	file    *boltengine.DB
 	path    string
 	writes  chan *writeReq
 	quit    chan struct{}
@@ -167,39 +173,54 @@ func OpenFile(path string, opts Options) (*Store, error) {
 			}
 		}
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:  timeout,
-		ReadOnly: opts.ReadOnly,
-		// Mapped ahead of the file (mmapAhead), so a read transaction
-		// (a backup's local copy) seldom meets a remap.
-		InitialMmapSize: mmap,
-		// The freelist is written on every commit (one page more per
-		// group commit, measured in the noise of bench/), so that an open
-		// reads it instead of walking every page of the file to rebuild it:
-		// the walk took most of a start-up and touched the whole mmap.
-		NoFreelistSync: false,
-		FreelistType:   bolt.FreelistMapType,
-	})
-	if errors.Is(err, bolt.ErrTimeout) {
+	db, err := openBolt(path, boltengine.Options{Timeout: timeout, ReadOnly: opts.ReadOnly, MmapSize: mmap})
+	if errors.Is(err, engine.ErrLocked) {
 		return nil, inUseError{path} // another process made it and holds it: never removed
 	}
 	if err != nil {
 		return nil, unmake(path, created, fmt.Errorf("store: open %s: %w", path, err))
 	}
-	s := &Store{db: db, path: path, quit: make(chan struct{}), stopped: make(chan struct{}), deferred: deferred, mmap: opts.MmapSize}
+	s, err := openOn(db, path, opts.ReadOnly)
+	if err != nil {
+		return nil, unmake(path, created, err)
+	}
+	s.file, s.deferred, s.mmap = db, deferred, opts.MmapSize
 	if unreadable != nil {
 		s.seen.add(unreadable.Records...)
 	}
-	if opts.ReadOnly {
+	return s, nil
+}
+
+// openBolt opens the bbolt file at path as the store runs it: o with the
+// store's freelist and page fill.
+func openBolt(path string, o boltengine.Options) (*boltengine.DB, error) {
+	// Mapped ahead of the file (mmapAhead, o.MmapSize), so a read
+	// transaction (a backup's local copy) seldom meets a remap. The
+	// freelist is written on every commit (one page more per group
+	// commit, measured in the noise of bench/), so that an open reads it
+	// instead of walking every page of the file to rebuild it: the walk
+	// took most of a start-up and touched the whole mmap.
+	o.MapFreelist = true
+	o.Fill = appendFill
+	return boltengine.Open(path, o)
+}
+
+// openOn runs the store over the open engine eng, whatever its kind: it
+// migrates the database (unless readOnly) and starts the committer. On an
+// error eng is closed. path names the database: in messages, and its
+// folder is the one a no-space error points at.
+func openOn(eng engine.Engine, path string, readOnly bool) (*Store, error) {
+	s := &Store{eng: eng, path: path, quit: make(chan struct{}), stopped: make(chan struct{})}
+	if readOnly {
 		close(s.stopped)
 		return s, nil
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if _, err := eng.Update(func(tx engine.Tx) error {
 		s.repairs, s.migrated = nil, nil
 		return migrate(tx, &s.repairs, &s.migrated)
 	}); err != nil {
-		db.Close()
-		return nil, unmake(path, created, err)
+		eng.Close()
+		return nil, err
 	}
 	s.writes = make(chan *writeReq)
 	go s.commitLoop()
@@ -217,11 +238,11 @@ func (s *Store) Close() error {
 		close(s.quit)
 	}
 	<-s.stopped
-	return s.db.Close()
+	return s.eng.Close()
 }
 
 // Tx is one transaction, handed to the function given to Update or View.
-// It wraps bbolt's transaction privately: callers see records and their
+// It wraps the engine's transaction privately: callers see records and their
 // typed operations (tx.Job, tx.PutJob, tx.Enqueue, tx.EventByKey, ...),
 // never buckets, so every index stays in step with its records.
 //
@@ -233,20 +254,14 @@ func (s *Store) Close() error {
 // indexes. A write takes old, the record as read in the same transaction,
 // and moves exactly the index entries that changed.
 type Tx struct {
-	tx   *bolt.Tx
+	tx   engine.Tx
 	seen *seen // the store's memory of unreadable records (Tx.skip)
 }
 
-// bucket is one of the buckets created at open, with the fill its keys
-// call for (appendFill).
-func (tx *Tx) bucket(name []byte) *bolt.Bucket {
-	b := tx.tx.Bucket(name)
-	if b != nil {
-		if f, ok := appendFill[string(name)]; ok {
-			b.FillPercent = f
-		}
-	}
-	return b
+// bucket is one of the buckets created at open (on bbolt with the fill
+// its keys call for: appendFill, which openBolt hands the engine).
+func (tx *Tx) bucket(name []byte) engine.Bucket {
+	return tx.tx.Bucket(name)
 }
 
 // appendFill is how full bbolt fills a page before it splits one, for the
@@ -272,7 +287,8 @@ var appendFill = map[string]float64{
 // once the transaction is durable: fn's writes are committed if and only if
 // Update returns nil.
 //
-// fn may run more than once: bbolt has no savepoints, so when a neighbour in
+// fn may run more than once: an engine transaction has no savepoints
+// (bbolt's has none), so when a neighbour in
 // the same round fails, the round is rolled back and run again without it.
 // So fn must touch nothing outside tx (no channels, no metrics, no shared
 // variables but its own outputs) and must set its outputs afresh on every
@@ -338,7 +354,8 @@ func (s *Store) commitLoop() {
 // errRollback aborts a round so that it can be run again without a failed caller.
 var errRollback = errors.New("store: roll back the round")
 
-// commit runs one round. bbolt has no savepoints, so a caller that fails may
+// commit runs one round, one engine transaction. An engine transaction
+// has no savepoints, so a caller that fails may
 // have written half its records into the shared transaction: the round is
 // rolled back and run again without it (as bolt's db.Batch does), and the
 // failed caller gets its own error.
@@ -346,7 +363,7 @@ func (s *Store) commit(batch []*writeReq) {
 	for len(batch) > 0 {
 		failed := -1
 		var failure error
-		alloc, err := s.round(func(btx *bolt.Tx) error {
+		c, err := s.eng.Update(func(btx engine.Tx) error {
 			tx := &Tx{tx: btx, seen: &s.seen}
 			for i, r := range batch {
 				if err := r.fn(tx); err != nil {
@@ -361,7 +378,7 @@ func (s *Store) commit(batch []*writeReq) {
 			batch = append(batch[:failed], batch[failed+1:]...)
 			continue
 		}
-		s.noteCommit(err, alloc)
+		s.noteCommit(err, c.Allocated)
 		if err != nil {
 			// The cause stays in the chain (errors.Is(err, syscall.ENOSPC)).
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -371,29 +388,6 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		return
 	}
-}
-
-// round is bbolt's db.Update that also returns the bytes of pages the
-// transaction allocated, committed or not: how large a write was that
-// failed for lack of space, or that succeeded after one (noteCommit).
-func (s *Store) round(fn func(*bolt.Tx) error) (alloc int64, err error) {
-	btx, err := s.db.Begin(true)
-	if err != nil {
-		return 0, err
-	}
-	closed := false
-	defer func() {
-		if !closed {
-			_ = btx.Rollback() // fn failed, or panicked (the panic goes on), as in db.Update
-		}
-	}()
-	if err := fn(btx); err != nil {
-		return 0, err
-	}
-	closed = true // Commit closes the transaction, whether it fails or not
-	err = btx.Commit()
-	stats := btx.Stats()
-	return stats.GetPageAlloc(), err
 }
 
 // View runs fn inside a read transaction: a consistent snapshot, however
@@ -407,7 +401,7 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 func (s *Store) view(fn func(tx *Tx) error) error {
 	s.gate.enter()
 	defer s.gate.exit()
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, seen: &s.seen}) })
+	return s.eng.View(func(btx engine.Tx) error { return fn(&Tx{tx: btx, seen: &s.seen}) })
 }
 
 // Repairs is what the open's migrations found wrong on disk and rewrote
@@ -442,7 +436,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // getJSON decodes the value at key in bucket b into v; ErrNotFound when absent.
-func getJSON(b *bolt.Bucket, key []byte, v any) error {
+func getJSON(b engine.Bucket, key []byte, v any) error {
 	raw := b.Get(key)
 	if raw == nil {
 		return ErrNotFound
@@ -452,7 +446,7 @@ func getJSON(b *bolt.Bucket, key []byte, v any) error {
 }
 
 // putJSON encodes v into bucket b at key.
-func putJSON(b *bolt.Bucket, key []byte, v any) error {
+func putJSON(b engine.Bucket, key []byte, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return err

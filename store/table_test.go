@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/handoff/handoff/store/engine"
 )
 
 // rec is a record type of the tests' own, so the machinery is tested apart
@@ -58,9 +58,9 @@ var recs = &table[rec]{
 func openRecs(t *testing.T) *Store {
 	t.Helper()
 	st := openTest(t)
-	if err := st.db.Update(func(tx *bolt.Tx) error {
+	if err := st.raw(func(tx engine.Tx) error {
 		for _, b := range recBuckets {
-			if _, err := tx.CreateBucket(b); err != nil {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
@@ -246,43 +246,43 @@ func TestTableCheckFindsDamage(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		damage func(tx *bolt.Tx) error
+		damage func(tx engine.Tx) error
 		want   []string // every one must appear; none: check passes
 	}{
 		{name: "clean"},
 		{
 			name:   "a record's entry is missing",
-			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRecsBySt).Delete([]byte("open\x00a")) },
+			damage: func(tx engine.Tx) error { return tx.Bucket(bucketRecsBySt).Delete([]byte("open\x00a")) },
 			want:   []string{"rec a (open) is not in idx_recs_by_status"},
 		},
 		{
 			name:   "an entry names a record that does not exist",
-			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRecsBySt).Put([]byte("open\x00zz"), nil) },
+			damage: func(tx engine.Tx) error { return tx.Bucket(bucketRecsBySt).Put([]byte("open\x00zz"), nil) },
 			want:   []string{"idx_recs_by_status holds 2 entries, but the rec records own 1", `idx_recs_by_status entry "open\x00zz" names rec zz, which does not exist`},
 		},
 		{
 			name:   "an entry names a record whose entry is another",
-			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRecsBySt).Put([]byte("pending\x00a"), nil) },
+			damage: func(tx engine.Tx) error { return tx.Bucket(bucketRecsBySt).Put([]byte("pending\x00a"), nil) },
 			want:   []string{`idx_recs_by_status entry "pending\x00a" names rec a, whose entry is "open\x00a"`},
 		},
 		{
 			name:   "an entry for a record outside the index's condition",
-			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRecsBySt).Put([]byte("done\x00b"), nil) },
+			damage: func(tx engine.Tx) error { return tx.Bucket(bucketRecsBySt).Put([]byte("done\x00b"), nil) },
 			want:   []string{`idx_recs_by_status entry "done\x00b" names rec b, which does not belong in it`},
 		},
 		{
 			name:   "a unique entry names another record",
-			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRecsByName).Put([]byte("n1"), []byte("b")) },
+			damage: func(tx engine.Tx) error { return tx.Bucket(bucketRecsByName).Put([]byte("n1"), []byte("b")) },
 			want:   []string{"rec a (open): its entry in idx_recs_by_name names rec b", `idx_recs_by_name entry "n1" names rec b, whose entry is "n2"`},
 		},
 		{
 			name:   "a shared entry names a record that does not exist",
-			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRecsByGroup).Put([]byte("g"), []byte("zz")) },
+			damage: func(tx engine.Tx) error { return tx.Bucket(bucketRecsByGroup).Put([]byte("g"), []byte("zz")) },
 			want:   []string{"idx_recs_by_group holds 1 entries, but the rec records own 0", `idx_recs_by_group entry "g" names rec zz, which does not exist`},
 		},
 		{
 			name:   "a record cannot be read",
-			damage: func(tx *bolt.Tx) error { return tx.Bucket(bucketRecs).Put([]byte("c"), []byte("{not json")) },
+			damage: func(tx engine.Tx) error { return tx.Bucket(bucketRecs).Put([]byte("c"), []byte("{not json")) },
 			want:   []string{"check: rec c cannot be read: invalid character"},
 		},
 	}
@@ -295,7 +295,7 @@ func TestTableCheckFindsDamage(t *testing.T) {
 				}
 			}
 			if tt.damage != nil {
-				if err := st.db.Update(tt.damage); err != nil {
+				if err := st.raw(tt.damage); err != nil {
 					t.Fatalf("damage: %v", err)
 				}
 			}
@@ -324,14 +324,14 @@ func TestTableCheckFindsDamage(t *testing.T) {
 func TestCheckNamesADanglingJobEntry(t *testing.T) {
 	st := openTest(t)
 	record(t, st, "web:a", t0)
-	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsDead).Put([]byte("01NOSUCHJOB"), nil) }); err != nil {
+	if err := st.raw(func(tx engine.Tx) error { return tx.Bucket(bucketJobsDead).Put([]byte("01NOSUCHJOB"), nil) }); err != nil {
 		t.Fatal(err)
 	}
 	err := st.Check()
 	if err == nil || !strings.Contains(err.Error(), `idx_jobs_dead entry "01NOSUCHJOB" names job 01NOSUCHJOB, which does not exist`) {
 		t.Errorf("Check = %v, want it to name the dangling idx_jobs_dead entry", err)
 	}
-	if err := st.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketJobsDead).Delete([]byte("01NOSUCHJOB")) }); err != nil {
+	if err := st.raw(func(tx engine.Tx) error { return tx.Bucket(bucketJobsDead).Delete([]byte("01NOSUCHJOB")) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -436,6 +436,7 @@ func TestUpdateCheckThenWrite(t *testing.T) {
 }
 
 func TestViewAndReadOnly(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

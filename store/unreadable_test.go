@@ -43,6 +43,7 @@ func rotFixture(t *testing.T) (dir, path string, recs []Recorded, drafts []Draft
 // by verify as a problem of that record, though a normal read of it
 // succeeds (leniently, without the field); the file still opens for serve.
 func TestVerifyIsStrict(t *testing.T) {
+	boltOnly(t)
 	tests := []struct {
 		name, bucket string
 		key          func([]Recorded, []Draft) string
@@ -90,6 +91,7 @@ func TestVerifyIsStrict(t *testing.T) {
 // and drafts), the search, the figures; Check names it apart from damage,
 // and the entries naming it are its problem, not the indexes'.
 func TestUnreadableRecordIsContained(t *testing.T) {
+	boltOnly(t)
 	dir, path, recs, drafts := rotFixture(t)
 	broken := storetest.Replace(`"v":1`, `"v"#1`)
 	for _, r := range []struct{ bucket, key string }{
@@ -173,6 +175,7 @@ func isUnreadable(err error, kind, id string) bool {
 // entries that can be read; the one that cannot is known to the store (the
 // overview's banner and the gauge name it) instead of failing the list.
 func TestUnreadableUserAndAuditEntry(t *testing.T) {
+	boltOnly(t)
 	dir := t.TempDir()
 	st, err := Open(dir, Options{})
 	if err != nil {

@@ -22,7 +22,7 @@ var ExpectUnreadable func(dir string)
 func rotten(t *testing.T, e *testEnv, bucket string, key []byte) *testEnv {
 	t.Helper()
 	var b bytes.Buffer
-	if _, _, err := e.st.Backup(&b); err != nil {
+	if _, err := e.st.Backup(&b); err != nil {
 		t.Fatal(err)
 	}
 	cfg := *e.cfg

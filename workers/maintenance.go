@@ -59,6 +59,8 @@ func (m *Maintenance) Backup(ctx context.Context) error {
 		var re *store.RejectedError
 		if errors.As(err, &re) {
 			m.Log.Error("backup rejected: its copy failed verification; the older backups are all kept", "file", re.Name, "kept_in", re.Kept, "reason", re.Reason)
+		} else {
+			m.Log.Error("backup failed", "dir", store.BackupDir(m.Config.DataDir), slog.Any("err", err))
 		}
 		return fmt.Errorf("scheduled backup: %w", err)
 	}

@@ -1,5 +1,6 @@
-// Package storetest makes damaged copies of a database file, for the tests
-// of every command that reads one. It reads bbolt's page layout with plain
+// Package storetest is the store's test kit: the engine every store test
+// runs on (Chosen, Engines: the conformance suite), and damaged copies of a
+// bbolt database file, for the tests of every command that reads one. It reads bbolt's page layout with plain
 // byte reads (go.etcd.io/bbolt/internal/common), so the pages it damages
 // are real branch and leaf pages of the file, found by walking it from the
 // root, not guessed.
