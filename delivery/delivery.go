@@ -17,7 +17,6 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -161,21 +160,7 @@ type Outbox struct {
 	st          *store.Store
 	maxAttempts int
 	newID       func() string
-	regenerate  Regenerate // nil: a regenerate is refused (Regenerating)
-}
-
-// Regenerate gives the new arguments of the discarded draft job j that a
-// person replays to be regenerated, in the replay's transaction. Drafts
-// are review's (review.RegenerateTx); delivery, below review, is handed
-// the rule by whoever replays (Regenerating).
-type Regenerate func(tx *store.Tx, j store.Job) (json.RawMessage, error)
-
-// Regenerating is ob with the rule that makes a regenerate's arguments;
-// without it Replay refuses a regenerate.
-func (ob *Outbox) Regenerating(fn Regenerate) *Outbox {
-	c := *ob
-	c.regenerate = fn
-	return &c
+	kinds       DeadKinds // the dead-letter rules of the job kinds above delivery (Judging)
 }
 
 // New returns the outbox over st with cfg's retry policy.

@@ -18,9 +18,9 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/workers"
 )
 
 // testStore is a store with delivery's operations under the names the tests use.
@@ -34,7 +34,7 @@ type testStore struct {
 func openTest(t testing.TB) *testStore {
 	t.Helper()
 	st := testkit.OpenStore(t, "")
-	return &testStore{Store: st, ob: delivery.NewForTest(st, 3, func() string { return ulid.Make().String() })}
+	return &testStore{Store: st, ob: delivery.NewForTest(st, 3, func() string { return ulid.Make().String() }).Judging(workers.DeadKinds())}
 }
 
 // OutboxResult is how a delivery attempt ended.
@@ -48,9 +48,10 @@ func (s *testStore) FinishOutbox(ctx context.Context, id, execID string, now tim
 	return s.ob.Finish(ctx, id, execID, now, r)
 }
 
-// with is the outbox with a delivery job policy of maxAttempts attempts and ids from newID.
+// with is the outbox with a delivery job policy of maxAttempts attempts and
+// ids from newID, judging the dead letters as the process does.
 func (s *testStore) with(maxAttempts int, newID func() string) *delivery.Outbox {
-	return delivery.NewForTest(s.Store, maxAttempts, newID).Regenerating(review.RegenerateTx)
+	return delivery.NewForTest(s.Store, maxAttempts, newID).Judging(workers.DeadKinds())
 }
 
 // jobCount counts the jobs of one event.

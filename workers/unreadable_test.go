@@ -68,7 +68,7 @@ func TestUnreadableRecordsInTheQueue(t *testing.T) {
 	}
 	var dead []store.DeadLetter
 	waitFor(t, "the unreadable job among the dead letters", func() bool {
-		dead, err = st.DeadLetters(store.DeadLetterFilter{})
+		dead, err = st.DeadLetters(store.DeadLetterFilter{}, nil)
 		for _, dl := range dead {
 			if dl.ID == c.Job.ID && dl.Unreadable != nil && dl.State == "unreadable" {
 				return true
