@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -157,6 +158,39 @@ func (ob *Outbox) find(tx *store.Tx, id string) (store.DeadLetter, error) {
 	return dl, nil
 }
 
+// ErrUnconfirmed refuses a replay that may repeat a side effect.
+var ErrUnconfirmed = errors.New("the replay needs an explicit confirmation")
+
+// ErrNotRegenerable refuses a regenerate of anything but a discarded job
+// of a kind that can be regenerated (a Regenerator: the draft job is the
+// only one, so the sentence names it): a request that no state of the item and no confirmation can make succeed.
+var ErrNotRegenerable = errors.New("only a draft job can be regenerated")
+
+// NotRegenerableError names the item a regenerate was refused for; it is
+// ErrNotRegenerable (like UnsafeReplayError is ErrUnconfirmed), with the
+// sentence a caller can show as it is.
+type NotRegenerableError struct {
+	ID   string
+	What string // "reply (outbox row)", "deliver job", ...
+}
+
+func (e *NotRegenerableError) Error() string {
+	return fmt.Sprintf("%v; %s is a %s", ErrNotRegenerable, e.ID, e.What)
+}
+
+func (e *NotRegenerableError) Unwrap() error { return ErrNotRegenerable }
+
+// UnsafeReplayError explains why a replay needs confirmation.
+type UnsafeReplayError struct {
+	ID, Why string
+}
+
+func (e *UnsafeReplayError) Error() string {
+	return fmt.Sprintf("replaying %s is not known to be safe: %s; send {\"confirm\":%q} after checking", e.ID, e.Why, e.ID)
+}
+
+func (e *UnsafeReplayError) Unwrap() error { return ErrUnconfirmed }
+
 // what names what a dead letter is, for a sentence.
 func what(dl store.DeadLetter) string {
 	if dl.Job != nil {
@@ -170,9 +204,9 @@ func what(dl store.DeadLetter) string {
 // counting; it gets the configured attempts more); a failed or unresolved
 // reply goes back to pending with a new delivery job, and a discarded
 // delivery job is retired in its favour. An item whose side effect may have
-// happened is refused (*store.UnsafeReplayError) unless confirmed; a
+// happened is refused (*UnsafeReplayError) unless confirmed; a
 // regenerate of anything but a discarded draft job is a
-// *store.NotRegenerableError, before either.
+// *NotRegenerableError, before either.
 func (ob *Outbox) Replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
 	var out store.DeadLetter
 	err := ob.st.Update(ctx, func(tx *store.Tx) (err error) {
@@ -202,14 +236,14 @@ func (ob *Outbox) ReplayTx(tx *store.Tx, id string, r store.Replay) (store.DeadL
 			regen, _ = ob.kind(dl.Job.Kind).(Regenerator)
 		}
 		if regen == nil {
-			return store.DeadLetter{}, &store.NotRegenerableError{ID: id, What: what(dl)}
+			return store.DeadLetter{}, &NotRegenerableError{ID: id, What: what(dl)}
 		}
 	}
 	if dl.State == "dismissed" {
 		return store.DeadLetter{}, &store.StateError{What: dl.Kind + " " + id, State: "dismissed", Want: "on the dead-letter list"}
 	}
 	if !dl.Safe && !r.Confirmed {
-		return store.DeadLetter{}, &store.UnsafeReplayError{ID: id, Why: dl.Why}
+		return store.DeadLetter{}, &UnsafeReplayError{ID: id, Why: dl.Why}
 	}
 	jobID := ob.newID()
 	switch {

@@ -701,8 +701,8 @@ func TestReplayUnsafeNeedsConfirmation(t *testing.T) {
 	ctx := context.Background()
 	row := parkedRow(t, st, "web:row-1", t0, store.OutboxNeedsReconciliation, "ambiguous", "timed out")
 	_, err := st.ReplayDeadLetter(ctx, row.ID, store.Replay{By: "boss", At: t0}, 3, ulid.Make().String())
-	var unsafe *store.UnsafeReplayError
-	if !errors.As(err, &unsafe) || !errors.Is(err, store.ErrUnconfirmed) || !strings.Contains(err.Error(), "may already have this message") {
+	var unsafe *delivery.UnsafeReplayError
+	if !errors.As(err, &unsafe) || !errors.Is(err, delivery.ErrUnconfirmed) || !strings.Contains(err.Error(), "may already have this message") {
 		t.Fatalf("unconfirmed replay: %v, want an UnsafeReplayError saying why", err)
 	}
 	if o, err := st.OutboxRow(row.ID); err != nil {
@@ -1118,11 +1118,11 @@ func TestRegenerateRefusedForAReply(t *testing.T) {
 	for _, confirmed := range []bool{false, true} {
 		t.Run(fmt.Sprint("confirmed=", confirmed), func(t *testing.T) {
 			_, err := st.ReplayDeadLetter(ctx, row.ID, store.Replay{By: "boss", At: t0, Regenerate: true, Confirmed: confirmed}, 3, ulid.Make().String())
-			var nr *store.NotRegenerableError
-			if !errors.Is(err, store.ErrNotRegenerable) || !errors.As(err, &nr) || nr.ID != row.ID || !strings.Contains(err.Error(), row.ID+" is a reply (outbox row)") {
+			var nr *delivery.NotRegenerableError
+			if !errors.Is(err, delivery.ErrNotRegenerable) || !errors.As(err, &nr) || nr.ID != row.ID || !strings.Contains(err.Error(), row.ID+" is a reply (outbox row)") {
 				t.Fatalf("regenerating a reply: %v, want ErrNotRegenerable naming %s as a reply", err, row.ID)
 			}
-			if errors.Is(err, store.ErrUnconfirmed) {
+			if errors.Is(err, delivery.ErrUnconfirmed) {
 				t.Errorf("regenerating a reply: %v, want no request for confirmation", err)
 			}
 			if o, err := st.OutboxRow(row.ID); err != nil {

@@ -197,38 +197,6 @@ func deadOutbox(tx *Tx, o Outbox, judge Judge) DeadLetter {
 	return dl
 }
 
-// ErrUnconfirmed refuses a replay that may repeat a side effect.
-var ErrUnconfirmed = errors.New("the replay needs an explicit confirmation")
-
-// ErrNotRegenerable refuses a regenerate of anything but a discarded draft
-// job: a request that no state of the item and no confirmation can make succeed.
-var ErrNotRegenerable = errors.New("only a draft job can be regenerated")
-
-// NotRegenerableError names the item a regenerate was refused for; it is
-// ErrNotRegenerable (like UnsafeReplayError is ErrUnconfirmed), with the
-// sentence a caller can show as it is.
-type NotRegenerableError struct {
-	ID   string
-	What string // "reply (outbox row)", "deliver job", ...
-}
-
-func (e *NotRegenerableError) Error() string {
-	return fmt.Sprintf("%v; %s is a %s", ErrNotRegenerable, e.ID, e.What)
-}
-
-func (e *NotRegenerableError) Unwrap() error { return ErrNotRegenerable }
-
-// UnsafeReplayError explains why a replay needs confirmation.
-type UnsafeReplayError struct {
-	ID, Why string
-}
-
-func (e *UnsafeReplayError) Error() string {
-	return fmt.Sprintf("replaying %s is not known to be safe: %s; send {\"confirm\":%q} after checking", e.ID, e.Why, e.ID)
-}
-
-func (e *UnsafeReplayError) Unwrap() error { return ErrUnconfirmed }
-
 // RetireJob closes a discarded delivery job as cancelled, recording the
 // replay that gave its reply a fresh job.
 func (tx *Tx) RetireJob(j *Job, r Replay) error {
