@@ -10,7 +10,8 @@
 //
 // Claim and Finish bracket every call to a provider (Job, the delivery job
 // kind); Reconcile is a person's verdict; Replay and Dismiss act on the
-// dead-letter list, whose replies are judged by Safety; Resolve gives every
+// dead-letter list, whose replies are judged by Safety and discarded jobs
+// by their kind's rules (DeadKind, handed in by Judging); Resolve gives every
 // unfinished row a live delivery job. The store keeps the Outbox record,
 // its table and index, and Check; approval creates a row as pending.
 package delivery
