@@ -213,7 +213,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	for name, p := range providers {
 		lookers[name] = p
 	}
-	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics, Backups: a.backups, Providers: lookers})
+	// The pages judge the dead letters as the bulk replay does: one outbox,
+	// with every job kind's rules (workers.DeadKinds).
+	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics, Backups: a.backups, Providers: lookers, Outbox: a.bulk.Outbox})
 	if err != nil {
 		return nil, err
 	}

@@ -38,29 +38,96 @@ func Safety(o store.Outbox) (safe bool, why string, effects []string) {
 	return false, fmt.Sprintf("the provider may already have this message (%d attempt(s) with an unknown outcome): check it first, then confirm the replay or reconcile", unknown), append(effects, "sent to the provider with an unknown outcome")
 }
 
-// judge fills in the safety of an item that holds a reply.
-func judge(dl *store.DeadLetter) {
+// A DeadKind is a job kind's rules on the dead-letter list, declared by
+// the package that owns the kind: what a discarded job of it is about and
+// whether replaying it is safe. Delivery's own kinds have theirs here; the
+// kinds declared above delivery are handed in once (Judging); any other
+// kind is replayed as it is (replayAsIs).
+type DeadKind interface {
+	// Describe fills in the discarded job dl.Job, read in tx: what it is
+	// about (EventKey, and Channel, Outbox or Draft where it has them: the
+	// store then adds who wrote and what, from the event), the side
+	// effects known to have happened (Effects), and whether a replay is
+	// safe and why, in a sentence (Safe, Why). A job that holds a reply
+	// (Outbox set) is judged as the reply, by Safety.
+	Describe(tx *store.Tx, dl *store.DeadLetter)
+}
+
+// A Regenerator is a DeadKind whose discarded job a person can replay to
+// be regenerated: made afresh rather than run again as it was.
+type Regenerator interface {
+	DeadKind
+	// Regenerate gives the new arguments of the discarded job j, in the
+	// replay's transaction, once j is known to be the only job for its
+	// key; an error refuses the replay.
+	Regenerate(tx *store.Tx, j store.Job) (json.RawMessage, error)
+}
+
+// DeadKinds are the dead-letter rules of job kinds, by kind.
+type DeadKinds map[string]DeadKind
+
+// Judging is ob with the dead-letter rules of the job kinds declared above
+// delivery (workers.DeadKinds: the draft job's are review's). Without them
+// such a kind's discarded job is replayed as it is, and none can be
+// regenerated.
+func (ob *Outbox) Judging(kinds DeadKinds) *Outbox {
+	c := *ob
+	c.kinds = kinds
+	return &c
+}
+
+// kind is the rules of the job kind k.
+func (ob *Outbox) kind(k string) DeadKind {
+	switch k {
+	case Kind:
+		return deliverDead{}
+	}
+	if rules, ok := ob.kinds[k]; ok {
+		return rules
+	}
+	return replayAsIs{}
+}
+
+// judge fills in what the rules say of an item (a store.Judge): a
+// discarded job by its kind's rules; an item that holds a reply by the
+// reply's safety.
+func (ob *Outbox) judge(tx *store.Tx, dl *store.DeadLetter) {
+	if dl.Job != nil {
+		ob.kind(dl.Job.Kind).Describe(tx, dl)
+	}
 	if dl.Outbox != nil {
 		dl.Safe, dl.Why, dl.Effects = Safety(*dl.Outbox)
 	}
 }
 
-// DeadLetters lists the dead-letter list, oldest first, each reply judged.
-func (ob *Outbox) DeadLetters(f store.DeadLetterFilter) ([]store.DeadLetter, error) {
-	dls, err := ob.st.DeadLetters(f)
-	for i := range dls {
-		judge(&dls[i])
+// deliverDead is the delivery job's rules: a discarded delivery job is its
+// reply, judged as the reply.
+type deliverDead struct{}
+
+// Describe is the job's reply, its channel and its event.
+func (deliverDead) Describe(tx *store.Tx, dl *store.DeadLetter) {
+	if o, err := tx.Outbox(dl.Job.Key); err == nil {
+		dl.Outbox, dl.Channel, dl.EventKey = &o, o.Channel, o.EventKey
 	}
-	return dls, err
 }
 
-// DeadLetterPage reads one page of the list (store.DeadLetterPage), each reply judged.
+// replayAsIs is the rules of a kind that declares none (the digest, the
+// bulk replay): its job runs again, and nothing is known to have happened.
+type replayAsIs struct{}
+
+// Describe says a replay is safe: it runs the job again.
+func (replayAsIs) Describe(_ *store.Tx, dl *store.DeadLetter) {
+	dl.Safe, dl.Why = true, "a replay runs the job again under the same key"
+}
+
+// DeadLetters lists the dead-letter list, oldest first, each item judged.
+func (ob *Outbox) DeadLetters(f store.DeadLetterFilter) ([]store.DeadLetter, error) {
+	return ob.st.DeadLetters(f, ob.judge)
+}
+
+// DeadLetterPage reads one page of the list (store.DeadLetterPage), each item judged.
 func (ob *Outbox) DeadLetterPage(f store.DeadLetterFilter, after, before string, n int) (store.DeadLetterPage, error) {
-	page, err := ob.st.DeadLetterPage(f, after, before, n)
-	for i := range page.Items {
-		judge(&page.Items[i])
-	}
-	return page, err
+	return ob.st.DeadLetterPage(f, ob.judge, after, before, n)
 }
 
 // DeadLetter returns one item by job id or outbox id, judged.
@@ -68,7 +135,7 @@ func (ob *Outbox) DeadLetter(id string) (store.DeadLetter, error) {
 	var dl store.DeadLetter
 	err := ob.st.View(func(tx *store.Tx) error {
 		var err error
-		dl, err = find(tx, id)
+		dl, err = ob.find(tx, id)
 		return err
 	})
 	return dl, err
@@ -76,12 +143,11 @@ func (ob *Outbox) DeadLetter(id string) (store.DeadLetter, error) {
 
 // find reads item id, judged: a reply is an item only while it failed, needs
 // a person or is being sent.
-func find(tx *store.Tx, id string) (store.DeadLetter, error) {
-	dl, err := tx.DeadLetter(id)
+func (ob *Outbox) find(tx *store.Tx, id string) (store.DeadLetter, error) {
+	dl, err := tx.DeadLetter(id, ob.judge)
 	if err != nil {
 		return store.DeadLetter{}, err
 	}
-	judge(&dl)
 	if dl.Kind == store.DeadOutbox {
 		switch dl.Outbox.Status {
 		case store.OutboxFailed, store.OutboxNeedsReconciliation, store.OutboxEffectPending:
@@ -91,6 +157,39 @@ func find(tx *store.Tx, id string) (store.DeadLetter, error) {
 	}
 	return dl, nil
 }
+
+// ErrUnconfirmed refuses a replay that may repeat a side effect.
+var ErrUnconfirmed = errors.New("the replay needs an explicit confirmation")
+
+// ErrNotRegenerable refuses a regenerate of anything but a discarded job
+// of a kind that can be regenerated (a Regenerator: the draft job is the
+// only one, so the sentence names it): a request that no state of the item and no confirmation can make succeed.
+var ErrNotRegenerable = errors.New("only a draft job can be regenerated")
+
+// NotRegenerableError names the item a regenerate was refused for; it is
+// ErrNotRegenerable (like UnsafeReplayError is ErrUnconfirmed), with the
+// sentence a caller can show as it is.
+type NotRegenerableError struct {
+	ID   string
+	What string // "reply (outbox row)", "deliver job", ...
+}
+
+func (e *NotRegenerableError) Error() string {
+	return fmt.Sprintf("%v; %s is a %s", ErrNotRegenerable, e.ID, e.What)
+}
+
+func (e *NotRegenerableError) Unwrap() error { return ErrNotRegenerable }
+
+// UnsafeReplayError explains why a replay needs confirmation.
+type UnsafeReplayError struct {
+	ID, Why string
+}
+
+func (e *UnsafeReplayError) Error() string {
+	return fmt.Sprintf("replaying %s is not known to be safe: %s; send {\"confirm\":%q} after checking", e.ID, e.Why, e.ID)
+}
+
+func (e *UnsafeReplayError) Unwrap() error { return ErrUnconfirmed }
 
 // what names what a dead letter is, for a sentence.
 func what(dl store.DeadLetter) string {
@@ -105,9 +204,9 @@ func what(dl store.DeadLetter) string {
 // counting; it gets the configured attempts more); a failed or unresolved
 // reply goes back to pending with a new delivery job, and a discarded
 // delivery job is retired in its favour. An item whose side effect may have
-// happened is refused (*store.UnsafeReplayError) unless confirmed; a
+// happened is refused (*UnsafeReplayError) unless confirmed; a
 // regenerate of anything but a discarded draft job is a
-// *store.NotRegenerableError, before either.
+// *NotRegenerableError, before either.
 func (ob *Outbox) Replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
 	var out store.DeadLetter
 	err := ob.st.Update(ctx, func(tx *store.Tx) (err error) {
@@ -126,22 +225,25 @@ func (ob *Outbox) Replay(ctx context.Context, id string, r store.Replay) (store.
 // transaction mints a new id for the delivery job it enqueues: only the
 // rolled-back run saw the first.
 func (ob *Outbox) ReplayTx(tx *store.Tx, id string, r store.Replay) (store.DeadLetter, error) {
-	dl, err := find(tx, id)
+	dl, err := ob.find(tx, id)
 	if err != nil {
 		return store.DeadLetter{}, err
 	}
 	// First: no state or confirmation makes this request one that can succeed.
-	if r.Regenerate && (dl.Kind != store.DeadJob || dl.Job.Kind != store.KindDraft) {
-		return store.DeadLetter{}, &store.NotRegenerableError{ID: id, What: what(dl)}
-	}
-	if r.Regenerate && ob.regenerate == nil {
-		return store.DeadLetter{}, errors.New("delivery: a regenerate needs the draft's rule (Outbox.Regenerating)")
+	var regen Regenerator
+	if r.Regenerate {
+		if dl.Kind == store.DeadJob {
+			regen, _ = ob.kind(dl.Job.Kind).(Regenerator)
+		}
+		if regen == nil {
+			return store.DeadLetter{}, &NotRegenerableError{ID: id, What: what(dl)}
+		}
 	}
 	if dl.State == "dismissed" {
 		return store.DeadLetter{}, &store.StateError{What: dl.Kind + " " + id, State: "dismissed", Want: "on the dead-letter list"}
 	}
 	if !dl.Safe && !r.Confirmed {
-		return store.DeadLetter{}, &store.UnsafeReplayError{ID: id, Why: dl.Why}
+		return store.DeadLetter{}, &UnsafeReplayError{ID: id, Why: dl.Why}
 	}
 	jobID := ob.newID()
 	switch {
@@ -154,9 +256,9 @@ func (ob *Outbox) ReplayTx(tx *store.Tx, id string, r store.Replay) (store.DeadL
 		}
 	case dl.Kind == store.DeadJob:
 		var payload func() (json.RawMessage, error)
-		if r.Regenerate {
+		if regen != nil {
 			j := *dl.Job
-			payload = func() (json.RawMessage, error) { return ob.regenerate(tx, j) }
+			payload = func() (json.RawMessage, error) { return regen.Regenerate(tx, j) }
 		}
 		if err := tx.ReviveJob(dl.Job, r, ob.maxAttempts, payload); err != nil {
 			return store.DeadLetter{}, err
@@ -195,7 +297,7 @@ func (ob *Outbox) requeue(tx *store.Tx, o *store.Outbox, r store.Replay, jobID s
 // being sent cannot be dismissed.
 func (ob *Outbox) Dismiss(ctx context.Context, id string, d store.Dismissal) error {
 	return ob.st.Update(ctx, func(tx *store.Tx) error {
-		dl, err := find(tx, id)
+		dl, err := ob.find(tx, id)
 		if err != nil {
 			return err
 		}

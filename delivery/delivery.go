@@ -10,14 +10,14 @@
 //
 // Claim and Finish bracket every call to a provider (Job, the delivery job
 // kind); Reconcile is a person's verdict; Replay and Dismiss act on the
-// dead-letter list, whose replies are judged by Safety; Resolve gives every
+// dead-letter list, whose replies are judged by Safety and discarded jobs
+// by their kind's rules (DeadKind, handed in by Judging); Resolve gives every
 // unfinished row a live delivery job. The store keeps the Outbox record,
 // its table and index, and Check; approval creates a row as pending.
 package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -162,21 +162,7 @@ type Outbox struct {
 	st          *store.Store
 	maxAttempts int
 	newID       func() string
-	regenerate  Regenerate // nil: a regenerate is refused (Regenerating)
-}
-
-// Regenerate gives the new arguments of the discarded draft job j that a
-// person replays to be regenerated, in the replay's transaction. Drafts
-// are review's (review.RegenerateTx); delivery, below review, is handed
-// the rule by whoever replays (Regenerating).
-type Regenerate func(tx *store.Tx, j store.Job) (json.RawMessage, error)
-
-// Regenerating is ob with the rule that makes a regenerate's arguments;
-// without it Replay refuses a regenerate.
-func (ob *Outbox) Regenerating(fn Regenerate) *Outbox {
-	c := *ob
-	c.regenerate = fn
-	return &c
+	kinds       DeadKinds // the dead-letter rules of the job kinds above delivery (Judging)
 }
 
 // New returns the outbox over st with cfg's retry policy.

@@ -19,9 +19,9 @@ import (
 
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/leads"
-	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/workers"
 )
 
 // testStore is a store with delivery's operations under the names the tests use.
@@ -35,7 +35,7 @@ type testStore struct {
 func openTest(t testing.TB) *testStore {
 	t.Helper()
 	st := testkit.OpenStore(t, "")
-	return &testStore{Store: st, ob: delivery.NewForTest(st, 3, func() string { return ulid.Make().String() })}
+	return &testStore{Store: st, ob: delivery.NewForTest(st, 3, func() string { return ulid.Make().String() }).Judging(workers.DeadKinds())}
 }
 
 // OutboxResult is how a delivery attempt ended.
@@ -49,9 +49,10 @@ func (s *testStore) FinishOutbox(ctx context.Context, id, execID string, now tim
 	return s.ob.Finish(ctx, id, execID, now, r)
 }
 
-// with is the outbox with a delivery job policy of maxAttempts attempts and ids from newID.
+// with is the outbox with a delivery job policy of maxAttempts attempts and
+// ids from newID, judging the dead letters as the process does.
 func (s *testStore) with(maxAttempts int, newID func() string) *delivery.Outbox {
-	return delivery.NewForTest(s.Store, maxAttempts, newID).Regenerating(review.RegenerateTx)
+	return delivery.NewForTest(s.Store, maxAttempts, newID).Judging(workers.DeadKinds())
 }
 
 // jobCount counts the jobs of one event.
@@ -701,8 +702,8 @@ func TestReplayUnsafeNeedsConfirmation(t *testing.T) {
 	ctx := context.Background()
 	row := parkedRow(t, st, "web:row-1", t0, store.OutboxNeedsReconciliation, "ambiguous", "timed out")
 	_, err := st.ReplayDeadLetter(ctx, row.ID, store.Replay{By: "boss", At: t0}, 3, ulid.Make().String())
-	var unsafe *store.UnsafeReplayError
-	if !errors.As(err, &unsafe) || !errors.Is(err, store.ErrUnconfirmed) || !strings.Contains(err.Error(), "may already have this message") {
+	var unsafe *delivery.UnsafeReplayError
+	if !errors.As(err, &unsafe) || !errors.Is(err, delivery.ErrUnconfirmed) || !strings.Contains(err.Error(), "may already have this message") {
 		t.Fatalf("unconfirmed replay: %v, want an UnsafeReplayError saying why", err)
 	}
 	if o, err := st.OutboxRow(row.ID); err != nil {
@@ -1118,11 +1119,11 @@ func TestRegenerateRefusedForAReply(t *testing.T) {
 	for _, confirmed := range []bool{false, true} {
 		t.Run(fmt.Sprint("confirmed=", confirmed), func(t *testing.T) {
 			_, err := st.ReplayDeadLetter(ctx, row.ID, store.Replay{By: "boss", At: t0, Regenerate: true, Confirmed: confirmed}, 3, ulid.Make().String())
-			var nr *store.NotRegenerableError
-			if !errors.Is(err, store.ErrNotRegenerable) || !errors.As(err, &nr) || nr.ID != row.ID || !strings.Contains(err.Error(), row.ID+" is a reply (outbox row)") {
+			var nr *delivery.NotRegenerableError
+			if !errors.Is(err, delivery.ErrNotRegenerable) || !errors.As(err, &nr) || nr.ID != row.ID || !strings.Contains(err.Error(), row.ID+" is a reply (outbox row)") {
 				t.Fatalf("regenerating a reply: %v, want ErrNotRegenerable naming %s as a reply", err, row.ID)
 			}
-			if errors.Is(err, store.ErrUnconfirmed) {
+			if errors.Is(err, delivery.ErrUnconfirmed) {
 				t.Errorf("regenerating a reply: %v, want no request for confirmation", err)
 			}
 			if o, err := st.OutboxRow(row.ID); err != nil {

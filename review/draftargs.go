@@ -33,8 +33,8 @@ func (a DraftArgs) Key() string { return a.EventKey }
 func (a *DraftArgs) SetKey(k string) { a.EventKey = k }
 
 // RegenerateTx is the payload of the discarded draft job j when a person
-// replays it to be regenerated (delivery.Outbox.Regenerating wires it
-// into the dead letters' replay): the next version of its event's draft,
+// replays it to be regenerated (DeadDraft.Regenerate, in the dead
+// letters' replay): the next version of its event's draft,
 // refused once that draft is approved. The version is fixed now, so a
 // retried attempt cannot make two.
 func RegenerateTx(tx *store.Tx, j store.Job) (json.RawMessage, error) {

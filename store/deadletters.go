@@ -20,9 +20,10 @@ const (
 
 // DeadLetter is one item of the dead-letter list with what is known about
 // it: prior attempts, the side effects already made, and whether a replay is
-// safe, in a sentence. Whether resending a reply is safe is the delivery
-// package's rule: the store describes an item that holds an outbox row
-// (Outbox set) and leaves Safe, Why and Effects for delivery to fill in.
+// safe, in a sentence. The store reads the records (Job or Outbox, and who
+// wrote the message, from its event); what an item is about and whether
+// replaying it is safe are the rules of whoever owns it, given to the walk
+// as a Judge (delivery.Outbox's).
 type DeadLetter struct {
 	ID       string    `json:"id"`
 	Kind     string    `json:"kind"`
@@ -75,15 +76,24 @@ type DeadLetterFilter struct {
 	NoReconcile bool
 }
 
-// DeadLetters lists the dead-letter list, oldest first, as records: the
-// replies' safety is delivery's to judge (delivery.DeadLetters).
-func (s *Store) DeadLetters(f DeadLetterFilter) ([]DeadLetter, error) {
+// A Judge fills in what the rules say of an item, read in tx: for a
+// discarded job, what it is about (EventKey, Channel, Outbox, Draft) by its
+// kind's rules; for every item, whether replaying it is safe, why, and the
+// side effects known (Safe, Why, Effects). The store calls it on every item
+// it reads, inside the read and before the filter (which filters by the
+// channel it finds), then adds who wrote and what from the item's event.
+// nil judges nothing: the records as they are.
+type Judge func(tx *Tx, dl *DeadLetter)
+
+// DeadLetters lists the dead-letter list, oldest first, each item judged by
+// judge (delivery.Outbox.DeadLetters gives the rules).
+func (s *Store) DeadLetters(f DeadLetterFilter, judge Judge) ([]DeadLetter, error) {
 	if f.Limit <= 0 {
 		f.Limit = 200
 	}
 	out := []DeadLetter{}
 	err := s.view(func(tx *Tx) error {
-		return f.walk(tx, nil, true, func(_ int, dl DeadLetter) bool {
+		return f.walk(tx, judge, nil, true, func(_ int, dl DeadLetter) bool {
 			out = append(out, dl)
 			return len(out) < f.Limit
 		})
@@ -122,10 +132,10 @@ func (f DeadLetterFilter) keep(dl DeadLetter) bool {
 }
 
 // DeadLetter reads one item by job id (a discarded job) or outbox id (any
-// row: which rows a person may act on is delivery's rule).
-func (tx *Tx) DeadLetter(id string) (DeadLetter, error) {
+// row: which rows a person may act on is delivery's rule), judged by judge.
+func (tx *Tx) DeadLetter(id string, judge Judge) (DeadLetter, error) {
 	if j, err := tx.Job(id); err == nil && j.State == JobDiscarded { // not idx_jobs_dead's Get: its "" entries read as absent until committed
-		return deadJob(tx, id)
+		return deadJob(tx, id, judge)
 	}
 	o, err := tx.Outbox(id)
 	if errors.Is(err, ErrNotFound) {
@@ -134,37 +144,29 @@ func (tx *Tx) DeadLetter(id string) (DeadLetter, error) {
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dead outbox row %s: %w", id, err)
 	}
-	return deadOutbox(tx, o), nil
+	return deadOutbox(tx, o, judge), nil
 }
 
-// deadJob describes a discarded job.
-func deadJob(tx *Tx, id string) (DeadLetter, error) {
+// deadJob reads a discarded job as an item, judged.
+func deadJob(tx *Tx, id string, judge Judge) (DeadLetter, error) {
 	j, err := tx.Job(id)
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dead job %s: %w", id, err)
 	}
 	// A dismissed job is cancelled and off idx_jobs_dead, so it never gets here.
 	dl := DeadLetter{ID: j.ID, Kind: DeadJob, State: string(j.State), Error: j.LastError, Since: j.UpdatedAt, Job: &j, Effects: []string{}}
-	switch j.Kind {
-	case KindDraft:
-		dl.EventKey = j.Key
-		dl.customer(tx)
-		if d, err := tx.DraftByEvent(j.Key); err == nil {
-			dl.Draft = &d
-			dl.Effects = append(dl.Effects, "draft "+d.ID+" is stored ("+string(d.Status)+")")
-			dl.Safe, dl.Why = true, "the draft is stored and will be reused: no model call"
-		} else {
-			dl.Safe, dl.Why = true, "no draft was stored, so the drafter is called again; nothing has reached the customer"
-		}
-	case KindDeliver:
-		if o, err := tx.Outbox(j.Key); err == nil {
-			dl.Outbox, dl.Channel, dl.EventKey = &o, o.Channel, o.EventKey // delivery judges it
-			dl.customer(tx)
-		}
-	default:
-		dl.Safe, dl.Why = true, "a replay runs the job again under the same key"
-	}
+	dl.judged(tx, judge)
 	return dl, nil
+}
+
+// judged has judge fill in the item, then who wrote its message and what.
+func (dl *DeadLetter) judged(tx *Tx, judge Judge) {
+	if judge != nil {
+		judge(tx, dl)
+	}
+	if dl.EventKey != "" {
+		dl.customer(tx)
+	}
 }
 
 // customer fills in who wrote the item's message and what, from its event.
@@ -182,50 +184,18 @@ func (dl *DeadLetter) customer(tx *Tx) {
 	}
 }
 
-// deadOutbox describes a reply that failed or may have been sent.
-func deadOutbox(tx *Tx, o Outbox) DeadLetter {
+// deadOutbox reads a reply as an item, judged.
+func deadOutbox(tx *Tx, o Outbox, judge Judge) DeadLetter {
 	dl := DeadLetter{ID: o.ID, Kind: DeadOutbox, Channel: o.Channel, EventKey: o.EventKey, State: string(o.Status), Error: o.Note, Since: o.UpdatedAt, Outbox: &o}
-	dl.customer(tx)
 	if len(o.Attempts) > 0 && dl.Error == "" {
 		dl.Error = o.Attempts[len(o.Attempts)-1].Error
 	}
 	if o.Dismissed != nil {
 		dl.State = "dismissed"
 	}
+	dl.judged(tx, judge)
 	return dl
 }
-
-// ErrUnconfirmed refuses a replay that may repeat a side effect.
-var ErrUnconfirmed = errors.New("the replay needs an explicit confirmation")
-
-// ErrNotRegenerable refuses a regenerate of anything but a discarded draft
-// job: a request that no state of the item and no confirmation can make succeed.
-var ErrNotRegenerable = errors.New("only a draft job can be regenerated")
-
-// NotRegenerableError names the item a regenerate was refused for; it is
-// ErrNotRegenerable (like UnsafeReplayError is ErrUnconfirmed), with the
-// sentence a caller can show as it is.
-type NotRegenerableError struct {
-	ID   string
-	What string // "reply (outbox row)", "deliver job", ...
-}
-
-func (e *NotRegenerableError) Error() string {
-	return fmt.Sprintf("%v; %s is a %s", ErrNotRegenerable, e.ID, e.What)
-}
-
-func (e *NotRegenerableError) Unwrap() error { return ErrNotRegenerable }
-
-// UnsafeReplayError explains why a replay needs confirmation.
-type UnsafeReplayError struct {
-	ID, Why string
-}
-
-func (e *UnsafeReplayError) Error() string {
-	return fmt.Sprintf("replaying %s is not known to be safe: %s; send {\"confirm\":%q} after checking", e.ID, e.Why, e.ID)
-}
-
-func (e *UnsafeReplayError) Unwrap() error { return ErrUnconfirmed }
 
 // RetireJob closes a discarded delivery job as cancelled, recording the
 // replay that gave its reply a fresh job.
@@ -333,7 +303,7 @@ func (f DeadLetterFilter) position(cursor string) (deadPos, error) {
 // walk calls fn with the items of the list that the filter keeps, strictly
 // after from (forward) or strictly before it (backward; nil from: from the
 // start or the end), until fn returns false.
-func (f DeadLetterFilter) walk(tx *Tx, from *deadPos, forward bool, fn func(i int, dl DeadLetter) bool) error {
+func (f DeadLetterFilter) walk(tx *Tx, judge Judge, from *deadPos, forward bool, fn func(i int, dl DeadLetter) bool) error {
 	secs := f.sections()
 	order := make([]int, 0, len(secs))
 	for i := range secs {
@@ -375,10 +345,10 @@ func (f DeadLetterFilter) walk(tx *Tx, from *deadPos, forward bool, fn func(i in
 			if s.outbox {
 				var o Outbox
 				if o, err = tx.Outbox(id); err == nil {
-					dl = deadOutbox(tx, o)
+					dl = deadOutbox(tx, o, judge)
 				}
 			} else {
-				dl, err = deadJob(tx, id)
+				dl, err = deadJob(tx, id, judge)
 			}
 			if u, ok := AsUnreadable(err); ok && tx.skip(err, nil) {
 				// One row that says so, in its place: the list goes on.
@@ -431,7 +401,7 @@ func lastWithPrefix(c engine.Cursor, prefix []byte) []byte {
 // DeadLetterPage reads n items of the list the filter keeps, after the
 // cursor after or, when before is given instead, the n items before it,
 // in one read transaction.
-func (s *Store) DeadLetterPage(f DeadLetterFilter, after, before string, n int) (DeadLetterPage, error) {
+func (s *Store) DeadLetterPage(f DeadLetterFilter, judge Judge, after, before string, n int) (DeadLetterPage, error) {
 	var page DeadLetterPage
 	n = max(n, 1)
 	var from *deadPos
@@ -452,7 +422,7 @@ func (s *Store) DeadLetterPage(f DeadLetterFilter, after, before string, n int) 
 	}
 	err := s.view(func(tx *Tx) error {
 		var got []placed
-		if err := f.walk(tx, from, forward, func(i int, dl DeadLetter) bool {
+		if err := f.walk(tx, judge, from, forward, func(i int, dl DeadLetter) bool {
 			got = append(got, placed{i, dl})
 			return len(got) <= n
 		}); err != nil {
@@ -475,7 +445,7 @@ func (s *Store) DeadLetterPage(f DeadLetterFilter, after, before string, n int) 
 		// side we came from, when one is still there past the page's end.
 		beyond := func(p placed, fwd bool) (bool, error) {
 			found := false
-			err := f.walk(tx, &deadPos{section: p.i, id: p.dl.ID}, fwd, func(int, DeadLetter) bool { found = true; return false })
+			err := f.walk(tx, judge, &deadPos{section: p.i, id: p.dl.ID}, fwd, func(int, DeadLetter) bool { found = true; return false })
 			return found, err
 		}
 		next, prev := forward && more, !forward && more

@@ -251,7 +251,7 @@ func (s *Store) FinishOutbox(ctx context.Context, id, execID string, now time.Ti
 // DismissDeadLetter (fixture) dismisses the discarded job id.
 func (s *Store) DismissDeadLetter(ctx context.Context, id string, d Dismissal) error {
 	return s.Update(ctx, func(tx *Tx) error {
-		dl, err := tx.DeadLetter(id)
+		dl, err := tx.DeadLetter(id, nil)
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/delivery"
-	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -56,7 +55,7 @@ func (s *Server) listDeadLetters(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dls, err := delivery.New(s.st, s.cfg).DeadLetters(f)
+	dls, err := s.outbox.DeadLetters(f)
 	if err != nil {
 		return err
 	}
@@ -99,7 +98,7 @@ func (s *Server) lookUp(c *echo.Context, id string) (delivery.Looked, error) {
 	if err != nil {
 		return delivery.Looked{}, missing(err, "there is no reply %q to look up", id)
 	}
-	looked, err := delivery.New(s.st, s.cfg).LookUp(c.Request().Context(), id, s.providers[o.Provider], actor(c), c.RealIP(), s.now().UTC())
+	looked, err := s.outbox.LookUp(c.Request().Context(), id, s.providers[o.Provider], actor(c), c.RealIP(), s.now().UTC())
 	return looked, missing(err, "there is no reply %q to look up", id)
 }
 
@@ -142,7 +141,7 @@ func (s *Server) replayItem(ctx context.Context, id, confirm string, regenerate 
 // replay is the one replay shared by the API and the dashboard (the bulk
 // replay job calls the same delivery Replay).
 func (s *Server) replay(ctx context.Context, id string, r store.Replay) (store.DeadLetter, error) {
-	dl, err := delivery.New(s.st, s.cfg).Regenerating(review.RegenerateTx).Replay(ctx, id, r)
+	dl, err := s.outbox.Replay(ctx, id, r)
 	if err != nil {
 		return dl, missing(err, "there is no dead letter %q", id)
 	}
@@ -174,7 +173,7 @@ func (s *Server) cancelItem(ctx context.Context, id, reason, by, from string) er
 	if reason == "" {
 		return errorf(http.StatusBadRequest, "a cancel needs a reason")
 	}
-	err := delivery.New(s.st, s.cfg).Dismiss(ctx, id, store.Dismissal{By: by, At: s.now().UTC(), From: from, Reason: reason})
+	err := s.outbox.Dismiss(ctx, id, store.Dismissal{By: by, At: s.now().UTC(), From: from, Reason: reason})
 	return missing(err, "there is no dead letter %q", id)
 }
 
@@ -230,7 +229,7 @@ func (s *Server) startBulk(ctx context.Context, body deadLetterFilter, by, from 
 	if err != nil {
 		return store.BulkRun{}, err
 	}
-	items, err := delivery.New(s.st, s.cfg).DeadLetters(f)
+	items, err := s.outbox.DeadLetters(f)
 	if err != nil {
 		return store.BulkRun{}, err
 	}
@@ -273,10 +272,10 @@ func (s *Server) startRun(ctx context.Context, filter store.BulkFilter, ids []st
 		Replayed: []string{}, Skipped: []store.BulkSkip{}, Failed: []store.BulkSkip{}, StartedAt: s.now().UTC(),
 	}
 	// The queue keeps real time, whatever the HTTP side's clock says.
-	now, ob := time.Now(), delivery.New(s.st, s.cfg)
+	now := time.Now()
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		r := run // fn may run twice: start from the same run each time
-		return ob.StartBulkReplayTx(tx, &r, by, from, now)
+		return s.outbox.StartBulkReplayTx(tx, &r, by, from, now)
 	})
 	if err != nil {
 		return store.BulkRun{}, err

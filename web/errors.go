@@ -35,8 +35,8 @@ const correlationHeader = "X-Correlation-Id"
 //	*hook.Error                 its status and sentence (an inbound refusal)
 //	*store.Unreadable           422, its sentence ("event 01… cannot be read: <reason>"):
 //	                            the record asked for is damaged; every list shows it as a row
-//	*store.NotRegenerableError  400, its sentence
-//	*store.UnsafeReplayError    409, its sentence (send the confirmation)
+//	*delivery.NotRegenerableError 400, its sentence
+//	*delivery.UnsafeReplayError   409, its sentence (send the confirmation)
 //	*store.ConflictError        409, its sentence; "that decision stands"
 //	*store.SupersededError      409, its sentence, naming the current draft
 //	*store.StateError           409, its sentence
@@ -70,8 +70,8 @@ func answerFor(err error) (status int, msg string) {
 		ae         *apiError
 		he         *echo.HTTPError
 		hk         *hook.Error
-		notRegen   *store.NotRegenerableError
-		unsafe     *store.UnsafeReplayError
+		notRegen   *delivery.NotRegenerableError
+		unsafe     *delivery.UnsafeReplayError
 		conflict   *store.ConflictError
 		superseded *store.SupersededError
 		state      *store.StateError

@@ -16,6 +16,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/password"
 	"github.com/handoff/handoff/store"
@@ -46,8 +47,8 @@ func TestAnswerFor(t *testing.T) {
 		{"a name does not change another cause", missing(state, "there is no outbox row %q", "o1"), 409, state.Error()},
 		{"state", fmt.Errorf("store: reconcile o1: %w", state), 409, state.Error()},
 		{"conflict", fmt.Errorf("store: reject d1: %w", &store.ConflictError{Draft: draft}), 409, (&store.ConflictError{Draft: draft}).Error() + "; that decision stands"},
-		{"unsafe replay", &store.UnsafeReplayError{ID: "o1", Why: "maybe sent"}, 409, (&store.UnsafeReplayError{ID: "o1", Why: "maybe sent"}).Error()},
-		{"not regenerable", fmt.Errorf("store: replay: %w", &store.NotRegenerableError{ID: "o1", What: "reply (outbox row)"}), 400, (&store.NotRegenerableError{ID: "o1", What: "reply (outbox row)"}).Error()},
+		{"unsafe replay", &delivery.UnsafeReplayError{ID: "o1", Why: "maybe sent"}, 409, (&delivery.UnsafeReplayError{ID: "o1", Why: "maybe sent"}).Error()},
+		{"not regenerable", fmt.Errorf("store: replay: %w", &delivery.NotRegenerableError{ID: "o1", What: "reply (outbox row)"}), 400, (&delivery.NotRegenerableError{ID: "o1", What: "reply (outbox row)"}).Error()},
 		{"password too short", password.ErrTooShort, 400, password.ErrTooShort.Error()},
 		{"password too long", fmt.Errorf("user: %w", password.ErrTooLong), 400, "user: " + password.ErrTooLong.Error()},
 		{"hook error", &hook.Error{Status: 401, Msg: "the signature does not match"}, 401, "the signature does not match"},

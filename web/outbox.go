@@ -6,7 +6,6 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/store"
 )
 
@@ -54,7 +53,7 @@ func (s *Server) reconcileRow(c *echo.Context, id, outcome, providerID string) (
 	default:
 		return store.Outbox{}, errorf(http.StatusBadRequest, `outcome must be "sent" or "not_sent", not %q`, outcome)
 	}
-	o, err := delivery.New(s.st, s.cfg).Reconcile(c.Request().Context(), id, store.Reconciliation{
+	o, err := s.outbox.Reconcile(c.Request().Context(), id, store.Reconciliation{
 		By: actor(c), At: s.now().UTC(), Outcome: outcome, ProviderID: providerID, From: c.RealIP(),
 	})
 	if err != nil {

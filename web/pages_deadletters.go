@@ -30,7 +30,7 @@ func (s *Server) deadLettersPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := delivery.New(s.st, s.cfg).DeadLetterPage(f, c.QueryParam("after"), c.QueryParam("before"), deadLettersPageSize)
+	page, err := s.outbox.DeadLetterPage(f, c.QueryParam("after"), c.QueryParam("before"), deadLettersPageSize)
 	if errors.Is(err, store.ErrBadCursor) {
 		return errorf(http.StatusBadRequest, "that page of the list no longer exists or never did; start again from the first page")
 	}
@@ -53,7 +53,7 @@ func (s *Server) deadLettersPage(c *echo.Context) error {
 // known about it (attempts, side effects, earlier replays) and its actions.
 func (s *Server) deadLetterPage(c *echo.Context) error {
 	id := c.Param("*")
-	dl, err := delivery.New(s.st, s.cfg).DeadLetter(id)
+	dl, err := s.outbox.DeadLetter(id)
 	var state *store.StateError
 	if errors.As(err, &state) {
 		err = fmt.Errorf("%w: %w", store.ErrNotFound, err) // a reply settled meanwhile is off the list

@@ -38,6 +38,9 @@ type Deps struct {
 	Backups  Backups  // backup now, offsite copies, restore (backup.go); nil: not offered
 	// Providers by name, for a person's "look it up now" (lookup.go); nil: none can.
 	Providers map[string]delivery.Looker
+	// Outbox is delivery's operations with every job kind's dead-letter
+	// rules (app's, workers.DeadKinds); nil: delivery's own kinds' only.
+	Outbox *delivery.Outbox
 }
 
 // Server is the HTTP side of handoff.
@@ -64,6 +67,7 @@ type Server struct {
 	claims     *claims     // who looks at which waiting draft (claims.go)
 	bodies     *bodyBudget // webhook bodies in memory at once (limits.go)
 	providers  map[string]delivery.Looker
+	outbox     *delivery.Outbox // replies and the dead letters (Deps.Outbox)
 }
 
 // New builds the server and its routes.
@@ -78,6 +82,10 @@ func New(d Deps) (*Server, error) {
 		claims:     newClaims(),
 		bodies:     newBodyBudget(d.Config.Limits.BodiesInFlight),
 		providers:  d.Providers,
+		outbox:     d.Outbox,
+	}
+	if s.outbox == nil {
+		s.outbox = delivery.New(d.Store, d.Config)
 	}
 	if s.https() {
 		// A __Host- cookie is only accepted when Secure, on Path=/ and

@@ -119,7 +119,7 @@ func (k *BulkReplayJob) item(ctx context.Context, args delivery.BulkReplayArgs, 
 		}
 		return recordTx(tx, run, id, outcome{replayed: true})
 	})
-	var unsafe *store.UnsafeReplayError
+	var unsafe *delivery.UnsafeReplayError
 	switch {
 	case err == nil:
 		if k.Wake != nil {
@@ -137,9 +137,9 @@ func (k *BulkReplayJob) item(ctx context.Context, args delivery.BulkReplayArgs, 
 // sentence words an item's failure as a single replay's answer would.
 func (k *BulkReplayJob) sentence(runID, id string, err error) string {
 	var (
-		unsafe   *store.UnsafeReplayError
+		unsafe   *delivery.UnsafeReplayError
 		state    *store.StateError
-		notRegen *store.NotRegenerableError
+		notRegen *delivery.NotRegenerableError
 	)
 	switch {
 	case errors.As(err, &unsafe):

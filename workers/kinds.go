@@ -35,7 +35,14 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 	return map[string]jobs.Kind{
 		review.DraftArgs{}.Kind():     draft,
 		delivery.DeliverArgs{}.Kind(): &delivery.Job{Store: st, Providers: senders}, // app sets its log
-		// app sets its clock, its Wake and its log.
-		delivery.BulkReplayArgs{}.Kind(): &BulkReplayJob{Store: st, Outbox: delivery.New(st, cfg)},
+		// app sets its clock, its Wake and its log, and hands its outbox to web.
+		delivery.BulkReplayArgs{}.Kind(): &BulkReplayJob{Store: st, Outbox: delivery.New(st, cfg).Judging(DeadKinds())},
 	}, draft
+}
+
+// DeadKinds are the dead-letter rules of the job kinds declared above
+// delivery (delivery.Judging): the draft job's are review's. Delivery has
+// its own kinds' rules; a kind without any (the digest) is replayed as it is.
+func DeadKinds() delivery.DeadKinds {
+	return delivery.DeadKinds{review.KindDraft: review.DeadDraft{}}
 }

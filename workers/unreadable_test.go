@@ -69,7 +69,7 @@ func TestUnreadableRecordsInTheQueue(t *testing.T) {
 	}
 	var dead []store.DeadLetter
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		dead, err = st.DeadLetters(store.DeadLetterFilter{})
+		dead, err = st.DeadLetters(store.DeadLetterFilter{}, nil)
 		for _, dl := range dead {
 			if dl.ID == c.Job.ID && dl.Unreadable != nil && dl.State == "unreadable" {
 				return true
