@@ -2,19 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"strings"
 )
-
-// env is the process's outside world, passed in so commands can be tested.
-type env struct {
-	getenv func(string) string
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
-}
 
 const usage = `usage:
   handoff [serve]   --config FILE --data DIR --addr HOST:PORT
@@ -67,20 +57,4 @@ func run(ctx context.Context, args []string, e env) error {
 // isHelp reports whether arg is one of the flag package's help flags.
 func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--help"
-}
-
-// override sets *flag to the environment variable key when that is set:
-// the environment wins over the command line, so a container can set the
-// data folder and address once for every command.
-func (e env) override(flag *string, key string) {
-	if v := e.getenv(key); v != "" {
-		*flag = v
-	}
-}
-
-// newFlagSet returns a flag set that reports errors instead of exiting.
-func newFlagSet(name string, e env) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	return fs
 }
