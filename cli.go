@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-const usage = `usage:
+// helpText is the command list that help and an unknown command print.
+const helpText = `usage:
   handoff [serve]   --config FILE --data DIR --addr HOST:PORT
   handoff backup    --url URL --token TOKEN -o FILE     (from a running server)
   handoff restore   --data DIR FILE                     (server stopped; verifies first, keeps the old file)
@@ -48,10 +49,10 @@ func run(ctx context.Context, args []string, e env) error {
 	case "version":
 		return versionCmd(e)
 	case "help":
-		fmt.Fprintln(e.stdout, usage)
+		fmt.Fprintln(e.stdout, helpText)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	return fmt.Errorf("unknown command %q\n%s", cmd, helpText)
 }
 
 // isHelp reports whether arg is one of the flag package's help flags.
