@@ -32,6 +32,7 @@ func (s *Store) Backup(w io.Writer) (int64, string, error) {
 		n, err = tx.tx.WriteTo(io.MultiWriter(w, h))
 		return err
 	})
+	dropFileCache(s.path)
 	if err != nil {
 		return n, "", fmt.Errorf("store: backup: %w", err)
 	}
@@ -88,6 +89,7 @@ func (s *Store) copyTo(f *os.File) (Snapshot, error) {
 		return err
 	})
 	snap.Held = time.Since(t0)
+	dropFileCache(s.path)
 	if err != nil {
 		return snap, err
 	}
