@@ -276,9 +276,15 @@ var appendFill = map[string]float64{
 	string(bucketEvents):     1.0,
 	string(bucketAudit):      1.0,
 	string(bucketJobsByCorr): 1.0,
-	string(bucketJobs):       0.9,
-	string(bucketDrafts):     0.9,
-	string(bucketJobsReady):  0.9,
+	// Status indexes: the status, then the time it was entered (or a
+	// ULID), so a new entry sorts last in its status.
+	string(bucketHandoffsByStatus): 1.0,
+	string(bucketDraftsByStatus):   1.0,
+	string(bucketOutboxByStatus):   1.0,
+	string(bucketOutbox):           0.9,
+	string(bucketJobs):             0.9,
+	string(bucketDrafts):           0.9,
+	string(bucketJobsReady):        0.9,
 }
 
 // Update runs fn inside a write transaction shared with every other caller
