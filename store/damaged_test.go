@@ -20,27 +20,19 @@ import (
 // bucket to span a branch page and many leaf pages.
 func goodBackup(t *testing.T) []byte {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := Open(dir, Options{})
+	st, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Close()
 	for i := range 400 {
 		record(t, st, fmt.Sprintf("m-%04d", i), t0)
 	}
-	// The file as a clean Close leaves it, its freelist stored (a backup
-	// copy, taken between commits, has none: withoutFreelist).
-	if err := st.Close(); err != nil {
+	var b bytes.Buffer
+	if _, _, err := st.Backup(&b); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, FileName)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Without the file's room to grow into, as a backup copy: its pages only.
-	m := fileMeta(t, path)
-	return b[:m.pgid*uint64(m.pageSize)]
+	return b.Bytes()
 }
 
 // wantRefusal fails unless err is one line naming path, a *DamagedError
@@ -378,7 +370,7 @@ func TestCheckPagesFindsWhatTheOpenLeftOut(t *testing.T) {
 // open reads it first: its type, its count and every page id it lists.
 func TestOpenRefusesADamagedFreelist(t *testing.T) {
 	good := goodBackup(t)
-	m := newestMetaOf(t, good)
+	m := decodeMeta(good)
 	if m.freelist == noFreelist {
 		t.Fatal("the backup has no stored freelist; the store should write one")
 	}

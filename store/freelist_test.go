@@ -22,41 +22,57 @@ func fileMeta(t *testing.T, path string) meta {
 	return m
 }
 
-// newestMetaOf is the newest meta page of the file b.
-func newestMetaOf(t *testing.T, b []byte) meta {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "meta.db")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return fileMeta(t, path)
-}
-
-// TestFreelistStoredAtCloseOnly: a commit does not write the freelist (a
-// long read pins every page freed meanwhile, and each commit would write
-// them all), a clean Close does, so the next open reads it; a file left
-// without one (a crash, a backup copy) opens by rebuilding it, and keeps
-// what was committed.
-func TestFreelistStoredAtCloseOnly(t *testing.T) {
+// TestFreelistStoredWhileSmall: a commit writes the freelist while it is
+// small, and leaves it out while a long read pins pages (each commit
+// would write every pinned page); Close writes it. A file left without one
+// (a crash then, a backup copy) opens by rebuilding it, and keeps what was
+// committed.
+func TestFreelistStoredWhileSmall(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
 	st, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 50 {
-		record(t, st, fmt.Sprintf("m-%04d", i), t0)
+	n := 0
+	for ; n < 50; n++ {
+		record(t, st, fmt.Sprintf("m-%04d", n), t0)
 	}
+	if m := fileMeta(t, path); m.freelist == noFreelist {
+		t.Error("after commits with few free pages the meta names no freelist page; want it stored")
+	}
+	// A long read: every page the commits free meanwhile stays pinned.
+	reading, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		done <- st.View(func(*Tx) error {
+			close(reading)
+			<-release
+			return nil
+		})
+	}()
+	<-reading
+	for ; st.db.Stats().PendingPageN <= freelistSyncMax; n++ {
+		if n > 20000 {
+			t.Fatalf("%d commits under a read pinned only %d pages", n, st.db.Stats().PendingPageN)
+		}
+		record(t, st, fmt.Sprintf("m-%04d", n), t0)
+	}
+	record(t, st, fmt.Sprintf("m-%04d", n), t0)
+	n++
 	if m := fileMeta(t, path); m.freelist != noFreelist {
-		t.Errorf("after commits the meta names freelist page %d; want none stored", m.freelist)
+		t.Errorf("with %d pages pinned the meta names freelist page %d; want none stored", st.db.Stats().PendingPageN, m.freelist)
 	}
-	// The file as a crash would leave it: copied between commits.
+	// The file as a crash now would leave it: copied between commits.
 	crashed := t.TempDir()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(crashed, FileName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {
@@ -71,7 +87,7 @@ func TestFreelistStoredAtCloseOnly(t *testing.T) {
 			t.Fatalf("Open(%s) = %v", d, err)
 		}
 		if err := st.View(func(tx *Tx) error {
-			for i := range 50 {
+			for i := range n {
 				if _, err := tx.EventByKey(fmt.Sprintf("m-%04d", i)); err != nil {
 					return fmt.Errorf("event m-%04d: %w", i, err)
 				}

@@ -173,14 +173,16 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		// Mapped ahead of the file (mmapAhead), so a read transaction
 		// (a backup's local copy) seldom meets a remap.
 		InitialMmapSize: mmap,
-		// The freelist is written once, at Close (syncFreelist), not on
-		// every commit: a commit would write all of it, 8 bytes a free or
+		// The open's own commits write the freelist (so does bbolt's,
+		// after it rebuilt one); the committer's write it only while it
+		// is small (round, freelistLarge), and Close writes it
+		// (syncFreelist): a commit writes all of it, 8 bytes a free or
 		// pinned page, and a long read (the page walk, a backup) pins every
 		// page freed meanwhile, so each commit's freelist grew with the
-		// last (20 MiB a commit on a 1M-event file; bench grow). An open
-		// after a clean Close reads it; after a crash the open walks the
-		// pages first (checkPages) and bbolt rebuilds it.
-		NoFreelistSync: true,
+		// last (20 MiB a commit on a 1M-event file; bench grow). An open of
+		// a file whose last commit wrote it reads it; otherwise the open
+		// walks the pages first (checkPages) and bbolt rebuilds it.
+		NoFreelistSync: false,
 		FreelistType:   bolt.FreelistMapType,
 	})
 	if errors.Is(err, bolt.ErrTimeout) {
@@ -225,6 +227,15 @@ func (s *Store) Close() error {
 	}
 	return s.db.Close()
 }
+
+// freelistSyncMax is the most free and pinned pages a commit writes into
+// the freelist: two pages of it. The usual count is a few hundred (each
+// commit frees the pages it rewrites); it passes this while a long read
+// pins pages, and after one, until the pages are used again.
+const freelistSyncMax = 1000
+
+// freelistLarge says the next commit should leave the freelist out.
+func freelistLarge(st bolt.Stats) bool { return st.FreePageN+st.PendingPageN > freelistSyncMax }
 
 // syncFreelist writes the freelist with one empty commit, so the next open
 // reads it instead of rebuilding it from every page; the committer has
@@ -411,6 +422,7 @@ func (s *Store) round(fn func(*bolt.Tx) error) (alloc int64, err error) {
 		return 0, err
 	}
 	closed = true // Commit closes the transaction, whether it fails or not
+	s.db.NoFreelistSync = freelistLarge(s.db.Stats())
 	err = btx.Commit()
 	stats := btx.Stats()
 	return stats.GetPageAlloc(), err
