@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/handoff/handoff/store/engine/boltengine"
+	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkIngestPages records 20,000 events with their draft jobs from 64
@@ -31,7 +31,7 @@ func BenchmarkIngestPages(b *testing.B) {
 				clear(appendFill)
 				b.Cleanup(func() { maps.Copy(appendFill, saved) })
 			}
-			var pages, commits, size float64
+			var pages, commits, size, alloc float64
 			for b.Loop() {
 				b.StopTimer()
 				st := openTest(b)
@@ -76,12 +76,23 @@ func BenchmarkIngestPages(b *testing.B) {
 				if fi, err := os.Stat(st.Path()); err == nil {
 					size += float64(fi.Size())
 				}
+				if err := st.bolt().View(func(tx *bolt.Tx) error {
+					return tx.ForEach(func(_ []byte, bk *bolt.Bucket) error {
+						bs := bk.Stats()
+						alloc += float64(bs.BranchAlloc + bs.LeafAlloc)
+						return nil
+					})
+				}); err != nil {
+					b.Fatal(err)
+				}
 				b.StartTimer()
 			}
 			events := float64(n * b.N)
 			b.ReportMetric(pages/events, "pages/event")
 			b.ReportMetric(commits/float64(b.N), "commits")
 			b.ReportMetric(size/events, "file-bytes/event")
+			// The buckets' pages, without the file's room to grow into.
+			b.ReportMetric(alloc/events, "page-bytes/event")
 		})
 	}
 }

@@ -340,6 +340,18 @@ func (s *Store) checkPages(ctx context.Context) error {
 	return fmt.Errorf("store: check pages of %s: the meta pages kept changing under the check", s.path)
 }
 
+// dropFileCache drops the page cache that a sequential read of the live
+// file at path (a backup's copy: bbolt's WriteTo reads it through a file
+// of its own) left in large folios, as the page walk does (dropCache):
+// a later commit's 4 KiB pwrite into one would dirty, and write back, the
+// whole folio. Pages the server's mmap holds stay.
+func dropFileCache(path string) {
+	if f, err := os.Open(path); err == nil {
+		dropCache(f)
+		f.Close()
+	}
+}
+
 // metaOf reads both meta pages of f and returns the one of transaction txid.
 func metaOf(path string, f *os.File, txid uint64) (meta, bool, error) {
 	m0, err := readMeta(path, f, 0, 0)

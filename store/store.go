@@ -185,6 +185,7 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		return nil, unmake(path, created, err)
 	}
 	s.file, s.deferred, s.mmap = db, deferred, opts.MmapSize
+	db.LimitFreelist(freelistSyncMax)
 	if unreadable != nil {
 		s.seen.add(unreadable.Records...)
 	}
@@ -196,10 +197,12 @@ func OpenFile(path string, opts Options) (*Store, error) {
 func openBolt(path string, o boltengine.Options) (*boltengine.DB, error) {
 	// Mapped ahead of the file (mmapAhead, o.MmapSize), so a read
 	// transaction (a backup's local copy) seldom meets a remap. The
-	// freelist is written on every commit (one page more per group
-	// commit, measured in the noise of bench/), so that an open reads it
-	// instead of walking every page of the file to rebuild it: the walk
-	// took most of a start-up and touched the whole mmap.
+	// open's own commits write the freelist (so does bbolt's, after it
+	// rebuilt one); once open, a commit writes it only while it is small
+	// and Close writes it (LimitFreelist, freelistSyncMax), so an open of
+	// a file whose last commit wrote it reads it instead of walking every
+	// page to rebuild it; otherwise the open walks the pages first
+	// (checkPages) and bbolt rebuilds it.
 	o.MapFreelist = true
 	o.Fill = appendFill
 	return boltengine.Open(path, o)
@@ -241,6 +244,12 @@ func (s *Store) Close() error {
 	return s.eng.Close()
 }
 
+// freelistSyncMax is the most free and pinned pages a commit writes into
+// the freelist: two pages of it. The usual count is a few hundred (each
+// commit frees the pages it rewrites); it passes this while a long read
+// pins pages, and after one, until the pages are used again.
+const freelistSyncMax = 1000
+
 // Tx is one transaction, handed to the function given to Update or View.
 // It wraps the engine's transaction privately: callers see records and their
 // typed operations (tx.Job, tx.PutJob, tx.Enqueue, tx.EventByKey, ...),
@@ -277,9 +286,15 @@ var appendFill = map[string]float64{
 	string(bucketEvents):     1.0,
 	string(bucketAudit):      1.0,
 	string(bucketJobsByCorr): 1.0,
-	string(bucketJobs):       0.9,
-	string(bucketDrafts):     0.9,
-	string(bucketJobsReady):  0.9,
+	// Status indexes: the status, then the time it was entered (or a
+	// ULID), so a new entry sorts last in its status.
+	string(bucketHandoffsByStatus): 1.0,
+	string(bucketDraftsByStatus):   1.0,
+	string(bucketOutboxByStatus):   1.0,
+	string(bucketOutbox):           0.9,
+	string(bucketJobs):             0.9,
+	string(bucketDrafts):           0.9,
+	string(bucketJobsReady):        0.9,
 }
 
 // Update runs fn inside a write transaction shared with every other caller
