@@ -21,6 +21,9 @@ var Twilio = Kind{
 		{Name: "status_callback"},
 	},
 	Preset:    "twilio",
+	// The Messages resource takes a Body of up to 1,600 characters
+	// (error 21617 beyond it).
+	MaxText:   1600,
 	Recipient: phone,
 	Row: Row{
 		ResendSafe: "no (Twilio keeps no idempotency key for messages)",
