@@ -38,6 +38,8 @@ var Meta = Kind{
 		}
 	},
 	Presets: []string{"messenger", "instagram"},
+	// message.text: "UTF-8, 2000 character limit".
+	MaxText: 2000,
 	Recipient: Recipient{
 		Hint: "a page-scoped id (PSID or IGSID), e.g. 6543210987654321",
 		Check: func(a string) string {
