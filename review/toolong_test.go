@@ -41,7 +41,7 @@ func TestApproveRefusesTooLong(t *testing.T) {
 	long := strings.Repeat("a", 1599) + "👍" // 1,601 UTF-16 code units, as Twilio counts
 	for i, tc := range []struct {
 		channel, text, edit string
-		refused            bool
+		refused             bool
 	}{
 		{"sms", long, "", true},
 		{"sms", strings.Repeat("b", 1700), "", true},
