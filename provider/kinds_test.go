@@ -482,3 +482,39 @@ func TestAcceptedWithoutID(t *testing.T) {
 		})
 	}
 }
+
+// TestMetaEntry: config reads a meta provider as its declaration says:
+// the page token required, graph_version checked and the meta kind's
+// alone, the Send API's rate by default.
+func TestMetaEntry(t *testing.T) {
+	env := func(string) string { return "v" }
+	for _, tc := range []struct{ entry, wantErr string }{
+		{`kind: meta, token_env: T`, ""},
+		{`kind: meta, token_env: T, graph_version: v23.0, rate: 10/s`, ""},
+		{`kind: meta`, "providers[0].token_env: missing; a meta provider needs the variable holding its page access token"},
+		{`kind: meta, token_env: T, graph_version: "23"`, `"23" is not a Graph API version (e.g. v21.0)`},
+		{`kind: whatsapp, phone_number_id: "1", token_env: T, graph_version: v23.0`, "only a meta provider takes graph_version"},
+	} {
+		cfg, err := config.Parse([]byte("providers: [{name: p, "+tc.entry+"}]"), env)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %v, want an error saying %q", tc.entry, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.entry, err)
+		}
+		p := cfg.Providers[0]
+		wantRate, wantVersion := 300.0, ""
+		if strings.Contains(tc.entry, "rate:") {
+			wantRate, wantVersion = 10, "v23.0"
+		}
+		if p.Rate != wantRate || p.Burst != 1 || p.GraphVersion != wantVersion || p.Token != "v" {
+			t.Errorf("%s: rate %v burst %d version %q, want rate %v burst 1 version %q", tc.entry, p.Rate, p.Burst, p.GraphVersion, wantRate, wantVersion)
+		}
+		if caps := openKind(t, p).Capabilities(); caps.Rate != wantRate || caps.Receipts || caps.IdempotencyKey || caps.Lookup {
+			t.Errorf("%s: capabilities %+v, want rate %v and nothing to prove an unknown outcome with", tc.entry, caps, wantRate)
+		}
+	}
+}
