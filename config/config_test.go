@@ -538,7 +538,7 @@ func TestParseErrors(t *testing.T) {
 		{"provider without url", "providers: [{name: crm, kind: http}]\n",
 			nil, []string{"providers[0].url: missing"}},
 		{"provider without kind", "providers: [{name: crm, url: \"https://crm.example.com/m\"}]\n",
-			nil, []string{"providers[0].kind: missing; use one of http, sandbox, twilio, whatsapp, telegram, slack, smtp"}},
+			nil, []string{"providers[0].kind: missing; use one of http, sandbox, twilio, whatsapp, meta, telegram, slack, smtp"}},
 		{"provider named sandbox", "providers: [{name: sandbox, kind: sandbox}]\n",
 			nil, []string{`providers[0].name: "sandbox" is the built-in provider`}},
 		{"duplicate provider", "providers: [{name: crm, kind: sandbox}, {name: crm, kind: sandbox}]\n",

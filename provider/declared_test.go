@@ -59,6 +59,7 @@ func TestCapabilitiesMatchDeclarations(t *testing.T) {
 		"sandbox":  ``,
 		"twilio":   `account_sid: AC0123456789abcdef0123456789abcdef, auth_token_env: T, from: "+15550001111"`,
 		"whatsapp": `phone_number_id: "1234567890", token_env: T`,
+		"meta":     `token_env: T`,
 		"telegram": `token_env: T`,
 		"slack":    `token_env: T`,
 		"smtp":     `host: mail.example, from: "hello@agency.example"`,

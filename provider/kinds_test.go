@@ -48,13 +48,13 @@ func openKind(t *testing.T, cfg config.Provider) provider.Provider {
 }
 
 // recipients are valid recipients per kind.
-var recipients = map[string]string{"twilio": "+15550002222", "whatsapp": "15550002222", "telegram": "12345", "slack": "C123"}
+var recipients = map[string]string{"twilio": "+15550002222", "whatsapp": "15550002222", "meta": "6543210987654321", "telegram": "12345", "slack": "C123"}
 
 // TestKindsClassifyDocumentedAnswers sends one message per mode to each
 // kind's stand-in: every answer is sorted as its API documents, and the
 // stand-in holds exactly the messages it accepted.
 func TestKindsClassifyDocumentedAnswers(t *testing.T) {
-	for _, kind := range []string{"twilio", "whatsapp", "telegram", "slack"} {
+	for _, kind := range []string{"twilio", "whatsapp", "meta", "telegram", "slack"} {
 		for _, mode := range []standin.Mode{standin.OK, standin.Refuse, standin.RateLimit, standin.Stall, standin.Cut} {
 			t.Run(kind+"/"+string(mode), func(t *testing.T) {
 				t.Parallel()
@@ -99,8 +99,16 @@ func TestKindsClassifyDocumentedAnswers(t *testing.T) {
 					if !errors.As(err, &notSent) || len(acc) != 0 {
 						t.Fatalf("Send = %q, %v (%T), want *NotSent: a rate limit means not accepted", id, err, err)
 					}
-					if notSent.RetryAfter != 3*time.Second && kind != "whatsapp" {
-						t.Errorf("RetryAfter = %s, want 3s from the answer", notSent.RetryAfter)
+					// Meta advertises its wait in minutes
+					// (X-Business-Use-Case-Usage), WhatsApp's stand-in none.
+					want := map[string]time.Duration{"meta": time.Minute, "whatsapp": 0}
+					if w, ok := want[kind]; !ok {
+						want[kind] = 3 * time.Second
+					} else if w == 0 {
+						break
+					}
+					if notSent.RetryAfter != want[kind] {
+						t.Errorf("RetryAfter = %s, want %s from the answer", notSent.RetryAfter, want[kind])
 					}
 				case standin.Stall, standin.Cut:
 					if !errors.As(err, &amb) || len(acc) != 1 {
@@ -186,6 +194,71 @@ func TestWhatsAppErrorCodes(t *testing.T) {
 	}
 }
 
+// TestMetaErrorCodes: the Send API's documented codes decide, and the
+// ones a person acts on are said in words.
+func TestMetaErrorCodes(t *testing.T) {
+	for _, tc := range []struct {
+		status, code, subcode int
+		header                []string
+		want                  string
+		retry                 time.Duration
+		says                  string
+	}{
+		{400, 10, 2018278, nil, "permanent", 0, "outside the allowed window"},
+		{401, 190, 0, nil, "permanent", 0, "refused the page access token in META_TOKEN"},
+		{400, 551, 1545041, nil, "permanent", 0, "code 551/1545041"},
+		{403, 200, 0, nil, "permanent", 0, "code 200"},
+		{400, 613, 0, []string{"X-Business-Use-Case-Usage", `{"1":[{"type":"messenger","estimated_time_to_regain_access":5},{"type":"pages","estimated_time_to_regain_access":2}]}`}, "later", 5 * time.Minute, "code 613"},
+		{400, 80006, 0, []string{"Retry-After", "9"}, "later", 9 * time.Second, "code 80006"},
+		{400, 4, 0, nil, "later", 0, "code 4"},
+		{500, 1200, 0, nil, "unknown", 0, "code 1200"},
+		{500, 2, 0, nil, "unknown", 0, "code 2"},
+		{400, 100, 2018001, nil, "permanent", 0, "code 100/2018001"},
+	} {
+		e := map[string]any{"code": tc.code, "message": "x", "type": "OAuthException", "fbtrace_id": "AbC"}
+		if tc.subcode != 0 {
+			e["error_subcode"] = tc.subcode
+		}
+		body, _ := json.Marshal(map[string]any{"error": e})
+		s := standin.New(t, "meta", standin.Answer(tc.status, string(body), tc.header...))
+		cfg := kindConfig(s, time.Second)
+		cfg.TokenEnv = "META_TOKEN"
+		_, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: recipients["meta"], Text: "hi"})
+		if got := verdict(err); got != tc.want {
+			t.Errorf("code %d/%d: %v is %s, want %s", tc.code, tc.subcode, err, got, tc.want)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), s.Token) {
+			t.Errorf("code %d/%d: %v, want it to say %q and never the token", tc.code, tc.subcode, err, tc.says)
+		}
+		var notSent *provider.NotSent
+		if errors.As(err, &notSent) && notSent.RetryAfter != tc.retry {
+			t.Errorf("code %d: RetryAfter = %s, want %s", tc.code, notSent.RetryAfter, tc.retry)
+		}
+		if bad := s.Malformed(); len(bad) > 0 {
+			t.Errorf("code %d: the stand-in refused the request's shape: %v", tc.code, bad)
+		}
+	}
+}
+
+// TestMetaGraphVersion: the Send API's version is the configured one, the
+// whatsapp kind's by default.
+func TestMetaGraphVersion(t *testing.T) {
+	for _, tc := range []struct{ version, path string }{{"", "/v21.0/me/messages"}, {"v23.0", "/v23.0/me/messages"}} {
+		var path string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			path = r.URL.Path
+			_, _ = io.WriteString(w, `{"recipient_id":"1","message_id":"m_1"}`)
+		}))
+		cfg := config.Provider{Name: "fb", Kind: "meta"}
+		cfg.APIBase, cfg.Token, cfg.GraphVersion = srv.URL, "tok", tc.version
+		id, err := openKind(t, cfg).Send(context.Background(), provider.Message{Ref: "r", To: "1", Text: "hi"})
+		srv.Close()
+		if err != nil || id != "m_1" || path != tc.path {
+			t.Errorf("graph_version %q: Send = %q, %v at %s; want m_1 at %s", tc.version, id, err, path, tc.path)
+		}
+	}
+}
+
 // TestTelegramTokenNeverInErrors: the bot token sits in the URL path; no
 // error may carry it.
 func TestTelegramTokenNeverInErrors(t *testing.T) {
@@ -213,7 +286,8 @@ type sdkCapture struct {
 // SDK and compares what goes on the wire: method, path, content type,
 // authorization and the decoded body fields. Twilio's form, Slack's form
 // and Telegram's JSON must be what twilio-node, @slack/web-api and grammY
-// send; WhatsApp's is the Cloud API reference's (whatsapp.json).
+// send; WhatsApp's is the Cloud API reference's (whatsapp.json), Meta's
+// the Messenger Platform Send API reference's (meta.json).
 func TestRequestsMatchTheSDKs(t *testing.T) {
 	text := "Thanks, we will call you today."
 	for _, tc := range []struct {
@@ -241,6 +315,11 @@ func TestRequestsMatchTheSDKs(t *testing.T) {
 			p.APIBase, p.Token, p.PhoneNumberID = b, "EAAG-test-token", "1234567890"
 			return p
 		}, provider.Message{Ref: "c1:01HZ", To: "15550002222", Text: text}},
+		{"meta", func(b string) config.Provider {
+			p := config.Provider{Name: "fb", Kind: "meta"}
+			p.APIBase, p.Token = b, "EAAG-page-token"
+			return p
+		}, provider.Message{Ref: "c1:01HZ", To: "6543210987654321", Text: text}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata", "sdk", tc.kind+".json"))
@@ -378,7 +457,7 @@ func TestHTTPExtended(t *testing.T) {
 // TestServerErrorsKeepRetryAfter: a 5xx is an unknown outcome, and the
 // Retry-After on it is kept for the queue by every HTTP kind alike.
 func TestServerErrorsKeepRetryAfter(t *testing.T) {
-	for _, kind := range []string{"twilio", "whatsapp", "telegram", "slack"} {
+	for _, kind := range []string{"twilio", "whatsapp", "meta", "telegram", "slack"} {
 		t.Run(kind, func(t *testing.T) {
 			s := standin.New(t, kind, standin.Answer(http.StatusServiceUnavailable, "", "Retry-After", "7"))
 			_, err := openKind(t, kindConfig(s, time.Second)).Send(context.Background(), provider.Message{Ref: "r", To: recipients[kind], Text: "hi"})
@@ -393,7 +472,7 @@ func TestServerErrorsKeepRetryAfter(t *testing.T) {
 // TestAcceptedWithoutID: a 200 whose body lacks the provider's id, or
 // broke off, may be a delivery: unknown, never sent or refused.
 func TestAcceptedWithoutID(t *testing.T) {
-	for kind, body := range map[string]string{"whatsapp": `{"messaging_product":"whatsapp"}`, "slack": `{"ok":tr`, "telegram": `{"ok":false}`} {
+	for kind, body := range map[string]string{"whatsapp": `{"messaging_product":"whatsapp"}`, "meta": `{"recipient_id":"6543210987654321"}`, "slack": `{"ok":tr`, "telegram": `{"ok":false}`} {
 		t.Run(kind, func(t *testing.T) {
 			s := standin.New(t, kind, standin.Answer(http.StatusOK, body))
 			_, err := openKind(t, kindConfig(s, time.Second)).Send(context.Background(), provider.Message{Ref: "r", To: recipients[kind], Text: "hi"})
@@ -401,5 +480,41 @@ func TestAcceptedWithoutID(t *testing.T) {
 				t.Fatalf("200 %s = %v, a %s outcome; want unknown", body, err, got)
 			}
 		})
+	}
+}
+
+// TestMetaEntry: config reads a meta provider as its declaration says:
+// the page token required, graph_version checked and the meta kind's
+// alone, the Send API's rate by default.
+func TestMetaEntry(t *testing.T) {
+	env := func(string) string { return "v" }
+	for _, tc := range []struct{ entry, wantErr string }{
+		{`kind: meta, token_env: T`, ""},
+		{`kind: meta, token_env: T, graph_version: v23.0, rate: 10/s`, ""},
+		{`kind: meta`, "providers[0].token_env: missing; a meta provider needs the variable holding its page access token"},
+		{`kind: meta, token_env: T, graph_version: "23"`, `"23" is not a Graph API version (e.g. v21.0)`},
+		{`kind: whatsapp, phone_number_id: "1", token_env: T, graph_version: v23.0`, "only a meta provider takes graph_version"},
+	} {
+		cfg, err := config.Parse([]byte("providers: [{name: p, "+tc.entry+"}]"), env)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %v, want an error saying %q", tc.entry, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.entry, err)
+		}
+		p := cfg.Providers[0]
+		wantRate, wantVersion := 300.0, ""
+		if strings.Contains(tc.entry, "rate:") {
+			wantRate, wantVersion = 10, "v23.0"
+		}
+		if p.Rate != wantRate || p.Burst != 1 || p.GraphVersion != wantVersion || p.Token != "v" {
+			t.Errorf("%s: rate %v burst %d version %q, want rate %v burst 1 version %q", tc.entry, p.Rate, p.Burst, p.GraphVersion, wantRate, wantVersion)
+		}
+		if caps := openKind(t, p).Capabilities(); caps.Rate != wantRate || caps.Receipts || caps.IdempotencyKey || caps.Lookup {
+			t.Errorf("%s: capabilities %+v, want rate %v and nothing to prove an unknown outcome with", tc.entry, caps, wantRate)
+		}
 	}
 }

@@ -53,6 +53,8 @@ var whatsappLater = map[int]bool{4: true, 80007: true, 130429: true, 131048: tru
 // went wrong), 131016 (service unavailable).
 var whatsappUnknown = map[int]bool{1: true, 2: true, 131000: true, 131016: true}
 
+var whatsappCodes = graphCodes{later: whatsappLater, unknown: whatsappUnknown}
+
 type whatsappText struct {
 	MessagingProduct string `json:"messaging_product"`
 	RecipientType    string `json:"recipient_type"`
@@ -84,29 +86,19 @@ func (w *WhatsApp) Send(ctx context.Context, m Message) (string, error) {
 		Messages []struct {
 			ID string `json:"id"`
 		} `json:"messages"`
-		Error struct {
-			Message string `json:"message"`
-			Code    int    `json:"code"`
-		} `json:"error"`
+		Error graphError `json:"error"`
 	}
 	_ = json.Unmarshal(a.Body, &ans)
-	why := reason(coded(ans.Error.Code, ans.Error.Message), a)
-	switch c := a.Status; {
-	case c == http.StatusOK:
+	if a.Status == http.StatusOK {
 		if len(ans.Messages) == 0 || ans.Messages[0].ID == "" {
 			// Accepted, but the id was lost: the status webhook will
 			// bring it, with our reference.
 			return "", w.w.lostID(a, "messages[0].id")
 		}
 		return ans.Messages[0].ID, nil
-	case c == http.StatusTooManyRequests || whatsappLater[ans.Error.Code]:
-		return "", w.w.refused("later", a, w.w.retryAfter(a), why)
-	case c >= 500 || whatsappUnknown[ans.Error.Code]:
-		return "", w.w.refused("unknown", a, w.w.retryAfter(a), why)
-	case c >= 400:
-		// 400 (131026 undeliverable, 131047 outside the 24h window, 100
-		// bad parameter), 401 (190 expired token), 403 (10, 200 permission).
-		return "", w.w.refused("permanent", a, 0, why)
 	}
-	return "", w.w.refused("unknown", a, 0, why)
+	// 400 (131026 undeliverable, 131047 outside the 24h window, 100 bad
+	// parameter), 401 (190 expired token), 403 (10, 200 permission) are
+	// permanent.
+	return "", w.w.graphRefused(a, ans.Error, whatsappCodes)
 }

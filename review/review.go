@@ -32,6 +32,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/provider/kinds"
 	"github.com/handoff/handoff/store"
 )
 
@@ -221,6 +222,9 @@ func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 		dec.Text = d.Text
 	}
 	dec.Edited = dec.Text != d.Text
+	if err := r.fits(d, prov, dec.Text); err != nil {
+		return Approved{}, err
+	}
 	ev, err := tx.EventByKey(d.EventKey)
 	if err != nil {
 		return Approved{}, fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
@@ -252,6 +256,38 @@ func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 		return Approved{}, err
 	}
 	return Approved{Draft: d, Outbox: o, Created: true}, nil
+}
+
+// TooLongError refuses the approval of a reply longer than its provider's
+// kind takes (kinds.Kind.MaxText): sending it could only fail.
+type TooLongError struct {
+	Draft    string
+	Provider string // the provider's name
+	Kind     string
+	Length   int // kinds.TextLength of the reply
+	Max      int
+}
+
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("the reply to draft %s is %d characters, and provider %s (%s) takes at most %d: shorten it by %d and approve again", e.Draft, e.Length, e.Provider, e.Kind, e.Max, e.Length-e.Max)
+}
+
+// fits refuses text, the reply to d, with a *TooLongError when provider
+// prov's kind declares a longer text than it takes; a provider that is not
+// configured (the built-in sandbox) declares none.
+func (r *Review) fits(d store.Draft, prov, text string) error {
+	p, ok := r.cfg.Provider(prov)
+	if !ok {
+		return nil
+	}
+	k, ok := kinds.Lookup(p.Kind)
+	if !ok || k.MaxText == 0 {
+		return nil
+	}
+	if n := kinds.TextLength(text); n > k.MaxText {
+		return &TooLongError{Draft: d.ID, Provider: prov, Kind: k.Name, Length: n, Max: k.MaxText}
+	}
+	return nil
 }
 
 // Recipient is where a reply to ev, a message of lead h, goes: the
@@ -345,6 +381,9 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 	}
 	if Recipient(ev, h) == "" {
 		return d, nil // it waits for a person, who can only close the lead
+	}
+	if prov, ok := r.provider(d.Channel); ok && r.fits(d, prov, d.Text) != nil {
+		return d, nil // too long for its provider: it waits for a person to shorten it
 	}
 	// Nobody is there to undo an auto-approval: it is sent at once.
 	res, err := r.approveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID, 0)

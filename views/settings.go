@@ -95,6 +95,7 @@ func providerFacts(p config.Provider) []Fact {
 		{Label: "account_sid", Value: p.AccountSID, Mono: true},
 		{Label: "from", Value: p.From},
 		{Label: "phone_number_id", Value: p.PhoneNumberID, Mono: true},
+		{Label: "graph_version", Value: p.GraphVersion, Mono: true},
 		{Label: "host", Value: p.Host},
 		{Label: "tls", Value: p.TLS},
 		{Label: "auth_token_env", Value: p.AuthTokenEnv, Mono: true},

@@ -16,6 +16,7 @@ import (
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // leadContact is the contact and conversation of the approval tests: a
@@ -480,5 +481,36 @@ func TestAutoApproveChannelSendsWithoutAPI(t *testing.T) {
 	// The manual channel still waits for a person.
 	if d := waitDraft(t, e, "demo:manual-1"); d["status"] != "pending_approval" {
 		t.Errorf("draft on the manual channel is %v, want pending_approval", d["status"])
+	}
+}
+
+// TestApproveTooLongForTheProvider: a reply longer than the channel's
+// twilio provider takes (1,600 characters) is refused at approval with
+// the count and the limit, and nothing is sent; shortened, it is approved.
+func TestApproveTooLongForTheProvider(t *testing.T) {
+	sms := standin.New(t, "twilio")
+	cfg := config.Default()
+	p := config.Provider{Name: "sms", Kind: "twilio", Timeout: 10 * time.Second}
+	p.APIBase, p.AccountSID, p.AuthToken, p.From = sms.URL, sms.AccountSID, sms.Token, "+15550001111"
+	cfg.Providers = append(cfg.Providers, p)
+	cfg.Channels[0].Provider = "sms"
+	e := newTestEnv(t, cfg)
+	sendLead(t, e, "demo", "m-long", leadContact)
+	d := waitDraft(t, e, "demo:m-long")
+	path := "/api/v1/drafts/" + d["id"].(string) + "/approve"
+
+	long, _ := json.Marshal(map[string]string{"text": strings.Repeat("a", 1700)})
+	code, ans := apiPost(t, e, path, string(long))
+	want := "is 1700 characters, and provider sms (twilio) takes at most 1600"
+	if msg, _ := ans["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, want) {
+		t.Fatalf("approving 1700 characters: got %d %v, want 400 saying %q", code, ans, want)
+	}
+	code, ans = apiPost(t, e, path, `{"text":"Yes, we ship to Lisbon."}`)
+	if code != http.StatusOK || ans["status"] != "approved" {
+		t.Fatalf("approving the shortened reply: got %d %v, want 200 approved", code, ans)
+	}
+	waitSent(t, e, ans["outbox_id"].(string))
+	if acc := sms.Accepted(); len(acc) != 1 || acc[0].Text != "Yes, we ship to Lisbon." {
+		t.Errorf("twilio accepted %+v, want the shortened reply once", acc)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/keys"
 	"github.com/handoff/handoff/password"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/users"
 )
@@ -36,6 +37,7 @@ const correlationHeader = "X-Correlation-Id"
 //	*store.Unreadable           422, its sentence ("event 01… cannot be read: <reason>"):
 //	                            the record asked for is damaged; every list shows it as a row
 //	*delivery.NotRegenerableError 400, its sentence
+//	*review.TooLongError        400, its sentence (the reply's length and its provider's limit)
 //	*delivery.UnsafeReplayError   409, its sentence (send the confirmation)
 //	*store.ConflictError        409, its sentence; "that decision stands"
 //	*store.SupersededError      409, its sentence, naming the current draft
@@ -71,6 +73,7 @@ func answerFor(err error) (status int, msg string) {
 		he         *echo.HTTPError
 		hk         *hook.Error
 		notRegen   *delivery.NotRegenerableError
+		tooLong    *review.TooLongError
 		unsafe     *delivery.UnsafeReplayError
 		conflict   *store.ConflictError
 		superseded *store.SupersededError
@@ -105,6 +108,8 @@ func answerFor(err error) (status int, msg string) {
 		return http.StatusUnprocessableEntity, unreadable.Error()
 	case errors.As(err, &notRegen):
 		return http.StatusBadRequest, notRegen.Error()
+	case errors.As(err, &tooLong):
+		return http.StatusBadRequest, tooLong.Error()
 	case errors.As(err, &unsafe):
 		return http.StatusConflict, unsafe.Error()
 	case errors.As(err, &superseded):

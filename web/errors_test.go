@@ -19,6 +19,7 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/password"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/users"
 )
@@ -49,6 +50,7 @@ func TestAnswerFor(t *testing.T) {
 		{"conflict", fmt.Errorf("store: reject d1: %w", &store.ConflictError{Draft: draft}), 409, (&store.ConflictError{Draft: draft}).Error() + "; that decision stands"},
 		{"unsafe replay", &delivery.UnsafeReplayError{ID: "o1", Why: "maybe sent"}, 409, (&delivery.UnsafeReplayError{ID: "o1", Why: "maybe sent"}).Error()},
 		{"not regenerable", fmt.Errorf("store: replay: %w", &delivery.NotRegenerableError{ID: "o1", What: "reply (outbox row)"}), 400, (&delivery.NotRegenerableError{ID: "o1", What: "reply (outbox row)"}).Error()},
+		{"too long", fmt.Errorf("review: approve draft d1: %w", &review.TooLongError{Draft: "d1", Provider: "sms", Kind: "twilio", Length: 1734, Max: 1600}), 400, "the reply to draft d1 is 1734 characters, and provider sms (twilio) takes at most 1600: shorten it by 134 and approve again"},
 		{"password too short", password.ErrTooShort, 400, password.ErrTooShort.Error()},
 		{"password too long", fmt.Errorf("user: %w", password.ErrTooLong), 400, "user: " + password.ErrTooLong.Error()},
 		{"hook error", &hook.Error{Status: 401, Msg: "the signature does not match"}, 401, "the signature does not match"},

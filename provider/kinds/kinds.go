@@ -30,6 +30,13 @@ type Kind struct {
 	// Preset is the hook preset that reads this provider's webhooks (its
 	// messages and receipts), "" when it has none of its own.
 	Preset string
+	// Presets are the presets of a kind that answers more than one (meta:
+	// messenger and instagram); Preset is then "". See PresetNames.
+	Presets []string
+	// MaxText is the longest text the provider takes, counted as it
+	// counts (see TextLength); 0: no limit declared. Approval refuses a
+	// longer reply.
+	MaxText int
 	// Recipient is what a digest's address looks like to this kind.
 	Recipient Recipient
 	Row       Row
@@ -86,7 +93,7 @@ type Recipient struct {
 var Common = []string{"name", "kind", "timeout", "lookup_settle", "api_base", "rate", "burst"}
 
 // all is every kind, in the order messages list them.
-var all = []Kind{HTTP, Sandbox, Twilio, WhatsApp, Telegram, Slack, SMTP}
+var all = []Kind{HTTP, Sandbox, Twilio, WhatsApp, Meta, Telegram, Slack, SMTP}
 
 // All returns every kind's declaration, in the order messages list them.
 func All() []Kind { return slices.Clone(all) }
@@ -117,6 +124,30 @@ func (k Kind) KeyNames() []string {
 		out[i] = key.Name
 	}
 	return out
+}
+
+// PresetNames lists the presets that read k's webhooks: Preset, or
+// Presets; none when it has none of its own.
+func (k Kind) PresetNames() []string {
+	if k.Preset != "" {
+		return append([]string{k.Preset}, k.Presets...)
+	}
+	return slices.Clone(k.Presets)
+}
+
+// TextLength is the length of text as the providers count a message's
+// characters against MaxText: in UTF-16 code units, as Twilio counts its
+// Body (an emoji outside the Basic Multilingual Plane is two).
+func TextLength(text string) int {
+	n := 0
+	for _, r := range text {
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 // Key returns k's key called name.
@@ -170,8 +201,9 @@ type ProviderKinds struct {
 	From           string // twilio: the sending number; smtp: the From address
 	StatusCallback string // yaml status_callback: the hook URL Twilio reports to; ?ref=<outbox id> is added
 
-	// whatsapp, telegram, slack
+	// whatsapp, meta, telegram, slack
 	PhoneNumberID string // yaml phone_number_id (whatsapp)
+	GraphVersion  string // yaml graph_version (meta): the Graph API version, default the whatsapp kind's
 	TokenEnv      string // yaml token_env
 	Token         string // resolved; never printed
 

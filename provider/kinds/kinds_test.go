@@ -14,16 +14,35 @@ import (
 // every hook preset named after a provider kind is that kind's own.
 func TestPresetsAreTheKinds(t *testing.T) {
 	for _, k := range kinds.All() {
-		if k.Preset == "" {
-			continue
+		if k.Preset != "" && len(k.Presets) > 0 {
+			t.Errorf("kind %s names both Preset %q and Presets %v: one or the other", k.Name, k.Preset, k.Presets)
 		}
-		if _, ok := hook.LookupPreset(k.Preset); !ok {
-			t.Errorf("kind %s names preset %q, which hook does not have (it has %v)", k.Name, k.Preset, hook.PresetNames())
+		for _, p := range k.PresetNames() {
+			if _, ok := hook.LookupPreset(p); !ok {
+				t.Errorf("kind %s names preset %q, which hook does not have (it has %v)", k.Name, p, hook.PresetNames())
+			}
 		}
 	}
 	for _, name := range hook.PresetNames() {
-		if k, ok := kinds.Lookup(name); ok && k.Preset != name {
-			t.Errorf("hook has a preset %q named after the %s kind, whose declaration names preset %q", name, k.Name, k.Preset)
+		if k, ok := kinds.Lookup(name); ok && !slices.Contains(k.PresetNames(), name) {
+			t.Errorf("hook has a preset %q named after the %s kind, whose declaration names presets %v", name, k.Name, k.PresetNames())
+		}
+	}
+	if got := kinds.Meta.PresetNames(); !slices.Equal(got, []string{"messenger", "instagram"}) {
+		t.Errorf("the meta kind reads presets %v, want messenger and instagram", got)
+	}
+}
+
+// TestTextLength counts as Twilio counts a Body: UTF-16 code units.
+func TestTextLength(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want int
+	}{
+		{"", 0}, {"hello", 5}, {"Jürgen", 6}, {"你好", 2}, {"ok 👍", 5}, {strings.Repeat("a", 1600), 1600},
+	} {
+		if got := kinds.TextLength(tc.text); got != tc.want {
+			t.Errorf("TextLength(%q) = %d, want %d", tc.text, got, tc.want)
 		}
 	}
 }

@@ -20,7 +20,10 @@ var Twilio = Kind{
 		{Name: "from", Need: "a twilio provider needs the number (or messaging service) it sends from"},
 		{Name: "status_callback"},
 	},
-	Preset:    "twilio",
+	Preset: "twilio",
+	// The Messages resource takes a Body of up to 1,600 characters
+	// (error 21617 beyond it).
+	MaxText:   1600,
 	Recipient: phone,
 	Row: Row{
 		ResendSafe: "no (Twilio keeps no idempotency key for messages)",

@@ -1,7 +1,7 @@
 // Package standin is the test kit's fake provider: one scriptable HTTP
 // server per provider handoff sends through (the generic http kind with a
-// JSON or form body, twilio, whatsapp on Meta's graph API, telegram,
-// slack). It checks each API's documented request shape, answers each send
+// JSON or form body, twilio, whatsapp and meta (Messenger and Instagram's
+// Send API) on Meta's graph API, telegram, slack). It checks each API's documented request shape, answers each send
 // as its script says in the provider's own shapes (accepted with an id, a
 // refusal or an error status with the provider's error body, a rate limit
 // with Retry-After, a dropped connection, a slow or held answer), records
@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Mode is how the stand-in answers a send.
@@ -127,8 +128,8 @@ type Server struct {
 	requests []string          // why a request was refused as malformed, if any
 }
 
-// New starts a stand-in for kind (http, twilio, whatsapp, telegram,
-// slack) that answers the n-th send as script[n-1], the last entry
+// New starts a stand-in for kind (http, twilio, whatsapp, meta,
+// telegram, slack) that answers the n-th send as script[n-1], the last entry
 // repeating (OK when empty). It closes at the end of the test, ending the
 // sends it still holds.
 //
@@ -218,6 +219,8 @@ func (s *Server) path() string {
 		return "/2010-04-01/Accounts/" + s.AccountSID + "/Messages.json"
 	case "whatsapp":
 		return "/v21.0/" + s.PhoneID + "/messages"
+	case "meta":
+		return "/v21.0/me/messages"
 	case "telegram":
 		return "/bot" + s.Token + "/sendMessage"
 	case "slack":
@@ -319,7 +322,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	status, answer := s.answer(mode, m)
-	if mode == RateLimit && s.Kind != "whatsapp" {
+	switch {
+	case mode == RateLimit && s.Kind == "meta":
+		// The Graph API advertises its wait in minutes, per business use case.
+		w.Header().Set("X-Business-Use-Case-Usage", `{"1234567890":[{"type":"messenger","call_count":100,"total_cputime":1,"total_time":1,"estimated_time_to_regain_access":1}]}`)
+	case mode == RateLimit && s.Kind != "whatsapp":
 		w.Header().Set("Retry-After", "3")
 	}
 	w.WriteHeader(status)
@@ -332,6 +339,8 @@ func (s *Server) newID(n int) string {
 		return fmt.Sprintf("SM%032d", n)
 	case "whatsapp":
 		return fmt.Sprintf("wamid.HBgL%010d", n)
+	case "meta":
+		return fmt.Sprintf("m_AG5Hz2Uq7tuwNEhXfYYK%010d", n)
 	case "telegram":
 		return strconv.Itoa(100 + n)
 	case "slack":
@@ -373,6 +382,14 @@ func (s *Server) answer(mode Mode, m Message) (int, string) {
 			return 400, j(map[string]any{"error": map[string]any{"message": "(#130429) Rate limit hit", "type": "OAuthException", "code": 130429, "fbtrace_id": "AbC"}})
 		}
 		return 200, j(map[string]any{"messaging_product": "whatsapp", "contacts": []any{map[string]any{"input": m.To, "wa_id": m.To}}, "messages": []any{map[string]any{"id": m.ID}}})
+	case "meta":
+		switch mode {
+		case Refuse:
+			return 400, j(map[string]any{"error": map[string]any{"message": "(#10) This message is sent outside of allowed window.", "type": "OAuthException", "code": 10, "error_subcode": 2018278, "fbtrace_id": "AbC"}})
+		case RateLimit:
+			return 400, j(map[string]any{"error": map[string]any{"message": "(#613) Calls to this api have exceeded the rate limit.", "type": "OAuthException", "code": 613, "fbtrace_id": "AbC"}})
+		}
+		return 200, j(map[string]any{"recipient_id": m.To, "message_id": m.ID})
 	case "telegram":
 		switch mode {
 		case Refuse:
@@ -402,7 +419,7 @@ func (s *Server) errorBody(code int) string {
 	switch s.Kind {
 	case "twilio":
 		return j(map[string]any{"code": 20500, "message": msg, "more_info": "https://www.twilio.com/docs/errors/20500", "status": code})
-	case "whatsapp":
+	case "whatsapp", "meta":
 		return j(map[string]any{"error": map[string]any{"message": msg, "type": "OAuthException", "code": 1, "fbtrace_id": "AbC"}})
 	case "telegram":
 		return j(map[string]any{"ok": false, "error_code": code, "description": msg})
@@ -508,6 +525,35 @@ func (s *Server) parse(r *http.Request, body []byte) (Message, string) {
 			return Message{}, "(#100) messaging_product, to, type=text and text.body are required"
 		}
 		return Message{To: v.To, Text: v.Text.Body, Ref: v.Biz}, ""
+	case "meta":
+		if r.Header.Get("Authorization") != "Bearer "+s.Token {
+			return Message{}, "(#190) Invalid OAuth access token"
+		}
+		if ct != "application/json" {
+			return Message{}, "the body is " + ct + ", not JSON"
+		}
+		var v struct {
+			Recipient struct {
+				ID string `json:"id"`
+			} `json:"recipient"`
+			MessagingType string `json:"messaging_type"`
+			Message       struct {
+				Text string `json:"text"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return Message{}, "the JSON does not parse"
+		}
+		if _, err := strconv.ParseUint(v.Recipient.ID, 10, 64); err != nil {
+			return Message{}, "(#100) recipient.id must be a page-scoped id"
+		}
+		if v.MessagingType != "RESPONSE" || v.Message.Text == "" {
+			return Message{}, "(#100) messaging_type RESPONSE and message.text are required"
+		}
+		if utf8.RuneCountInString(v.Message.Text) > 2000 {
+			return Message{}, "(#100) message.text is longer than 2000 characters"
+		}
+		return Message{To: v.Recipient.ID, Text: v.Message.Text}, ""
 	case "telegram":
 		if ct != "application/json" {
 			return Message{}, "the body is " + ct + ", not JSON"

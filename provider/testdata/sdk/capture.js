@@ -7,7 +7,9 @@
 // SDK at it, and writes one <provider>.json per SDK: method, path, the
 // headers that matter and the body as sent. WhatsApp has no maintained
 // official Node SDK (the npm "whatsapp" package is an empty placeholder),
-// so its file is written from the Cloud API reference and marked so.
+// so its file is written from the Cloud API reference and marked so; so is
+// meta.json, from the Messenger Platform's Send API reference (Meta ships no
+// maintained Node SDK for it either). This script writes neither.
 "use strict";
 const http = require("http");
 const fs = require("fs");
