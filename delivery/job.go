@@ -133,8 +133,8 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 		}
 	}
 	msg := provider.Message{Ref: row.ID, ConversationID: row.ConversationID, To: row.To, Text: row.Text, CorrelationID: row.CorrelationID}
-	if caps.Threads && row.Kind == "" { // a reply; an alert answers no one
-		msg.Subject, msg.InReplyTo = k.thread(row)
+	if row.Kind == "" { // a reply; an alert answers no one
+		k.answer(&msg, row, caps)
 	}
 	id, err := p.Send(ctx, msg)
 	var perm *provider.Permanent
@@ -187,20 +187,32 @@ func (k *Job) report(row store.Outbox, job store.Job, status store.OutboxStatus,
 	}
 }
 
-// thread is what an email reply answers: the subject of the lead's
-// event the row replies to, and that email's Message-ID where the
-// channel's message id is one (sendgrid and mailgun map it so). Only the
-// subject line depends on it, so a read that fails leaves both empty
-// (the provider's "Re: your message") rather than fail a claimed send.
-func (k *Job) thread(row store.Outbox) (subject, inReplyTo string) {
+// answer fills in what the reply answers, from the lead's event the row
+// replies to: where in the channel that message sits (its reply_to: a
+// Telegram group, a Slack thread), and for an email (caps.Threads) its
+// subject and Message-ID — the reply_to's message id where the channel
+// maps one (postmark, from Headers[]), else the channel's message id
+// where that is one (sendgrid and mailgun map it so). A read that fails
+// leaves them empty (To's own chat, the provider's "Re: your message")
+// rather than fail a claimed send.
+func (k *Job) answer(msg *provider.Message, row store.Outbox, caps provider.Capabilities) {
 	ev, err := k.Store.EventByKey(row.EventKey)
 	if err != nil {
-		return "", ""
+		return
 	}
-	if id := ev.MessageID; len(id) > 2 && id[0] == '<' && id[len(id)-1] == '>' && strings.Count(id, "@") == 1 && !strings.ContainsAny(id, " \t\r\n") {
-		inReplyTo = id
+	if r := ev.ReplyTo; r != nil {
+		msg.ReplyTo = provider.ReplyTo{Chat: r.Chat, MessageID: r.MessageID, Thread: r.Thread}
 	}
-	return ev.Subject, inReplyTo
+	if !caps.Threads {
+		return
+	}
+	msg.Subject = ev.Subject
+	for _, id := range []string{msg.ReplyTo.MessageID, ev.MessageID} {
+		if len(id) > 2 && id[0] == '<' && id[len(id)-1] == '>' && strings.Count(id, "@") == 1 && !strings.ContainsAny(id, " \t\r\n") {
+			msg.InReplyTo = id
+			return
+		}
+	}
 }
 
 // settledAt is when a lookup's "not found" becomes proof that nothing

@@ -54,6 +54,18 @@ type Messages struct {
 	When   []string
 	Unless []string
 	Media  []Media
+	// ReplyTo says where in the channel a message sits, so that its reply
+	// goes there (a group, a channel's thread, an email's Message-ID)
+	// rather than to the contact's own chat. It never changes the lead.
+	ReplyTo ReplyTo
+}
+
+// ReplyTo is where a message sits in its channel: in Messages the
+// sources, in an Item the values read from them. Each is optional.
+type ReplyTo struct {
+	Chat      string // the chat or channel it was written in
+	MessageID string // the message a reply answers (Telegram's message_id, an email's Message-ID)
+	Thread    string // the thread it belongs to (Slack's thread_ts, else its ts)
 }
 
 // Media is one kind of message that may come without text (a photo
@@ -143,7 +155,9 @@ var presets = map[string]Preset{
 			MessageID:      []string{"/update_id"},
 			ConversationID: "/message/chat/id", Contact: "/message/from/id", Name: "/message/from/first_name", Text: "/message/text",
 		},
-		Messages: Messages{When: []string{"/message/message_id"}},
+		// A reply goes to the chat the message came from (a group's, not
+		// the sender's private chat) as a reply to it.
+		Messages: Messages{When: []string{"/message/message_id"}, ReplyTo: ReplyTo{Chat: "/message/chat/id", MessageID: "/message/message_id"}},
 		Answer:   AnswerJSON,
 	},
 	"slack": {
@@ -154,7 +168,10 @@ var presets = map[string]Preset{
 		},
 		// Bots' messages (our own replies among them) and edits carry
 		// bot_id or a subtype; other events carry no text.
-		Messages:  Messages{When: []string{"/event_id", "/event/text", "/event/user"}, Unless: []string{"/event/bot_id", "/event/subtype"}},
+		// A reply goes to the channel the message was written in, in its
+		// thread: the thread it is in, else the one it starts.
+		Messages: Messages{When: []string{"/event_id", "/event/text", "/event/user"}, Unless: []string{"/event/bot_id", "/event/subtype"},
+			ReplyTo: ReplyTo{Chat: "/event/channel", Thread: "/event/thread_ts | /event/ts"}},
 		Handshake: HandshakeSlack, Answer: AnswerOK,
 	},
 	"sendgrid": {
@@ -194,7 +211,10 @@ var presets = map[string]Preset{
 			// reply: then the whole TextBody.
 			Contact: "/FromFull/Email", Name: "/FromName", Text: "/StrippedTextReply | /TextBody", Subject: "/Subject",
 		},
-		Answer: AnswerOK,
+		// MessageID is Postmark's own id (the dedup key); the email's
+		// Message-ID, which a reply's In-Reply-To names, is in Headers[].
+		Messages: Messages{ReplyTo: ReplyTo{MessageID: "/Headers/[Name=Message-ID]/Value | /Headers/[Name=Message-Id]/Value"}},
+		Answer:   AnswerOK,
 	},
 	"typeform": {
 		Name: "typeform", Scheme: SchemeHMACSHA256, Header: "Typeform-Signature", Encoding: "base64", Prefix: "sha256=",

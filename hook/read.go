@@ -21,6 +21,7 @@ type Mapping struct {
 // MessageID is sure to be set.
 type Item struct {
 	MessageID, ConversationID, Contact, Name, Text, Subject string
+	ReplyTo                                                 ReplyTo // Messages.ReplyTo's values
 }
 
 // ReceiptItem is one report a payload carries on a message sent: the
@@ -80,6 +81,11 @@ func (p *Payload) ReadAll(m Mapping) (Read, error) {
 		r.Messages = append(r.Messages, Item{
 			MessageID: msgID, ConversationID: conv, Contact: contact,
 			Name: p.optional(m.Name, at), Text: text, Subject: p.optional(m.Subject, at),
+			ReplyTo: ReplyTo{
+				Chat:      p.optional(m.Messages.ReplyTo.Chat, at),
+				MessageID: p.optional(m.Messages.ReplyTo.MessageID, at),
+				Thread:    p.optional(m.Messages.ReplyTo.Thread, at),
+			},
 		})
 	}
 	if rc := m.Receipts; rc.ID != "" && rc.Status != "" {

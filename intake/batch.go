@@ -65,6 +65,10 @@ func Encode(m Message, maxAttempts int) (*store.Encoded, error) {
 		Contact: m.Contact, Name: m.Name, Text: m.Text, Subject: m.Subject, ContentType: m.ContentType,
 		ReceivedAt: m.ReceivedAt,
 	}
+	if m.ReplyTo != (store.ReplyTo{}) {
+		r := m.ReplyTo
+		ev.ReplyTo = &r
+	}
 	if m.JSON {
 		ev.Body = m.Body
 	} else {

@@ -17,7 +17,11 @@ type Message struct {
 	Channel, MessageID, ConversationID string
 	Contact, Name, Text                string
 	Subject                            string // an email's, where the channel maps one
-	ContentType                        string
+	// ReplyTo is where in the channel the message sits (a group, a
+	// thread), where the channel maps it: its reply goes there. Zero:
+	// the reply goes to the contact, as before.
+	ReplyTo     store.ReplyTo
+	ContentType string
 	// Body is the request body as received; JSON says it was decoded as
 	// exactly one JSON value, so it is kept as JSON rather than as text.
 	Body       []byte

@@ -30,6 +30,17 @@ type Message struct {
 	// added), InReplyTo its Message-ID; only the smtp kind reads them.
 	Subject   string `json:"-"`
 	InReplyTo string `json:"-"`
+	// ReplyTo is where in the channel the inbound message sits (the
+	// event's reply_to): the telegram kind answers in its chat as a reply
+	// to it, the slack kind in its channel's thread. Zero: To's own chat.
+	ReplyTo ReplyTo `json:"-"`
+}
+
+// ReplyTo is where an inbound message sits in its channel; each is optional.
+type ReplyTo struct {
+	Chat      string // the chat or channel it was written in
+	MessageID string // the message itself (a Telegram message_id)
+	Thread    string // its thread (a Slack thread_ts)
 }
 
 // Capabilities say what a provider lets us do after an ambiguous outcome.

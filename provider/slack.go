@@ -43,9 +43,17 @@ var slackUnknown = map[string]bool{"internal_error": true, "fatal_error": true, 
 // is shown as written and never becomes a mention (<!channel>) or a link.
 var slackText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-// Send posts one message.
+// Send posts one message: in the channel the customer wrote in, in the
+// message's thread, where the event says so (its reply_to), else to To
+// (a user id: their DM).
 func (s *Slack) Send(ctx context.Context, m Message) (string, error) {
 	form := url.Values{"channel": {m.To}, "text": {slackText.Replace(m.Text)}}
+	if r := m.ReplyTo; r.Chat != "" {
+		form.Set("channel", r.Chat)
+		if r.Thread != "" {
+			form.Set("thread_ts", r.Thread)
+		}
+	}
 	hdr := http.Header{}
 	hdr.Set("Content-Type", "application/x-www-form-urlencoded")
 	hdr.Set("Accept", "application/json")

@@ -18,6 +18,9 @@ const telegramAPI = "https://api.telegram.org"
 
 // Telegram calls the Bot API's sendMessage: the token in the URL path,
 // {"chat_id":…,"text":…}, answers {"ok":…,"result":{"message_id":…}}.
+// A message written in another chat than the sender's own (a group)
+// is answered there, as a reply to it (reply_parameters): a bot may not
+// write first to a user's private chat.
 type Telegram struct {
 	apiKind
 	url string // holds the token: never formatted
@@ -35,8 +38,19 @@ func (t *Telegram) Capabilities() Capabilities { return t.caps(false) }
 
 // Send calls sendMessage once.
 func (t *Telegram) Send(ctx context.Context, m Message) (string, error) {
-	msg := map[string]any{"chat_id": m.To, "text": m.Text}
-	if n, err := strconv.ParseInt(m.To, 10, 64); err == nil {
+	chat := m.To
+	msg := map[string]any{"text": m.Text}
+	if r := m.ReplyTo; r.Chat != "" && r.Chat != m.To {
+		// In a private chat the chat is the sender (chat.id = from.id):
+		// a plain message, as before. Elsewhere the chat it came from, as
+		// a reply to it — still sent if that message was deleted since.
+		chat = r.Chat
+		if id, err := strconv.ParseInt(r.MessageID, 10, 64); err == nil {
+			msg["reply_parameters"] = map[string]any{"message_id": id, "allow_sending_without_reply": true}
+		}
+	}
+	msg["chat_id"] = chat
+	if n, err := strconv.ParseInt(chat, 10, 64); err == nil {
 		msg["chat_id"] = n // a numeric chat id goes as the number it is
 	}
 	body, err := json.Marshal(msg)

@@ -210,6 +210,13 @@ func (ev *Event) canonical() {
 	for _, s := range []*string{&ev.ID, &ev.Key, &ev.Channel, &ev.MessageID, &ev.CorrelationID, &ev.ConversationID, &ev.Contact, &ev.Name, &ev.Text, &ev.Subject, &ev.ContentType, &ev.Unreadable} {
 		*s = validUTF8(*s)
 	}
+	if ev.ReplyTo != nil {
+		r := *ev.ReplyTo // a copy: the caller's stays as it is
+		for _, s := range []*string{&r.Chat, &r.MessageID, &r.Thread} {
+			*s = validUTF8(*s)
+		}
+		ev.ReplyTo = &r
+	}
 }
 
 // CanonicalJSON is raw as json.Marshal writes a json.RawMessage (compact,

@@ -28,6 +28,11 @@ type Event struct {
 	// an email reply answers it ("Re: " + it).
 	Subject     string `json:"subject,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
+	// ReplyTo is where in the channel the message was written, where the
+	// channel maps it: a reply goes there rather than to the contact's
+	// own chat. nil for records written before it and for channels that
+	// map none. The lead (ConversationID) does not depend on it.
+	ReplyTo *ReplyTo `json:"reply_to,omitempty"`
 	// Body is the request body as received: JSON kept as JSON (no escaping,
 	// half the bytes), anything else in BodyText.
 	Body     json.RawMessage `json:"body,omitempty"`
@@ -46,6 +51,16 @@ type Event struct {
 	Duplicates       int        `json:"duplicates"`
 	FirstDuplicateAt *time.Time `json:"first_duplicate_at,omitempty"`
 	LastDuplicateAt  *time.Time `json:"last_duplicate_at,omitempty"`
+}
+
+// ReplyTo is where an inbound message sits in its channel: the chat or
+// channel it was written in (a Telegram group, a Slack channel), the
+// message itself (a Telegram message_id, an email's Message-ID) and the
+// thread it belongs to (a Slack thread_ts). Each is optional.
+type ReplyTo struct {
+	Chat      string `json:"chat,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+	Thread    string `json:"thread,omitempty"`
 }
 
 // Recorded is the answer to an ingest (leads.Record): the stored event,

@@ -88,6 +88,9 @@ func sendCorpusBody(t *testing.T, e *testEnv, b corpus.Body) {
 		t.Fatalf("the event %s cannot be read back from the store: %v", key, err)
 	}
 	got := corpus.Want{MessageID: ev.MessageID, Conversation: ev.ConversationID, Contact: ev.Contact, Name: ev.Name, Text: ev.Text, Subject: ev.Subject}
+	if r := ev.ReplyTo; r != nil {
+		got.ReplyTo = corpus.ReplyTo{Chat: r.Chat, MessageID: r.MessageID, Thread: r.Thread}
+	}
 	if got != b.Want {
 		t.Errorf("stored %+v\nwant   %+v", got, b.Want)
 	}
@@ -109,7 +112,11 @@ func sendCorpusBody(t *testing.T, e *testEnv, b corpus.Body) {
 		t.Fatalf("GET %s: %d %.300s", timelinePath(key), resp.StatusCode, page)
 	}
 	a := tl.Event
-	if got := (corpus.Want{MessageID: a.MessageID, Conversation: a.ConversationID, Contact: a.Contact, Name: a.Name, Text: a.Text, Subject: a.Subject}); got != b.Want {
+	got = corpus.Want{MessageID: a.MessageID, Conversation: a.ConversationID, Contact: a.Contact, Name: a.Name, Text: a.Text, Subject: a.Subject}
+	if r := a.ReplyTo; r != nil {
+		got.ReplyTo = corpus.ReplyTo{Chat: r.Chat, MessageID: r.MessageID, Thread: r.Thread}
+	}
+	if got != b.Want {
 		t.Errorf("the API shows %+v\nwant          %+v", got, b.Want)
 	}
 	switch {

@@ -52,6 +52,13 @@ type Want struct {
 	Name         string
 	Text         string
 	Subject      string
+	ReplyTo      ReplyTo
+}
+
+// ReplyTo is where a message sits in its channel, as the preset reads it
+// (hook.ReplyTo): the reply goes there.
+type ReplyTo struct {
+	Chat, MessageID, Thread string
 }
 
 // Name names the body in test output: preset/layout/text.

@@ -183,6 +183,8 @@ func TestPresetsReadTheWants(t *testing.T) {
 		}
 		got := corpus.Want{MessageID: id, Conversation: b.Want.Conversation, Contact: read(ch.Fields.Contact), Name: read(ch.Fields.Name),
 			Text: read(ch.Fields.Text), Subject: read(ch.Fields.Subject)}
+		rt := ch.Messages.ReplyTo
+		got.ReplyTo = corpus.ReplyTo{Chat: read(rt.Chat), MessageID: read(rt.MessageID), Thread: read(rt.Thread)}
 		if err != nil || got != b.Want {
 			t.Errorf("%s: read %+v, %v\nwant %+v", b.Name(), got, err, b.Want)
 		}

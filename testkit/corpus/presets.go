@@ -102,15 +102,16 @@ func telegram(id ident, tx Text) (obj, Want) {
 	update := strconv.Itoa(870000 + id.n)
 	user := num(strconv.Itoa(1111000 + id.n))
 	return obj{
-		{"update_id", num(update)},
-		{"message", obj{
-			{"message_id", num(strconv.Itoa(id.n))},
-			{"from", obj{{"id", user}, {"is_bot", false}, {"first_name", tx.From}, {"username", "ada_corpus"}, {"language_code", "en"}}},
-			{"chat", obj{{"id", user}, {"first_name", tx.From}, {"username", "ada_corpus"}, {"type", "private"}}},
-			{"date", num("1767225600")},
-			{"text", tx.Body},
-		}},
-	}, Want{MessageID: update, Conversation: string(user), Contact: string(user), Name: tx.From, Text: tx.Body}
+			{"update_id", num(update)},
+			{"message", obj{
+				{"message_id", num(strconv.Itoa(id.n))},
+				{"from", obj{{"id", user}, {"is_bot", false}, {"first_name", tx.From}, {"username", "ada_corpus"}, {"language_code", "en"}}},
+				{"chat", obj{{"id", user}, {"first_name", tx.From}, {"username", "ada_corpus"}, {"type", "private"}}},
+				{"date", num("1767225600")},
+				{"text", tx.Body},
+			}},
+		}, Want{MessageID: update, Conversation: string(user), Contact: string(user), Name: tx.From, Text: tx.Body,
+			ReplyTo: ReplyTo{Chat: string(user), MessageID: strconv.Itoa(id.n)}}
 }
 
 // slackEscape is what Slack does to a message's text: &, < and > become
@@ -125,18 +126,19 @@ func slack(id ident, tx Text) (obj, Want) {
 	user := fmt.Sprintf("U%09d", id.n)
 	text := slackEscape(tx.Body)
 	return obj{
-		{"token", "XXYYZZ"},
-		{"team_id", "T0001"},
-		{"api_app_id", "A0001"},
-		{"event", obj{
-			{"type", "message"}, {"channel", channel}, {"user", user}, {"text", text},
-			{"ts", "1767225600.000200"}, {"event_ts", "1767225600.000200"}, {"channel_type", "im"},
-		}},
-		{"type", "event_callback"},
-		{"authed_users", arr{"U0BOT"}},
-		{"event_id", "Ev" + strings.ToUpper(strings.ReplaceAll(id.tag(), "-", ""))},
-		{"event_time", num("1767225600")},
-	}, Want{MessageID: "Ev" + strings.ToUpper(strings.ReplaceAll(id.tag(), "-", "")), Conversation: channel, Contact: user, Text: text}
+			{"token", "XXYYZZ"},
+			{"team_id", "T0001"},
+			{"api_app_id", "A0001"},
+			{"event", obj{
+				{"type", "message"}, {"channel", channel}, {"user", user}, {"text", text},
+				{"ts", "1767225600.000200"}, {"event_ts", "1767225600.000200"}, {"channel_type", "im"},
+			}},
+			{"type", "event_callback"},
+			{"authed_users", arr{"U0BOT"}},
+			{"event_id", "Ev" + strings.ToUpper(strings.ReplaceAll(id.tag(), "-", ""))},
+			{"event_time", num("1767225600")},
+		}, Want{MessageID: "Ev" + strings.ToUpper(strings.ReplaceAll(id.tag(), "-", "")), Conversation: channel, Contact: user, Text: text,
+			ReplyTo: ReplyTo{Chat: channel, Thread: "1767225600.000200"}}
 }
 
 // subject is an email body's subject: non-ASCII and an ampersand.
@@ -151,30 +153,31 @@ func postmark(id ident, tx Text) (obj, Want) {
 	mid := fmt.Sprintf("73e6d360-66eb-11e1-8e72-%012d", id.n)
 	subj := subject(id)
 	return obj{
-		{"FromName", tx.From},
-		{"MessageStream", "inbound"},
-		{"From", from},
-		{"FromFull", obj{{"Email", from}, {"Name", tx.From}, {"MailboxHash", ""}}},
-		{"To", `"Support" <support+corpus@inbound.postmarkapp.com>`},
-		{"ToFull", arr{obj{{"Email", "support+corpus@inbound.postmarkapp.com"}, {"Name", "Support"}, {"MailboxHash", "corpus"}}}},
-		{"Cc", ""},
-		{"CcFull", arr{}},
-		{"OriginalRecipient", "support+corpus@inbound.postmarkapp.com"},
-		{"Subject", subj},
-		{"MessageID", mid},
-		{"ReplyTo", ""},
-		{"MailboxHash", "corpus"},
-		{"Date", "Thu, 1 Jan 2026 00:00:00 +0000"},
-		{"TextBody", tx.Body + "\n\nOn Wed, Dec 31, 2025 at 9:00 AM Support wrote:\n> Thanks for your order."},
-		{"HtmlBody", "<html><body><p>" + htmlEscape(tx.Body) + "</p></body></html>"},
-		{"StrippedTextReply", tx.Body},
-		{"Tag", ""},
-		{"Headers", arr{
-			obj{{"Name", "X-Spam-Status"}, {"Value", "No"}},
-			obj{{"Name", "Message-ID"}, {"Value", "<CAE-corpus-" + id.tag() + "@mail.gmail.com>"}},
-		}},
-		{"Attachments", arr{}},
-	}, Want{MessageID: mid, Conversation: from, Contact: from, Name: tx.From, Text: tx.Body, Subject: subj}
+			{"FromName", tx.From},
+			{"MessageStream", "inbound"},
+			{"From", from},
+			{"FromFull", obj{{"Email", from}, {"Name", tx.From}, {"MailboxHash", ""}}},
+			{"To", `"Support" <support+corpus@inbound.postmarkapp.com>`},
+			{"ToFull", arr{obj{{"Email", "support+corpus@inbound.postmarkapp.com"}, {"Name", "Support"}, {"MailboxHash", "corpus"}}}},
+			{"Cc", ""},
+			{"CcFull", arr{}},
+			{"OriginalRecipient", "support+corpus@inbound.postmarkapp.com"},
+			{"Subject", subj},
+			{"MessageID", mid},
+			{"ReplyTo", ""},
+			{"MailboxHash", "corpus"},
+			{"Date", "Thu, 1 Jan 2026 00:00:00 +0000"},
+			{"TextBody", tx.Body + "\n\nOn Wed, Dec 31, 2025 at 9:00 AM Support wrote:\n> Thanks for your order."},
+			{"HtmlBody", "<html><body><p>" + htmlEscape(tx.Body) + "</p></body></html>"},
+			{"StrippedTextReply", tx.Body},
+			{"Tag", ""},
+			{"Headers", arr{
+				obj{{"Name", "X-Spam-Status"}, {"Value", "No"}},
+				obj{{"Name", "Message-ID"}, {"Value", "<CAE-corpus-" + id.tag() + "@mail.gmail.com>"}},
+			}},
+			{"Attachments", arr{}},
+		}, Want{MessageID: mid, Conversation: from, Contact: from, Name: tx.From, Text: tx.Body, Subject: subj,
+			ReplyTo: ReplyTo{MessageID: "<CAE-corpus-" + id.tag() + "@mail.gmail.com>"}}
 }
 
 var htmlEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace

@@ -57,6 +57,9 @@ var jsonShapes = []jsonShape{
 	{"whatsapp", "two-senders", waTwoSenders},
 	{"whatsapp", "media", waMedia},
 	{"postmark", "first-email", postmarkFirstEmail},
+	{"telegram", "group", telegramGroup},
+	{"slack", "channel-thread", slackChannelThread},
+	{"slack", "channel-top", slackChannelTop},
 }
 
 var formShapes = []formShape{
@@ -150,22 +153,79 @@ func postmarkFirstEmail(id ident) (obj, []Want, string) {
 	mid := fmt.Sprintf("9a1c2e30-77eb-11e1-8e72-%012d", id.n)
 	text := "Guten Tag,\nich hätte gern ein Angebot für 40 Personen am Freitag.\n\nGrüße\nJürgen Müller"
 	return obj{
-		{"FromName", "Jürgen Müller"},
-		{"MessageStream", "inbound"},
-		{"From", from},
-		{"FromFull", obj{{"Email", from}, {"Name", "Jürgen Müller"}, {"MailboxHash", ""}}},
-		{"To", `"Sales" <sales@inbound.postmarkapp.com>`},
-		{"ToFull", arr{obj{{"Email", "sales@inbound.postmarkapp.com"}, {"Name", "Sales"}, {"MailboxHash", ""}}}},
-		{"Subject", "Angebot für Freitag"},
-		{"MessageID", mid},
-		{"Date", "Thu, 1 Jan 2026 00:00:00 +0000"},
-		{"TextBody", text},
-		{"HtmlBody", "<p>Guten Tag,</p>"},
-		{"StrippedTextReply", ""},
-		{"Headers", arr{obj{{"Name", "Message-ID"}, {"Value", "<CAE-shape-" + id.tag() + "@mail.gmail.com>"}}}},
-		{"Attachments", arr{}},
-	}, []Want{{MessageID: mid, Conversation: from, Contact: from, Name: "Jürgen Müller", Text: text, Subject: "Angebot für Freitag"}}, ""
+			{"FromName", "Jürgen Müller"},
+			{"MessageStream", "inbound"},
+			{"From", from},
+			{"FromFull", obj{{"Email", from}, {"Name", "Jürgen Müller"}, {"MailboxHash", ""}}},
+			{"To", `"Sales" <sales@inbound.postmarkapp.com>`},
+			{"ToFull", arr{obj{{"Email", "sales@inbound.postmarkapp.com"}, {"Name", "Sales"}, {"MailboxHash", ""}}}},
+			{"Subject", "Angebot für Freitag"},
+			{"MessageID", mid},
+			{"Date", "Thu, 1 Jan 2026 00:00:00 +0000"},
+			{"TextBody", text},
+			{"HtmlBody", "<p>Guten Tag,</p>"},
+			{"StrippedTextReply", ""},
+			{"Headers", arr{obj{{"Name", "Message-ID"}, {"Value", "<CAE-shape-" + id.tag() + "@mail.gmail.com>"}}}},
+			{"Attachments", arr{}},
+		}, []Want{{MessageID: mid, Conversation: from, Contact: from, Name: "Jürgen Müller", Text: text, Subject: "Angebot für Freitag",
+			ReplyTo: ReplyTo{MessageID: "<CAE-shape-" + id.tag() + "@mail.gmail.com>"}}}, ""
 }
+
+// telegramGroup is a Bot API Update with a message in a supergroup
+// (core.telegram.org/bots/api#message): chat is the group (a negative
+// id), from the sender. The reply goes to the group as a reply to the
+// message, never to the sender's private chat, which the bot may not
+// write first.
+func telegramGroup(id ident) (obj, []Want, string) {
+	update := strconv.Itoa(880000 + id.n)
+	user := num(strconv.Itoa(2222000 + id.n))
+	const group = "-1001987654321"
+	msgID := strconv.Itoa(4700 + id.n)
+	text := "Hallo zusammen! Habt ihr am Samstag noch einen Tisch für 8? 🍻"
+	return obj{
+			{"update_id", num(update)},
+			{"message", obj{
+				{"message_id", num(msgID)},
+				{"from", obj{{"id", user}, {"is_bot", false}, {"first_name", "Zoë"}, {"last_name", "Ålander"}, {"username", "zoe_a"}, {"language_code", "de"}}},
+				{"chat", obj{{"id", num(group)}, {"title", "Stammtisch Café ☕"}, {"type", "supergroup"}}},
+				{"date", num("1767225600")},
+				{"text", text},
+			}},
+		}, []Want{{MessageID: update, Conversation: group, Contact: string(user), Name: "Zoë", Text: text,
+			ReplyTo: ReplyTo{Chat: group, MessageID: msgID}}}, ""
+}
+
+// slackChannel is an Events API message event in a public channel
+// (api.slack.com/events/message.channels), in a thread when threadTS is
+// set (api.slack.com/events/message/message_replied: a reply carries
+// its parent's thread_ts).
+func slackChannel(id ident, threadTS string) (obj, []Want, string) {
+	const channel, ts = "C0123ABCDEF", "1767225601.000300"
+	user := fmt.Sprintf("U%09d", id.n)
+	eventID := "Ev" + strings.ToUpper(strings.ReplaceAll(id.tag(), "-", ""))
+	text := "Moin! Läuft der Export für Müller &amp; Söhne schon? 🙏"
+	ev := obj{{"type", "message"}, {"channel", channel}, {"user", user}, {"text", text}, {"ts", ts}}
+	thread := ts
+	if threadTS != "" {
+		ev, thread = append(ev, field{"thread_ts", threadTS}, field{"parent_user_id", "U0000PARENT"}), threadTS
+	}
+	ev = append(ev, field{"event_ts", ts}, field{"channel_type", "channel"})
+	return obj{
+			{"token", "XXYYZZ"},
+			{"team_id", "T0001"},
+			{"api_app_id", "A0001"},
+			{"event", ev},
+			{"type", "event_callback"},
+			{"authed_users", arr{"U0BOT"}},
+			{"event_id", eventID},
+			{"event_time", num("1767225601")},
+		}, []Want{{MessageID: eventID, Conversation: channel, Contact: user, Text: text,
+			ReplyTo: ReplyTo{Chat: channel, Thread: thread}}}, ""
+}
+
+func slackChannelThread(id ident) (obj, []Want, string) { return slackChannel(id, "1767225500.000100") }
+
+func slackChannelTop(id ident) (obj, []Want, string) { return slackChannel(id, "") }
 
 // mailgunShape is a route's forward that Mailgun could not strip
 // (stripped-text empty: the text is body-plain), one whose Message-Id is

@@ -56,7 +56,8 @@ func TestShapesReadTheWants(t *testing.T) {
 		}
 		var got []corpus.Want
 		for _, m := range r.Messages {
-			got = append(got, corpus.Want{MessageID: m.MessageID, Conversation: m.ConversationID, Contact: m.Contact, Name: m.Name, Text: m.Text, Subject: m.Subject})
+			got = append(got, corpus.Want{MessageID: m.MessageID, Conversation: m.ConversationID, Contact: m.Contact, Name: m.Name, Text: m.Text, Subject: m.Subject,
+				ReplyTo: corpus.ReplyTo{Chat: m.ReplyTo.Chat, MessageID: m.ReplyTo.MessageID, Thread: m.ReplyTo.Thread}})
 		}
 		if !slices.Equal(got, s.Wants) || r.Notifications != 0 {
 			t.Errorf("%s: read %d notifications and\n%+v\nwant\n%+v", s.Name(), r.Notifications, got, s.Wants)
@@ -67,7 +68,7 @@ func TestShapesReadTheWants(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{"whatsapp", "postmark", "mailgun", "sendgrid"} {
+	for _, p := range []string{"whatsapp", "postmark", "mailgun", "sendgrid", "telegram", "slack"} {
 		if seen[p] == 0 {
 			t.Errorf("no shape of %s", p)
 		}

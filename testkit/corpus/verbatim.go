@@ -18,8 +18,9 @@ var verbatims = map[string][]struct {
 }{
 	"whatsapp": {{"whatsapp-text.json", Want{MessageID: "wamid.ABGGFlCGg0cvAgo-sJQh43L5Pe4W", Conversation: "16315551181", Contact: "16315551181", Name: "Kerry Fisher", Text: "Hello this is an answer"}}},
 	"slack": {{"slack-message.json", Want{MessageID: "Ev9UQ52YNA", Conversation: "C2147483705", Contact: "U2147483697",
-		Text: "Hello world, see <https://example.com/docs|the docs> &amp; reply"}}},
-	"telegram": {{"telegram-update.json", Want{MessageID: "10000", Conversation: "1111111", Contact: "1111111", Name: "Test Firstname", Text: "/start"}}},
+		Text: "Hello world, see <https://example.com/docs|the docs> &amp; reply", ReplyTo: ReplyTo{Chat: "C2147483705", Thread: "1355517523.000005"}}}},
+	"telegram": {{"telegram-update.json", Want{MessageID: "10000", Conversation: "1111111", Contact: "1111111", Name: "Test Firstname", Text: "/start",
+		ReplyTo: ReplyTo{Chat: "1111111", MessageID: "1365"}}}},
 	"postmark": {{"postmark-inbound.json", Want{MessageID: "73e6d360-66eb-11e1-8e72-a8904824019b", Conversation: "support@postmarkapp.com",
 		Contact: "support@postmarkapp.com", Name: "Postmarkapp Support", Text: "This is the reply text", Subject: "Test subject"}}},
 }

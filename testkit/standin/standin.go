@@ -83,6 +83,9 @@ type Message struct {
 	Ref  string // our reference, where the request carries one (biz_opaque_callback_data, ?ref= on the Twilio callback)
 	// Callback is Twilio's StatusCallback URL.
 	Callback string
+	// Reply is what the message answers in its chat: Telegram's
+	// reply_parameters.message_id, Slack's thread_ts; "" for none.
+	Reply string
 }
 
 // Send is one send that reached the stand-in, well formed, whatever the
@@ -561,6 +564,11 @@ func (s *Server) parse(r *http.Request, body []byte) (Message, string) {
 		var v struct {
 			ChatID json.RawMessage `json:"chat_id"`
 			Text   string          `json:"text"`
+			// core.telegram.org/bots/api#replyparameters: message_id an
+			// Integer, the only field required.
+			Reply *struct {
+				MessageID json.RawMessage `json:"message_id"`
+			} `json:"reply_parameters"`
 		}
 		if err := json.Unmarshal(body, &v); err != nil || len(v.ChatID) == 0 {
 			return Message{}, "Bad Request: chat_id is empty"
@@ -568,7 +576,14 @@ func (s *Server) parse(r *http.Request, body []byte) (Message, string) {
 		if v.Text == "" {
 			return Message{}, "Bad Request: message text is empty"
 		}
-		return Message{To: strings.Trim(string(v.ChatID), `"`), Text: v.Text}, ""
+		m := Message{To: strings.Trim(string(v.ChatID), `"`), Text: v.Text}
+		if v.Reply != nil {
+			if _, err := strconv.ParseInt(string(v.Reply.MessageID), 10, 64); err != nil {
+				return Message{}, "Bad Request: can't parse reply parameters JSON object"
+			}
+			m.Reply = string(v.Reply.MessageID)
+		}
+		return m, ""
 	case "slack":
 		if r.Header.Get("Authorization") != "Bearer "+s.Token {
 			return Message{}, "not_authed"
@@ -580,9 +595,29 @@ func (s *Server) parse(r *http.Request, body []byte) (Message, string) {
 		if f.Get("channel") == "" || f.Get("text") == "" {
 			return Message{}, "channel_not_found or no_text"
 		}
-		return Message{To: f.Get("channel"), Text: f.Get("text")}, ""
+		// thread_ts is a parent message's ts: seconds, a dot, six digits.
+		if ts, ok := f["thread_ts"]; ok && !slackTS(first(ts)) {
+			return Message{}, "invalid_thread_ts"
+		}
+		return Message{To: f.Get("channel"), Text: f.Get("text"), Reply: f.Get("thread_ts")}, ""
 	}
 	return Message{}, "unknown kind"
+}
+
+// slackTS says ts is written as Slack writes a message's ts ("1767225600.000200").
+func slackTS(ts string) bool {
+	sec, frac, ok := strings.Cut(ts, ".")
+	if !ok || sec == "" || len(frac) != 6 {
+		return false
+	}
+	return strings.Trim(sec+frac, "0123456789") == ""
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }
 
 func (s *Server) bad(w http.ResponseWriter, status int, why string) {
