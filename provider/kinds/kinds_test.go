@@ -138,3 +138,21 @@ func TestREADMEKeyTableIsDeclared(t *testing.T) {
 		t.Error("README's key table has no rows")
 	}
 }
+
+// TestMaxTextIsTheProvidersDocumentedLimit: each kind's longest text is
+// the one its provider's API reference gives (a reply past it is refused
+// at approval, so a wrong figure either sends what the provider refuses or
+// refuses what it takes); a kind whose provider documents none has none.
+func TestMaxTextIsTheProvidersDocumentedLimit(t *testing.T) {
+	documented := map[string]int{
+		"twilio":   1600, // Messages resource, Body (error 21617 beyond it)
+		"meta":     2000, // Send API, message.text
+		"whatsapp": 4096, // Cloud API, text.body
+		"telegram": 4096, // Bot API sendMessage, text after entities parsing
+	}
+	for _, k := range kinds.All() {
+		if k.MaxText != documented[k.Name] {
+			t.Errorf("kind %s declares MaxText %d; its provider documents %d", k.Name, k.MaxText, documented[k.Name])
+		}
+	}
+}

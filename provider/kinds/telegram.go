@@ -11,6 +11,8 @@ var Telegram = Kind{
 	Name:   "telegram",
 	Keys:   []Key{{Name: "token_env", Need: "a telegram provider needs the variable holding its bot token"}},
 	Preset: "telegram",
+	// sendMessage's text is 1–4096 characters after entities parsing.
+	MaxText: 4096,
 	Recipient: Recipient{
 		Hint: "a chat id, e.g. -1001234567890 or @approvals",
 		Check: func(a string) string {

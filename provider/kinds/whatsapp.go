@@ -18,7 +18,9 @@ var WhatsApp = Kind{
 		}},
 		{Name: "token_env", Need: "a whatsapp provider needs the variable holding its access token"},
 	},
-	Preset:    "whatsapp",
+	Preset: "whatsapp",
+	// The Cloud API's text message body is at most 4,096 characters.
+	MaxText:   4096,
 	Recipient: phone,
 	Row: Row{
 		ResendSafe: "no (the Cloud API has no idempotency key)",
