@@ -334,9 +334,9 @@ func TestRunnerStartReapsJobsLeftRunning(t *testing.T) {
 	st := openStore(t)
 	now := time.Now()
 	j := enqueue(t, st, "test", "web:1", 3, now)
-	dead, err := st.ClaimJobs(context.Background(), now, 1, time.Hour)
+	dead, err := st.Claim(context.Background(), now, store.AnyJobs(1), time.Hour)
 	if err != nil || len(dead) != 1 {
-		t.Fatalf("ClaimJobs = %d jobs, %v; want 1", len(dead), err)
+		t.Fatalf("Claim = %d jobs, %v; want 1", len(dead), err)
 	}
 	kind := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
 	startRunner(t, st, map[string]Kind{"test": kind}, testOptions())

@@ -75,9 +75,9 @@ func together(n int, fn func(i int)) { testkit.Together(n, fn) }
 // claim leases the one due job.
 func claim(t testing.TB, st *store.Store, now time.Time) store.Job {
 	t.Helper()
-	got, err := st.ClaimJobs(context.Background(), now, 1, time.Minute)
+	got, err := st.Claim(context.Background(), now, store.AnyJobs(1), time.Minute)
 	if err != nil || len(got) != 1 {
-		t.Fatalf("ClaimJobs = %d jobs, %v; want 1", len(got), err)
+		t.Fatalf("Claim = %d jobs, %v; want 1", len(got), err)
 	}
 	return got[0]
 }

@@ -76,8 +76,8 @@ func TestCheckProvesJobFollowers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, err := st.ClaimJobs(ctx, t0, 1, time.Minute); err != nil || len(got) != 1 {
-				t.Fatalf("ClaimJobs = %d, %v; want the one job", len(got), err)
+			if got, err := st.Claim(ctx, t0, AnyJobs(1), time.Minute); err != nil || len(got) != 1 {
+				t.Fatalf("Claim = %d, %v; want the one job", len(got), err)
 			}
 			var held Job
 			err = st.Update(ctx, func(tx *Tx) error {

@@ -336,12 +336,6 @@ func pick(heads []*readyHead, b *budget, limit []byte) *readyHead {
 	return best
 }
 
-// ClaimJobs leases up to max jobs of any kind that are due at now,
-// earliest due first (Claim with AnyJobs).
-func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease time.Duration) ([]Job, error) {
-	return s.Claim(ctx, now, AnyJobs(max), lease)
-}
-
 // Claim leases, in one transaction, the jobs due at now that lim leaves
 // room for, earliest due first: each moves from the ready index to the
 // leased index, gets a new execution id and an attempt record before any
@@ -612,18 +606,12 @@ func releaseFollower(tx *Tx, k *Job, now time.Time) error {
 // reapChunk bounds one reaping transaction so the write lock is held briefly.
 const reapChunk = 256
 
-// ReapLeases returns to the queue every running job whose lease ended by now
+// Reap returns to the queue every running job whose lease ended by now
 // (all running jobs when all is true: at start, bbolt's file lock proves that
 // no other process is running them). The attempt counts, with outcome
-// lease_expired; a job out of attempts is discarded. It returns how many
-// jobs it reaped.
-func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, error) {
-	reaped, err := s.Reap(ctx, now, all)
-	return len(reaped), err
-}
-
-// Reap is ReapLeases returning each job it reaped as it left it: retryable,
-// or discarded when that was its last attempt (the runner logs those).
+// lease_expired; a job out of attempts is discarded. It returns each job it
+// reaped as it left it: retryable, or discarded when that was its last
+// attempt (the runner logs those).
 func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error) {
 	var total []Job
 	for {

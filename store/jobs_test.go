@@ -69,7 +69,7 @@ func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
 	}
 }
 
-func TestClaimJobs(t *testing.T) {
+func TestClaimAnyJobs(t *testing.T) {
 	now := t0.Add(time.Hour)
 	// Offsets of RunAt from now; positive ones are not due.
 	offsets := []time.Duration{3 * time.Second, -time.Second, 0, -10 * time.Minute, 10 * time.Second, -2 * time.Second, time.Nanosecond}
@@ -92,9 +92,9 @@ func TestClaimJobs(t *testing.T) {
 				byRunAt[j.RunAt] = j
 			}
 			const lease = 90 * time.Second
-			got, err := st.ClaimJobs(context.Background(), now, tt.max, lease)
+			got, err := st.Claim(context.Background(), now, AnyJobs(tt.max), lease)
 			if err != nil {
-				t.Fatalf("ClaimJobs: %v", err)
+				t.Fatalf("Claim: %v", err)
 			}
 			var gotOffsets []time.Duration
 			for _, j := range got {
@@ -116,12 +116,12 @@ func TestClaimJobs(t *testing.T) {
 			}
 			// What was not claimed is still available, and the not-due jobs are never claimed now.
 			claimed := len(got)
-			rest, err := st.ClaimJobs(context.Background(), now, 100, lease)
+			rest, err := st.Claim(context.Background(), now, AnyJobs(100), lease)
 			if err != nil {
-				t.Fatalf("second ClaimJobs: %v", err)
+				t.Fatalf("second Claim: %v", err)
 			}
 			if want := 4 - claimed; len(rest) != want {
-				t.Errorf("second ClaimJobs claimed %d, want the %d due jobs left", len(rest), want)
+				t.Errorf("second Claim claimed %d, want the %d due jobs left", len(rest), want)
 			}
 			for _, j := range rest {
 				if j.RunAt.After(now) {
@@ -139,15 +139,15 @@ func TestClaimJobs(t *testing.T) {
 	}
 }
 
-func TestClaimJobsSameRunAtInIDOrder(t *testing.T) {
+func TestClaimSameRunAtInIDOrder(t *testing.T) {
 	st := openTest(t)
 	var ids []string
 	for range 5 {
 		ids = append(ids, enqueueAt(t, st, t0, 1).ID)
 	}
-	got, err := st.ClaimJobs(context.Background(), t0, 10, time.Minute)
+	got, err := st.Claim(context.Background(), t0, AnyJobs(10), time.Minute)
 	if err != nil {
-		t.Fatalf("ClaimJobs: %v", err)
+		t.Fatalf("Claim: %v", err)
 	}
 	var gotIDs []string
 	for _, j := range got {
@@ -239,9 +239,9 @@ func TestRetryIsNotClaimableBeforeRunAt(t *testing.T) {
 		t.Errorf("NextRunAt = %s %v %v, want %s", next, ok, err, retryAt)
 	}
 	for _, at := range []time.Time{t0.Add(time.Second), retryAt.Add(-time.Nanosecond)} {
-		early, err := st.ClaimJobs(context.Background(), at, 10, time.Minute)
+		early, err := st.Claim(context.Background(), at, AnyJobs(10), time.Minute)
 		if err != nil || len(early) != 0 {
-			t.Fatalf("ClaimJobs at %s (before RunAt %s) = %d jobs, err %v; want none", at, retryAt, len(early), err)
+			t.Fatalf("Claim at %s (before RunAt %s) = %d jobs, err %v; want none", at, retryAt, len(early), err)
 		}
 	}
 	second := claimOne(t, st, retryAt, time.Minute)
@@ -289,8 +289,8 @@ func TestRetryOnLastAttemptDiscards(t *testing.T) {
 			if want := fmt.Sprint("failure ", maxAttempts); last.LastError != want {
 				t.Errorf("LastError = %q, want %q", last.LastError, want)
 			}
-			if got, err := st.ClaimJobs(context.Background(), now.Add(time.Hour), 10, time.Minute); err != nil || len(got) != 0 {
-				t.Errorf("ClaimJobs after discard = %d jobs, err %v; want none", len(got), err)
+			if got, err := st.Claim(context.Background(), now.Add(time.Hour), AnyJobs(10), time.Minute); err != nil || len(got) != 0 {
+				t.Errorf("Claim after discard = %d jobs, err %v; want none", len(got), err)
 			}
 			// A discarded job no longer holds its key.
 			_, created, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: j.Kind, Key: j.Key}, "c", now)
@@ -314,7 +314,7 @@ func TestDiscardOutcomeEndsAtOnce(t *testing.T) {
 	}
 }
 
-func TestReapLeases(t *testing.T) {
+func TestReap(t *testing.T) {
 	type leased struct {
 		name  string
 		lease time.Duration // claimed at t0 with this lease
@@ -342,12 +342,12 @@ func TestReapLeases(t *testing.T) {
 				ids[l.name], execs[l.name] = j.ID, run.ExecutionID
 			}
 			now := t0.Add(tt.at)
-			n, err := st.ReapLeases(context.Background(), now, tt.all)
+			reaped, err := st.Reap(context.Background(), now, tt.all)
 			if err != nil {
-				t.Fatalf("ReapLeases: %v", err)
+				t.Fatalf("Reap: %v", err)
 			}
-			if n != len(tt.reaped) {
-				t.Errorf("ReapLeases reaped %d, want %d", n, len(tt.reaped))
+			if len(reaped) != len(tt.reaped) {
+				t.Errorf("Reap reaped %d, want %d", len(reaped), len(tt.reaped))
 			}
 			for _, l := range tt.jobs {
 				j := mustJob(t, st, ids[l.name])
@@ -378,8 +378,8 @@ func TestReapedJobRunsAgainAndOldExecutionIsRefused(t *testing.T) {
 	st := openTest(t)
 	j := enqueueAt(t, st, t0, 3)
 	old := claimOne(t, st, t0, time.Minute)
-	if n, err := st.ReapLeases(context.Background(), t0.Add(61*time.Second), false); err != nil || n != 1 {
-		t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
+	if reaped, err := st.Reap(context.Background(), t0.Add(61*time.Second), false); err != nil || len(reaped) != 1 {
+		t.Fatalf("Reap = %d, %v; want 1", len(reaped), err)
 	}
 	now := t0.Add(62 * time.Second)
 	fresh := claimOne(t, st, now, time.Minute)
@@ -411,8 +411,8 @@ func TestLastAttemptLeaseExpiryDiscards(t *testing.T) {
 	st := openTest(t)
 	j := enqueueAt(t, st, t0, 1)
 	run := claimOne(t, st, t0, time.Minute)
-	if n, err := st.ReapLeases(context.Background(), t0.Add(2*time.Minute), false); err != nil || n != 1 {
-		t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
+	if reaped, err := st.Reap(context.Background(), t0.Add(2*time.Minute), false); err != nil || len(reaped) != 1 {
+		t.Fatalf("Reap = %d, %v; want 1", len(reaped), err)
 	}
 	got := mustJob(t, st, j.ID)
 	if got.State != JobDiscarded {
@@ -424,27 +424,27 @@ func TestLastAttemptLeaseExpiryDiscards(t *testing.T) {
 	if !strings.Contains(got.LastError, "lease expired") {
 		t.Errorf("LastError = %q, want it to say the lease expired", got.LastError)
 	}
-	if c, err := st.ClaimJobs(context.Background(), t0.Add(time.Hour), 10, time.Minute); err != nil || len(c) != 0 {
-		t.Errorf("ClaimJobs after discard = %d jobs, err %v; want none", len(c), err)
+	if c, err := st.Claim(context.Background(), t0.Add(time.Hour), AnyJobs(10), time.Minute); err != nil || len(c) != 0 {
+		t.Errorf("Claim after discard = %d jobs, err %v; want none", len(c), err)
 	}
 	if _, err := st.FinishJob(context.Background(), j.ID, run.ExecutionID, t0.Add(3*time.Minute), Result{Outcome: OutcomeCompleted}); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("FinishJob after discard: err = %v, want ErrLeaseLost", err)
 	}
 }
 
-func TestReapLeasesMoreThanOneChunk(t *testing.T) {
+func TestReapMoreThanOneChunk(t *testing.T) {
 	st := openTest(t)
 	const n = reapChunk + 3
 	for range n {
 		enqueueAt(t, st, t0, 2)
 	}
-	got, err := st.ClaimJobs(context.Background(), t0, n, time.Minute)
+	got, err := st.Claim(context.Background(), t0, AnyJobs(n), time.Minute)
 	if err != nil || len(got) != n {
-		t.Fatalf("ClaimJobs = %d jobs, err %v; want %d", len(got), err, n)
+		t.Fatalf("Claim = %d jobs, err %v; want %d", len(got), err, n)
 	}
-	reaped, err := st.ReapLeases(context.Background(), t0, true)
-	if err != nil || reaped != n {
-		t.Fatalf("ReapLeases(all) = %d, %v; want %d", reaped, err, n)
+	reaped, err := st.Reap(context.Background(), t0, true)
+	if err != nil || len(reaped) != n {
+		t.Fatalf("Reap(all) = %d, %v; want %d", len(reaped), err, n)
 	}
 	if k := countKeys(t, st, bucketJobsLeased); k != 0 {
 		t.Errorf("idx_jobs_leased holds %d keys after reaping all, want 0", k)
@@ -561,7 +561,7 @@ func TestClaimPerKind(t *testing.T) {
 	if next, ok, err := st.NextRunAt(ClaimLimits{Kinds: map[string]int{"draft": 0, "deliver": 0}}); err != nil || ok {
 		t.Errorf("NextRunAt with no room = %s %v %v, want none", next, ok, err)
 	}
-	got, err = st.ClaimJobs(ctx, now, 100, time.Minute)
+	got, err = st.Claim(ctx, now, AnyJobs(100), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +570,7 @@ func TestClaimPerKind(t *testing.T) {
 		want = append(want, d.ID)
 	}
 	if !slices.Equal(ids(got), want) {
-		t.Errorf("ClaimJobs(100) took %d jobs, want the 47 drafts left in order, not the deliver job due in an hour", len(got))
+		t.Errorf("Claim(100) took %d jobs, want the 47 drafts left in order, not the deliver job due in an hour", len(got))
 	}
 	counts, err := st.JobCounts()
 	if err != nil {

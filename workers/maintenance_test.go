@@ -352,9 +352,9 @@ func TestMaintenancePrune(t *testing.T) {
 
 	ev := receiveHeld(t, st, "p-1", mt0)
 	// Its work finished: the draft job ran (nothing else hangs off it).
-	jobs, err := st.ClaimJobs(ctx, mt0.Add(1000*time.Hour), 10, time.Minute)
+	jobs, err := st.Claim(ctx, mt0.Add(1000*time.Hour), store.AnyJobs(10), time.Minute)
 	if err != nil || len(jobs) != 1 {
-		t.Fatalf("ClaimJobs = %d, %v", len(jobs), err)
+		t.Fatalf("Claim = %d, %v", len(jobs), err)
 	}
 	if _, err := st.FinishJob(ctx, jobs[0].ID, jobs[0].ExecutionID, mt0, store.Result{Outcome: store.OutcomeCompleted}); err != nil {
 		t.Fatal(err)
