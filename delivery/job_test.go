@@ -136,7 +136,8 @@ func (g *deliveryRig) settle(t *testing.T) (store.Outbox, []store.Job) {
 
 func (g *deliveryRig) deliverJobs(t *testing.T) []store.Job {
 	t.Helper()
-	all, err := g.st.JobsByCorrelation(g.ev.CorrelationID)
+	var all []store.Job
+	err := g.st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(g.ev.CorrelationID); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation: %v", err)
 	}

@@ -57,7 +57,8 @@ func (s *testStore) with(maxAttempts int, newID func() string) *delivery.Outbox 
 // jobCount counts the jobs of one event.
 func jobCount(t *testing.T, st *testStore, corr string) int {
 	t.Helper()
-	jobs, err := st.JobsByCorrelation(corr)
+	var jobs []store.Job
+	err := st.View(func(tx *store.Tx) (err error) { jobs, err = tx.JobsByCorrelation(corr); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation(%s): %v", corr, err)
 	}
@@ -186,7 +187,8 @@ func approvedReply(t *testing.T, st *testStore, key string) (store.Recorded, App
 // deliverJobs returns the delivery jobs of one event.
 func deliverJobs(t *testing.T, st *testStore, corr string) []store.Job {
 	t.Helper()
-	all, err := st.JobsByCorrelation(corr)
+	var all []store.Job
+	err := st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(corr); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation(%s): %v", corr, err)
 	}

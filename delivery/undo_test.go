@@ -76,7 +76,8 @@ func (g *undoRig) approved(t *testing.T, key string) review.Approved {
 	if !res.Outbox.UndoUntil.Equal(undoT0.Add(undoWindow)) {
 		t.Fatalf("row's undo_until = %s, want %s", res.Outbox.UndoUntil, undoT0.Add(undoWindow))
 	}
-	j, err := g.st.LiveJob(delivery.Kind, res.Outbox.ID)
+	var j store.Job
+	err = g.st.View(func(tx *store.Tx) (err error) { j, err = tx.LiveJob(delivery.Kind, res.Outbox.ID); return err })
 	if err != nil || !j.RunAt.Equal(res.Outbox.UndoUntil) {
 		t.Fatalf("delivery job = due %s, %v; want due at the end of the window %s", j.RunAt, err, res.Outbox.UndoUntil)
 	}
@@ -126,7 +127,7 @@ func TestUndoRacesTheClaim(t *testing.T) {
 			if _, err := g.st.OutboxRow(res.Outbox.ID); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("round %d: outbox row after the undo: %v, want ErrNotFound", r, err)
 			}
-			if _, err := g.st.LiveJob(delivery.Kind, res.Outbox.ID); !errors.Is(err, store.ErrNotFound) {
+			if err := g.st.View(func(tx *store.Tx) error { _, err := tx.LiveJob(delivery.Kind, res.Outbox.ID); return err }); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("round %d: delivery job after the undo: %v, want none", r, err)
 			}
 			if d, err := g.st.Draft(res.Draft.ID); err != nil || d.Status != store.DraftPending || d.OutboxID != "" || d.Decision != nil {

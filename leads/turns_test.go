@@ -172,7 +172,8 @@ func TestHeldDraftJobConcurrentMessages(t *testing.T) {
 	if err != nil || len(h.TurnEvents) != n+1 {
 		t.Errorf("the turn holds %d messages, %v; want %d", len(h.TurnEvents), err, n+1)
 	}
-	if live, err := st.LiveJob(store.KindDraft, h.TurnDraft); err != nil || live.ID != jobs[0] {
+	var live store.Job
+	if err := st.View(func(tx *store.Tx) (err error) { live, err = tx.LiveJob(store.KindDraft, h.TurnDraft); return err }); err != nil || live.ID != jobs[0] {
 		t.Errorf("the turn's live draft job is %s, %v; want the burst's %s", live.ID, err, jobs[0])
 	}
 }

@@ -85,7 +85,8 @@ func claim(t testing.TB, st *store.Store, now time.Time) store.Job {
 // jobsOfKind returns the jobs of kind that followed from one event.
 func jobsOfKind(t testing.TB, st *store.Store, corr, kind string) []store.Job {
 	t.Helper()
-	all, err := st.JobsByCorrelation(corr)
+	var all []store.Job
+	err := st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(corr); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation(%s): %v", corr, err)
 	}

@@ -158,7 +158,7 @@ func TestUndoRefused(t *testing.T) {
 				if _, err := st.OutboxRow(before.OutboxID); err != nil {
 					t.Errorf("the refused undo's row %s: %v, want it kept", before.OutboxID, err)
 				}
-				if _, err := st.LiveJob(delivery.Kind, before.OutboxID); err != nil {
+				if err := st.View(func(tx *store.Tx) error { _, err := tx.LiveJob(delivery.Kind, before.OutboxID); return err }); err != nil {
 					t.Errorf("the refused undo's delivery job: %v, want it kept", err)
 				}
 			}

@@ -678,20 +678,6 @@ func (s *Store) Job(id string) (Job, error) {
 	return j, nil
 }
 
-// JobsByCorrelation returns every job that followed from one event, oldest first.
-func (s *Store) JobsByCorrelation(corr string) ([]Job, error) {
-	var out []Job
-	err := s.view(func(tx *Tx) error {
-		var err error
-		out, err = jobsOf(tx, corr)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: jobs of %s: %w", corr, err)
-	}
-	return out, nil
-}
-
 // jobsOf reads every job of correlation id corr inside tx, oldest first.
 func jobsOf(tx *Tx, corr string) ([]Job, error) { return jobsOfSkipping(tx, corr, nil) }
 

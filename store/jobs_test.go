@@ -497,7 +497,8 @@ func TestJobsByCorrelation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.corr, func(t *testing.T) {
-			got, err := st.JobsByCorrelation(tt.corr)
+			var got []Job
+			err := st.View(func(tx *Tx) (err error) { got, err = tx.JobsByCorrelation(tt.corr); return err })
 			if err != nil {
 				t.Fatalf("JobsByCorrelation: %v", err)
 			}

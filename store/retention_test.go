@@ -136,7 +136,8 @@ func gone(t *testing.T, st *Store, b builtEvent) []string {
 	if _, err := st.EventByKey(b.Event.Key); !errors.Is(err, ErrNotFound) {
 		left = append(left, fmt.Sprintf("event (%v)", err))
 	}
-	if jobs, err := st.JobsByCorrelation(b.Event.CorrelationID); err != nil || len(jobs) != 0 {
+	var jobs []Job
+	if err := st.View(func(tx *Tx) (err error) { jobs, err = tx.JobsByCorrelation(b.Event.CorrelationID); return err }); err != nil || len(jobs) != 0 {
 		left = append(left, fmt.Sprintf("%d jobs (%v)", len(jobs), err))
 	}
 	if b.DraftID != "" {
@@ -333,7 +334,7 @@ func TestPruneKeysDeletesExpiredCompletedKeysOnly(t *testing.T) {
 		t.Helper()
 		var out []string
 		for _, k := range all {
-			if _, err := st.Key(k); err == nil {
+			if err := st.View(func(tx *Tx) error { _, err := tx.IdemKey(k); return err }); err == nil {
 				out = append(out, k)
 			} else if !errors.Is(err, ErrNotFound) {
 				t.Fatal(err)

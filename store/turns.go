@@ -59,21 +59,6 @@ func (t Turn) Keys() []string {
 	return keys
 }
 
-// TurnOf reads, in one read transaction, the turn that the draft of event
-// eventKey answers.
-func (s *Store) TurnOf(eventKey string) (Turn, error) {
-	var t Turn
-	err := s.view(func(tx *Tx) error {
-		var err error
-		t, err = tx.TurnOf(eventKey)
-		return err
-	})
-	if err != nil {
-		return Turn{}, fmt.Errorf("store: turn of %s: %w", eventKey, err)
-	}
-	return t, nil
-}
-
 // TurnOf reads the turn that the draft of event eventKey answers.
 func (tx *Tx) TurnOf(eventKey string) (Turn, error) {
 	ev, err := tx.EventByKey(eventKey)
@@ -122,21 +107,6 @@ func (tx *Tx) CurrentDraftID(h Handoff) (string, error) {
 		return "", fmt.Errorf("event %s of lead %s: %w", h.TurnDraft, h.Key, err)
 	}
 	return DraftID(ev.ID), nil
-}
-
-// LiveJob returns the live job of kind and business key: ErrNotFound
-// when none is live.
-func (s *Store) LiveJob(kind, key string) (Job, error) {
-	var j Job
-	err := s.view(func(tx *Tx) error {
-		var err error
-		j, err = tx.LiveJob(kind, key)
-		return err
-	})
-	if err != nil {
-		return Job{}, fmt.Errorf("store: live %s job %s: %w", kind, key, err)
-	}
-	return j, nil
 }
 
 // Drafting is what the approval queue says about replies not drafted yet:
