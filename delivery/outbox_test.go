@@ -854,12 +854,24 @@ func TestRegenerateKeepsEarlierVersion(t *testing.T) {
 			t.Errorf("save %d: created %v, version %d replaces %q status %s id %s; want version 2 replacing %s, created once", i, created, v2.Version, v2.Replaces, v2.Status, v2.ID, v1.ID)
 		}
 	}
-	versions, err := st.DraftVersions(key)
+	var versions []store.Draft
+	err = st.View(func(tx *store.Tx) error {
+		for n := 1; ; n++ {
+			d, err := tx.Draft(store.DraftVersionID(rec.Event.ID, n))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			versions = append(versions, d)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(versions) != 2 || versions[0].ID != v1.ID || versions[1].Replaces != v1.ID {
-		t.Fatalf("DraftVersions = %+v, want v1 then v2 replacing it", versions)
+		t.Fatalf("draft versions = %+v, want v1 then v2 replacing it", versions)
 	}
 	old := versions[0]
 	if old.Status != store.DraftRejected || old.Decision == nil || !strings.Contains(old.Decision.Reason, versions[1].ID) || old.Text != "first try" || old.Model != "m1" {

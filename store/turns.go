@@ -12,7 +12,7 @@ import (
 // lead record keeps the open turn (Handoff.Turn, TurnEvents, TurnDraft).
 // The rules that open, join and end a turn are the leads package's
 // (leads/turns.go); this file keeps what they write through (EnqueueEncoded,
-// HoldBehind, Skip) and the reads of a turn (TurnOf, CurrentDraftID, Drafting).
+// HoldBehind, Skip) and the reads of a turn (TurnOf, CurrentDraftID, DraftingFor).
 
 // DraftJob is the draft job e carries for its event, as encoded, and its
 // JSON: what leads.ReceiveTx enqueues, or joins to the turn's queued one.
@@ -135,12 +135,7 @@ const (
 	failedShown  = 5
 )
 
-// Drafting reads, in one read transaction, the messages waiting for a draft:
-// the live draft jobs, and the dead ones whose turn still waits, at most
-// draftingScan of each.
-func (s *Store) Drafting() (Drafting, error) { return s.DraftingFor(Everything()) }
-
-// DraftingFor is Drafting for the channels v sees.
+// DraftingFor reads the Drafting of the channels v sees (Everything: all).
 func (s *Store) DraftingFor(v Visible) (Drafting, error) {
 	var out Drafting
 	err := s.view(func(tx *Tx) error {
