@@ -325,7 +325,11 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 				return
 			}
 			// Running the delivery again must never send it again.
-			again, _, err := st.Enqueue(context.Background(), store.NewJob{ID: ulid.Make().String(), Kind: delivery.Kind, Key: g.outboxID, MaxAttempts: 3}, g.ev.CorrelationID, time.Now())
+			var again store.Job
+			err := st.Update(context.Background(), func(tx *store.Tx) (err error) {
+				again, _, err = tx.Enqueue(store.NewJob{ID: ulid.Make().String(), Kind: delivery.Kind, Key: g.outboxID, MaxAttempts: 3}, g.ev.CorrelationID, time.Now())
+				return err
+			})
 			if err != nil {
 				t.Fatalf("Enqueue: %v", err)
 			}

@@ -182,7 +182,11 @@ func TestRunnerWakeStartsWork(t *testing.T) {
 	st := openStore(t)
 	clock := &fakeClock{now: time.Now()}
 	kind := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
-	j, _, err := st.Enqueue(context.Background(), store.NewJob{ID: "01JTESTWAKE0000000000000000", Kind: "test", Key: "web:1", MaxAttempts: 1, RunAt: clock.now.Add(time.Hour)}, "c", clock.now)
+	var j store.Job
+	err := st.Update(context.Background(), func(tx *store.Tx) (err error) {
+		j, _, err = tx.Enqueue(store.NewJob{ID: "01JTESTWAKE0000000000000000", Kind: "test", Key: "web:1", MaxAttempts: 1, RunAt: clock.now.Add(time.Hour)}, "c", clock.now)
+		return err
+	})
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}

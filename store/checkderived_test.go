@@ -72,7 +72,11 @@ func TestCheckProvesJobFollowers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			running, _, err := st.Enqueue(ctx, NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:a", MaxAttempts: 3}, "corr-a", t0)
+			var running Job
+			err = st.Update(ctx, func(tx *Tx) (err error) {
+				running, _, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:a", MaxAttempts: 3}, "corr-a", t0)
+				return err
+			})
 			if err != nil {
 				t.Fatal(err)
 			}

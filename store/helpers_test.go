@@ -75,7 +75,9 @@ func record(t testing.TB, st *Store, key string, at time.Time) Recorded {
 func enqueueAt(t testing.TB, st *Store, runAt time.Time, maxAttempts int) Job {
 	t.Helper()
 	nj := NewJob{ID: ulid.Make().String(), Kind: "k", Key: ulid.Make().String(), MaxAttempts: maxAttempts, RunAt: runAt}
-	j, created, err := st.Enqueue(context.Background(), nj, "corr-"+nj.Key, t0)
+	var j Job
+	var created bool
+	err := st.Update(context.Background(), func(tx *Tx) (err error) { j, created, err = tx.Enqueue(nj, "corr-"+nj.Key, t0); return err })
 	if err != nil || !created {
 		t.Fatalf("Enqueue(%s) = created %v, err %v; want a new job", nj.Key, created, err)
 	}

@@ -214,24 +214,6 @@ func (tx *Tx) DeleteJob(j *Job) error { return deleteJob(tx, j) }
 // JobsByCorrelation reads every job that followed from one event, oldest first.
 func (tx *Tx) JobsByCorrelation(corr string) ([]Job, error) { return jobsOf(tx, corr) }
 
-// Enqueue adds a job unless a live one of the same kind and key exists; it
-// returns the live job and whether this call created it.
-func (s *Store) Enqueue(ctx context.Context, nj NewJob, corr string, now time.Time) (Job, bool, error) {
-	var (
-		out     Job
-		created bool
-	)
-	err := s.update(ctx, func(tx *Tx) error {
-		var err error
-		out, created, err = enqueue(tx, nj, corr, now)
-		return err
-	})
-	if err != nil {
-		return Job{}, false, fmt.Errorf("store: enqueue %s %s: %w", nj.Kind, nj.Key, err)
-	}
-	return out, created, nil
-}
-
 // ClaimLimits bounds one claim round: up to Kinds[k] jobs of kind k, and
 // up to Other jobs in all, shared by the kinds Kinds does not name.
 type ClaimLimits struct {

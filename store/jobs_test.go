@@ -23,7 +23,7 @@ func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
 	errs := make([]error, n)
 	together(n, func(i int) {
 		nj := NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1", MaxAttempts: 3}
-		jobs[i], created[i], errs[i] = st.Enqueue(context.Background(), nj, "corr-1", t0)
+		errs[i] = st.Update(context.Background(), func(tx *Tx) (err error) { jobs[i], created[i], err = tx.Enqueue(nj, "corr-1", t0); return err })
 	})
 	nCreated := 0
 	for i := range n {
@@ -47,12 +47,21 @@ func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
 
 	// A running job is still live: enqueueing again returns it.
 	run := claimOne(t, st, t0, time.Minute)
-	again, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0)
+	var again Job
+	var ok bool
+	err := st.Update(context.Background(), func(tx *Tx) (err error) {
+		again, ok, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0)
+		return err
+	})
 	if err != nil || ok || again.ID != first.ID {
 		t.Fatalf("Enqueue while running = %s created %v err %v, want the running job %s", again.ID, ok, err, first.ID)
 	}
 	// The same key under another kind is another job.
-	other, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:lead-1"}, "corr-1", t0)
+	var other Job
+	err = st.Update(context.Background(), func(tx *Tx) (err error) {
+		other, ok, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:lead-1"}, "corr-1", t0)
+		return err
+	})
 	if err != nil || !ok || other.ID == first.ID {
 		t.Fatalf("Enqueue of another kind = %s created %v err %v, want a new job", other.ID, ok, err)
 	}
@@ -60,7 +69,11 @@ func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
 	if _, err := st.FinishJob(context.Background(), run.ID, run.ExecutionID, t0.Add(time.Second), Result{Outcome: OutcomeCompleted}); err != nil {
 		t.Fatalf("FinishJob: %v", err)
 	}
-	next, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0.Add(2*time.Second))
+	var next Job
+	err = st.Update(context.Background(), func(tx *Tx) (err error) {
+		next, ok, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0.Add(2*time.Second))
+		return err
+	})
 	if err != nil || !ok || next.ID == first.ID {
 		t.Fatalf("Enqueue after the job completed = %s created %v err %v, want a new job", next.ID, ok, err)
 	}
@@ -293,7 +306,11 @@ func TestRetryOnLastAttemptDiscards(t *testing.T) {
 				t.Errorf("Claim after discard = %d jobs, err %v; want none", len(got), err)
 			}
 			// A discarded job no longer holds its key.
-			_, created, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: j.Kind, Key: j.Key}, "c", now)
+			var created bool
+			err := st.Update(context.Background(), func(tx *Tx) (err error) {
+				_, created, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: j.Kind, Key: j.Key}, "c", now)
+				return err
+			})
 			if err != nil || !created {
 				t.Errorf("Enqueue after discard: created %v err %v, want a new job", created, err)
 			}
@@ -482,7 +499,12 @@ func TestJobsByCorrelation(t *testing.T) {
 	a := record(t, st, "web:a", t0)
 	b := record(t, st, "web:b", t0)
 	corr := a.Event.CorrelationID
-	send, created, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:a"}, corr, t0.Add(time.Second))
+	var send Job
+	var created bool
+	err := st.Update(context.Background(), func(tx *Tx) (err error) {
+		send, created, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:a"}, corr, t0.Add(time.Second))
+		return err
+	})
 	if err != nil || !created {
 		t.Fatalf("Enqueue: created %v err %v", created, err)
 	}
@@ -519,7 +541,11 @@ func TestJobsByCorrelation(t *testing.T) {
 // enqueueKind adds a job of kind with a fresh key, due at runAt.
 func enqueueKind(t testing.TB, st *Store, kind string, runAt time.Time) Job {
 	t.Helper()
-	j, _, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: kind, Key: ulid.Make().String(), MaxAttempts: 3, RunAt: runAt}, "corr", runAt)
+	var j Job
+	err := st.Update(context.Background(), func(tx *Tx) (err error) {
+		j, _, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: kind, Key: ulid.Make().String(), MaxAttempts: 3, RunAt: runAt}, "corr", runAt)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +634,10 @@ func TestJobCountsUnderConcurrency(t *testing.T) {
 		wg.Go(func() {
 			kind := []string{"draft", "deliver"}[w%2]
 			for i := range each {
-				if _, _, err := st.Enqueue(ctx, NewJob{ID: ulid.Make().String(), Kind: kind, Key: fmt.Sprintf("%d-%d", w, i), MaxAttempts: 2}, "corr", now); err != nil {
+				if err := st.Update(ctx, func(tx *Tx) (err error) {
+					_, _, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: kind, Key: fmt.Sprintf("%d-%d", w, i), MaxAttempts: 2}, "corr", now)
+					return err
+				}); err != nil {
 					errs <- err
 					return
 				}
