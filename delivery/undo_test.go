@@ -167,7 +167,7 @@ func TestUndoRacesTheClaim(t *testing.T) {
 		t.Errorf("%d undone, %d sent, %d messages at the provider; want one message per refused undo", undone, sent, len(msgs))
 	}
 	t.Logf("%d rounds: %d undone, %d sent", rounds, undone, sent)
-	counts, err := g.st.DraftCounts()
+	counts, err := g.st.DraftCountsFor(store.Everything())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestUndoRefusals(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, g, res)
 			}
-			before, err := g.st.DraftCounts()
+			before, err := g.st.DraftCountsFor(store.Everything())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -228,7 +228,7 @@ func TestUndoRefusals(t *testing.T) {
 			if !errors.As(err, &refused) || !strings.Contains(refused.Error(), tt.want) {
 				t.Fatalf("Undo = %v, want an *UndoError saying %q", err, tt.want)
 			}
-			after, err := g.st.DraftCounts()
+			after, err := g.st.DraftCountsFor(store.Everything())
 			if err != nil {
 				t.Fatal(err)
 			}

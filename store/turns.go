@@ -248,19 +248,3 @@ func (s *Store) DraftingFor(v Visible) (Drafting, error) {
 	}
 	return out, nil
 }
-
-// DraftCounts reads the number of drafts in each status (DraftStatuses)
-// from the counts in meta: a few keys, however many drafts there are.
-func (s *Store) DraftCounts() (map[DraftStatus]int, error) {
-	out := map[DraftStatus]int{}
-	err := s.view(func(tx *Tx) error {
-		for _, st := range DraftStatuses {
-			out[st] = count(tx, draftCountKey(st))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: draft counts: %w", err)
-	}
-	return out, nil
-}
