@@ -136,7 +136,8 @@ func (g *deliveryRig) settle(t *testing.T) (store.Outbox, []store.Job) {
 
 func (g *deliveryRig) deliverJobs(t *testing.T) []store.Job {
 	t.Helper()
-	all, err := g.st.JobsByCorrelation(g.ev.CorrelationID)
+	var all []store.Job
+	err := g.st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(g.ev.CorrelationID); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation: %v", err)
 	}
@@ -324,7 +325,11 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 				return
 			}
 			// Running the delivery again must never send it again.
-			again, _, err := st.Enqueue(context.Background(), store.NewJob{ID: ulid.Make().String(), Kind: delivery.Kind, Key: g.outboxID, MaxAttempts: 3}, g.ev.CorrelationID, time.Now())
+			var again store.Job
+			err := st.Update(context.Background(), func(tx *store.Tx) (err error) {
+				again, _, err = tx.Enqueue(store.NewJob{ID: ulid.Make().String(), Kind: delivery.Kind, Key: g.outboxID, MaxAttempts: 3}, g.ev.CorrelationID, time.Now())
+				return err
+			})
 			if err != nil {
 				t.Fatalf("Enqueue: %v", err)
 			}

@@ -239,7 +239,8 @@ func TestReceiptWithoutReferenceBeforeTheAnswer(t *testing.T) {
 	if row.Status != store.OutboxSent || row.ProviderID != id || row.Delivery != "read" {
 		t.Fatalf("row %s %q %q, want sent as %s with delivery read", row.Status, row.ProviderID, row.Delivery, id)
 	}
-	if r, err := st.Receipt("demo", id); err != nil || r.OutboxID != g.outboxID {
+	var r store.Receipt
+	if err := st.View(func(tx *store.Tx) (err error) { r, err = tx.Receipt("demo", id); return err }); err != nil || r.OutboxID != g.outboxID {
 		t.Errorf("receipt %+v, %v: want it linked to %s", r, err, g.outboxID)
 	}
 	g.finish(t)

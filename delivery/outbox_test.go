@@ -58,7 +58,8 @@ func (s *testStore) with(maxAttempts int, newID func() string) *delivery.Outbox 
 // jobCount counts the jobs of one event.
 func jobCount(t *testing.T, st *testStore, corr string) int {
 	t.Helper()
-	jobs, err := st.JobsByCorrelation(corr)
+	var jobs []store.Job
+	err := st.View(func(tx *store.Tx) (err error) { jobs, err = tx.JobsByCorrelation(corr); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation(%s): %v", corr, err)
 	}
@@ -120,12 +121,12 @@ func record(t testing.TB, st *testStore, key string, at time.Time) store.Recorde
 // claimOne claims exactly one job at now, failing the test otherwise.
 func claimOne(t testing.TB, st *testStore, now time.Time, lease time.Duration) store.Job {
 	t.Helper()
-	got, err := st.ClaimJobs(context.Background(), now, 1, lease)
+	got, err := st.Claim(context.Background(), now, store.AnyJobs(1), lease)
 	if err != nil {
-		t.Fatalf("ClaimJobs(%s): %v", now, err)
+		t.Fatalf("Claim(%s): %v", now, err)
 	}
 	if len(got) != 1 {
-		t.Fatalf("ClaimJobs(%s) claimed %d jobs, want 1", now, len(got))
+		t.Fatalf("Claim(%s) claimed %d jobs, want 1", now, len(got))
 	}
 	return got[0]
 }
@@ -187,7 +188,8 @@ func approvedReply(t *testing.T, st *testStore, key string) (store.Recorded, App
 // deliverJobs returns the delivery jobs of one event.
 func deliverJobs(t *testing.T, st *testStore, corr string) []store.Job {
 	t.Helper()
-	all, err := st.JobsByCorrelation(corr)
+	var all []store.Job
+	err := st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(corr); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation(%s): %v", corr, err)
 	}
@@ -478,9 +480,9 @@ func TestEnsureDelivery(t *testing.T) {
 	// parked: needs a person; never requeued automatically.
 	parkedRec, parked := approvedReply(t, st, "web:parked")
 
-	jobs, err := st.ClaimJobs(ctx, approvedAt, 10, time.Minute)
+	jobs, err := st.Claim(ctx, approvedAt, store.AnyJobs(10), time.Minute)
 	if err != nil || len(jobs) != 3 {
-		t.Fatalf("ClaimJobs = %d jobs, err %v; want the 3 delivery jobs", len(jobs), err)
+		t.Fatalf("Claim = %d jobs, err %v; want the 3 delivery jobs", len(jobs), err)
 	}
 	for _, j := range jobs {
 		if j.Kind != store.KindDeliver {
@@ -853,12 +855,24 @@ func TestRegenerateKeepsEarlierVersion(t *testing.T) {
 			t.Errorf("save %d: created %v, version %d replaces %q status %s id %s; want version 2 replacing %s, created once", i, created, v2.Version, v2.Replaces, v2.Status, v2.ID, v1.ID)
 		}
 	}
-	versions, err := st.DraftVersions(key)
+	var versions []store.Draft
+	err = st.View(func(tx *store.Tx) error {
+		for n := 1; ; n++ {
+			d, err := tx.Draft(store.DraftVersionID(rec.Event.ID, n))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			versions = append(versions, d)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(versions) != 2 || versions[0].ID != v1.ID || versions[1].Replaces != v1.ID {
-		t.Fatalf("DraftVersions = %+v, want v1 then v2 replacing it", versions)
+		t.Fatalf("draft versions = %+v, want v1 then v2 replacing it", versions)
 	}
 	old := versions[0]
 	if old.Status != store.DraftRejected || old.Decision == nil || !strings.Contains(old.Decision.Reason, versions[1].ID) || old.Text != "first try" || old.Model != "m1" {
@@ -977,7 +991,7 @@ func TestReplayWhileDeliveryJobFinishes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			due, err := st.ClaimJobs(ctx, t0.Add(time.Hour), 10, time.Minute)
+			due, err := st.Claim(ctx, t0.Add(time.Hour), store.AnyJobs(10), time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1084,7 +1098,7 @@ func TestReplayDeadJobWithPendingRow(t *testing.T) {
 	if _, err := st.ReplayDeadLetter(ctx, job.ID, store.Replay{By: "ann", At: t0}, 3, ulid.Make().String()); err != nil {
 		t.Fatalf("replay of a dead delivery job with a pending row: %v", err)
 	}
-	due, err := st.ClaimJobs(ctx, t0.Add(time.Hour), 10, time.Minute)
+	due, err := st.Claim(ctx, t0.Add(time.Hour), store.AnyJobs(10), time.Minute)
 	if err != nil || len(due) != 1 || due[0].Key != a.Outbox.ID {
 		t.Errorf("after the replay %d jobs are due (%v); want one delivery job for %s", len(due), err, a.Outbox.ID)
 	}
@@ -1096,8 +1110,8 @@ func TestFinishOutboxAfterLeaseReaped(t *testing.T) {
 	st := openTest(t)
 	ctx := context.Background()
 	o, job := approvedRow(t, st, "web:reaped")
-	if n, err := st.ReapLeases(ctx, t0.Add(time.Hour), false); err != nil || n != 1 {
-		t.Fatalf("reaped %d, %v; want the delivery job", n, err)
+	if reaped, err := st.Reap(ctx, t0.Add(time.Hour), false); err != nil || len(reaped) != 1 {
+		t.Fatalf("reaped %d, %v; want the delivery job", len(reaped), err)
 	}
 	if _, err := st.FinishOutbox(ctx, o.ID, job.ExecutionID, t0, OutboxResult{Status: store.OutboxSent, ProviderID: "p-1", JobID: job.ID}); err != nil {
 		t.Fatalf("FinishOutbox after the reap: %v", err)

@@ -48,7 +48,8 @@ func TestResolveManyOrphans(t *testing.T) {
 		t.Fatalf("Resolve = %d, %v; want %d", n, err, rows)
 	}
 	for _, id := range ids {
-		if j, err := st.LiveJob(delivery.Kind, id); err != nil || j.State != store.JobAvailable {
+		var j store.Job
+		if err := st.View(func(tx *store.Tx) (err error) { j, err = tx.LiveJob(delivery.Kind, id); return err }); err != nil || j.State != store.JobAvailable {
 			t.Fatalf("row %s: live job %s, %v; want one available", id, j.State, err)
 		}
 	}

@@ -127,7 +127,8 @@ func (g *slowRig) waitAttempts(t *testing.T, n int) (store.Outbox, store.Job) {
 		if row, err = g.st.OutboxRow(g.outboxID); err != nil || len(row.Attempts) < n {
 			return false
 		}
-		all, err := g.st.JobsByCorrelation(g.corr)
+		var all []store.Job
+		err = g.st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(g.corr); return err })
 		if err != nil {
 			t.Fatal(err)
 		}

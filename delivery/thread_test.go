@@ -201,7 +201,8 @@ func TestRateHoldCostsNoAttempt(t *testing.T) {
 		if row, err = st.OutboxRow(rowID); err != nil {
 			return false
 		}
-		all, err := st.JobsByCorrelation(row.CorrelationID)
+		var all []store.Job
+		err = st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(row.CorrelationID); return err })
 		if err != nil {
 			return false
 		}

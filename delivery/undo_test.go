@@ -76,7 +76,8 @@ func (g *undoRig) approved(t *testing.T, key string) review.Approved {
 	if !res.Outbox.UndoUntil.Equal(undoT0.Add(undoWindow)) {
 		t.Fatalf("row's undo_until = %s, want %s", res.Outbox.UndoUntil, undoT0.Add(undoWindow))
 	}
-	j, err := g.st.LiveJob(delivery.Kind, res.Outbox.ID)
+	var j store.Job
+	err = g.st.View(func(tx *store.Tx) (err error) { j, err = tx.LiveJob(delivery.Kind, res.Outbox.ID); return err })
 	if err != nil || !j.RunAt.Equal(res.Outbox.UndoUntil) {
 		t.Fatalf("delivery job = due %s, %v; want due at the end of the window %s", j.RunAt, err, res.Outbox.UndoUntil)
 	}
@@ -126,7 +127,7 @@ func TestUndoRacesTheClaim(t *testing.T) {
 			if _, err := g.st.OutboxRow(res.Outbox.ID); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("round %d: outbox row after the undo: %v, want ErrNotFound", r, err)
 			}
-			if _, err := g.st.LiveJob(delivery.Kind, res.Outbox.ID); !errors.Is(err, store.ErrNotFound) {
+			if err := g.st.View(func(tx *store.Tx) error { _, err := tx.LiveJob(delivery.Kind, res.Outbox.ID); return err }); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("round %d: delivery job after the undo: %v, want none", r, err)
 			}
 			if d, err := g.st.Draft(res.Draft.ID); err != nil || d.Status != store.DraftPending || d.OutboxID != "" || d.Decision != nil {
@@ -166,7 +167,7 @@ func TestUndoRacesTheClaim(t *testing.T) {
 		t.Errorf("%d undone, %d sent, %d messages at the provider; want one message per refused undo", undone, sent, len(msgs))
 	}
 	t.Logf("%d rounds: %d undone, %d sent", rounds, undone, sent)
-	counts, err := g.st.DraftCounts()
+	counts, err := g.st.DraftCountsFor(store.Everything())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestUndoRefusals(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, g, res)
 			}
-			before, err := g.st.DraftCounts()
+			before, err := g.st.DraftCountsFor(store.Everything())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +228,7 @@ func TestUndoRefusals(t *testing.T) {
 			if !errors.As(err, &refused) || !strings.Contains(refused.Error(), tt.want) {
 				t.Fatalf("Undo = %v, want an *UndoError saying %q", err, tt.want)
 			}
-			after, err := g.st.DraftCounts()
+			after, err := g.st.DraftCountsFor(store.Everything())
 			if err != nil {
 				t.Fatal(err)
 			}

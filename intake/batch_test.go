@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/handoff/handoff/intake"
+	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
 
@@ -36,7 +37,8 @@ func TestRecordBatch(t *testing.T) {
 	if recs[0].Event.CorrelationID != recs[2].Event.CorrelationID {
 		t.Error("the repeat inside the batch names another correlation id than the first")
 	}
-	if r, err := st.Receipt("wa", "wamid.S1"); err != nil || r.Status != "read" {
+	var r store.Receipt
+	if err := st.View(func(tx *store.Tx) (err error) { r, err = tx.Receipt("wa", "wamid.S1"); return err }); err != nil || r.Status != "read" {
 		t.Errorf("receipt = %+v, %v", r, err)
 	}
 	if s, _ := st.Stats(); s.Events != 3 {

@@ -58,7 +58,8 @@ func TestRecord(t *testing.T) {
 	if dup.Event.ID != ev.ID || dup.Event.CorrelationID != ev.CorrelationID || dup.Event.Duplicates != 1 {
 		t.Errorf("duplicate answered %+v; want the first event %s with 1 duplicate", dup.Event, ev.ID)
 	}
-	if js, err := st.JobsByCorrelation(ev.CorrelationID); err != nil || len(js) != 1 {
+	var js []store.Job
+	if err := st.View(func(tx *store.Tx) (err error) { js, err = tx.JobsByCorrelation(ev.CorrelationID); return err }); err != nil || len(js) != 1 {
 		t.Errorf("jobs of the event = %d, %v; want the one draft job", len(js), err)
 	}
 }

@@ -22,7 +22,7 @@ import (
 
 // The turn tests run the real intake, draft job and approval over a real
 // store, with the clock given explicitly: the quiet period is a due time in
-// the queue, so "after the quiet period" is a ClaimJobs at a later now.
+// the queue, so "after the quiet period" is a Claim at a later now.
 
 const coalesce = 10 * time.Second
 
@@ -110,9 +110,9 @@ func (k *turnKit) send(channel, conv, id, contact, text string, at time.Time) st
 // (delivery jobs are handed back untouched); it returns the draft jobs run.
 func (k *turnKit) draftDue(now time.Time) []store.Job {
 	k.t.Helper()
-	claimed, err := k.st.ClaimJobs(context.Background(), now, 100, time.Minute)
+	claimed, err := k.st.Claim(context.Background(), now, store.AnyJobs(100), time.Minute)
 	if err != nil {
-		k.t.Fatalf("ClaimJobs: %v", err)
+		k.t.Fatalf("Claim: %v", err)
 	}
 	var ran []store.Job
 	for _, j := range claimed {
@@ -353,9 +353,9 @@ func TestMessageWhileDrafting(t *testing.T) {
 	}
 
 	// The next message arrives after e2's job is claimed, before it reads the turn.
-	claimed, err := k.st.ClaimJobs(context.Background(), t0.Add(2*coalesce+time.Second), 10, time.Minute)
+	claimed, err := k.st.Claim(context.Background(), t0.Add(2*coalesce+time.Second), store.AnyJobs(10), time.Minute)
 	if err != nil || len(claimed) != 1 || claimed[0].Key != e2.Key {
-		t.Fatalf("ClaimJobs = %v, %v; want e2's draft job", claimed, err)
+		t.Fatalf("Claim = %v, %v; want e2's draft job", claimed, err)
 	}
 	e3 := k.send("web", "c1", "m3", "ada@example.com", "at 8pm", t0.Add(2*coalesce+2*time.Second))
 	if err := k.job.Run(context.Background(), claimed[0]); err != nil {
@@ -498,9 +498,9 @@ func TestRejectThenWriteItMyself(t *testing.T) {
 func TestDiscardedDraftJobThenDraftAgain(t *testing.T) {
 	k := newTurnKit(t)
 	e1 := k.send("web", "c1", "m1", "ada@example.com", "can I book?", t0)
-	claimed, err := k.st.ClaimJobs(context.Background(), t0.Add(coalesce), 10, time.Minute)
+	claimed, err := k.st.Claim(context.Background(), t0.Add(coalesce), store.AnyJobs(10), time.Minute)
 	if err != nil || len(claimed) != 1 {
-		t.Fatalf("ClaimJobs = %d, %v", len(claimed), err)
+		t.Fatalf("Claim = %d, %v", len(claimed), err)
 	}
 	if _, err := k.st.FinishJob(context.Background(), claimed[0].ID, claimed[0].ExecutionID, t0.Add(coalesce), store.Result{Outcome: store.OutcomeDiscarded, Err: "the model is unreachable"}); err != nil {
 		t.Fatalf("discard the draft job: %v", err)
@@ -600,14 +600,14 @@ func TestCloseNeverStuck(t *testing.T) {
 func TestLostLeaseStaleTurn(t *testing.T) {
 	k := newTurnKit(t)
 	e1 := k.send("web", "c1", "m1", "ada@example.com", "hi", t0)
-	claimed, err := k.st.ClaimJobs(context.Background(), t0.Add(coalesce), 10, time.Minute)
+	claimed, err := k.st.Claim(context.Background(), t0.Add(coalesce), store.AnyJobs(10), time.Minute)
 	if err != nil || len(claimed) != 1 {
-		t.Fatalf("ClaimJobs = %d, %v", len(claimed), err)
+		t.Fatalf("Claim = %d, %v", len(claimed), err)
 	}
 	var e2 store.Event
 	k.model.during = func() {
-		if n, err := k.st.ReapLeases(context.Background(), t0.Add(coalesce+2*time.Minute), false); err != nil || n != 1 {
-			t.Errorf("ReapLeases = %d, %v; want the one job", n, err)
+		if reaped, err := k.st.Reap(context.Background(), t0.Add(coalesce+2*time.Minute), false); err != nil || len(reaped) != 1 {
+			t.Errorf("Reap = %d, %v; want the one job", len(reaped), err)
 		}
 		e2 = k.send("web", "c1", "m2", "ada@example.com", "4 people", t0.Add(coalesce+2*time.Minute))
 	}

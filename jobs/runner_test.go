@@ -182,7 +182,11 @@ func TestRunnerWakeStartsWork(t *testing.T) {
 	st := openStore(t)
 	clock := &fakeClock{now: time.Now()}
 	kind := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
-	j, _, err := st.Enqueue(context.Background(), store.NewJob{ID: "01JTESTWAKE0000000000000000", Kind: "test", Key: "web:1", MaxAttempts: 1, RunAt: clock.now.Add(time.Hour)}, "c", clock.now)
+	var j store.Job
+	err := st.Update(context.Background(), func(tx *store.Tx) (err error) {
+		j, _, err = tx.Enqueue(store.NewJob{ID: "01JTESTWAKE0000000000000000", Kind: "test", Key: "web:1", MaxAttempts: 1, RunAt: clock.now.Add(time.Hour)}, "c", clock.now)
+		return err
+	})
 	if err != nil {
 		t.Fatalf("Enqueue: %v", err)
 	}
@@ -334,9 +338,9 @@ func TestRunnerStartReapsJobsLeftRunning(t *testing.T) {
 	st := openStore(t)
 	now := time.Now()
 	j := enqueue(t, st, "test", "web:1", 3, now)
-	dead, err := st.ClaimJobs(context.Background(), now, 1, time.Hour)
+	dead, err := st.Claim(context.Background(), now, store.AnyJobs(1), time.Hour)
 	if err != nil || len(dead) != 1 {
-		t.Fatalf("ClaimJobs = %d jobs, %v; want 1", len(dead), err)
+		t.Fatalf("Claim = %d jobs, %v; want 1", len(dead), err)
 	}
 	kind := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
 	startRunner(t, st, map[string]Kind{"test": kind}, testOptions())

@@ -36,7 +36,8 @@ func claimed(t *testing.T, st *store.Store, key, hash string, now time.Time, lea
 
 func stored(t *testing.T, st *store.Store, key string) store.IdemKey {
 	t.Helper()
-	k, err := st.Key(key)
+	var k store.IdemKey
+	err := st.View(func(tx *store.Tx) (err error) { k, err = tx.IdemKey(key); return err })
 	if err != nil {
 		t.Fatalf("Key(%s): %v", key, err)
 	}
@@ -203,7 +204,7 @@ func TestClaimOutcomes(t *testing.T) {
 	if k := must(t, st, "k", released, later.Add(3*lease)); k.Note == "" || k.State != "" {
 		t.Errorf("release: %+v, want no state and a note", k)
 	}
-	if _, err := st.Key("k"); !errors.Is(err, store.ErrNotFound) {
+	if err := st.View(func(tx *store.Tx) error { _, err := tx.IdemKey("k"); return err }); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("released key: %v, want ErrNotFound", err)
 	}
 	if _, outcome := claimed(t, st, "k", "h1", later.Add(3*lease), lease); outcome != Created {
@@ -248,7 +249,8 @@ func TestMoves(t *testing.T) {
 			case !tt.ok && !errors.As(err, &state):
 				t.Fatalf("got %+v, %v; want a StateError", k, err)
 			case !tt.ok:
-				if after, err := st.Key(key); err != nil || !reflect.DeepEqual(after, before) {
+				var after store.IdemKey
+				if err := st.View(func(tx *store.Tx) (err error) { after, err = tx.IdemKey(key); return err }); err != nil || !reflect.DeepEqual(after, before) {
 					t.Errorf("a refused move changed the key: %+v -> %+v (%v)", before, after, err)
 				}
 			case err != nil:

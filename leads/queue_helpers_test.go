@@ -31,12 +31,12 @@ func draftJobFor(key string, maxAttempts int) store.NewJob {
 // claimOne claims exactly one job at now, failing the test otherwise.
 func claimOne(t testing.TB, st *store.Store, now time.Time, lease time.Duration) store.Job {
 	t.Helper()
-	got, err := st.ClaimJobs(context.Background(), now, 1, lease)
+	got, err := st.Claim(context.Background(), now, store.AnyJobs(1), lease)
 	if err != nil {
-		t.Fatalf("ClaimJobs(%s): %v", now, err)
+		t.Fatalf("Claim(%s): %v", now, err)
 	}
 	if len(got) != 1 {
-		t.Fatalf("ClaimJobs(%s) claimed %d jobs, want 1", now, len(got))
+		t.Fatalf("Claim(%s) claimed %d jobs, want 1", now, len(got))
 	}
 	return got[0]
 }

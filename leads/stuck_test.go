@@ -136,7 +136,8 @@ func TestFlagStuckAlertOnceAcrossRestarts(t *testing.T) {
 		if !strings.Contains(o.Text, "web:"+conv) || !strings.Contains(o.Text, "received") {
 			t.Errorf("%s: alert text %q does not name the lead and its status", when, o.Text)
 		}
-		jobs, err := st.JobsByCorrelation("alert:web:" + conv)
+		var jobs []store.Job
+		err := st.View(func(tx *store.Tx) (err error) { jobs, err = tx.JobsByCorrelation("alert:web:" + conv); return err })
 		if err != nil {
 			t.Fatal(err)
 		}

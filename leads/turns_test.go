@@ -61,13 +61,13 @@ func TestHeldDraftJobReleasedByEveryEnd(t *testing.T) {
 			}
 		}, store.JobDiscarded},
 		{"its lease reaped", func(t *testing.T, st *store.Store, k store.Job, at time.Time) {
-			if n, err := st.ReapLeases(context.Background(), k.LeaseUntil.Add(time.Second), false); err != nil || n != 1 {
-				t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
+			if reaped, err := st.Reap(context.Background(), k.LeaseUntil.Add(time.Second), false); err != nil || len(reaped) != 1 {
+				t.Fatalf("Reap = %d, %v; want 1", len(reaped), err)
 			}
 		}, store.JobCompleted},
 		{"released at start", func(t *testing.T, st *store.Store, k store.Job, at time.Time) {
-			if n, err := st.ReapLeases(context.Background(), at, true); err != nil || n != 1 {
-				t.Fatalf("ReapLeases(all) = %d, %v; want 1", n, err)
+			if reaped, err := st.Reap(context.Background(), at, true); err != nil || len(reaped) != 1 {
+				t.Fatalf("Reap(all) = %d, %v; want 1", len(reaped), err)
 			}
 		}, store.JobCompleted},
 	}
@@ -93,8 +93,8 @@ func TestHeldDraftJobReleasedByEveryEnd(t *testing.T) {
 			}
 			// Its own due time passed, but the running job has not ended:
 			// nothing to claim.
-			if got, err := st.ClaimJobs(context.Background(), t0.Add(10*time.Second), 10, lease); err != nil || len(got) != 0 {
-				t.Fatalf("ClaimJobs while the first job runs = %d jobs, %v; want none", len(got), err)
+			if got, err := st.Claim(context.Background(), t0.Add(10*time.Second), store.AnyJobs(10), lease); err != nil || len(got) != 0 {
+				t.Fatalf("Claim while the first job runs = %d jobs, %v; want none", len(got), err)
 			}
 
 			tc.end(t, st, k, t0.Add(20*time.Second))
@@ -172,7 +172,8 @@ func TestHeldDraftJobConcurrentMessages(t *testing.T) {
 	if err != nil || len(h.TurnEvents) != n+1 {
 		t.Errorf("the turn holds %d messages, %v; want %d", len(h.TurnEvents), err, n+1)
 	}
-	if live, err := st.LiveJob(store.KindDraft, h.TurnDraft); err != nil || live.ID != jobs[0] {
+	var live store.Job
+	if err := st.View(func(tx *store.Tx) (err error) { live, err = tx.LiveJob(store.KindDraft, h.TurnDraft); return err }); err != nil || live.ID != jobs[0] {
 		t.Errorf("the turn's live draft job is %s, %v; want the burst's %s", live.ID, err, jobs[0])
 	}
 }
@@ -185,8 +186,8 @@ func TestHeldDraftJobDueAtTheLeaseEnd(t *testing.T) {
 	leadMessage(t, st, "c1", "m1", t0)
 	k := claimOne(t, st, t0, time.Minute)
 	held := leadMessage(t, st, "c1", "m2", t0.Add(time.Second)).Job
-	if got, err := st.ClaimJobs(context.Background(), k.LeaseUntil.Add(-time.Nanosecond), 10, time.Minute); err != nil || len(got) != 0 {
-		t.Fatalf("ClaimJobs before the lease ends = %d jobs, %v; want none", len(got), err)
+	if got, err := st.Claim(context.Background(), k.LeaseUntil.Add(-time.Nanosecond), store.AnyJobs(10), time.Minute); err != nil || len(got) != 0 {
+		t.Fatalf("Claim before the lease ends = %d jobs, %v; want none", len(got), err)
 	}
 	got := claimOne(t, st, *k.LeaseUntil, time.Minute)
 	if got.ID != held.ID || got.Waits != nil {

@@ -75,9 +75,9 @@ func together(n int, fn func(i int)) { testkit.Together(n, fn) }
 // claim leases the one due job.
 func claim(t testing.TB, st *store.Store, now time.Time) store.Job {
 	t.Helper()
-	got, err := st.ClaimJobs(context.Background(), now, 1, time.Minute)
+	got, err := st.Claim(context.Background(), now, store.AnyJobs(1), time.Minute)
 	if err != nil || len(got) != 1 {
-		t.Fatalf("ClaimJobs = %d jobs, %v; want 1", len(got), err)
+		t.Fatalf("Claim = %d jobs, %v; want 1", len(got), err)
 	}
 	return got[0]
 }
@@ -85,7 +85,8 @@ func claim(t testing.TB, st *store.Store, now time.Time) store.Job {
 // jobsOfKind returns the jobs of kind that followed from one event.
 func jobsOfKind(t testing.TB, st *store.Store, corr, kind string) []store.Job {
 	t.Helper()
-	all, err := st.JobsByCorrelation(corr)
+	var all []store.Job
+	err := st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(corr); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation(%s): %v", corr, err)
 	}

@@ -340,8 +340,8 @@ func TestRecordLeaseLost(t *testing.T) {
 	ctx := context.Background()
 	rec := record(t, st, "auto", "auto:lost", t0)
 	job := claim(t, st, t0)
-	if n, err := st.ReapLeases(ctx, t0.Add(2*time.Minute), false); err != nil || n != 1 {
-		t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
+	if reaped, err := st.Reap(ctx, t0.Add(2*time.Minute), false); err != nil || len(reaped) != 1 {
+		t.Fatalf("Reap = %d, %v; want 1", len(reaped), err)
 	}
 	d := draftFor(rec.Event, "Hi Ada")
 	got, err := rv.Record(ctx, job, &d, 1, t0.Add(3*time.Minute), nil)

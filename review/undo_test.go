@@ -60,7 +60,7 @@ func TestUndoPutsTheDraftBack(t *testing.T) {
 	if err != nil || len(page) != 1 || page[0].ID != d.ID || page[0].Decision != nil || page[0].OutboxID != "" {
 		t.Fatalf("the queue after the undo = %+v, %v; want draft %s, undecided", page, err, d.ID)
 	}
-	counts, err := st.DraftCounts()
+	counts, err := st.DraftCountsFor(store.Everything())
 	if err != nil || counts[store.DraftPending] != 1 || counts[store.DraftApproved] != 0 {
 		t.Errorf("draft counts %v, %v; want 1 pending, 0 approved", counts, err)
 	}
@@ -158,7 +158,7 @@ func TestUndoRefused(t *testing.T) {
 				if _, err := st.OutboxRow(before.OutboxID); err != nil {
 					t.Errorf("the refused undo's row %s: %v, want it kept", before.OutboxID, err)
 				}
-				if _, err := st.LiveJob(delivery.Kind, before.OutboxID); err != nil {
+				if err := st.View(func(tx *store.Tx) error { _, err := tx.LiveJob(delivery.Kind, before.OutboxID); return err }); err != nil {
 					t.Errorf("the refused undo's delivery job: %v, want it kept", err)
 				}
 			}

@@ -34,9 +34,7 @@ func addTestSession(t *testing.T, st *Store, secret, user string, at time.Time) 
 func TestSessionOfDisabledUser(t *testing.T) {
 	st := openTest(t)
 	addTestUser(t, st, "cy", RoleApprover)
-	if _, err := st.UpdateUser(context.Background(), "cy", func(_ *Tx, u *User) error { u.Disabled = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setDisabled(t, st, "cy", true)
 	late := addTestSession(t, st, "late", "cy", t0)
 	if _, _, err := st.SessionUser(late); !errors.Is(err, ErrDisabled) {
 		t.Errorf("a session of a disabled user: %v, want ErrDisabled", err)
@@ -44,14 +42,29 @@ func TestSessionOfDisabledUser(t *testing.T) {
 	if _, err := st.ActiveUser("cy"); !errors.Is(err, ErrDisabled) {
 		t.Errorf("ActiveUser(disabled) = %v, want ErrDisabled", err)
 	}
-	if _, err := st.UpdateUser(context.Background(), "cy", func(_ *Tx, u *User) error { u.Disabled = false; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setDisabled(t, st, "cy", false)
 	if _, err := st.ActiveUser("cy"); err != nil {
 		t.Errorf("ActiveUser(enabled again) = %v", err)
 	}
-	if _, err := st.UpdateUser(context.Background(), "nobody", func(_ *Tx, u *User) error { return nil }); !errors.Is(err, ErrNotFound) {
-		t.Errorf("change a user who is not: %v, want ErrNotFound", err)
+	if err := st.View(func(tx *Tx) error { _, err := tx.User("nobody"); return err }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("read a user who is not: %v, want ErrNotFound", err)
+	}
+}
+
+// setDisabled disables or enables the user name, as package users does:
+// read and put in one write transaction.
+func setDisabled(t *testing.T, st *Store, name string, disabled bool) {
+	t.Helper()
+	err := st.Update(context.Background(), func(tx *Tx) error {
+		u, err := tx.User(name)
+		if err != nil {
+			return err
+		}
+		u.Disabled = disabled
+		return tx.PutUser(u)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -72,12 +72,16 @@ func TestCheckProvesJobFollowers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			running, _, err := st.Enqueue(ctx, NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:a", MaxAttempts: 3}, "corr-a", t0)
+			var running Job
+			err = st.Update(ctx, func(tx *Tx) (err error) {
+				running, _, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:a", MaxAttempts: 3}, "corr-a", t0)
+				return err
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, err := st.ClaimJobs(ctx, t0, 1, time.Minute); err != nil || len(got) != 1 {
-				t.Fatalf("ClaimJobs = %d, %v; want the one job", len(got), err)
+			if got, err := st.Claim(ctx, t0, AnyJobs(1), time.Minute); err != nil || len(got) != 1 {
+				t.Fatalf("Claim = %d, %v; want the one job", len(got), err)
 			}
 			var held Job
 			err = st.Update(ctx, func(tx *Tx) error {

@@ -33,7 +33,8 @@ func TestRecordEventConcurrentDistinctKeys(t *testing.T) {
 		if ev.ID != results[i].Event.ID {
 			t.Errorf("EventByKey(%s).ID = %s, want %s", key(i), ev.ID, results[i].Event.ID)
 		}
-		jobs, err := st.JobsByCorrelation(ev.CorrelationID)
+		var jobs []Job
+		err = st.View(func(tx *Tx) (err error) { jobs, err = tx.JobsByCorrelation(ev.CorrelationID); return err })
 		if err != nil {
 			t.Fatalf("JobsByCorrelation(%s): %v", ev.CorrelationID, err)
 		}

@@ -188,9 +188,9 @@ func (tx *Tx) PutDraft(old, d *Draft) error {
 	return draftsTable.put(tx, old, d)
 }
 
-// DeleteDraft removes the stored draft d, its index entries, its counts
+// deleteDraft removes the stored draft d, its index entries, its counts
 // and its share of the drafting figures.
-func (tx *Tx) DeleteDraft(d *Draft) error {
+func (tx *Tx) deleteDraft(d *Draft) error {
 	if err := moveDraftCount(tx, d, -1); err != nil {
 		return err
 	}
@@ -304,16 +304,6 @@ func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial b
 		return nil, nil, false, fmt.Errorf("store: list drafts: %w", err)
 	}
 	return page, next, partial, nil
-}
-
-// DraftVersions lists every stored draft of an event, oldest first.
-func (s *Store) DraftVersions(eventKey string) ([]Draft, error) {
-	var out []Draft
-	err := s.view(func(tx *Tx) error {
-		out = draftsOf(tx, eventKey)
-		return nil
-	})
-	return out, err
 }
 
 // InsertDraft writes d, a new draft of event ev (its record version

@@ -137,7 +137,7 @@ func eraseLead(tx *Tx, h Handoff, res *EraseResult) (n int, busy bool, err error
 		ev := old
 		ev.Text, ev.Name, ev.Contact, ev.Subject, ev.Body, ev.BodyText, ev.TextAt = Erased, "", "", "", nil, "", nil
 		if !(old.Text == Erased && old.Body == nil && old.Contact == "" && old.Name == "" && old.Subject == "" && old.BodyText == "") {
-			if err := tx.PutEvent(&old, &ev); err != nil {
+			if err := tx.putEvent(&old, &ev); err != nil {
 				return 0, false, err
 			}
 			res.Events++

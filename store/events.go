@@ -160,13 +160,13 @@ func (s *Store) EventSize(key string) (int, error) {
 	return n, nil
 }
 
-// Event reads the event with ULID id: ErrNotFound when there is none.
-func (tx *Tx) Event(id string) (Event, error) { return eventsTable.get(tx, []byte(id)) }
+// event reads the event with ULID id: ErrNotFound when there is none.
+func (tx *Tx) event(id string) (Event, error) { return eventsTable.get(tx, []byte(id)) }
 
-// PutEvent writes ev over old, the event as read in this transaction (nil:
+// putEvent writes ev over old, the event as read in this transaction (nil:
 // ev is a new event, refused if its id is taken; a caller checks
 // EventByKey first, as RecordEvent does), moving its index entries.
-func (tx *Tx) PutEvent(old, ev *Event) error { return eventsTable.put(tx, old, ev) }
+func (tx *Tx) putEvent(old, ev *Event) error { return eventsTable.put(tx, old, ev) }
 
 // EventByKey reads the event recorded under its event key (the dedup
 // index): ErrNotFound when there is none.
@@ -192,7 +192,7 @@ func (s *Store) Conversation(lead, beforeID string, limit int) ([]Event, error) 
 			k, _ = c.Prev()
 		}
 		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Prev() {
-			ev, err := tx.Event(string(k[len(prefix):]))
+			ev, err := tx.event(string(k[len(prefix):]))
 			if err != nil {
 				return err
 			}

@@ -195,7 +195,7 @@ func eachLeadEventSkipping(tx *Tx, lead string, skipped *[]Unreadable, fn func(E
 	prefix := append([]byte(lead), 0)
 	c := tx.bucket(bucketEventsByConv).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		ev, err := tx.Event(string(k[len(prefix):]))
+		ev, err := tx.event(string(k[len(prefix):]))
 		if skipped != nil && tx.skip(err, skipped) {
 			continue
 		}

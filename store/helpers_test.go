@@ -75,7 +75,9 @@ func record(t testing.TB, st *Store, key string, at time.Time) Recorded {
 func enqueueAt(t testing.TB, st *Store, runAt time.Time, maxAttempts int) Job {
 	t.Helper()
 	nj := NewJob{ID: ulid.Make().String(), Kind: "k", Key: ulid.Make().String(), MaxAttempts: maxAttempts, RunAt: runAt}
-	j, created, err := st.Enqueue(context.Background(), nj, "corr-"+nj.Key, t0)
+	var j Job
+	var created bool
+	err := st.Update(context.Background(), func(tx *Tx) (err error) { j, created, err = tx.Enqueue(nj, "corr-"+nj.Key, t0); return err })
 	if err != nil || !created {
 		t.Fatalf("Enqueue(%s) = created %v, err %v; want a new job", nj.Key, created, err)
 	}
@@ -85,12 +87,12 @@ func enqueueAt(t testing.TB, st *Store, runAt time.Time, maxAttempts int) Job {
 // claimOne claims exactly one job at now, failing the test otherwise.
 func claimOne(t testing.TB, st *Store, now time.Time, lease time.Duration) Job {
 	t.Helper()
-	got, err := st.ClaimJobs(context.Background(), now, 1, lease)
+	got, err := st.Claim(context.Background(), now, AnyJobs(1), lease)
 	if err != nil {
-		t.Fatalf("ClaimJobs(%s): %v", now, err)
+		t.Fatalf("Claim(%s): %v", now, err)
 	}
 	if len(got) != 1 {
-		t.Fatalf("ClaimJobs(%s) claimed %d jobs, want 1", now, len(got))
+		t.Fatalf("Claim(%s) claimed %d jobs, want 1", now, len(got))
 	}
 	return got[0]
 }

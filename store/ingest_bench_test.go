@@ -58,7 +58,7 @@ func BenchmarkIngestPages(b *testing.B) {
 				wg.Wait()
 				now := time.Now()
 				for range n / 10 / 100 {
-					claimed, err := st.ClaimJobs(context.Background(), now.Add(time.Hour), 100, time.Minute)
+					claimed, err := st.Claim(context.Background(), now.Add(time.Hour), AnyJobs(100), time.Minute)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -214,24 +214,6 @@ func (tx *Tx) DeleteJob(j *Job) error { return deleteJob(tx, j) }
 // JobsByCorrelation reads every job that followed from one event, oldest first.
 func (tx *Tx) JobsByCorrelation(corr string) ([]Job, error) { return jobsOf(tx, corr) }
 
-// Enqueue adds a job unless a live one of the same kind and key exists; it
-// returns the live job and whether this call created it.
-func (s *Store) Enqueue(ctx context.Context, nj NewJob, corr string, now time.Time) (Job, bool, error) {
-	var (
-		out     Job
-		created bool
-	)
-	err := s.update(ctx, func(tx *Tx) error {
-		var err error
-		out, created, err = enqueue(tx, nj, corr, now)
-		return err
-	})
-	if err != nil {
-		return Job{}, false, fmt.Errorf("store: enqueue %s %s: %w", nj.Kind, nj.Key, err)
-	}
-	return out, created, nil
-}
-
 // ClaimLimits bounds one claim round: up to Kinds[k] jobs of kind k, and
 // up to Other jobs in all, shared by the kinds Kinds does not name.
 type ClaimLimits struct {
@@ -334,12 +316,6 @@ func pick(heads []*readyHead, b *budget, limit []byte) *readyHead {
 		}
 	}
 	return best
-}
-
-// ClaimJobs leases up to max jobs of any kind that are due at now,
-// earliest due first (Claim with AnyJobs).
-func (s *Store) ClaimJobs(ctx context.Context, now time.Time, max int, lease time.Duration) ([]Job, error) {
-	return s.Claim(ctx, now, AnyJobs(max), lease)
 }
 
 // Claim leases, in one transaction, the jobs due at now that lim leaves
@@ -612,18 +588,12 @@ func releaseFollower(tx *Tx, k *Job, now time.Time) error {
 // reapChunk bounds one reaping transaction so the write lock is held briefly.
 const reapChunk = 256
 
-// ReapLeases returns to the queue every running job whose lease ended by now
+// Reap returns to the queue every running job whose lease ended by now
 // (all running jobs when all is true: at start, bbolt's file lock proves that
 // no other process is running them). The attempt counts, with outcome
-// lease_expired; a job out of attempts is discarded. It returns how many
-// jobs it reaped.
-func (s *Store) ReapLeases(ctx context.Context, now time.Time, all bool) (int, error) {
-	reaped, err := s.Reap(ctx, now, all)
-	return len(reaped), err
-}
-
-// Reap is ReapLeases returning each job it reaped as it left it: retryable,
-// or discarded when that was its last attempt (the runner logs those).
+// lease_expired; a job out of attempts is discarded. It returns each job it
+// reaped as it left it: retryable, or discarded when that was its last
+// attempt (the runner logs those).
 func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error) {
 	var total []Job
 	for {
@@ -688,20 +658,6 @@ func (s *Store) Job(id string) (Job, error) {
 		return Job{}, fmt.Errorf("store: job %s: %w", id, err)
 	}
 	return j, nil
-}
-
-// JobsByCorrelation returns every job that followed from one event, oldest first.
-func (s *Store) JobsByCorrelation(corr string) ([]Job, error) {
-	var out []Job
-	err := s.view(func(tx *Tx) error {
-		var err error
-		out, err = jobsOf(tx, corr)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: jobs of %s: %w", corr, err)
-	}
-	return out, nil
 }
 
 // jobsOf reads every job of correlation id corr inside tx, oldest first.

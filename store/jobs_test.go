@@ -23,7 +23,7 @@ func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
 	errs := make([]error, n)
 	together(n, func(i int) {
 		nj := NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1", MaxAttempts: 3}
-		jobs[i], created[i], errs[i] = st.Enqueue(context.Background(), nj, "corr-1", t0)
+		errs[i] = st.Update(context.Background(), func(tx *Tx) (err error) { jobs[i], created[i], err = tx.Enqueue(nj, "corr-1", t0); return err })
 	})
 	nCreated := 0
 	for i := range n {
@@ -47,12 +47,21 @@ func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
 
 	// A running job is still live: enqueueing again returns it.
 	run := claimOne(t, st, t0, time.Minute)
-	again, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0)
+	var again Job
+	var ok bool
+	err := st.Update(context.Background(), func(tx *Tx) (err error) {
+		again, ok, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0)
+		return err
+	})
 	if err != nil || ok || again.ID != first.ID {
 		t.Fatalf("Enqueue while running = %s created %v err %v, want the running job %s", again.ID, ok, err, first.ID)
 	}
 	// The same key under another kind is another job.
-	other, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:lead-1"}, "corr-1", t0)
+	var other Job
+	err = st.Update(context.Background(), func(tx *Tx) (err error) {
+		other, ok, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "draft", Key: "web:lead-1"}, "corr-1", t0)
+		return err
+	})
 	if err != nil || !ok || other.ID == first.ID {
 		t.Fatalf("Enqueue of another kind = %s created %v err %v, want a new job", other.ID, ok, err)
 	}
@@ -60,7 +69,11 @@ func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
 	if _, err := st.FinishJob(context.Background(), run.ID, run.ExecutionID, t0.Add(time.Second), Result{Outcome: OutcomeCompleted}); err != nil {
 		t.Fatalf("FinishJob: %v", err)
 	}
-	next, ok, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0.Add(2*time.Second))
+	var next Job
+	err = st.Update(context.Background(), func(tx *Tx) (err error) {
+		next, ok, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:lead-1"}, "corr-1", t0.Add(2*time.Second))
+		return err
+	})
 	if err != nil || !ok || next.ID == first.ID {
 		t.Fatalf("Enqueue after the job completed = %s created %v err %v, want a new job", next.ID, ok, err)
 	}
@@ -69,7 +82,7 @@ func TestEnqueueUniqueUnderConcurrency(t *testing.T) {
 	}
 }
 
-func TestClaimJobs(t *testing.T) {
+func TestClaimAnyJobs(t *testing.T) {
 	now := t0.Add(time.Hour)
 	// Offsets of RunAt from now; positive ones are not due.
 	offsets := []time.Duration{3 * time.Second, -time.Second, 0, -10 * time.Minute, 10 * time.Second, -2 * time.Second, time.Nanosecond}
@@ -92,9 +105,9 @@ func TestClaimJobs(t *testing.T) {
 				byRunAt[j.RunAt] = j
 			}
 			const lease = 90 * time.Second
-			got, err := st.ClaimJobs(context.Background(), now, tt.max, lease)
+			got, err := st.Claim(context.Background(), now, AnyJobs(tt.max), lease)
 			if err != nil {
-				t.Fatalf("ClaimJobs: %v", err)
+				t.Fatalf("Claim: %v", err)
 			}
 			var gotOffsets []time.Duration
 			for _, j := range got {
@@ -116,12 +129,12 @@ func TestClaimJobs(t *testing.T) {
 			}
 			// What was not claimed is still available, and the not-due jobs are never claimed now.
 			claimed := len(got)
-			rest, err := st.ClaimJobs(context.Background(), now, 100, lease)
+			rest, err := st.Claim(context.Background(), now, AnyJobs(100), lease)
 			if err != nil {
-				t.Fatalf("second ClaimJobs: %v", err)
+				t.Fatalf("second Claim: %v", err)
 			}
 			if want := 4 - claimed; len(rest) != want {
-				t.Errorf("second ClaimJobs claimed %d, want the %d due jobs left", len(rest), want)
+				t.Errorf("second Claim claimed %d, want the %d due jobs left", len(rest), want)
 			}
 			for _, j := range rest {
 				if j.RunAt.After(now) {
@@ -139,15 +152,15 @@ func TestClaimJobs(t *testing.T) {
 	}
 }
 
-func TestClaimJobsSameRunAtInIDOrder(t *testing.T) {
+func TestClaimSameRunAtInIDOrder(t *testing.T) {
 	st := openTest(t)
 	var ids []string
 	for range 5 {
 		ids = append(ids, enqueueAt(t, st, t0, 1).ID)
 	}
-	got, err := st.ClaimJobs(context.Background(), t0, 10, time.Minute)
+	got, err := st.Claim(context.Background(), t0, AnyJobs(10), time.Minute)
 	if err != nil {
-		t.Fatalf("ClaimJobs: %v", err)
+		t.Fatalf("Claim: %v", err)
 	}
 	var gotIDs []string
 	for _, j := range got {
@@ -239,9 +252,9 @@ func TestRetryIsNotClaimableBeforeRunAt(t *testing.T) {
 		t.Errorf("NextRunAt = %s %v %v, want %s", next, ok, err, retryAt)
 	}
 	for _, at := range []time.Time{t0.Add(time.Second), retryAt.Add(-time.Nanosecond)} {
-		early, err := st.ClaimJobs(context.Background(), at, 10, time.Minute)
+		early, err := st.Claim(context.Background(), at, AnyJobs(10), time.Minute)
 		if err != nil || len(early) != 0 {
-			t.Fatalf("ClaimJobs at %s (before RunAt %s) = %d jobs, err %v; want none", at, retryAt, len(early), err)
+			t.Fatalf("Claim at %s (before RunAt %s) = %d jobs, err %v; want none", at, retryAt, len(early), err)
 		}
 	}
 	second := claimOne(t, st, retryAt, time.Minute)
@@ -289,11 +302,15 @@ func TestRetryOnLastAttemptDiscards(t *testing.T) {
 			if want := fmt.Sprint("failure ", maxAttempts); last.LastError != want {
 				t.Errorf("LastError = %q, want %q", last.LastError, want)
 			}
-			if got, err := st.ClaimJobs(context.Background(), now.Add(time.Hour), 10, time.Minute); err != nil || len(got) != 0 {
-				t.Errorf("ClaimJobs after discard = %d jobs, err %v; want none", len(got), err)
+			if got, err := st.Claim(context.Background(), now.Add(time.Hour), AnyJobs(10), time.Minute); err != nil || len(got) != 0 {
+				t.Errorf("Claim after discard = %d jobs, err %v; want none", len(got), err)
 			}
 			// A discarded job no longer holds its key.
-			_, created, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: j.Kind, Key: j.Key}, "c", now)
+			var created bool
+			err := st.Update(context.Background(), func(tx *Tx) (err error) {
+				_, created, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: j.Kind, Key: j.Key}, "c", now)
+				return err
+			})
 			if err != nil || !created {
 				t.Errorf("Enqueue after discard: created %v err %v, want a new job", created, err)
 			}
@@ -314,7 +331,7 @@ func TestDiscardOutcomeEndsAtOnce(t *testing.T) {
 	}
 }
 
-func TestReapLeases(t *testing.T) {
+func TestReap(t *testing.T) {
 	type leased struct {
 		name  string
 		lease time.Duration // claimed at t0 with this lease
@@ -342,12 +359,12 @@ func TestReapLeases(t *testing.T) {
 				ids[l.name], execs[l.name] = j.ID, run.ExecutionID
 			}
 			now := t0.Add(tt.at)
-			n, err := st.ReapLeases(context.Background(), now, tt.all)
+			reaped, err := st.Reap(context.Background(), now, tt.all)
 			if err != nil {
-				t.Fatalf("ReapLeases: %v", err)
+				t.Fatalf("Reap: %v", err)
 			}
-			if n != len(tt.reaped) {
-				t.Errorf("ReapLeases reaped %d, want %d", n, len(tt.reaped))
+			if len(reaped) != len(tt.reaped) {
+				t.Errorf("Reap reaped %d, want %d", len(reaped), len(tt.reaped))
 			}
 			for _, l := range tt.jobs {
 				j := mustJob(t, st, ids[l.name])
@@ -378,8 +395,8 @@ func TestReapedJobRunsAgainAndOldExecutionIsRefused(t *testing.T) {
 	st := openTest(t)
 	j := enqueueAt(t, st, t0, 3)
 	old := claimOne(t, st, t0, time.Minute)
-	if n, err := st.ReapLeases(context.Background(), t0.Add(61*time.Second), false); err != nil || n != 1 {
-		t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
+	if reaped, err := st.Reap(context.Background(), t0.Add(61*time.Second), false); err != nil || len(reaped) != 1 {
+		t.Fatalf("Reap = %d, %v; want 1", len(reaped), err)
 	}
 	now := t0.Add(62 * time.Second)
 	fresh := claimOne(t, st, now, time.Minute)
@@ -411,8 +428,8 @@ func TestLastAttemptLeaseExpiryDiscards(t *testing.T) {
 	st := openTest(t)
 	j := enqueueAt(t, st, t0, 1)
 	run := claimOne(t, st, t0, time.Minute)
-	if n, err := st.ReapLeases(context.Background(), t0.Add(2*time.Minute), false); err != nil || n != 1 {
-		t.Fatalf("ReapLeases = %d, %v; want 1", n, err)
+	if reaped, err := st.Reap(context.Background(), t0.Add(2*time.Minute), false); err != nil || len(reaped) != 1 {
+		t.Fatalf("Reap = %d, %v; want 1", len(reaped), err)
 	}
 	got := mustJob(t, st, j.ID)
 	if got.State != JobDiscarded {
@@ -424,27 +441,27 @@ func TestLastAttemptLeaseExpiryDiscards(t *testing.T) {
 	if !strings.Contains(got.LastError, "lease expired") {
 		t.Errorf("LastError = %q, want it to say the lease expired", got.LastError)
 	}
-	if c, err := st.ClaimJobs(context.Background(), t0.Add(time.Hour), 10, time.Minute); err != nil || len(c) != 0 {
-		t.Errorf("ClaimJobs after discard = %d jobs, err %v; want none", len(c), err)
+	if c, err := st.Claim(context.Background(), t0.Add(time.Hour), AnyJobs(10), time.Minute); err != nil || len(c) != 0 {
+		t.Errorf("Claim after discard = %d jobs, err %v; want none", len(c), err)
 	}
 	if _, err := st.FinishJob(context.Background(), j.ID, run.ExecutionID, t0.Add(3*time.Minute), Result{Outcome: OutcomeCompleted}); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("FinishJob after discard: err = %v, want ErrLeaseLost", err)
 	}
 }
 
-func TestReapLeasesMoreThanOneChunk(t *testing.T) {
+func TestReapMoreThanOneChunk(t *testing.T) {
 	st := openTest(t)
 	const n = reapChunk + 3
 	for range n {
 		enqueueAt(t, st, t0, 2)
 	}
-	got, err := st.ClaimJobs(context.Background(), t0, n, time.Minute)
+	got, err := st.Claim(context.Background(), t0, AnyJobs(n), time.Minute)
 	if err != nil || len(got) != n {
-		t.Fatalf("ClaimJobs = %d jobs, err %v; want %d", len(got), err, n)
+		t.Fatalf("Claim = %d jobs, err %v; want %d", len(got), err, n)
 	}
-	reaped, err := st.ReapLeases(context.Background(), t0, true)
-	if err != nil || reaped != n {
-		t.Fatalf("ReapLeases(all) = %d, %v; want %d", reaped, err, n)
+	reaped, err := st.Reap(context.Background(), t0, true)
+	if err != nil || len(reaped) != n {
+		t.Fatalf("Reap(all) = %d, %v; want %d", len(reaped), err, n)
 	}
 	if k := countKeys(t, st, bucketJobsLeased); k != 0 {
 		t.Errorf("idx_jobs_leased holds %d keys after reaping all, want 0", k)
@@ -482,7 +499,12 @@ func TestJobsByCorrelation(t *testing.T) {
 	a := record(t, st, "web:a", t0)
 	b := record(t, st, "web:b", t0)
 	corr := a.Event.CorrelationID
-	send, created, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:a"}, corr, t0.Add(time.Second))
+	var send Job
+	var created bool
+	err := st.Update(context.Background(), func(tx *Tx) (err error) {
+		send, created, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "send", Key: "web:a"}, corr, t0.Add(time.Second))
+		return err
+	})
 	if err != nil || !created {
 		t.Fatalf("Enqueue: created %v err %v", created, err)
 	}
@@ -497,7 +519,8 @@ func TestJobsByCorrelation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.corr, func(t *testing.T) {
-			got, err := st.JobsByCorrelation(tt.corr)
+			var got []Job
+			err := st.View(func(tx *Tx) (err error) { got, err = tx.JobsByCorrelation(tt.corr); return err })
 			if err != nil {
 				t.Fatalf("JobsByCorrelation: %v", err)
 			}
@@ -518,7 +541,11 @@ func TestJobsByCorrelation(t *testing.T) {
 // enqueueKind adds a job of kind with a fresh key, due at runAt.
 func enqueueKind(t testing.TB, st *Store, kind string, runAt time.Time) Job {
 	t.Helper()
-	j, _, err := st.Enqueue(context.Background(), NewJob{ID: ulid.Make().String(), Kind: kind, Key: ulid.Make().String(), MaxAttempts: 3, RunAt: runAt}, "corr", runAt)
+	var j Job
+	err := st.Update(context.Background(), func(tx *Tx) (err error) {
+		j, _, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: kind, Key: ulid.Make().String(), MaxAttempts: 3, RunAt: runAt}, "corr", runAt)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,7 +588,7 @@ func TestClaimPerKind(t *testing.T) {
 	if next, ok, err := st.NextRunAt(ClaimLimits{Kinds: map[string]int{"draft": 0, "deliver": 0}}); err != nil || ok {
 		t.Errorf("NextRunAt with no room = %s %v %v, want none", next, ok, err)
 	}
-	got, err = st.ClaimJobs(ctx, now, 100, time.Minute)
+	got, err = st.Claim(ctx, now, AnyJobs(100), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +597,7 @@ func TestClaimPerKind(t *testing.T) {
 		want = append(want, d.ID)
 	}
 	if !slices.Equal(ids(got), want) {
-		t.Errorf("ClaimJobs(100) took %d jobs, want the 47 drafts left in order, not the deliver job due in an hour", len(got))
+		t.Errorf("Claim(100) took %d jobs, want the 47 drafts left in order, not the deliver job due in an hour", len(got))
 	}
 	counts, err := st.JobCounts()
 	if err != nil {
@@ -607,7 +634,10 @@ func TestJobCountsUnderConcurrency(t *testing.T) {
 		wg.Go(func() {
 			kind := []string{"draft", "deliver"}[w%2]
 			for i := range each {
-				if _, _, err := st.Enqueue(ctx, NewJob{ID: ulid.Make().String(), Kind: kind, Key: fmt.Sprintf("%d-%d", w, i), MaxAttempts: 2}, "corr", now); err != nil {
+				if err := st.Update(ctx, func(tx *Tx) (err error) {
+					_, _, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: kind, Key: fmt.Sprintf("%d-%d", w, i), MaxAttempts: 2}, "corr", now)
+					return err
+				}); err != nil {
 					errs <- err
 					return
 				}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -58,20 +57,6 @@ type IdemKey struct {
 // now: such a record is garbage, whether or not PruneKeys has swept it yet.
 func (k *IdemKey) Expired(now time.Time) bool {
 	return k.State == KeyCompleted && k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)
-}
-
-// Key returns one idempotency key.
-func (s *Store) Key(key string) (IdemKey, error) {
-	var k IdemKey
-	err := s.view(func(tx *Tx) error {
-		var err error
-		k, err = tx.IdemKey(key)
-		return err
-	})
-	if err != nil {
-		return IdemKey{}, fmt.Errorf("store: key %s: %w", key, err)
-	}
-	return k, nil
 }
 
 // Keys lists keys in a state (all states when empty), by key, at most limit.

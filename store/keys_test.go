@@ -84,9 +84,10 @@ func TestIdemKeyRecord(t *testing.T) {
 	if err := st.Update(ctx, func(tx *Tx) error { return tx.PutIdemKey(nil, &k) }); err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.Key("k-1")
+	var got IdemKey
+	err := st.View(func(tx *Tx) (err error) { got, err = tx.IdemKey("k-1"); return err })
 	if err != nil || got.V != recordVersion || !reflect.DeepEqual(got, k) {
-		t.Fatalf("Key = %+v, %v; want %+v with version %d", got, err, k, recordVersion)
+		t.Fatalf("IdemKey = %+v, %v; want %+v with version %d", got, err, k, recordVersion)
 	}
 	again := k
 	if err := st.Update(ctx, func(tx *Tx) error { return tx.PutIdemKey(nil, &again) }); err == nil {
@@ -101,7 +102,8 @@ func TestIdemKeyRecord(t *testing.T) {
 		k.State, k.Result = KeyCompleted, json.RawMessage(`{"id":1}`)
 		return tx.PutIdemKey(&old, &k)
 	})
-	if got, _ := st.Key("k-1"); err != nil || got.State != KeyCompleted || string(got.Result) != `{"id":1}` {
+	_ = st.View(func(tx *Tx) error { got, _ = tx.IdemKey("k-1"); return nil })
+	if err != nil || got.State != KeyCompleted || string(got.Result) != `{"id":1}` {
 		t.Fatalf("after a put over it: %+v, %v", got, err)
 	}
 	err = st.Update(ctx, func(tx *Tx) error {
@@ -111,7 +113,7 @@ func TestIdemKeyRecord(t *testing.T) {
 		}
 		return tx.DeleteIdemKey(&k)
 	})
-	if _, gerr := st.Key("k-1"); err != nil || !errors.Is(gerr, ErrNotFound) {
+	if gerr := st.View(func(tx *Tx) error { _, err := tx.IdemKey("k-1"); return err }); err != nil || !errors.Is(gerr, ErrNotFound) {
 		t.Errorf("after delete: %v, %v; want ErrNotFound", err, gerr)
 	}
 	if err := st.View(func(tx *Tx) error { _, err := tx.IdemKey("never"); return err }); !errors.Is(err, ErrNotFound) {
@@ -143,7 +145,7 @@ func TestPruneAndListKeys(t *testing.T) {
 		t.Fatalf("PruneKeys = %d, %v; want 2 (only the expired completed keys)", n, err)
 	}
 	for _, key := range []string{"old", "older"} {
-		if _, err := st.Key(key); !errors.Is(err, ErrNotFound) {
+		if err := st.View(func(tx *Tx) error { _, err := tx.IdemKey(key); return err }); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s: %v, want pruned", key, err)
 		}
 	}

@@ -104,17 +104,3 @@ func sweepNoncesTx(tx *Tx, scope string, cutoff time.Time) error {
 	}
 	return nil
 }
-
-// Nonces counts scope's remembered nonces (for tests and the sweep's proof).
-func (s *Store) Nonces(scope string) (int, error) {
-	n := 0
-	err := s.view(func(tx *Tx) error {
-		prefix := nonceScope(scope)
-		c := tx.bucket(bucketMeta).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			n++
-		}
-		return nil
-	})
-	return n, err
-}

@@ -36,7 +36,7 @@ func TestSpendNonce(t *testing.T) {
 			t.Errorf("%s: SpendNonce = %q, want %q", s.name, got, s.want)
 		}
 	}
-	if c, _ := st.Nonces("mail"); c != 3 {
+	if c, _ := nonceCount(st, "mail"); c != 3 {
 		t.Fatalf("mail nonces = %d, want 3", c)
 	}
 	// A spend past the tolerance sweeps the scope's older nonces, and only
@@ -44,10 +44,10 @@ func TestSpendNonce(t *testing.T) {
 	if _, err := st.SpendNonce(ctx, n("tok3", t0.Add(time.Hour), fpA), t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := st.Nonces("mail"); c != 1 {
+	if c, _ := nonceCount(st, "mail"); c != 1 {
 		t.Errorf("mail nonces after the sweep = %d, want 1 (the new one)", c)
 	}
-	if c, _ := st.Nonces("other"); c != 1 {
+	if c, _ := nonceCount(st, "other"); c != 1 {
 		t.Errorf("other nonces after mail's sweep = %d, want 1", c)
 	}
 }
@@ -84,4 +84,18 @@ func TestSpendNonceConcurrent(t *testing.T) {
 	if got := len(fresh); got != 1 {
 		t.Fatalf("%d spends found the nonce unspent, want 1", got)
 	}
+}
+
+// nonceCount counts scope's remembered nonces: the sweep's proof.
+func nonceCount(st *Store, scope string) (int, error) {
+	n := 0
+	err := st.View(func(tx *Tx) error {
+		prefix := nonceScope(scope)
+		c := tx.bucket(bucketMeta).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }

@@ -45,7 +45,8 @@ func approvedReply(t *testing.T, st *Store, key string) (Recorded, Approved) {
 // deliverJobs returns the delivery jobs of one event.
 func deliverJobs(t *testing.T, st *Store, corr string) []Job {
 	t.Helper()
-	all, err := st.JobsByCorrelation(corr)
+	var all []Job
+	err := st.View(func(tx *Tx) (err error) { all, err = tx.JobsByCorrelation(corr); return err })
 	if err != nil {
 		t.Fatalf("JobsByCorrelation(%s): %v", corr, err)
 	}

@@ -74,20 +74,6 @@ func (tx *Tx) Receipt(channel, providerID string) (Receipt, error) {
 	return receiptsTable.get(tx, []byte(ReceiptKey(channel, providerID)))
 }
 
-// Receipt is tx.Receipt in a read transaction of its own.
-func (s *Store) Receipt(channel, providerID string) (Receipt, error) {
-	var r Receipt
-	err := s.view(func(tx *Tx) error {
-		var err error
-		r, err = tx.Receipt(channel, providerID)
-		return err
-	})
-	if err != nil {
-		return Receipt{}, fmt.Errorf("store: receipt %s: %w", ReceiptKey(channel, providerID), err)
-	}
-	return r, nil
-}
-
 // LinkReceipt records that the receipt about providerID on channel is
 // about outbox row outboxID, creating it without a status when the
 // provider has reported nothing yet. It returns the receipt as it now

@@ -36,7 +36,7 @@ func putLinkedReceipt(t *testing.T, st *Store, channel, providerID, status strin
 
 func hasReceipt(t *testing.T, st *Store, channel, providerID string) bool {
 	t.Helper()
-	_, err := st.Receipt(channel, providerID)
+	err := st.View(func(tx *Tx) error { _, err := tx.Receipt(channel, providerID); return err })
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		t.Fatalf("receipt %s:%s: %v", channel, providerID, err)
 	}
@@ -101,7 +101,8 @@ func TestCheckProvesReceiptIndexes(t *testing.T) {
 	b := buildEvent(t, st, "web:rc-1", t0, sentReply)
 	at := t0.Add(time.Hour)
 	putLinkedReceipt(t, st, "web", "prov-1", "delivered", at, b.OutboxID)
-	r, err := st.Receipt("web", "prov-1")
+	var r Receipt
+	err := st.View(func(tx *Tx) (err error) { r, err = tx.Receipt("web", "prov-1"); return err })
 	if err != nil {
 		t.Fatal(err)
 	}

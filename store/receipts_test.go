@@ -30,7 +30,7 @@ func TestPutReceipt(t *testing.T) {
 		}
 		return r
 	}
-	if _, err := st.Receipt("wa", "wamid.1"); !errors.Is(err, ErrNotFound) {
+	if err := st.View(func(tx *Tx) error { _, err := tx.Receipt("wa", "wamid.1"); return err }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Receipt before any report = %v, want ErrNotFound", err)
 	}
 	put("sent", at)
@@ -39,18 +39,19 @@ func TestPutReceipt(t *testing.T) {
 	if r.Status != "delivered" || len(r.History) != 2 || !r.UpdatedAt.Equal(at.Add(time.Second)) {
 		t.Errorf("after sent, delivered, delivered: %+v", r)
 	}
-	got, err := st.Receipt("wa", "wamid.1")
+	var got Receipt
+	err := st.View(func(tx *Tx) (err error) { got, err = tx.Receipt("wa", "wamid.1"); return err })
 	if err != nil || got.Key != "wa:wamid.1" || got.Status != "delivered" || got.V != recordVersion {
 		t.Fatalf("Receipt = %+v, %v", got, err)
 	}
 	for i := range 20 {
 		put(fmt.Sprintf("s%02d", i), at.Add(time.Duration(i+3)*time.Second))
 	}
-	got, _ = st.Receipt("wa", "wamid.1")
+	_ = st.View(func(tx *Tx) (err error) { got, err = tx.Receipt("wa", "wamid.1"); return err })
 	if len(got.History) != maxReceiptHistory || got.History[0].Status != "s04" || got.Status != "s19" {
 		t.Errorf("history = %d entries from %q, latest %q; want 16 from s04, latest s19", len(got.History), got.History[0].Status, got.Status)
 	}
-	if _, err := st.Receipt("wa", "wamid.2"); !errors.Is(err, ErrNotFound) {
+	if err := st.View(func(tx *Tx) error { _, err := tx.Receipt("wa", "wamid.2"); return err }); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another id = %v, want ErrNotFound", err)
 	}
 }

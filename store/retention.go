@@ -152,7 +152,7 @@ func deleteEvent(tx *Tx, ev Event) error {
 				}
 			}
 		}
-		if err := tx.DeleteDraft(&d); err != nil {
+		if err := tx.deleteDraft(&d); err != nil {
 			return err
 		}
 	}

@@ -19,9 +19,9 @@ const retention = 30 * 24 * time.Hour
 // that event's.
 func runDue(t *testing.T, st *Store, now time.Time, outcome string) []Job {
 	t.Helper()
-	jobs, err := st.ClaimJobs(context.Background(), now, 100, time.Minute)
+	jobs, err := st.Claim(context.Background(), now, AnyJobs(100), time.Minute)
 	if err != nil {
-		t.Fatalf("ClaimJobs(%s): %v", now, err)
+		t.Fatalf("Claim(%s): %v", now, err)
 	}
 	for _, j := range jobs {
 		if _, err := st.FinishJob(context.Background(), j.ID, j.ExecutionID, now, Result{Outcome: outcome, Err: errText(outcome)}); err != nil {
@@ -108,7 +108,7 @@ func buildEvent(t *testing.T, st *Store, key string, at time.Time, lc lifecycle)
 		return b
 	}
 	step = step.Add(time.Minute)
-	jobs, err := st.ClaimJobs(ctx, step, 10, time.Minute)
+	jobs, err := st.Claim(ctx, step, AnyJobs(10), time.Minute)
 	if err != nil || len(jobs) != 1 || jobs[0].Kind != KindDeliver {
 		t.Fatalf("%s: claimed %v, %v; want its delivery job", key, jobs, err)
 	}
@@ -136,7 +136,8 @@ func gone(t *testing.T, st *Store, b builtEvent) []string {
 	if _, err := st.EventByKey(b.Event.Key); !errors.Is(err, ErrNotFound) {
 		left = append(left, fmt.Sprintf("event (%v)", err))
 	}
-	if jobs, err := st.JobsByCorrelation(b.Event.CorrelationID); err != nil || len(jobs) != 0 {
+	var jobs []Job
+	if err := st.View(func(tx *Tx) (err error) { jobs, err = tx.JobsByCorrelation(b.Event.CorrelationID); return err }); err != nil || len(jobs) != 0 {
 		left = append(left, fmt.Sprintf("%d jobs (%v)", len(jobs), err))
 	}
 	if b.DraftID != "" {
@@ -276,7 +277,7 @@ func TestPruneEventsManyChunks(t *testing.T) {
 	// keeps the setup quick.
 	together(n, func(i int) { record(t, st, fmt.Sprintf("web:bulk-%04d", i), t0) })
 	for {
-		jobs, err := st.ClaimJobs(ctx, t0, 100, time.Minute)
+		jobs, err := st.Claim(ctx, t0, AnyJobs(100), time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,7 +334,7 @@ func TestPruneKeysDeletesExpiredCompletedKeysOnly(t *testing.T) {
 		t.Helper()
 		var out []string
 		for _, k := range all {
-			if _, err := st.Key(k); err == nil {
+			if err := st.View(func(tx *Tx) error { _, err := tx.IdemKey(k); return err }); err == nil {
 				out = append(out, k)
 			} else if !errors.Is(err, ErrNotFound) {
 				t.Fatal(err)

@@ -235,7 +235,10 @@ func TestMigrationKeysReadyByKind(t *testing.T) {
 		record(t, st, fmt.Sprintf("web:mig-%d", i), t0.Add(time.Duration(i)*time.Second))
 	}
 	for i := range 2 {
-		if _, _, err := st.Enqueue(ctx, NewJob{ID: ulid.Make().String(), Kind: "deliver", Key: fmt.Sprintf("out-%d", i), MaxAttempts: 1}, "corr", t0); err != nil {
+		if err := st.Update(ctx, func(tx *Tx) (err error) {
+			_, _, err = tx.Enqueue(NewJob{ID: ulid.Make().String(), Kind: "deliver", Key: fmt.Sprintf("out-%d", i), MaxAttempts: 1}, "corr", t0)
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}

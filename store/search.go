@@ -181,7 +181,7 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 	// The text of the newest messages, newest first.
 	oldest, err := searchText(tx, vis, q, seen, &res, add)
 	if oldest != nil { // the oldest message read, for "searched since"
-		if ev, err := tx.Event(string(oldest)); err == nil {
+		if ev, err := tx.event(string(oldest)); err == nil {
 			res.Oldest = ev.ReceivedAt
 		}
 	}
@@ -205,7 +205,7 @@ func searchText(tx *Tx, vis Visible, q string, seen map[string]bool, res *Search
 		if ch, ok := rawChannel(raw); ok && !vis.Channel(ch) {
 			continue // another client's message: not decoded
 		}
-		ev, err := tx.Event(string(k))
+		ev, err := tx.event(string(k))
 		if tx.skip(err, &res.Unreadable) {
 			continue
 		}
@@ -519,7 +519,7 @@ func newestName(tx *Tx, lead string) (string, error) {
 	prefix := append([]byte(lead), 0)
 	c := tx.bucket(bucketEventsByConv).Cursor()
 	for k := lastWithPrefix(c, prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-		ev, err := tx.Event(string(k[len(prefix):]))
+		ev, err := tx.event(string(k[len(prefix):]))
 		if err != nil {
 			return "", err
 		}

@@ -39,7 +39,7 @@ func (s *Store) Stats() (Stats, error) {
 }
 
 // The overview's drafting figures are kept, like the queue's counts, in
-// meta and moved by every write of a draft (PutDraft, DeleteDraft) in that
+// meta and moved by every write of a draft (PutDraft, deleteDraft) in that
 // write's own transaction, so the overview reads a few keys a day however
 // many drafts there are (schema 11 on; migration 10 fills them, and Check
 // proves them against a scan of the drafts):
@@ -194,7 +194,7 @@ func addTally(tx *Tx, key []byte, t draftTally, sign int64) error {
 }
 
 // moveDraftFigures moves the figures from old, the draft as read in this
-// transaction (nil: none), to d (nil: deleted). PutDraft and DeleteDraft
+// transaction (nil: none), to d (nil: deleted). PutDraft and deleteDraft
 // call it.
 func moveDraftFigures(tx *Tx, old, d *Draft) error {
 	var ko, kn []byte

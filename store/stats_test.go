@@ -137,7 +137,7 @@ func TestDraftFiguresMoveWithTheDrafts(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return tx.DeleteDraft(&d)
+		return tx.deleteDraft(&d)
 	})
 	if err != nil {
 		t.Fatal(err)

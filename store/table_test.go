@@ -461,7 +461,7 @@ func TestViewAndReadOnly(t *testing.T) {
 		}
 		old := ev
 		ev.Duplicates++
-		return tx.PutEvent(&old, &ev)
+		return tx.putEvent(&old, &ev)
 	})
 	if err == nil {
 		t.Errorf("a write in View = nil, want an error")

@@ -118,7 +118,7 @@ func answeringEvent(tx *Tx, ev Event, h Handoff) (string, error) {
 	prefix := append([]byte(h.Key), 0)
 	found, superseded := "", ""
 	look := func(k []byte) (bool, error) {
-		e, err := tx.Event(string(k[len(prefix):]))
+		e, err := tx.event(string(k[len(prefix):]))
 		if tx.skip(err, nil) {
 			return false, nil
 		}
@@ -247,7 +247,7 @@ func cardOf(tx *Tx, d Draft, earlier int) (CardView, error) {
 	c := tx.bucket(bucketEventsByConv).Cursor()
 	c.Seek(convKey(lead, first))
 	for k, _ := c.Prev(); k != nil && bytes.HasPrefix(k, prefix) && len(before) < earlier+len(answered); k, _ = c.Prev() {
-		e, err := tx.Event(string(k[len(prefix):]))
+		e, err := tx.event(string(k[len(prefix):]))
 		if tx.skip(err, &v.Unreadable) {
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 // lead record keeps the open turn (Handoff.Turn, TurnEvents, TurnDraft).
 // The rules that open, join and end a turn are the leads package's
 // (leads/turns.go); this file keeps what they write through (EnqueueEncoded,
-// HoldBehind, Skip) and the reads of a turn (TurnOf, CurrentDraftID, Drafting).
+// HoldBehind, Skip) and the reads of a turn (TurnOf, CurrentDraftID, DraftingFor).
 
 // DraftJob is the draft job e carries for its event, as encoded, and its
 // JSON: what leads.ReceiveTx enqueues, or joins to the turn's queued one.
@@ -57,21 +57,6 @@ func (t Turn) Keys() []string {
 		keys[i] = ev.Key
 	}
 	return keys
-}
-
-// TurnOf reads, in one read transaction, the turn that the draft of event
-// eventKey answers.
-func (s *Store) TurnOf(eventKey string) (Turn, error) {
-	var t Turn
-	err := s.view(func(tx *Tx) error {
-		var err error
-		t, err = tx.TurnOf(eventKey)
-		return err
-	})
-	if err != nil {
-		return Turn{}, fmt.Errorf("store: turn of %s: %w", eventKey, err)
-	}
-	return t, nil
 }
 
 // TurnOf reads the turn that the draft of event eventKey answers.
@@ -124,21 +109,6 @@ func (tx *Tx) CurrentDraftID(h Handoff) (string, error) {
 	return DraftID(ev.ID), nil
 }
 
-// LiveJob returns the live job of kind and business key: ErrNotFound
-// when none is live.
-func (s *Store) LiveJob(kind, key string) (Job, error) {
-	var j Job
-	err := s.view(func(tx *Tx) error {
-		var err error
-		j, err = tx.LiveJob(kind, key)
-		return err
-	})
-	if err != nil {
-		return Job{}, fmt.Errorf("store: live %s job %s: %w", kind, key, err)
-	}
-	return j, nil
-}
-
 // Drafting is what the approval queue says about replies not drafted yet:
 // how many messages wait for a draft, and whether drafting is failing.
 type Drafting struct {
@@ -165,12 +135,7 @@ const (
 	failedShown  = 5
 )
 
-// Drafting reads, in one read transaction, the messages waiting for a draft:
-// the live draft jobs, and the dead ones whose turn still waits, at most
-// draftingScan of each.
-func (s *Store) Drafting() (Drafting, error) { return s.DraftingFor(Everything()) }
-
-// DraftingFor is Drafting for the channels v sees.
+// DraftingFor reads the Drafting of the channels v sees (Everything: all).
 func (s *Store) DraftingFor(v Visible) (Drafting, error) {
 	var out Drafting
 	err := s.view(func(tx *Tx) error {
@@ -280,22 +245,6 @@ func (s *Store) DraftingFor(v Visible) (Drafting, error) {
 	})
 	if err != nil {
 		return Drafting{}, fmt.Errorf("store: drafting: %w", err)
-	}
-	return out, nil
-}
-
-// DraftCounts reads the number of drafts in each status (DraftStatuses)
-// from the counts in meta: a few keys, however many drafts there are.
-func (s *Store) DraftCounts() (map[DraftStatus]int, error) {
-	out := map[DraftStatus]int{}
-	err := s.view(func(tx *Tx) error {
-		for _, st := range DraftStatuses {
-			out[st] = count(tx, draftCountKey(st))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("store: draft counts: %w", err)
 	}
 	return out, nil
 }

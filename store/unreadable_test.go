@@ -137,7 +137,7 @@ func TestUnreadableRecordIsContained(t *testing.T) {
 	if err := st.View(func(tx *Tx) error { _, err := tx.Spend(t0.Add(-time.Hour), []string{"web"}); return err }); err != nil {
 		t.Errorf("Spend: %v", err)
 	}
-	if _, err := st.Drafting(); err != nil {
+	if _, err := st.DraftingFor(Everything()); err != nil {
 		t.Errorf("Drafting: %v", err)
 	}
 	// The client's export goes on past them, and names them at its end.

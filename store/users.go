@@ -174,36 +174,6 @@ func (s *Store) Users() ([]User, error) {
 	return out, err
 }
 
-// UpdateUser changes one user with change, inside one write transaction
-// with the audit entries given, and returns the user as stored; a change
-// that returns an error stores nothing. It keeps the record's own
-// invariants (the name and ID stay) and no rule of accounts: the last
-// enabled admin, the sessions a change ends and the tokens it revokes are
-// package users' (users.Accounts), which runs its changes through tx.User
-// and tx.PutUser in one Update.
-func (s *Store) UpdateUser(ctx context.Context, name string, change func(tx *Tx, u *User) error, audit ...AuditEntry) (User, error) {
-	var out User
-	err := s.update(ctx, func(tx *Tx) error {
-		out = User{}
-		u, err := tx.User(name)
-		if err != nil {
-			return err
-		}
-		if err := change(tx, &u); err != nil {
-			return err
-		}
-		if err := tx.PutUser(u); err != nil {
-			return err
-		}
-		out = u
-		return writeAudits(tx, audit)
-	})
-	if err != nil {
-		return User{}, fmt.Errorf("store: update user %s: %w", name, err)
-	}
-	return out, nil
-}
-
 // User reads one person inside the transaction, a copy the caller may
 // change (its second factor included); ErrNotFound when there is none.
 func (tx *Tx) User(name string) (User, error) {
@@ -411,9 +381,9 @@ func (s *Store) SweepSessions(ctx context.Context, now time.Time) (int, error) {
 // transaction, with the audit entries given, then stores both again, or
 // deletes the session when change says not to keep it. It serves the
 // second factor of a login (a code used, a pending session made whole);
-// the user's role and state are not change's to alter, UpdateUser guards
-// those. ErrNotFound when the session or user is gone, ErrDisabled for a
-// disabled user.
+// the user's role and state are not change's to alter (package users
+// changes those). ErrNotFound when the session or user is gone,
+// ErrDisabled for a disabled user.
 func (s *Store) UpdateSession(ctx context.Context, hash []byte, change func(sess *Session, u *User) (keep bool, err error), audit ...AuditEntry) error {
 	return s.update(ctx, func(tx *Tx) error {
 		var (

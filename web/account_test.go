@@ -153,7 +153,14 @@ func TestLastAdminOverHTTP(t *testing.T) {
 			t.Fatalf("round %d: enabled admins %v, want exactly one", round, enabled)
 		}
 		// Back to boss as the one admin, the others removed.
-		if _, err := e.st.UpdateUser(context.Background(), "boss", func(_ *store.Tx, u *store.User) error { u.Disabled = false; return nil }); err != nil {
+		if err := e.st.Update(context.Background(), func(tx *store.Tx) error {
+			u, err := tx.User("boss")
+			if err != nil {
+				return err
+			}
+			u.Disabled = false
+			return tx.PutUser(u)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range []string{a, b} {

@@ -245,9 +245,13 @@ func TestSecondFactorSealed(t *testing.T) {
 	// A secret stored plain (before the key) works, and is sealed by it.
 	plain, _, _ := password.NewTOTP("handoff", "bob")
 	addUser(t, e.st, "bobby", store.RoleApprover, "", "bobby-password")
-	if _, err := e.st.UpdateUser(context.Background(), "bobby", func(_ *store.Tx, u *store.User) error {
+	if err := e.st.Update(context.Background(), func(tx *store.Tx) error {
+		u, err := tx.User("bobby")
+		if err != nil {
+			return err
+		}
 		u.TOTP = &store.TOTP{Secret: plain, EnrolledAt: clk.Now()}
-		return nil
+		return tx.PutUser(u)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -427,7 +427,14 @@ func TestTokenOwnerMustStayAdmin(t *testing.T) {
 	if code, ans := e.do(t, http.MethodGet, "/api/v1/handoffs", "", nil, h); code != http.StatusOK {
 		t.Fatalf("before: %d %v", code, ans)
 	}
-	if _, err := e.st.UpdateUser(context.Background(), "boss", func(_ *store.Tx, u *store.User) error { u.Role = store.RoleApprover; return nil }); err != nil {
+	if err := e.st.Update(context.Background(), func(tx *store.Tx) error {
+		u, err := tx.User("boss")
+		if err != nil {
+			return err
+		}
+		u.Role = store.RoleApprover
+		return tx.PutUser(u)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if code, ans := e.do(t, http.MethodGet, "/api/v1/handoffs", "", nil, h); code != http.StatusUnauthorized || !strings.Contains(fmt.Sprint(ans["error"]), "no longer an active admin") {

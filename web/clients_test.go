@@ -66,9 +66,13 @@ func seedClient(t *testing.T, e *testEnv, client, ch, prefix string) clientData 
 func limitedUser(t *testing.T, e *testEnv, name string, role store.Role, clients ...string) *browser {
 	t.Helper()
 	addUser(t, e.st, name, role, "", name+"-password-long")
-	if _, err := e.st.UpdateUser(context.Background(), name, func(_ *store.Tx, u *store.User) error {
+	if err := e.st.Update(context.Background(), func(tx *store.Tx) error {
+		u, err := tx.User(name)
+		if err != nil {
+			return err
+		}
 		u.Clients = clients
-		return nil
+		return tx.PutUser(u)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
 
@@ -218,7 +219,8 @@ func TestPresetVectors(t *testing.T) {
 				}
 			}
 			for _, k := range presetReceiptKeys[v.Name] {
-				rc, err := e.st.Receipt(k[0], k[1])
+				var rc store.Receipt
+				err := e.st.View(func(tx *store.Tx) (err error) { rc, err = tx.Receipt(k[0], k[1]); return err })
 				if err != nil || rc.Status != k[2] {
 					t.Errorf("receipt %s:%s = %+v, %v; want status %s", k[0], k[1], rc, err, k[2])
 				}

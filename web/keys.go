@@ -215,7 +215,8 @@ func (s *Server) getKey(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	k, err := s.st.Key(key)
+	var k store.IdemKey
+	err = s.st.View(func(tx *store.Tx) (err error) { k, err = tx.IdemKey(key); return err })
 	if err != nil {
 		return missing(err, "key %q was never claimed (or has expired)", key)
 	}

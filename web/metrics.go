@@ -242,7 +242,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descStuck, prometheus.GaugeValue, float64(counts.StuckLeads))
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(counts.DraftsWaiting))
 	}
-	if drafts, err := c.st.DraftCounts(); err == nil {
+	if drafts, err := c.st.DraftCountsFor(store.Everything()); err == nil {
 		for _, st := range store.DraftStatuses {
 			ch <- prometheus.MustNewConstMetric(descDrafts, prometheus.GaugeValue, float64(drafts[st]), string(st))
 		}

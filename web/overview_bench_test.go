@@ -165,7 +165,7 @@ func fillOverview(b *testing.B, st *store.Store, n int, now time.Time) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		claimed, err := st.ClaimJobs(ctx, now.Add(time.Hour), len(jobs), time.Hour)
+		claimed, err := st.Claim(ctx, now.Add(time.Hour), store.AnyJobs(len(jobs)), time.Hour)
 		if err != nil || len(claimed) != len(jobs) {
 			b.Fatalf("claim: %d of %d, %v", len(claimed), len(jobs), err)
 		}

@@ -143,7 +143,7 @@ func (s *Server) leadActions(c *echo.Context, ev store.Event, back string) (view
 	}
 	drafting := false
 	if h.TurnDraft != "" {
-		_, err := s.st.LiveJob(store.KindDraft, h.TurnDraft)
+		err := s.st.View(func(tx *store.Tx) error { _, err := tx.LiveJob(store.KindDraft, h.TurnDraft); return err })
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return views.LeadActions{}, err
 		}

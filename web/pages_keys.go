@@ -45,7 +45,8 @@ func (s *Server) keyNotice(key, outcome string) *views.Notice {
 	if key == "" {
 		return nil
 	}
-	k, err := s.st.Key(key)
+	var k store.IdemKey
+	err := s.st.View(func(tx *store.Tx) (err error) { k, err = tx.IdemKey(key); return err })
 	switch {
 	case errors.Is(err, store.ErrNotFound) && outcome == "not_done":
 		return &views.Notice{Tone: "ok", Text: "Key " + key + " was released: its next claim starts afresh."}

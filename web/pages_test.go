@@ -659,7 +659,8 @@ func TestConcurrentDashboardApprovals(t *testing.T) {
 			}
 		}
 	}
-	jobs, err := e.st.JobsByCorrelation(d.CorrelationID)
+	var jobs []store.Job
+	err = e.st.View(func(tx *store.Tx) (err error) { jobs, err = tx.JobsByCorrelation(d.CorrelationID); return err })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -845,7 +846,8 @@ func TestTimelinePage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := e.st.JobsByCorrelation(d.CorrelationID)
+	var jobs []store.Job
+	err = e.st.View(func(tx *store.Tx) (err error) { jobs, err = tx.JobsByCorrelation(d.CorrelationID); return err })
 	if err != nil {
 		t.Fatal(err)
 	}

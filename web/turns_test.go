@@ -173,7 +173,7 @@ func TestQueueSaysDraftingFails(t *testing.T) {
 	}
 	e1 := store.Event{Key: h.TurnDraft} // the event that drafts the turn
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		d, err := e.st.Drafting()
+		d, err := e.st.DraftingFor(store.Everything())
 		return err == nil && len(d.Failed) == 1 && d.Failed[0] == e1.Key
 	}, "the turn's draft job to run out of attempts")
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")

@@ -21,7 +21,7 @@ func bulkFixture(t *testing.T, n int) (*store.Store, *BulkReplayJob, store.BulkR
 	var items []string
 	for i := range n {
 		j := enqueue(t, st, "noop", string(rune('a'+i)), 1, now)
-		claimed, err := st.ClaimJobs(context.Background(), now, 1, time.Minute)
+		claimed, err := st.Claim(context.Background(), now, store.AnyJobs(1), time.Minute)
 		if err != nil || len(claimed) != 1 || claimed[0].ID != j.ID {
 			t.Fatalf("claim %s: %v %v", j.ID, claimed, err)
 		}

@@ -134,7 +134,8 @@ func decide(t *testing.T, st *store.Store, id string, at time.Time) {
 // delivery jobs.
 func digestJobs(t *testing.T, st *store.Store, name string) (digests, deliveries []store.Job) {
 	t.Helper()
-	js, err := st.JobsByCorrelation("digest:" + name)
+	var js []store.Job
+	err := st.View(func(tx *store.Tx) (err error) { js, err = tx.JobsByCorrelation("digest:" + name); return err })
 	if err != nil {
 		t.Fatal(err)
 	}

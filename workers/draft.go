@@ -144,9 +144,10 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	}
 	// The draft answers the lead's whole turn (leads/turns.go): every message
 	// since its last reply, read as it stands now that the job runs.
-	turn, err := k.Store.TurnOf(job.Key)
+	var turn store.Turn
+	err = k.Store.View(func(tx *store.Tx) (err error) { turn, err = tx.TurnOf(job.Key); return err })
 	if err != nil {
-		return err
+		return fmt.Errorf("turn of %s: %w", job.Key, err)
 	}
 	if !turn.Current {
 		return k.record(ctx, job, nil, 0) // a newer message moved the turn to another draft

@@ -198,7 +198,8 @@ func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
 	if len(job.Attempts) != 1 {
 		t.Fatalf("job %s completed after %d attempts, want 1", job.ID, len(job.Attempts))
 	}
-	all, err := st.JobsByCorrelation(first.Event.CorrelationID)
+	var all []store.Job
+	err := st.View(func(tx *store.Tx) (err error) { all, err = tx.JobsByCorrelation(first.Event.CorrelationID); return err })
 	if err != nil || len(all) != 1 {
 		t.Errorf("JobsByCorrelation = %d jobs, %v; want the one draft job", len(all), err)
 	}

@@ -67,9 +67,9 @@ func recordDraftEvent(t *testing.T, st *store.Store, key string, now time.Time) 
 
 func claim(t *testing.T, st *store.Store, now time.Time) store.Job {
 	t.Helper()
-	got, err := st.ClaimJobs(context.Background(), now, 1, time.Minute)
+	got, err := st.Claim(context.Background(), now, store.AnyJobs(1), time.Minute)
 	if err != nil || len(got) != 1 {
-		t.Fatalf("ClaimJobs = %d jobs, %v; want 1", len(got), err)
+		t.Fatalf("Claim = %d jobs, %v; want 1", len(got), err)
 	}
 	return got[0]
 }
@@ -89,8 +89,8 @@ func TestDraftJobStoresDraftOnce(t *testing.T) {
 
 	// The first attempt's lease expires and is reaped while it drafts.
 	first := claim(t, st, now)
-	if n, err := st.ReapLeases(context.Background(), now.Add(2*time.Minute), false); err != nil || n != 1 {
-		t.Fatalf("ReapLeases = %d, %v; want the first attempt reaped", n, err)
+	if reaped, err := st.Reap(context.Background(), now.Add(2*time.Minute), false); err != nil || len(reaped) != 1 {
+		t.Fatalf("Reap = %d, %v; want the first attempt reaped", len(reaped), err)
 	}
 	clock = now.Add(2 * time.Minute)
 	if err := k.Run(context.Background(), first); err != nil {

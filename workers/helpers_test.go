@@ -53,7 +53,12 @@ func startRunner(t *testing.T, st *store.Store, kinds map[string]jobs.Kind, opt 
 // enqueue adds a job of kind due at now.
 func enqueue(t *testing.T, st *store.Store, kind, key string, maxAttempts int, now time.Time) store.Job {
 	t.Helper()
-	j, created, err := st.Enqueue(context.Background(), store.NewJob{ID: ulid.Make().String(), Kind: kind, Key: key, MaxAttempts: maxAttempts}, "corr-"+key, now)
+	var j store.Job
+	var created bool
+	err := st.Update(context.Background(), func(tx *store.Tx) (err error) {
+		j, created, err = tx.Enqueue(store.NewJob{ID: ulid.Make().String(), Kind: kind, Key: key, MaxAttempts: maxAttempts}, "corr-"+key, now)
+		return err
+	})
 	if err != nil || !created {
 		t.Fatalf("Enqueue(%s %s): created %v err %v", kind, key, created, err)
 	}

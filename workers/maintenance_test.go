@@ -158,7 +158,8 @@ func TestStuckAlertDeliveredOnce(t *testing.T) {
 		if row, err = g.st.OutboxRow(alertID); err != nil || row.Status != store.OutboxSent {
 			return false
 		}
-		jobs, err := g.st.JobsByCorrelation("alert:" + lead)
+		var jobs []store.Job
+		err = g.st.View(func(tx *store.Tx) (err error) { jobs, err = tx.JobsByCorrelation("alert:" + lead); return err })
 		return err == nil && len(jobs) == 1 && jobs[0].State.Final()
 	}, "the alert to be sent and its job to complete")
 	if row.Kind != store.OutboxAlert || row.Provider != "sandbox" {
@@ -176,7 +177,8 @@ func TestStuckAlertDeliveredOnce(t *testing.T) {
 		if !strings.Contains(msgs[0].Text, lead) {
 			t.Errorf("%s: the alert %q does not name the lead %s", when, msgs[0].Text, lead)
 		}
-		jobs, err := g.st.JobsByCorrelation("alert:" + lead)
+		var jobs []store.Job
+		err = g.st.View(func(tx *store.Tx) (err error) { jobs, err = tx.JobsByCorrelation("alert:" + lead); return err })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,9 +354,9 @@ func TestMaintenancePrune(t *testing.T) {
 
 	ev := receiveHeld(t, st, "p-1", mt0)
 	// Its work finished: the draft job ran (nothing else hangs off it).
-	jobs, err := st.ClaimJobs(ctx, mt0.Add(1000*time.Hour), 10, time.Minute)
+	jobs, err := st.Claim(ctx, mt0.Add(1000*time.Hour), store.AnyJobs(10), time.Minute)
 	if err != nil || len(jobs) != 1 {
-		t.Fatalf("ClaimJobs = %d, %v", len(jobs), err)
+		t.Fatalf("Claim = %d, %v", len(jobs), err)
 	}
 	if _, err := st.FinishJob(ctx, jobs[0].ID, jobs[0].ExecutionID, mt0, store.Result{Outcome: store.OutcomeCompleted}); err != nil {
 		t.Fatal(err)
@@ -373,7 +375,7 @@ func TestMaintenancePrune(t *testing.T) {
 	if _, err := st.EventByKey(ev.Key); err != nil {
 		t.Errorf("the event inside retention.events was pruned: %v", err)
 	}
-	if _, err := st.Key("n8n-run-1"); !errors.Is(err, store.ErrNotFound) {
+	if err := st.View(func(tx *store.Tx) error { _, err := tx.IdemKey("n8n-run-1"); return err }); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a key completed 719h ago with retention.keys 72h: %v; want pruned", err)
 	}
 	clock.Advance(2 * time.Hour)

@@ -270,7 +270,7 @@ func TestOneDraftJobPerLead(t *testing.T) {
 			}
 		}
 	}
-	counts, err := st.DraftCounts()
+	counts, err := st.DraftCountsFor(store.Everything())
 	if err != nil {
 		t.Fatal(err)
 	}
