@@ -37,7 +37,10 @@ func (tidyRules) Regenerate(_ *store.Tx, j store.Job) (json.RawMessage, error) {
 func TestDeadKindRules(t *testing.T) {
 	st := openTest(t)
 	ctx := context.Background()
-	if _, _, err := st.Enqueue(ctx, store.NewJob{ID: ulid.Make().String(), Kind: "tidy", Key: "t-1", MaxAttempts: 1}, "c-1", t0); err != nil {
+	if err := st.Update(ctx, func(tx *store.Tx) error {
+		_, _, err := tx.Enqueue(store.NewJob{ID: ulid.Make().String(), Kind: "tidy", Key: "t-1", MaxAttempts: 1}, "c-1", t0)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	j := claimOne(t, st, t0, time.Minute)
