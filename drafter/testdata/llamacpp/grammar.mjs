@@ -4,7 +4,7 @@
 // run answers through it, and writes what it found, so that `go test` checks
 // the verdicts without node:
 //
-//   cd drafter/testdata/llamacpp && npm ci --omit=optional --ignore-scripts && node grammar.mjs
+//   cd drafter/testdata/llamacpp && npm install --omit=optional --ignore-scripts --no-save && node grammar.mjs
 //
 // It writes schema.gbnf (the grammar) and verdicts.json. What each part is:
 // the schema-to-grammar converter is node-llama-cpp's own TypeScript one
