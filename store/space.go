@@ -80,6 +80,7 @@ func (s *Store) NoSpace() error {
 func (s *Store) noteCommit(err error, alloc int64) {
 	switch {
 	case err == nil:
+		s.commits.Add(1)
 		if e := s.full.Load(); e != nil && alloc >= e.probeSize() {
 			s.full.CompareAndSwap(e, nil)
 		}
@@ -87,6 +88,12 @@ func (s *Store) noteCommit(err error, alloc int64) {
 		s.full.Store(&NoSpaceError{Dir: filepath.Dir(s.path), At: time.Now(), Need: alloc, Err: err})
 	}
 }
+
+// Commits is how many rounds of writes (group commits) have committed
+// since the open; it costs an atomic load. app starts its background page
+// walk once this stands nearly still (a quiet moment), so that a burst of
+// webhooks at start-up does not share the machine with it.
+func (s *Store) Commits() uint64 { return s.commits.Load() }
 
 // probeKey is the meta key of the write that proves space is back.
 var probeKey = []byte("space-probe")

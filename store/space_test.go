@@ -153,3 +153,25 @@ func TestUnmakeKeepsOldFiles(t *testing.T) {
 		t.Errorf("unmake left the file it created: %v", err)
 	}
 }
+
+// TestCommitsCounts: Commits counts the rounds that committed, not a
+// round whose only caller failed (it rolled back).
+func TestCommitsCounts(t *testing.T) {
+	st := openTest(t)
+	before := st.Commits()
+	for i := range 3 {
+		if err := putBig(st, "k", 10+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := st.Commits() - before; got != 3 {
+		t.Errorf("three writes counted %d commits, want 3", got)
+	}
+	boom := errors.New("boom")
+	if err := st.Update(context.Background(), func(*Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("a failing write = %v, want its error", err)
+	}
+	if got := st.Commits() - before; got != 3 {
+		t.Errorf("after a failed write Commits counted %d, want still 3", got)
+	}
+}

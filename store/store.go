@@ -64,6 +64,8 @@ type Store struct {
 	// full is the last commit that failed for lack of disk space, until a
 	// large enough one succeeds (space.go).
 	full atomic.Pointer[NoSpaceError]
+	// commits counts the rounds committed since the open (Commits).
+	commits atomic.Uint64
 }
 
 type writeReq struct {
