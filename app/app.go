@@ -282,8 +282,9 @@ func (a *App) Start(ctx context.Context) error {
 }
 
 // checkPagesInBackground runs the page walk that the open of a large file
-// left out (store.Options.CheckPages), once the server is ready: a damaged
-// page is logged and fails /readyz from then on.
+// left out (store.Options.CheckPages), once the server is ready and the
+// writes are quiet (quietMoment, pagecheck.go): a damaged page is logged
+// and fails /readyz from then on.
 func (a *App) checkPagesInBackground() {
 	a.checked = make(chan struct{})
 	if !a.st.Deferred() {
@@ -292,14 +293,26 @@ func (a *App) checkPagesInBackground() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopCheck = cancel
-	a.log.Info("checking the database's pages in the background")
+	a.log.Info("checking the database's pages in the background",
+		slog.String("starts", fmt.Sprintf("once %s see at most %d commits, within %s at the latest",
+			pageWalkWindow, pageWalkQuiet, pageWalkWindow*pageWalkWindows)))
 	go func() {
 		defer close(a.checked)
 		t0 := time.Now()
+		ticker := time.NewTicker(pageWalkWindow)
+		why, last, ok := quietMoment(ctx, ticker.C, a.st.Commits, pageWalkQuiet, pageWalkWindows)
+		ticker.Stop()
+		if !ok {
+			return
+		}
+		a.log.Info("the background page check started", slog.String("why", why),
+			slog.Duration("waited", time.Since(t0).Round(time.Second)),
+			slog.Uint64("commits_last_window", last), slog.Duration("window", pageWalkWindow))
+		t1 := time.Now()
 		err := a.st.CheckPages(ctx)
 		switch {
 		case err == nil:
-			a.log.Info("the database's pages are sound", slog.Duration("took", time.Since(t0)))
+			a.log.Info("the database's pages are sound", slog.Duration("took", time.Since(t1)))
 		case ctx.Err() == nil:
 			a.log.Error("the database is damaged; restore a backup", slog.Any("err", err))
 		}

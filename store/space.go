@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/engine/boltengine"
 )
 
 // NoSpaceError is a commit that failed because the filesystem holding the
@@ -80,6 +81,7 @@ func (s *Store) NoSpace() error {
 func (s *Store) noteCommit(err error, alloc int64) {
 	switch {
 	case err == nil:
+		s.commits.Add(1)
 		if e := s.full.Load(); e != nil && alloc >= e.probeSize() {
 			s.full.CompareAndSwap(e, nil)
 		}
@@ -87,6 +89,12 @@ func (s *Store) noteCommit(err error, alloc int64) {
 		s.full.Store(&NoSpaceError{Dir: filepath.Dir(s.path), At: time.Now(), Need: alloc, Err: err})
 	}
 }
+
+// Commits is how many rounds of writes (group commits) have committed
+// since the open; it costs an atomic load. app starts its background page
+// walk once this stands nearly still (a quiet moment), so that a burst of
+// webhooks at start-up does not share the machine with it.
+func (s *Store) Commits() uint64 { return s.commits.Load() }
 
 // probeKey is the meta key of the write that proves space is back.
 var probeKey = []byte("space-probe")
@@ -107,21 +115,128 @@ func (s *Store) probeSpace(ctx context.Context, e *NoSpaceError) error {
 	return s.update(ctx, func(tx *Tx) error { return tx.bucket(bucketMeta).Delete(probeKey) })
 }
 
-// unmake undoes the file an open created when the open failed: bbolt
-// leaves it behind, often 0 bytes when the disk is full, and every later
-// open would refuse it as empty. A file that existed before is never
-// touched. For lack of space the error says what to do.
-func unmake(path string, created bool, err error) error {
-	if !created {
-		return err
+// A new database is made under a name of its own beside path (newPattern:
+// CreateTemp's exclusive create, so no other process knows it), migrated
+// there, and only then published at path by a hard link, which fails
+// when path exists. So path never names a half-made file, and an open
+// that fails removes only its own: two processes creating the database
+// at the same instant cannot remove each other's (one that loses the
+// link opens the winner's file instead, as any existing one), and a
+// crash mid-create leaves a hidden name (swept once it is old and
+// unlocked: sweepNew) instead of a 0-byte handoff.db that every later
+// start refuses.
+
+// newPattern is CreateTemp's pattern of a database being made, beside it.
+func newPattern(path string) string { return "." + filepath.Base(path) + ".new-*" }
+
+// sweepAge is how old an unlocked half-made database must be before a
+// create removes it: a create takes milliseconds, so one this old was
+// left by a process that died.
+const sweepAge = time.Hour
+
+// errMadeMeanwhile is a create whose link found path taken: another
+// process published its database first.
+var errMadeMeanwhile = errors.New("store: another process created the database meanwhile")
+
+// createHooks are for tests (none runs in parallel): made, when set,
+// runs after a create's file is made and migrated, before it is
+// published, and an error fails the create there; removing, when set,
+// runs once that failed create's file is closed, before it is removed.
+var createHooks struct {
+	made     func() error
+	removing func()
+}
+
+// create makes a new database at path, as the block above describes. It
+// answers errMadeMeanwhile when another process published one first.
+func create(path string, o boltengine.Options) (*Store, *boltengine.DB, error) {
+	sweepNew(path)
+	f, err := os.CreateTemp(filepath.Dir(path), newPattern(path))
+	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return nil, nil, &CreateError{Path: path, Err: err}
+		}
+		return nil, nil, fmt.Errorf("store: create %s: %w", path, err)
 	}
-	if rmErr := os.Remove(path); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
-		return fmt.Errorf("%w; the half-made %s could not be removed (%v): remove it before the next start", err, path, rmErr)
+	made := f.Name()
+	f.Close()
+	db, err := openBolt(made, o)
+	if err != nil {
+		return nil, nil, unmake(path, made, fmt.Errorf("store: open %s: %w", path, err))
+	}
+	s, err := openOn(db, path, false) // closes db on an error
+	if err == nil && createHooks.made != nil {
+		if err = createHooks.made(); err != nil {
+			s.Close()
+			if createHooks.removing != nil {
+				createHooks.removing()
+			}
+		}
+	}
+	if err != nil {
+		return nil, nil, unmake(path, made, err)
+	}
+	if err := publish(made, path); err != nil {
+		s.Close()
+		os.Remove(made)
+		return nil, nil, err
+	}
+	return s, db, nil
+}
+
+// publish gives the made file its name path, never replacing a file
+// there (errMadeMeanwhile), and removes the made name.
+func publish(made, path string) error {
+	err := os.Link(made, path)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return errMadeMeanwhile
+	case err != nil:
+		// A filesystem without hard links: a rename, which would replace
+		// a file published since the Lstat, a window of microseconds.
+		if _, lerr := os.Lstat(path); lerr == nil {
+			return errMadeMeanwhile
+		}
+		if rerr := os.Rename(made, path); rerr != nil {
+			return fmt.Errorf("store: create %s: %w (link: %v)", path, rerr, err)
+		}
+	default:
+		os.Remove(made)
+	}
+	// A folder that cannot be synced (some filesystems refuse) leaves
+	// the name's durability to the system.
+	_ = syncDir(filepath.Dir(path))
+	return nil
+}
+
+// sweepNew removes what a create that died left beside path: a made file
+// older than sweepAge that no process holds (bbolt's lock).
+func sweepNew(path string) {
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), newPattern(path)))
+	for _, p := range left {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		if fi, err := f.Stat(); err == nil && time.Since(fi.ModTime()) > sweepAge && !lockedByOther(f) {
+			os.Remove(p)
+		}
+		f.Close()
+	}
+}
+
+// unmake removes made, the file a create made for path, when the create
+// failed: bbolt leaves it behind, often 0 bytes when the disk is full.
+// No other process knows its name, so nothing another opened is touched.
+// For lack of space the error says what to do.
+func unmake(path, made string, err error) error {
+	if rmErr := os.Remove(made); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+		return fmt.Errorf("%w; the half-made %s could not be removed (%v): remove it", err, made, rmErr)
 	}
 	if noSpace(err) {
 		return &CreateError{Path: path, Err: err}
 	}
-	return fmt.Errorf("%w; the half-made %s was removed", err, path)
+	return fmt.Errorf("%w; nothing of %s was left behind", err, path)
 }
 
 // CreateError is a new database that could not be made for lack of disk

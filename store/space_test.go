@@ -114,6 +114,9 @@ func TestCreateOnFullDisk(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, FileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("after the failed open, %s: %v; want no file", FileName, err)
 	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("after the failed open the data folder holds %d entries; want none", len(entries))
+	}
 	disk.Free()
 	st, err := Open(dir, Options{})
 	if err != nil {
@@ -126,10 +129,12 @@ func TestCreateOnFullDisk(t *testing.T) {
 }
 
 // TestUnmakeKeepsOldFiles: a failed open of a file that existed is never
-// removed, whatever the cause.
+// removed, whatever the cause; unmake removes only the made file it is
+// given, never the database's name.
 func TestUnmakeKeepsOldFiles(t *testing.T) {
 	boltOnly(t)
-	path := filepath.Join(t.TempDir(), FileName)
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -139,17 +144,40 @@ func TestUnmakeKeepsOldFiles(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("the existing empty file is gone after a refused open: %v", err)
 	}
+	made := filepath.Join(dir, ".handoff.db.new-1")
+	if err := os.WriteFile(made, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cause := errors.New("boom")
-	if got := unmake(path, false, cause); got != cause {
-		t.Errorf("unmake of a file the open did not create = %v; want the cause alone", got)
+	if got := unmake(path, made, cause); !errors.Is(got, cause) || !strings.Contains(got.Error(), "nothing of "+path+" was left behind") {
+		t.Errorf("unmake of a made file = %v; want the cause and that nothing was left", got)
+	}
+	if _, err := os.Stat(made); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("unmake left the file it made: %v", err)
 	}
 	if _, err := os.Stat(path); err != nil {
-		t.Errorf("unmake removed a file the open did not create: %v", err)
+		t.Errorf("unmake touched the database's name: %v", err)
 	}
-	if got := unmake(path, true, cause); !errors.Is(got, cause) || !strings.Contains(got.Error(), "was removed") {
-		t.Errorf("unmake of a created file = %v; want the cause and that it was removed", got)
+}
+
+// TestCommitsCounts: Commits counts the rounds that committed, not a
+// round whose only caller failed (it rolled back).
+func TestCommitsCounts(t *testing.T) {
+	st := openTest(t)
+	before := st.Commits()
+	for i := range 3 {
+		if err := putBig(st, "k", 10+i); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("unmake left the file it created: %v", err)
+	if got := st.Commits() - before; got != 3 {
+		t.Errorf("three writes counted %d commits, want 3", got)
+	}
+	boom := errors.New("boom")
+	if err := st.Update(context.Background(), func(*Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("a failing write = %v, want its error", err)
+	}
+	if got := st.Commits() - before; got != 3 {
+		t.Errorf("after a failed write Commits counted %d, want still 3", got)
 	}
 }

@@ -64,6 +64,8 @@ type Store struct {
 	// full is the last commit that failed for lack of disk space, until a
 	// large enough one succeeds (space.go).
 	full atomic.Pointer[NoSpaceError]
+	// commits counts the rounds committed since the open (Commits).
+	commits atomic.Uint64
 }
 
 type writeReq struct {
@@ -173,16 +175,30 @@ func OpenFile(path string, opts Options) (*Store, error) {
 			}
 		}
 	}
-	db, err := openBolt(path, boltengine.Options{Timeout: timeout, ReadOnly: opts.ReadOnly, MmapSize: mmap})
+	bo := boltengine.Options{Timeout: timeout, ReadOnly: opts.ReadOnly, MmapSize: mmap}
+	if created {
+		// Made under a name of its own, then published (create, space.go).
+		s, db, err := create(path, bo)
+		if errors.Is(err, errMadeMeanwhile) {
+			return OpenFile(path, opts) // another process's, opened as any existing file
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.file, s.mmap = db, opts.MmapSize
+		db.LimitFreelist(freelistSyncMax)
+		return s, nil
+	}
+	db, err := openBolt(path, bo)
 	if errors.Is(err, engine.ErrLocked) {
-		return nil, inUseError{path} // another process made it and holds it: never removed
+		return nil, inUseError{path}
 	}
 	if err != nil {
-		return nil, unmake(path, created, fmt.Errorf("store: open %s: %w", path, err))
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s, err := openOn(db, path, opts.ReadOnly)
 	if err != nil {
-		return nil, unmake(path, created, err)
+		return nil, err
 	}
 	s.file, s.deferred, s.mmap = db, deferred, opts.MmapSize
 	db.LimitFreelist(freelistSyncMax)

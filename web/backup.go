@@ -133,12 +133,22 @@ func (d *downloads) writer(w http.ResponseWriter) *deadlineWriter {
 
 // deadlineWriter is an http.ResponseWriter whose every write must finish
 // within idle of its start; writes are cut into streamChunk pieces. It
-// remembers the first write that failed.
+// remembers the first write that failed, and counts the body's bytes
+// written (sent), which a range request makes fewer than the file's.
 type deadlineWriter struct {
 	http.ResponseWriter
 	rc   *http.ResponseController
 	idle time.Duration
 	err  error
+	sent int64
+	code int // the status written, 0 until then
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
@@ -151,6 +161,7 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 		_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
 		m, err := w.ResponseWriter.Write(p[:k])
 		n += m
+		w.sent += int64(m)
 		if err != nil {
 			w.err = err
 			return n, err

@@ -157,12 +157,18 @@ func (s *Server) backupFile(c *echo.Context) error {
 	t0 := time.Now()
 	dw := s.downloads.writer(c.Response())
 	http.ServeContent(dw, c.Request(), name, info.ModTime(), f)
-	by := actor(c)
+	// bytes is what was sent: a range request (a resumed download) sends
+	// part of the file, which size and range say.
+	attrs := []any{"who", actor(c), "file", path, "bytes", dw.sent, "size", info.Size()}
+	if r := c.Request().Header.Get("Range"); r != "" {
+		attrs = append(attrs, "range", r, "status", dw.code)
+	}
+	attrs = append(attrs, "sha256", sum, "took", time.Since(t0).Round(time.Millisecond))
 	if dw.err != nil {
-		s.log.Error("backup download failed", "who", by, "file", path, "bytes", info.Size(), "sha256", sum, "took", time.Since(t0).Round(time.Millisecond), "err", dw.why(dw.err))
+		s.log.Error("backup download failed", append(attrs, "err", dw.why(dw.err))...)
 		return nil
 	}
-	s.log.Info("backup download finished", "who", by, "file", path, "bytes", info.Size(), "sha256", sum, "took", time.Since(t0).Round(time.Millisecond))
+	s.log.Info("backup download finished", attrs...)
 	return nil
 }
 

@@ -1,0 +1,128 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
+)
+
+// syncLog is a log destination the server's goroutines write while the
+// test reads it.
+type syncLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// lines are the logged entries whose msg is msg.
+func (l *syncLog) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	text := l.buf.String()
+	l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		var entry map[string]any
+		if line == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if entry["msg"] == msg {
+			out = append(out, entry)
+		}
+	}
+	return out
+}
+
+// TestBackupsFileRangeLogsBytesSent: a range request (a resumed download)
+// of a scheduled backup is logged with the bytes it sent and the range it
+// asked for, beside the file's size; a whole download logs the whole size
+// as sent and no range.
+func TestBackupsFileRangeLogsBytesSent(t *testing.T) {
+	e, _, dir := backupsEnv(t)
+	sendLead(t, e, "demo", "r-1", "r1@example.com")
+	f, _, err := e.st.BackupToDir(dir, time.Date(2026, 3, 1, 2, 30, 0, 0, time.UTC), store.BackupOptions{Keep: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(f.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := loggedIn(t, e, "ada", store.RoleAdmin, "")
+	var logs syncLog
+	e.srv.log = slog.New(slog.NewJSONHandler(&logs, nil))
+
+	get := func(rng string) []byte {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, e.url+"/backups/file/"+f.Name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode := http.StatusOK
+		if rng != "" {
+			req.Header.Set("Range", rng)
+			wantCode = http.StatusPartialContent
+		}
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != wantCode {
+			t.Fatalf("GET with Range %q: %d, want %d", rng, resp.StatusCode, wantCode)
+		}
+		return body
+	}
+
+	part := get("bytes=100-1123")
+	if !bytes.Equal(part, want[100:1124]) {
+		t.Fatalf("the range answered %d bytes, want the file's bytes 100–1123", len(part))
+	}
+	var line map[string]any
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		l := logs.lines(t, "backup download finished")
+		if len(l) > 0 {
+			line = l[0]
+		}
+		return len(l) > 0
+	}, "the range download's log line")
+	if line["bytes"] != float64(1024) || line["size"] != float64(len(want)) || line["range"] != "bytes=100-1123" || line["status"] != float64(http.StatusPartialContent) {
+		t.Errorf("the range download logged %v; want bytes 1024, size %d, range bytes=100-1123, status 206", line, len(want))
+	}
+
+	if whole := get(""); !bytes.Equal(whole, want) {
+		t.Fatalf("the whole download answered %d bytes, want %d", len(whole), len(want))
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		l := logs.lines(t, "backup download finished")
+		if len(l) > 1 {
+			line = l[1]
+		}
+		return len(l) > 1
+	}, "the whole download's log line")
+	if _, ok := line["range"]; ok || line["bytes"] != float64(len(want)) || line["size"] != float64(len(want)) {
+		t.Errorf("the whole download logged %v; want bytes and size %d and no range", line, len(want))
+	}
+}
