@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/handoff/handoff/config"
@@ -84,6 +85,9 @@ type App struct {
 	// returned; stopCheck cuts it short.
 	checked   chan struct{}
 	stopCheck context.CancelFunc
+	// walked says the background page check ran to its end (sound or
+	// damaged), so a restore that failed need not start it again.
+	walked atomic.Bool
 	// bg holds the goroutines Start leaves running besides the servers
 	// (the offsite gauges' first listing); stopBg cuts them short, and
 	// Stop waits for them before it closes anything.
@@ -310,6 +314,9 @@ func (a *App) checkPagesInBackground() {
 			slog.Uint64("commits_last_window", last), slog.Duration("window", pageWalkWindow))
 		t1 := time.Now()
 		err := a.st.CheckPages(ctx)
+		if ctx.Err() == nil {
+			a.walked.Store(true)
+		}
 		switch {
 		case err == nil:
 			a.log.Info("the database's pages are sound", slog.Duration("took", time.Since(t1)))

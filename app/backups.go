@@ -145,6 +145,11 @@ func (b *backups) Restore(ctx context.Context, src string) (web.Restored, error)
 	defer scancel()
 	r, err := a.st.Replace(sctx, src)
 	if err != nil {
+		// The old file stays live: a page check that the restore cut
+		// short (or that was still waiting for a quiet moment) runs again.
+		if !a.walked.Load() {
+			a.checkPagesInBackground()
+		}
 		return web.Restored{}, err
 	}
 	res := web.Restored{Bytes: size, SHA256: sum, Kept: r.Kept, Pruned: r.Pruned}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/store/engine/boltengine"
 )
 
 // createChildEnv, when set, makes the test binary a child that opens a
@@ -260,5 +261,59 @@ func TestCreateSweepsWhatACrashLeft(t *testing.T) {
 	}
 	if _, err := os.Lstat(young); err != nil {
 		t.Errorf("the young half-made file: %v; want it kept", err)
+	}
+}
+
+// TestCreateSweepKeepsALockedFile: an old made file that a process still
+// holds (bbolt's lock: a create in progress, however slow) is not swept.
+func TestCreateSweepKeepsALockedFile(t *testing.T) {
+	boltOnly(t)
+	dir := t.TempDir()
+	held := filepath.Join(dir, ".handoff.db.new-3")
+	db, err := boltengine.Open(held, boltengine.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	then := time.Now().Add(-2 * sweepAge)
+	if err := os.Chtimes(held, then, then); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, err := os.Lstat(held); err != nil {
+		t.Errorf("the old made file another open holds: %v; want it kept", err)
+	}
+}
+
+// TestOpenSweepsALeftLink: a made name still linked to handoff.db (a create
+// that died between publishing and removing it) is removed at the next
+// read-write open, and the database keeps what it held.
+func TestOpenSweepsALeftLink(t *testing.T) {
+	boltOnly(t)
+	dir := t.TempDir()
+	st, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, st, "kept-1", t0)
+	st.Close()
+	left := filepath.Join(dir, ".handoff.db.new-4")
+	if err := os.Link(filepath.Join(dir, FileName), left); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := os.Lstat(left); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the made name linked to %s: %v; want it removed", FileName, err)
+	}
+	if err := st.View(func(tx *Tx) error { _, err := tx.EventByKey("kept-1"); return err }); err != nil {
+		t.Errorf("after the sweep: %v; want the event kept", err)
 	}
 }

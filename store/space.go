@@ -181,6 +181,7 @@ func create(path string, o boltengine.Options) (*Store, *boltengine.DB, error) {
 		os.Remove(made)
 		return nil, nil, err
 	}
+	db.Renamed(path)
 	return s, db, nil
 }
 
@@ -192,13 +193,15 @@ func publish(made, path string) error {
 	case errors.Is(err, fs.ErrExist):
 		return errMadeMeanwhile
 	case err != nil:
-		// A filesystem without hard links: a rename, which would replace
-		// a file published since the Lstat, a window of microseconds.
-		if _, lerr := os.Lstat(path); lerr == nil {
+		// A filesystem without hard links: a rename that never replaces
+		// a file there (renameat2's RENAME_NOREPLACE), or, where the
+		// system has none, a refusal: a plain rename could replace a file
+		// another process published meanwhile, and its data with it.
+		switch rerr := renameNoReplace(made, path); {
+		case errors.Is(rerr, fs.ErrExist):
 			return errMadeMeanwhile
-		}
-		if rerr := os.Rename(made, path); rerr != nil {
-			return fmt.Errorf("store: create %s: %w (link: %v)", path, rerr, err)
+		case rerr != nil:
+			return fmt.Errorf("store: create %s: this filesystem can neither link nor rename without replacing (link: %v; rename: %v): put the data folder on a local filesystem", path, err, rerr)
 		}
 	default:
 		os.Remove(made)
@@ -222,6 +225,23 @@ func sweepNew(path string) {
 			os.Remove(p)
 		}
 		f.Close()
+	}
+}
+
+// sweepLinks removes a made name still linked to path itself, which a
+// create that died between publishing and removing it leaves: the same
+// file under a second name, harmless to remove, and else it would keep
+// the old database's space after a restore replaced path.
+func sweepLinks(path string) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), newPattern(path)))
+	for _, p := range left {
+		if li, err := os.Stat(p); err == nil && os.SameFile(fi, li) {
+			os.Remove(p)
+		}
 	}
 }
 

@@ -202,6 +202,9 @@ func OpenFile(path string, opts Options) (*Store, error) {
 	}
 	s.file, s.deferred, s.mmap = db, deferred, opts.MmapSize
 	db.LimitFreelist(freelistSyncMax)
+	if !opts.ReadOnly {
+		sweepLinks(path)
+	}
 	if unreadable != nil {
 		s.seen.add(unreadable.Records...)
 	}

@@ -81,6 +81,9 @@ func TestBackupsFileRangeLogsBytesSent(t *testing.T) {
 			req.Header.Set("Range", rng)
 			wantCode = http.StatusPartialContent
 		}
+		if strings.HasPrefix(rng, "bytes=999999999") {
+			wantCode = http.StatusRequestedRangeNotSatisfiable
+		}
 		resp, err := b.c.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -124,5 +127,21 @@ func TestBackupsFileRangeLogsBytesSent(t *testing.T) {
 	}, "the whole download's log line")
 	if _, ok := line["range"]; ok || line["bytes"] != float64(len(want)) || line["size"] != float64(len(want)) {
 		t.Errorf("the whole download logged %v; want bytes and size %d and no range", line, len(want))
+	}
+
+	// A range past the file's end: 416, logged as no file sent.
+	get("bytes=999999999-")
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		l := logs.lines(t, "backup download answered without the file")
+		if len(l) > 0 {
+			line = l[0]
+		}
+		return len(l) > 0
+	}, "the unsatisfiable range's log line")
+	if line["status"] != float64(http.StatusRequestedRangeNotSatisfiable) || line["range"] != "bytes=999999999-" {
+		t.Errorf("the unsatisfiable range logged %v; want status 416 and its range", line)
+	}
+	if n := len(logs.lines(t, "backup download finished")); n != 2 {
+		t.Errorf("%d \"finished\" lines after a 416, want the 2 downloads before it", n)
 	}
 }

@@ -164,11 +164,19 @@ func (s *Server) backupFile(c *echo.Context) error {
 		attrs = append(attrs, "range", r, "status", dw.code)
 	}
 	attrs = append(attrs, "sha256", sum, "took", time.Since(t0).Round(time.Millisecond))
-	if dw.err != nil {
+	switch {
+	case dw.err != nil:
 		s.log.Error("backup download failed", append(attrs, "err", dw.why(dw.err))...)
-		return nil
+	case dw.code != 0 && dw.code != http.StatusOK && dw.code != http.StatusPartialContent:
+		// A range the file does not hold (416), a precondition (304,
+		// 412), a read error inside ServeContent (500): no file was sent.
+		if c.Request().Header.Get("Range") == "" {
+			attrs = append(attrs, "status", dw.code)
+		}
+		s.log.Warn("backup download answered without the file", attrs...)
+	default:
+		s.log.Info("backup download finished", attrs...)
 	}
-	s.log.Info("backup download finished", attrs...)
 	return nil
 }
 

@@ -52,6 +52,8 @@ type DB struct {
 	// syncMax, above zero, is the most free and pinned pages a commit
 	// writes into the freelist (LimitFreelist); zero: every commit does.
 	syncMax atomic.Int64
+	// path is the file's name now (Rename); bbolt keeps the one it opened.
+	path atomic.Pointer[string]
 }
 
 var _ engine.Engine = (*DB)(nil)
@@ -74,11 +76,17 @@ func Open(path string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	return &DB{db: db, fill: o.Fill}, nil
+	d := &DB{db: db, fill: o.Fill}
+	d.path.Store(&path)
+	return d, nil
 }
 
 // Path is the file's path.
-func (d *DB) Path() string { return d.db.Path() }
+func (d *DB) Path() string { return *d.path.Load() }
+
+// Renamed tells the engine the open file is now also (or only) at path,
+// as after a link or rename by its creator: bbolt keeps the name it opened.
+func (d *DB) Renamed(path string) { d.path.Store(&path) }
 
 // LimitFreelist makes a commit write the freelist only while it holds at
 // most max free and pinned pages, and Close write it (one empty commit),
@@ -102,7 +110,7 @@ func (d *DB) Close() error {
 
 // View runs fn in a read transaction.
 func (d *DB) View(fn func(engine.Tx) error) error {
-	return d.db.View(func(btx *bolt.Tx) error { return fn(&tx{t: btx, fill: d.fill}) })
+	return d.db.View(func(btx *bolt.Tx) error { return fn(&tx{t: btx, fill: d.fill, path: d.Path()}) })
 }
 
 // Update runs fn in a write transaction and commits it (fsynced) before it
@@ -119,7 +127,7 @@ func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 			_ = btx.Rollback() // fn failed, or panicked (the panic goes on), as in db.Update
 		}
 	}()
-	if err := fn(&tx{t: btx, fill: d.fill}); err != nil {
+	if err := fn(&tx{t: btx, fill: d.fill, path: d.Path()}); err != nil {
 		return engine.Commit{}, err
 	}
 	closed = true // Commit closes the transaction, whether it fails or not
@@ -195,6 +203,7 @@ func TxID(t engine.Tx) (uint64, bool) {
 type tx struct {
 	t    *bolt.Tx
 	fill map[string]float64
+	path string // the file's name (DB.Path)
 }
 
 func (t *tx) Bucket(name []byte) engine.Bucket {
@@ -226,7 +235,11 @@ func (t *tx) ForEachBucket(fn func(name []byte) error) error {
 // truncated file (a broken download) would make that walk read past the
 // end of the mapping and die with SIGBUS, so it is refused first.
 func (t *tx) Check() []error {
-	if fi, err := os.Stat(t.t.DB().Path()); err == nil && fi.Size() < t.t.Size() {
+	fi, err := os.Stat(t.path)
+	if err != nil {
+		return []error{fmt.Errorf("check: the file's size: %w", err)}
+	}
+	if fi.Size() < t.t.Size() {
 		return []error{&truncated{have: fi.Size(), reach: t.t.Size()}}
 	}
 	var problems []error
