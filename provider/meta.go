@@ -90,14 +90,7 @@ type metaSend struct {
 func (m *Meta) Send(ctx context.Context, msg Message) (string, error) {
 	req := metaSend{MessagingType: "RESPONSE"}
 	req.Recipient.ID, req.Message.Text = msg.To, msg.Text
-	body, err := json.Marshal(req)
-	if err != nil {
-		return "", &Permanent{Err: fmt.Errorf("%s: encode message: %w", m.name, err)}
-	}
-	hdr := http.Header{}
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Authorization", m.auth)
-	a, err := m.w.post(ctx, m.url, hdr, body)
+	a, err := m.w.postJSON(ctx, m.name, m.url, m.auth, req)
 	if err != nil {
 		return "", err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -53,13 +52,7 @@ func (t *Telegram) Send(ctx context.Context, m Message) (string, error) {
 	if n, err := strconv.ParseInt(chat, 10, 64); err == nil {
 		msg["chat_id"] = n // a numeric chat id goes as the number it is
 	}
-	body, err := json.Marshal(msg)
-	if err != nil {
-		return "", &Permanent{Err: fmt.Errorf("%s: encode message: %w", t.name, err)}
-	}
-	hdr := http.Header{}
-	hdr.Set("Content-Type", "application/json")
-	a, err := t.w.post(ctx, t.url, hdr, body)
+	a, err := t.w.postJSON(ctx, t.name, t.url, "", msg)
 	if err != nil {
 		return "", err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -71,14 +70,7 @@ type whatsappText struct {
 func (w *WhatsApp) Send(ctx context.Context, m Message) (string, error) {
 	msg := whatsappText{MessagingProduct: "whatsapp", RecipientType: "individual", To: m.To, Type: "text", BizOpaqueCallbackData: m.Ref}
 	msg.Text.Body = m.Text
-	body, err := json.Marshal(msg)
-	if err != nil {
-		return "", &Permanent{Err: fmt.Errorf("%s: encode message: %w", w.name, err)}
-	}
-	hdr := http.Header{}
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Authorization", w.auth)
-	a, err := w.w.post(ctx, w.url, hdr, body)
+	a, err := w.w.postJSON(ctx, w.name, w.url, w.auth, msg)
 	if err != nil {
 		return "", err
 	}

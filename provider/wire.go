@@ -46,6 +46,22 @@ type answer struct {
 	ReadErr error
 }
 
+// postJSON encodes v and posts it as JSON to url, with auth as its
+// Authorization header when set: one send's request for the kinds that
+// take a JSON body. An encoding failure is permanent, in name's words.
+func (w *wire) postJSON(ctx context.Context, name, url, auth string, v any) (answer, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return answer{}, &Permanent{Err: fmt.Errorf("%s: encode message: %w", name, err)}
+	}
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json")
+	if auth != "" {
+		hdr.Set("Authorization", auth)
+	}
+	return w.post(ctx, url, hdr, body)
+}
+
 // post sends body to url once. A transport failure is *NotSent when not
 // one byte left this machine and *Ambiguous otherwise; any answer,
 // whatever its status, is returned for the kind to judge.
