@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// Job kinds the store enqueues itself, inside the transaction that makes
-// them necessary (an event enqueues its draft job, an approval its
-// delivery). What a delivery job does, and every move of an outbox row
-// after it is created, is the delivery package's.
+// The job kinds the store's own reads name: an event's draft job is found
+// under (KindDraft, its key), a row's delivery job under (KindDeliver, its
+// id). The concepts that enqueue them declare their kinds from these
+// (review.KindDraft, delivery.Kind); what a delivery job does, and every
+// move of an outbox row after it is created, is the delivery package's.
 const (
 	KindDraft   = "draft"
 	KindDeliver = "deliver"
