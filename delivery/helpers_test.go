@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,49 +46,4 @@ func startRunner(t *testing.T, st *store.Store, kinds map[string]jobs.Kind, opt 
 		}
 	})
 	return r
-}
-
-// waitState waits until job id is in a final state and returns it; it fails
-// if the final state is not want.
-func waitFinal(t *testing.T, st *store.Store, id string, want store.JobState) store.Job {
-	t.Helper()
-	var j store.Job
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		var err error
-		j, err = st.Job(id)
-		if err != nil {
-			t.Fatalf("Job(%s): %v", id, err)
-		}
-		return j.State.Final()
-	}, "job "+id+" to finish")
-	if j.State != want {
-		t.Fatalf("job %s ended %s (last error %q), want %s", id, j.State, j.LastError, want)
-	}
-	return j
-}
-
-// fakeClock is a settable clock that counts how often it is read.
-type fakeClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	reads int
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.reads++
-	return c.now
-}
-
-func (c *fakeClock) Reads() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reads
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }

@@ -334,7 +334,7 @@ func TestDeliverHTTPAmbiguousOutcomes(t *testing.T) {
 				t.Fatalf("Enqueue: %v", err)
 			}
 			g.runner.Wake()
-			waitFinal(t, st, again.ID, store.JobCompleted)
+			testkit.WaitJob(t, st, again.ID, store.JobCompleted)
 			if posts2, _, _ := crmSeen(crm); len(posts2) != len(posts) {
 				t.Errorf("running the job again sent %d more POSTs", len(posts2)-len(posts))
 			}

@@ -13,13 +13,15 @@ import (
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // parked is a reply whose one send ended unknown on its last attempt
 // (needs_reconciliation) through a slowProvider with lookup.
 func parked(t *testing.T, script string) (*slowRig, *slowProvider) {
 	t.Helper()
-	clock := &fakeClock{now: time.Now().UTC().Add(time.Minute)}
+	clock := testkit.NewClock(time.Now().UTC().Add(time.Minute))
 	p := &slowProvider{
 		clock: clock, script: []string{script}, accepted: map[string]time.Time{},
 		caps: provider.Capabilities{Lookup: true, Timeout: 2 * time.Second, LookupSettle: 10 * time.Second},

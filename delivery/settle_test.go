@@ -29,7 +29,7 @@ import (
 // in lookups storeAfter later, as with a provider that answers before it
 // has stored (or one still working when our timeout ran out).
 type slowProvider struct {
-	clock      *fakeClock
+	clock      *testkit.Clock
 	caps       provider.Capabilities
 	storeAfter time.Duration
 
@@ -84,7 +84,7 @@ func (p *slowProvider) counts() (sends, lookups int) {
 // test decides when retries and the settle window come due.
 type slowRig struct {
 	st       *store.Store
-	clock    *fakeClock
+	clock    *testkit.Clock
 	runner   *jobs.Runner
 	outboxID string
 	corr     string
@@ -151,7 +151,7 @@ func (g *slowRig) waitAttempts(t *testing.T, n int) (store.Outbox, store.Job) {
 // count: the job waits until lookup_settle after the send, looks again,
 // and finds the message. Counting the early "not found" would send twice.
 func TestDeliverLookupWaitsForSettle(t *testing.T) {
-	clock := &fakeClock{now: time.Now().UTC().Add(time.Minute)} // ahead of every wall-clock due time
+	clock := testkit.NewClock(time.Now().UTC().Add(time.Minute)) // ahead of every wall-clock due time
 	p := &slowProvider{
 		clock: clock, storeAfter: 5 * time.Second, script: []string{"ambiguous"}, accepted: map[string]time.Time{},
 		caps: provider.Capabilities{Lookup: true, Timeout: 2 * time.Second, LookupSettle: 10 * time.Second},
@@ -187,7 +187,7 @@ func TestDeliverLookupWaitsForSettle(t *testing.T) {
 // TestDeliverSettledNotFoundSends checks the other side: once the window
 // has passed, "not found" is proof, recorded, and the reply is sent again.
 func TestDeliverSettledNotFoundSends(t *testing.T) {
-	clock := &fakeClock{now: time.Now().UTC().Add(time.Minute)} // ahead of every wall-clock due time
+	clock := testkit.NewClock(time.Now().UTC().Add(time.Minute)) // ahead of every wall-clock due time
 	p := &slowProvider{
 		clock: clock, script: []string{"lost", "ok"}, accepted: map[string]time.Time{},
 		caps: provider.Capabilities{Lookup: true, Timeout: 2 * time.Second, LookupSettle: 10 * time.Second},
@@ -210,7 +210,7 @@ func TestDeliverSettledNotFoundSends(t *testing.T) {
 // on the last attempt the row fails, safe to replay.
 func TestDeliverNotSent(t *testing.T) {
 	t.Run("then sent", func(t *testing.T) {
-		clock := &fakeClock{now: time.Now().UTC().Add(time.Minute)} // ahead of every wall-clock due time
+		clock := testkit.NewClock(time.Now().UTC().Add(time.Minute)) // ahead of every wall-clock due time
 		p := &slowProvider{clock: clock, script: []string{"not_sent", "ok"}, accepted: map[string]time.Time{}}
 		g := startSlow(t, p, 3)
 		row, _ := g.waitAttempts(t, 1)
@@ -225,7 +225,7 @@ func TestDeliverNotSent(t *testing.T) {
 		}
 	})
 	t.Run("every attempt", func(t *testing.T) {
-		clock := &fakeClock{now: time.Now().UTC().Add(time.Minute)} // ahead of every wall-clock due time
+		clock := testkit.NewClock(time.Now().UTC().Add(time.Minute)) // ahead of every wall-clock due time
 		p := &slowProvider{clock: clock, script: []string{"not_sent"}, accepted: map[string]time.Time{}}
 		g := startSlow(t, p, 2)
 		g.waitAttempts(t, 1)

@@ -108,14 +108,14 @@ func TestRunnerAttempts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := openStore(t)
-			kind := &kindFunc{fn: tt.fn}
+			kind := &testkit.KindFunc{Fn: tt.fn}
 			opt := testOptions()
 			// Delays long enough that a retry run at once cannot pass for one
 			// that waited (jitter 0 takes half of each: 20, 40, 80 ms).
 			opt.Backoff = Backoff{Base: 40 * time.Millisecond, Max: 160 * time.Millisecond}
-			j := enqueue(t, st, "test", "web:1", tt.maxAttempts, time.Now())
+			j := testkit.Enqueue(t, st, "test", "web:1", tt.maxAttempts, time.Now())
 			startRunner(t, st, map[string]Kind{"test": kind}, opt)
-			got := waitFinal(t, st, j.ID, tt.wantState)
+			got := testkit.WaitJob(t, st, j.ID, tt.wantState)
 
 			if !slices.Equal(outcomes(got), tt.wantOutcomes) {
 				t.Errorf("attempt outcomes = %v, want %v", outcomes(got), tt.wantOutcomes)
@@ -167,9 +167,9 @@ func TestRunnerAttempts(t *testing.T) {
 
 func TestRunnerUnknownKindDiscards(t *testing.T) {
 	st := openStore(t)
-	j := enqueue(t, st, "from-a-newer-binary", "web:1", 3, time.Now())
+	j := testkit.Enqueue(t, st, "from-a-newer-binary", "web:1", 3, time.Now())
 	startRunner(t, st, map[string]Kind{}, testOptions())
-	got := waitFinal(t, st, j.ID, store.JobDiscarded)
+	got := testkit.WaitJob(t, st, j.ID, store.JobDiscarded)
 	if len(got.Attempts) != 1 || !strings.Contains(got.LastError, "from-a-newer-binary") {
 		t.Errorf("job = %d attempts, last error %q; want one attempt naming the kind", len(got.Attempts), got.LastError)
 	}
@@ -180,11 +180,12 @@ func TestRunnerUnknownKindDiscards(t *testing.T) {
 // its clock) when the clock moves on and Wake is called.
 func TestRunnerWakeStartsWork(t *testing.T) {
 	st := openStore(t)
-	clock := &fakeClock{now: time.Now()}
-	kind := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
+	now := time.Now()
+	clock := testkit.NewClock(now)
+	kind := &testkit.KindFunc{Fn: func(context.Context, int, store.Job) error { return nil }}
 	var j store.Job
 	err := st.Update(context.Background(), func(tx *store.Tx) (err error) {
-		j, _, err = tx.Enqueue(store.NewJob{ID: "01JTESTWAKE0000000000000000", Kind: "test", Key: "web:1", MaxAttempts: 1, RunAt: clock.now.Add(time.Hour)}, "c", clock.now)
+		j, _, err = tx.Enqueue(store.NewJob{ID: "01JTESTWAKE0000000000000000", Kind: "test", Key: "web:1", MaxAttempts: 1, RunAt: now.Add(time.Hour)}, "c", now)
 		return err
 	})
 	if err != nil {
@@ -201,22 +202,22 @@ func TestRunnerWakeStartsWork(t *testing.T) {
 	}
 	clock.Advance(time.Hour)
 	r.Wake()
-	waitFinal(t, st, j.ID, store.JobCompleted)
+	testkit.WaitJob(t, st, j.ID, store.JobCompleted)
 }
 
 // TestRunnerRunsRetryAtItsTime: nothing wakes the runner; it must set its
 // own timer for the retry.
 func TestRunnerRunsRetryAtItsTime(t *testing.T) {
 	st := openStore(t)
-	kind := &kindFunc{fn: func(_ context.Context, call int, _ store.Job) error {
+	kind := &testkit.KindFunc{Fn: func(_ context.Context, call int, _ store.Job) error {
 		if call == 1 {
 			return &RetryLater{Err: errors.New("429"), After: 20 * time.Millisecond}
 		}
 		return nil
 	}}
-	j := enqueue(t, st, "test", "web:1", 3, time.Now())
+	j := testkit.Enqueue(t, st, "test", "web:1", 3, time.Now())
 	startRunner(t, st, map[string]Kind{"test": kind}, testOptions())
-	got := waitFinal(t, st, j.ID, store.JobCompleted)
+	got := testkit.WaitJob(t, st, j.ID, store.JobCompleted)
 	if wait := got.Attempts[1].StartedAt.Sub(got.Attempts[0].StartedAt); wait < 20*time.Millisecond {
 		t.Errorf("retry started %s after the first attempt, want at least the 20ms asked for", wait)
 	}
@@ -224,7 +225,7 @@ func TestRunnerRunsRetryAtItsTime(t *testing.T) {
 
 func TestRunnerManyJobs(t *testing.T) {
 	st := openStore(t)
-	kind := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error {
+	kind := &testkit.KindFunc{Fn: func(_ context.Context, _ int, j store.Job) error {
 		if j.Attempt == 1 && strings.HasSuffix(j.Key, "7") {
 			return errors.New("first try fails")
 		}
@@ -232,13 +233,13 @@ func TestRunnerManyJobs(t *testing.T) {
 	}}
 	var ids []string
 	for i := range 40 {
-		ids = append(ids, enqueue(t, st, "test", fmt.Sprint("web:", i), 3, time.Now()).ID)
+		ids = append(ids, testkit.Enqueue(t, st, "test", fmt.Sprint("web:", i), 3, time.Now()).ID)
 	}
 	opt := testOptions()
 	opt.Workers = 4
 	startRunner(t, st, map[string]Kind{"test": kind}, opt)
 	for _, id := range ids {
-		waitFinal(t, st, id, store.JobCompleted)
+		testkit.WaitJob(t, st, id, store.JobCompleted)
 	}
 	if n := len(kind.Calls()); n != 44 {
 		t.Errorf("kind ran %d times, want 44 (40 jobs, 4 of them twice)", n)
@@ -248,12 +249,12 @@ func TestRunnerManyJobs(t *testing.T) {
 func TestRunnerStopReleasesBlockedJob(t *testing.T) {
 	st := openStore(t)
 	started := make(chan struct{})
-	kind := &kindFunc{fn: func(ctx context.Context, _ int, _ store.Job) error {
+	kind := &testkit.KindFunc{Fn: func(ctx context.Context, _ int, _ store.Job) error {
 		close(started)
 		<-ctx.Done()
 		return ctx.Err()
 	}}
-	j := enqueue(t, st, "test", "web:1", 3, time.Now())
+	j := testkit.Enqueue(t, st, "test", "web:1", 3, time.Now())
 	r := NewRunner(st, map[string]Kind{"test": kind}, testOptions())
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -301,12 +302,12 @@ func TestRunnerStopReleasesBlockedJob(t *testing.T) {
 func TestRunnerStopWaitsForJobsThatFinish(t *testing.T) {
 	st := openStore(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	kind := &kindFunc{fn: func(ctx context.Context, _ int, _ store.Job) error {
+	kind := &testkit.KindFunc{Fn: func(ctx context.Context, _ int, _ store.Job) error {
 		close(started)
 		<-release
 		return ctx.Err() // nil unless Stop cancelled it
 	}}
-	j := enqueue(t, st, "test", "web:1", 3, time.Now())
+	j := testkit.Enqueue(t, st, "test", "web:1", 3, time.Now())
 	r := NewRunner(st, map[string]Kind{"test": kind}, testOptions())
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -337,14 +338,14 @@ func TestRunnerStopWaitsForJobsThatFinish(t *testing.T) {
 func TestRunnerStartReapsJobsLeftRunning(t *testing.T) {
 	st := openStore(t)
 	now := time.Now()
-	j := enqueue(t, st, "test", "web:1", 3, now)
+	j := testkit.Enqueue(t, st, "test", "web:1", 3, now)
 	dead, err := st.Claim(context.Background(), now, store.AnyJobs(1), time.Hour)
 	if err != nil || len(dead) != 1 {
 		t.Fatalf("Claim = %d jobs, %v; want 1", len(dead), err)
 	}
-	kind := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
+	kind := &testkit.KindFunc{Fn: func(context.Context, int, store.Job) error { return nil }}
 	startRunner(t, st, map[string]Kind{"test": kind}, testOptions())
-	got := waitFinal(t, st, j.ID, store.JobCompleted)
+	got := testkit.WaitJob(t, st, j.ID, store.JobCompleted)
 	if want := []string{store.OutcomeLeaseExpired, store.OutcomeCompleted}; !slices.Equal(outcomes(got), want) {
 		t.Errorf("attempt outcomes = %v, want %v", outcomes(got), want)
 	}
@@ -366,18 +367,19 @@ func TestRunnerJobContextFollowsInjectedClock(t *testing.T) {
 	for _, offset := range []time.Duration{-24 * time.Hour, 0} {
 		t.Run(fmt.Sprint("clock offset ", offset), func(t *testing.T) {
 			st := openStore(t)
-			clock := &fakeClock{now: time.Now().Add(offset)}
+			now := time.Now().Add(offset)
+			clock := testkit.NewClock(now)
 			type seen struct {
 				err  error
 				left time.Duration
 			}
 			got := make(chan seen, 1)
-			kind := &kindFunc{fn: func(ctx context.Context, _ int, _ store.Job) error {
+			kind := &testkit.KindFunc{Fn: func(ctx context.Context, _ int, _ store.Job) error {
 				dl, _ := ctx.Deadline()
 				got <- seen{ctx.Err(), time.Until(dl)}
 				return nil
 			}}
-			j := enqueue(t, st, "test", "web:1", 1, clock.now)
+			j := testkit.Enqueue(t, st, "test", "web:1", 1, now)
 			opt := testOptions()
 			opt.Now = clock.Now
 			opt.Lease = time.Minute
@@ -394,7 +396,7 @@ func TestRunnerJobContextFollowsInjectedClock(t *testing.T) {
 			if s.left <= 50*time.Second || s.left > 55*time.Second {
 				t.Errorf("job context ends in %s, want about 55s (lease 1m minus the 5s margin)", s.left)
 			}
-			waitFinal(t, st, j.ID, store.JobCompleted)
+			testkit.WaitJob(t, st, j.ID, store.JobCompleted)
 		})
 	}
 }
@@ -407,7 +409,7 @@ func TestRunnerPoolsPerKind(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	inFlight, most := 0, 0
-	draft := &kindFunc{fn: func(context.Context, int, store.Job) error {
+	draft := &testkit.KindFunc{Fn: func(context.Context, int, store.Job) error {
 		mu.Lock()
 		inFlight++
 		most = max(most, inFlight)
@@ -418,10 +420,10 @@ func TestRunnerPoolsPerKind(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}}
-	deliver := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
+	deliver := &testkit.KindFunc{Fn: func(context.Context, int, store.Job) error { return nil }}
 	var ids []string
 	for i := range 48 {
-		ids = append(ids, enqueue(t, st, "draft", fmt.Sprint("web:", i), 1, time.Now()).ID)
+		ids = append(ids, testkit.Enqueue(t, st, "draft", fmt.Sprint("web:", i), 1, time.Now()).ID)
 	}
 	opt := testOptions()
 	opt.Workers = 1
@@ -429,9 +431,9 @@ func TestRunnerPoolsPerKind(t *testing.T) {
 	r := startRunner(t, st, map[string]Kind{"draft": draft, "deliver": deliver}, opt)
 	testkit.Eventually(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return inFlight == 8 }, "8 drafts to run")
 
-	d := enqueue(t, st, "deliver", "out:1", 1, time.Now())
+	d := testkit.Enqueue(t, st, "deliver", "out:1", 1, time.Now())
 	r.Wake() // as every enqueue in handoff does once it commits
-	waitFinal(t, st, d.ID, store.JobCompleted)
+	testkit.WaitJob(t, st, d.ID, store.JobCompleted)
 	counts, err := st.JobCounts()
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +449,7 @@ func TestRunnerPoolsPerKind(t *testing.T) {
 	}
 	close(release)
 	for _, id := range ids {
-		waitFinal(t, st, id, store.JobCompleted)
+		testkit.WaitJob(t, st, id, store.JobCompleted)
 	}
 	if most != 8 {
 		t.Errorf("at most %d drafts ran at once, want the pool's 8", most)
@@ -460,7 +462,7 @@ func TestRunnerPoolsPerKind(t *testing.T) {
 // the load and one after it both find the indexes and counts in step.
 func TestRunnerLiveCheckUnderIngest(t *testing.T) {
 	st := openStore(t)
-	work := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error {
+	work := &testkit.KindFunc{Fn: func(_ context.Context, _ int, j store.Job) error {
 		if j.Attempt == 1 && strings.HasSuffix(j.Key, "3") {
 			return errors.New("first try fails")
 		}
@@ -531,10 +533,10 @@ func TestRunnerLiveCheckUnderIngest(t *testing.T) {
 func TestRunnerStopLeavesNothingRunning(t *testing.T) {
 	st := openStore(t)
 	var ran sync.Map
-	quick := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error { ran.Store(j.ID, true); return nil }}
+	quick := &testkit.KindFunc{Fn: func(_ context.Context, _ int, j store.Job) error { ran.Store(j.ID, true); return nil }}
 	kinds := map[string]Kind{"a": quick, "b": quick, "c": quick, "d": quick}
 	for i := range 400 {
-		enqueue(t, st, string(rune('a'+i%4)), fmt.Sprint("web:", i), 1, time.Now())
+		testkit.Enqueue(t, st, string(rune('a'+i%4)), fmt.Sprint("web:", i), 1, time.Now())
 	}
 	opt := testOptions()
 	opt.Workers = 2
@@ -574,9 +576,9 @@ func TestRunnerStopLeavesNothingRunning(t *testing.T) {
 // and once the last Stop returns no job is running.
 func TestRunnerRestartBesideStop(t *testing.T) {
 	st := openStore(t)
-	quick := &kindFunc{fn: func(context.Context, int, store.Job) error { return nil }}
+	quick := &testkit.KindFunc{Fn: func(context.Context, int, store.Job) error { return nil }}
 	for i := range 300 {
-		enqueue(t, st, "test", fmt.Sprint("web:", i), 1, time.Now())
+		testkit.Enqueue(t, st, "test", fmt.Sprint("web:", i), 1, time.Now())
 	}
 	opt := testOptions()
 	opt.Workers = 4
@@ -616,8 +618,8 @@ func TestRunnerRestartBesideStop(t *testing.T) {
 	}
 }
 
-// interruptible is a kindFunc whose attempts a stop cancels at once.
-type interruptible struct{ *kindFunc }
+// interruptible is a testkit.KindFunc whose attempts a stop cancels at once.
+type interruptible struct{ *testkit.KindFunc }
 
 func (interruptible) InterruptedByStop() bool { return true }
 
@@ -629,7 +631,7 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 	st := openStore(t)
 	draftStarted, sendStarted, sendRelease := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var sendCtxErr error
-	draft := interruptible{&kindFunc{fn: func(ctx context.Context, call int, _ store.Job) error {
+	draft := interruptible{&testkit.KindFunc{Fn: func(ctx context.Context, call int, _ store.Job) error {
 		if call > 1 {
 			return nil // after the restart
 		}
@@ -637,15 +639,15 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 		<-ctx.Done() // the model call, aborted
 		return ctx.Err()
 	}}}
-	send := &kindFunc{fn: func(ctx context.Context, _ int, _ store.Job) error {
+	send := &testkit.KindFunc{Fn: func(ctx context.Context, _ int, _ store.Job) error {
 		close(sendStarted)
 		<-sendRelease
 		sendCtxErr = ctx.Err()
 		return nil
 	}}
 	kinds := map[string]Kind{store.KindDraft: draft, "deliver": send}
-	dj := enqueue(t, st, store.KindDraft, "web:1", 1, time.Now()) // its last attempt: a release must not discard it
-	sj := enqueue(t, st, "deliver", "out:1", 3, time.Now())
+	dj := testkit.Enqueue(t, st, store.KindDraft, "web:1", 1, time.Now()) // its last attempt: a release must not discard it
+	sj := testkit.Enqueue(t, st, "deliver", "out:1", 3, time.Now())
 	r := NewRunner(st, kinds, testOptions())
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -691,7 +693,7 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 	}
 
 	startRunner(t, st, kinds, testOptions())
-	if j := waitFinal(t, st, dj.ID, store.JobCompleted); len(j.Attempts) != 2 {
+	if j := testkit.WaitJob(t, st, dj.ID, store.JobCompleted); len(j.Attempts) != 2 {
 		t.Errorf("the draft job after the restart has %d attempts; want 2, the released one and the one that drafted", len(j.Attempts))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/store"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // TestSnoozeCostsNoAttempt: a kind that snoozes twice and then fails runs
@@ -14,15 +16,15 @@ import (
 // twice for real, each snooze recorded on it without a number of its own.
 func TestSnoozeCostsNoAttempt(t *testing.T) {
 	st := openStore(t)
-	kind := &kindFunc{fn: func(_ context.Context, call int, _ store.Job) error {
+	kind := &testkit.KindFunc{Fn: func(_ context.Context, call int, _ store.Job) error {
 		if call <= 2 {
 			return &Snooze{Err: errors.New("held to the rate"), After: 5 * time.Millisecond}
 		}
 		return errors.New("refused for now")
 	}}
-	j := enqueue(t, st, "test", "web:1", 2, time.Now())
+	j := testkit.Enqueue(t, st, "test", "web:1", 2, time.Now())
 	startRunner(t, st, map[string]Kind{"test": kind}, testOptions())
-	got := waitFinal(t, st, j.ID, store.JobDiscarded)
+	got := testkit.WaitJob(t, st, j.ID, store.JobDiscarded)
 	if n := len(kind.Calls()); n != 4 {
 		t.Fatalf("the kind ran %d times, want 4 (two snoozes, then both attempts)", n)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // bulkFixture is a store with n discarded noop jobs, a bulk run over them
@@ -20,7 +22,7 @@ func bulkFixture(t *testing.T, n int) (*store.Store, *BulkReplayJob, store.BulkR
 	now := time.Now().UTC()
 	var items []string
 	for i := range n {
-		j := enqueue(t, st, "noop", string(rune('a'+i)), 1, now)
+		j := testkit.Enqueue(t, st, "noop", string(rune('a'+i)), 1, now)
 		claimed, err := st.Claim(context.Background(), now, store.AnyJobs(1), time.Minute)
 		if err != nil || len(claimed) != 1 || claimed[0].ID != j.ID {
 			t.Fatalf("claim %s: %v %v", j.ID, claimed, err)

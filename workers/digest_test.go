@@ -35,7 +35,7 @@ type digestRig struct {
 	dir    string
 	st     *store.Store
 	cfg    *config.Config
-	clock  *fakeClock
+	clock  *testkit.Clock
 	runner *jobs.Runner
 	maint  *Maintenance
 }
@@ -52,7 +52,7 @@ func digestConfig(t *testing.T, yaml string) *config.Config {
 	return cfg
 }
 
-func startDigestRig(t *testing.T, dir string, cfg *config.Config, clock *fakeClock) *digestRig {
+func startDigestRig(t *testing.T, dir string, cfg *config.Config, clock *testkit.Clock) *digestRig {
 	t.Helper()
 	st, err := store.Open(dir, store.Options{})
 	if err != nil {
@@ -196,7 +196,7 @@ func TestDigestByEmailThroughMailpit(t *testing.T) {
 digests:
   - {name: morning, to: mail, address: approvers@agency.example, schedule: "0 9 * * 1-5"}
 `, host, port, mp.LookupURL()))
-	clock := &fakeClock{now: dt0}
+	clock := testkit.NewClock(dt0)
 	g := startDigestRig(t, t.TempDir(), cfg, clock)
 	defer g.stop(t)
 
@@ -288,14 +288,12 @@ digests:
 func TestDigestThresholdOncePerCrossing(t *testing.T) {
 	ntfy := startStandIn(t, http.StatusOK)
 	dir := t.TempDir()
-	clock := &fakeClock{now: dt0}
+	clock := testkit.NewClock(dt0)
 	g := startDigestRig(t, dir, httpDigestConfig(t, ntfy.SendURL()), clock)
 	ctx := context.Background()
 	check := func(at time.Duration) {
 		t.Helper()
-		clock.mu.Lock()
-		clock.now = dt0.Add(at)
-		clock.mu.Unlock()
+		clock.Set(dt0.Add(at))
 		if err := g.maint.CheckDigests(ctx); err != nil {
 			t.Fatalf("CheckDigests at +%s: %v", at, err)
 		}
@@ -364,7 +362,7 @@ func TestDigestThresholdOncePerCrossing(t *testing.T) {
 // the write are one transaction.
 func TestDigestCrossingRace(t *testing.T) {
 	cfg := digestConfig(t, "digests:\n  - {name: late, to: sandbox, oldest_after: 30m}\n")
-	clock := &fakeClock{now: dt0}
+	clock := testkit.NewClock(dt0)
 	g := startDigestRig(t, t.TempDir(), cfg, clock)
 	defer g.stop(t)
 	d := waiting(t, g.st, "demo", "Ada", "hello", dt0.Add(-time.Hour))
@@ -400,7 +398,7 @@ func TestDigestAmbiguousNotResent(t *testing.T) {
 digests:
   - {name: daily, to: ntfy, schedule: "@daily"}
 `, ntfy.SendURL()))
-	clock := &fakeClock{now: dt0}
+	clock := testkit.NewClock(dt0)
 	g := startDigestRig(t, t.TempDir(), cfg, clock)
 	defer g.stop(t)
 	waiting(t, g.st, "demo", "Ada", "hello", dt0.Add(-time.Hour))
@@ -412,7 +410,7 @@ digests:
 		t.Fatalf("digest after a 503 = %s, want needs_reconciliation", o.Status)
 	}
 	digests, _ := digestJobs(t, g.st, "daily")
-	waitFinal(t, g.st, digests[0].ID, store.JobCompleted)
+	testkit.WaitJob(t, g.st, digests[0].ID, store.JobCompleted)
 	// The same period again: the job runs, finds the row, sends nothing.
 	if err := g.maint.ScheduledDigest(context.Background(), "daily"); err != nil {
 		t.Fatal(err)
@@ -422,7 +420,7 @@ digests:
 		t.Fatalf("%d digest jobs, %d deliveries; want the rerun's job and still one delivery", len(digests), len(deliveries))
 	}
 	for _, j := range digests {
-		waitFinal(t, g.st, j.ID, store.JobCompleted)
+		testkit.WaitJob(t, g.st, j.ID, store.JobCompleted)
 	}
 	if got := ntfy.got(); len(got) != 1 {
 		t.Fatalf("the stand-in got %d digests, want the one whose answer was lost", len(got))
@@ -440,7 +438,7 @@ channels:
 digests:
   - {name: acme, to: sandbox, client: acme, schedule: "@hourly", oldest_after: 30m}
 `)
-	clock := &fakeClock{now: dt0}
+	clock := testkit.NewClock(dt0)
 	g := startDigestRig(t, t.TempDir(), cfg, clock)
 	defer g.stop(t)
 	bolt := waiting(t, g.st, "bolt-web", "Bob", "bolt's question", dt0.Add(-2*time.Hour))
@@ -613,7 +611,7 @@ digests:
 // it does a stuck-lead alert's, and the file still checks.
 func TestDigestPrunedWithAlerts(t *testing.T) {
 	cfg := digestConfig(t, "digests:\n  - {name: daily, to: sandbox, schedule: \"@daily\"}\n")
-	clock := &fakeClock{now: dt0}
+	clock := testkit.NewClock(dt0)
 	g := startDigestRig(t, t.TempDir(), cfg, clock)
 	defer g.stop(t)
 	waiting(t, g.st, "demo", "Ada", "hello", dt0.Add(-time.Hour))
@@ -626,7 +624,7 @@ func TestDigestPrunedWithAlerts(t *testing.T) {
 	}
 	digests, deliveries := digestJobs(t, g.st, "daily")
 	for _, j := range append(digests, deliveries...) {
-		waitFinal(t, g.st, j.ID, store.JobCompleted)
+		testkit.WaitJob(t, g.st, j.ID, store.JobCompleted)
 	}
 	if _, err := g.st.PruneOutside(context.Background(), dt0.Add(time.Hour)); err != nil {
 		t.Fatal(err)

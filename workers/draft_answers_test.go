@@ -35,7 +35,7 @@ func TestDraftOpenAIRefusalEndsAtOnce(t *testing.T) {
 	kinds, _ := oaKinds(t, st, f, 5*time.Second)
 	r := startRunner(t, st, kinds, oaOptions())
 	rec := oaRecord(t, st, r, oaEvent("web:refuse", "conv-refuse", "", "Hello"), 8)
-	job := waitFinal(t, st, rec.Job.ID, store.JobDiscarded)
+	job := testkit.WaitJob(t, st, rec.Job.ID, store.JobDiscarded)
 	if len(job.Attempts) != 1 || len(f.Calls()) != 1 {
 		t.Fatalf("%d attempts, %d model calls; want 1 and 1", len(job.Attempts), len(f.Calls()))
 	}
@@ -86,7 +86,7 @@ func TestDraftOpenAIKeepsReplyDropsField(t *testing.T) {
 	kinds, _ := oaPricedKinds(t, st, f)
 	r := startRunner(t, st, kinds, oaOptions())
 	rec := oaRecord(t, st, r, oaEvent("web:label", "conv-label", "", "Hello"), 8)
-	waitFinal(t, st, rec.Job.ID, store.JobCompleted)
+	testkit.WaitJob(t, st, rec.Job.ID, store.JobCompleted)
 	d, err := st.DraftByEvent("web:label")
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestDraftBudgetPausesAndResumes(t *testing.T) {
 	f := newOAFakeModel(t, oaOK)
 	kinds, dj := oaPricedKinds(t, st, f)
 	// Ahead of the wall clock the events are recorded in, so their jobs are due.
-	clock := &fakeClock{now: time.Now().UTC().Add(time.Minute)}
+	clock := testkit.NewClock(time.Now().UTC().Add(time.Minute))
 	day := clock.Now().Truncate(24 * time.Hour)
 	dj.Now = clock.Now
 	// One draft costs 0.025 EUR; the budget is 0.02, so the first spends it.
@@ -127,7 +127,7 @@ func TestDraftBudgetPausesAndResumes(t *testing.T) {
 	r := startRunner(t, st, kinds, opt)
 
 	first := oaRecord(t, st, r, oaEvent("web:b1", "conv-b1", "", "Hello"), 2)
-	waitFinal(t, st, first.Job.ID, store.JobCompleted)
+	testkit.WaitJob(t, st, first.Job.ID, store.JobCompleted)
 	second := oaRecord(t, st, r, oaEvent("web:b2", "conv-b2", "", "Hello again"), 2)
 	var job store.Job
 	testkit.Eventually(t, 10*time.Second, func() bool {
@@ -154,7 +154,7 @@ func TestDraftBudgetPausesAndResumes(t *testing.T) {
 
 	clock.Advance(day.Add(24*time.Hour).Sub(clock.Now()) + time.Second) // 00:00:01 the next day
 	r.Wake()
-	job = waitFinal(t, st, second.Job.ID, store.JobCompleted)
+	job = testkit.WaitJob(t, st, second.Job.ID, store.JobCompleted)
 	if n := len(f.Calls()); n != 2 {
 		t.Errorf("model called %d times, want 2", n)
 	}

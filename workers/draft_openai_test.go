@@ -194,7 +194,7 @@ func TestDraftOpenAIDuplicatesCallModelOnce(t *testing.T) {
 		}
 	}
 
-	job := waitFinal(t, st, first.Job.ID, store.JobCompleted)
+	job := testkit.WaitJob(t, st, first.Job.ID, store.JobCompleted)
 	if len(job.Attempts) != 1 {
 		t.Fatalf("job %s completed after %d attempts, want 1", job.ID, len(job.Attempts))
 	}
@@ -264,7 +264,7 @@ func TestDraftOpenAIRetryReusesStoredDraft(t *testing.T) {
 
 	// The draft and the job's completion commit together, so the attempt
 	// that died right after that commit is the one that completed the job.
-	job := waitFinal(t, st, rec.Job.ID, store.JobCompleted)
+	job := testkit.WaitJob(t, st, rec.Job.ID, store.JobCompleted)
 	if len(job.Attempts) != 1 || job.Attempts[0].Outcome != store.OutcomeCompleted {
 		t.Fatalf("attempts = %+v, want one, completed in the draft's own commit", job.Attempts)
 	}
@@ -330,7 +330,7 @@ func TestDraftOpenAIModelFailures(t *testing.T) {
 			key := "web:fail-" + tt.mode
 			rec := oaRecord(t, st, r, oaEvent(key, "conv-fail", "+15550001234", "Hello"), 3)
 
-			job := waitFinal(t, st, rec.Job.ID, store.JobDiscarded)
+			job := testkit.WaitJob(t, st, rec.Job.ID, store.JobDiscarded)
 			if len(job.Attempts) != tt.attempts || job.Attempt != tt.attempts {
 				t.Fatalf("job has %d attempt records (counter %d), want %d: %+v", len(job.Attempts), job.Attempt, tt.attempts, job.Attempts)
 			}
@@ -414,7 +414,7 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 
 			// 1: drafted, approved (maybe edited), sent through the sandbox.
 			rec1 := oaRecord(t, st, r, oaEvent("web:ctx-1", conv, contact, "First: my site is down."), 3)
-			waitFinal(t, st, rec1.Job.ID, store.JobCompleted)
+			testkit.WaitJob(t, st, rec1.Job.ID, store.JobCompleted)
 			d1, err := st.DraftByEvent("web:ctx-1")
 			if err != nil {
 				t.Fatal(err)
@@ -438,7 +438,7 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 
 			// 2: a new cycle; its draft is rejected.
 			rec2 := oaRecord(t, st, r, oaEvent("web:ctx-2", conv, contact, "Second: still down."), 3)
-			waitFinal(t, st, rec2.Job.ID, store.JobCompleted)
+			testkit.WaitJob(t, st, rec2.Job.ID, store.JobCompleted)
 			d2, err := st.DraftByEvent("web:ctx-2")
 			if err != nil {
 				t.Fatal(err)
@@ -450,7 +450,7 @@ func TestDraftOpenAIConversationContext(t *testing.T) {
 			// 3: the rejected draft answered nobody, so message 2 is still
 			// in the open turn: the draft answers both, with turn 1 as context.
 			rec3 := oaRecord(t, st, r, oaEvent("web:ctx-3", conv, contact, "Third: hello?"), 3)
-			waitFinal(t, st, rec3.Job.ID, store.JobCompleted)
+			testkit.WaitJob(t, st, rec3.Job.ID, store.JobCompleted)
 			calls := f.Calls()
 			if len(calls) != 3 {
 				t.Fatalf("model called %d times for 3 events, want 3", len(calls))

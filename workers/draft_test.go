@@ -19,6 +19,8 @@ import (
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+
+	"github.com/handoff/handoff/testkit"
 )
 
 // newDraftJob is the draft job over st with drafter d and the default
@@ -213,7 +215,7 @@ func TestDraftJobErrors(t *testing.T) {
 			if tt.record {
 				recordDraftEvent(t, st, "web:m1", now)
 			} else {
-				enqueue(t, st, review.KindDraft, "web:m1", 3, now)
+				testkit.Enqueue(t, st, review.KindDraft, "web:m1", 3, now)
 			}
 			job := claim(t, st, now)
 			d := newCountingTemplate(t)
@@ -255,7 +257,7 @@ func TestDraftJobThroughRunner(t *testing.T) {
 		r.Wake()
 	}
 	for _, id := range ids {
-		waitFinal(t, st, id, store.JobCompleted)
+		testkit.WaitJob(t, st, id, store.JobCompleted)
 	}
 	if n := d.calls.Load(); n != 3 {
 		t.Errorf("drafter called %d times for 3 events, want 3", n)
@@ -287,7 +289,7 @@ func TestDraftJobCommitsPerDraft(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 	for _, id := range ids {
-		waitFinal(t, st, id, store.JobCompleted)
+		testkit.WaitJob(t, st, id, store.JobCompleted)
 	}
 	if err := r.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)

@@ -87,7 +87,7 @@ func TestDiscardsAreLogged(t *testing.T) {
 	logs := &logLines{}
 	opt := testOptions()
 	opt.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	kind := &kindFunc{fn: func(_ context.Context, _ int, j store.Job) error {
+	kind := &testkit.KindFunc{Fn: func(_ context.Context, _ int, j store.Job) error {
 		if j.Key == "permanent" {
 			return &jobs.Discard{Err: errors.New("the record it works on is gone")}
 		}
@@ -95,20 +95,20 @@ func TestDiscardsAreLogged(t *testing.T) {
 	}}
 	refusing := &countingDrafter{err: &drafter.Refused{Text: "I cannot help with that."}}
 	kinds := map[string]jobs.Kind{"test": kind, review.KindDraft: newDraftJob(st, refusing)}
-	permanent := enqueue(t, st, "test", "permanent", 5, time.Now())
-	exhausted := enqueue(t, st, "test", "exhausted", 2, time.Now())
+	permanent := testkit.Enqueue(t, st, "test", "permanent", 5, time.Now())
+	exhausted := testkit.Enqueue(t, st, "test", "exhausted", 2, time.Now())
 	draft := recordDraftEvent(t, st, "web:refused-1", time.Now()).Job
 
 	// A job whose process died on its last attempt: its lease ends.
-	leased := enqueue(t, st, "other", "leased", 1, time.Now())
+	leased := testkit.Enqueue(t, st, "other", "leased", 1, time.Now())
 	if _, err := st.Claim(context.Background(), time.Now(), store.ClaimLimits{Kinds: map[string]int{"other": 1}}, time.Millisecond); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
 	r := startRunner(t, st, kinds, opt)
-	waitFinal(t, st, permanent.ID, store.JobDiscarded)
-	waitFinal(t, st, exhausted.ID, store.JobDiscarded)
-	waitFinal(t, st, draft.ID, store.JobDiscarded)
-	waitFinal(t, st, leased.ID, store.JobDiscarded) // the start released it, on its last attempt
+	testkit.WaitJob(t, st, permanent.ID, store.JobDiscarded)
+	testkit.WaitJob(t, st, exhausted.ID, store.JobDiscarded)
+	testkit.WaitJob(t, st, draft.ID, store.JobDiscarded)
+	testkit.WaitJob(t, st, leased.ID, store.JobDiscarded) // the start released it, on its last attempt
 
 	discardLine(t, logs, permanent, "failed for good")
 	discardLine(t, logs, exhausted, "last attempt (2 of 2)")
@@ -120,7 +120,7 @@ func TestDiscardsAreLogged(t *testing.T) {
 	if err := r.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	hung := enqueue(t, st, "other", "hung", 1, time.Now())
+	hung := testkit.Enqueue(t, st, "other", "hung", 1, time.Now())
 	if got, err := st.Claim(context.Background(), time.Now(), store.ClaimLimits{Kinds: map[string]int{"other": 1}}, time.Millisecond); err != nil || len(got) != 1 {
 		t.Fatalf("Claim = %d jobs, %v; want the hung job", len(got), err)
 	}

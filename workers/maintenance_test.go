@@ -70,12 +70,12 @@ type alertRig struct {
 	dir    string
 	st     *store.Store
 	cfg    *config.Config
-	clock  *fakeClock
+	clock  *testkit.Clock
 	runner *jobs.Runner
 	maint  *Maintenance
 }
 
-func startAlertRig(t *testing.T, dir string, clock *fakeClock) *alertRig {
+func startAlertRig(t *testing.T, dir string, clock *testkit.Clock) *alertRig {
 	t.Helper()
 	st, err := store.Open(dir, store.Options{})
 	if err != nil {
@@ -134,7 +134,7 @@ func stopAndCheck(t *testing.T, r *jobs.Runner, st *store.Store) {
 // team, not a reply: the lead stays received.
 func TestStuckAlertDeliveredOnce(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fakeClock{now: mt0}
+	clock := testkit.NewClock(mt0)
 	g := startAlertRig(t, dir, clock)
 	ev := receiveHeld(t, g.st, "lead-1", mt0)
 	lead := store.LeadKey("demo", ev.ConversationID)
@@ -215,7 +215,7 @@ func TestStuckAlertDeliveredOnce(t *testing.T) {
 // TestStuckWithoutAlertSendsNothing: with no stuck.alert a stuck lead is
 // flagged and logged, and nothing goes to the outbox.
 func TestStuckWithoutAlertSendsNothing(t *testing.T) {
-	clock := &fakeClock{now: mt0}
+	clock := testkit.NewClock(mt0)
 	g := startAlertRig(t, t.TempDir(), clock)
 	t.Cleanup(func() { g.stop(t) })
 	g.cfg.Stuck.Alert = ""
@@ -246,7 +246,7 @@ func TestMaintenanceBackup(t *testing.T) {
 	cfg := config.Default()
 	cfg.DataDir = dataDir
 	cfg.Backups.Keep = 2
-	clock := &fakeClock{now: mt0}
+	clock := testkit.NewClock(mt0)
 	rec := &backupLog{}
 	m := &Maintenance{Store: st, Config: cfg, Log: discardLogger(), Backups: rec, Now: clock.Now}
 	receiveHeld(t, st, "b-1", mt0)
@@ -297,7 +297,7 @@ func TestMaintenanceBackupRejectsADamagedCopy(t *testing.T) {
 	cfg := config.Default()
 	cfg.DataDir = dataDir
 	cfg.Backups.Keep = 2
-	clock := &fakeClock{now: mt0}
+	clock := testkit.NewClock(mt0)
 	rec := &backupLog{}
 	var offsite []string
 	m := &Maintenance{Store: st, Config: cfg, Log: discardLogger(), Backups: rec, Now: clock.Now,
@@ -349,7 +349,7 @@ func TestMaintenancePrune(t *testing.T) {
 	ctx := context.Background()
 	cfg := config.Default()
 	cfg.Retention.Events, cfg.Retention.Keys = 720*time.Hour, 72*time.Hour
-	clock := &fakeClock{now: mt0}
+	clock := testkit.NewClock(mt0)
 	m := &Maintenance{Store: st, Config: cfg, Log: discardLogger(), Now: clock.Now}
 
 	ev := receiveHeld(t, st, "p-1", mt0)

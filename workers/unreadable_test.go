@@ -59,11 +59,11 @@ func TestUnreadableRecordsInTheQueue(t *testing.T) {
 	r := startRunner(t, st, map[string]jobs.Kind{review.KindDraft: newDraftJob(st, d)}, testOptions())
 	r.Wake()
 
-	ja := waitFinal(t, st, a.Job.ID, store.JobDiscarded)
+	ja := testkit.WaitJob(t, st, a.Job.ID, store.JobDiscarded)
 	if ja.Attempt != 1 || !strings.Contains(ja.LastError, "event "+a.Event.ID+" cannot be read") {
 		t.Errorf("the job of the unreadable event: %d attempts, error %q; want one, naming the event", ja.Attempt, ja.LastError)
 	}
-	waitFinal(t, st, b.Job.ID, store.JobCompleted)
+	testkit.WaitJob(t, st, b.Job.ID, store.JobCompleted)
 	if _, err := st.Job(c.Job.ID); err == nil {
 		t.Fatal("the rotten job reads")
 	}
