@@ -100,3 +100,4 @@ go test -run='^$' -fuzz='^FuzzSelector$' -fuzztime=150000x ./hook/
 go test -run='^$' -fuzz='^FuzzStandardWebhooksHeader$' -fuzztime=200000x ./webhook/
 go test -run='^$' -fuzz='^FuzzEventForm$' -fuzztime=60000x ./store/
 go test -run='^$' -fuzz='^FuzzRecordForms$' -fuzztime=50000x ./store/
+go test -run='^$' -fuzz='^FuzzEventReplyTo$' -fuzztime=50000x ./store/

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // FuzzEventReplyTo: an event's reply_to reads back as it was stored, and
@@ -17,6 +19,13 @@ func FuzzEventReplyTo(f *testing.F) {
 	f.Add("C0123456789", "1767225600.000200", "1767225500.000100", []byte(`{"event":{"text":"Moin, läuft der Export?"}}`))
 	f.Add("", "<CAE-x@mail.gmail.com>", "", []byte("From=a%40b"))
 	f.Add("\xff\xfe", "a\x00b", "\u2028", []byte{})
+	// The bodies the presets that read a reply_to receive, in every layout
+	// (pretty-printed and compact) and text (& < > " \, emoji, RTL, long).
+	for _, preset := range []string{"telegram", "slack"} {
+		for _, b := range corpus.Bodies(preset) {
+			f.Add("-1001234567890", "4711", "1767225500.000100", b.Raw)
+		}
+	}
 	f.Fuzz(func(t *testing.T, chat, msgID, thread string, body []byte) {
 		ev := Event{
 			V: recordVersion, ID: "01JDEVENT0000000000000000", Key: "tg:1", Channel: "tg", MessageID: "1",
