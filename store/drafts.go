@@ -106,6 +106,11 @@ type Decision struct {
 	Text   string    `json:"text,omitempty"` // the reply as approved (edited or not)
 	Edited bool      `json:"edited,omitempty"`
 	Reason string    `json:"reason,omitempty"` // why it was rejected
+	// Via names the surface the person decided on when it is not the
+	// dashboard or the API: "slack", "telegram", "email", "ntfy". Every
+	// surface decides through review, so the rules and the outbox id are
+	// the same; only this and the audit entry say where.
+	Via string `json:"via,omitempty"`
 }
 
 // DraftID names the first draft of the event with ULID eventID: the same

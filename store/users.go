@@ -45,11 +45,15 @@ type User struct {
 	// belongs to it (Token.UserID), so a new person given a removed one's
 	// name gets none of their tokens. Migration 8 gave every person
 	// created before it one.
-	ID           string    `json:"id,omitempty"`
-	Role         Role      `json:"role"`
-	PasswordHash []byte    `json:"password_hash"`   // bcrypt
-	Owner        string    `json:"owner,omitempty"` // the routing owner this person works as ("mine")
-	CreatedAt    time.Time `json:"created_at"`
+	ID           string `json:"id,omitempty"`
+	Role         Role   `json:"role"`
+	PasswordHash []byte `json:"password_hash"`   // bcrypt
+	Owner        string `json:"owner,omitempty"` // the routing owner this person works as ("mine")
+	// Email is the person's address, optional: an approval surface maps a
+	// person it sees (a Slack member's profile, a mail's sender) to this
+	// account by it.
+	Email     string    `json:"email,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 	// Clients limits an approver to the channels of these clients (ids of
 	// config clients); empty: every client. Admins see every client.
 	Clients []string `json:"clients,omitempty"`
