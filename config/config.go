@@ -58,6 +58,9 @@ type Config struct {
 
 	// Digests (yaml digests) tell approvers that drafts wait (digests.go).
 	Digests []Digest
+	// CRM (yaml crm) is where each client's leads are written, one
+	// write per status move (crm.go, package crm).
+	CRM []CRM
 
 	// Limits (yaml limits) bound the memory one process holds (limits.go).
 	Limits Limits
