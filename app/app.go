@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/crm"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/offsite"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
@@ -78,6 +80,9 @@ type App struct {
 	metricsLn   net.Listener
 	metricsHTTP *http.Server
 	cfg         *config.Config
+	// unhook takes crm's hook off the leads' moves (leads.SetOnMove) when
+	// the store closes; nil without a CRM.
+	unhook func()
 	// backups is the backups page's process side: backup now, offsite
 	// copies, restore (backups.go).
 	backups *backups
@@ -177,6 +182,18 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	a.bulk = kinds[delivery.KindBulkReplay].(*workers.BulkReplayJob)
 	a.bulk.Now, a.bulk.Log, a.bulk.Wake = d.Now, d.Logger, a.runner.Wake
 	kinds[delivery.Kind].(*delivery.Job).Log = d.Logger
+	// The CRMs (crm[]) are the delivery job's too: each lead move enqueues
+	// its write in the move's transaction (leads.SetOnMove).
+	crms, err := crm.Open(cfg, a.st)
+	if err != nil {
+		return nil, err
+	}
+	for name, s := range crms {
+		kinds[delivery.Kind].(*delivery.Job).Providers[name] = s
+	}
+	if len(crms) > 0 {
+		a.unhook = leads.SetOnMove(crm.Hook(cfg))
+	}
 
 	a.sched = jobs.NewSchedule(d.Logger)
 	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
@@ -213,9 +230,12 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		metrics.RestoreLastBackup(files[0].ModTime, files[0].Warnings)
 	}
 
-	lookers := make(map[string]delivery.Looker, len(providers))
+	lookers := make(map[string]delivery.Looker, len(providers)+len(crms))
 	for name, p := range providers {
 		lookers[name] = p
+	}
+	for name, s := range crms {
+		lookers[name] = s
 	}
 	// The pages judge the dead letters as the bulk replay does: one outbox,
 	// with every job kind's rules (workers.DeadKinds).
@@ -370,6 +390,9 @@ func (a *App) Stop(ctx context.Context) error {
 }
 
 func (a *App) closeStore() error {
+	if a.unhook != nil {
+		a.unhook()
+	}
 	if err := a.st.Close(); err != nil {
 		return fmt.Errorf("close the database: %w", err)
 	}

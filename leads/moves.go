@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/handoff/handoff/store"
@@ -21,7 +22,33 @@ import (
 func move(tx *store.Tx, old, h *store.Handoff, status store.HandoffStatus, now time.Time, eventKey, note string) error {
 	h.Status, h.Since = status, now
 	h.History = append(slices.Clip(h.History), store.Transition{Cycle: h.Cycle, Status: status, At: now, EventKey: eventKey, Note: note})
-	return tx.PutHandoff(old, h)
+	if err := tx.PutHandoff(old, h); err != nil {
+		return err
+	}
+	if fn := onMove.Load(); fn != nil {
+		return (*fn)(tx, *h, now)
+	}
+	return nil
+}
+
+// MoveHook is told of every move of a lead inside the move's transaction,
+// with the lead as moved: what it writes commits with the move or not at
+// all (crm.MoveTx enqueues the CRM write, so leads never imports crm).
+type MoveHook func(tx *store.Tx, h store.Handoff, now time.Time) error
+
+// onMove is the process's MoveHook (SetOnMove); nil: none.
+var onMove atomic.Pointer[MoveHook]
+
+// SetOnMove makes fn the hook of every move (nil: none) until restore is
+// called. It is the process's one hook, set by app when the config names
+// a CRM: a second app in the same process replaces it.
+func SetOnMove(fn MoveHook) (restore func()) {
+	var p *MoveHook
+	if fn != nil {
+		p = &fn
+	}
+	prev := onMove.Swap(p)
+	return func() { onMove.CompareAndSwap(p, prev) }
 }
 
 // DraftedTx moves the lead of d, a draft just stored in tx for an event
@@ -54,10 +81,11 @@ func DraftedTx(tx *store.Tx, d store.Draft, contact string, now time.Time) error
 }
 
 // ReplyTx moves the lead of o, a reply just sent in tx, to replied. An
-// alert to the team is no reply, and a lead already replied, closed or with
-// a newer message still unanswered does not move (it must not look done).
+// alert to the team or a CRM write is no reply, and a lead already replied,
+// closed or with a newer message still unanswered does not move (it must
+// not look done).
 func ReplyTx(tx *store.Tx, o store.Outbox, now time.Time) error {
-	if o.Kind == store.OutboxAlert {
+	if o.Kind != "" {
 		return nil
 	}
 	h, err := tx.Handoff(store.LeadKey(o.Channel, o.ConversationID))

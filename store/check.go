@@ -231,8 +231,8 @@ func checkOutboxDrafts(tx *Tx) []error {
 	var problems []error
 	_ = tx.bucket(bucketOutbox).ForEach(func(k, v []byte) error {
 		var o Outbox
-		if json.Unmarshal(v, &o) != nil || o.Kind == OutboxAlert {
-			return nil // an unreadable row is reported by the outbox table's check
+		if json.Unmarshal(v, &o) != nil || o.Kind != "" {
+			return nil // an unreadable row is reported by the outbox table's check; only a reply has a draft
 		}
 		d, err := tx.Draft(o.DraftID)
 		if _, ok := AsUnreadable(err); ok {

@@ -209,24 +209,30 @@ func eachLeadEventSkipping(tx *Tx, lead string, skipped *[]Unreadable, fn func(E
 	return nil
 }
 
-// leadAlerts reads the stuck-lead alerts about lead.
+// leadAlerts reads the stuck-lead alerts about lead, and its CRM writes
+// (they carry its contact too: export and erasure treat them alike).
 func leadAlerts(tx *Tx, lead string) ([]Outbox, error) { return leadAlertsSkipping(tx, lead, nil) }
 
 // leadAlertsSkipping is leadAlerts that, with skipped, steps over an alert
 // that cannot be read (listing it).
 func leadAlertsSkipping(tx *Tx, lead string, skipped *[]Unreadable) ([]Outbox, error) {
 	var out []Outbox
-	prefix := []byte("stuck:" + lead + ":")
-	c := tx.bucket(bucketOutbox).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		o, err := tx.Outbox(string(k))
-		if skipped != nil && tx.skip(err, skipped) {
-			continue
+	for _, kind := range []string{"stuck:", "crm:"} { // alerts, then CRM writes (OutboxCRM)
+		prefix := []byte(kind + lead + ":")
+		c := tx.bucket(bucketOutbox).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			o, err := tx.Outbox(string(k))
+			if skipped != nil && tx.skip(err, skipped) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if o.Kind == OutboxCRM && LeadKey(o.Channel, o.ConversationID) != lead {
+				continue // another lead's, whose conversation id starts with this one's
+			}
+			out = append(out, o)
 		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
 	}
 	return out, nil
 }

@@ -54,7 +54,7 @@ type Reconciliation struct {
 type Outbox struct {
 	V               int              `json:"v"`
 	ID              string           `json:"id"`
-	Kind            string           `json:"kind,omitempty"` // "" for a reply, OutboxAlert for a stuck-lead alert
+	Kind            string           `json:"kind,omitempty"` // "" for a reply, OutboxAlert for a stuck-lead alert or a digest, OutboxCRM for a CRM write
 	DraftID         string           `json:"draft_id,omitempty"`
 	EventKey        string           `json:"event_key"`
 	CorrelationID   string           `json:"correlation_id"`
@@ -85,6 +85,11 @@ type Outbox struct {
 
 // OutboxAlert marks an outbox row that announces a stuck lead to the team.
 const OutboxAlert = "alert"
+
+// OutboxCRM marks an outbox row that writes a lead's status to its
+// client's CRM (package crm): its id "crm:<lead key>:<cycle>:<status>",
+// its text the record written, its provider "crm:<client>".
+const OutboxCRM = "crm"
 
 // OutboxID is the idempotency key of a reply: the conversation and the approved draft.
 func OutboxID(conversationID, draftID string) string { return conversationID + ":" + draftID }

@@ -1,0 +1,335 @@
+// Package crm writes each lead's status to its client's CRM once per
+// status of a cycle: every move of a lead (leads' MoveHook) enqueues, in
+// the move's own transaction, an outbox row of kind store.OutboxCRM with a
+// deterministic id, "crm:<lead key>:<cycle>:<status>", and its delivery
+// job (delivery.CreateCRMTx). The delivery job sends it by a reply's rules,
+// reading the CRM's capabilities from its sink here:
+//
+//	webhook    Standard Webhooks-signed JSON; webhook-id derived from the row id,
+//	           so the receiver dedupes: a resend is safe (IdempotencyKey)
+//	hubspot    contacts batch upsert with idProperty = our lead key: a resend
+//	           is the same upsert, safe (IdempotencyKey)
+//	pipedrive  search the person by our reference before creating one: NOT
+//	           safe to resend blindly; after an unknown outcome the job looks
+//	           the record up (Lookup, counted after lookup_settle), else
+//	           a person reconciles
+//
+// A CRM outage only queues jobs: ingest and drafting never wait on it.
+// The rows of one lead go out in their order (Hold): a later status waits
+// while an earlier write of the lead is unfinished, and a replay of an old
+// write over a newer one is refused.
+package crm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/store"
+)
+
+// Record is what one write puts on the CRM's record, as the row keeps it
+// (its Text): the lead's status at the move and what is known of the contact.
+type Record struct {
+	V       int    `json:"v"`
+	Lead    string `json:"lead"` // the lead key, "<channel>:<conversation id>"
+	Ref     string `json:"ref"`  // Reference(Lead): what a CRM that searches finds the record by
+	Cycle   int    `json:"cycle"`
+	Status  string `json:"handoff_status"`
+	Channel string `json:"channel"`
+	Name    string `json:"name,omitempty"`
+	Phone   string `json:"phone,omitempty"`
+	Email   string `json:"email,omitempty"`
+	// Owner is routing's owner name, OwnerID the CRM's user id for it
+	// (crm[].owners), empty when the config maps none.
+	Owner       string    `json:"owner,omitempty"`
+	OwnerID     string    `json:"owner_id,omitempty"`
+	LastMessage string    `json:"last_message,omitempty"`
+	Link        string    `json:"link,omitempty"` // the lead's latest message in handoff's dashboard
+	At          time.Time `json:"at"`
+}
+
+// maxLastMessage bounds the last message a record carries (runes).
+const maxLastMessage = 1000
+
+// Encode is the record's stored form (the row's Text).
+func (r Record) Encode() string {
+	b, _ := json.Marshal(r) // strings and a time: nothing can fail
+	return string(b)
+}
+
+// Decode reads a row's Text back.
+func Decode(text string) (Record, error) {
+	var r Record
+	if err := json.Unmarshal([]byte(text), &r); err != nil {
+		return Record{}, fmt.Errorf("crm: the row's record cannot be read: %w", err)
+	}
+	if r.V != 1 || r.Lead == "" || r.Status == "" {
+		return Record{}, errors.New("crm: the row's record names no lead or status")
+	}
+	return r, nil
+}
+
+// RowID is the outbox id of lead's write for status in cycle: one per
+// status of a cycle, so a move that runs again writes nothing new.
+func RowID(lead string, cycle int, status store.HandoffStatus) string {
+	return "crm:" + lead + ":" + strconv.Itoa(cycle) + ":" + string(status)
+}
+
+// ParseRowID is RowID's inverse; ok is false for an id that is no CRM write's.
+func ParseRowID(id string) (lead string, cycle int, status store.HandoffStatus, ok bool) {
+	rest, found := strings.CutPrefix(id, "crm:")
+	if !found {
+		return "", 0, "", false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 {
+		return "", 0, "", false
+	}
+	status = store.HandoffStatus(rest[i+1:])
+	rest = rest[:i]
+	j := strings.LastIndexByte(rest, ':')
+	if j < 0 {
+		return "", 0, "", false
+	}
+	n, err := strconv.Atoi(rest[j+1:])
+	if err != nil || n < 0 || rest[:j] == "" || !leads.Valid(status) {
+		return "", 0, "", false
+	}
+	return rest[:j], n, status, true
+}
+
+// Reference is the short key a lead is found by in a CRM that searches
+// (Pipedrive's exact search takes at most 30 characters): "ho_" and 26
+// characters of the lead key's SHA-256, which also keeps the customer's
+// number or address out of the CRM's search field.
+func Reference(lead string) string {
+	sum := sha256.Sum256([]byte(lead))
+	return "ho_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
+}
+
+// Hook is the MoveHook app sets (leads.SetOnMove): each move of a lead of
+// a client with a CRM enqueues its write in the move's transaction.
+func Hook(cfg *config.Config) leads.MoveHook {
+	return func(tx *store.Tx, h store.Handoff, now time.Time) error {
+		_, err := MoveTx(tx, cfg, h, now)
+		return err
+	}
+}
+
+// MoveTx creates lead h's write for its status, as just moved in tx, when
+// its channel's client has a CRM: the row and its delivery job commit with
+// the move. created is false when the client has none, or the row exists.
+func MoveTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (created bool, err error) {
+	m, ok := cfg.CRMFor(h.Channel)
+	if !ok {
+		return false, nil
+	}
+	rec := NewRecord(h, m, cfg.BaseURL, now)
+	if ev, err := tx.EventByKey(h.LastEventKey); err == nil {
+		rec.LastMessage = clip(ev.Text, maxLastMessage)
+		if rec.Name == "" {
+			rec.Name = clean(ev.Name)
+		}
+	}
+	created, err = delivery.CreateCRMTx(tx, delivery.CRMWrite{
+		ID: RowID(h.Key, h.Cycle, h.Status), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record " + rec.Ref,
+		Text: rec.Encode(), At: now, JobID: ulid.Make().String(), MaxAttempts: cfg.Retry.MaxAttempts,
+	})
+	if err != nil {
+		return false, fmt.Errorf("crm: write of lead %s: %w", h.Key, err)
+	}
+	return created, nil
+}
+
+// NewRecord is lead h's record for CRM m at now (without its last
+// message, which MoveTx reads from the event). Every string is made valid
+// UTF-8 here, so the stored form reads back as written.
+func NewRecord(h store.Handoff, m config.CRM, baseURL string, now time.Time) Record {
+	r := Record{V: 1, Lead: clean(h.Key), Ref: Reference(h.Key), Cycle: h.Cycle, Status: clean(string(h.Status)), Channel: clean(h.Channel),
+		Name: clean(h.Name), Owner: clean(h.Owner), OwnerID: m.Owners[h.Owner], At: now.UTC().Round(0)}
+	switch c := strings.TrimSpace(h.Contact); {
+	case strings.Contains(c, "@"):
+		r.Email = clean(c)
+	case isPhone(c):
+		r.Phone = clean(c)
+	}
+	if baseURL != "" && h.LastEventKey != "" {
+		r.Link = baseURL + "/events/" + url.PathEscape(h.LastEventKey)
+	}
+	return r
+}
+
+func isPhone(s string) bool {
+	digits := 0
+	for _, r := range s {
+		switch {
+		case r >= '0' && r <= '9':
+			digits++
+		case strings.ContainsRune("+ -().", r):
+		default:
+			return false
+		}
+	}
+	return digits >= 5
+}
+
+func clean(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
+func clip(s string, n int) string {
+	s = clean(s)
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}
+
+// kind is what a CRM kind does on the wire; sink adds the rules every
+// kind shares.
+type kind interface {
+	send(ctx context.Context, rowID string, r Record) (string, error)
+	lookup(ctx context.Context, rowID string, r Record) (string, bool, error)
+	caps() provider.Capabilities
+}
+
+// sink is one client's CRM as the delivery job sees it (delivery.Sender,
+// provider.Holder).
+type sink struct {
+	name string
+	st   *store.Store
+	k    kind
+	// wait is how long a write waits behind an unfinished earlier one of
+	// its lead before the job asks again (not an attempt).
+	wait time.Duration
+}
+
+// Open builds the CRM of every client that has one, by its provider name
+// ("crm:<client>"), for the delivery job and a person's lookup.
+func Open(cfg *config.Config, st *store.Store) (map[string]delivery.Sender, error) {
+	out := make(map[string]delivery.Sender, len(cfg.CRM))
+	for _, m := range cfg.CRM {
+		var k kind
+		switch m.Kind {
+		case config.CRMWebhook:
+			k = newWebhook(m)
+		case config.CRMHubSpot:
+			k = newHubSpot(m)
+		case config.CRMPipedrive:
+			k = newPipedrive(m, st)
+		default:
+			return nil, fmt.Errorf("crm: client %s: unknown CRM kind %q", m.Client, m.Kind)
+		}
+		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: 2 * time.Second}
+	}
+	return out, nil
+}
+
+// Send writes the row's record once; a write that an already-sent newer
+// write of the lead supersedes is refused (it would set the record back).
+func (s *sink) Send(ctx context.Context, m provider.Message) (string, error) {
+	r, err := Decode(m.Text)
+	if err != nil {
+		return "", &provider.Permanent{Err: err}
+	}
+	if newer, ok := s.newerSent(m.Ref); ok {
+		return "", &provider.Permanent{Err: fmt.Errorf("%s: a newer write of lead %s (%s) already holds the record; this older one would set its status back", s.name, r.Lead, newer)}
+	}
+	return s.k.send(ctx, m.Ref, r)
+}
+
+// Lookup finds the row's write on the CRM: the record holds its status.
+func (s *sink) Lookup(ctx context.Context, ref, _ string) (string, bool, error) {
+	row, err := s.st.OutboxRow(ref)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: lookup %s: %w", s.name, ref, err)
+	}
+	r, err := Decode(row.Text)
+	if err != nil {
+		return "", false, err
+	}
+	return s.k.lookup(ctx, ref, r)
+}
+
+// Capabilities are the kind's.
+func (s *sink) Capabilities() provider.Capabilities { return s.k.caps() }
+
+// Hold keeps a lead's writes in their order: while an earlier write of the
+// lead is pending or in flight, this one waits (the delivery job snoozes,
+// no attempt counted), so a late "matched" never lands over "owned".
+func (s *sink) Hold(ref string, _ time.Time) time.Duration {
+	for _, id := range around(s.st, ref, true) {
+		if o, err := s.st.OutboxRow(id); err == nil && (o.Status == store.OutboxPending || o.Status == store.OutboxEffectPending) {
+			return s.wait
+		}
+	}
+	return 0
+}
+
+// newerSent names a later write of ref's lead that is sent already.
+func (s *sink) newerSent(ref string) (string, bool) {
+	for _, id := range around(s.st, ref, false) {
+		if o, err := s.st.OutboxRow(id); err == nil && o.Status == store.OutboxSent {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// around lists the write ids of ref's lead before it (earlier) or after
+// it, from the lead's history, nearest first, at most 16.
+func around(st *store.Store, ref string, earlier bool) []string {
+	lead, cycle, status, ok := ParseRowID(ref)
+	if !ok {
+		return nil
+	}
+	h, err := st.Handoff(lead)
+	if err != nil {
+		return nil
+	}
+	at := slices.IndexFunc(h.History, func(t store.Transition) bool { return t.Cycle == cycle && t.Status == status })
+	if at < 0 {
+		return nil
+	}
+	var ids []string
+	add := func(t store.Transition) {
+		if id := RowID(lead, t.Cycle, t.Status); id != ref && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if earlier {
+		for i := at - 1; i >= 0 && len(ids) < 16; i-- {
+			add(h.History[i])
+		}
+	} else {
+		for i := at + 1; i < len(h.History) && len(ids) < 16; i++ {
+			add(h.History[i])
+		}
+	}
+	return ids
+}
+
+// earlierSent is the CRM's answer to the nearest earlier write of ref's
+// lead that is sent (its row's provider id), "" when there is none.
+func earlierSent(st *store.Store, ref string) string {
+	for _, id := range around(st, ref, true) {
+		if o, err := st.OutboxRow(id); err == nil && o.Status == store.OutboxSent && o.ProviderID != "" {
+			return o.ProviderID
+		}
+	}
+	return ""
+}

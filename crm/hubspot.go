@@ -1,0 +1,131 @@
+package crm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/provider"
+)
+
+// UpsertPath is HubSpot's CRM v3 contacts batch upsert.
+const UpsertPath = "/crm/v3/objects/contacts/batch/upsert"
+
+// The contact properties a write sets besides HubSpot's own (phone, email,
+// firstname, lastname, hubspot_owner_id), the id and status properties
+// being crm[].id_property and crm[].status_property. The portal defines
+// them (single-line text; id_property with unique values).
+const (
+	PropLastMessage = "handoff_last_message"
+	PropLink        = "handoff_link"
+)
+
+// UpsertRequest is the batch upsert's body (one input: one lead).
+type UpsertRequest struct {
+	Inputs []UpsertInput `json:"inputs"`
+}
+
+// UpsertInput is one record: found by IDProperty = ID, or created with it.
+type UpsertInput struct {
+	IDProperty string            `json:"idProperty"`
+	ID         string            `json:"id"`
+	Properties map[string]string `json:"properties"`
+}
+
+// UpsertAnswer is what HubSpot answers: 200 with results (COMPLETE), or
+// 207 with results and errors.
+type UpsertAnswer struct {
+	Status  string `json:"status"`
+	Results []struct {
+		ID  string `json:"id"`
+		New bool   `json:"new"`
+	} `json:"results"`
+	Errors []struct {
+		Status   string `json:"status"`
+		Category string `json:"category"`
+		Message  string `json:"message"`
+	} `json:"errors"`
+	// Message and Category are an error answer's (4xx, 5xx).
+	Message  string `json:"message"`
+	Category string `json:"category"`
+}
+
+type hubspot struct {
+	name, url, token, idProp, statusProp string
+	call                                 *provider.Caller
+}
+
+func newHubSpot(m config.CRM) *hubspot {
+	return &hubspot{name: m.ProviderName(), url: m.APIBase + UpsertPath, token: m.Token, idProp: m.IDProperty, statusProp: m.StatusProperty,
+		call: provider.NewCaller(m.ProviderName(), m.Timeout)}
+}
+
+// Input is r as one upsert input: what is unknown is left out rather than
+// blanked, so a later write never erases what an earlier one (or a person
+// in HubSpot) put there.
+func (h *hubspot) Input(r Record) UpsertInput {
+	p := map[string]string{h.idProp: r.Lead, h.statusProp: r.Status}
+	set := func(k, v string) {
+		if v != "" {
+			p[k] = v
+		}
+	}
+	first, last, _ := strings.Cut(strings.TrimSpace(r.Name), " ")
+	set("firstname", first)
+	set("lastname", strings.TrimSpace(last))
+	set("phone", r.Phone)
+	set("email", r.Email)
+	set("hubspot_owner_id", r.OwnerID)
+	set(PropLastMessage, r.LastMessage)
+	set(PropLink, r.Link)
+	return UpsertInput{IDProperty: h.idProp, ID: r.Lead, Properties: p}
+}
+
+func (h *hubspot) send(ctx context.Context, _ string, r Record) (string, error) {
+	body, err := json.Marshal(UpsertRequest{Inputs: []UpsertInput{h.Input(r)}})
+	if err != nil {
+		return "", &provider.Permanent{Err: err}
+	}
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Authorization", "Bearer "+h.token)
+	a, err := h.call.Do(ctx, http.MethodPost, h.url, hdr, body)
+	if err != nil {
+		return "", err
+	}
+	var ans UpsertAnswer
+	decodeErr := json.Unmarshal(a.Body, &ans)
+	if err := judge(h.name, h.call, a, func(provider.Answer) string {
+		if ans.Message != "" {
+			return strings.TrimSpace(ans.Category + " " + ans.Message)
+		}
+		return ""
+	}); err != nil {
+		return "", err
+	}
+	if len(ans.Errors) > 0 {
+		// 207: this one input was refused (a property the portal lacks, a
+		// value it will not take); resending the same will not help.
+		e := ans.Errors[0]
+		return "", &provider.Permanent{Status: a.Status, Err: fmt.Errorf("%s: the upsert was refused: %s %s", h.name, e.Category, e.Message)}
+	}
+	if a.ReadErr != nil || decodeErr != nil || len(ans.Results) == 0 || ans.Results[0].ID == "" {
+		// Accepted, but the answer is lost: the contact is likely written;
+		// resending is the same upsert, so the job resends.
+		return "", &provider.Ambiguous{Status: a.Status, Err: fmt.Errorf("%s: answered %d without a readable contact id: %s", h.name, a.Status, provider.Excerpt(a.Body))}
+	}
+	return "contact " + ans.Results[0].ID, nil
+}
+
+// lookup: never needed (a resend is safe), so not offered.
+func (h *hubspot) lookup(context.Context, string, Record) (string, bool, error) {
+	return "", false, nil
+}
+
+// caps: an upsert by our unique property is the same write every time.
+func (h *hubspot) caps() provider.Capabilities {
+	return provider.Capabilities{IdempotencyKey: true, Timeout: h.call.Timeout()}
+}
