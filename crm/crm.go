@@ -218,6 +218,10 @@ type sink struct {
 	wait time.Duration
 }
 
+// holdWait is how long a write waits behind an unfinished earlier write of
+// its lead before the delivery job asks again (one read; no attempt).
+const holdWait = 500 * time.Millisecond
+
 // Open builds the CRM of every client that has one, by its provider name
 // ("crm:<client>"), for the delivery job and a person's lookup.
 func Open(cfg *config.Config, st *store.Store) (map[string]delivery.Sender, error) {
@@ -234,7 +238,7 @@ func Open(cfg *config.Config, st *store.Store) (map[string]delivery.Sender, erro
 		default:
 			return nil, fmt.Errorf("crm: client %s: unknown CRM kind %q", m.Client, m.Kind)
 		}
-		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: 2 * time.Second}
+		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: holdWait}
 	}
 	return out, nil
 }

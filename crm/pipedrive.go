@@ -146,13 +146,20 @@ func (p *pipedrive) find(ctx context.Context, rowID string, r Record) (*Person, 
 	q := url.Values{"term": {r.Ref}, "fields": {"custom_fields"}, "exact_match": {"true"}, "limit": {"2"}}
 	var found struct {
 		Items []struct {
-			Item Person `json:"item"`
+			Item struct {
+				ID int `json:"id"`
+			} `json:"item"`
 		} `json:"items"`
 	}
 	if err := p.do(ctx, http.MethodGet, PipedriveSearch+"?"+q.Encode(), nil, &found); err != nil {
 		return nil, err
 	}
 	if len(found.Items) == 0 {
+		// "Not found" proves nothing while an earlier write of the lead
+		// whose outcome is unknown may still be on its way into the index.
+		if wait := p.unsettled(rowID); wait > 0 {
+			return nil, &provider.NotSent{Err: fmt.Errorf("%s: the search has no person for lead %s yet, which proves nothing until an earlier write's outcome settles", p.name, r.Lead), RetryAfter: wait}
+		}
 		return nil, nil
 	}
 	// The search names the person; its fields are read by id.
@@ -164,6 +171,30 @@ func (p *pipedrive) find(ctx context.Context, rowID string, r Record) (*Person, 
 		return nil, nil // the search matched another field's words
 	}
 	return &got, nil
+}
+
+// unsettled is how long until the search's "not found" counts for rowID's
+// lead: lookup_settle (after the call's timeout) from the last attempt of
+// an earlier write of the lead whose outcome was unknown, 0 when none is
+// that recent. A later write must not create a second person because the
+// first one's may not be searchable yet.
+func (p *pipedrive) unsettled(rowID string) time.Duration {
+	var last time.Time
+	for _, id := range around(p.st, rowID, true) {
+		o, err := p.st.OutboxRow(id)
+		if err != nil || o.Status == store.OutboxSent {
+			continue
+		}
+		for _, a := range o.Attempts {
+			if a.Outcome == "ambiguous" && a.At.After(last) {
+				last = a.At
+			}
+		}
+	}
+	if last.IsZero() {
+		return 0
+	}
+	return time.Until(last.Add(p.call.Timeout() + p.settle))
 }
 
 // lead is the id of a lead of person, "" when it has none.

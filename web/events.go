@@ -160,6 +160,7 @@ func (s *Server) leadAction(c *echo.Context, key, action string, body leadBody) 
 			status = "already_closed"
 		} else {
 			s.metrics.LeadClosed()
+			s.jobs.Wake() // the move may have queued a CRM write (crm.MoveTx)
 		}
 		return leadActionAnswer{Status: status, Handoff: &res.Lead}, nil
 	default:

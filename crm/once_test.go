@@ -1,0 +1,220 @@
+package crm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/crm"
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
+)
+
+// TestHubSpotOnce: a lead's four moves are four upserts of one contact,
+// whatever HubSpot does to them: a connection cut after the write (the
+// outcome unknown: the job resends, the same upsert), a 503, a 429. The
+// contact ends with the last status and everything known of the lead.
+func TestHubSpotOnce(t *testing.T) {
+	hs := newHubSpot(t)
+	b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status",
+		Owners: map[string]string{"ana": "7001"}})
+	hs.add("upsert", "drop", "503", "429")
+	ev := b.receive("m1", "c1", "+1 555 0100", "Ada Lovelace")
+	d := b.draft(ev, "ana") // matched, then owned, in one transaction
+	b.run(2)
+	b.settled("c1")
+	b.reply(d)
+	b.settled("c1")
+
+	lead := store.LeadKey("web", "c1")
+	if got, want := statuses(b.rows("c1")), []string{"matched", "owned", "received", "replied"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("CRM rows of the lead = %v, want one per status %v", got, want)
+	}
+	if hs.count() != 1 {
+		t.Errorf("HubSpot holds %d contacts, want 1", hs.count())
+	}
+	c := hs.contact(lead)
+	want := map[string]string{"handoff_lead_key": lead, "handoff_status": "replied", "firstname": "Ada", "lastname": "Lovelace", "phone": "+1 555 0100",
+		"hubspot_owner_id": "7001", crm.PropLastMessage: "Hi, I'd like a quote & a call <today>", crm.PropLink: "https://handoff.example.com/events/web:m1"}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("contact =\n %v\nwant\n %v", c, want)
+	}
+	first := b.rows("c1")[crm.RowID(lead, 1, "received")]
+	if a := actions(first); !strings.Contains(a, "send:ambiguous") || !strings.Contains(a, "resend:sent") {
+		t.Errorf("the dropped write's attempts = %q, want an ambiguous send, then a resend (HubSpot's upsert is safe to resend)", a)
+	}
+	if first.ProviderID != "contact 1000" {
+		t.Errorf("provider id = %q, want the contact's", first.ProviderID)
+	}
+}
+
+// TestHubSpotConcurrent: many leads at once, the runner's workers racing,
+// HubSpot cutting connections after writes: one contact per lead, each
+// with its last status (the writes of a lead go out in order), one row
+// per status, all sent.
+func TestHubSpotConcurrent(t *testing.T) {
+	hs := newHubSpot(t)
+	b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status"})
+	for range 6 {
+		hs.add("upsert", "drop", "503")
+	}
+	b.run(4)
+	const n = 12
+	convs := make([]string, n)
+	testkit.Together(n, func(i int) {
+		convs[i] = fmt.Sprintf("c%02d", i)
+		ev := b.receive(fmt.Sprintf("m%02d", i), convs[i], fmt.Sprintf("lead%02d@example.com", i), "")
+		b.draft(ev, "sales")
+	})
+	b.settled(convs...)
+	if hs.count() != n {
+		t.Errorf("HubSpot holds %d contacts, want %d", hs.count(), n)
+	}
+	for _, c := range convs {
+		lead := store.LeadKey("web", c)
+		if got := hs.contact(lead)["handoff_status"]; got != "owned" {
+			t.Errorf("contact %s: handoff_status %q, want owned (its last move)", lead, got)
+		}
+		if got := statuses(b.rows(c)); !reflect.DeepEqual(got, []string{"matched", "owned", "received"}) {
+			t.Errorf("rows of %s = %v", lead, got)
+		}
+	}
+}
+
+// TestPipedriveLooksUp: Pipedrive cannot dedupe, so after a write whose
+// answer was lost the job never sends blind: it looks the person up by our
+// reference, and a "not found" counts only lookup_settle after the write
+// (the search index lags). One person and one lead per lead, whatever was
+// cut; the later writes find the person by the id the first one learned.
+func TestPipedriveLooksUp(t *testing.T) {
+	pd := newPipedrive(t, 100*time.Millisecond)
+	b := newBed(t, config.CRM{Kind: config.CRMPipedrive, APIBase: pd.srv.URL, Token: pd.token, ReferenceField: "ref_key", StatusField: "status_key",
+		LookupSettle: 400 * time.Millisecond, Owners: map[string]string{"ana": "42"}})
+	pd.add("POST "+crm.PipedrivePersons, "drop")                // the person is created, the answer lost
+	pd.add("GET "+crm.PipedriveSearch, "503")                    // the first search fails: nothing written, retried
+	pd.add("POST "+crm.PipedriveLeads, "drop")                   // the lead is created, the answer lost
+	pd.add("PATCH "+crm.PipedrivePersons+"/{id}", "503", "drop") // an update refused, then one whose answer is lost
+	ev := b.receive("m1", "c1", "ada@example.com", "Ada Lovelace")
+	d := b.draft(ev, "ana")
+	b.run(2)
+	b.settled("c1")
+	b.reply(d)
+	b.settled("c1")
+
+	lead := store.LeadKey("web", "c1")
+	ps := pd.byRef("ref_key", crm.Reference(lead))
+	if len(ps) != 1 {
+		t.Fatalf("Pipedrive holds %d persons for the lead, want 1 (%+v)", len(ps), ps)
+	}
+	p := ps[0]
+	if p.CustomFields["status_key"] != "replied" || p.Name != "Ada Lovelace" || p.OwnerID != 42 || len(p.Emails) != 1 || p.Emails[0].Value != "ada@example.com" {
+		t.Errorf("person = %+v, want replied, named, owned by 42, with the email", p)
+	}
+	if n := pd.leadsOf(p.ID); n != 1 {
+		t.Errorf("the person has %d leads, want 1", n)
+	}
+	first := b.rows("c1")[crm.RowID(lead, 1, "received")]
+	if a := actions(first); !strings.Contains(a, "lookup:") || strings.Contains(a, "resend") {
+		t.Errorf("the first write's attempts = %q, want a lookup after the lost answer and no blind resend", a)
+	}
+}
+
+// TestPipedriveUnknownToAPerson: a write whose outcome stays unknown on the
+// job's last attempt waits for a person (needs_reconciliation), with the
+// reason, and a person's lookup settles it from the CRM.
+func TestPipedriveUnknownToAPerson(t *testing.T) {
+	pd := newPipedrive(t, 0)
+	b := newBed(t, config.CRM{Kind: config.CRMPipedrive, APIBase: pd.srv.URL, Token: pd.token, ReferenceField: "ref_key", StatusField: "status_key", LookupSettle: time.Hour})
+	b.cfg.Retry.MaxAttempts = 2
+	pd.add("POST "+crm.PipedrivePersons, "drop")
+	b.receive("m1", "c1", "+44 20 7946 0000", "")
+	b.run(1)
+	id := crm.RowID(store.LeadKey("web", "c1"), 1, "received")
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		o, _ := b.st.OutboxRow(id)
+		return o.Status == store.OutboxNeedsReconciliation
+	}, "the write to wait for a person")
+	o, _ := b.st.OutboxRow(id)
+	if !strings.Contains(o.Note, "reconcile") {
+		t.Errorf("note = %q, want it to say a person reconciles", o.Note)
+	}
+	// The person was created, its lead never was: the write is not on the
+	// record, and a lookup once the answer counts says so.
+	ob := delivery.New(b.st, b.cfg)
+	looked, err := ob.LookUp(context.Background(), id, b.senders["crm:default"], "admin", "test", time.Now().Add(2*time.Hour))
+	if err != nil || looked.Verdict != delivery.LookedFailed {
+		t.Fatalf("LookUp = %+v, %v; want failed (the person has no lead: the write is not whole)", looked, err)
+	}
+	// The replay finds the person by our reference (search before create)
+	// and completes it: still one person, now with its lead.
+	if _, err := ob.Replay(context.Background(), id, store.Replay{By: "admin", At: time.Now()}); err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	b.wake()
+	b.settled("c1")
+	ps := pd.byRef("ref_key", crm.Reference(store.LeadKey("web", "c1")))
+	if len(ps) != 1 || pd.leadsOf(ps[0].ID) != 1 {
+		t.Fatalf("persons %+v, want one with one lead", ps)
+	}
+}
+
+// TestWebhookOnce: every resend of a write carries the same webhook-id, so
+// a receiver that dedupes by it (as Standard Webhooks asks) acts once per
+// status; the signature verifies with the library handoff verifies with.
+func TestWebhookOnce(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	rc := newReceiver(t, secret)
+	b := newBed(t, config.CRM{Kind: config.CRMWebhook, URL: rc.srv.URL + "/hook", Secret: secret})
+	rc.add("post", "drop", "503")
+	ev := b.receive("m1", "c1", "+1 555 0100", "Ada")
+	b.draft(ev, "ana")
+	b.run(2)
+	b.settled("c1")
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.events) != 3 {
+		t.Fatalf("the receiver acted on %d events, want 3 (received, matched, owned)", len(rc.events))
+	}
+	lead := store.LeadKey("web", "c1")
+	recv := crm.MessageID(crm.RowID(lead, 1, "received"))
+	if rc.got[recv] != 3 {
+		t.Errorf("webhook-id %s was delivered %d times, want 3 (cut, 503, then accepted: one id)", recv, rc.got[recv])
+	}
+	if e := rc.events[recv]; e.Data.Status != "received" || e.Data.Lead != lead || e.Data.Phone != "+1 555 0100" {
+		t.Errorf("event = %+v", e)
+	}
+}
+
+// TestOutageNeverBlocks: with the CRM down, ingest and drafting go on; the
+// writes wait in the queue, each a pending row with its job.
+func TestOutageNeverBlocks(t *testing.T) {
+	hs := newHubSpot(t)
+	hs.srv.Close() // nothing listens
+	b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "k", StatusProperty: "s"})
+	ev := b.receive("m1", "c1", "+1 555 0100", "Ada")
+	b.draft(ev, "ana")
+	if h, _ := b.st.Handoff(store.LeadKey("web", "c1")); h.Status != "owned" {
+		t.Fatalf("lead status %s, want owned: the moves do not wait for the CRM", h.Status)
+	}
+	rows := b.rows("c1")
+	if len(rows) != 3 {
+		t.Fatalf("%d CRM rows, want 3", len(rows))
+	}
+	for _, o := range rows {
+		if o.Status != store.OutboxPending || o.Kind != store.OutboxCRM || o.Provider != "crm:default" {
+			t.Errorf("row %s: %s kind %q provider %q, want pending crm rows of crm:default", o.ID, o.Status, o.Kind, o.Provider)
+		}
+		_, err := b.senders["crm:default"].Send(context.Background(), provider.Message{Ref: o.ID, Text: o.Text})
+		var ns *provider.NotSent
+		if !errors.As(err, &ns) {
+			t.Errorf("Send to a CRM that is down = %v, want NotSent (nothing left this machine)", err)
+		}
+	}
+}
