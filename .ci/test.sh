@@ -101,3 +101,5 @@ go test -run='^$' -fuzz='^FuzzStandardWebhooksHeader$' -fuzztime=200000x ./webho
 go test -run='^$' -fuzz='^FuzzEventForm$' -fuzztime=60000x ./store/
 go test -run='^$' -fuzz='^FuzzRecordForms$' -fuzztime=50000x ./store/
 go test -run='^$' -fuzz='^FuzzEventReplyTo$' -fuzztime=50000x ./store/
+go test -run='^$' -fuzz='^FuzzRecord$' -fuzztime=20000x ./crm/
+go test -run='^$' -fuzz='^FuzzRowID$' -fuzztime=50000x ./crm/
