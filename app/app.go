@@ -193,6 +193,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	if len(crms) > 0 {
 		a.unhook = leads.SetOnMove(crm.Hook(cfg))
+		kinds[delivery.Kind].(*delivery.Job).Gate = crm.Gate(cfg, a.st)
 	}
 
 	a.sched = jobs.NewSchedule(d.Logger)

@@ -56,6 +56,10 @@ type CRM struct {
 	// listed is written as a name only where the CRM has a field for it
 	// (nowhere today): the record then has no owner.
 	Owners map[string]string
+	// Required (yaml required) holds a lead's approved reply until the
+	// lead's CRM writes made before it are on the record (crm.Gate): no
+	// "all set" to the customer while the CRM has no record of them.
+	Required bool
 	// Timeout is one call's bound (default 10s), LookupSettle (pipedrive)
 	// how long after a write that may have landed a search's "not found"
 	// starts to count (default 30s: Pipedrive's search index lags its writes).
@@ -76,7 +80,10 @@ const (
 	defaultCRMLookupSettle = 30 * time.Second
 )
 
-// crmKeys are the keys each kind takes besides client, kind, owners and timeout.
+// crmCommon are the keys every kind takes.
+var crmCommon = []string{"client", "kind", "owners", "timeout", "required"}
+
+// crmKeys are the keys each kind takes besides crmCommon.
 var crmKeys = map[string][]string{
 	CRMWebhook:   {"url", "secret_env"},
 	CRMHubSpot:   {"api_base", "token_env", "id_property", "status_property"},
@@ -145,6 +152,7 @@ func (d *decoder) crm(path string, n *yaml.Node, c *Config) {
 				}
 			},
 			"lookup_settle": func(p string, v *yaml.Node) { d.duration(p, v, &m.LookupSettle, false) },
+			"required":      func(p string, v *yaml.Node) { d.boolean(p, v, &m.Required) },
 		})
 		if !ok {
 			return
@@ -157,10 +165,10 @@ func (d *decoder) crm(path string, n *yaml.Node, c *Config) {
 			return // its sentence is said
 		}
 		for key, v := range set {
-			if slices.Contains([]string{"client", "kind", "owners", "timeout"}, key) || slices.Contains(crmKeys[m.Kind], key) {
+			if slices.Contains(crmCommon, key) || slices.Contains(crmKeys[m.Kind], key) {
 				continue
 			}
-			d.fail(joinPath(p, key), v, "is not a key of a %s CRM (its keys are %s)", m.Kind, strings.Join(append([]string{"client", "kind", "owners", "timeout"}, crmKeys[m.Kind]...), ", "))
+			d.fail(joinPath(p, key), v, "is not a key of a %s CRM (its keys are %s)", m.Kind, strings.Join(append(slices.Clone(crmCommon), crmKeys[m.Kind]...), ", "))
 		}
 		for _, r := range crmRequired[m.Kind] {
 			if set[r[0]] == nil {

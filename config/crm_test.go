@@ -19,7 +19,7 @@ func TestCRM(t *testing.T) {
 	c, err := Parse([]byte(head+"crm:\n"+
 		"  - {client: acme, kind: hubspot, token_env: HS, owners: {ana: \"7001\", ben: \"7002\"}}\n"+
 		"  - {client: bolt, kind: pipedrive, token_env: PD, reference_field: abc123, status_field: def456, api_base: \"http://127.0.0.1:9/\"}\n"+
-		"  - {client: cora, kind: webhook, url: \"https://n8n.example.com/webhook/leads\", secret_env: WH, timeout: 3s}\n"), env)
+		"  - {client: cora, kind: webhook, url: \"https://n8n.example.com/webhook/leads\", secret_env: WH, timeout: 3s, required: true}\n"), env)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -27,7 +27,7 @@ func TestCRM(t *testing.T) {
 		{Client: "acme", Kind: CRMHubSpot, APIBase: "https://api.hubapi.com", TokenEnv: "HS", Token: "pat-na1-secret", IDProperty: "handoff_lead_key", StatusProperty: "handoff_status",
 			Owners: map[string]string{"ana": "7001", "ben": "7002"}, Timeout: 10 * time.Second},
 		{Client: "bolt", Kind: CRMPipedrive, APIBase: "http://127.0.0.1:9", TokenEnv: "PD", Token: "pd-secret", ReferenceField: "abc123", StatusField: "def456", Timeout: 10 * time.Second, LookupSettle: 30 * time.Second},
-		{Client: "cora", Kind: CRMWebhook, URL: "https://n8n.example.com/webhook/leads", SecretEnv: "WH", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: 3 * time.Second},
+		{Client: "cora", Kind: CRMWebhook, URL: "https://n8n.example.com/webhook/leads", SecretEnv: "WH", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: 3 * time.Second, Required: true},
 	}
 	if !reflect.DeepEqual(c.CRM, want) {
 		t.Errorf("CRM =\n %+v\nwant\n %+v", c.CRM, want)
@@ -48,7 +48,7 @@ func TestCRM(t *testing.T) {
 		{"  - {client: acme, kind: hubspot}", "crm[0].token_env: missing; a hubspot CRM needs the variable holding a private app's access token"},
 		{"  - {client: acme, kind: hubspot, token_env: NOPE}", "crm[0].token_env: environment variable NOPE is not set or is empty"},
 		{"  - {client: acme, kind: hubspot, token_env: pat-na1-abcdef}", "crm[0].token_env: is not an environment variable name"},
-		{"  - {client: acme, kind: hubspot, token_env: HS, url: \"https://x.example\"}", "crm[0].url: is not a key of a hubspot CRM (its keys are client, kind, owners, timeout, api_base, token_env, id_property, status_property)"},
+		{"  - {client: acme, kind: hubspot, token_env: HS, url: \"https://x.example\"}", "crm[0].url: is not a key of a hubspot CRM (its keys are client, kind, owners, timeout, required, api_base, token_env, id_property, status_property)"},
 		{"  - {client: acme, kind: hubspot, token_env: HS, id_property: \"lead key\"}", `crm[0].id_property: "lead key" is not a property or field name`},
 		{"  - {client: acme, kind: hubspot, token_env: HS, owners: {ana: \"70 01\"}}", `crm[0].owners.ana: "70 01" is not a CRM user id`},
 		{"  - {client: acme, kind: hubspot, token_env: HS, owners: [ana]}", "crm[0].owners: must be a mapping of owner names to CRM user ids"},

@@ -148,7 +148,7 @@ func MoveTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (c
 		}
 	}
 	created, err = delivery.CreateCRMTx(tx, delivery.CRMWrite{
-		ID: RowID(h.Key, h.Cycle, h.Status), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record " + rec.Ref,
+		ID: RowID(h.Key, h.Cycle, h.Status), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record of lead " + h.Key + " (" + rec.Ref + ")",
 		Text: rec.Encode(), At: now, JobID: ulid.Make().String(), MaxAttempts: cfg.Retry.MaxAttempts,
 	})
 	if err != nil {

@@ -30,6 +30,8 @@ type bed struct {
 	cfg     *config.Config
 	senders map[string]delivery.Sender
 	runner  *jobs.Runner // nil until run
+	// gate, when set, is the delivery job's Gate (crm[].required).
+	gate func(store.Outbox, time.Time) (time.Duration, string)
 }
 
 func newBed(t *testing.T, m config.CRM) *bed {
@@ -56,7 +58,7 @@ func newBed(t *testing.T, m config.CRM) *bed {
 // run starts the delivery job's runner (stopped at the end of the test).
 func (b *bed) run(workers int) {
 	b.t.Helper()
-	r := jobs.NewRunner(b.st, map[string]jobs.Kind{delivery.Kind: &delivery.Job{Store: b.st, Providers: b.senders}}, jobs.Options{
+	r := jobs.NewRunner(b.st, map[string]jobs.Kind{delivery.Kind: &delivery.Job{Store: b.st, Providers: b.senders, Gate: b.gate}}, jobs.Options{
 		Workers: workers,
 		Backoff: jobs.Backoff{Base: time.Millisecond, Max: 20 * time.Millisecond},
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),

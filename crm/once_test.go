@@ -97,7 +97,7 @@ func TestPipedriveLooksUp(t *testing.T) {
 	pd := newPipedrive(t, 100*time.Millisecond)
 	b := newBed(t, config.CRM{Kind: config.CRMPipedrive, APIBase: pd.srv.URL, Token: pd.token, ReferenceField: "ref_key", StatusField: "status_key",
 		LookupSettle: 400 * time.Millisecond, Owners: map[string]string{"ana": "42"}})
-	pd.add("POST "+crm.PipedrivePersons, "drop")                // the person is created, the answer lost
+	pd.add("POST "+crm.PipedrivePersons, "drop")                 // the person is created, the answer lost
 	pd.add("GET "+crm.PipedriveSearch, "503")                    // the first search fails: nothing written, retried
 	pd.add("POST "+crm.PipedriveLeads, "drop")                   // the lead is created, the answer lost
 	pd.add("PATCH "+crm.PipedrivePersons+"/{id}", "503", "drop") // an update refused, then one whose answer is lost

@@ -120,6 +120,10 @@ func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch h.take("upsert") {
+	case "400":
+		w.WriteHeader(400)
+		io.WriteString(w, `{"status":"error","message":"Property values were not valid: handoff_status is not a property of contacts","category":"VALIDATION_ERROR"}`)
+		return
 	case "503":
 		w.WriteHeader(503)
 		io.WriteString(w, `{"status":"error","message":"Service Unavailable","category":"INTERNAL_ERROR"}`)

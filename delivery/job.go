@@ -56,6 +56,11 @@ type Job struct {
 	// person (needs_reconciliation): the job itself completes then, so the
 	// runner has nothing to log. nil: nothing is logged.
 	Log *slog.Logger
+	// Gate, when set, can hold a reply before its first send: a positive
+	// wait snoozes the job (no attempt counted) with why as its error, the
+	// row untouched (crm.Gate: no "all set" before the lead's CRM record
+	// exists). nil: nothing is held.
+	Gate func(row store.Outbox, now time.Time) (wait time.Duration, why string)
 }
 
 // Run delivers one outbox row.
@@ -281,6 +286,11 @@ func (k *Job) hold(id string, now time.Time) (time.Duration, error) {
 	row, err := k.Store.OutboxRow(id)
 	if err != nil || row.Status != store.OutboxPending {
 		return 0, nil // Claim reports a missing row; only a first send waits
+	}
+	if k.Gate != nil && row.Kind == "" {
+		if wait, why := k.Gate(row, now); wait > 0 {
+			return wait, &jobs.Snooze{Err: errors.New(why), After: wait}
+		}
 	}
 	h, ok := k.Providers[row.Provider].(provider.Holder)
 	if !ok {
