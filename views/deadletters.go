@@ -149,6 +149,9 @@ func kindLabel(dl store.DeadLetter) string {
 	if dl.Job != nil && dl.Kind == store.DeadJob {
 		return dl.Job.Kind + " job"
 	}
+	if dl.Outbox != nil && dl.Outbox.Kind == store.OutboxCRM {
+		return "CRM write (" + dl.Outbox.To + ")" // its text is the record written, not a reply
+	}
 	return "reply"
 }
 
