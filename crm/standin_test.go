@@ -171,6 +171,12 @@ func (h *hubSpot) contact(id string) map[string]string {
 	return out
 }
 
+func (h *hubSpot) upsertsOf(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.upserts[id]
+}
+
 func (h *hubSpot) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -356,6 +362,12 @@ func (p *pipedrive) byRef(field, ref string) []crm.Person {
 		}
 	}
 	return out
+}
+
+func (p *pipedrive) created() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.creates
 }
 
 func (p *pipedrive) leadsOf(person int) int {

@@ -1,0 +1,61 @@
+package crm_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/crm"
+	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/store"
+)
+
+// TestDiedBetweenAcceptAndRecord: an execution claimed the write, the CRM
+// accepted it, and the process died before recording anything (the row
+// stays effect_pending with the dead execution's claim). The next attempt
+// never writes blind: HubSpot's is resent (the same upsert: one contact),
+// Pipedrive's is looked up and found (one person, one lead, no second write).
+func TestDiedBetweenAcceptAndRecord(t *testing.T) {
+	for _, kind := range []string{config.CRMHubSpot, config.CRMPipedrive} {
+		t.Run(kind, func(t *testing.T) {
+			hs, pd := newHubSpot(t), newPipedrive(t, 0)
+			m := config.CRM{Kind: kind, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status"}
+			if kind == config.CRMPipedrive {
+				m = config.CRM{Kind: kind, APIBase: pd.srv.URL, Token: pd.token, ReferenceField: "ref_key", StatusField: "status_key", LookupSettle: time.Hour}
+			}
+			b := newBed(t, m)
+			b.receive("m1", "c1", "ada@example.com", "Ada")
+			lead := store.LeadKey("web", "c1")
+			id := crm.RowID(lead, 1, "received")
+			// The execution that died: its claim, and the CRM's accept.
+			ob := delivery.New(b.st, b.cfg)
+			row, _, err := ob.Claim(context.Background(), id, ulid.Make().String(), time.Now())
+			if err != nil || row.Status != store.OutboxEffectPending {
+				t.Fatalf("Claim = %s, %v", row.Status, err)
+			}
+			if _, err := b.senders["crm:default"].Send(context.Background(), provider.Message{Ref: id, Text: row.Text}); err != nil {
+				t.Fatalf("the accepted write: %v", err)
+			}
+			b.run(1) // the next process
+			b.settled("c1")
+			o, _ := b.st.OutboxRow(id)
+			a := actions(o)
+			switch kind {
+			case config.CRMHubSpot:
+				if hs.count() != 1 || hs.upsertsOf(lead) != 2 || !strings.HasPrefix(a, "resend:sent") {
+					t.Errorf("contacts %d, upserts %d, attempts %q; want one contact, the upsert resent once", hs.count(), hs.upsertsOf(lead), a)
+				}
+			case config.CRMPipedrive:
+				ps := pd.byRef("ref_key", crm.Reference(lead))
+				if pd.created() != 1 || len(ps) != 1 || pd.leadsOf(ps[0].ID) != 1 || a != "lookup:sent" {
+					t.Errorf("persons created %d, leads %d, attempts %q; want the write found by its lookup, nothing written again", pd.created(), pd.leadsOf(ps[0].ID), a)
+				}
+			}
+		})
+	}
+}
