@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/crm"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
@@ -216,5 +218,28 @@ func TestOutageNeverBlocks(t *testing.T) {
 		if !errors.As(err, &ns) {
 			t.Errorf("Send to a CRM that is down = %v, want NotSent (nothing left this machine)", err)
 		}
+	}
+}
+
+// TestDuplicateDeliveriesOneWrite: the provider delivers one message eight
+// times at once: the ingest dedupes it, so one move, one CRM write.
+func TestDuplicateDeliveriesOneWrite(t *testing.T) {
+	hs := newHubSpot(t)
+	b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status"})
+	b.run(2)
+	var created atomic.Int32
+	testkit.Together(8, func(int) {
+		rec, err := intake.Record(context.Background(), b.st, intake.Message{Channel: "web", MessageID: "m1", ConversationID: "c1", Contact: "+1 555 0100", Text: "hi", ReceivedAt: time.Now()}, 3)
+		if err != nil {
+			t.Error(err)
+		}
+		if rec.Created {
+			created.Add(1)
+		}
+		b.wake()
+	})
+	b.settled("c1")
+	if created.Load() != 1 || len(b.rows("c1")) != 1 || hs.upsertsOf(store.LeadKey("web", "c1")) != 1 {
+		t.Errorf("created %d, rows %d, upserts %d; want one of each", created.Load(), len(b.rows("c1")), hs.upsertsOf(store.LeadKey("web", "c1")))
 	}
 }
