@@ -219,8 +219,17 @@ type sink struct {
 }
 
 // holdWait is how long a write waits behind an unfinished earlier write of
-// its lead before the delivery job asks again (one read; no attempt).
+// its lead before the delivery job asks again (one read; no attempt): at
+// least this, and a quarter of how long the earlier one has been at it, up
+// to a minute (each snooze is a claim the job records, so a long wait must
+// not mean thousands of them).
 const holdWait = 500 * time.Millisecond
+
+// waitFor is a snooze that grows with how long the awaited row has been in
+// its state (since), a quarter of it, between lo and hi.
+func waitFor(since time.Time, lo, hi time.Duration) time.Duration {
+	return min(max(time.Since(since)/4, lo), hi)
+}
 
 // Open builds the CRM of every client that has one, by its provider name
 // ("crm:<client>"), for the delivery job and a person's lookup.
@@ -278,7 +287,7 @@ func (s *sink) Capabilities() provider.Capabilities { return s.k.caps() }
 func (s *sink) Hold(ref string, _ time.Time) time.Duration {
 	for _, id := range around(s.st, ref, true) {
 		if o, err := s.st.OutboxRow(id); err == nil && (o.Status == store.OutboxPending || o.Status == store.OutboxEffectPending) {
-			return s.wait
+			return waitFor(o.CreatedAt, s.wait, time.Minute)
 		}
 	}
 	return 0

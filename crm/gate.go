@@ -9,10 +9,13 @@ import (
 )
 
 // How long a held reply waits before the delivery job asks again: soon
-// while the CRM write is on its way, longer while it waits for a person.
+// while the CRM write is on its way, longer while it waits for a person,
+// growing with how long the write has been so (waitFor), so a write dead
+// for days costs a few hundred snoozes a day, not thousands.
 const (
 	gateWaiting = 2 * time.Second
 	gateStuck   = 30 * time.Second
+	gateMax     = 10 * time.Minute
 )
 
 // Gate is the delivery job's hold for the clients whose CRM is required
@@ -52,9 +55,9 @@ func Gate(cfg *config.Config, st *store.Store) func(row store.Outbox, now time.T
 			case o.Status == store.OutboxSent || o.Dismissed != nil:
 				return 0, ""
 			case o.Status == store.OutboxPending || o.Status == store.OutboxEffectPending:
-				return gateWaiting, fmt.Sprintf("reply held until the lead's CRM write %s is on the record (crm[].required): it is %s", id, o.Status)
+				return waitFor(o.CreatedAt, gateWaiting, time.Minute), fmt.Sprintf("reply held until the lead's CRM write %s is on the record (crm[].required): it is %s", id, o.Status)
 			default:
-				return gateStuck, fmt.Sprintf("reply held: the lead's CRM write %s is %s (%s); replay, reconcile or dismiss it in the dead letters and the reply goes (crm[].required)", id, o.Status, o.Note)
+				return waitFor(o.UpdatedAt, gateStuck, gateMax), fmt.Sprintf("reply held: the lead's CRM write %s is %s (%s); replay, reconcile or dismiss it in the dead letters and the reply goes (crm[].required)", id, o.Status, o.Note)
 			}
 		}
 		return 0, ""
