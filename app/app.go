@@ -22,7 +22,6 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/offsite"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
@@ -80,9 +79,6 @@ type App struct {
 	metricsLn   net.Listener
 	metricsHTTP *http.Server
 	cfg         *config.Config
-	// unhook takes crm's hook off the leads' moves (leads.SetOnMove) when
-	// the store closes; nil without a CRM.
-	unhook func()
 	// backups is the backups page's process side: backup now, offsite
 	// copies, restore (backups.go).
 	backups *backups
@@ -183,7 +179,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	a.bulk.Now, a.bulk.Log, a.bulk.Wake = d.Now, d.Logger, a.runner.Wake
 	kinds[delivery.Kind].(*delivery.Job).Log = d.Logger
 	// The CRMs (crm[]) are the delivery job's too: each lead move enqueues
-	// its write in the move's transaction (leads.SetOnMove).
+	// its write in the move's transaction (the store's HookLeadMoves).
 	crms, err := crm.Open(cfg, a.st)
 	if err != nil {
 		return nil, err
@@ -192,7 +188,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		kinds[delivery.Kind].(*delivery.Job).Providers[name] = s
 	}
 	if len(crms) > 0 {
-		a.unhook = leads.SetOnMove(crm.Hook(cfg))
+		a.st.HookLeadMoves(crm.Hook(cfg))
 		kinds[delivery.Kind].(*delivery.Job).Gate = crm.Gate(cfg, a.st)
 	}
 
@@ -391,9 +387,6 @@ func (a *App) Stop(ctx context.Context) error {
 }
 
 func (a *App) closeStore() error {
-	if a.unhook != nil {
-		a.unhook()
-	}
 	if err := a.st.Close(); err != nil {
 		return fmt.Errorf("close the database: %w", err)
 	}

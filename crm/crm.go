@@ -1,5 +1,5 @@
 // Package crm writes each lead's status to its client's CRM once per
-// status of a cycle: every move of a lead (leads' MoveHook) enqueues, in
+// status of a cycle: every move of a lead (the store's LeadHook) enqueues, in
 // the move's own transaction, an outbox row of kind store.OutboxCRM with a
 // deterministic id, "crm:<lead key>:<cycle>:<status>", and its delivery
 // job (delivery.CreateCRMTx). The delivery job sends it by a reply's rules,
@@ -123,9 +123,9 @@ func Reference(lead string) string {
 	return "ho_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:])[:26])
 }
 
-// Hook is the MoveHook app sets (leads.SetOnMove): each move of a lead of
+// Hook is the store's LeadHook app sets (Store.HookLeadMoves): each move of a lead of
 // a client with a CRM enqueues its write in the move's transaction.
-func Hook(cfg *config.Config) leads.MoveHook {
+func Hook(cfg *config.Config) store.LeadHook {
 	return func(tx *store.Tx, h store.Handoff, now time.Time) error {
 		_, err := MoveTx(tx, cfg, h, now)
 		return err

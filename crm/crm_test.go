@@ -16,7 +16,6 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/jobs"
-	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
@@ -51,7 +50,7 @@ func newBed(t *testing.T, m config.CRM) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(leads.SetOnMove(crm.Hook(cfg)))
+	st.HookLeadMoves(crm.Hook(cfg))
 	return &bed{t: t, st: st, cfg: cfg, senders: senders}
 }
 

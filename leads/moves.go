@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/handoff/handoff/store"
@@ -25,30 +24,7 @@ func move(tx *store.Tx, old, h *store.Handoff, status store.HandoffStatus, now t
 	if err := tx.PutHandoff(old, h); err != nil {
 		return err
 	}
-	if fn := onMove.Load(); fn != nil {
-		return (*fn)(tx, *h, now)
-	}
-	return nil
-}
-
-// MoveHook is told of every move of a lead inside the move's transaction,
-// with the lead as moved: what it writes commits with the move or not at
-// all (crm.MoveTx enqueues the CRM write, so leads never imports crm).
-type MoveHook func(tx *store.Tx, h store.Handoff, now time.Time) error
-
-// onMove is the process's MoveHook (SetOnMove); nil: none.
-var onMove atomic.Pointer[MoveHook]
-
-// SetOnMove makes fn the hook of every move (nil: none) until restore is
-// called. It is the process's one hook, set by app when the config names
-// a CRM: a second app in the same process replaces it.
-func SetOnMove(fn MoveHook) (restore func()) {
-	var p *MoveHook
-	if fn != nil {
-		p = &fn
-	}
-	prev := onMove.Swap(p)
-	return func() { onMove.CompareAndSwap(p, prev) }
+	return tx.LeadMoved(*h, now)
 }
 
 // DraftedTx moves the lead of d, a draft just stored in tx for an event

@@ -57,9 +57,10 @@ type Store struct {
 	migrated []Migrated // the migrations the open ran (Migrations)
 	// damage is what CheckPages found, once it found damage.
 	damage atomic.Pointer[error]
-	gate   gate // every transaction passes it; Replace shuts it to swap the file (gate.go)
-	seen   seen // the unreadable records known (unreadable.go)
-	mmap   int  // Options.MmapSize, for the reopen after a Replace
+	gate   gate  // every transaction passes it; Replace shuts it to swap the file (gate.go)
+	seen   seen  // the unreadable records known (unreadable.go)
+	hooks  hooks // told of moves inside their transactions (hooks.go)
+	mmap   int   // Options.MmapSize, for the reopen after a Replace
 
 	// full is the last commit that failed for lack of disk space, until a
 	// large enough one succeeds (space.go).
@@ -282,8 +283,9 @@ const freelistSyncMax = 1000
 // indexes. A write takes old, the record as read in the same transaction,
 // and moves exactly the index entries that changed.
 type Tx struct {
-	tx   engine.Tx
-	seen *seen // the store's memory of unreadable records (Tx.skip)
+	tx    engine.Tx
+	seen  *seen  // the store's memory of unreadable records (Tx.skip)
+	hooks *hooks // the store's hooks (hooks.go); nil in a migration's Tx
 }
 
 // bucket is one of the buckets created at open (on bbolt with the fill
@@ -398,7 +400,7 @@ func (s *Store) commit(batch []*writeReq) {
 		failed := -1
 		var failure error
 		c, err := s.eng.Update(func(btx engine.Tx) error {
-			tx := &Tx{tx: btx, seen: &s.seen}
+			tx := &Tx{tx: btx, seen: &s.seen, hooks: &s.hooks}
 			for i, r := range batch {
 				if err := r.fn(tx); err != nil {
 					failed, failure = i, err
@@ -435,7 +437,7 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 func (s *Store) view(fn func(tx *Tx) error) error {
 	s.gate.enter()
 	defer s.gate.exit()
-	return s.eng.View(func(btx engine.Tx) error { return fn(&Tx{tx: btx, seen: &s.seen}) })
+	return s.eng.View(func(btx engine.Tx) error { return fn(&Tx{tx: btx, seen: &s.seen, hooks: &s.hooks}) })
 }
 
 // Repairs is what the open's migrations found wrong on disk and rewrote
