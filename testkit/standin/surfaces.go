@@ -211,7 +211,17 @@ func (s *SurfaceAPI) telegram(w http.ResponseWriter, method string, body map[str
 			f, _ := body["message_id"].(float64)
 			id = int(f)
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{"message_id": id, "chat": map[string]any{"id": body["chat_id"]}, "text": str("text")}})
+		// The Message answered names its chat by its numeric id, however
+		// chat_id was given (a number, or a numeric string).
+		chat := body["chat_id"]
+		if cs, ok := chat.(string); ok {
+			if n, err := strconv.ParseInt(cs, 10, 64); err == nil {
+				chat = n
+			} else {
+				chat = -1000000000001 // an @channel's id
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{"message_id": id, "chat": map[string]any{"id": chat}, "text": str("text")}})
 	case "answerCallbackQuery":
 		if str("callback_query_id") == "" {
 			s.malformed(w, "answerCallbackQuery without a callback_query_id")
