@@ -18,6 +18,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/hook"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -90,6 +91,12 @@ func (s *slackSurface) call(ctx context.Context, method string, body, out any) e
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("slack %s: %w", method, err)
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		// Slack's rate limit (chat.postMessage: about one a second per
+		// channel) names its wait; the job waits that long.
+		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		return &jobs.RetryLater{After: time.Duration(max(wait, 1)) * time.Second, Err: fmt.Errorf("slack %s: rate limited", method)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("slack %s: HTTP %d", method, resp.StatusCode)

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -105,9 +106,17 @@ func (s *telegramSurface) call(ctx context.Context, method string, body, out any
 		ErrorCode   int             `json:"error_code"`
 		Description string          `json:"description"`
 		Result      json.RawMessage `json:"result"`
+		Parameters  struct {
+			RetryAfter int `json:"retry_after"`
+		} `json:"parameters"`
 	}
 	if err := json.Unmarshal(data, &ans); err != nil {
 		return fmt.Errorf("telegram %s: HTTP %d, not JSON", method, resp.StatusCode)
+	}
+	if ans.ErrorCode == http.StatusTooManyRequests {
+		// Flood control names its wait (ResponseParameters.retry_after).
+		return &jobs.RetryLater{After: time.Duration(max(ans.Parameters.RetryAfter, 1)) * time.Second,
+			Err: &TelegramAPIError{Method: method, Code: ans.ErrorCode, Description: ans.Description}}
 	}
 	if !ans.OK {
 		return &TelegramAPIError{Method: method, Code: ans.ErrorCode, Description: ans.Description}

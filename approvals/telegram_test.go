@@ -3,12 +3,14 @@ package approvals
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit/standin"
 )
@@ -227,5 +229,36 @@ func TestTelegramCardText(t *testing.T) {
 	}
 	if !strings.Contains(text, long) {
 		t.Error("the reply was shortened to make room for the messages")
+	}
+}
+
+// TestRateLimitsWait: a surface's rate limit makes the announce job wait
+// as long as the API says (jobs.RetryLater), for Slack and Telegram, and
+// nothing is recorded as posted.
+func TestRateLimitsWait(t *testing.T) {
+	ctx := context.Background()
+	tf, tapi, _ := telegramFixture(t)
+	sv := readSlackVectors(t)
+	sf, sapi := slackFixture(t, sv)
+	tapi.Limit["sendMessage"] = 7
+	sapi.Limit["chat.postMessage"] = 3
+	for _, c := range []struct {
+		f       *fixture
+		surface string
+		want    time.Duration
+	}{{tf, ViaTelegram, 7 * time.Second}, {sf, ViaSlack, 3 * time.Second}} {
+		d := c.f.pending(t, "web", "m1", "Hi Ada")
+		if err := c.f.a.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err := c.f.a.Announce(ctx, c.surface, d.ID)
+		var later *jobs.RetryLater
+		if !errors.As(err, &later) || later.After != c.want {
+			t.Errorf("%s: Announce = %v, want a retry after %s", c.surface, err, c.want)
+		}
+		var card store.Card
+		if err := c.f.st.View(func(tx *store.Tx) (err error) { card, err = tx.Card(c.surface, d.ID); return err }); err != nil || card.Ref != "" {
+			t.Errorf("%s: card = %+v, %v; want one still being posted", c.surface, card, err)
+		}
 	}
 }

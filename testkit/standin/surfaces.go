@@ -32,6 +32,10 @@ type SurfaceAPI struct {
 	Emails map[string]string
 	// Fail, when set for a method, answers it with ok false and that error.
 	Fail map[string]string
+	// Limit, when set for a method, answers it as the API's rate limit with
+	// that many seconds to wait (Slack: 429 and Retry-After; Telegram: 429
+	// with parameters.retry_after).
+	Limit map[string]int
 }
 
 // SurfaceCall is one API call as the stand-in received it.
@@ -42,7 +46,7 @@ type SurfaceCall struct {
 
 // NewSurfaceAPI starts a stand-in that takes calls carrying token.
 func NewSurfaceAPI(t testing.TB, token string) *SurfaceAPI {
-	s := &SurfaceAPI{t: t, token: token, Emails: map[string]string{}, Fail: map[string]string{}}
+	s := &SurfaceAPI{t: t, token: token, Emails: map[string]string{}, Fail: map[string]string{}, Limit: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -123,6 +127,11 @@ func (s *SurfaceAPI) record(method string, body map[string]any) {
 }
 
 func (s *SurfaceAPI) slack(w http.ResponseWriter, method string, body map[string]any) {
+	if wait, ok := s.Limit[method]; ok {
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
+		return
+	}
 	if code, ok := s.Fail[method]; ok {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": code})
 		return
@@ -177,6 +186,11 @@ func (s *SurfaceAPI) slack(w http.ResponseWriter, method string, body map[string
 }
 
 func (s *SurfaceAPI) telegram(w http.ResponseWriter, method string, body map[string]any) {
+	if wait, ok := s.Limit[method]; ok {
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error_code": 429,
+			"description": "Too Many Requests: retry after " + strconv.Itoa(wait), "parameters": map[string]any{"retry_after": wait}})
+		return
+	}
 	if desc, ok := s.Fail[method]; ok {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "error_code": 400, "description": desc})
 		return
