@@ -88,6 +88,12 @@ approvals:
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	big, _ := http.NewRequest(http.MethodPost, base+"/surfaces/slack", strings.NewReader(strings.Repeat("x", 2<<20)))
+	if resp, err := http.DefaultClient.Do(big); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 2 MiB body: %v, %v; want 413", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if code := post2("/surfaces/nope"); code != http.StatusNotFound {
 		t.Errorf("POST /surfaces/nope: %d, want 404", code)
 	}

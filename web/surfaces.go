@@ -10,10 +10,14 @@ import (
 	"github.com/handoff/handoff/approvals"
 )
 
-// maxSurfaceBody bounds a surface's request: Slack's interaction payloads
-// and Telegram's updates are a few KiB; an inbound mail is the email
-// surface's business and comes through /hooks.
+// maxSurfaceBody bounds a surface's request unless the surface says
+// otherwise (bodyLimiter): Slack's interaction payloads and Telegram's
+// updates are a few KiB.
 const maxSurfaceBody = 1 << 20
+
+// bodyLimiter is a surface whose requests may be larger (an inbound mail
+// with its attachments, for the email surface).
+type bodyLimiter interface{ MaxBody() int64 }
 
 // receiveSurface answers POST /surfaces/{surface}[/…]: the request goes to
 // the approval surface of that name (package approvals), which verifies it
@@ -30,10 +34,23 @@ func (s *Server) receiveSurface(c *echo.Context) error {
 		return errorf(http.StatusNotFound, "there is no approval surface %q taking requests", name)
 	}
 	req := c.Request()
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, maxSurfaceBody))
+	limit := int64(maxSurfaceBody)
+	if l, ok := in.(bodyLimiter); ok && l.MaxBody() > 0 {
+		limit = l.MaxBody()
+	}
+	if req.ContentLength > limit {
+		return errorf(http.StatusRequestEntityTooLarge, "the body is larger than the %d-byte limit of approval surface %s", limit, name)
+	}
+	// Room for the body first (limits.bodies_in_flight), as a webhook's.
+	release, err := s.bodies.reserve(req.Context(), bodyReserve(req.ContentLength, limit), s.cfg.Limits.BodyWait)
+	if err != nil {
+		return s.busy(c)
+	}
+	defer release()
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, limit))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return errorf(http.StatusRequestEntityTooLarge, "the body is larger than the %d-byte limit of approval surfaces", maxSurfaceBody)
+		return errorf(http.StatusRequestEntityTooLarge, "the body is larger than the %d-byte limit of approval surface %s", limit, name)
 	}
 	if err != nil {
 		return errorf(http.StatusBadRequest, "the body could not be read")
