@@ -508,3 +508,35 @@ func slackText(body map[string]any) string {
 	raw, _ := json.Marshal(body["blocks"])
 	return string(raw)
 }
+
+// TestSlackChannelPerClient: each client's drafts go to its own channel,
+// and a client the config does not map is not announced on Slack.
+func TestSlackChannelPerClient(t *testing.T) {
+	ctx := context.Background()
+	sv := readSlackVectors(t)
+	f, api := slackFixture(t, sv)
+	f.pending(t, "web", "m1", "Hi Ada")
+	f.pending(t, "shop", "m2", "Hi Bo")
+	if err := f.a.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.runJobs(t)
+	got := map[any]int{}
+	for _, c := range api.Calls("chat.postMessage") {
+		got[c.Body["channel"]]++
+	}
+	if len(got) != 2 || got["C0ACME"] != 1 || got["C0BETA"] != 1 {
+		t.Fatalf("cards by channel = %v, want one in C0ACME and one in C0BETA", got)
+	}
+
+	g, api2 := slackFixture(t, sv)
+	delete(g.cfg.Approvals.Slack.Channels, "beta")
+	g.pending(t, "shop", "m3", "Hi Bo")
+	if err := g.a.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.runJobs(t)
+	if n := len(api2.Calls("chat.postMessage")); n != 0 {
+		t.Errorf("a client without a Slack channel got %d cards", n)
+	}
+}
