@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/handoff/handoff/approvals"
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/crm"
 	"github.com/handoff/handoff/delivery"
@@ -79,6 +80,8 @@ type App struct {
 	metricsLn   net.Listener
 	metricsHTTP *http.Server
 	cfg         *config.Config
+	// surfaces are the approval surfaces (package approvals).
+	surfaces *approvals.Approvals
 	// backups is the backups page's process side: backup now, offsite
 	// copies, restore (backups.go).
 	backups *backups
@@ -159,6 +162,14 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	kinds, draftJob := workers.Kinds(a.st, cfg, dr, providers)
 	digests := &workers.DigestJob{Store: a.st, Config: cfg} // digests[]: its Wake is the runner's
 	kinds[workers.KindDigest] = digests
+	// The approval surfaces (Slack, Telegram, email, ntfy): their jobs, their
+	// sweep on the schedule below, their callbacks in web; Wake is the runner's.
+	if a.surfaces, err = approvals.New(a.st, cfg, approvals.Options{Now: d.Now, Log: d.Logger}); err != nil {
+		return nil, err
+	}
+	for kind, job := range workers.SurfaceKinds(a.surfaces) {
+		kinds[kind] = job
+	}
 	draftJob.Observe = metrics.ModelCall
 	draftJob.ObserveCost = metrics.DraftCost
 	draftJob.AfterSave = d.AfterDraftSave
@@ -205,6 +216,13 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	a.maint.AfterBackup = a.backups.afterBackup
 	digests.Wake = a.runner.Wake
+	a.surfaces.Wake = a.runner.Wake
+	if len(a.surfaces.Surfaces()) > 0 {
+		sweep := cfg.Approvals.SweepEvery()
+		if err := a.sched.Add("follow approval cards", "@every "+sweep.String(), 30*time.Second, a.surfaces.Sweep); err != nil {
+			return nil, err
+		}
+	}
 	if err := a.maint.ScheduleDigests(a.sched); err != nil {
 		return nil, err
 	}
@@ -236,7 +254,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	// The pages judge the dead letters as the bulk replay does: one outbox,
 	// with every job kind's rules (workers.DeadKinds).
-	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics, Backups: a.backups, Providers: lookers, Outbox: a.bulk.Outbox})
+	a.web, err = web.New(web.Deps{Config: cfg, Store: a.st, Jobs: a.runner, Logger: d.Logger, APIToken: d.APIToken, Now: d.Now, Metrics: metrics, Backups: a.backups, Providers: lookers, Outbox: a.bulk.Outbox, Surfaces: a.surfaces})
 	if err != nil {
 		return nil, err
 	}
@@ -383,6 +401,7 @@ func (a *App) Stop(ctx context.Context) error {
 	<-a.checked
 	a.stopBg()
 	a.bg.Wait()
+	a.surfaces.Wait() // the answers sent after a surface's request
 	return a.closeStore()
 }
 

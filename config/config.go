@@ -64,6 +64,10 @@ type Config struct {
 
 	// Limits (yaml limits) bound the memory one process holds (limits.go).
 	Limits Limits
+
+	// Approvals (yaml approvals) are the surfaces besides the dashboard
+	// where a person decides a draft (surfaces.go).
+	Approvals Approvals
 }
 
 // DefaultUndoWindow is undo_window when the file sets none; MaxUndoWindow

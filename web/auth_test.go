@@ -324,6 +324,8 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		"GET /healthz": public, "GET /readyz": public, "POST /hooks/:channel": public, "GET /hooks/:channel": public,
 		"GET /static/:name": public, "GET /login": public, "POST /login": public,
 		"GET /setup/:token": public, "POST /setup/:token": public,
+		// The approval surfaces verify their own signatures (web/surfaces.go).
+		"POST /surfaces/:surface": public, "POST /surfaces/:surface/*": public,
 		"GET /login/code": public, "POST /login/code": public,
 		"GET /metrics": metr,
 		// A dashboard form (sessions only) that decides drafts: an approver's.

@@ -30,6 +30,10 @@ func (s *Server) routes() {
 
 	e.POST("/hooks/:channel", s.receiveHook)
 	e.GET("/hooks/:channel", s.hookHandshake) // Meta's subscription handshake; 405 elsewhere
+	// The approval surfaces' callbacks (Slack's interactions, Telegram's
+	// webhook): each verifies its own signature (web/surfaces.go).
+	e.POST("/surfaces/:surface", s.receiveSurface)
+	e.POST("/surfaces/:surface/*", s.receiveSurface)
 
 	// The JSON API: a bearer token or a session, in the group of the scope
 	// each route needs (users.Caller.May): an approver's session or an approve

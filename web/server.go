@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v5/middleware"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/handoff/handoff/approvals"
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/hook"
@@ -41,6 +42,9 @@ type Deps struct {
 	// Outbox is delivery's operations with every job kind's dead-letter
 	// rules (app's, workers.DeadKinds); nil: delivery's own kinds' only.
 	Outbox *delivery.Outbox
+	// Surfaces are the approval surfaces (package approvals) that take
+	// requests at POST /surfaces/{name}; nil: none.
+	Surfaces *approvals.Approvals
 }
 
 // Server is the HTTP side of handoff.
@@ -68,6 +72,7 @@ type Server struct {
 	bodies     *bodyBudget // webhook bodies in memory at once (limits.go)
 	providers  map[string]delivery.Looker
 	outbox     *delivery.Outbox // replies and the dead letters (Deps.Outbox)
+	surfaces   *approvals.Approvals
 }
 
 // New builds the server and its routes.
@@ -83,6 +88,7 @@ func New(d Deps) (*Server, error) {
 		bodies:     newBodyBudget(d.Config.Limits.BodiesInFlight),
 		providers:  d.Providers,
 		outbox:     d.Outbox,
+		surfaces:   d.Surfaces,
 	}
 	if s.outbox == nil {
 		s.outbox = delivery.New(d.Store, d.Config)

@@ -1,0 +1,320 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/store"
+)
+
+// Announcing is a side effect, so it runs in jobs: AnnounceArgs posts a
+// waiting draft's card on one surface, FollowArgs brings a posted card up
+// to its draft. Both are keyed "<surface>:<draft id>", so a draft has at
+// most one live job of each per surface.
+//
+// Why a sweep and not an enqueue where the draft is saved: drafts are
+// saved in review's transactions (the draft job, a regeneration, a
+// person's own reply, an undo that makes a draft wait again), and a card
+// must also follow decisions made where approvals is not called (the
+// dashboard, a newer message superseding the draft). One small sweep
+// (approvals.sweep, 2 s) covers all of them without a hook in review: in
+// one transaction it writes a placeholder card and the announce job for
+// each waiting draft without a card, and a follow job for each open card
+// whose Shown differs from its draft. Decide enqueues the follow jobs of
+// its own decision at once, in its transaction.
+
+// Kinds of the surfaces' jobs.
+const (
+	KindAnnounce = "approvals.announce"
+	KindFollow   = "approvals.follow"
+)
+
+// AnnounceArgs post draft Draft's card on surface Surface.
+type AnnounceArgs struct {
+	Surface string `json:"surface"`
+	Draft   string `json:"draft"`
+}
+
+func (AnnounceArgs) Kind() string  { return KindAnnounce }
+func (a AnnounceArgs) Key() string { return a.Surface + ":" + a.Draft }
+func (FollowArgs) Kind() string    { return KindFollow }
+func (a FollowArgs) Key() string   { return a.Surface + ":" + a.Draft }
+
+// FollowArgs bring the card of draft Draft on surface Surface up to the
+// draft.
+type FollowArgs struct {
+	Surface string `json:"surface"`
+	Draft   string `json:"draft"`
+}
+
+// jobAttempts is how often a surface's job is tried: a surface that is down
+// for a while (backoff grows) still gets its card.
+const jobAttempts = 8
+
+// sweepBatch bounds the drafts one sweep announces (the next sweep goes on).
+const sweepBatch = 50
+
+// followTx enqueues a follow job for every card of draft id.
+func (a *Approvals) followTx(tx *store.Tx, id string, now time.Time) (int, error) {
+	n := 0
+	for _, s := range a.surfaces {
+		c, err := tx.Card(s.Name(), id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if c.Final {
+			continue
+		}
+		if _, created, err := jobs.Enqueue(tx, FollowArgs{Surface: s.Name(), Draft: id}, jobs.Opts{MaxAttempts: jobAttempts, Now: now}); err != nil {
+			return n, err
+		} else if created {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// sweepWork is what one sweep found to do.
+type sweepWork struct {
+	announce []store.Card // placeholders to write, with their jobs
+	follow   []FollowArgs
+}
+
+func (w sweepWork) empty() bool { return len(w.announce) == 0 && len(w.follow) == 0 }
+
+// Sweep compares the surfaces' cards with their drafts: a waiting draft of
+// a client a surface announces, without a card there, gets one (a
+// placeholder and its announce job); an open card that shows an older
+// state than its draft's gets a follow job. It reads first and writes only
+// when there is something to do, in one transaction that reads again.
+func (a *Approvals) Sweep(ctx context.Context) error {
+	if len(a.surfaces) == 0 {
+		return nil
+	}
+	var w sweepWork
+	if err := a.st.View(func(tx *store.Tx) error {
+		var err error
+		w, err = a.sweepTx(tx, a.Now())
+		return err
+	}); err != nil {
+		return fmt.Errorf("approvals: sweep: %w", err)
+	}
+	if w.empty() {
+		return nil
+	}
+	enqueued := 0
+	err := a.st.Update(ctx, func(tx *store.Tx) error {
+		enqueued = 0
+		now := a.Now()
+		w, err := a.sweepTx(tx, now)
+		if err != nil {
+			return err
+		}
+		for _, c := range w.announce {
+			c.CreatedAt = now
+			if err := tx.PutCard(c); err != nil {
+				return err
+			}
+			if _, created, err := jobs.Enqueue(tx, AnnounceArgs{Surface: c.Surface, Draft: c.Draft}, jobs.Opts{MaxAttempts: jobAttempts, Now: now}); err != nil {
+				return err
+			} else if created {
+				enqueued++
+			}
+		}
+		for _, f := range w.follow {
+			if _, created, err := jobs.Enqueue(tx, f, jobs.Opts{MaxAttempts: jobAttempts, Now: now}); err != nil {
+				return err
+			} else if created {
+				enqueued++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("approvals: sweep: %w", err)
+	}
+	if enqueued > 0 {
+		a.wake()
+	}
+	return nil
+}
+
+// sweepTx finds a sweep's work in tx.
+func (a *Approvals) sweepTx(tx *store.Tx, now time.Time) (sweepWork, error) {
+	var w sweepWork
+	for _, s := range a.surfaces {
+		name := s.Name()
+		if err := tx.OpenCards(name, func(c store.Card) error {
+			if c.Ref == "" && c.Shown == "" {
+				return nil // being posted: its announce job shows the state it finds
+			}
+			v, err := a.viewTx(tx, c.Draft, now)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil // the draft is gone (erased): nothing to follow
+			}
+			if err != nil {
+				return err
+			}
+			if v.Fingerprint() != c.Shown {
+				w.follow = append(w.follow, FollowArgs{Surface: name, Draft: c.Draft})
+			}
+			return nil
+		}); err != nil {
+			return w, err
+		}
+		waiting, err := tx.WaitingDrafts(func(d store.Draft) bool {
+			if _, ok := s.Chat(a.cfg.ClientOf(d.Channel)); !ok {
+				return false
+			}
+			_, err := tx.Card(name, d.ID)
+			return errors.Is(err, store.ErrNotFound)
+		}, sweepBatch)
+		if err != nil {
+			return w, err
+		}
+		for _, d := range waiting.Oldest {
+			chat, _ := s.Chat(a.cfg.ClientOf(d.Channel))
+			w.announce = append(w.announce, store.Card{Surface: name, Draft: d.ID, Chat: chat})
+		}
+	}
+	return w, nil
+}
+
+// Announce posts draft's card on surface (the announce job): once, while
+// the draft waits. A card already posted is not posted again; a draft
+// decided before its card was posted gets none (its card is final, empty).
+func (a *Approvals) Announce(ctx context.Context, surface, draft string) error {
+	s, ok := a.Surface(surface)
+	if !ok {
+		return &jobs.Discard{Err: fmt.Errorf("surface %s is not configured", surface)}
+	}
+	var (
+		card store.Card
+		v    View
+	)
+	err := a.st.View(func(tx *store.Tx) error {
+		var err error
+		if card, err = tx.Card(surface, draft); err != nil {
+			return err
+		}
+		v, err = a.viewTx(tx, draft, a.Now())
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // the card or the draft is gone: nothing to post
+	}
+	if err != nil {
+		return err
+	}
+	if card.Ref != "" || card.Shown != "" {
+		return nil
+	}
+	if v.State != Waiting {
+		card.Final, card.Shown, card.UpdatedAt = true, v.Fingerprint(), a.Now()
+		return a.putCard(ctx, card)
+	}
+	ref, err := s.Post(ctx, card.Chat, v)
+	if err != nil {
+		return fmt.Errorf("approvals: post draft %s on %s: %w", draft, surface, err)
+	}
+	card.Ref, card.Shown, card.UpdatedAt = ref, v.Fingerprint(), a.Now()
+	if _, ok := s.(Updater); !ok || ref == "" {
+		card.Final = true // a card that cannot change is done once sent
+	}
+	if err := a.putCard(ctx, card); err != nil {
+		return err
+	}
+	// A decision made while it was posted: the sweep would see it; follow now.
+	return a.followIfBehind(ctx, surface, draft)
+}
+
+// followIfBehind enqueues the card's follow job when its draft moved on.
+func (a *Approvals) followIfBehind(ctx context.Context, surface, draft string) error {
+	created := false
+	err := a.st.Update(ctx, func(tx *store.Tx) error {
+		created = false
+		now := a.Now()
+		c, err := tx.Card(surface, draft)
+		if err != nil {
+			return err
+		}
+		v, err := a.viewTx(tx, draft, now)
+		if err != nil || c.Final || v.Fingerprint() == c.Shown {
+			return err
+		}
+		_, created, err = jobs.Enqueue(tx, FollowArgs{Surface: surface, Draft: draft}, jobs.Opts{MaxAttempts: jobAttempts, Now: now})
+		return err
+	})
+	if created {
+		a.wake()
+	}
+	return err
+}
+
+// putCard writes c in a transaction of its own.
+func (a *Approvals) putCard(ctx context.Context, c store.Card) error {
+	return a.st.Update(ctx, func(tx *store.Tx) error { return tx.PutCard(c) })
+}
+
+// Follow brings draft's posted card on surface up to the draft (the follow
+// job): Updater.Update with the card as the draft now stands, then the card
+// remembers what it shows, and is final once the decision is settled.
+func (a *Approvals) Follow(ctx context.Context, surface, draft string) error {
+	s, ok := a.Surface(surface)
+	if !ok {
+		return &jobs.Discard{Err: fmt.Errorf("surface %s is not configured", surface)}
+	}
+	var (
+		card store.Card
+		v    View
+	)
+	err := a.st.View(func(tx *store.Tx) error {
+		var err error
+		if card, err = tx.Card(surface, draft); err != nil {
+			return err
+		}
+		v, err = a.viewTx(tx, draft, a.Now())
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if card.Final || card.Ref == "" || v.Fingerprint() == card.Shown {
+		return nil
+	}
+	if u, ok := s.(Updater); ok {
+		if err := u.Update(ctx, card, v); err != nil {
+			return fmt.Errorf("approvals: update the card of draft %s on %s: %w", draft, surface, err)
+		}
+	}
+	card.Shown, card.Final, card.UpdatedAt = v.Fingerprint(), v.Final(), a.Now()
+	return a.putCard(ctx, card)
+}
+
+// Run runs a surface job (workers' announce kinds call it).
+func (a *Approvals) Run(ctx context.Context, job store.Job) error {
+	switch job.Kind {
+	case KindAnnounce:
+		args, err := jobs.Decode[AnnounceArgs](job)
+		if err != nil {
+			return err
+		}
+		return a.Announce(ctx, args.Surface, args.Draft)
+	case KindFollow:
+		args, err := jobs.Decode[FollowArgs](job)
+		if err != nil {
+			return err
+		}
+		return a.Follow(ctx, args.Surface, args.Draft)
+	}
+	return &jobs.Discard{Err: fmt.Errorf("job %s is a %s job, not a surface's", job.ID, job.Kind)}
+}

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// FuzzCardRoundTrip: a card written is read back as it was, by its draft
+// and by its message, and it is listed open until it is final.
+func FuzzCardRoundTrip(f *testing.F) {
+	f.Add("slack", "d01JDRAFT", "C0123", "1712345678.000100", "pending", false)
+	f.Add("telegram", "d01JDRAFT-v2", "-1001234567890", "42", "approved:dana:undo", true)
+	f.Add("email", "d01J", "dana@example.com", "", "", false)
+	f.Add("ntfy", "d\u00e9", "topic/with/slash", "ref\x00nul", "\"quoted\"", true)
+	st := openTest(f)
+	at := time.Date(2026, 12, 2, 6, 0, 0, 123, time.UTC)
+	f.Fuzz(func(t *testing.T, surface, draft, chat, ref, shown string, final bool) {
+		c := Card{Surface: surface, Draft: draft, Chat: chat, Ref: ref, Shown: shown, Final: final, CreatedAt: at, UpdatedAt: at.Add(time.Second)}
+		err := st.Update(context.Background(), func(tx *Tx) error { return tx.PutCard(c) })
+		if surface == "" || draft == "" || strings.ContainsRune(surface+draft+chat, 0) || !utf8.ValidString(surface+draft+chat+ref+shown) {
+			if err == nil {
+				t.Fatalf("PutCard(%q, %q, %q) = nil, want a refusal", surface, draft, chat)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.View(func(tx *Tx) error {
+			got, err := tx.Card(surface, draft)
+			if err != nil {
+				return err
+			}
+			c.V = recordVersion
+			if !reflect.DeepEqual(got, c) {
+				t.Errorf("Card = %+v, want %+v", got, c)
+			}
+			byRef, err := tx.CardByRef(surface, chat, ref)
+			switch {
+			case ref == "" && !errors.Is(err, ErrNotFound):
+				t.Errorf("CardByRef with no ref = %+v, %v; want ErrNotFound", byRef, err)
+			case ref != "" && (err != nil || byRef.Draft != draft):
+				t.Errorf("CardByRef = %+v, %v; want draft %q", byRef, err, draft)
+			}
+			open := false
+			if err := tx.OpenCards(surface, func(o Card) error {
+				open = open || o.Draft == draft
+				return nil
+			}); err != nil {
+				return err
+			}
+			if open == final {
+				t.Errorf("card open = %v with final %v", open, final)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestCardRefMoves: a card posted again under another message is found by
+// the new one only.
+func TestCardRefMoves(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	put := func(c Card) {
+		t.Helper()
+		if err := st.Update(ctx, func(tx *Tx) error { return tx.PutCard(c) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.View(func(tx *Tx) error {
+		if _, err := tx.Card("slack", "d1"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Card before any card = %v, want ErrNotFound", err)
+		}
+		return tx.OpenCards("slack", func(Card) error { t.Error("a card is open in a file without cards"); return nil })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	put(Card{Surface: "slack", Draft: "d1", Chat: "C1", Ref: "1.1"})
+	put(Card{Surface: "slack", Draft: "d1", Chat: "C1", Ref: "2.2", Final: true})
+	if err := st.View(func(tx *Tx) error {
+		if _, err := tx.CardByRef("slack", "C1", "1.1"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("CardByRef(old ref) = %v, want ErrNotFound", err)
+		}
+		if c, err := tx.CardByRef("slack", "C1", "2.2"); err != nil || c.Draft != "d1" {
+			t.Errorf("CardByRef(new ref) = %+v, %v", c, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

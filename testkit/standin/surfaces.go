@@ -1,0 +1,293 @@
+package standin
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+)
+
+// SurfaceAPI is a stand-in for the Web APIs the approval surfaces call:
+// Slack's (chat.postMessage, chat.update, views.open, users.info, and a
+// response_url under /response/) and Telegram's Bot API (sendMessage,
+// editMessageText, answerCallbackQuery under /bot<token>/). It checks each
+// call's documented shape (the token, the JSON body, the required fields
+// and their limits), answers as the API does, and records every call.
+type SurfaceAPI struct {
+	*httptest.Server
+	t     testing.TB
+	token string // the bot token every call must carry
+
+	mu     sync.Mutex
+	calls  []SurfaceCall
+	bad    []string
+	nextTS int
+	// Emails are users.info's answers, by member id.
+	Emails map[string]string
+	// Fail, when set for a method, answers it with ok false and that error.
+	Fail map[string]string
+	// Limit, when set for a method, answers it as the API's rate limit with
+	// that many seconds to wait (Slack: 429 and Retry-After; Telegram: 429
+	// with parameters.retry_after).
+	Limit map[string]int
+}
+
+// SurfaceCall is one API call as the stand-in received it.
+type SurfaceCall struct {
+	Method string
+	Body   map[string]any
+}
+
+// NewSurfaceAPI starts a stand-in that takes calls carrying token.
+func NewSurfaceAPI(t testing.TB, token string) *SurfaceAPI {
+	s := &SurfaceAPI{t: t, token: token, Emails: map[string]string{}, Fail: map[string]string{}, Limit: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// ResponseURL is a response_url that the stand-in takes (an interaction's).
+func (s *SurfaceAPI) ResponseURL(id string) string { return s.URL + "/response/" + id }
+
+// Calls are the calls of method ("" for every call), in order.
+func (s *SurfaceAPI) Calls(method string) []SurfaceCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []SurfaceCall
+	for _, c := range s.calls {
+		if method == "" || c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Malformed are the calls that broke the API's documented shape.
+func (s *SurfaceAPI) Malformed() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bad...)
+}
+
+func (s *SurfaceAPI) malformed(w http.ResponseWriter, format string, args ...any) {
+	why := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.bad = append(s.bad, why)
+	s.mu.Unlock()
+	http.Error(w, why, http.StatusBadRequest)
+}
+
+func (s *SurfaceAPI) serve(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	if r.Method != http.MethodPost {
+		s.malformed(w, "%s %s: the APIs take POST", r.Method, r.URL.Path)
+		return
+	}
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		s.malformed(w, "%s: Content-Type %q, want application/json", r.URL.Path, r.Header.Get("Content-Type"))
+		return
+	}
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		s.malformed(w, "%s: the body is not a JSON object: %v", r.URL.Path, err)
+		return
+	}
+	path := strings.TrimPrefix(r.URL.Path, "/")
+	switch {
+	case strings.HasPrefix(path, "response/"):
+		s.record("response_url", body)
+		w.WriteHeader(http.StatusOK)
+		return
+	case strings.HasPrefix(path, "bot"):
+		tok, method, _ := strings.Cut(strings.TrimPrefix(path, "bot"), "/")
+		if tok != s.token {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"ok": false, "error_code": 401, "description": "Unauthorized"})
+			return
+		}
+		s.telegram(w, method, body)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+s.token {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_auth"})
+		return
+	}
+	s.slack(w, path, body)
+}
+
+func (s *SurfaceAPI) record(method string, body map[string]any) {
+	s.mu.Lock()
+	s.calls = append(s.calls, SurfaceCall{Method: method, Body: body})
+	s.mu.Unlock()
+}
+
+func (s *SurfaceAPI) slack(w http.ResponseWriter, method string, body map[string]any) {
+	if wait, ok := s.Limit[method]; ok {
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
+		return
+	}
+	if code, ok := s.Fail[method]; ok {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": code})
+		return
+	}
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	switch method {
+	case "chat.postMessage", "chat.update":
+		if str("channel") == "" {
+			s.malformed(w, "%s without a channel", method)
+			return
+		}
+		blocks, ok := body["blocks"].([]any)
+		if !ok || len(blocks) == 0 || len(blocks) > 50 {
+			s.malformed(w, "%s: blocks must be 1 to 50 blocks", method)
+			return
+		}
+		if method == "chat.update" && str("ts") == "" {
+			s.malformed(w, "chat.update without the message's ts")
+			return
+		}
+		s.record(method, body)
+		ts := str("ts")
+		if ts == "" {
+			s.mu.Lock()
+			s.nextTS++
+			ts = fmt.Sprintf("1767225600.%06d", s.nextTS)
+			s.mu.Unlock()
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": str("channel"), "ts": ts})
+	case "views.open":
+		if str("trigger_id") == "" {
+			s.malformed(w, "views.open without a trigger_id")
+			return
+		}
+		if _, ok := body["view"].(map[string]any); !ok {
+			s.malformed(w, "views.open without a view")
+			return
+		}
+		s.record(method, body)
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "view": map[string]any{"id": "V0001"}})
+	case "users.info":
+		s.record(method, body)
+		email, ok := s.Emails[str("user")]
+		if !ok {
+			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "user_not_found"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "user": map[string]any{"id": str("user"), "profile": map[string]any{"email": email}}})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "unknown_method"})
+	}
+}
+
+func (s *SurfaceAPI) telegram(w http.ResponseWriter, method string, body map[string]any) {
+	if wait, ok := s.Limit[method]; ok {
+		writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error_code": 429,
+			"description": "Too Many Requests: retry after " + strconv.Itoa(wait), "parameters": map[string]any{"retry_after": wait}})
+		return
+	}
+	if desc, ok := s.Fail[method]; ok {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "error_code": 400, "description": desc})
+		return
+	}
+	str := func(k string) string { v, _ := body[k].(string); return v }
+	switch method {
+	case "sendMessage", "editMessageText":
+		if body["chat_id"] == nil {
+			s.malformed(w, "%s without a chat_id", method)
+			return
+		}
+		if text := str("text"); text == "" || utf8.RuneCountInString(text) > 4096 {
+			s.malformed(w, "%s: text must be 1 to 4096 characters", method)
+			return
+		}
+		if method == "editMessageText" && body["message_id"] == nil {
+			s.malformed(w, "editMessageText without a message_id")
+			return
+		}
+		if why := checkKeyboard(body["reply_markup"]); why != "" {
+			s.malformed(w, "%s: %s", method, why)
+			return
+		}
+		s.record(method, body)
+		id := 0
+		if method == "sendMessage" {
+			s.mu.Lock()
+			s.nextTS++
+			id = 100 + s.nextTS
+			s.mu.Unlock()
+		} else {
+			f, _ := body["message_id"].(float64)
+			id = int(f)
+		}
+		// The Message answered names its chat by its numeric id, however
+		// chat_id was given (a number, or a numeric string).
+		chat := body["chat_id"]
+		if cs, ok := chat.(string); ok {
+			if n, err := strconv.ParseInt(cs, 10, 64); err == nil {
+				chat = n
+			} else {
+				chat = -1000000000001 // an @channel's id
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{"message_id": id, "chat": map[string]any{"id": chat}, "text": str("text")}})
+	case "answerCallbackQuery":
+		if str("callback_query_id") == "" {
+			s.malformed(w, "answerCallbackQuery without a callback_query_id")
+			return
+		}
+		if utf8.RuneCountInString(str("text")) > 200 {
+			s.malformed(w, "answerCallbackQuery: text over 200 characters")
+			return
+		}
+		s.record(method, body)
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": true})
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]any{"ok": false, "error_code": 404, "description": "Not Found: method not found"})
+	}
+}
+
+// checkKeyboard checks an InlineKeyboardMarkup: rows of buttons, each with
+// text and a callback_data of 1 to 64 bytes.
+func checkKeyboard(v any) string {
+	if v == nil {
+		return ""
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "reply_markup is not an object"
+	}
+	rows, ok := m["inline_keyboard"].([]any)
+	if !ok {
+		return "reply_markup has no inline_keyboard"
+	}
+	for _, row := range rows {
+		buttons, ok := row.([]any)
+		if !ok {
+			return "an inline_keyboard row is not an array"
+		}
+		for _, b := range buttons {
+			bm, _ := b.(map[string]any)
+			text, _ := bm["text"].(string)
+			data, _ := bm["callback_data"].(string)
+			if text == "" {
+				return "a button without text"
+			}
+			if len(data) < 1 || len(data) > 64 {
+				return "callback_data is " + strconv.Itoa(len(data)) + " bytes; 1 to 64"
+			}
+		}
+	}
+	return ""
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
