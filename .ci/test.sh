@@ -101,3 +101,4 @@ go test -run='^$' -fuzz='^FuzzStandardWebhooksHeader$' -fuzztime=200000x ./webho
 go test -run='^$' -fuzz='^FuzzEventForm$' -fuzztime=60000x ./store/
 go test -run='^$' -fuzz='^FuzzRecordForms$' -fuzztime=50000x ./store/
 go test -run='^$' -fuzz='^FuzzEventReplyTo$' -fuzztime=50000x ./store/
+go test -run='^$' -fuzz='^FuzzTermKeys$' -fuzztime=50000x ./store/

@@ -8,6 +8,11 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/runes"
+	"golang.org/x/text/transform"
+	"golang.org/x/text/unicode/norm"
 )
 
 // FindEvent finds the event a person means by q: an event key, a draft id,
@@ -128,8 +133,12 @@ type LeadHit struct {
 }
 
 // Search finds up to limit leads vis sees whose name, contact or
-// conversation id starts with q (case-insensitive; any word of the name),
-// then leads whose messages hold q, among the newest TextScan messages.
+// conversation id starts with q, or any word of whose name does, case and
+// accents aside ("zoe" finds "Zoë", "muller" "Müller"), or whose phone
+// number holds q's digits as a run of at least minDigits ("0978" and
+// "555 249" find "+1 555 249 0978"), or that hold each of q's words at
+// the start of a term, in any order ("muller zoe"); then leads whose messages
+// hold q (case aside), among the newest TextScan messages.
 // Everything is read in one read transaction.
 func (s *Store) Search(vis Visible, q string, limit int) (SearchResult, error) {
 	var res SearchResult
@@ -161,22 +170,40 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 		return true
 	}
 	var failed error
-	err := eachTermLead(tx, vis, term, maxTermEntries, &res.Unreadable, func(h Handoff) bool {
-		if seen[h.Key] {
-			return true
+	// hit adds h, found by its term starting with prefix, when each word
+	// of want starts one of its terms.
+	hit := func(prefix string, want []string) func(Handoff) bool {
+		return func(h Handoff) bool {
+			if seen[h.Key] || !holdsAll(h, want) {
+				return true
+			}
+			last, err := tx.EventByKey(h.LastEventKey)
+			if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &res.Unreadable) {
+				failed = err
+				return false
+			}
+			return add(LeadHit{Lead: h, Last: last, By: matchedBy(h, prefix), Snippet: last.Text})
 		}
-		last, err := tx.EventByKey(h.LastEventKey)
-		if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &res.Unreadable) {
-			failed = err
-			return false
-		}
-		return add(LeadHit{Lead: h, Last: last, By: matchedBy(h, term), Snippet: last.Text})
-	})
-	if err == nil {
-		err = failed
 	}
-	if err != nil || res.More {
-		return res, err
+	// The query as one term; then a number's digits ("555 249" is
+	// "555249"); then, for several words in any order ("muller zoe"), the
+	// leads with a term starting with the longest word that hold the
+	// other words too.
+	passes := [][2]string{{term, ""}}
+	if d, phone := phoneDigits(term); phone && len(d) >= minDigits && d != term {
+		passes = append(passes, [2]string{d, ""})
+	}
+	if words := strings.Fields(term); len(words) > 1 {
+		passes = append(passes, [2]string{slices.MaxFunc(words, func(a, b string) int { return len(a) - len(b) }), term})
+	}
+	for _, p := range passes {
+		err := eachTermLead(tx, vis, p[0], maxTermEntries, &res.Unreadable, hit(p[0], strings.Fields(p[1])))
+		if err == nil {
+			err = failed
+		}
+		if err != nil || res.More {
+			return res, err
+		}
 	}
 	// The text of the newest messages, newest first.
 	oldest, err := searchText(tx, vis, q, seen, &res, add)
@@ -267,6 +294,21 @@ func eachTermLead(tx *Tx, vis Visible, term string, budget int, skipped *[]Unrea
 	return nil
 }
 
+// holdsAll reports whether each of words starts one of h's terms.
+func holdsAll(h Handoff, words []string) bool {
+	if len(words) == 0 {
+		return true
+	}
+	terms := append(nameTerms(h.Name), contactTerms(h.Contact)...)
+	terms = append(terms, normTerm(h.ConversationID))
+	for _, w := range words {
+		if !slices.ContainsFunc(terms, func(t string) bool { return strings.HasPrefix(t, w) }) {
+			return false
+		}
+	}
+	return true
+}
+
 // matchedBy says which of h's terms starts with term.
 func matchedBy(h Handoff, term string) string {
 	for _, t := range nameTerms(h.Name) {
@@ -297,7 +339,10 @@ func termKeys(h *Handoff) [][]byte {
 	return out
 }
 
-// nameTerms are the terms of a name: the whole name and each of its words.
+// nameTerms are the terms of a name: the whole name, each of its words,
+// and each word's parts between its punctuation ("o'brien" is found by
+// "brien", "jean-luc" by "luc"). The whole name is cut at maxTerm, so a
+// name has at most as many terms as maxTerm bytes allow.
 func nameTerms(name string) []string {
 	whole := normTerm(name)
 	if whole == "" {
@@ -308,45 +353,104 @@ func nameTerms(name string) []string {
 		if w != whole {
 			out = append(out, w)
 		}
+		if parts := strings.FieldsFunc(w, notWordRune); len(parts) > 1 {
+			out = append(out, parts...)
+		}
 	}
 	return out
 }
 
+// notWordRune is what splits a word of a name into its parts: anything
+// but a letter, a digit or a mark.
+func notWordRune(r rune) bool { return !unicode.In(r, unicode.L, unicode.N, unicode.M) }
+
+// The phone number's digits in the index: every suffix of at least
+// minDigits digits of its last maxDigits (E.164's longest number), so a
+// prefix lookup finds the number by any run of minDigits or more of its
+// digits — at most maxDigits-minDigits+1 = 12 entries a number.
+const (
+	minDigits = 4
+	maxDigits = 15
+)
+
 // contactTerms are the terms of a contact: itself, and for a phone number
-// its digits alone, so "+1 555 0001" is found by "1555".
+// its digits alone and every suffix of them at least minDigits long, so
+// "+1 555 249 0978" is found by "1555", "555249" and "0978".
 func contactTerms(contact string) []string {
 	t := normTerm(contact)
 	if t == "" {
 		return nil
 	}
 	out := []string{t}
-	digits, phone := strings.Builder{}, true
+	d, phone := phoneDigits(t)
+	if !phone || len(d) < 3 {
+		return out
+	}
+	if d != t {
+		out = append(out, d)
+	}
+	d = d[max(0, len(d)-maxDigits):]
+	for i := 1; len(d)-i >= minDigits; i++ {
+		out = append(out, d[i:])
+	}
+	return out
+}
+
+// phoneDigits are the digits of t, and whether t is a phone number: only
+// digits and the characters numbers are written with ("+-(). ").
+func phoneDigits(t string) (string, bool) {
+	var digits strings.Builder
 	for _, r := range t {
 		switch {
 		case r >= '0' && r <= '9':
 			digits.WriteRune(r)
 		case strings.ContainsRune("+-(). ", r):
 		default:
-			phone = false
+			return "", false
 		}
 	}
-	if d := digits.String(); phone && len(d) >= 3 && d != t {
-		out = append(out, d)
-	}
-	return out
+	return digits.String(), true
 }
 
-// normTerm is s as the index keeps it: lower case, spaces collapsed, no
-// control characters (so no 0x00, the entries' separator), at most maxTerm
-// bytes cut at a character.
+// normTerm is s as the index keeps it: its marks folded away (foldMarks:
+// "Zoë Müller" is "zoe muller"), lower case, spaces collapsed, no control
+// characters (so no 0x00, the entries' separator), at most maxTerm bytes
+// cut at a character. A query is looked up as normTerm makes it, so case
+// and accents never decide a match.
 func normTerm(s string) string {
-	s = strings.Join(strings.Fields(strings.ToLower(s)), " ")
-	s = strings.Map(func(r rune) rune {
+	// The controls go before the spaces collapse, so none leaves a
+	// space behind ("0 \x7f" is "0").
+	return normTermV11(strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return -1
 		}
 		return r
-	}, s)
+	}, foldMarks(s)))
+}
+
+// foldMarks is s decomposed (NFD), without its nonspacing marks (Unicode
+// category Mn: accents, diacritics, Arabic and Hebrew vowel points), and
+// composed again (NFC). Letters that are not a base and a mark (ø, ł, ß)
+// stay as they are. Bytes that are not UTF-8 pass through unchanged.
+func foldMarks(s string) string {
+	ascii := true
+	for i := 0; i < len(s) && ascii; i++ {
+		ascii = s[i] < utf8.RuneSelf
+	}
+	if ascii {
+		return s
+	}
+	// A transform.Chain holds state, so each call makes its own.
+	out, _, err := transform.String(transform.Chain(norm.NFD, runes.Remove(runes.In(unicode.Mn)), norm.NFC), s)
+	if err != nil {
+		return s
+	}
+	return out
+}
+
+// cutTerm is s cut to at most maxTerm bytes at the start of a character,
+// without a trailing space.
+func cutTerm(s string) string {
 	if len(s) > maxTerm {
 		cut := maxTerm
 		for cut > 0 && !utf8Start(s[cut]) {
@@ -505,7 +609,7 @@ func migrateLeadTerms(tx *Tx) error {
 		if err := tx.bucket(bucketHandoffs).Put(k, raw); err != nil {
 			return err
 		}
-		for _, e := range termKeys(&h) {
+		for _, e := range termKeysV11(&h) { // what schemas 7 to 11 read; migration 11 writes them again
 			if err := tx.bucket(bucketHandoffsByTerm).Put(e, nil); err != nil {
 				return err
 			}
