@@ -51,7 +51,7 @@ func benchLeadTerms(b *testing.B, perLead int) {
 					ev := benchEvent(id, ulid.Make().String())
 					ev.Key = fmt.Sprintf("web:%s-%d", id, i)
 					lead := i / perLead
-					ev.ConversationID = fmt.Sprintf("lead-%d-%d", lead, b.N)
+					ev.ConversationID = fmt.Sprintf("lead-%d", lead)
 					ev.Name = first[lead%len(first)] + " " + last[(lead/len(first))%len(last)]
 					ev.Contact = fmt.Sprintf("+1 %03d %03d %04d", 200+lead%800, (lead*7)%1000, lead%10000)
 					if _, err := st.RecordEvent(context.Background(), ev, NewJob{ID: ulid.Make().String(), Kind: KindDraft, Key: ev.Key, MaxAttempts: 3}); err != nil {
