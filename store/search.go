@@ -171,10 +171,10 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 	}
 	var failed error
 	// hit adds h, found by its term starting with prefix, when each word
-	// of want starts one of its terms.
-	hit := func(prefix string, want []string) func(Handoff) bool {
+	// of want starts one of its terms and its number holds digits.
+	hit := func(prefix string, want []string, digits string) func(Handoff) bool {
 		return func(h Handoff) bool {
-			if seen[h.Key] || !holdsAll(h, want) {
+			if seen[h.Key] || !holdsAll(h, want) || !holdsDigits(h, digits) {
 				return true
 			}
 			last, err := tx.EventByKey(h.LastEventKey)
@@ -182,22 +182,30 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 				failed = err
 				return false
 			}
-			return add(LeadHit{Lead: h, Last: last, By: matchedBy(h, prefix), Snippet: last.Text})
+			by := matchedBy(h, prefix)
+			if digits != "" {
+				by = "contact"
+			}
+			return add(LeadHit{Lead: h, Last: last, By: by, Snippet: last.Text})
 		}
 	}
-	// The query as one term; then a number's digits ("555 249" is
-	// "555249"); then, for several words in any order ("muller zoe"), the
-	// leads with a term starting with the longest word that hold the
-	// other words too.
-	passes := [][2]string{{term, ""}}
-	if d, phone := phoneDigits(term); phone && len(d) >= minDigits && d != term {
-		passes = append(passes, [2]string{d, ""})
-	}
+	// The query as one term; then, for several words in any order
+	// ("muller zoe"), the leads with a term starting with the longest
+	// word that hold the other words too; then a number's digits ("555
+	// 249" is "555249") wherever they stand in it (digitLookups).
+	type pass struct{ prefix, words, digits string }
+	passes := []pass{{prefix: term}}
 	if words := strings.Fields(term); len(words) > 1 {
-		passes = append(passes, [2]string{slices.MaxFunc(words, func(a, b string) int { return len(a) - len(b) }), term})
+		passes = append(passes, pass{prefix: slices.MaxFunc(words, func(a, b string) int { return len(a) - len(b) }), words: term})
 	}
+	if d, phone := phoneDigits(term); phone && len(d) >= minDigits {
+		for _, p := range digitLookups(d) {
+			passes = append(passes, pass{prefix: p, digits: d})
+		}
+	}
+	budget := maxTermEntries // shared by the passes
 	for _, p := range passes {
-		err := eachTermLead(tx, vis, p[0], maxTermEntries, &res.Unreadable, hit(p[0], strings.Fields(p[1])))
+		err := eachTermLead(tx, vis, p.prefix, &budget, &res.Unreadable, hit(p.prefix, strings.Fields(p.words), p.digits))
 		if err == nil {
 			err = failed
 		}
@@ -262,19 +270,18 @@ func searchText(tx *Tx, vis Visible, q string, seen map[string]bool, res *Search
 }
 
 // eachTermLead calls fn with each lead vis sees that has a term starting
-// with term, each once, reading at most budget entries, until fn returns
-// false. The entry's key ends with the lead key, which names its channel,
-// so a lead vis does not see is never decoded.
-func eachTermLead(tx *Tx, vis Visible, term string, budget int, skipped *[]Unreadable, fn func(Handoff) bool) error {
+// with term, each once, reading at most *budget entries (less what it
+// read), until fn returns false. The entry's key ends with the lead key,
+// which names its channel, so a lead vis does not see is never decoded.
+func eachTermLead(tx *Tx, vis Visible, term string, budget *int, skipped *[]Unreadable, fn func(Handoff) bool) error {
 	if term == "" {
 		return nil
 	}
 	prefix := []byte(term)
 	done := map[string]bool{}
 	c := tx.bucket(bucketHandoffsByTerm).Cursor()
-	n := 0
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < budget; k, _ = c.Next() {
-		n++
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && *budget > 0; k, _ = c.Next() {
+		*budget--
 		lead := string(k[bytes.IndexByte(k, 0)+1:])
 		if done[lead] || !vis.Key(lead) {
 			continue
@@ -364,18 +371,22 @@ func nameTerms(name string) []string {
 // but a letter, a digit or a mark.
 func notWordRune(r rune) bool { return !unicode.In(r, unicode.L, unicode.N, unicode.M) }
 
-// The phone number's digits in the index: every suffix of at least
-// minDigits digits of its last maxDigits (E.164's longest number), so a
-// prefix lookup finds the number by any run of minDigits or more of its
-// digits — at most maxDigits-minDigits+1 = 12 entries a number.
+// The phone number's digits in the index: its digits whole, and the
+// suffixes of its last maxDigits (E.164's longest number) that start
+// every digitStride digits and are at least minDigits long — at most 4
+// entries a number. A run of digits that starts r (< digitStride) digits
+// after such a suffix's start is found by looking up each r digits before
+// it (digitLookups: 1 + 10 + 100 prefixes), so any run of minDigits or
+// more is found, for a third of the entries every suffix would take.
 const (
-	minDigits = 4
-	maxDigits = 15
+	minDigits   = 4
+	maxDigits   = 15
+	digitStride = 3
 )
 
 // contactTerms are the terms of a contact: itself, and for a phone number
-// its digits alone and every suffix of them at least minDigits long, so
-// "+1 555 249 0978" is found by "1555", "555249" and "0978".
+// its digits alone and its digitStride-spaced suffixes, so "+1 555 249
+// 0978" is found by "1555", "555249" and "0978".
 func contactTerms(contact string) []string {
 	t := normTerm(contact)
 	if t == "" {
@@ -389,11 +400,45 @@ func contactTerms(contact string) []string {
 	if d != t {
 		out = append(out, d)
 	}
-	d = d[max(0, len(d)-maxDigits):]
-	for i := 1; len(d)-i >= minDigits; i++ {
-		out = append(out, d[i:])
+	cut := d[max(0, len(d)-maxDigits):]
+	for i := 0; len(cut)-i >= minDigits; i += digitStride {
+		if cut[i:] != d && cut[i:] != t {
+			out = append(out, cut[i:])
+		}
 	}
 	return out
+}
+
+// digitLookups are the prefixes the index is read at for a run of digits:
+// the run itself, and the run after every string of 1 to digitStride-1
+// digits (those of the run's place past the suffix that holds it).
+func digitLookups(run string) []string {
+	out := []string{run}
+	lead := []string{""}
+	for range digitStride - 1 {
+		var next []string
+		for _, p := range lead {
+			for c := '0'; c <= '9'; c++ {
+				next = append(next, p+string(c))
+			}
+		}
+		for _, p := range next {
+			out = append(out, p+run)
+		}
+		lead = next
+	}
+	return out
+}
+
+// holdsDigits reports whether h's number holds the run of digits ("":
+// any lead): a lookup of digitLookups also meets suffixes and other terms
+// that only hold the run after their first digits.
+func holdsDigits(h Handoff, run string) bool {
+	if run == "" {
+		return true
+	}
+	d, phone := phoneDigits(normTerm(h.Contact))
+	return phone && strings.Contains(d[max(0, len(d)-maxDigits):], run)
 }
 
 // phoneDigits are the digits of t, and whether t is a phone number: only
@@ -419,19 +464,24 @@ func phoneDigits(t string) (string, bool) {
 // and accents never decide a match.
 func normTerm(s string) string {
 	// The controls go before the spaces collapse, so none leaves a
-	// space behind ("0 \x7f" is "0").
+	// space behind ("0 \x7f" is "0"); a control that is a space (a line
+	// break, a tab) still parts two words.
 	return normTermV11(strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsSpace(r):
+			return ' '
+		case unicode.IsControl(r):
 			return -1
 		}
 		return r
-	}, foldMarks(s)))
+	}, foldMarks(strings.ToValidUTF8(s, "\uFFFD"))))
 }
 
 // foldMarks is s decomposed (NFD), without its nonspacing marks (Unicode
 // category Mn: accents, diacritics, Arabic and Hebrew vowel points), and
 // composed again (NFC). Letters that are not a base and a mark (ø, ł, ß)
-// stay as they are. Bytes that are not UTF-8 pass through unchanged.
+// stay as they are. normTerm makes s UTF-8 first (strings.ToLower would
+// anyway); should the transform fail, s is kept as it is.
 func foldMarks(s string) string {
 	ascii := true
 	for i := 0; i < len(s) && ascii; i++ {

@@ -78,25 +78,26 @@ func TestSearchAnyPart(t *testing.T) {
 	}
 }
 
-// TestContactTermsBound: a number has at most maxDigits-minDigits+1
-// suffixes in the index, however long it is written.
+// TestContactTermsBound: a number has at most 4 suffixes in the index
+// beside its digits whole, however long it is written, and digitLookups
+// finds a run wherever it starts.
 func TestContactTermsBound(t *testing.T) {
 	long := "+" + strings.Repeat("1234567890", 4)
 	terms := contactTerms(long)
-	suffixes := 0
-	for _, term := range terms {
-		if term != normTerm(long) && term != "1234567890123456789012345678901234567890" {
-			suffixes++
-		}
-	}
-	if suffixes > maxDigits-minDigits+1 {
-		t.Errorf("%d suffixes of a 40-digit number, want at most %d: %q", suffixes, maxDigits-minDigits+1, terms)
+	if want := 2 + (maxDigits-minDigits)/digitStride + 1; len(terms) > want {
+		t.Errorf("%d terms of a 40-digit number, want at most %d: %q", len(terms), want, terms)
 	}
 	if got := contactTerms("ada@example.com"); !slices.Equal(got, []string{"ada@example.com"}) {
 		t.Errorf("contactTerms of an address = %q, want the address alone", got)
 	}
 	if got := contactTerms("+1 555"); !slices.Equal(got, []string{"+1 555", "1555"}) {
 		t.Errorf("contactTerms(+1 555) = %q, want the number and its digits", got)
+	}
+	if got := contactTerms("+1 555 249 0978"); !slices.Equal(got, []string{"+1 555 249 0978", "15552490978", "52490978", "90978"}) {
+		t.Errorf("contactTerms(+1 555 249 0978) = %q, want the number, its digits and every third suffix", got)
+	}
+	if n := len(digitLookups("0978")); n != 111 {
+		t.Errorf("%d lookups for a run, want 1 + 10 + 100", n)
 	}
 }
 
@@ -143,12 +144,24 @@ func FuzzTermKeys(f *testing.F) {
 			}
 		}
 		terms := append(nameTerms(name), contactTerms(contact)...)
-		if d, phone := phoneDigits(normTerm(contact)); phone {
+		if d, phone := phoneDigits(normTerm(contact)); phone && len(d) >= minDigits {
+			// Every run of minDigits (and the rest of the number) from any
+			// place of its last maxDigits digits is found: one of its
+			// lookups starts a term, and holdsDigits keeps the lead.
+			h := Handoff{Contact: contact}
 			d = d[max(0, len(d)-maxDigits):]
 			for i := 0; i+minDigits <= len(d); i++ {
-				run := d[i : i+minDigits]
-				if !slices.ContainsFunc(terms, func(t string) bool { return strings.HasPrefix(t, run) }) {
-					t.Fatalf("the run %q of %q starts no term of %q", run, contact, terms)
+				for _, run := range []string{d[i : i+minDigits], d[i:]} {
+					found := false
+					for _, p := range digitLookups(run) {
+						if slices.ContainsFunc(terms, func(t string) bool { return strings.HasPrefix(t, p) }) {
+							found = true
+							break
+						}
+					}
+					if !found || !holdsDigits(h, run) {
+						t.Fatalf("the run %q of %q is not found (terms %q)", run, contact, terms)
+					}
 				}
 			}
 		}
