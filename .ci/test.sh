@@ -103,3 +103,4 @@ go test -run='^$' -fuzz='^FuzzRecordForms$' -fuzztime=50000x ./store/
 go test -run='^$' -fuzz='^FuzzEventReplyTo$' -fuzztime=50000x ./store/
 go test -run='^$' -fuzz='^FuzzRecord$' -fuzztime=20000x ./crm/
 go test -run='^$' -fuzz='^FuzzRowID$' -fuzztime=50000x ./crm/
+go test -run='^$' -fuzz='^FuzzTermKeys$' -fuzztime=50000x ./store/

@@ -163,9 +163,12 @@ func inspect(tx *Tx) CheckReport {
 		jobsTableV3.check(tx, r)
 	}
 	draftsTable.check(tx, r)
-	if schema >= 7 {
+	switch {
+	case schema >= 12:
 		handoffsTable.check(tx, r)
-	} else {
+	case schema >= 7:
+		handoffsTableV11.check(tx, r)
+	default:
 		handoffsTableV6.check(tx, r)
 	}
 	outboxTable.check(tx, r)

@@ -41,7 +41,8 @@ import (
 //	bulk                 run id (ULID) -> BulkRun JSON (a bulk replay's progress; schema 3 on)
 //	receipts             "<channel>:<provider message id>" -> Receipt JSON (delivery receipts; schema 5 on)
 //	idx_handoffs_by_term term 0x00 lead key -> "" (the search's prefix index: the lead's name, each word of it,
-//	                     its contact, a phone's digits, its conversation id, lower case; schema 7 on)
+//	                     its contact, a phone's digits, its conversation id, lower case; schema 7 on; from schema 12
+//	                     folded (no accents), a word's parts between punctuation, and each suffix of >= 4 of a phone's digits)
 //	idx_receipts_by_outbox outbox id 0x00 receipt key -> "" (a row's receipts, deleted with it; schema 8 on)
 //	idx_receipts_by_time updated at (8 bytes BE) | receipt key -> "" (receipts by latest status, for retention; schema 8 on)
 //
@@ -124,10 +125,12 @@ var migrations = []migration{
 	{version: 9, name: "give every person an ID and every token its maker's", apply: migrateUserIDs},
 	// stats.go
 	{version: 10, name: "keep the overview's drafting figures, each channel's draft counts and its open replies' counts in meta", apply: migrateDraftFigures},
+	// schema_terms.go
+	{version: 11, name: "index leads by folded name words and by every run of 4 or more digits of a phone number", apply: migrateFoldedTerms},
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
 // from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes

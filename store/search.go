@@ -8,6 +8,11 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/runes"
+	"golang.org/x/text/transform"
+	"golang.org/x/text/unicode/norm"
 )
 
 // FindEvent finds the event a person means by q: an event key, a draft id,
@@ -128,8 +133,12 @@ type LeadHit struct {
 }
 
 // Search finds up to limit leads vis sees whose name, contact or
-// conversation id starts with q (case-insensitive; any word of the name),
-// then leads whose messages hold q, among the newest TextScan messages.
+// conversation id starts with q, or any word of whose name does, case and
+// accents aside ("zoe" finds "Zoë", "muller" "Müller"), or whose phone
+// number holds q's digits as a run of at least minDigits ("0978" and
+// "555 249" find "+1 555 249 0978"), or that hold each of q's words at
+// the start of a term, in any order ("muller zoe"); then leads whose messages
+// hold q (case aside), among the newest TextScan messages.
 // Everything is read in one read transaction.
 func (s *Store) Search(vis Visible, q string, limit int) (SearchResult, error) {
 	var res SearchResult
@@ -161,22 +170,48 @@ func search(tx *Tx, vis Visible, q string, limit int) (SearchResult, error) {
 		return true
 	}
 	var failed error
-	err := eachTermLead(tx, vis, term, maxTermEntries, &res.Unreadable, func(h Handoff) bool {
-		if seen[h.Key] {
-			return true
+	// hit adds h, found by its term starting with prefix, when each word
+	// of want starts one of its terms and its number holds digits.
+	hit := func(prefix string, want []string, digits string) func(Handoff) bool {
+		return func(h Handoff) bool {
+			if seen[h.Key] || !holdsAll(h, want) || !holdsDigits(h, digits) {
+				return true
+			}
+			last, err := tx.EventByKey(h.LastEventKey)
+			if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &res.Unreadable) {
+				failed = err
+				return false
+			}
+			by := matchedBy(h, prefix)
+			if digits != "" {
+				by = "contact"
+			}
+			return add(LeadHit{Lead: h, Last: last, By: by, Snippet: last.Text})
 		}
-		last, err := tx.EventByKey(h.LastEventKey)
-		if err != nil && !errors.Is(err, ErrNotFound) && !tx.skip(err, &res.Unreadable) {
-			failed = err
-			return false
-		}
-		return add(LeadHit{Lead: h, Last: last, By: matchedBy(h, term), Snippet: last.Text})
-	})
-	if err == nil {
-		err = failed
 	}
-	if err != nil || res.More {
-		return res, err
+	// The query as one term; then, for several words in any order
+	// ("muller zoe"), the leads with a term starting with the longest
+	// word that hold the other words too; then a number's digits ("555
+	// 249" is "555249") wherever they stand in it (digitLookups).
+	type pass struct{ prefix, words, digits string }
+	passes := []pass{{prefix: term}}
+	if words := strings.Fields(term); len(words) > 1 {
+		passes = append(passes, pass{prefix: slices.MaxFunc(words, func(a, b string) int { return len(a) - len(b) }), words: term})
+	}
+	if d, phone := phoneDigits(term); phone && len(d) >= minDigits {
+		for _, p := range digitLookups(d) {
+			passes = append(passes, pass{prefix: p, digits: d})
+		}
+	}
+	budget := maxTermEntries // shared by the passes
+	for _, p := range passes {
+		err := eachTermLead(tx, vis, p.prefix, &budget, &res.Unreadable, hit(p.prefix, strings.Fields(p.words), p.digits))
+		if err == nil {
+			err = failed
+		}
+		if err != nil || res.More {
+			return res, err
+		}
 	}
 	// The text of the newest messages, newest first.
 	oldest, err := searchText(tx, vis, q, seen, &res, add)
@@ -235,19 +270,18 @@ func searchText(tx *Tx, vis Visible, q string, seen map[string]bool, res *Search
 }
 
 // eachTermLead calls fn with each lead vis sees that has a term starting
-// with term, each once, reading at most budget entries, until fn returns
-// false. The entry's key ends with the lead key, which names its channel,
-// so a lead vis does not see is never decoded.
-func eachTermLead(tx *Tx, vis Visible, term string, budget int, skipped *[]Unreadable, fn func(Handoff) bool) error {
+// with term, each once, reading at most *budget entries (less what it
+// read), until fn returns false. The entry's key ends with the lead key,
+// which names its channel, so a lead vis does not see is never decoded.
+func eachTermLead(tx *Tx, vis Visible, term string, budget *int, skipped *[]Unreadable, fn func(Handoff) bool) error {
 	if term == "" {
 		return nil
 	}
 	prefix := []byte(term)
 	done := map[string]bool{}
 	c := tx.bucket(bucketHandoffsByTerm).Cursor()
-	n := 0
-	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < budget; k, _ = c.Next() {
-		n++
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && *budget > 0; k, _ = c.Next() {
+		*budget--
 		lead := string(k[bytes.IndexByte(k, 0)+1:])
 		if done[lead] || !vis.Key(lead) {
 			continue
@@ -265,6 +299,21 @@ func eachTermLead(tx *Tx, vis Visible, term string, budget int, skipped *[]Unrea
 		}
 	}
 	return nil
+}
+
+// holdsAll reports whether each of words starts one of h's terms.
+func holdsAll(h Handoff, words []string) bool {
+	if len(words) == 0 {
+		return true
+	}
+	terms := append(nameTerms(h.Name), contactTerms(h.Contact)...)
+	terms = append(terms, normTerm(h.ConversationID))
+	for _, w := range words {
+		if !slices.ContainsFunc(terms, func(t string) bool { return strings.HasPrefix(t, w) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // matchedBy says which of h's terms starts with term.
@@ -297,7 +346,10 @@ func termKeys(h *Handoff) [][]byte {
 	return out
 }
 
-// nameTerms are the terms of a name: the whole name and each of its words.
+// nameTerms are the terms of a name: the whole name, each of its words,
+// and each word's parts between its punctuation ("o'brien" is found by
+// "brien", "jean-luc" by "luc"). The whole name is cut at maxTerm, so a
+// name has at most as many terms as maxTerm bytes allow.
 func nameTerms(name string) []string {
 	whole := normTerm(name)
 	if whole == "" {
@@ -308,45 +360,147 @@ func nameTerms(name string) []string {
 		if w != whole {
 			out = append(out, w)
 		}
+		if parts := strings.FieldsFunc(w, notWordRune); len(parts) > 1 {
+			out = append(out, parts...)
+		}
 	}
 	return out
 }
 
+// notWordRune is what splits a word of a name into its parts: anything
+// but a letter, a digit or a mark.
+func notWordRune(r rune) bool { return !unicode.In(r, unicode.L, unicode.N, unicode.M) }
+
+// The phone number's digits in the index: its digits whole, and the
+// suffixes of its last maxDigits (E.164's longest number) that start
+// every digitStride digits and are at least minDigits long — at most 4
+// entries a number. A run of digits that starts r (< digitStride) digits
+// after such a suffix's start is found by looking up each r digits before
+// it (digitLookups: 1 + 10 + 100 prefixes), so any run of minDigits or
+// more is found, for a third of the entries every suffix would take.
+const (
+	minDigits   = 4
+	maxDigits   = 15
+	digitStride = 3
+)
+
 // contactTerms are the terms of a contact: itself, and for a phone number
-// its digits alone, so "+1 555 0001" is found by "1555".
+// its digits alone and its digitStride-spaced suffixes, so "+1 555 249
+// 0978" is found by "1555", "555249" and "0978".
 func contactTerms(contact string) []string {
 	t := normTerm(contact)
 	if t == "" {
 		return nil
 	}
 	out := []string{t}
-	digits, phone := strings.Builder{}, true
+	d, phone := phoneDigits(t)
+	if !phone || len(d) < 3 {
+		return out
+	}
+	if d != t {
+		out = append(out, d)
+	}
+	cut := d[max(0, len(d)-maxDigits):]
+	for i := 0; len(cut)-i >= minDigits; i += digitStride {
+		if cut[i:] != d && cut[i:] != t {
+			out = append(out, cut[i:])
+		}
+	}
+	return out
+}
+
+// digitLookups are the prefixes the index is read at for a run of digits:
+// the run itself, and the run after every string of 1 to digitStride-1
+// digits (those of the run's place past the suffix that holds it).
+func digitLookups(run string) []string {
+	out := []string{run}
+	lead := []string{""}
+	for range digitStride - 1 {
+		var next []string
+		for _, p := range lead {
+			for c := '0'; c <= '9'; c++ {
+				next = append(next, p+string(c))
+			}
+		}
+		for _, p := range next {
+			out = append(out, p+run)
+		}
+		lead = next
+	}
+	return out
+}
+
+// holdsDigits reports whether h's number holds the run of digits ("":
+// any lead): a lookup of digitLookups also meets suffixes and other terms
+// that only hold the run after their first digits.
+func holdsDigits(h Handoff, run string) bool {
+	if run == "" {
+		return true
+	}
+	d, phone := phoneDigits(normTerm(h.Contact))
+	return phone && strings.Contains(d[max(0, len(d)-maxDigits):], run)
+}
+
+// phoneDigits are the digits of t, and whether t is a phone number: only
+// digits and the characters numbers are written with ("+-(). ").
+func phoneDigits(t string) (string, bool) {
+	var digits strings.Builder
 	for _, r := range t {
 		switch {
 		case r >= '0' && r <= '9':
 			digits.WriteRune(r)
 		case strings.ContainsRune("+-(). ", r):
 		default:
-			phone = false
+			return "", false
 		}
 	}
-	if d := digits.String(); phone && len(d) >= 3 && d != t {
-		out = append(out, d)
+	return digits.String(), true
+}
+
+// normTerm is s as the index keeps it: its marks folded away (foldMarks:
+// "Zoë Müller" is "zoe muller"), lower case, spaces collapsed, no control
+// characters (so no 0x00, the entries' separator), at most maxTerm bytes
+// cut at a character. A query is looked up as normTerm makes it, so case
+// and accents never decide a match.
+func normTerm(s string) string {
+	// The controls go before the spaces collapse, so none leaves a
+	// space behind ("0 \x7f" is "0"); a control that is a space (a line
+	// break, a tab) still parts two words.
+	return normTermV11(strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsSpace(r):
+			return ' '
+		case unicode.IsControl(r):
+			return -1
+		}
+		return r
+	}, foldMarks(strings.ToValidUTF8(s, "\uFFFD"))))
+}
+
+// foldMarks is s decomposed (NFD), without its nonspacing marks (Unicode
+// category Mn: accents, diacritics, Arabic and Hebrew vowel points), and
+// composed again (NFC). Letters that are not a base and a mark (ø, ł, ß)
+// stay as they are. normTerm makes s UTF-8 first (strings.ToLower would
+// anyway); should the transform fail, s is kept as it is.
+func foldMarks(s string) string {
+	ascii := true
+	for i := 0; i < len(s) && ascii; i++ {
+		ascii = s[i] < utf8.RuneSelf
+	}
+	if ascii {
+		return s
+	}
+	// A transform.Chain holds state, so each call makes its own.
+	out, _, err := transform.String(transform.Chain(norm.NFD, runes.Remove(runes.In(unicode.Mn)), norm.NFC), s)
+	if err != nil {
+		return s
 	}
 	return out
 }
 
-// normTerm is s as the index keeps it: lower case, spaces collapsed, no
-// control characters (so no 0x00, the entries' separator), at most maxTerm
-// bytes cut at a character.
-func normTerm(s string) string {
-	s = strings.Join(strings.Fields(strings.ToLower(s)), " ")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, s)
+// cutTerm is s cut to at most maxTerm bytes at the start of a character,
+// without a trailing space.
+func cutTerm(s string) string {
 	if len(s) > maxTerm {
 		cut := maxTerm
 		for cut > 0 && !utf8Start(s[cut]) {
@@ -505,7 +659,7 @@ func migrateLeadTerms(tx *Tx) error {
 		if err := tx.bucket(bucketHandoffs).Put(k, raw); err != nil {
 			return err
 		}
-		for _, e := range termKeys(&h) {
+		for _, e := range termKeysV11(&h) { // what schemas 7 to 11 read; migration 11 writes them again
 			if err := tx.bucket(bucketHandoffsByTerm).Put(e, nil); err != nil {
 				return err
 			}

@@ -185,6 +185,10 @@ var outboxTable = &table[Outbox]{
 
 var handoffsTable = handoffsTableWith(handoffsByTerm)
 
+// handoffsTableV11 is the leads as schemas 7 to 11 kept them, their terms
+// neither folded nor a phone's suffixes (schema_terms.go).
+var handoffsTableV11 = handoffsTableWith(handoffsByTermV11)
+
 // handoffsTableV6 is the leads as schema 6 and earlier kept them, without
 // idx_handoffs_by_term, so that Check verifies an older file as what it is.
 var handoffsTableV6 = handoffsTableWith()
@@ -203,9 +207,10 @@ func handoffsTableWith(more ...index[Handoff]) *table[Handoff] {
 }
 
 // handoffsByTerm is the search's prefix index (search.go): one entry
-// "<term> 0x00 <lead key>" per word of the lead's name, its whole name,
-// its contact (and a phone number's digits) and its conversation id, all
-// lower case.
+// "<term> 0x00 <lead key>" per word of the lead's name (and part of a
+// word between its punctuation), its whole name, its contact (and a phone
+// number's digits, and each suffix of them of at least 4 digits) and its
+// conversation id, all folded (no accents) and lower case; schema 12 on.
 var handoffsByTerm = index[Handoff]{
 	bucket: bucketHandoffsByTerm, ref: refAfter(0, 0),
 	keys: termKeys,

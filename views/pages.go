@@ -21,7 +21,15 @@ type HandoffRow struct {
 	StuckAfter string // the status's threshold; "" for replied
 	Stuck      bool
 	Cycle      int
-	EventURL   string // the timeline of its last event
+	EventURL   string // the lead's page, at its last message
+	// Name is who the lead is for a person: its name, else its contact
+	// or conversation id (LeadName).
+	Name string
+	// Last is the lead's latest message folded to one line (OneLine),
+	// received LastAge ago at LastAt; "" when it is gone.
+	Last    string
+	LastAt  time.Time
+	LastAge string
 }
 
 // Overview is the front page: counts and the leads that are stuck.
@@ -71,6 +79,31 @@ type Timeline struct {
 	// AnsweredBy is the event whose draft answers this message (it joined
 	// that event's turn); "" when the draft is the event's own.
 	AnsweredBy string
+	// Conversation is the newest lines of the lead's conversation, oldest
+	// first (empty: the event has no lead, or it was not read); Earlier
+	// says older lines were left out.
+	Conversation []store.Said
+	Earlier      bool
+	Now          time.Time
+}
+
+// lead is the timeline's lead, zero when it has none.
+func (t Timeline) lead() store.Handoff {
+	if t.Handoff == nil {
+		return store.Handoff{}
+	}
+	return *t.Handoff
+}
+
+// name is who the lead is for a person (LeadName).
+func (t Timeline) name() string { return LeadName(t.Event, t.lead()) }
+
+// contact is the lead's contact, else the message's.
+func (t Timeline) contact() string {
+	if h := t.lead(); h.Contact != "" {
+		return h.Contact
+	}
+	return t.Event.Contact
 }
 
 // ReconcileRows is the reconcile page.

@@ -1,6 +1,9 @@
 package views
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // SearchPage is what a search found: leads whose name, contact or
 // conversation id starts with the query, then leads whose recent messages
@@ -39,4 +42,14 @@ func byLabel(by string) string {
 		return "conversation id"
 	}
 	return "message text"
+}
+
+// OneLine is s folded to one line (every run of spaces and line breaks one
+// space), cut to n runes with an ellipsis: a message in a list.
+func OneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return strings.TrimSpace(string(r[:n-1])) + "…"
+	}
+	return s
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
 )
 
 // handoffList is the answer of GET /api/v1/handoffs: a page, and the
@@ -179,4 +180,22 @@ func queryLimit(c *echo.Context) (int, error) {
 		return 0, errorf(http.StatusBadRequest, "limit must be a whole number from 1 to 1000, not %q", v)
 	}
 	return n, nil
+}
+
+// lastRunes bounds the latest message a list row shows.
+const lastRunes = 140
+
+// lastMessage fills r's name and latest message from ev, h's latest
+// message (zero when gone): the name the message or the lead gave, else
+// the contact; the text folded to one line; its age at now.
+func lastMessage(r *views.HandoffRow, ev store.Event, h store.Handoff, now time.Time) {
+	r.Name = views.LeadName(ev, h)
+	if r.Contact == "" {
+		r.Contact = ev.Contact
+	}
+	if ev.Key == "" {
+		return
+	}
+	r.Last = views.OneLine(ev.Text, lastRunes)
+	r.LastAt, r.LastAge = ev.ReceivedAt, views.Age(now.Sub(ev.ReceivedAt))+" ago"
 }

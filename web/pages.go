@@ -135,7 +135,11 @@ func (s *Server) overviewPage(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		o.Stuck = append(o.Stuck, s.handoffRows(hs, l.Now)...)
+		rows, err := s.handoffRows(hs, l.Now)
+		if err != nil {
+			return err
+		}
+		o.Stuck = append(o.Stuck, rows...)
 	}
 	if us := s.unreadableFor(c, s.st.Unreadable()); len(us) > 0 {
 		o.Unreadable = &views.Notice{Tone: "error", Text: unreadableBanner(us)}
@@ -172,14 +176,21 @@ func unreadableBanner(us []store.Unreadable) string {
 	return n + " — see handoff verify (" + strings.Join(ids, ", ") + more + ")."
 }
 
-func (s *Server) handoffRows(hs []store.Handoff, now time.Time) []views.HandoffRow {
+// handoffRows are the list's rows of hs, each with its lead's latest
+// message (web/handoffs.go).
+func (s *Server) handoffRows(hs []store.Handoff, now time.Time) ([]views.HandoffRow, error) {
 	after := leads.StuckAfter(s.cfg)
+	last, _, err := s.st.LastMessages(hs) // an unreadable one is listed apart (the page's banner)
+	if err != nil {
+		return nil, err
+	}
 	rows := make([]views.HandoffRow, 0, len(hs))
-	for _, h := range hs {
+	for i, h := range hs {
 		r := views.HandoffRow{
 			Key: h.Key, Channel: h.Channel, Contact: h.Contact, Owner: h.Owner, Status: h.Status,
 			Since: h.Since, InStatus: views.Age(now.Sub(h.Since)), Cycle: h.Cycle,
 		}
+		lastMessage(&r, last[i], h, now)
 		if d, ok := after[h.Status]; ok {
 			r.StuckAfter = views.Age(d)
 			r.Stuck = h.Since.Before(now.Add(-d))
@@ -189,7 +200,7 @@ func (s *Server) handoffRows(hs []store.Handoff, now time.Time) []views.HandoffR
 		}
 		rows = append(rows, r)
 	}
-	return rows
+	return rows, nil
 }
 
 // handoffsLimit bounds the handoffs page.
@@ -213,7 +224,9 @@ func (s *Server) handoffsPage(c *echo.Context) error {
 	if len(hs) > handoffsLimit {
 		hs, list.More = hs[:handoffsLimit], true
 	}
-	list.Rows = s.handoffRows(hs, l.Now)
+	if list.Rows, err = s.handoffRows(hs, l.Now); err != nil {
+		return err
+	}
 	l.Unreadable = s.unreadableFor(c, s.st.UnreadableOf("lead"))
 	return render(c, http.StatusOK, views.HandoffsPage(l, list))
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -41,21 +42,44 @@ func (s *Server) timelinePage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	l, err := s.layout(c, "Event "+key, "")
-	if err != nil {
-		return err
-	}
-	l.Query, l.Unreadable = key, s.unreadableFor(c, t.Unreadable)
 	v := views.Timeline{
 		Event: t.Event, Draft: t.Draft, Outbox: t.Outbox, Handoff: t.Handoff, Jobs: t.Jobs, Entries: entries(t),
 		AnsweredBy: t.AnsweredBy,
 	}
+	unreadable := t.Unreadable
+	if t.Handoff != nil {
+		// The lead's conversation, read apart from the timeline: a page, not
+		// a decision, so two moments a few microseconds apart are fine.
+		lv, err := s.st.LeadConversation(t.Handoff.Key, leadLines)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		v.Conversation, v.Earlier = lv.Conversation, lv.Earlier
+		unreadable = append(unreadable, lv.Unreadable...)
+	}
+	l, err := s.layout(c, views.LeadName(t.Event, derefLead(t.Handoff)), "")
+	if err != nil {
+		return err
+	}
+	l.Query, l.Unreadable = key, s.unreadableFor(c, unreadable)
+	v.Now = l.Now
 	if t.Handoff != nil {
 		if v.Lead, err = s.leadActions(c, t.Event, views.EventURL(key)); err != nil {
 			return err
 		}
 	}
 	return render(c, http.StatusOK, views.TimelinePage(l, v))
+}
+
+// leadLines bounds the conversation a lead's page shows: its newest lines.
+const leadLines = 50
+
+// derefLead is *h, or a zero lead when h is nil.
+func derefLead(h *store.Handoff) store.Handoff {
+	if h == nil {
+		return store.Handoff{}
+	}
+	return *h
 }
 
 // entries lays a timeline out as moments, oldest first.
