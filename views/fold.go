@@ -1,0 +1,62 @@
+package views
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/handoff/handoff/store"
+)
+
+// The card keeps the decision in view (the draft, Approve, Edit, Reject):
+// the conversation before the turn shows its last recentLines lines and
+// folds the older ones under "show all", and a long message shows its
+// first lines with "show more". Both folds are <details>, so they work
+// without a script; the decision is pinned to the bottom of the screen
+// while the card above it is longer than the screen (app.css, .decide).
+const (
+	// recentLines is how many of the conversation's lines before the turn
+	// the card shows unfolded, newest last.
+	recentLines = 2
+	// longRunes and longLines make a message long: more characters or
+	// more lines than these, and the card folds it to its first lines.
+	longRunes = 400
+	longLines = 6
+)
+
+// splitEarlier splits the conversation's lines before the turn into the
+// older ones, folded, and the last recentLines, shown.
+func splitEarlier(said []store.Said) (older, recent []store.Said) {
+	var before []store.Said
+	for _, s := range said {
+		if !s.InTurn {
+			before = append(before, s)
+		}
+	}
+	if len(before) <= recentLines {
+		return nil, before
+	}
+	return before[:len(before)-recentLines], before[len(before)-recentLines:]
+}
+
+// isLong says the card folds text to its first lines.
+func isLong(text string) bool {
+	return utf8.RuneCountInString(text) > longRunes || strings.Count(text, "\n") >= longLines
+}
+
+// count writes n with its noun, "1 earlier line", "6 earlier lines", and
+// thousands grouped: "2,000 characters".
+func count(n int, one, many string) string {
+	return grouped(n) + " " + plural(n, one, many)
+}
+
+// grouped writes n with commas between thousands.
+func grouped(n int) string {
+	s := itoa(n)
+	if n < 0 {
+		return "-" + grouped(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
