@@ -118,6 +118,24 @@
   document.addEventListener("htmx:afterSettle", titleCount);
   document.addEventListener("htmx:oobAfterSwap", titleCount);
 
+  // When the list is full, the live queue's new drafts wait after it
+  // (#queue-more counts them): say how many arrived since the list held
+  // the fewest after it, "3 new drafts below".
+  var moreSeen = null;
+  function moreNew() {
+    var li = document.getElementById("queue-more");
+    var n = li ? parseInt(li.dataset.more, 10) : 0;
+    if (isNaN(n) || n < 0) return;
+    if (moreSeen === null || n < moreSeen) moreSeen = n;
+    var out = li && li.querySelector(".more-new");
+    if (!out) return;
+    var k = n - moreSeen;
+    out.textContent = k > 0 ? k + (k === 1 ? " new draft below. " : " new drafts below. ") : "";
+  }
+  moreNew();
+  document.addEventListener("htmx:oobAfterSwap", moreNew);
+  document.addEventListener("htmx:afterSettle", moreNew);
+
   // A table wider than the screen scrolls inside its own box (app.css);
   // a tabindex lets the keyboard reach that box and scroll it too.
   function scrollables() {
@@ -194,6 +212,11 @@
       if (b.checked) n++;
     });
     out.textContent = n === 0 ? "Tick drafts (or press x) to decide several at once." : n + " selected.";
+    // With nothing ticked the selection's buttons have nothing to do.
+    ["approve-selected", "reject-selected"].forEach(function (id) {
+      var b = document.getElementById(id);
+      if (b) b.disabled = n === 0;
+    });
   }
   function toggleCurrent() {
     var card = document.getElementById("card");

@@ -60,3 +60,24 @@ func grouped(n int) string {
 	}
 	return s
 }
+
+// statusWords is what the queue's footer calls drafts of status st.
+func statusWords(st store.DraftStatus) string {
+	switch st {
+	case store.DraftPending:
+		return "waiting"
+	case store.DraftSuperseded:
+		return "replaced by a newer draft"
+	}
+	return string(st) // approved, rejected: already words
+}
+
+// countsLine is the queue's footer: the drafts in each status, in words,
+// "3 waiting · 12 approved · 1 rejected · 2 replaced by a newer draft".
+func countsLine(counts map[store.DraftStatus]int) string {
+	parts := make([]string, 0, len(store.DraftStatuses))
+	for _, st := range store.DraftStatuses {
+		parts = append(parts, grouped(counts[st])+" "+statusWords(st))
+	}
+	return strings.Join(parts, " · ")
+}
