@@ -158,8 +158,8 @@ type DraftQueue struct {
 	Items     []QueueItem
 	More      QueueMore // what waits after Items
 	NextPage  string    // "" at the end
-	FirstPage string // "" on the first page
-	Partial   bool   // the filter looked at many drafts without filling the page
+	FirstPage string    // "" on the first page
+	Partial   bool      // the filter looked at many drafts without filling the page
 	Drafting  store.Drafting
 	// Counts are the drafts in each status (store.DraftStatuses).
 	Counts map[store.DraftStatus]int
