@@ -17,10 +17,15 @@ const (
 	// recentLines is how many of the conversation's lines before the turn
 	// the card shows unfolded, newest last.
 	recentLines = 2
-	// longRunes and longLines make a message long: more characters or
-	// more lines than these, and the card folds it to its first lines.
-	longRunes = 400
-	longLines = 6
+	// A text is long, and folded to its first lines, past its place's
+	// lines (6 for the turn's message, 4 each for a turn of several, 2
+	// for an earlier line; app.css cuts it to as many) by a margin:
+	// more than lineRunes characters a line, or 4 more lines.
+	lineRunes         = 70
+	linesAbove        = 4
+	turnLines         = 6
+	burstLines        = 4
+	earlierLinesShown = 2
 )
 
 // splitEarlier splits the conversation's lines before the turn into the
@@ -38,9 +43,19 @@ func splitEarlier(said []store.Said) (older, recent []store.Said) {
 	return before[:len(before)-recentLines], before[len(before)-recentLines:]
 }
 
-// isLong says the card folds text to its first lines.
-func isLong(text string) bool {
-	return utf8.RuneCountInString(text) > longRunes || strings.Count(text, "\n") >= longLines
+// isLong says the card folds text, shown in a place of lines lines, to
+// those first lines.
+func isLong(text string, lines int) bool {
+	return utf8.RuneCountInString(text) > lines*lineRunes || strings.Count(text, "\n")+1 > lines+linesAbove
+}
+
+// foldWhole says what "show more" unfolds: all of text's characters, or
+// its lines when it is long by its lines.
+func foldWhole(text string, lines int) string {
+	if n := utf8.RuneCountInString(text); n > lines*lineRunes {
+		return "all " + count(n, "character", "characters")
+	}
+	return "all " + count(strings.Count(text, "\n")+1, "line", "lines")
 }
 
 // count writes n with its noun, "1 earlier line", "6 earlier lines", and

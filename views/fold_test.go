@@ -16,19 +16,26 @@ func TestGrouped(t *testing.T) {
 }
 
 func TestIsLong(t *testing.T) {
+	newlines := "Hello,\nI have two questions:\n\t1. opening hours?\r\n\t2. parking?\n\nThanks,\nAda" // the corpus's: 7 lines, 74 characters
 	for _, tc := range []struct {
-		text string
-		want bool
+		text  string
+		lines int
+		want  bool
 	}{
-		{"hi", false},
-		{strings.Repeat("é", longRunes), false}, // characters, not bytes
-		{strings.Repeat("é", longRunes+1), true},
-		{strings.Repeat("line\n", longLines-1) + "end", false},
-		{strings.Repeat("line\n", longLines) + "end", true},
+		{"hi", earlierLinesShown, false},
+		{strings.Repeat("é", turnLines*lineRunes), turnLines, false}, // characters, not bytes
+		{strings.Repeat("é", turnLines*lineRunes+1), turnLines, true},
+		{strings.Repeat("line\n", turnLines+linesAbove-1) + "end", turnLines, false},
+		{strings.Repeat("line\n", turnLines+linesAbove) + "end", turnLines, true},
+		{newlines, turnLines, false},
+		{newlines, earlierLinesShown, true},
 	} {
-		if got := isLong(tc.text); got != tc.want {
-			t.Errorf("isLong(%.20q… %d runes) = %v, want %v", tc.text, len([]rune(tc.text)), got, tc.want)
+		if got := isLong(tc.text, tc.lines); got != tc.want {
+			t.Errorf("isLong(%.20q… %d runes, %d) = %v, want %v", tc.text, len([]rune(tc.text)), tc.lines, got, tc.want)
 		}
+	}
+	if got, want := foldWhole(newlines, earlierLinesShown), "all 7 lines"; got != want {
+		t.Errorf("foldWhole(the newlines text) = %q, want %q", got, want)
 	}
 }
 

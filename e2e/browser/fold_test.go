@@ -163,6 +163,13 @@ func TestDecisionInView(t *testing.T) {
 						pass.name, c.name, sel, r.Top, r.Bottom, r.Left, r.Right, r.W, r.H)
 				}
 			}
+			// The turn's first message starts above the pinned decision:
+			// at least its first lines are on the first screen.
+			msg, dec := b.measure("#turn blockquote.message"), b.measure("#card .decide")
+			t.Logf("%s %s: the turn's first message starts at y=%.0f, the decision at y=%.0f", pass.name, c.name, msg.Top, dec.Top)
+			if msg.Top+40 > dec.Top {
+				t.Errorf("%s, card %s: the turn's first message starts at y=%.0f, under the decision at y=%.0f; want its first lines in view", pass.name, c.name, msg.Top, dec.Top)
+			}
 			if sw := run(b, "measure the width", chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`)); len(sw) != 2 || sw[0] > sw[1] {
 				t.Errorf("%s, card %s: the page scrolls sideways: scrollWidth, innerWidth = %v", pass.name, c.name, sw)
 			}
