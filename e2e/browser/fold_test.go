@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/handoff/handoff/testkit/corpus"
@@ -199,6 +201,27 @@ func TestDecisionInView(t *testing.T) {
 		t.Errorf("the unfolded card does not show the long texts")
 	}
 	b.viewShot("everything-unfolded-1366")
+	// Without a script (the page's own disabled): the folds still open,
+	// and the decision is still in view, at 390 px.
+	b.viewport(phoneWidth, phoneHeight, true, false)
+	b.do("disable the page's scripts", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return err
+	}))
+	b.do("open the fullest card without scripts", chromedp.Navigate(s.url+"/drafts?id="+id), chromedp.WaitVisible(chromedp.CSS(`#approve`)))
+	if r := b.measure("#approve"); !r.inView() {
+		t.Errorf("without scripts at 390 px, Approve spans y=%.0f..%.0f; want it in view (%.0f px high)", r.Top, r.Bottom, r.H)
+	}
+	b.do("show all without scripts", chromedp.Click(chromedp.CSS(`#conversation details.older > summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`#conversation details.older[open] li`)))
+	b.viewShot("everything-noscript-390")
+	b.do("enable the page's scripts", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false})
+		return err
+	}))
+	b.viewport(desktopWidth, laptopHeight, false, false)
+	b.do("open the fullest card again", chromedp.Navigate(s.url+"/drafts?id="+id), chromedp.WaitVisible(chromedp.CSS(`#approve`)))
+
 	b.do("press a", press("a"), chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#card:not([data-draft=%q])`, id))))
 	approved, err := s.drafts("approved")
 	if err != nil {
