@@ -98,7 +98,7 @@
   // and whether it is the empty card, and waits while the tab is hidden.
   document.addEventListener("htmx:configRequest", function (ev) {
     if (!ev.detail.elt || ev.detail.elt.id !== "queue-live") return;
-    if (document.hidden) {
+    if (document.hidden && !notifyOn()) { // with notifications on, a hidden tab keeps watching
       ev.preventDefault();
       return;
     }
@@ -117,6 +117,78 @@
   titleCount();
   document.addEventListener("htmx:afterSettle", titleCount);
   document.addEventListener("htmx:oobAfterSwap", titleCount);
+
+  // When the list is full, the live queue's new drafts wait after it
+  // (#queue-more counts them): say how many arrived since the list held
+  // the fewest after it, "3 new drafts below".
+  var moreSeen = null;
+  function moreNew() {
+    var li = document.getElementById("queue-more");
+    var n = li ? parseInt(li.dataset.more, 10) : 0;
+    if (isNaN(n) || n < 0) return;
+    if (moreSeen === null || n < moreSeen) moreSeen = n;
+    var out = li && li.querySelector(".more-new");
+    if (!out) return;
+    var k = n - moreSeen;
+    out.textContent = k > 0 ? k + (k === 1 ? " new draft below. " : " new drafts below. ") : "";
+  }
+  moreNew();
+  document.addEventListener("htmx:oobAfterSwap", moreNew);
+  document.addEventListener("htmx:afterSettle", moreNew);
+
+  // Optional browser notifications of new drafts (#notify, on the queue):
+  // asked for only when the person presses the button, never on load;
+  // then, while the tab is hidden or not focused, a rise of the waiting
+  // count (the live poll's #nav-drafts-count) shows one notification,
+  // replaced by the next (one tag). The choice is kept in localStorage.
+  function notifyOn() {
+    try {
+      return "Notification" in window && Notification.permission === "granted" && localStorage.getItem("handoff.notify") === "1";
+    } catch (e) { return false; }
+  }
+  function notifyButton() {
+    var b = document.getElementById("notify");
+    if (!b || !("Notification" in window)) return;
+    b.parentNode.hidden = false;
+    if (Notification.permission === "denied") {
+      b.disabled = true;
+      b.textContent = "Notifications are blocked for this site";
+    } else {
+      b.textContent = notifyOn() ? "Stop notifying me" : "Notify me of new drafts";
+    }
+  }
+  document.addEventListener("click", function (ev) {
+    var b = ev.target && ev.target.closest ? ev.target.closest("#notify") : null;
+    if (!b) return;
+    if (notifyOn()) {
+      try { localStorage.removeItem("handoff.notify"); } catch (e) { /* private mode */ }
+      notifyButton();
+      return;
+    }
+    Notification.requestPermission().then(function (p) {
+      if (p === "granted") {
+        try { localStorage.setItem("handoff.notify", "1"); } catch (e) { /* private mode */ }
+      }
+      notifyButton();
+    });
+  });
+  var waitingSeen = null;
+  function notifyNew() {
+    var n = document.getElementById("nav-drafts-count");
+    var k = n ? parseInt(n.textContent, 10) : NaN;
+    if (isNaN(k)) return;
+    var rise = waitingSeen === null ? 0 : k - waitingSeen;
+    waitingSeen = k;
+    if (rise <= 0 || !notifyOn() || (!document.hidden && document.hasFocus())) return;
+    try {
+      var note = new Notification(rise === 1 ? "1 new draft to approve" : rise + " new drafts to approve",
+        {body: k + " waiting in the queue", tag: "handoff-drafts"});
+      note.onclick = function () { window.focus(); note.close(); };
+    } catch (e) { /* a browser that shows them only from a service worker */ }
+  }
+  notifyButton();
+  notifyNew();
+  document.addEventListener("htmx:oobAfterSwap", notifyNew);
 
   // A table wider than the screen scrolls inside its own box (app.css);
   // a tabindex lets the keyboard reach that box and scroll it too.
@@ -194,6 +266,11 @@
       if (b.checked) n++;
     });
     out.textContent = n === 0 ? "Tick drafts (or press x) to decide several at once." : n + " selected.";
+    // With nothing ticked the selection's buttons have nothing to do.
+    ["approve-selected", "reject-selected"].forEach(function (id) {
+      var b = document.getElementById(id);
+      if (b) b.disabled = n === 0;
+    });
   }
   function toggleCurrent() {
     var card = document.getElementById("card");

@@ -93,10 +93,16 @@ type DraftCard struct {
 // superseded meanwhile.
 type QueueLive struct {
 	Items   []QueueItem
+	More    QueueMore // what waits after Items
 	Waiting int
 	Counts  map[store.DraftStatus]int
 	Card    *DraftCard // nil: the card stays
 	Stale   *Notice    // nil: the card's draft still waits
+	// Current says the answer speaks of the card's draft (still waiting
+	// on the page, or decided meanwhile): LookedBy is then who else has
+	// it open, "" deleting the card's "… is looking at this draft too".
+	Current  bool
+	LookedBy string
 }
 
 // LiveURL is the live queue's poll address for this filter.
@@ -134,6 +140,14 @@ type QueueItem struct {
 	Stuck bool
 }
 
+// QueueMore is what waits after the list's drafts: N of them (-1 when
+// the view cannot count them cheaply: a filter, a later page), and the
+// next page's address ("" when not known).
+type QueueMore struct {
+	N    int
+	Next string
+}
+
 // DraftQueue is the approval queue page.
 type DraftQueue struct {
 	Filter    QueueFilter
@@ -142,9 +156,10 @@ type DraftQueue struct {
 	HasOwner  bool // the person has a routing owner, so "mine" means something
 	Card      DraftCard
 	Items     []QueueItem
-	NextPage  string // "" at the end
-	FirstPage string // "" on the first page
-	Partial   bool   // the filter looked at many drafts without filling the page
+	More      QueueMore // what waits after Items
+	NextPage  string    // "" at the end
+	FirstPage string    // "" on the first page
+	Partial   bool      // the filter looked at many drafts without filling the page
 	Drafting  store.Drafting
 	// Counts are the drafts in each status (store.DraftStatuses).
 	Counts map[store.DraftStatus]int
@@ -157,6 +172,10 @@ type QueueAnswer struct {
 	Card    DraftCard
 	Items   []QueueItem
 	Waiting int
+	More    QueueMore // what waits after Items
+	// Counts are the drafts in each status, for the queue's footer; nil
+	// leaves it as it is.
+	Counts map[store.DraftStatus]int
 }
 
 // EventURL links to the timeline of an event key.

@@ -81,7 +81,7 @@ func selectionForm(q DraftQueue) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "\"><p id=\"selected-count\" class=\"muted small\" aria-live=\"polite\">Tick drafts (or press <kbd>x</kbd>) to decide several at once.</p><div class=\"actions\"><button id=\"approve-selected\" class=\"primary\" type=\"submit\" name=\"action\" value=\"approve\">Approve selected</button> <button id=\"reject-selected\" class=\"danger\" type=\"submit\" name=\"action\" value=\"reject\">Reject selected</button></div><input id=\"selected-reason\" name=\"reason\" maxlength=\"1000\" placeholder=\"Why reject them? (optional)\" aria-label=\"Reason for rejecting the selected drafts\"></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "\"><p id=\"selected-count\" class=\"muted small\" aria-live=\"polite\">Tick drafts (or press <kbd>x</kbd>) to decide several at once.</p><div class=\"actions\"><button id=\"approve-selected\" type=\"submit\" name=\"action\" value=\"approve\">Approve selected</button> <button id=\"reject-selected\" class=\"danger\" type=\"submit\" name=\"action\" value=\"reject\">Reject selected</button></div><input id=\"selected-reason\" name=\"reason\" maxlength=\"1000\" placeholder=\"Why reject them? (optional)\" aria-label=\"Reason for rejecting the selected drafts\"></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

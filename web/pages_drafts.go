@@ -227,6 +227,20 @@ func (s *Server) queueItems(v queueView, page []store.Draft, current string, now
 	return items, nil
 }
 
+// queueMore says what waits after page, the list of view v: the number
+// when v is the whole queue's first page (waiting drafts less the page),
+// else -1; next is the cursor after the page (nil: none, or not known).
+func (s *Server) queueMore(v queueView, page []store.Draft, next []byte, waiting int) views.QueueMore {
+	m := views.QueueMore{N: -1}
+	if v.after == nil && v.owner == "" && v.filter.Channel == "" && !v.none {
+		m.N = max(waiting-len(page), 0) // waiting counts what the person sees, as v.only lists
+	}
+	if next != nil {
+		m.Next = v.withCursor(next).filter.URL("")
+	}
+	return m
+}
+
 // owners are the routing owners the configuration can assign.
 func (s *Server) owners() []string {
 	out := []string{s.cfg.Routing.DefaultOwner}
@@ -285,6 +299,7 @@ func (s *Server) queuePage(c *echo.Context, v queueView, id string, sel *views.S
 	if q.Counts, err = s.st.DraftCountsFor(vis); err != nil {
 		return err
 	}
+	q.More = s.queueMore(v, page, next, q.Counts[store.DraftPending])
 	for _, ch := range s.cfg.Channels {
 		if vis.Channel(ch.Name) {
 			q.Channels = append(q.Channels, ch.Name)
@@ -365,6 +380,7 @@ func (s *Server) approveFromQueue(c *echo.Context) error {
 	if err != nil {
 		return s.refusedDecision(c, v, id, err)
 	}
+	s.claims.release(id) // decided: nobody is "looking at" it any more, whatever the answer
 	if !isHX(c) {
 		return c.Redirect(http.StatusSeeOther, v.filter.URL(""))
 	}
@@ -393,6 +409,7 @@ func (s *Server) rejectFromQueue(c *echo.Context) error {
 	if err != nil {
 		return s.refusedDecision(c, v, id, err)
 	}
+	s.claims.release(id)
 	if !isHX(c) {
 		return c.Redirect(http.StatusSeeOther, v.filter.URL(""))
 	}
@@ -493,7 +510,12 @@ func (s *Server) answerQueue(c *echo.Context, v queueView, page []store.Draft, c
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.QueueAnswered(views.QueueAnswer{Card: card, Items: items, Waiting: counts.DraftsWaiting}))
+	byStatus, err := s.st.DraftCountsFor(s.visible(c))
+	if err != nil {
+		return err
+	}
+	more := s.queueMore(v, page, nil, counts.DraftsWaiting) // the page's own pager links on
+	return render(c, status, views.QueueAnswered(views.QueueAnswer{Card: card, Items: items, Waiting: counts.DraftsWaiting, More: more, Counts: byStatus}))
 }
 
 // livePoll is how often an open queue asks GET /drafts/live; the page says
@@ -528,7 +550,7 @@ func (s *Server) queueLive(c *echo.Context) error {
 		return err
 	}
 	current, empty := c.QueryParam("current"), c.QueryParam("empty") == "1"
-	live := views.QueueLive{Waiting: counts.DraftsWaiting, Counts: byStatus}
+	live := views.QueueLive{Waiting: counts.DraftsWaiting, Counts: byStatus, More: s.queueMore(v, page, next, counts.DraftsWaiting)}
 	// The tag covers what the answer shows, the ages to the minute.
 	tag := sha256.New()
 	fmt.Fprintf(tag, "%d|%s|%t|%s|", counts.DraftsWaiting, current, empty, now.UTC().Truncate(time.Minute).Format(time.RFC3339))
@@ -540,7 +562,10 @@ func (s *Server) queueLive(c *echo.Context) error {
 	}
 	onPage := slices.ContainsFunc(page, func(d store.Draft) bool { return d.ID == current })
 	if p := who(c); p != nil && current != "" && onPage {
-		s.claims.look(current, p.Name, now) // the card is still open: renew its claim
+		// The card is still open: renew its claim, and say again who
+		// else has it (nobody, once they decided it or left it).
+		live.Current, live.LookedBy = true, s.claims.look(current, p.Name, now)
+		fmt.Fprintf(tag, "looked:%s|", live.LookedBy)
 	}
 	if current != "" && !onPage {
 		d, err := s.st.Draft(current)
@@ -549,7 +574,7 @@ func (s *Server) queueLive(c *echo.Context) error {
 		case err != nil:
 			return err
 		case d.Status != store.DraftPending && (v.only == nil || v.only.Draft(d)):
-			live.Stale = decisionNotice(d, "")
+			live.Stale, live.Current = decisionNotice(d, ""), true // and nobody is looking at it any more
 			if d.Status == store.DraftSuperseded {
 				live.Stale = &views.Notice{Tone: "warn", Text: "This draft was superseded meanwhile: the customer wrote again. Its newer draft is in the list."}
 			}

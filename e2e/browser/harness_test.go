@@ -73,6 +73,7 @@ func requireEnvironment(t *testing.T) {
 // server starts.
 type user struct {
 	name, role, password string
+	clients              string // --clients: the clients an approver is limited to ("" every one)
 }
 
 // server is one run of the real binary on a fresh data folder.
@@ -111,7 +112,11 @@ func startConfigured(t *testing.T, config string, users ...user) *server {
 	}
 	for _, u := range users {
 		// The SPEC's order: --data DIR NAME --role R.
-		cmd := exec.Command(bin, "user", "add", "--data", inst.Data(), u.name, "--role", u.role)
+		args := []string{"user", "add", "--data", inst.Data(), u.name, "--role", u.role}
+		if u.clients != "" {
+			args = append(args, "--clients", u.clients)
+		}
+		cmd := exec.Command(bin, args...)
 		cmd.Env = proc.Environ(inst.Env...)
 		cmd.Stdin = strings.NewReader(u.password + "\n")
 		if out, err := cmd.CombinedOutput(); err != nil {
