@@ -179,7 +179,9 @@ type Approved struct {
 // creates its outbox row ("<conversation id>:<draft id>") and its delivery
 // job jobID, unless an approval already did: then the existing row is
 // returned and nothing is written. Approving a rejected draft is a
-// *store.ConflictError; a draft whose channel is no longer configured is a
+// *store.ConflictError; a reply too long for its provider a *TooLongError,
+// one whose channel's reply window closes before the send (window.go) a
+// *WindowClosedError; a draft whose channel is no longer configured is a
 // *store.StateError (an approval that already happened is still answered).
 // dec.Text empty approves the draft as written; Edited is set here. A
 // person's approval holds its send for the configured undo_window (the
@@ -224,6 +226,9 @@ func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 	dec.Edited = dec.Text != d.Text
 	if err := r.fits(d, prov, dec.Text); err != nil {
 		return Approved{}, err
+	}
+	if err := r.open(tx, d, h, dec.At, hold); err != nil {
+		return Approved{}, err // window.go: the provider would refuse it
 	}
 	ev, err := tx.EventByKey(d.EventKey)
 	if err != nil {
@@ -384,6 +389,12 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 	}
 	if prov, ok := r.provider(d.Channel); ok && r.fits(d, prov, d.Text) != nil {
 		return d, nil // too long for its provider: it waits for a person to shorten it
+	}
+	var closed *WindowClosedError
+	if err := r.open(tx, d, h, now, 0); errors.As(err, &closed) {
+		return d, nil // its window closed: it waits for a person to send a template instead
+	} else if err != nil {
+		return store.Draft{}, err
 	}
 	// Nobody is there to undo an auto-approval: it is sent at once.
 	res, err := r.approveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID, 0)
