@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
@@ -202,6 +203,11 @@ func (k *Job) answer(msg *provider.Message, row store.Outbox, caps provider.Capa
 	}
 	if r := ev.ReplyTo; r != nil {
 		msg.ReplyTo = provider.ReplyTo{Chat: r.Chat, MessageID: r.MessageID, Thread: r.Thread}
+	}
+	// The window kinds (whatsapp, meta) measure it from the lead's latest
+	// message (leads/window.go); unknown, they send as before.
+	if at, err := leads.LastInbound(k.Store, store.LeadKey(row.Channel, row.ConversationID)); err == nil {
+		msg.LastInbound = at
 	}
 	if !caps.Threads {
 		return

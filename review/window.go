@@ -1,10 +1,10 @@
 package review
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider/kinds"
 	"github.com/handoff/handoff/store"
 )
@@ -88,7 +88,7 @@ func (r *Review) WindowTx(tx *store.Tx, h store.Handoff) (Window, error) {
 	if w := r.WindowOf(h.Channel, time.Time{}); !w.Has {
 		return w, nil
 	}
-	last, err := LastInboundTx(tx, h)
+	last, err := leads.LastInboundTx(tx, h)
 	if err != nil {
 		return Window{}, err
 	}
@@ -100,30 +100,6 @@ func (r *Review) WindowTx(tx *store.Tx, h store.Handoff) (Window, error) {
 func (r *Review) WindowLeftTx(tx *store.Tx, h store.Handoff, now time.Time) (left time.Duration, has bool, err error) {
 	w, err := r.WindowTx(tx, h)
 	return w.Left(now), w.Has, err
-}
-
-// LastInboundTx is when the customer last wrote on lead h: the received
-// time of its latest event. An event that cannot be read back (or a lead
-// without one) falls back to the latest move in the lead's history, which
-// is no later than it, so the window it gives closes no later than the
-// real one.
-func LastInboundTx(tx *store.Tx, h store.Handoff) (time.Time, error) {
-	if h.LastEventKey != "" {
-		ev, err := tx.EventByKey(h.LastEventKey)
-		switch {
-		case err == nil:
-			return ev.ReceivedAt, nil
-		case !errors.Is(err, store.ErrNotFound) && !tx.Skip(err):
-			return time.Time{}, fmt.Errorf("latest message %s of lead %s: %w", h.LastEventKey, h.Key, err)
-		}
-	}
-	var at time.Time
-	for _, t := range h.History {
-		if t.At.After(at) {
-			at = t.At
-		}
-	}
-	return at, nil
 }
 
 // WindowClosedError refuses the approval of a reply its channel's window

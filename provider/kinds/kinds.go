@@ -259,14 +259,14 @@ type ProviderKinds struct {
 	// Templates (yaml templates, whatsapp) are the account's approved
 	// message templates a person may send once a lead's reply window has
 	// closed, by name.
-	Templates []Template
-	GraphVersion  string // yaml graph_version (meta): the Graph API version, default the whatsapp kind's
+	Templates    []Template
+	GraphVersion string // yaml graph_version (meta): the Graph API version, default the whatsapp kind's
 	// HumanAgent (yaml human_agent, meta) says the page has the Human
 	// Agent permission: a reply 24 hours to 7 days after the customer's
 	// last message goes out tagged HUMAN_AGENT (Kind.Window.Tagged).
 	HumanAgent bool
-	TokenEnv      string // yaml token_env
-	Token         string // resolved; never printed
+	TokenEnv   string // yaml token_env
+	Token      string // resolved; never printed
 
 	// smtp
 	Host        string
