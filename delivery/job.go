@@ -134,6 +134,9 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 		}
 	}
 	msg := provider.Message{Ref: row.ID, ConversationID: row.ConversationID, To: row.To, Text: row.Text, CorrelationID: row.CorrelationID}
+	if t := row.Template; t != nil {
+		msg.Template = &provider.Template{Name: t.Name, Language: t.Language, Params: t.Params}
+	}
 	if row.Kind == "" { // a reply; an alert answers no one
 		k.answer(&msg, row, caps)
 	}

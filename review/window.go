@@ -2,8 +2,10 @@ package review
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider/kinds"
 	"github.com/handoff/handoff/store"
@@ -24,6 +26,10 @@ import (
 // no earlier than when the customer wrote it: a webhook delivered late
 // leaves a window that closes a little before ours. The approval
 // therefore also wants the reply's undo hold inside the window.
+
+// WindowWarning is how long before a window closes the queue marks its
+// card and a digest lists its draft as closing soon.
+const WindowWarning = 2 * time.Hour
 
 // Window is a lead's reply window.
 type Window struct {
@@ -95,6 +101,19 @@ func (r *Review) WindowTx(tx *store.Tx, h store.Handoff) (Window, error) {
 	return r.WindowOf(h.Channel, last), nil
 }
 
+// WindowIn is the window of lead h under cfg's channels, read inside tx:
+// WindowTx for a reader that holds no Review (the digest).
+func WindowIn(tx *store.Tx, cfg *config.Config, h store.Handoff) (Window, error) {
+	return (&Review{cfg: cfg}).WindowTx(tx, h)
+}
+
+// WindowLength is how long the window of a lead on channel lasts after
+// the customer's last message under cfg; 0: the channel has none.
+func WindowLength(cfg *config.Config, channel string) time.Duration {
+	w := (&Review{cfg: cfg}).WindowOf(channel, time.Time{})
+	return w.Closes.Sub(w.Last)
+}
+
 // WindowLeftTx is the time left at now in the window of lead h, and
 // whether its channel has one.
 func (r *Review) WindowLeftTx(tx *store.Tx, h store.Handoff, now time.Time) (left time.Duration, has bool, err error) {
@@ -111,13 +130,13 @@ type WindowClosedError struct {
 	Kind     string
 	Last     time.Time // the customer's last message
 	Closes   time.Time // when the window closed (or closes before the reply's hold ends)
-	// Templates says the provider has templates a person can send instead.
-	Templates bool
+	// Templates names the provider's templates a person can send instead.
+	Templates []string
 }
 
 func (e *WindowClosedError) Error() string {
-	out := "send one of the channel's approved templates or reply on another channel of the lead"
-	if !e.Templates {
+	out := "send one of the channel's approved templates (" + strings.Join(e.Templates, ", ") + ") or reply on another channel of the lead"
+	if len(e.Templates) == 0 {
 		out = "reply on another channel of the lead (provider " + e.Provider + " has no templates configured)"
 	}
 	return fmt.Sprintf("the %s reply window of draft %s closed at %s, %s after the customer's last message, so provider %s would refuse a free-form reply: %s",
@@ -133,5 +152,5 @@ func (r *Review) open(tx *store.Tx, d store.Draft, h store.Handoff, at time.Time
 		return err
 	}
 	k, p, _ := r.kindOf(d.Channel)
-	return &WindowClosedError{Draft: d.ID, Provider: p.Name, Kind: k.Name, Last: w.Last, Closes: w.Closes, Templates: w.Templates}
+	return &WindowClosedError{Draft: d.ID, Provider: p.Name, Kind: k.Name, Last: w.Last, Closes: w.Closes, Templates: r.Templates(d.Channel)}
 }

@@ -9,6 +9,7 @@ package kinds
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -131,6 +132,24 @@ type Template struct {
 
 // NameParameter in a template's parameters stands for the lead's name.
 const NameParameter = "{name}"
+
+// TemplateParameterProblem says in a sentence what the Cloud API would
+// refuse in template parameter s (error 132018: no line breaks, tabs or
+// more than four spaces in a row), or a placeholder handoff does not fill
+// in; "" when it is fine.
+func TemplateParameterProblem(s string) string {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return "a template parameter must not be empty (WhatsApp refuses an empty one)"
+	case strings.ContainsAny(s, "\n\t"):
+		return "a template parameter must not hold line breaks or tabs (WhatsApp refuses them)"
+	case strings.Contains(s, "     "):
+		return "a template parameter must not hold more than four spaces in a row (WhatsApp refuses them)"
+	case strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") && s != NameParameter:
+		return s + " is not a parameter handoff fills in (use " + NameParameter + " for the lead's name, or literal text)"
+	}
+	return ""
+}
 
 // Template returns p's template called name.
 func (p Provider) Template(name string) (Template, bool) {

@@ -18,6 +18,7 @@ var WhatsApp = Kind{
 			return ""
 		}},
 		{Name: "token_env", Need: "a whatsapp provider needs the variable holding its access token"},
+		{Name: "templates", Only: "the WhatsApp account's approved message templates"},
 	},
 	Preset: "whatsapp",
 	// The Cloud API's text message body is at most 4,096 characters.
