@@ -68,7 +68,7 @@ var metaUnknown = map[int]bool{1: true, 2: true, 1200: true}
 func metaExplain(e graphError, tokenEnv string) string {
 	switch {
 	case e.Code == 10 && e.Subcode == 2018278:
-		return fmt.Sprintf("code %d/%d: the reply is outside the allowed window (Messenger and Instagram take a reply only within 24 hours of the customer's last message); answer on another channel of the lead", e.Code, e.Subcode)
+		return fmt.Sprintf("code %d/%d: the reply is outside the allowed window (Messenger and Instagram take a reply only within 24 hours of the customer's last message, 7 days tagged HUMAN_AGENT with human_agent); answer on another channel of the lead", e.Code, e.Subcode)
 	case e.Code == 190:
 		where := "the page access token"
 		if tokenEnv != "" {

@@ -55,7 +55,17 @@ var whatsappLater = map[int]bool{4: true, 80007: true, 130429: true, 131048: tru
 // went wrong), 131016 (service unavailable).
 var whatsappUnknown = map[int]bool{1: true, 2: true, 131000: true, 131016: true}
 
-var whatsappCodes = graphCodes{later: whatsappLater, unknown: whatsappUnknown}
+var whatsappCodes = graphCodes{later: whatsappLater, unknown: whatsappUnknown, explain: whatsappExplain}
+
+// whatsappExplain says what 131047 means to a person: the reply went past
+// the 24-hour customer service window (the kind refuses such a reply
+// unsent when it knows the customer's last message; Meta says it when not).
+func whatsappExplain(e graphError) string {
+	if e.Code == 131047 {
+		return "code 131047: more than 24 hours have passed since the customer last wrote, so WhatsApp takes no free-form reply; send one of the approved templates or reply on another channel of the lead"
+	}
+	return ""
+}
 
 type whatsappText struct {
 	MessagingProduct string            `json:"messaging_product"`

@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/testkit/standin"
 )
 
 // windowNow is the provider's clock in the window tests.
@@ -150,5 +152,17 @@ func TestWindowRefusesUnsent(t *testing.T) {
 				t.Fatalf("Send = %v (%T) with %d requests, want a Permanent refusal and no request", err, err, n.Load())
 			}
 		})
+	}
+}
+
+// TestWhatsAppWindowCodeExplained: Meta's own refusal of a reply past the
+// window (131047, when the customer's last message was not known) is
+// permanent and says the way out.
+func TestWhatsAppWindowCodeExplained(t *testing.T) {
+	s := standin.New(t, "whatsapp", standin.Answer(400, `{"error":{"code":131047,"message":"Re-engagement message","type":"OAuthException"}}`))
+	_, err := openKind(t, kindConfig(s, time.Second)).Send(context.Background(), provider.Message{Ref: "r", To: "1555", Text: "hi"})
+	var perm *provider.Permanent
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "code 131047: more than 24 hours have passed since the customer last wrote") || !strings.Contains(err.Error(), "send one of the approved templates") {
+		t.Fatalf("131047: %v, want a permanent refusal naming the way out", err)
 	}
 }
