@@ -29,8 +29,10 @@ func (d *decoder) providerKindHandlers(p *Provider, hs handlers) handlers {
 	hs["from"] = func(k string, v *yaml.Node) { d.str(k, v, &p.From) }
 	hs["status_callback"] = func(k string, v *yaml.Node) { d.url(k, v, &p.StatusCallback) }
 	hs["phone_number_id"] = func(k string, v *yaml.Node) { d.str(k, v, &p.PhoneNumberID) }
+	hs["templates"] = func(k string, v *yaml.Node) { d.templates(k, v, &p.Templates) }
 	hs["token_env"] = secret(&p.TokenEnv, &p.Token)
 	hs["graph_version"] = func(k string, v *yaml.Node) { d.str(k, v, &p.GraphVersion) }
+	hs["human_agent"] = func(k string, v *yaml.Node) { d.boolean(k, v, &p.HumanAgent) }
 	hs["host"] = func(k string, v *yaml.Node) { d.str(k, v, &p.Host) }
 	hs["port"] = func(k string, v *yaml.Node) { d.intIn(k, v, &p.Port, 1, 65535) }
 	hs["username_env"] = secret(&p.UsernameEnv, &p.Username)

@@ -24,6 +24,9 @@ type Reply struct {
 	// Hold is the approval's undo window: the delivery job is due At+Hold,
 	// and until then UndoTx can take the approval back. 0 sends at once.
 	Hold time.Duration
+	// Template, when set, is sent instead of Text (which says it in
+	// words): the approved template a person chose (review.SendTemplateTx).
+	Template *store.OutboxTemplate
 }
 
 // CreateTx creates the outbox row of an approved reply, pending, with its
@@ -38,7 +41,7 @@ func CreateTx(tx *store.Tx, r Reply) (store.Outbox, error) {
 		V: 1, ID: store.OutboxID(d.ConversationID, d.ID), DraftID: d.ID, EventKey: d.EventKey, CorrelationID: d.CorrelationID,
 		Channel: d.Channel, ConversationID: d.ConversationID, To: r.To, Text: r.Text,
 		Provider: r.Provider, Status: store.OutboxPending, CreatedAt: r.At, UpdatedAt: r.At,
-		ApprovedBy: r.By, Attempts: []store.OutboxAttempt{},
+		ApprovedBy: r.By, Attempts: []store.OutboxAttempt{}, Template: r.Template,
 	}
 	runAt := r.At
 	if r.Hold > 0 {

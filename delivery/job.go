@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 )
@@ -138,6 +139,9 @@ func (k *Job) Run(ctx context.Context, job store.Job) error {
 		}
 	}
 	msg := provider.Message{Ref: row.ID, ConversationID: row.ConversationID, To: row.To, Text: row.Text, CorrelationID: row.CorrelationID}
+	if t := row.Template; t != nil {
+		msg.Template = &provider.Template{Name: t.Name, Language: t.Language, Params: t.Params}
+	}
 	if row.Kind == "" { // a reply; an alert answers no one
 		k.answer(&msg, row, caps)
 	}
@@ -207,6 +211,11 @@ func (k *Job) answer(msg *provider.Message, row store.Outbox, caps provider.Capa
 	}
 	if r := ev.ReplyTo; r != nil {
 		msg.ReplyTo = provider.ReplyTo{Chat: r.Chat, MessageID: r.MessageID, Thread: r.Thread}
+	}
+	// The window kinds (whatsapp, meta) measure it from the lead's latest
+	// message (leads/window.go); unknown, they send as before.
+	if at, err := leads.LastInbound(k.Store, store.LeadKey(row.Channel, row.ConversationID)); err == nil {
+		msg.LastInbound = at
 	}
 	if !caps.Threads {
 		return

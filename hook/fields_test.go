@@ -145,15 +145,16 @@ func TestMailHeaderJSONPairs(t *testing.T) {
 	}
 }
 
-// TestReadAllMedia: a message without text takes its media kind's text;
-// a kind the preset does not name (a location) is read as before.
+// TestReadAllMedia: a message without text takes its media kind's text
+// (a location's too, preset.go); one the preset does not name (an
+// unsupported type) is read as before.
 func TestReadAllMedia(t *testing.T) {
 	p, _ := LookupPreset("whatsapp")
 	m := Mapping{MessageID: p.Fields.MessageID, Contact: p.Fields.Contact, Name: p.Fields.Name, Text: p.Fields.Text, Messages: p.Messages}
 	const body = `{"entry":[{"changes":[{"value":{"messages":[
 		{"from":"1","id":"a","type":"image","image":{"id":"i","caption":"Menü?"}},
 		{"from":"1","id":"b","type":"image","image":{"id":"i"}},
-		{"from":"1","id":"c","type":"location","location":{"latitude":1}}]}}]}]}`
+		{"from":"1","id":"c","type":"unsupported","unsupported":{"type":"poll"}}]}}]}]}`
 	r, err := mustParse(t, jsonType, body, nil).ReadAll(m)
 	if err != nil || len(r.Messages) != 3 {
 		t.Fatalf("ReadAll = %+v, %v", r, err)

@@ -96,9 +96,12 @@ const (
 )
 
 // waText is a WhatsApp message's text: a text's body, else a media
-// message's caption.
+// message's caption, else the text of the button the customer tapped (a
+// template's quick reply: button.text; an interactive message's reply
+// button or list row: its title).
 var waText = strings.Join([]string{
 	waMessage + "/text/body", waMessage + "/image/caption", waMessage + "/video/caption", waMessage + "/document/caption",
+	waMessage + "/button/text", waMessage + "/interactive/button_reply/title", waMessage + "/interactive/list_reply/title",
 }, orSeparator)
 
 // waMedia names what a WhatsApp message without text or caption sent.
@@ -108,6 +111,9 @@ var waMedia = []Media{
 	{waMessage + "/audio", "sent a voice message or audio"},
 	{waMessage + "/document", "sent a document"},
 	{waMessage + "/sticker", "sent a sticker"},
+	{waMessage + "/location", "sent a location"},
+	{waMessage + "/contacts", "sent a contact card"},
+	{waMessage + "/reaction", "reacted to a message"},
 }
 
 // metaMessaging is Messenger's and Instagram's shape: entry[].messaging[],
@@ -193,7 +199,9 @@ var presets = map[string]Preset{
 			MessageID: []string{"/Message-Id | mailheader:Message-Id@/message-headers"},
 			// stripped-text is empty when Mailgun could not strip the
 			// quoted part: then the whole plain text.
-			Contact: "/sender", Name: "", Text: "/stripped-text | /body-plain", Subject: "/subject",
+			// from is the raw header ("Bob Smith <bob@example.com>"); its
+			// display name is the lead's name, sender the bare address.
+			Contact: "/sender", Name: "mailname:/from", Text: "/stripped-text | /body-plain", Subject: "/subject",
 		},
 		// Event webhooks are JSON with event-data (legacy ones, forms with
 		// event): everything else is an email, recorded or refused with

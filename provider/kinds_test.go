@@ -494,6 +494,9 @@ func TestMetaEntry(t *testing.T) {
 		{`kind: meta`, "providers[0].token_env: missing; a meta provider needs the variable holding its page access token"},
 		{`kind: meta, token_env: T, graph_version: "23"`, `"23" is not a Graph API version (e.g. v21.0)`},
 		{`kind: whatsapp, phone_number_id: "1", token_env: T, graph_version: v23.0`, "only a meta provider takes graph_version"},
+		{`kind: meta, token_env: T, human_agent: true`, ""},
+		{`kind: meta, token_env: T, human_agent: "yes please"`, "providers[0].human_agent"},
+		{`kind: whatsapp, phone_number_id: "1", token_env: T, human_agent: true`, "only a meta provider takes human_agent"},
 	} {
 		cfg, err := config.Parse([]byte("providers: [{name: p, "+tc.entry+"}]"), env)
 		if tc.wantErr != "" {
@@ -509,6 +512,9 @@ func TestMetaEntry(t *testing.T) {
 		wantRate, wantVersion := 300.0, ""
 		if strings.Contains(tc.entry, "rate:") {
 			wantRate, wantVersion = 10, "v23.0"
+		}
+		if p.HumanAgent != strings.Contains(tc.entry, "human_agent: true") {
+			t.Errorf("%s: human_agent read as %v", tc.entry, p.HumanAgent)
 		}
 		if p.Rate != wantRate || p.Burst != 1 || p.GraphVersion != wantVersion || p.Token != "v" {
 			t.Errorf("%s: rate %v burst %d version %q, want rate %v burst 1 version %q", tc.entry, p.Rate, p.Burst, p.GraphVersion, wantRate, wantVersion)

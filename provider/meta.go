@@ -16,11 +16,13 @@ func init() { register(kinds.Meta, newMeta) }
 // Meta answers a Messenger or Instagram conversation through the Send API:
 // POST /{version}/me/messages with the page access token as a bearer
 // token, {"recipient":{"id":PSID},"messaging_type":"RESPONSE",
-// "message":{"text":…}}, the id at message_id. The Send API carries no
+// "message":{"text":…}} (MESSAGE_TAG with "tag":"HUMAN_AGENT" past 24
+// hours, with human_agent), the id at message_id. The Send API carries no
 // reference of ours and has no idempotency key: an answer lost on the way
 // leaves the outcome unknown, for a person to check, never a resend.
 type Meta struct {
 	apiKind
+	cfg   kinds.Provider // its window: human_agent
 	url   string
 	auth  string // never formatted
 	codes graphCodes
@@ -36,6 +38,7 @@ func newMeta(cfg kinds.Provider, d Deps) (Provider, error) {
 	}
 	m := &Meta{
 		apiKind: newAPIKind(cfg, d),
+		cfg:     cfg,
 		url:     base(cfg, whatsappAPI) + "/" + url.PathEscape(version) + "/me/messages",
 		auth:    "Bearer " + cfg.Token,
 	}
@@ -65,7 +68,7 @@ var metaUnknown = map[int]bool{1: true, 2: true, 1200: true}
 func metaExplain(e graphError, tokenEnv string) string {
 	switch {
 	case e.Code == 10 && e.Subcode == 2018278:
-		return fmt.Sprintf("code %d/%d: the reply is outside the allowed window (Messenger and Instagram take a reply only within 24 hours of the customer's last message); answer on another channel of the lead", e.Code, e.Subcode)
+		return fmt.Sprintf("code %d/%d: the reply is outside the allowed window (Messenger and Instagram take a reply only within 24 hours of the customer's last message, 7 days tagged HUMAN_AGENT with human_agent); answer on another channel of the lead", e.Code, e.Subcode)
 	case e.Code == 190:
 		where := "the page access token"
 		if tokenEnv != "" {
@@ -81,14 +84,24 @@ type metaSend struct {
 		ID string `json:"id"`
 	} `json:"recipient"`
 	MessagingType string `json:"messaging_type"`
+	Tag           string `json:"tag,omitempty"`
 	Message       struct {
 		Text string `json:"text"`
 	} `json:"message"`
 }
 
-// Send posts one text message in answer to the customer's.
+// Send posts one text message in answer to the customer's: a RESPONSE
+// within 24 hours of the customer's last message; past them, with
+// human_agent, tagged HUMAN_AGENT (up to 7 days); past the window, nothing.
 func (m *Meta) Send(ctx context.Context, msg Message) (string, error) {
+	now := m.w.now()
+	if err := windowShut(kinds.Meta, m.cfg, msg, now); err != nil {
+		return "", err
+	}
 	req := metaSend{MessagingType: "RESPONSE"}
+	if !msg.LastInbound.IsZero() && kinds.Meta.NeedsTag(m.cfg, now.Sub(msg.LastInbound)) {
+		req.MessagingType, req.Tag = "MESSAGE_TAG", "HUMAN_AGENT"
+	}
 	req.Recipient.ID, req.Message.Text = msg.To, msg.Text
 	a, err := m.w.postJSON(ctx, m.name, m.url, m.auth, req)
 	if err != nil {

@@ -34,6 +34,36 @@ type Message struct {
 	// event's reply_to): the telegram kind answers in its chat as a reply
 	// to it, the slack kind in its channel's thread. Zero: To's own chat.
 	ReplyTo ReplyTo `json:"-"`
+	// LastInbound is when the customer last wrote (the reply's event was
+	// received), for the kinds with a reply window (kinds.Kind.Window):
+	// past it they refuse a free-form reply without sending it, and the
+	// meta kind tags one past 24 hours HUMAN_AGENT. Zero: unknown, sent as
+	// it comes (the kind's own answer then says).
+	LastInbound time.Time `json:"-"`
+	// Template, when set, is sent instead of Text: one of the account's
+	// approved templates, which goes out whatever the window (whatsapp).
+	Template *Template `json:"-"`
+}
+
+// Template is an approved message template with its body's parameters
+// filled in, in order.
+type Template struct {
+	Name     string
+	Language string
+	Params   []string
+}
+
+// windowShut is the refusal of a free-form reply that kind k's window, as
+// provider cfg has it, no longer takes at now: the provider's documented
+// rule would refuse it, so it is not sent. nil: within it, no window, or
+// the customer's last message is not known.
+func windowShut(k kinds.Kind, cfg kinds.Provider, m Message, now time.Time) error {
+	w := k.ReplyWindow(cfg)
+	if w == 0 || m.LastInbound.IsZero() || m.Template != nil || now.Sub(m.LastInbound) < w {
+		return nil
+	}
+	return &Permanent{Err: fmt.Errorf("not sent: the %s reply window closed at %s, %s after the customer's last message; send one of the approved templates or reply on another channel of the lead",
+		k.Name, m.LastInbound.Add(w).UTC().Format("15:04 UTC, 2 Jan"), w)}
 }
 
 // ReplyTo is where an inbound message sits in its channel; each is optional.

@@ -179,17 +179,21 @@ type Approved struct {
 // creates its outbox row ("<conversation id>:<draft id>") and its delivery
 // job jobID, unless an approval already did: then the existing row is
 // returned and nothing is written. Approving a rejected draft is a
-// *store.ConflictError; a draft whose channel is no longer configured is a
+// *store.ConflictError; a reply too long for its provider a *TooLongError,
+// one whose channel's reply window closes before the send (window.go) a
+// *WindowClosedError; a draft whose channel is no longer configured is a
 // *store.StateError (an approval that already happened is still answered).
 // dec.Text empty approves the draft as written; Edited is set here. A
 // person's approval holds its send for the configured undo_window (the
 // delivery job is due at its end, and UndoTx can take it back until then).
 func (r *Review) ApproveTx(tx *store.Tx, id string, dec store.Decision, jobID string) (Approved, error) {
-	return r.approveTx(tx, id, dec, jobID, r.cfg.UndoWindow)
+	return r.approveTx(tx, id, dec, jobID, r.cfg.UndoWindow, nil)
 }
 
-// approveTx is ApproveTx with the send held for hold (0: sent at once).
-func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID string, hold time.Duration) (Approved, error) {
+// approveTx is ApproveTx with the send held for hold (0: sent at once);
+// with choice set, the draft is answered with that template instead of
+// its text (SendTemplateTx).
+func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID string, hold time.Duration, choice *TemplateChoice) (Approved, error) {
 	d, err := tx.Draft(id)
 	if err != nil {
 		return Approved{}, err
@@ -218,23 +222,36 @@ func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 	if !ok {
 		return Approved{}, &store.StateError{What: "draft " + d.ID, State: "in channel " + d.Channel + ", which is no longer configured", Want: "in a configured channel to be approved"}
 	}
-	if dec.Text == "" {
-		dec.Text = d.Text
-	}
-	dec.Edited = dec.Text != d.Text
-	if err := r.fits(d, prov, dec.Text); err != nil {
-		return Approved{}, err
-	}
 	ev, err := tx.EventByKey(d.EventKey)
 	if err != nil {
 		return Approved{}, fmt.Errorf("event %s of draft %s: %w", d.EventKey, d.ID, err)
+	}
+	var tpl *store.OutboxTemplate
+	if choice != nil {
+		// A template goes out whatever the window, as the provider's
+		// rule allows: it replaces the draft's text.
+		if tpl, err = r.template(d, ev, h, prov, *choice); err != nil {
+			return Approved{}, err
+		}
+		dec.Text, dec.Edited = TemplateText(*tpl), false
+	} else {
+		if dec.Text == "" {
+			dec.Text = d.Text
+		}
+		dec.Edited = dec.Text != d.Text
+		if err := r.fits(d, prov, dec.Text); err != nil {
+			return Approved{}, err
+		}
+		if err := r.open(tx, d, h, dec.At, hold); err != nil {
+			return Approved{}, err // window.go: the provider would refuse it
+		}
 	}
 	to := Recipient(ev, h)
 	if to == "" {
 		return Approved{}, &store.StateError{What: "lead " + h.Key, State: "without a contact to send a reply to", Want: "reachable for draft " + d.ID + " to be approved; close it without a reply instead"}
 	}
 	o, err := delivery.CreateTx(tx, delivery.Reply{
-		Draft: d, To: to, Text: dec.Text, Provider: prov, By: dec.By, At: dec.At,
+		Draft: d, To: to, Text: dec.Text, Template: tpl, Provider: prov, By: dec.By, At: dec.At,
 		JobID: jobID, MaxAttempts: r.maxAttempts, Hold: hold,
 	})
 	if err != nil {
@@ -249,7 +266,10 @@ func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 		return Approved{}, err
 	}
 	detail := "approved as written"
-	if dec.Edited {
+	switch {
+	case tpl != nil:
+		detail = "answered with template " + tpl.Name + " instead of its text"
+	case dec.Edited:
 		detail = "approved with edited text"
 	}
 	if err := tx.Audit(store.AuditEntry{At: dec.At, Who: dec.By, From: dec.From, Action: "approve draft", Target: d.ID, Detail: detail + "; outbox " + o.ID}); err != nil {
@@ -385,8 +405,14 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 	if prov, ok := r.provider(d.Channel); ok && r.fits(d, prov, d.Text) != nil {
 		return d, nil // too long for its provider: it waits for a person to shorten it
 	}
+	var closed *WindowClosedError
+	if err := r.open(tx, d, h, now, 0); errors.As(err, &closed) {
+		return d, nil // its window closed: it waits for a person to send a template instead
+	} else if err != nil {
+		return store.Draft{}, err
+	}
 	// Nobody is there to undo an auto-approval: it is sent at once.
-	res, err := r.approveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID, 0)
+	res, err := r.approveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID, 0, nil)
 	if err != nil {
 		return store.Draft{}, err
 	}

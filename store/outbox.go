@@ -81,6 +81,19 @@ type Outbox struct {
 	// (delivered, read, undelivered...), DeliveryAt when it arrived.
 	Delivery   string     `json:"delivery,omitempty"`
 	DeliveryAt *time.Time `json:"delivery_at,omitempty"`
+	// Template, when set, is what the row sends instead of Text (which
+	// then says it in words): one of the provider's approved message
+	// templates, chosen by a person once the lead's reply window closed
+	// (review.TemplateTx). nil: a text reply, as every row before it.
+	Template *OutboxTemplate `json:"template,omitempty"`
+}
+
+// OutboxTemplate is an approved message template with its body's
+// parameters as sent, in order.
+type OutboxTemplate struct {
+	Name     string   `json:"name"`
+	Language string   `json:"language"`
+	Params   []string `json:"params,omitempty"`
 }
 
 // OutboxAlert marks an outbox row that announces a stuck lead to the team.

@@ -85,6 +85,8 @@ type DraftCard struct {
 	// Undo is the banner of the approval just made, while it can be
 	// undone; nil: none.
 	Undo *UndoToast
+	// Window is the lead's reply window (window.templ); zero: none.
+	Window ReplyWindow
 }
 
 // QueueLive is the live queue's poll answer, all of it swapped out of

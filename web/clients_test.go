@@ -147,6 +147,7 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"GET /api/v1/events/*": id, "POST /api/v1/events/*": id, "POST /api/v1/drafts/:id/approve": id,
 		"POST /api/v1/drafts/:id/reject": id, "GET /api/v1/outbox/*": id,
 		"POST /drafts/:id/undo": id, "POST /api/v1/drafts/:id/undo": id,
+		"POST /drafts/:id/template": id, "POST /api/v1/drafts/:id/template": id, // window.go
 		// Export and erase are an admin's (behind a step-up), whoever's
 		// client: a limited approver hears 404 there, like every admin route.
 		"GET /clients/:id/export": admin, "POST /clients/:id/erase": admin,

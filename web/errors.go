@@ -38,6 +38,8 @@ const correlationHeader = "X-Correlation-Id"
 //	                            the record asked for is damaged; every list shows it as a row
 //	*delivery.NotRegenerableError 400, its sentence
 //	*review.TooLongError        400, its sentence (the reply's length and its provider's limit)
+//	*review.WindowClosedError   409, its sentence (the reply window closed: send a template or use another channel)
+//	*review.TemplateError       400, its sentence (a template the provider does not have, or its parameters)
 //	*delivery.UnsafeReplayError   409, its sentence (send the confirmation)
 //	*store.ConflictError        409, its sentence; "that decision stands"
 //	*store.SupersededError      409, its sentence, naming the current draft
@@ -74,6 +76,8 @@ func answerFor(err error) (status int, msg string) {
 		hk         *hook.Error
 		notRegen   *delivery.NotRegenerableError
 		tooLong    *review.TooLongError
+		closed     *review.WindowClosedError
+		tplErr     *review.TemplateError
 		unsafe     *delivery.UnsafeReplayError
 		conflict   *store.ConflictError
 		superseded *store.SupersededError
@@ -110,6 +114,10 @@ func answerFor(err error) (status int, msg string) {
 		return http.StatusBadRequest, notRegen.Error()
 	case errors.As(err, &tooLong):
 		return http.StatusBadRequest, tooLong.Error()
+	case errors.As(err, &closed):
+		return http.StatusConflict, closed.Error()
+	case errors.As(err, &tplErr):
+		return http.StatusBadRequest, tplErr.Error()
 	case errors.As(err, &unsafe):
 		return http.StatusConflict, unsafe.Error()
 	case errors.As(err, &superseded):

@@ -102,7 +102,7 @@ var presetWants = map[string][]wantEvent{
 	"slack message":          {{"slack:Ev08MFMKH6", "D024BE91L", "U2147483697", "", "Hello, can someone call me back?"}},
 	"telegram message":       {{"tg:10000", "1111111", "1111111", "Ivan", "Привет! What are your hours?"}},
 	"sendgrid inbound parse": {{"mail:<CAB9-sendgrid-0001@mail.example.com>", "jane@example.com", "jane@example.com", "Jane Doe", "Hello, could you send me a quote for 40 chairs?"}},
-	"mailgun route":          {{"mg:<20260101000000.1.ABCDEF@mg.example.com>", "bob@example.com", "bob@example.com", "", "Yes, please go ahead."}},
+	"mailgun route":          {{"mg:<20260101000000.1.ABCDEF@mg.example.com>", "bob@example.com", "bob@example.com", "Bob Smith", "Yes, please go ahead."}},
 	"postmark inbound":       {{"pm:73e6d360-66eb-11e1-8e72-a8904824019b", "support@postmarkapp.com", "support@postmarkapp.com", "Postmarkapp Support", "This is the reply text"}},
 	"typeform response":      {{"form:a3a12ec67a1365927098a606107fac15", "laura@example.com", "laura@example.com", "Laura Lopez", "I would like a demo next week."}},
 	"stripe event":           {{"stripe:evt_1QaBcD2eZvKYlo2C0123abcd", "a@example.com", "a@example.com", "Ada", "customer.created"}},

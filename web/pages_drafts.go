@@ -84,7 +84,11 @@ func (s *Server) pendingPage(v queueView, n int) (out []store.Draft, next []byte
 	if v.filtered() {
 		f.Keep, f.Scan = v.keep, queueScan
 	}
-	return s.st.DraftsWhere(f)
+	out, next, partial, err = s.st.DraftsWhere(f)
+	if err == nil {
+		s.closingFirst(out) // window.go: what is about to close first, within the page
+	}
+	return out, next, partial, err
 }
 
 // later reports whether a comes after b in the queue's order.
@@ -118,6 +122,7 @@ func (s *Server) pendingCard(c *echo.Context, v queueView, page []store.Draft, n
 	card.Lead = s.leadActionsOf(c, ev, cv.Lead, cv.Drafting, v.filter.URL(d.ID))
 	card.Recipient = card.Lead.Recipient
 	card.SMS = s.sendsSMS(d.Channel)
+	card.Window = s.windowCard(cv.Lead, card.Now) // window.go
 	if p := who(c); p != nil {
 		card.LookedBy = s.claims.look(d.ID, p.Name, s.now())
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -193,6 +194,16 @@ func digestText(tx *store.Tx, cfg *config.Config, dg config.Digest, w store.Wait
 	if more := w.Count - len(w.Oldest); more > 0 {
 		fmt.Fprintf(&b, "…and %d more.\n", more)
 	}
+	closing, err := closingLines(tx, cfg, dg, now)
+	if err != nil {
+		return "", err
+	}
+	if len(closing) > 0 {
+		fmt.Fprintf(&b, "Reply windows closing within %s (after that only a template, or another channel, can answer):\n", age(review.WindowWarning))
+		for _, l := range closing {
+			b.WriteString(l + "\n")
+		}
+	}
 	queue := cfg.BaseURL + "/drafts"
 	if dg.Owner != "" {
 		queue += "?" + url.Values{"owner": {dg.Owner}}.Encode()
@@ -201,6 +212,55 @@ func digestText(tx *store.Tx, cfg *config.Config, dg config.Digest, w store.Wait
 	// Slack's control characters are escaped by its provider, for every
 	// message it posts.
 	return b.String(), nil
+}
+
+// closingCandidates is how many waiting drafts of channels with a reply
+// window a digest looks at, oldest first, for windows about to close.
+const closingCandidates = 50
+
+// closingLines are the digest's warnings: the waiting drafts it may show
+// whose lead's reply window (review/window.go) closes within
+// review.WindowWarning of now, a line each. A waiting draft was written
+// after its lead's latest message (a newer one supersedes it), so one
+// older than the longest window has none left: the walk keeps only
+// younger drafts of channels with a window, and looks at the oldest
+// closingCandidates of them, whose windows close first. Nothing is read
+// when no channel has a window.
+func closingLines(tx *store.Tx, cfg *config.Config, dg config.Digest, now time.Time) ([]string, error) {
+	longest := time.Duration(0)
+	for _, ch := range cfg.Channels {
+		longest = max(longest, review.WindowLength(cfg, ch.Name))
+	}
+	if longest == 0 {
+		return nil, nil
+	}
+	keep := digestKeep(cfg, dg)
+	w, err := tx.WaitingDrafts(func(d store.Draft) bool {
+		return (keep == nil || keep(d)) && review.WindowLength(cfg, d.Channel) > 0 && d.CreatedAt.After(now.Add(-longest))
+	}, closingCandidates)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range w.Oldest {
+		h, err := tx.Handoff(store.LeadKey(d.Channel, d.ConversationID))
+		if errors.Is(err, store.ErrNotFound) || tx.Skip(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		win, err := review.WindowIn(tx, cfg, h)
+		if err != nil {
+			return nil, err
+		}
+		left := win.Left(now)
+		if left <= 0 || left > review.WindowWarning {
+			continue
+		}
+		out = append(out, fmt.Sprintf("- %s (%s): closes in %s %s/drafts?%s", clean(firstOf(h.Name, h.Contact, "someone")), d.Channel, age(left), cfg.BaseURL, url.Values{"id": {d.ID}}.Encode()))
+	}
+	return out, nil
 }
 
 func firstOf(vals ...string) string {

@@ -9,6 +9,7 @@ package kinds
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -39,7 +40,37 @@ type Kind struct {
 	MaxText int
 	// Recipient is what a digest's address looks like to this kind.
 	Recipient Recipient
-	Row       Row
+	// Window is how long after the customer's last message the provider
+	// takes a free-form reply; zero: no window (any time).
+	Window Window
+	Row    Row
+}
+
+// Window is a kind's customer-service window: the provider takes a
+// free-form reply only within Reply of the customer's last message on the
+// lead (WhatsApp: 24 hours). Tagged is a longer window a tagged message may
+// use when the provider's entry enables it (meta: 7 days with the
+// HUMAN_AGENT tag, yaml human_agent: true); 0: none.
+type Window struct {
+	Reply  time.Duration
+	Tagged time.Duration
+}
+
+// ReplyWindow is how long after the customer's last message p, a provider
+// of kind k, takes a reply: its tagged window when p enables it, else its
+// free-form one; 0 when the kind declares none (any time).
+func (k Kind) ReplyWindow(p Provider) time.Duration {
+	if p.HumanAgent && k.Window.Tagged > 0 {
+		return k.Window.Tagged
+	}
+	return k.Window.Reply
+}
+
+// NeedsTag reports whether a reply to a customer who last wrote elapsed
+// ago goes past k's free-form window into the tagged one p enables: the
+// meta kind then sends it with the HUMAN_AGENT tag.
+func (k Kind) NeedsTag(p Provider, elapsed time.Duration) bool {
+	return p.HumanAgent && k.Window.Tagged > 0 && k.Window.Reply > 0 && elapsed >= k.Window.Reply
 }
 
 // Key is one key a kind takes.
@@ -87,6 +118,47 @@ type Recipient struct {
 	// Check says in a phrase what is wrong with an address, "" when it is
 	// fine; nil: any address without spaces or line breaks.
 	Check func(address string) string
+}
+
+// Template is one of a WhatsApp Business account's approved message
+// templates, as the Cloud API's template message names it.
+type Template struct {
+	Name     string // as approved in WhatsApp Manager: [a-z0-9_]+
+	Language string // its language code, e.g. en_US
+	// Parameters fill the body's {{1}}, {{2}}… in order: each is literal
+	// text, or {name} for the lead's name.
+	Parameters []string
+}
+
+// NameParameter in a template's parameters stands for the lead's name.
+const NameParameter = "{name}"
+
+// TemplateParameterProblem says in a sentence what the Cloud API would
+// refuse in template parameter s (error 132018: no line breaks, tabs or
+// more than four spaces in a row), or a placeholder handoff does not fill
+// in; "" when it is fine.
+func TemplateParameterProblem(s string) string {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return "a template parameter must not be empty (WhatsApp refuses an empty one)"
+	case strings.ContainsAny(s, "\n\t"):
+		return "a template parameter must not hold line breaks or tabs (WhatsApp refuses them)"
+	case strings.Contains(s, "     "):
+		return "a template parameter must not hold more than four spaces in a row (WhatsApp refuses them)"
+	case strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") && s != NameParameter:
+		return s + " is not a parameter handoff fills in (use " + NameParameter + " for the lead's name, or literal text)"
+	}
+	return ""
+}
+
+// Template returns p's template called name.
+func (p Provider) Template(name string) (Template, bool) {
+	for _, t := range p.Templates {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Template{}, false
 }
 
 // Common are the keys every provider has.
@@ -203,9 +275,17 @@ type ProviderKinds struct {
 
 	// whatsapp, meta, telegram, slack
 	PhoneNumberID string // yaml phone_number_id (whatsapp)
-	GraphVersion  string // yaml graph_version (meta): the Graph API version, default the whatsapp kind's
-	TokenEnv      string // yaml token_env
-	Token         string // resolved; never printed
+	// Templates (yaml templates, whatsapp) are the account's approved
+	// message templates a person may send once a lead's reply window has
+	// closed, by name.
+	Templates    []Template
+	GraphVersion string // yaml graph_version (meta): the Graph API version, default the whatsapp kind's
+	// HumanAgent (yaml human_agent, meta) says the page has the Human
+	// Agent permission: a reply 24 hours to 7 days after the customer's
+	// last message goes out tagged HUMAN_AGENT (Kind.Window.Tagged).
+	HumanAgent bool
+	TokenEnv   string // yaml token_env
+	Token      string // resolved; never printed
 
 	// smtp
 	Host        string

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"time"
 )
 
 // graphVersion is a Graph API version as its URLs name it (v21.0).
@@ -28,6 +29,7 @@ var Meta = Kind{
 			}
 			return ""
 		}},
+		{Name: "human_agent", Only: "the page's Human Agent permission, for replies up to 7 days after the customer's message"},
 	},
 	Defaults: func(p *Provider, has func(string) bool) {
 		if !has("rate") {
@@ -38,6 +40,10 @@ var Meta = Kind{
 		}
 	},
 	Presets: []string{"messenger", "instagram"},
+	// The standard messaging window: a RESPONSE within 24 hours of the
+	// customer's last message; with the Human Agent permission a message
+	// tagged HUMAN_AGENT up to 7 days after it (code 10/2018278 outside).
+	Window: Window{Reply: 24 * time.Hour, Tagged: 7 * 24 * time.Hour},
 	// message.text: "UTF-8, 2000 character limit".
 	MaxText: 2000,
 	Recipient: Recipient{

@@ -3,6 +3,7 @@ package kinds
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // WhatsApp sends through the Cloud API; status webhooks come back through
@@ -17,11 +18,16 @@ var WhatsApp = Kind{
 			return ""
 		}},
 		{Name: "token_env", Need: "a whatsapp provider needs the variable holding its access token"},
+		{Name: "templates", Only: "the WhatsApp account's approved message templates"},
 	},
 	Preset: "whatsapp",
 	// The Cloud API's text message body is at most 4,096 characters.
 	MaxText:   4096,
 	Recipient: phone,
+	// A free-form message is delivered only within 24 hours of the
+	// customer's last message (the customer service window; error 131047
+	// after it); a template message may go at any time.
+	Window: Window{Reply: 24 * time.Hour},
 	Row: Row{
 		ResendSafe: "no (the Cloud API has no idempotency key)",
 		Lookup:     "no",

@@ -316,7 +316,7 @@ func mailgun(id ident, tx Text, multi bool) Body {
 	}
 	b := Body{
 		Preset: id.preset, Layout: id.layout, Text: id.text,
-		Want: Want{MessageID: mid, Conversation: sender, Contact: sender, Text: tx.Body, Subject: subj},
+		Want: Want{MessageID: mid, Conversation: sender, Contact: sender, Name: "Ada Customer", Text: tx.Body, Subject: subj},
 	}
 	const boundary = "----MailgunBoundary7MA4YWxkTrZu0gW"
 	if multi {

@@ -243,7 +243,7 @@ func mailgunShape(id ident, kind string, multi bool) Shape {
 		{"Subject", "Freitag"},
 		{"To", "sales@mg.example.com"},
 	}
-	want := Want{MessageID: mid, Conversation: sender, Contact: sender, Text: "habt ihr am Freitag noch Platz für 6?", Subject: "Freitag"}
+	want := Want{MessageID: mid, Conversation: sender, Contact: sender, Name: "Jürgen Müller", Text: "habt ihr am Freitag noch Platz für 6?", Subject: "Freitag"}
 	stripped := want.Text
 	withField := true
 	refused := ""

@@ -519,10 +519,23 @@ func (s *Server) parse(r *http.Request, body []byte) (Message, string) {
 			Text             struct {
 				Body string `json:"body"`
 			} `json:"text"`
+			// A template message: its name and language.code required.
+			Template *struct {
+				Name     string `json:"name"`
+				Language struct {
+					Code string `json:"code"`
+				} `json:"language"`
+			} `json:"template"`
 			Biz string `json:"biz_opaque_callback_data"`
 		}
 		if err := json.Unmarshal(body, &v); err != nil {
 			return Message{}, "the JSON does not parse"
+		}
+		if v.Type == "template" {
+			if v.MessagingProduct != "whatsapp" || v.To == "" || v.Template == nil || v.Template.Name == "" || v.Template.Language.Code == "" {
+				return Message{}, "(#100) messaging_product, to, template.name and template.language.code are required"
+			}
+			return Message{To: v.To, Text: "template " + v.Template.Name, Ref: v.Biz}, ""
 		}
 		if v.MessagingProduct != "whatsapp" || v.To == "" || v.Type != "text" || v.Text.Body == "" {
 			return Message{}, "(#100) messaging_product, to, type=text and text.body are required"
@@ -540,6 +553,7 @@ func (s *Server) parse(r *http.Request, body []byte) (Message, string) {
 				ID string `json:"id"`
 			} `json:"recipient"`
 			MessagingType string `json:"messaging_type"`
+			Tag           string `json:"tag"`
 			Message       struct {
 				Text string `json:"text"`
 			} `json:"message"`
@@ -550,8 +564,9 @@ func (s *Server) parse(r *http.Request, body []byte) (Message, string) {
 		if _, err := strconv.ParseUint(v.Recipient.ID, 10, 64); err != nil {
 			return Message{}, "(#100) recipient.id must be a page-scoped id"
 		}
-		if v.MessagingType != "RESPONSE" || v.Message.Text == "" {
-			return Message{}, "(#100) messaging_type RESPONSE and message.text are required"
+		tagged := v.MessagingType == "MESSAGE_TAG" && v.Tag == "HUMAN_AGENT"
+		if (v.MessagingType != "RESPONSE" || v.Tag != "") && !tagged || v.Message.Text == "" {
+			return Message{}, "(#100) messaging_type RESPONSE (or MESSAGE_TAG with tag HUMAN_AGENT) and message.text are required"
 		}
 		if utf8.RuneCountInString(v.Message.Text) > 2000 {
 			return Message{}, "(#100) message.text is longer than 2000 characters"
