@@ -358,13 +358,17 @@ func (r *Review) UndoableTx(tx *store.Tx, who string, now time.Time) ([]Undoable
 		if e.Who != who || seen[e.Target] || len(out) >= UndoShown {
 			return nil
 		}
-		seen[e.Target] = true // the newest entry of a target says what it is now (an undo's own too)
+		// The record says what stands now, whichever entry led to it (an
+		// approval undone and made again has two entries, perhaps of one
+		// millisecond, in either order): each target is listed once.
 		u, ok, err := r.undoable(tx, e, now)
 		if ok {
+			seen[e.Target] = true
 			out = append(out, u)
 		}
 		return err
 	})
+	slices.SortStableFunc(out, func(a, b Undoable) int { return b.At.Compare(a.At) }) // the audit's keys order a millisecond by chance
 	return out, err
 }
 

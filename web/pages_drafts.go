@@ -174,6 +174,9 @@ func (s *Server) decidedCard(c *echo.Context, v queueView, d store.Draft, page [
 	}
 	ev, err := s.st.EventByKey(d.EventKey)
 	card.Event = ev
+	if err == nil && d.Status == store.DraftSuperseded {
+		s.supersededCard(&card, v, d) // drafts.go: the customer named, their current draft linked
+	}
 	return card, err
 }
 
@@ -440,7 +443,7 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 		if card, err = s.decidedCard(c, v, decided, page, n); err != nil {
 			return err
 		}
-		if i >= 0 {
+		if i >= 0 && decided.Status != store.DraftSuperseded { // a superseded draft's Next is its customer's current draft
 			card.Next = v.filter.URL(page[i].ID)
 		}
 	case i >= 0:

@@ -47,6 +47,7 @@ func (s *Server) routes() {
 	apiApprove.POST("/drafts/:id/approve", s.approveDraft)
 	apiApprove.POST("/drafts/:id/reject", s.rejectDraft)
 	apiApprove.POST("/drafts/:id/undo", s.undoDraft)
+	apiApprove.POST("/handoffs/*", s.reopenAPI)   // {key}/reopen: a close undone (undo.go)
 	apiApprove.POST("/events/*", s.leadActionAPI) // {key}/reply, {key}/redraft, {key}/close: every lead can end
 	apiKeys := api(store.ScopeKeys)
 	apiKeys.GET("/keys/:key", s.getKey)
@@ -117,6 +118,8 @@ func (s *Server) routes() {
 	e.POST("/drafts/:id/reject", s.rejectFromQueue, page...)
 	e.POST("/drafts/selected", s.decideSelected, page...) // several drafts at once (selection.go)
 	e.POST("/drafts/:id/undo", s.undoFromQueue, page...)
+	e.GET("/undo", s.undoStackPage, page...)     // the undo stack's poll (undo.go)
+	e.POST("/handoffs/*", s.reopenPage, page...) // {key}/reopen: a close undone
 	e.GET("/handoffs", s.handoffsPage, page...)
 	e.GET("/events/*", s.timelinePage, page...)
 	e.POST("/events/*", s.leadActionPage, page...) // {key}/reply, {key}/redraft, {key}/close
