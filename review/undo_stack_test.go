@@ -412,3 +412,55 @@ func TestUndoable(t *testing.T) {
 		t.Errorf("ann's stack with the reply being sent = %s, want %s", got, want)
 	}
 }
+
+// TestUndoCloseRacesAMessage: undoing a close while the customer writes
+// again — each one transaction, so one comes first: either the undo
+// reopens the lead and the message joins its turn (the draft superseded
+// by the message's), or the message reopens the lead and the undo is
+// refused. Never both half-done; the store's check at cleanup agrees.
+func TestUndoCloseRacesAMessage(t *testing.T) {
+	ctx := context.Background()
+	for round := range 8 {
+		st := openStore(t)
+		rv := holding(st, window)
+		rec := record(t, st, "web", "web:race-close", t0.Add(-time.Minute))
+		claimAndComplete(t, st, t0.Add(-time.Minute))
+		d := saved(t, rv, rec.Event, "hi")
+		if _, err := rv.Close(ctx, rec.Event.Key, store.Decision{By: "ann", At: t0, Reason: "spam"}); err != nil {
+			t.Fatal(err)
+		}
+		next := store.Event{
+			ID: ulid.Make().String(), Key: "web:race-close-2", Channel: "web", MessageID: "race-close-2",
+			CorrelationID: ulid.Make().String(), ConversationID: rec.Event.ConversationID,
+			Contact: rec.Event.Contact, Text: "hello?", ReceivedAt: t0.Add(time.Second),
+		}
+		var undoErr, recErr error
+		together(2, func(i int) {
+			if i == 0 {
+				_, undoErr = rv.UndoClose(ctx, store.LeadKey("web", rec.Event.ConversationID), store.Decision{By: "ann", At: t0.Add(time.Second)})
+				return
+			}
+			_, recErr = leads.RecordEvent(ctx, st, next, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: next.Key, MaxAttempts: 3})
+		})
+		if recErr != nil {
+			t.Fatalf("round %d: the message: %v", round, recErr)
+		}
+		h, err := st.Handoff(store.LeadKey("web", rec.Event.ConversationID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := st.Draft(d.ID)
+		switch {
+		case undoErr == nil:
+			// The undo came first: the message joined the reopened turn.
+			if got.Status != store.DraftSuperseded || len(h.TurnEvents) != 2 || h.Status == leads.Closed {
+				t.Fatalf("round %d: undo first, then the message: draft %s, lead %s turn %v; want superseded, open, two messages", round, got.Status, h.Status, h.TurnEvents)
+			}
+		default:
+			refused(t, undoErr, "not closed")
+			if got.Status != store.DraftRejected || h.Status != leads.Received || h.TurnDraft != next.Key {
+				t.Fatalf("round %d: the message first: draft %s, lead %s turn %q; want rejected, received, the new turn", round, got.Status, h.Status, h.TurnDraft)
+			}
+		}
+	}
+}
