@@ -375,9 +375,9 @@ func (s *Server) approveFromQueue(c *echo.Context) error {
 		return s.answerDecision(c, v, res.Draft, decisionNotice(res.Draft, ""), http.StatusOK, true)
 	}
 	dec := res.Draft.Decision
-	text = "Approved by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + res.Outbox.To + " is on its way."
+	text = "Approved by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + s.customerOf(res.Draft.EventKey) + " is on its way."
 	if dec.Edited {
-		text = "Approved with your edit by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + res.Outbox.To + " is on its way."
+		text = "Approved with your edit by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + s.customerOf(res.Draft.EventKey) + " is on its way."
 	}
 	return s.answerDecision(c, v, res.Draft, &views.Notice{Tone: "ok", Text: text}, http.StatusOK, false)
 }
@@ -457,7 +457,7 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 		}
 	}
 	if u := s.undoToast(c, v, decided); u != nil && !showDecided {
-		card.Undo, card.Notice = u, nil // the banner says it all, with its Undo (undo.go)
+		card.Undo = u // the undo stack, swapped in with its new entry (undo.go)
 	}
 	return s.answerQueue(c, v, page, card, status)
 }
