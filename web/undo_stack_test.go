@@ -120,4 +120,16 @@ func TestUndoRejectAndSelection(t *testing.T) {
 	if u.code != http.StatusOK || !strings.Contains(u.body, `id="undo-stack"`) || !strings.Contains(u.body, "Undone: the reply to Person rs2 was not sent") || strings.Contains(u.body, `id="card"`) {
 		t.Errorf("undo from another page: %d %.1500s", u.code, u.body)
 	}
+	// Without htmx (a plain form post), the undo goes to the draft's card
+	// and the next page's stack says what it did, once.
+	plain := b.post("/drafts/"+d1.ID+"/undo", nil)
+	if plain.code != http.StatusSeeOther || plain.header.Get("Location") != "/drafts?id="+d1.ID {
+		t.Fatalf("plain undo = %d to %q, want 303 to the draft", plain.code, plain.header.Get("Location"))
+	}
+	if next := b.getOK("/drafts?id=" + d1.ID); !strings.Contains(next.body, "Undone: the reply to Person rs1 was not sent") {
+		t.Errorf("the page after a plain undo does not say it: %.3000s", next.body)
+	}
+	if again := b.getOK("/drafts?id=" + d1.ID); strings.Contains(again.body, "Undone: the reply to Person rs1") {
+		t.Errorf("the sentence is said twice: %.2000s", again.body)
+	}
 }
