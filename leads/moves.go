@@ -99,6 +99,7 @@ func answersLatest(tx *store.Tx, o store.Outbox, h store.Handoff) (bool, error) 
 // rule (review.CloseTx).
 func CloseTx(tx *store.Tx, h store.Handoff, c store.Closure) (store.Handoff, error) {
 	old := h
+	c.TurnDraft, c.TurnEvents = h.TurnDraft, slices.Clone(h.TurnEvents) // what an undo puts back (ReopenTx)
 	h.TurnDraft, h.TurnEvents, h.Closed = "", nil, &c
 	note := "closed without a reply by " + c.By
 	if c.Reason != "" {

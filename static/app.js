@@ -4,7 +4,7 @@
 //   j / k   next / previous draft        a   approve as drafted
 //   e       edit the reply               Ctrl+Enter (in the reply)   approve the edit
 //   r       reason for rejecting         /   search        Esc   leave a field
-//   u       undo the approval just made, while its banner offers it
+//   u       undo the newest entry of the undo stack (views/undo.templ)
 //   x       select the card's draft for "Approve selected"   ?   the shortcuts
 (function () {
   "use strict";
@@ -202,35 +202,8 @@
   window.addEventListener("resize", scrollables);
   document.addEventListener("htmx:afterSettle", scrollables);
 
-  // The banner of a held approval (#undo-toast, views/undo.templ) counts
-  // its window down from what the server said was left (no clock is
-  // compared); once it is over the Undo button goes and the banner says
-  // the reply is sent.
-  var undoTimer = null;
-  function undoTick() {
-    var el = document.getElementById("undo-toast");
-    if (!el || !el.dataset.leftMs) {
-      clearInterval(undoTimer);
-      undoTimer = null;
-      return;
-    }
-    if (!el.dataset.undoEnd) el.dataset.undoEnd = String(performance.now() + parseInt(el.dataset.leftMs, 10));
-    var left = parseFloat(el.dataset.undoEnd) - performance.now();
-    if (left <= 0) {
-      el.textContent = el.dataset.done;
-      delete el.dataset.leftMs;
-      return;
-    }
-    var n = el.querySelector(".undo-left");
-    if (n) n.textContent = String(Math.ceil(left / 1000));
-  }
-  function undoWatch() {
-    if (undoTimer || !document.getElementById("undo-toast")) return;
-    undoTick();
-    undoTimer = setInterval(undoTick, 200);
-  }
-  undoWatch();
-  document.addEventListener("htmx:afterSettle", undoWatch);
+  // The undo stack counts its seconds on the server: it polls itself
+  // (hx-trigger) while an entry is live, so nothing is counted here.
 
   // htmx gives focus back to the field that had it when the card is
   // swapped; for the next draft, start with no field focused so the

@@ -66,6 +66,11 @@ type Closure struct {
 	By     string    `json:"by"`
 	At     time.Time `json:"at"`
 	Reason string    `json:"reason"`
+	// TurnDraft and TurnEvents are the open turn the close ended (the
+	// lead's, as they were): what undoing the close (leads.ReopenTx) puts
+	// back. Empty on a closure stored before they were kept.
+	TurnDraft  string   `json:"turn_draft,omitempty"`
+	TurnEvents []string `json:"turn_events,omitempty"`
 }
 
 // Stuck reports whether the lead's current stay has been flagged.

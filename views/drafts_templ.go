@@ -1825,7 +1825,7 @@ func decidedCard(c DraftCard) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if d.Reason != "" {
+			if d.Reason != "" && c.Draft.Status != store.DraftSuperseded {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 161, "<p>Reason: ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -27,6 +27,9 @@ type Layout struct {
 	// Unreadable is each record the page's reads stepped over because it
 	// cannot be read: one row each, above the content (UnreadableRows).
 	Unreadable []store.Unreadable
+	// Undo is what the person can still take back, and what their last
+	// action did (UndoSlot, views/undo.templ); nil shows an empty slot.
+	Undo *UndoStack
 }
 
 // Admin reports whether the logged-in person is an admin.

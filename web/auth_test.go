@@ -334,6 +334,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		"GET /api/v1/events/*": read, "GET /api/v1/handoffs": read, "GET /api/v1/drafts": read, "GET /api/v1/outbox/*": read,
 		"POST /api/v1/drafts/:id/approve": appr, "POST /api/v1/drafts/:id/reject": appr, "POST /api/v1/events/*": appr,
 		"POST /api/v1/drafts/:id/undo": appr, "GET /api/v1/keys/:key": keys, "POST /api/v1/drafts/:id/template": appr,
+		"POST /api/v1/handoffs/*":      appr,
 		"POST /api/v1/keys/:key/claim": keys, "POST /api/v1/keys/:key/effect-pending": keys,
 		"POST /api/v1/keys/:key/complete": keys, "POST /api/v1/keys/:key/reconcile": keys,
 		"POST /api/v1/reconcile/*": admin, "GET /api/v1/sandbox/messages": admin, "GET /api/v1/dead-letters": admin,

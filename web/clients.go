@@ -68,6 +68,9 @@ var limitedRoutes = map[string]limitedRoute{
 	"POST /drafts/:id/reject":         draftParam("there is no such draft"),
 	"POST /drafts/selected":           listed, // each selected draft is checked (selection.go)
 	"POST /drafts/:id/undo":           draftParam("there is no draft %q"),
+	"GET /undo":                       listed, // the person's own decisions, through s.visible
+	"POST /handoffs/*":                leadParam,
+	"POST /api/v1/handoffs/*":         leadParam,
 	"GET /api/v1/handoffs":            listed,
 	"GET /api/v1/drafts":              listed,
 	"GET /api/v1/events/*":            eventParam(false),
@@ -98,6 +101,18 @@ func eventParam(action bool) limitedRoute {
 		}
 		return nil
 	}
+}
+
+// leadParam checks the lead key of /handoffs/{key}/{action} (a close undone).
+func leadParam(_ *Server, c *echo.Context, v store.Visible) error {
+	key, _, err := splitAction(c.Param("*"), "there is no such lead action")
+	if err != nil {
+		return err
+	}
+	if !v.Key(key) {
+		return errorf(http.StatusNotFound, "there is no lead %q", key)
+	}
+	return nil
 }
 
 // draftParam checks the draft of /drafts/{id}/…; missing is the sentence

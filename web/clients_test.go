@@ -148,6 +148,7 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"POST /api/v1/drafts/:id/reject": id, "GET /api/v1/outbox/*": id,
 		"POST /drafts/:id/undo": id, "POST /api/v1/drafts/:id/undo": id,
 		"POST /drafts/:id/template": id, "POST /api/v1/drafts/:id/template": id, // window.go
+		"GET /undo": list, "POST /handoffs/*": id, "POST /api/v1/handoffs/*": id,
 		// Export and erase are an admin's (behind a step-up), whoever's
 		// client: a limited approver hears 404 there, like every admin route.
 		"GET /clients/:id/export": admin, "POST /clients/:id/erase": admin,
@@ -175,6 +176,8 @@ func TestClientsAccessMatrix(t *testing.T) {
 			return strings.Replace(path, ":id", d.pendingDraft, 1)
 		case strings.HasSuffix(path, "/outbox/*"):
 			return strings.Replace(path, "*", d.outboxID, 1)
+		case strings.HasSuffix(path, "/handoffs/*"):
+			return strings.Replace(path, "*", d.pendingKey+"/reopen", 1)
 		case strings.HasPrefix(route, "POST") && strings.HasSuffix(path, "/events/*"):
 			return strings.Replace(path, "*", d.pendingKey+"/close", 1)
 		case strings.HasSuffix(path, "/events/*"):

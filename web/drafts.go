@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/views"
 )
 
 // draftPage is the answer of GET /api/v1/drafts.
@@ -223,4 +225,127 @@ func (s *Server) reject(c *echo.Context, id, reason string) (review.Rejected, er
 		return review.Rejected{}, missing(err, "there is no such draft")
 	}
 	return res, nil
+}
+
+// answerLeadAction answers a lead action made from a page (leadActionPage:
+// "Send my reply", "Draft again", "Close without reply"): it says what the
+// action did, in words, in the next page's undo stack (setFlash), and goes
+// back to the page the form was on — on the queue, to the next draft of
+// another customer, so the queue moves on rather than showing the card of
+// a draft the action just replaced or closed.
+func (s *Server) answerLeadAction(c *echo.Context, key, action string, body leadBody, ans leadActionAnswer) error {
+	name := s.customerOf(key)
+	var text string
+	switch ans.Status {
+	case "approved":
+		text = "Your reply to " + name + " is on its way."
+		if o := ans.Outbox; o != nil && !o.UndoUntil.IsZero() {
+			text = "Your reply to " + name + " goes out at " + o.UndoUntil.UTC().Format("15:04:05 UTC") + "; until then Undo below takes it back."
+		}
+	case "drafting":
+		text = "A new draft for " + name + " is being written"
+		if instr := strings.TrimSpace(body.Instruction); instr != "" {
+			text += " with your instruction “" + shortName(instr) + "”"
+		}
+		text += "; it takes the old draft's place in the queue when it is ready."
+		if s.cfg.Drafter.Kind == "template" {
+			text += " The template drafter ignores instructions and writes the same text again, so the new draft will read like the old one."
+		}
+	case "closed":
+		text = "Closed " + name + " without a reply."
+		if s.cfg.UndoWindow > 0 {
+			text += " Undo below reopens it for the next " + views.Age(s.cfg.UndoWindow) + "."
+		}
+	case "already_closed":
+		text = name + " was closed already."
+		if h := ans.Handoff; h != nil && h.Closed != nil {
+			text = name + " was closed already, by " + h.Closed.By + " at " + h.Closed.At.UTC().Format("15:04:05 UTC") + ": " + h.Closed.Reason
+		}
+	}
+	if text != "" {
+		s.setFlash(c, text)
+	}
+	back := c.FormValue("back")
+	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.Contains(back, "\\") {
+		back = views.EventURL(key) // only a path of this site; never an open redirect
+	}
+	return c.Redirect(http.StatusSeeOther, s.movedOn(c, back, key))
+}
+
+// movedOn is where an action on the lead of event key goes back to: back
+// itself, unless it is the queue, where it is the next waiting draft of
+// another customer after the one the queue showed (nobody else's open one
+// when it can: claims.go), or the queue's first page.
+func (s *Server) movedOn(c *echo.Context, back, key string) string {
+	u, err := url.Parse(back)
+	if err != nil || u.Path != "/drafts" {
+		return back
+	}
+	q := u.Query()
+	v, err := newQueueView(who(c), q.Get("owner"), q.Get("channel"), q.Get("cursor"))
+	if err != nil {
+		return "/drafts"
+	}
+	v.only = s.only(c)
+	v, page, _, err := s.answerPage(v)
+	if err != nil {
+		return v.filter.URL("")
+	}
+	lead := ""
+	if ev, err := s.st.EventByKey(key); err == nil {
+		lead = store.LeadKey(ev.Channel, ev.ConversationID)
+	}
+	others := slices.DeleteFunc(page, func(d store.Draft) bool { return store.LeadKey(d.Channel, d.ConversationID) == lead })
+	if len(others) == 0 {
+		return v.filter.URL("")
+	}
+	i := 0
+	if old, err := s.st.Draft(q.Get("id")); err == nil {
+		if j := slices.IndexFunc(others, func(d store.Draft) bool { return later(d, old) }); j >= 0 {
+			i = j
+		}
+	}
+	return v.filter.URL(others[s.unclaimed(c, others, i)].ID)
+}
+
+// supersededCard makes card, the decided card of superseded draft d, say
+// whose draft it was and where their current one is: its notice names the
+// customer (a refusal keeps its tone), and "Next draft →" goes to that
+// customer's current draft while it waits, rather than to another
+// customer's.
+func (s *Server) supersededCard(card *views.DraftCard, v queueView, d store.Draft) {
+	name := s.customerOf(d.EventKey)
+	tone := "warn"
+	if card.Notice != nil {
+		tone = card.Notice.Tone
+	}
+	text := name + " wrote again, so this draft no longer answers the conversation"
+	var cur store.Draft
+	err := s.st.View(func(tx *store.Tx) error {
+		h, err := tx.Handoff(store.LeadKey(d.Channel, d.ConversationID))
+		if err != nil {
+			return err
+		}
+		id, err := tx.CurrentDraftID(h)
+		if err != nil || id == "" {
+			return err
+		}
+		cur, err = tx.Draft(id)
+		if errors.Is(err, store.ErrNotFound) {
+			cur, err = store.Draft{ID: id}, nil // not written yet
+		}
+		return err
+	})
+	switch {
+	case err != nil || cur.ID == "":
+		text += "; it has been answered or closed since."
+	case cur.Status == store.DraftPending && (v.only == nil || v.only.Draft(cur)):
+		text += ". Their current draft waits for approval: Next draft → opens it."
+		card.Next = v.filter.URL(cur.ID)
+	case cur.Status == "":
+		text += "; their new draft is being written and comes into the queue when it is ready."
+	default:
+		text += "; their current draft is " + string(cur.Status) + "."
+	}
+	card.Notice = &views.Notice{Tone: tone, Text: text}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/views"
 )
 
 // timeline is everything known about one event.
@@ -177,12 +176,9 @@ func (s *Server) leadActionPage(c *echo.Context) error {
 		return err
 	}
 	body := leadBody{Text: c.FormValue("text"), Instruction: c.FormValue("instruction"), Reason: c.FormValue("reason")}
-	if _, err := s.leadAction(c, key, action, body); err != nil {
+	ans, err := s.leadAction(c, key, action, body)
+	if err != nil {
 		return err
 	}
-	back := c.FormValue("back")
-	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") || strings.Contains(back, "\\") {
-		back = views.EventURL(key) // only a path of this site; never an open redirect
-	}
-	return c.Redirect(http.StatusSeeOther, back)
+	return s.answerLeadAction(c, key, action, body, ans) // drafts.go: what it did, in words, and the queue moved on
 }

@@ -59,6 +59,9 @@ func (s *Server) layout(c *echo.Context, title, active string) (views.Layout, er
 	if p := who(c); p != nil {
 		l.User, l.Role, l.CSRF = p.Name, p.Role, csrfOf(c)
 	}
+	if l.Undo, err = s.layoutUndo(c, active); err != nil { // undo.go
+		return views.Layout{}, err
+	}
 	return l, nil
 }
 

@@ -179,6 +179,9 @@ func (s *Server) decidedCard(c *echo.Context, v queueView, d store.Draft, page [
 	}
 	ev, err := s.st.EventByKey(d.EventKey)
 	card.Event = ev
+	if err == nil && d.Status == store.DraftSuperseded {
+		s.supersededCard(&card, v, d) // drafts.go: the customer named, their current draft linked
+	}
 	return card, err
 }
 
@@ -393,9 +396,9 @@ func (s *Server) approveFromQueue(c *echo.Context) error {
 		return s.answerDecision(c, v, res.Draft, decisionNotice(res.Draft, ""), http.StatusOK, true)
 	}
 	dec := res.Draft.Decision
-	text = "Approved by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + res.Outbox.To + " is on its way."
+	text = "Approved by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + s.customerOf(res.Draft.EventKey) + " is on its way."
 	if dec.Edited {
-		text = "Approved with your edit by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + res.Outbox.To + " is on its way."
+		text = "Approved with your edit by " + dec.By + " at " + dec.At.UTC().Format("15:04:05 UTC") + ": the reply to " + s.customerOf(res.Draft.EventKey) + " is on its way."
 	}
 	return s.answerDecision(c, v, res.Draft, &views.Notice{Tone: "ok", Text: text}, http.StatusOK, false)
 }
@@ -462,7 +465,7 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 		if card, err = s.decidedCard(c, v, decided, page, n); err != nil {
 			return err
 		}
-		if i >= 0 {
+		if i >= 0 && decided.Status != store.DraftSuperseded { // a superseded draft's Next is its customer's current draft
 			card.Next = v.filter.URL(page[i].ID)
 		}
 	case i >= 0:
@@ -476,7 +479,7 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 		}
 	}
 	if u := s.undoToast(c, v, decided); u != nil && !showDecided {
-		card.Undo, card.Notice = u, nil // the banner says it all, with its Undo (undo.go)
+		card.Undo = u // the undo stack, swapped in with its new entry (undo.go)
 	}
 	return s.answerQueue(c, v, page, card, status)
 }

@@ -53,6 +53,7 @@ func (s *Server) routes() {
 	apiApprove.POST("/drafts/:id/undo", s.undoDraft)
 	apiApprove.POST("/drafts/:id/template", s.templateDraft) // the reply window closed: an approved template instead (window.go)
 	apiApprove.POST("/events/*", s.leadActionAPI)            // {key}/reply, {key}/redraft, {key}/close: every lead can end
+	apiApprove.POST("/handoffs/*", s.reopenAPI)              // {key}/reopen: a close undone (undo.go)
 	apiKeys := api(store.ScopeKeys)
 	apiKeys.GET("/keys/:key", s.getKey)
 	apiKeys.POST("/keys/:key/claim", s.claimKey)
@@ -123,6 +124,8 @@ func (s *Server) routes() {
 	e.POST("/drafts/selected", s.decideSelected, page...) // several drafts at once (selection.go)
 	e.POST("/drafts/:id/undo", s.undoFromQueue, page...)
 	e.POST("/drafts/:id/template", s.templateFromQueue, page...) // window.go
+	e.GET("/undo", s.undoStackPage, page...)                     // the undo stack's poll (undo.go)
+	e.POST("/handoffs/*", s.reopenPage, page...)                 // {key}/reopen: a close undone
 	e.GET("/handoffs", s.handoffsPage, page...)
 	e.GET("/events/*", s.timelinePage, page...)
 	e.POST("/events/*", s.leadActionPage, page...) // {key}/reply, {key}/redraft, {key}/close

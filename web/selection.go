@@ -144,5 +144,6 @@ func (s *Server) answerSelection(c *echo.Context, v queueView, sel *views.Select
 		return err
 	}
 	card.Selection = sel
+	card.Undo = s.undoOOB(c, v) // the approvals just held, on the undo stack (undo.go)
 	return s.answerQueue(c, v, page, card, http.StatusOK)
 }

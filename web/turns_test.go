@@ -61,6 +61,18 @@ func TestApproveSupersededNamesCurrent(t *testing.T) {
 	if len(d2.Answers) != 2 || d2.Answers[0] != e1.Key || d2.Answers[1] != e2.Key {
 		t.Errorf("current draft answers %v; want both messages", d2.Answers)
 	}
+	// The card of the superseded draft names the customer, not two ids,
+	// and its Next draft goes to their current draft; so does the refusal
+	// of an approval from the queue.
+	b := loggedIn(t, e, "ann", store.RoleApprover, "")
+	current := `id="card-next" class="button primary" href="/drafts?id=` + d2.ID + `"`
+	p := b.getOK("/drafts?id=" + d1.ID)
+	if !strings.Contains(p.body, "Ada wrote again, so this draft no longer answers the conversation. Their current draft waits for approval") || !strings.Contains(p.body, current) || strings.Contains(p.body, "superseded by d0") {
+		t.Errorf("the superseded draft's card does not name Ada or link %s: %.4000s", d2.ID, p.body)
+	}
+	if p := b.hx("/drafts/"+d1.ID+"/approve", nil); p.code != http.StatusConflict || !strings.Contains(p.body, "Ada wrote again") || !strings.Contains(p.body, current) {
+		t.Errorf("approving the superseded draft from the queue: %d %.3000s", p.code, p.body)
+	}
 	if code, ans := e.do(t, http.MethodPost, "/api/v1/drafts/"+d2.ID+"/approve", "", nil, tokenHeader()); code != http.StatusOK || ans["outbox_id"] != "c1:"+d2.ID {
 		t.Fatalf("approve the current draft = %d %v; want 200 with outbox c1:%s", code, ans, d2.ID)
 	}
@@ -71,10 +83,9 @@ func TestApproveSupersededNamesCurrent(t *testing.T) {
 	if got := series(scrape(t, e), "handoff_drafts"); got["status=superseded"] != 1 || got["status=approved"] != 1 || got["status=pending_approval"] != 0 {
 		t.Errorf("handoff_drafts = %v; want 1 superseded, 1 approved, none waiting", got)
 	}
-	b := loggedIn(t, e, "ann", store.RoleApprover, "")
-	p := b.getOK("/drafts?id=" + d1.ID)
-	if !strings.Contains(p.body, "Superseded: the customer wrote again") || !strings.Contains(p.body, d2.ID) {
-		t.Errorf("the superseded draft's card does not say so or name %s: %.2000s", d2.ID, p.body)
+	p = b.getOK("/drafts?id=" + d1.ID)
+	if !strings.Contains(p.body, "Ada wrote again") || !strings.Contains(p.body, "it has been answered or closed since") {
+		t.Errorf("the superseded draft's card once the current one is approved: %.4000s", p.body)
 	}
 }
 

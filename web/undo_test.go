@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -81,9 +82,12 @@ func TestUndoAPI(t *testing.T) {
 }
 
 // TestUndoFromTheQueue: approving in the dashboard answers the next card
-// with the banner "… sent in 60s — Undo"; its Undo brings the draft's card
-// back, waiting again. Once the window is over, the next approval's undo
-// is refused and only the banner says so (the card stays).
+// with the undo stack swapped in, "Sending to Person undo-q1 in 60 s ·
+// Undo"; the stack is read from the server, so it is on the next draft's
+// page (j), on a reload and on another page, and its poll says the same;
+// its Undo on the queue brings the draft's card back, waiting again. Once
+// the window is over the entry is gone, and an undo is refused with a
+// sentence that replaces only the stack (the card stays).
 func TestUndoFromTheQueue(t *testing.T) {
 	t.Parallel()
 	clock := &settable{now: time.Now().UTC()}
@@ -92,19 +96,46 @@ func TestUndoFromTheQueue(t *testing.T) {
 	second := pending(t, e, "demo", "undo-q2", "second message")
 	b := loggedIn(t, e, "dana", store.RoleApprover, "")
 
+	entry := `hx-post="/drafts/` + first.ID + `/undo"`
 	p := b.hx("/drafts/"+first.ID+"/approve", nil)
-	if p.code != http.StatusOK || !strings.Contains(p.body, `id="undo-toast"`) || !strings.Contains(p.body, "Approved by dana at") ||
-		!strings.Contains(p.body, `<strong class="undo-left">60</strong>s`) || !strings.Contains(p.body, `hx-post="/drafts/`+first.ID+`/undo"`) {
-		t.Fatalf("approve answer: %d, want the next card with the undo banner: %.1500s", p.code, p.body)
+	if p.code != http.StatusOK || !strings.Contains(p.body, `id="undo-stack"`) || !strings.Contains(p.body, `hx-swap-oob="true"`) ||
+		!strings.Contains(p.body, "Sending to Person undo-q1") || !strings.Contains(p.body, `<span class="undo-left">in 60 s</span>`) || !strings.Contains(p.body, entry) {
+		t.Fatalf("approve answer: %d, want the next card with the undo stack: %.1500s", p.code, p.body)
 	}
 	if !strings.Contains(p.body, `data-draft="`+second.ID+`"`) {
 		t.Errorf("approve answer does not bring the next draft %s in: %.600s", second.ID, p.body)
 	}
+	if strings.Contains(p.body, "undo-q1@example.com") {
+		t.Errorf("the stack names the number, not the customer: %.1500s", p.body)
+	}
 
-	clock.Set(clock.Now().Add(30 * time.Second))
-	u := b.hx("/drafts/"+first.ID+"/undo", nil)
-	if u.code != http.StatusOK || !strings.Contains(u.body, `data-draft="`+first.ID+`"`) || !strings.Contains(u.body, "Undone: the reply to undo-q1@example.com was not sent") {
+	// j (the next draft's page), a reload, another page and the poll all
+	// show the entry, its seconds counted by the server's clock.
+	clock.Set(clock.Now().Add(20 * time.Second))
+	for _, path := range []string{"/drafts?id=" + second.ID, "/drafts", "/handoffs", "/"} {
+		if got := b.getOK(path); !strings.Contains(got.body, entry) || !strings.Contains(got.body, "in 40 s") || !strings.Contains(got.body, `hx-trigger="every 1s"`) {
+			t.Errorf("GET %s does not offer the undo with 40 s left: %.2500s", path, got.body)
+		}
+	}
+	if got := b.getOK("/undo?queue=1"); !strings.Contains(got.body, entry) || !strings.Contains(got.body, `hx-target="#card"`) {
+		t.Errorf("the stack's poll on the queue: %.800s", got.body)
+	}
+	if got := b.getOK("/undo"); !strings.Contains(got.body, entry) || !strings.Contains(got.body, `hx-target="#undo-stack"`) {
+		t.Errorf("the stack's poll elsewhere: %.800s", got.body)
+	}
+	// Another person's stack does not hold dana's approval.
+	ann := loggedIn(t, e, "ann", store.RoleApprover, "")
+	if got := ann.getOK("/drafts"); strings.Contains(got.body, entry) {
+		t.Errorf("ann's page offers dana's undo: %.800s", got.body)
+	}
+
+	clock.Set(clock.Now().Add(10 * time.Second))
+	u := b.hx("/drafts/"+first.ID+"/undo", url.Values{"from": {"queue"}})
+	if u.code != http.StatusOK || !strings.Contains(u.body, `data-draft="`+first.ID+`"`) || !strings.Contains(u.body, "Undone: the reply to Person undo-q1 was not sent") {
 		t.Fatalf("undo answer: %d, want the undone draft's card: %.1500s", u.code, u.body)
+	}
+	if strings.Contains(u.body, entry) {
+		t.Errorf("the undo's answer still offers the undo: %.1500s", u.body)
 	}
 	if d, err := e.st.Draft(first.ID); err != nil || d.Status != store.DraftPending {
 		t.Errorf("draft after the dashboard's undo = %s, %v; want pending", d.Status, err)
@@ -114,20 +145,23 @@ func TestUndoFromTheQueue(t *testing.T) {
 	}
 
 	// Approved again, and the window passes before Undo is pressed.
-	if p := b.hx("/drafts/"+first.ID+"/approve", nil); p.code != http.StatusOK || !strings.Contains(p.body, `id="undo-toast"`) {
+	if p := b.hx("/drafts/"+first.ID+"/approve", nil); p.code != http.StatusOK || !strings.Contains(p.body, entry) {
 		t.Fatalf("approve again: %d %.600s", p.code, p.body)
 	}
 	clock.Set(clock.Now().Add(time.Minute))
-	late := b.hx("/drafts/"+first.ID+"/undo", nil)
-	if late.code != http.StatusConflict || late.header.Get("HX-Retarget") != "#undo-toast" ||
+	if got := b.getOK("/undo"); strings.Contains(got.body, entry) || strings.Contains(got.body, "hx-trigger") {
+		t.Errorf("the stack after the window still offers the undo, or still polls: %.800s", got.body)
+	}
+	late := b.hx("/drafts/"+first.ID+"/undo", url.Values{"from": {"queue"}})
+	if late.code != http.StatusConflict || late.header.Get("HX-Retarget") != "#undo-stack" ||
 		!strings.Contains(late.body, "the undo window ended at") || strings.Contains(late.body, `id="card"`) {
-		t.Errorf("late undo: %d retarget %q, want 409 replacing only the banner with the sentence: %.800s", late.code, late.header.Get("HX-Retarget"), late.body)
+		t.Errorf("late undo: %d retarget %q, want 409 replacing only the stack with the sentence: %.800s", late.code, late.header.Get("HX-Retarget"), late.body)
 	}
 	if d, err := e.st.Draft(first.ID); err != nil || d.Status != store.DraftApproved {
 		t.Errorf("draft after the refused undo = %s, %v; want approved", d.Status, err)
 	}
 	// The next approval has a window of its own.
-	if p := b.hx("/drafts/"+second.ID+"/approve", nil); p.code != http.StatusOK || !strings.Contains(p.body, `id="undo-toast"`) {
-		t.Errorf("approving the second draft: %d, want its banner: %.400s", p.code, p.body)
+	if p := b.hx("/drafts/"+second.ID+"/approve", nil); p.code != http.StatusOK || !strings.Contains(p.body, `hx-post="/drafts/`+second.ID+`/undo"`) {
+		t.Errorf("approving the second draft: %d, want its entry: %.400s", p.code, p.body)
 	}
 }
