@@ -176,6 +176,16 @@ func TestTelegramCallbacksAndReplies(t *testing.T) {
 	if st := f.draft(t, d.ID).Status; st != store.DraftPending {
 		t.Fatalf("after undo the draft is %s", st)
 	}
+	// Telegram sends the Approve update again, minutes later: it was taken
+	// once, so the undone draft stays undone.
+	again := tgRequest(callbackUpdate(5, tgUser(42, "dana"), card, approve), tgSecret)
+	again.Now = t0.Add(5 * time.Minute)
+	if ans := in.Receive(ctx, again); ans.Status != http.StatusOK {
+		t.Fatalf("resent update: status %d (%s)", ans.Status, ans.Body)
+	}
+	if st := f.draft(t, d.ID).Status; st != store.DraftPending {
+		t.Fatalf("the Approve update sent again after undo moved the draft to %s", st)
+	}
 	f.runJobs(t)
 	edits = api.Calls("editMessageText")
 	if len(edits) != 2 || buttonData(t, edits[1], "✅") == "" {

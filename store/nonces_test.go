@@ -99,3 +99,43 @@ func nonceCount(st *Store, scope string) (int, error) {
 	})
 	return n, err
 }
+
+// An unsigned nonce (Telegram's update_id) is found by its value whenever
+// the copy arrives, kept Keep after its first spend, and swept with its
+// value key.
+func TestSpendUnsignedNonce(t *testing.T) {
+	ctx := context.Background()
+	st := openTest(t)
+	n := func(value string, fp string) Nonce {
+		return Nonce{Scope: "surface:telegram", Value: value, Unsigned: true, Keep: time.Hour, Request: []byte(fp)}
+	}
+	if got, err := st.SpendNonce(ctx, n("901", "first copy"), t0); err != nil || got != nil {
+		t.Fatalf("first spend = %q, %v; want unspent", got, err)
+	}
+	// The same update sent again 59 minutes later, with a new arrival time.
+	got, err := st.SpendNonce(ctx, n("901", "second copy"), t0.Add(59*time.Minute))
+	if err != nil || string(got) != "first copy" {
+		t.Fatalf("resend = %q, %v; want the first copy's fingerprint", got, err)
+	}
+	// Past Keep, a spend of another value sweeps it and its value key.
+	if got, err := st.SpendNonce(ctx, n("902", "x"), t0.Add(2*time.Hour)); err != nil || got != nil {
+		t.Fatalf("other value = %q, %v", got, err)
+	}
+	if c, _ := nonceCount(st, "surface:telegram"); c != 1 {
+		t.Errorf("nonces after the sweep = %d, want 1", c)
+	}
+	var left int
+	if err := st.View(func(tx *Tx) error {
+		c := tx.bucket(bucketMeta).Cursor()
+		p := []byte(nonceValuePrefix + "surface:telegram\x00")
+		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+			left++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if left != 1 {
+		t.Errorf("value keys after the sweep = %d, want 1 (902's)", left)
+	}
+}
