@@ -207,3 +207,76 @@ func TestSealUnseal(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectionUndoneReopensTheCard: a rejection made on a surface and
+// undone on the dashboard inside undo_window brings the card back to
+// waiting (the card stays open while the undo can come); a rejection left
+// alone makes the card final once the window ends.
+func TestRejectionUndoneReopensTheCard(t *testing.T) {
+	ctx := context.Background()
+	fs := &fakeSurface{name: "fake"}
+	f := newFixture(t, fs)
+	dana, err := f.st.User("dana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle := func() {
+		t.Helper()
+		if err := f.a.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.runJobs(t)
+	}
+	card := func(id string) store.Card {
+		t.Helper()
+		var c store.Card
+		if err := f.st.View(func(tx *store.Tx) (err error) { c, err = tx.Card("fake", id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	d := f.pending(t, "web", "m1", "Hello Ada")
+	// The draft job that wrote it is done (as review.Record leaves it), so
+	// no new draft is being written when the undo comes.
+	jobs, err := f.st.Claim(ctx, f.clock.Now(), store.ClaimLimits{Kinds: map[string]int{store.KindDraft: 10}}, time.Minute)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("draft jobs = %d, %v; want 1", len(jobs), err)
+	}
+	if err := f.st.Update(ctx, func(tx *store.Tx) error { return tx.CompleteJob(jobs[0].ID, jobs[0].ExecutionID, f.clock.Now()) }); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	if _, err := f.a.Decide(ctx, Ask{Via: "fake", Draft: d.ID, Action: Reject, Person: dana, From: "fake D1"}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	if _, updates := fs.seen(); len(updates) == 0 || updates[len(updates)-1].State != Rejected {
+		t.Fatalf("updates = %+v, want the card rejected", updates)
+	}
+	if card(d.ID).Final {
+		t.Fatal("the card of a rejection that can still be undone is final")
+	}
+	f.clock.Advance(3 * time.Second)
+	if _, err := review.New(f.st, f.cfg).Undo(ctx, d.ID, store.Decision{By: "dana", At: f.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	_, updates := fs.seen()
+	if last := updates[len(updates)-1]; last.State != Waiting {
+		t.Fatalf("after the undo the card shows %s, want waiting", last.State)
+	}
+
+	// Rejected again and left alone: final once the window ends.
+	if _, err := f.a.Decide(ctx, Ask{Via: "fake", Draft: d.ID, Action: Reject, Person: dana, From: "fake D2"}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	f.clock.Advance(11 * time.Second)
+	settle()
+	if c := card(d.ID); !c.Final {
+		t.Fatalf("card = %+v, want final after the rejection's undo window", c)
+	}
+	if _, updates := fs.seen(); updates[len(updates)-1].State != Rejected {
+		t.Fatalf("last update = %+v, want rejected", updates[len(updates)-1])
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
 
@@ -33,12 +34,14 @@ type View struct {
 	// Status is one line of who decided and when ("Approved by dana via
 	// slack at 06:10 UTC"); "" while waiting.
 	Status    string
-	UndoUntil time.Time // Held: Undo works until then
+	UndoUntil time.Time // Held, Rejected: an undo works until then
 }
 
 // Final reports whether the card can no longer change: any state but
-// waiting and held.
-func (v View) Final() bool { return v.State != Waiting && v.State != Held }
+// waiting and held, once no undo can bring its draft back.
+func (v View) Final() bool {
+	return v.State != Waiting && v.State != Held && v.UndoUntil.IsZero()
+}
 
 // Fingerprint names what the card shows, so a card whose Shown differs is
 // behind its draft.
@@ -46,6 +49,9 @@ func (v View) Fingerprint() string {
 	s := string(v.State)
 	if d := v.Draft.Decision; d != nil {
 		s += "|" + d.By + "|" + d.At.UTC().Format(time.RFC3339Nano)
+	}
+	if !v.UndoUntil.IsZero() {
+		s += "|undoable" // its end changes the card: it becomes final
 	}
 	return s
 }
@@ -105,6 +111,9 @@ func (a *Approvals) viewTx(tx *store.Tx, id string, now time.Time) (View, error)
 		}
 	case store.DraftRejected:
 		v.State = Rejected
+		if until, ok := review.RejectionUndoUntil(a.cfg, d); ok && until.After(now) {
+			v.UndoUntil = until // an undo can bring it back: the card stays open
+		}
 	default:
 		v.State = Superseded
 	}

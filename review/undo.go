@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/leads"
@@ -132,6 +133,18 @@ func (r *Review) UndoRejectionTx(tx *store.Tx, id string, dec store.Decision) (U
 	return Undone{What: UndoRejection, Draft: d}, nil
 }
 
+// RejectionUndoUntil is when the rejection of d (rejected) stops being
+// undoable by its decision alone: a person's rejection, undo_window after
+// it; false for a draft replaced by a newer version (no person rejected
+// it). The lead's state can end it sooner (rejectionUndoable).
+func RejectionUndoUntil(cfg *config.Config, d store.Draft) (time.Time, bool) {
+	dec := d.Decision
+	if d.Status != store.DraftRejected || dec == nil || dec.By == "regeneration" || dec.By == "turn" {
+		return time.Time{}, false
+	}
+	return dec.At.Add(cfg.UndoWindow), true
+}
+
 // rejectionUndoable says why d's rejection cannot be taken back as of now
 // (nil: it can).
 func (r *Review) rejectionUndoable(tx *store.Tx, d store.Draft, now time.Time) error {
@@ -139,10 +152,11 @@ func (r *Review) rejectionUndoable(tx *store.Tx, d store.Draft, now time.Time) e
 	if d.Status != store.DraftRejected || dec == nil {
 		return &delivery.UndoError{Why: fmt.Sprintf("draft %s is %s, not rejected; there is no rejection to undo", d.ID, d.Status)}
 	}
-	if dec.By == "regeneration" || dec.By == "turn" {
+	until, byPerson := RejectionUndoUntil(r.cfg, d)
+	if !byPerson {
 		return &delivery.UndoError{Why: "draft " + d.ID + " was replaced by a newer version, not rejected by a person; there is no rejection to undo"}
 	}
-	if until := dec.At.Add(r.cfg.UndoWindow); !now.Before(until) {
+	if !now.Before(until) {
 		return &delivery.UndoError{Why: "the undo window of this rejection ended at " + until.UTC().Format("15:04:05 UTC") + "; it can no longer be undone"}
 	}
 	h, err := tx.Handoff(store.LeadKey(d.Channel, d.ConversationID))
