@@ -1,7 +1,6 @@
 package approvals
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -77,13 +76,10 @@ func (s *slackSurface) call(ctx context.Context, method string, body, out any) e
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.APIURL+"/"+method, bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("Authorization", "Bearer "+s.cfg.BotToken)
-	resp, err := s.a.http.Do(req)
+	resp, err := s.a.post(ctx, s.cfg.APIURL+"/"+method, http.Header{
+		"Content-Type":  {"application/json; charset=utf-8"},
+		"Authorization": {"Bearer " + s.cfg.BotToken},
+	}, raw)
 	if err != nil {
 		return fmt.Errorf("slack %s: %w", method, err)
 	}
@@ -357,12 +353,7 @@ func (s *slackSurface) ephemeral(responseURL, sentence string) {
 	}
 	body, _ := json.Marshal(map[string]any{"response_type": "ephemeral", "replace_original": false, "text": sentence})
 	s.a.Later(10*time.Second, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, responseURL, bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json; charset=utf-8")
-		resp, err := s.a.http.Do(req)
+		resp, err := s.a.post(ctx, responseURL, http.Header{"Content-Type": {"application/json; charset=utf-8"}}, body)
 		if err != nil {
 			return fmt.Errorf("slack response_url: %w", err)
 		}

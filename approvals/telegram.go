@@ -1,7 +1,6 @@
 package approvals
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -82,18 +81,8 @@ func (s *telegramSurface) call(ctx context.Context, method string, body, out any
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.APIURL+"/bot"+s.cfg.BotToken+"/"+method, bytes.NewReader(raw))
+	resp, err := s.a.post(ctx, s.cfg.APIURL+"/bot"+s.cfg.BotToken+"/"+method, http.Header{"Content-Type": {"application/json"}}, raw)
 	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.a.http.Do(req)
-	if err != nil {
-		// The URL holds the token: never let it into an error.
-		var ue interface{ Unwrap() error }
-		if errors.As(err, &ue) {
-			err = ue.Unwrap()
-		}
 		return fmt.Errorf("telegram %s: %w", method, err)
 	}
 	defer resp.Body.Close()
