@@ -226,6 +226,16 @@ func refuse(format string, args ...any) *Refusal {
 // own; a review or store refusal's, as the dashboard words it (web's
 // answerFor); anything else, that nothing was decided.
 func Sentence(err error) string {
+	if s, ok := refusalSentence(err); ok {
+		return s
+	}
+	return "Something went wrong on handoff's side; nothing was decided. Try again, or decide in the dashboard."
+}
+
+// refusalSentence is the sentence of err when err refuses the person's
+// request (the rules of review, delivery and the store said no); false
+// for anything else (a store failure).
+func refusalSentence(err error) (string, bool) {
 	var (
 		refusal    *Refusal
 		conflict   *store.ConflictError
@@ -233,24 +243,27 @@ func Sentence(err error) string {
 		state      *store.StateError
 		undo       *delivery.UndoError
 		tooLong    *review.TooLongError
+		closed     *review.WindowClosedError
 	)
 	switch {
 	case errors.As(err, &refusal):
-		return refusal.Sentence
+		return refusal.Sentence, true
 	case errors.As(err, &superseded):
-		return sentence(superseded.Error())
+		return sentence(superseded.Error()), true
 	case errors.As(err, &conflict):
-		return sentence(conflict.Error() + "; that decision stands")
+		return sentence(conflict.Error() + "; that decision stands"), true
 	case errors.As(err, &state):
-		return sentence(state.Error())
+		return sentence(state.Error()), true
 	case errors.As(err, &undo):
-		return sentence(undo.Error())
+		return sentence(undo.Error()), true
 	case errors.As(err, &tooLong):
-		return sentence(tooLong.Error())
+		return sentence(tooLong.Error()), true
+	case errors.As(err, &closed):
+		return sentence(closed.Error()), true
 	case errors.Is(err, store.ErrNotFound):
-		return "There is no such draft."
+		return "There is no such draft.", true
 	}
-	return "Something went wrong on handoff's side; nothing was decided. Try again, or decide in the dashboard."
+	return "", false
 }
 
 // sentence capitalises s and ends it with a full stop.
@@ -272,20 +285,12 @@ func sentence(s string) string {
 // err itself when it is no refusal of the person's request (a store
 // failure: the surface says nothing was decided, and it is logged).
 func refusalOf(err error) error {
-	var (
-		refusal    *Refusal
-		conflict   *store.ConflictError
-		superseded *store.SupersededError
-		state      *store.StateError
-		undo       *delivery.UndoError
-		tooLong    *review.TooLongError
-	)
-	switch {
-	case errors.As(err, &refusal):
+	var refusal *Refusal
+	if errors.As(err, &refusal) {
 		return refusal
-	case errors.As(err, &conflict), errors.As(err, &superseded), errors.As(err, &state),
-		errors.As(err, &undo), errors.As(err, &tooLong), errors.Is(err, store.ErrNotFound):
-		return &Refusal{Sentence: Sentence(err), Err: err}
+	}
+	if s, ok := refusalSentence(err); ok {
+		return &Refusal{Sentence: s, Err: err}
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package approvals
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,12 @@ func TestRefusalSentences(t *testing.T) {
 	_, err = f.a.Decide(ctx, Ask{Via: "fake", Draft: d3.ID, Action: Approve, Person: root, From: "fake R1"})
 	if !errors.As(err, &refusal) || !strings.Contains(refusal.Sentence, "was already rejected by root") || !strings.HasSuffix(refusal.Sentence, "; that decision stands.") {
 		t.Fatalf("approving the draft of a closed lead = %v", err)
+	}
+	// A reply window that closed is a refusal with its way out, never
+	// "something went wrong" (and never logged as a failure).
+	closed := fmt.Errorf("review: approve: %w", &review.WindowClosedError{Draft: d.ID, Provider: "wa", Kind: "whatsapp", Templates: []string{"order_update"}})
+	if err := refusalOf(closed); !errors.As(err, &refusal) || !strings.Contains(refusal.Sentence, "order_update") || strings.Contains(refusal.Sentence, "went wrong") {
+		t.Errorf("a closed reply window on a surface = %v", err)
 	}
 	if got := Sentence(errors.New("disk on fire")); strings.Contains(got, "fire") {
 		t.Errorf("an internal error's sentence quotes it: %q", got)
