@@ -52,6 +52,7 @@ func (s *source) uint64() uint64 {
 var trickyStrings = []string{
 	"", "fish & chips <b>", `\u0026 \/ \" \\`, "\u2028\u2029", "a\x00b", "😀 \U0001F1FA\U0001F1F8", "\xed\xa0\x80 lone surrogate",
 	"مرحبا שלום", "Cafe\u0301", "line\r\nline\n", "\xff\xfe invalid", strings.Repeat("ten kb & ", 1138),
+	"{\n  \"text\": \"fish & chips <b> \\\"x\\\" 😀\",\n  \"n\": [1, 2]\n}\n", // a pretty-printed body, as a person may paste one
 }
 
 func (s *source) string() string {
