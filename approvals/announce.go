@@ -62,8 +62,8 @@ func (a *Approvals) followTx(tx *store.Tx, id string, now time.Time) (int, error
 	n := 0
 	for _, s := range a.surfaces {
 		c, err := tx.Card(s.Name(), id)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
+		if errors.Is(err, store.ErrNotFound) || tx.Skip(err) {
+			continue // an unreadable card never stops the decision itself
 		}
 		if err != nil {
 			return n, err

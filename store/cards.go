@@ -80,7 +80,7 @@ func (tx *Tx) Card(surface, draft string) (Card, error) {
 		if errors.Is(err, ErrNotFound) {
 			return Card{}, err
 		}
-		return Card{}, fmt.Errorf("card %s of %s: %w", surface, draft, err)
+		return Card{}, unreadableOf("card", cardKey(surface, draft), err)
 	}
 	return c, nil
 }
@@ -156,6 +156,12 @@ func (tx *Tx) OpenCards(surface string, fn func(Card) error) error {
 	}
 	for _, d := range drafts {
 		card, err := tx.Card(surface, d)
+		// A card that cannot be read, or an index entry without its card,
+		// is stepped over (listed as unreadable; Check names the entry):
+		// the other cards still follow their drafts.
+		if errors.Is(err, ErrNotFound) || tx.skip(err, nil) {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("open card index points at %s of %s: %w", surface, d, err)
 		}

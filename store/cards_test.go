@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // FuzzCardRoundTrip: a card written is read back as it was, by its draft
@@ -96,5 +98,36 @@ func TestCardRefMoves(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// One card that cannot be read (a damaged value) is stepped over by the
+// open cards' walk and listed as unreadable: the other cards still follow
+// their drafts.
+func TestOpenCardsStepOverAnUnreadableCard(t *testing.T) {
+	st := openTest(t)
+	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	for _, d := range []string{"d01A", "d01B"} {
+		c := Card{Surface: "slack", Draft: d, Chat: "C1", Ref: "1." + d, Shown: "waiting", CreatedAt: at, UpdatedAt: at}
+		if err := st.Update(context.Background(), func(tx *Tx) error { return tx.PutCard(c) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.raw(func(tx engine.Tx) error {
+		return tx.Bucket(bucketCards).Put(cardKey("slack", "d01A"), []byte(`{"v":1,"surface":"slack","draft":`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var open []string
+	if err := st.View(func(tx *Tx) error {
+		return tx.OpenCards("slack", func(c Card) error { open = append(open, c.Draft); return nil })
+	}); err != nil {
+		t.Fatalf("OpenCards with one damaged card: %v", err)
+	}
+	if len(open) != 1 || open[0] != "d01B" {
+		t.Errorf("open cards = %q, want the readable one, d01B", open)
+	}
+	if u := st.UnreadableOf("card"); len(u) != 1 || !strings.Contains(u[0].ID, "d01A") {
+		t.Errorf("unreadable = %+v, want the damaged card named", u)
 	}
 }
