@@ -35,6 +35,7 @@ type StepUp struct {
 type Enrolment struct {
 	Secret string // base32, to type into an authenticator app
 	URI    string // otpauth://…, the same as a link or QR code
+	QR     QR     // URI drawn as a QR code
 }
 
 // LoginCodePage asks for the second factor after a right password.

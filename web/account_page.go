@@ -84,7 +84,11 @@ func (s *Server) startTOTP(c *echo.Context) error {
 		return s.refuseAccount(c, err)
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return s.renderAccount(c, http.StatusOK, views.AccountPage{Enrol: &views.Enrolment{Secret: secret, URI: uri}})
+	q, err := views.NewQR(uri)
+	if err != nil {
+		return err
+	}
+	return s.renderAccount(c, http.StatusOK, views.AccountPage{Enrol: &views.Enrolment{Secret: secret, URI: uri, QR: q}})
 }
 
 // confirmTOTP answers POST /account/totp/confirm (form: code): a right code

@@ -237,6 +237,14 @@ func (b *browser) checkPage(pass string, width int, u string) {
 	}
 	path := parsed.RequestURI()
 	b.do("open "+path, chromedp.Navigate(u), chromedp.WaitReady(chromedp.CSS("main")))
+	b.checkShown(pass, width, path)
+}
+
+// checkShown holds the page the browser shows (path, opened by a
+// navigation or a form's answer) to the page rules at width.
+func (b *browser) checkShown(pass string, width int, path string) {
+	t := b.t
+	t.Helper()
 	l := run(b, "measure "+path, chromedp.Evaluate[string](fmt.Sprintf("%s(%d)", layoutProbe, width)))
 	var got layout
 	if err := json.Unmarshal([]byte(l), &got); err != nil {
