@@ -124,7 +124,10 @@ func SaveTx(tx *store.Tx, d store.Draft, n int) (out store.Draft, created bool, 
 		d.Replaces = cur.ID
 		if cur.Status == store.DraftPending {
 			old := cur
-			cur.Decision = &store.Decision{By: "regeneration", At: d.CreatedAt, Reason: "replaced by " + d.ID}
+			cur.Decision = &store.Decision{By: "regeneration", At: d.CreatedAt, Reason: "replaced by " + d.ID, Outcome: store.OutcomeDraftAgain}
+			if d.Drafter == "person" {
+				cur.Decision.Outcome = store.OutcomeOwnReply
+			}
 			cur.Status = store.DraftRejected
 			if err := tx.PutDraft(&old, &cur); err != nil {
 				return store.Draft{}, false, err

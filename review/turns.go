@@ -193,7 +193,7 @@ func CloseTx(tx *store.Tx, eventKey string, dec store.Decision) (Closed, error) 
 	case err == nil && d.Status == store.DraftPending:
 		old := d
 		d.Status = store.DraftRejected
-		d.Decision = &store.Decision{By: dec.By, At: dec.At, From: dec.From, Reason: "closed without a reply: " + reason}
+		d.Decision = &store.Decision{By: dec.By, At: dec.At, From: dec.From, Reason: "closed without a reply: " + reason, Outcome: store.OutcomeClosed}
 		if err := tx.PutDraft(&old, &d); err != nil {
 			return Closed{}, err
 		}

@@ -111,6 +111,10 @@ type Decision struct {
 	// surface decides through review, so the rules and the outbox id are
 	// the same; only this and the audit entry say where.
 	Via string `json:"via,omitempty"`
+	// Outcome says how a rejected draft ended when no one rejected it as
+	// such: OutcomeOwnReply, OutcomeDraftAgain or OutcomeClosed (stats.go);
+	// empty for a person's rejection and every other decision.
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // DraftID names the first draft of the event with ULID eventID: the same

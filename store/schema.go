@@ -127,10 +127,12 @@ var migrations = []migration{
 	{version: 10, name: "keep the overview's drafting figures, each channel's draft counts and its open replies' counts in meta", apply: migrateDraftFigures},
 	// schema_terms.go
 	{version: 11, name: "index leads by folded name words and by every run of 4 or more digits of a phone number", apply: migrateFoldedTerms},
+	// stats.go
+	{version: 12, name: "count own replies, regenerations and closes apart from rejections in the overview's figures", apply: migrateDraftOutcomes},
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 // migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
 // from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes

@@ -45,7 +45,13 @@ func (s *Store) Stats() (Stats, error) {
 // proves them against a scan of the drafts):
 //
 //	"stats:drafts:" day(YYYY-MM-DD) 0x00 channel 0x00 prompt version 0x00 currency
-//	  → drafts, waiting, unchanged, edited, rejected (8 bytes each), cost (8 bytes, in billionths)
+//	  → drafts, waiting, unchanged, edited, rejected (8 bytes each), cost (8 bytes, in billionths),
+//	    own replies, drafted again, closed (8 bytes each; schema 13 on, a shorter value reads them as 0)
+//
+// A draft that ended without a person's rejection — replaced by the reply
+// a person wrote, drafted again, or its lead closed without a reply — is
+// counted as that outcome (Decision.Outcome), not as rejected, so the
+// rejection rate says what people thought of the prompt's drafts.
 //
 // The day is the draft's creation day in UTC. A draft a person wrote
 // (drafter "person") costs nothing and tunes no prompt: it is not counted.
@@ -65,12 +71,23 @@ type DraftFigure struct {
 	Waiting       int // pending approval
 	Unchanged     int // approved as drafted
 	Edited        int // approved after an edit
-	Rejected      int
+	Rejected      int // rejected by a person
+	OwnReplies    int // replaced by the reply a person wrote
+	DraftedAgain  int // replaced by a new draft a person asked for
+	Closed        int // its lead closed without a reply
 	Cost          float64
 }
 
+// The outcomes of a draft that ended rejected without a person's
+// rejection (Decision.Outcome).
+const (
+	OutcomeOwnReply   = "own_reply"
+	OutcomeDraftAgain = "draft_again"
+	OutcomeClosed     = "closed"
+)
+
 // draftTally is what a figure's value holds; cost in billionths.
-type draftTally [6]int64
+type draftTally [9]int64
 
 const (
 	tallyDrafts = iota
@@ -79,7 +96,14 @@ const (
 	tallyEdited
 	tallyRejected
 	tallyCost
+	tallyOwnReply
+	tallyDraftAgain
+	tallyClosed
 )
+
+// tallyFieldsBefore13 is how many fields a figure held before schema 13
+// counted the outcomes apart.
+const tallyFieldsBefore13 = 6
 
 // costUnits is a cost in the billionths the figures keep.
 func costUnits(c float64) int64 { return int64(math.Round(c * 1e9)) }
@@ -94,9 +118,12 @@ type draftFigureFields struct {
 	CreatedAt     time.Time   `json:"created_at"`
 	Cost          float64     `json:"cost"`
 	Currency      string      `json:"currency"`
-	Decision      *struct {
-		Edited bool `json:"edited"`
-	} `json:"decision"`
+	Decision      *figureDecision `json:"decision"`
+}
+
+type figureDecision struct {
+	Edited  bool   `json:"edited"`
+	Outcome string `json:"outcome"`
 }
 
 func figureFieldsOf(d *Draft) draftFigureFields {
@@ -105,9 +132,7 @@ func figureFieldsOf(d *Draft) draftFigureFields {
 		CreatedAt: d.CreatedAt, Cost: d.Cost, Currency: d.Currency,
 	}
 	if d.Decision != nil {
-		f.Decision = &struct {
-			Edited bool `json:"edited"`
-		}{d.Decision.Edited}
+		f.Decision = &figureDecision{Edited: d.Decision.Edited, Outcome: d.Decision.Outcome}
 	}
 	return f
 }
@@ -125,6 +150,12 @@ func (f draftFigureFields) tally() ([]byte, draftTally) {
 		t[tallyEdited] = 1
 	case f.Status == DraftApproved:
 		t[tallyUnchanged] = 1
+	case f.Status == DraftRejected && f.Decision != nil && f.Decision.Outcome == OutcomeOwnReply:
+		t[tallyOwnReply] = 1
+	case f.Status == DraftRejected && f.Decision != nil && f.Decision.Outcome == OutcomeDraftAgain:
+		t[tallyDraftAgain] = 1
+	case f.Status == DraftRejected && f.Decision != nil && f.Decision.Outcome == OutcomeClosed:
+		t[tallyClosed] = 1
 	case f.Status == DraftRejected:
 		t[tallyRejected] = 1
 	case f.Status == DraftPending:
@@ -161,10 +192,10 @@ func parseDraftStatsKey(k []byte) (DraftFigure, bool) {
 
 func readTally(v []byte) (draftTally, bool) {
 	var t draftTally
-	if len(v) != 8*len(t) {
+	if len(v) != 8*len(t) && len(v) != 8*tallyFieldsBefore13 {
 		return t, false
 	}
-	for i := range t {
+	for i := range len(v) / 8 {
 		t[i] = int64(binary.BigEndian.Uint64(v[8*i:]))
 	}
 	return t, true
@@ -236,6 +267,7 @@ func (s *Store) DraftFigures(v Visible, since time.Time) ([]DraftFigure, error) 
 			}
 			f.Drafts, f.Waiting, f.Unchanged = int(t[tallyDrafts]), int(t[tallyWaiting]), int(t[tallyUnchanged])
 			f.Edited, f.Rejected, f.Cost = int(t[tallyEdited]), int(t[tallyRejected]), float64(t[tallyCost])/1e9
+			f.OwnReplies, f.DraftedAgain, f.Closed = int(t[tallyOwnReply]), int(t[tallyDraftAgain]), int(t[tallyClosed])
 			out = append(out, f)
 		}
 		return nil
@@ -327,7 +359,7 @@ func checkDraftFigures(tx *Tx, kept bool) []error {
 	figures, channels := recountFromDrafts(tx)
 	problems = append(problems, diffCounts(stored, figures, strings.Compare, func(k string, got, want draftTally) error {
 		f, _ := parseDraftStatsKey([]byte(k))
-		return fmt.Errorf("check: the drafting figure of %s, channel %s, prompt %s, currency %q says %v (drafts, waiting, unchanged, edited, rejected, cost in billionths), the drafts hold %v",
+		return fmt.Errorf("check: the drafting figure of %s, channel %s, prompt %s, currency %q says %v (drafts, waiting, unchanged, edited, rejected, cost in billionths, own replies, drafted again, closed), the drafts hold %v",
 			f.Day, f.Channel, f.PromptVersion, f.Currency, got, want)
 	})...)
 	storedCh, badCh := storedPairCounts(tx, channelDraftCountPrefix)
@@ -403,4 +435,47 @@ func visibleDraftCount(tx *Tx, v Visible, status DraftStatus) int {
 		n += count(tx, channelDraftCountKey(ch, status))
 	}
 	return n
+}
+
+// migrateDraftOutcomes is migration 12: each draft rejected before the
+// outcomes were kept apart is given the one it had — replaced by a
+// regeneration ("replaced by <id>"): the reply a person wrote when that
+// draft is a person's, else drafted again (also when it is gone); ended by
+// closing its lead ("closed without a reply: …"): closed — and the figures
+// are counted again from the drafts. Every draft stays; one that cannot be
+// read is left as it is (Check names it).
+func migrateDraftOutcomes(tx *Tx) error {
+	type change struct{ old, d Draft }
+	var changes []change
+	err := tx.bucket(bucketDrafts).ForEach(func(_, raw []byte) error {
+		var d Draft
+		if json.Unmarshal(raw, &d) != nil || d.Status != DraftRejected || d.Decision == nil || d.Decision.Outcome != "" {
+			return nil
+		}
+		old := d
+		dec := *d.Decision
+		switch {
+		case dec.By == "regeneration" && strings.HasPrefix(dec.Reason, "replaced by "):
+			dec.Outcome = OutcomeDraftAgain
+			if by, err := tx.Draft(strings.TrimPrefix(dec.Reason, "replaced by ")); err == nil && by.Drafter == "person" {
+				dec.Outcome = OutcomeOwnReply
+			}
+		case strings.HasPrefix(dec.Reason, "closed without a reply"):
+			dec.Outcome = OutcomeClosed
+		default:
+			return nil
+		}
+		d.Decision = &dec
+		changes = append(changes, change{old, d})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		if err := tx.PutDraft(&c.old, &c.d); err != nil {
+			return fmt.Errorf("draft %s: %w", c.d.ID, err)
+		}
+	}
+	return migrateDraftFigures(tx)
 }

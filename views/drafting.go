@@ -22,15 +22,21 @@ type CostRow struct {
 	Cost                                          float64
 }
 
-// PromptRow is how the drafts of one prompt version were decided.
+// PromptRow is how the drafts of one prompt version were decided. Own
+// replies, drafts asked for again and closes are counted as themselves,
+// not as rejections.
 type PromptRow struct {
 	PromptVersion                                string
 	Drafts, Unchanged, Edited, Rejected, Waiting int
+	OwnReplies, DraftedAgain, Closed             int
 }
 
-// Rate is n of the decided drafts as a percentage ("–" when none is decided).
+// Rate is n of the judged drafts as a percentage ("–" when none is): those
+// approved, edited, rejected, replaced by a person's own reply or asked
+// for again. A draft whose lead was closed without a reply says nothing
+// of the prompt, so it is not in the rates.
 func (p PromptRow) Rate(n int) string {
-	decided := p.Unchanged + p.Edited + p.Rejected
+	decided := p.Unchanged + p.Edited + p.Rejected + p.OwnReplies + p.DraftedAgain
 	if decided == 0 {
 		return "–"
 	}

@@ -125,6 +125,12 @@ func benchSession(b *testing.B, srv *Server, st *store.Store, name string, role 
 // those edited), a tenth rejected, the rest waiting. A thousand to a
 // transaction, through the store's own writes.
 func fillOverview(b *testing.B, st *store.Store, n int, now time.Time) {
+	fillDrafts(b, st, n, now, true)
+}
+
+// fillDrafts is fillOverview; with decided false every draft is left
+// waiting (a queue of n pending drafts).
+func fillDrafts(b *testing.B, st *store.Store, n int, now time.Time, decided bool) {
 	ctx := context.Background()
 	const batch = 1000
 	week := 7 * 24 * time.Hour
@@ -189,6 +195,8 @@ func fillOverview(b *testing.B, st *store.Store, n int, now time.Time) {
 				}
 				old := d
 				switch k := (from + i) % 10; {
+				case !decided:
+					continue
 				case k < 5:
 					d.Status = store.DraftApproved
 					d.Decision = &store.Decision{By: "ann", At: d.CreatedAt.Add(time.Minute), Text: d.Text, Edited: k == 0}

@@ -46,6 +46,9 @@ func (s *Server) draftStats(v store.Visible, now time.Time) (views.DraftStats, e
 		p.Edited += f.Edited
 		p.Unchanged += f.Unchanged
 		p.Rejected += f.Rejected
+		p.OwnReplies += f.OwnReplies
+		p.DraftedAgain += f.DraftedAgain
+		p.Closed += f.Closed
 		p.Waiting += f.Waiting
 	}
 	// One row per day, channel and prompt version: the currencies of a
