@@ -111,13 +111,13 @@ func costUnits(c float64) int64 { return int64(math.Round(c * 1e9)) }
 // draftFigureFields is the part of a draft the figures read: the migration
 // and Check decode only these.
 type draftFigureFields struct {
-	Channel       string      `json:"channel"`
-	Status        DraftStatus `json:"status"`
-	Drafter       string      `json:"drafter"`
-	PromptVersion string      `json:"prompt_version"`
-	CreatedAt     time.Time   `json:"created_at"`
-	Cost          float64     `json:"cost"`
-	Currency      string      `json:"currency"`
+	Channel       string          `json:"channel"`
+	Status        DraftStatus     `json:"status"`
+	Drafter       string          `json:"drafter"`
+	PromptVersion string          `json:"prompt_version"`
+	CreatedAt     time.Time       `json:"created_at"`
+	Cost          float64         `json:"cost"`
+	Currency      string          `json:"currency"`
 	Decision      *figureDecision `json:"decision"`
 }
 
