@@ -18,7 +18,11 @@ require (
 	golang.org/x/crypto v0.59.0
 )
 
-require github.com/dlclark/regexp2 v1.11.0 // indirect
+require (
+	github.com/abadojack/whatlanggo v1.0.1 // indirect
+	github.com/agnivade/levenshtein v1.2.2 // indirect
+	github.com/dlclark/regexp2 v1.11.0 // indirect
+)
 
 require (
 	github.com/a-h/parse v0.0.0-20250122154542-74294addb73e // indirect
