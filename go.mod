@@ -19,8 +19,8 @@ require (
 )
 
 require (
-	github.com/abadojack/whatlanggo v1.0.1 // indirect
-	github.com/agnivade/levenshtein v1.2.2 // indirect
+	github.com/abadojack/whatlanggo v1.0.1
+	github.com/agnivade/levenshtein v1.2.2
 	github.com/dlclark/regexp2 v1.11.0 // indirect
 )
 
