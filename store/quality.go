@@ -29,6 +29,9 @@ type Guards struct {
 	LanguageDiffers bool `json:"language_differs,omitempty"`
 	// Figures are the reply's figures found in neither, as written there.
 	Figures []GuardFigure `json:"figures,omitempty"`
+	// AutoApproveHeld says the channel approves its drafts itself and left
+	// this one for a person, because it is flagged.
+	AutoApproveHeld bool `json:"auto_approve_held,omitempty"`
 }
 
 // GuardFigure is one figure of a reply: its kind (price, date, time,
