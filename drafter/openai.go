@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/handoff/handoff/quality"
 )
 
 // schemaJSON is the shape of the model's answer sent to servers with
@@ -286,6 +288,13 @@ func (o *OpenAI) messages(system string, in Input) []chatMessage {
 		fmt.Fprintf(&b, "These are messages %d to %d of the conversation.\n", n+1, n+len(in.Messages))
 	case n > 0:
 		fmt.Fprintf(&b, "This is message %d of the conversation.\n", n+1)
+	}
+	// The reply is in the customer's language: the guard flags one that
+	// is not (review.Guard), so the model is told which, when it is known.
+	if code, ok := quality.Language(in.Text); ok {
+		fmt.Fprintf(&b, "The sender writes in %s: write the reply in %s.\n", quality.LanguageName(code), quality.LanguageName(code))
+	} else {
+		b.WriteString("Write the reply in the language the sender writes in.\n")
 	}
 	if in.Instruction != "" {
 		// A person asked for this draft again, and said how it should differ.

@@ -242,6 +242,9 @@ func (r *Review) approveTx(tx *store.Tx, id string, dec store.Decision, jobID st
 			dec.Text = d.Text
 		}
 		dec.Edited = dec.Text != d.Text
+		if dec.By != autoApprover {
+			measure(d, &dec) // quality.go: how much the person changed it
+		}
 		if err := r.fits(d, prov, dec.Text); err != nil {
 			return Approved{}, err
 		}
@@ -408,6 +411,9 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 	if prov, ok := r.provider(d.Channel); ok && r.fits(d, prov, d.Text) != nil {
 		return d, nil // too long for its provider: it waits for a person to shorten it
 	}
+	if d.Guards.Flagged() {
+		return holdFlagged(tx, d, now) // quality.go: invented figures or the wrong language wait for a person
+	}
 	var closed *WindowClosedError
 	if err := r.open(tx, d, h, now, 0); errors.As(err, &closed) {
 		return d, nil // its window closed: it waits for a person to send a template instead
@@ -415,12 +421,15 @@ func (r *Review) AutoApproveTx(tx *store.Tx, d store.Draft, now time.Time, jobID
 		return store.Draft{}, err
 	}
 	// Nobody is there to undo an auto-approval: it is sent at once.
-	res, err := r.approveTx(tx, d.ID, store.Decision{By: "auto-approve", At: now, From: "channel " + d.Channel}, jobID, 0, nil)
+	res, err := r.approveTx(tx, d.ID, store.Decision{By: autoApprover, At: now, From: "channel " + d.Channel}, jobID, 0, nil)
 	if err != nil {
 		return store.Draft{}, err
 	}
 	return res.Draft, nil
 }
+
+// autoApprover is who an auto-approval is by.
+const autoApprover = "auto-approve"
 
 // Record is the draft job's one write. In one transaction it saves d as
 // version n of its event's draft (SaveTx; nil: the job found the draft

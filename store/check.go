@@ -188,6 +188,7 @@ func inspect(tx *Tx) CheckReport {
 	r.damaged = append(r.damaged, checkDraftCounts(tx, schema >= 2)...)
 	if r.undecodable["draft"] == 0 { // else the figures are off by the drafts that cannot be read
 		r.damaged = append(r.damaged, checkDraftFigures(tx, schema >= 11)...) // stats.go
+		r.damaged = append(r.damaged, checkQualityFigures(tx)...)             // quality.go
 	}
 	if r.undecodable["outbox row"] == 0 && schema >= 11 { // else off by the rows that cannot be read
 		r.damaged = append(r.damaged, checkOutboxCounts(tx)...) // outboxcounts.go

@@ -87,6 +87,9 @@ type Draft struct {
 	ContextBudget int `json:"context_budget,omitempty"`
 	// ContextMessages counts the earlier messages and replies given.
 	ContextMessages int `json:"context_messages,omitempty"`
+	// Guards is what the checks before a person found (quality.go): nil on
+	// a draft from before them, or one a person wrote.
+	Guards *Guards `json:"guards,omitempty"`
 }
 
 // AnsweredEvents is the turn d answers: Answers, or its own event on a
@@ -105,7 +108,16 @@ type Decision struct {
 	From   string    `json:"from,omitempty"` // the client address
 	Text   string    `json:"text,omitempty"` // the reply as approved (edited or not)
 	Edited bool      `json:"edited,omitempty"`
-	Reason string    `json:"reason,omitempty"` // why it was rejected
+	Reason string    `json:"reason,omitempty"` // why it was rejected, or edited: the person's words
+	// ReasonCode is the one-tap reason of an edit or a rejection, one of
+	// ReasonCodes (quality.go); empty when none was given.
+	ReasonCode string `json:"reason_code,omitempty"`
+	// Distance is the normalised edit distance from the draft to the text
+	// approved (0: as written, 1: all of it replaced), set on a person's
+	// approval of the draft's own text; DistanceApprox says the texts were
+	// too long for an exact measure (quality.Distance).
+	Distance       *float64 `json:"distance,omitempty"`
+	DistanceApprox bool     `json:"distance_approx,omitempty"`
 	// Via names the surface the person decided on when it is not the
 	// dashboard or the API: "slack", "telegram", "email", "ntfy". Every
 	// surface decides through review, so the rules and the outbox id are
@@ -194,6 +206,9 @@ func (tx *Tx) PutDraft(old, d *Draft) error {
 	if err := moveDraftFigures(tx, old, d); err != nil { // the overview's figures: stats.go
 		return err
 	}
+	if err := moveQualityFigures(tx, old, d); err != nil { // quality.go
+		return err
+	}
 	return draftsTable.put(tx, old, d)
 }
 
@@ -204,6 +219,9 @@ func (tx *Tx) deleteDraft(d *Draft) error {
 		return err
 	}
 	if err := moveDraftFigures(tx, d, nil); err != nil {
+		return err
+	}
+	if err := moveQualityFigures(tx, d, nil); err != nil {
 		return err
 	}
 	return draftsTable.delete(tx, d)

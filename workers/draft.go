@@ -223,6 +223,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		PromptHash: out.PromptHash, FactsHash: out.FactsHash, Structured: out.Structured,
 		Cost: out.Cost, Currency: out.Currency, Notes: out.Notes,
 		ContextTokens: used, ContextBudget: k.contextBudget(), ContextMessages: len(history),
+		Guards: k.Review.Guard(out.Text, guardInput(in)), // before a person sees it (review/quality.go)
 	}, max(p.RegenerateVersion, 1))
 	if err != nil {
 		return err
@@ -461,6 +462,16 @@ func (k *DraftJob) history(turn store.Turn) ([]drafter.Message, error) {
 		msgs = msgs[len(msgs)-historyLimit:]
 	}
 	return msgs, nil
+}
+
+// guardInput is what the guards compare a draft of in with: the turn's
+// messages, the earlier conversation the drafter was given, the contact.
+func guardInput(in drafter.Input) review.GuardInput {
+	g := review.GuardInput{Channel: in.Channel, Customer: in.Text, Contact: in.Contact}
+	for _, m := range in.History {
+		g.Conversation = append(g.Conversation, m.Text)
+	}
+	return g
 }
 
 // turnInput is the drafter's input for a draft of ev, the newest event of
