@@ -84,8 +84,8 @@ var (
 	months      = `(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)`
 	dayMonthRE  = regexp.MustCompile(`(?i)\b(\d{1,2})(?:st|nd|rd|th)?(?:\s+of)?\s+` + months + `\b(?:,?\s+\d{4})?`)
 	monthDayRE  = regexp.MustCompile(`(?i)\b` + months + `\.?\s+(\d{1,2})(?:st|nd|rd|th)?\b(?:,?\s+\d{4})?`)
-	clockRE     = regexp.MustCompile(`(?i)\b(\d{1,2}):(\d{2})(?:\s*([ap])\.?m\b\.?)?`)
-	meridiemRE  = regexp.MustCompile(`(?i)\b(\d{1,2})(?:\.(\d{2}))?\s*([ap])\.?m\b\.?`)
+	clockRE     = regexp.MustCompile(`(?i)\b(\d{1,2}):(\d{2})(?:\s*([ap])(?:\.m\.|m\b))?`)
+	meridiemRE  = regexp.MustCompile(`(?i)\b(\d{1,2})(?:\.(\d{2}))?\s*([ap])(?:\.m\.|m\b)`)
 	hourRE      = regexp.MustCompile(`\b(\d{1,2})h(\d{2})?\b`)
 	num         = `\d{1,3}(?:[,.\x{00A0} ]\d{3})+(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?`
 	currencies  = `[€$£¥₹]|\b(?:EUR|USD|GBP|CHF|JPY|INR|AUD|CAD|SEK|NOK|DKK|PLN|CZK|ILS|AED|SAR)\b`

@@ -39,10 +39,10 @@ func TestUnsupportedHeldFiguresAreNotFlagged(t *testing.T) {
 }
 
 func TestUnsupportedInventedFiguresAreFlagged(t *testing.T) {
-	draft := "A haircut is €45 (or $35), colour 950.00 EUR, and we open at 8am on 12 March. " +
-		"Call 0800 123 4567 or visit https://other.example/deals, 10% off, write to deals@other.example."
-	want := []string{"price €45", "price $35", "price 950.00 EUR", "time 8am", "date 12 March", "phone 0800 123 4567",
-		"url https://other.example/deals", "percent 10%", "email deals@other.example"}
+	draft := "A haircut is €45 (or $35), colour 950.00 EUR, and we open at 8am on 12 March. Or at 7 p.m. on March 3rd, 2027. " +
+		"Call 0800 123 4567 or visit https://other.example/deals, 10% off, write to deals@other.example. Until 6pm."
+	want := []string{"price €45", "price $35", "price 950.00 EUR", "time 8am", "date 12 March", "time 7 p.m.", "date March 3rd, 2027", "phone 0800 123 4567",
+		"url https://other.example/deals", "percent 10%", "email deals@other.example", "time 6pm"}
 	got := texts(Unsupported(draft, salonFacts))
 	slices.Sort(got)
 	slices.Sort(want)

@@ -44,6 +44,8 @@ type Overview struct {
 	Drafting store.Drafting
 	// Stats is what drafts cost and how they were decided (views/drafting.go).
 	Stats DraftStats
+	// Quality is how much people changed the drafts and why (views/quality.go).
+	Quality QualityStats
 }
 
 // HandoffList is the handoffs page.

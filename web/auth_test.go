@@ -331,7 +331,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		// A dashboard form (sessions only) that decides drafts: an approver's.
 		"POST /drafts/selected": page,
 
-		"GET /api/v1/events/*": read, "GET /api/v1/handoffs": read, "GET /api/v1/drafts": read, "GET /api/v1/outbox/*": read,
+		"GET /api/v1/events/*": read, "GET /api/v1/handoffs": read, "GET /api/v1/drafts": read, "GET /api/v1/outbox/*": read, "GET /api/v1/stats/quality": read,
 		"POST /api/v1/drafts/:id/approve": appr, "POST /api/v1/drafts/:id/reject": appr, "POST /api/v1/events/*": appr,
 		"POST /api/v1/drafts/:id/undo": appr, "GET /api/v1/keys/:key": keys, "POST /api/v1/drafts/:id/template": appr,
 		"POST /api/v1/handoffs/*":      appr,

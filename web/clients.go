@@ -79,6 +79,7 @@ var limitedRoutes = map[string]limitedRoute{
 	"POST /api/v1/drafts/:id/reject":  draftParam("there is no such draft"),
 	"POST /api/v1/drafts/:id/undo":    draftParam("there is no draft %q"),
 	"GET /api/v1/outbox/*":            outboxParam,
+	"GET /api/v1/stats/quality":       listed,
 	"GET /clients":                    listed,
 }
 

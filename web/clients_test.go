@@ -141,7 +141,7 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"GET /account/confirm": own, "POST /account/confirm": own,
 
 		"GET /": list, "GET /search": list, "GET /drafts": list, "GET /drafts/live": list, "GET /handoffs": list, "GET /clients": list,
-		"GET /api/v1/handoffs": list, "GET /api/v1/drafts": list,
+		"GET /api/v1/handoffs": list, "GET /api/v1/drafts": list, "GET /api/v1/stats/quality": list,
 
 		"GET /events/*": id, "POST /events/*": id, "POST /drafts/:id/approve": id, "POST /drafts/:id/reject": id, "POST /drafts/selected": id,
 		"GET /api/v1/events/*": id, "POST /api/v1/events/*": id, "POST /api/v1/drafts/:id/approve": id,

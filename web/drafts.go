@@ -70,6 +70,10 @@ func draftCursor(v string, status store.DraftStatus) (after []byte, ok bool) {
 // approveBody is the optional body of an approval.
 type approveBody struct {
 	Text *string `json:"text"`
+	// ReasonCode and Reason say why the text was edited (kept with an
+	// edit only): one of store.ReasonCodes, and the person's words.
+	ReasonCode string `json:"reason_code"`
+	Reason     string `json:"reason"`
 }
 
 // approveAnswer says what an approval did, and who approved first.
@@ -100,7 +104,7 @@ func (s *Server) approveDraft(c *echo.Context) error {
 			return err
 		}
 	}
-	res, err := s.approve(c, c.Param("id"), text)
+	res, err := s.approve(c, c.Param("id"), text, decisionReason{code: body.ReasonCode, text: body.Reason})
 	var superseded *store.SupersededError
 	if errors.As(err, &superseded) {
 		// The one 409 that names where to go: the turn's current draft.
@@ -142,9 +146,27 @@ func splitAction(rest, usage string) (id, action string, err error) {
 	return rest[:i], rest[i+1:], nil
 }
 
-// approve runs the one idempotent approval shared by the API and the dashboard.
-func (s *Server) approve(c *echo.Context, id, text string) (review.Approved, error) {
-	res, err := review.New(s.st, s.cfg).Approve(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Text: text})
+// decisionReason is a person's reason for an edit or a rejection: a code of
+// store.ReasonCodes (one tap) and their own words, both optional.
+type decisionReason struct{ code, text string }
+
+// check refuses a code not in the list, and words over 1000 bytes.
+func (w decisionReason) check() error {
+	if err := review.CheckReasonCode(w.code); err != nil {
+		return errorf(http.StatusBadRequest, "%s", err.Error())
+	}
+	return checkReason(w.text)
+}
+
+// approve runs the one idempotent approval shared by the API and the
+// dashboard; w is kept when the text was edited (review measures how much).
+func (s *Server) approve(c *echo.Context, id, text string, w decisionReason) (review.Approved, error) {
+	if err := w.check(); err != nil {
+		return review.Approved{}, err
+	}
+	res, err := review.New(s.st, s.cfg).Approve(c.Request().Context(), id, store.Decision{
+		By: actor(c), At: s.now().UTC(), From: c.RealIP(), Text: text, ReasonCode: w.code, Reason: strings.TrimSpace(w.text),
+	})
 	if err != nil {
 		return review.Approved{}, missing(err, "there is no draft %q", id)
 	}
@@ -170,7 +192,8 @@ func approvedAnswer(res review.Approved) approveAnswer {
 
 // rejectBody is the optional body of a rejection.
 type rejectBody struct {
-	Reason string `json:"reason"`
+	Reason     string `json:"reason"`
+	ReasonCode string `json:"reason_code"` // one of store.ReasonCodes
 }
 
 // rejectAnswer says what a rejection did, and who rejected first.
@@ -188,7 +211,7 @@ func (s *Server) rejectDraft(c *echo.Context) error {
 	if err := decodeOptionalJSON(c, &body); err != nil {
 		return err
 	}
-	res, err := s.reject(c, c.Param("id"), body.Reason)
+	res, err := s.reject(c, c.Param("id"), decisionReason{code: body.ReasonCode, text: body.Reason})
 	if err != nil {
 		return err
 	}
@@ -216,11 +239,13 @@ func checkReason(reason string) error {
 
 // reject is the one rejection shared by the API and the dashboard; the
 // answer says whether this call made the decision.
-func (s *Server) reject(c *echo.Context, id, reason string) (review.Rejected, error) {
-	if err := checkReason(reason); err != nil {
+func (s *Server) reject(c *echo.Context, id string, w decisionReason) (review.Rejected, error) {
+	if err := w.check(); err != nil {
 		return review.Rejected{}, err
 	}
-	res, err := review.New(s.st, s.cfg).Reject(c.Request().Context(), id, store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(reason)})
+	res, err := review.New(s.st, s.cfg).Reject(c.Request().Context(), id, store.Decision{
+		By: actor(c), At: s.now().UTC(), From: c.RealIP(), Reason: strings.TrimSpace(w.text), ReasonCode: w.code,
+	})
 	if err != nil {
 		return review.Rejected{}, missing(err, "there is no such draft")
 	}

@@ -131,6 +131,9 @@ func (s *Server) overviewPage(c *echo.Context) error {
 	if o.Stats, err = s.draftStats(s.visible(c), l.Now); err != nil {
 		return err
 	}
+	if o.Quality, err = s.qualityStats(s.visible(c), l.Now, statsDays); err != nil {
+		return err
+	}
 	after := leads.StuckAfter(s.cfg)
 	for _, st := range leads.OpenStatuses {
 		o.Thresholds = append(o.Thresholds, views.Fact{Label: string(st), Value: views.Age(after[st])})

@@ -384,7 +384,7 @@ func (s *Server) approveFromQueue(c *echo.Context) error {
 			return err
 		}
 	}
-	res, err := s.approve(c, id, text)
+	res, err := s.approve(c, id, text, decisionReason{code: c.FormValue("reason_code"), text: c.FormValue("edit_reason")})
 	if err != nil {
 		return s.refusedDecision(c, v, id, err)
 	}
@@ -413,7 +413,7 @@ func (s *Server) rejectFromQueue(c *echo.Context) error {
 	}
 	v.only = s.only(c)
 	id := c.Param("id")
-	res, err := s.reject(c, id, c.FormValue("reason"))
+	res, err := s.reject(c, id, decisionReason{code: c.FormValue("reason_code"), text: c.FormValue("reason")})
 	if err != nil {
 		return s.refusedDecision(c, v, id, err)
 	}

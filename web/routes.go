@@ -47,6 +47,7 @@ func (s *Server) routes() {
 	apiRead.GET("/handoffs", s.listHandoffs)
 	apiRead.GET("/drafts", s.listDrafts)
 	apiRead.GET("/outbox/*", s.outboxRow)
+	apiRead.GET("/stats/quality", s.qualityAPI) // edit distance, reasons and guard flags (quality.go)
 	apiApprove := api(store.ScopeApprove)
 	apiApprove.POST("/drafts/:id/approve", s.approveDraft)
 	apiApprove.POST("/drafts/:id/reject", s.rejectDraft)

@@ -88,7 +88,7 @@ func (s *Server) decideSelected(c *echo.Context) error {
 // "" when this call decided it. err is only what no person can act on.
 func (s *Server) decideOne(c *echo.Context, id, action, reason string) (why string, err error) {
 	if action == "reject" {
-		res, err := s.reject(c, id, reason)
+		res, err := s.reject(c, id, decisionReason{text: reason})
 		switch {
 		case err != nil:
 			return refusal(err)
@@ -97,7 +97,7 @@ func (s *Server) decideOne(c *echo.Context, id, action, reason string) (why stri
 		}
 		return "", nil
 	}
-	res, err := s.approve(c, id, "")
+	res, err := s.approve(c, id, "", decisionReason{})
 	switch {
 	case err != nil:
 		return refusal(err)
