@@ -189,6 +189,9 @@ func inspect(tx *Tx) CheckReport {
 	if r.undecodable["draft"] == 0 { // else the figures are off by the drafts that cannot be read
 		r.damaged = append(r.damaged, checkDraftFigures(tx, schema >= 11)...) // stats.go
 	}
+	if r.undecodable["lead"] == 0 && schema >= 13 { // else off by the leads that cannot be read
+		r.damaged = append(r.damaged, checkLeadCounts(tx)...) // stats.go
+	}
 	if r.undecodable["outbox row"] == 0 && schema >= 11 { // else off by the rows that cannot be read
 		r.damaged = append(r.damaged, checkOutboxCounts(tx)...) // outboxcounts.go
 	}
