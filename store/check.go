@@ -190,6 +190,9 @@ func inspect(tx *Tx) CheckReport {
 		r.damaged = append(r.damaged, checkDraftFigures(tx, schema >= 11)...) // stats.go
 		r.damaged = append(r.damaged, checkQualityFigures(tx)...)             // quality.go
 	}
+	if r.undecodable["lead"] == 0 && schema >= 13 { // else off by the leads that cannot be read
+		r.damaged = append(r.damaged, checkLeadCounts(tx)...) // stats.go
+	}
 	if r.undecodable["outbox row"] == 0 && schema >= 11 { // else off by the rows that cannot be read
 		r.damaged = append(r.damaged, checkOutboxCounts(tx)...) // outboxcounts.go
 	}

@@ -91,7 +91,12 @@ func (tx *Tx) Handoff(key string) (Handoff, error) { return handoffsTable.get(tx
 
 // PutHandoff writes h over old, the lead as read in this transaction (nil:
 // h is a new lead), moving its status index entry.
-func (tx *Tx) PutHandoff(old, h *Handoff) error { return handoffsTable.put(tx, old, h) }
+func (tx *Tx) PutHandoff(old, h *Handoff) error {
+	if err := moveLeadCount(tx, old, h); err != nil { // the stuck count's: stats.go
+		return err
+	}
+	return handoffsTable.put(tx, old, h)
+}
 
 func handoffStatusKey(s HandoffStatus, since time.Time, key string) []byte {
 	return append(append([]byte(s), 0), timeKey(since, key)...)

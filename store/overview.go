@@ -61,6 +61,9 @@ const StuckScan = 5000
 // more is true when a status had more. The channel is in the lead key, so
 // no lead is decoded.
 func countStuck(tx *Tx, v Visible, stuckBefore map[HandoffStatus]time.Time, scan int) (n int, more bool) {
+	if n, ok := countStuckFromCounts(tx, v, stuckBefore, scan); ok { // from the lead counts: stats.go
+		return n, false
+	}
 	for st, before := range stuckBefore {
 		prefix := append([]byte(st), 0)
 		var mine func(k []byte) bool

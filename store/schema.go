@@ -128,7 +128,7 @@ var migrations = []migration{
 	// schema_terms.go
 	{version: 11, name: "index leads by folded name words and by every run of 4 or more digits of a phone number", apply: migrateFoldedTerms},
 	// stats.go
-	{version: 12, name: "count own replies, regenerations and closes apart from rejections in the overview's figures", apply: migrateDraftOutcomes},
+	{version: 12, name: "count own replies, regenerations and closes apart from rejections in the overview's figures, and count leads by status and channel", apply: migrateDraftOutcomes},
 }
 
 // SchemaVersion is the layout version this binary writes.

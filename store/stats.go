@@ -443,7 +443,8 @@ func visibleDraftCount(tx *Tx, v Visible, status DraftStatus) int {
 // draft is a person's, else drafted again (also when it is gone); ended by
 // closing its lead ("closed without a reply: …"): closed — and the figures
 // are counted again from the drafts. Every draft stays; one that cannot be
-// read is left as it is (Check names it).
+// read is left as it is (Check names it). It also counts the leads by
+// status and channel (leadCountPrefix).
 func migrateDraftOutcomes(tx *Tx) error {
 	type change struct{ old, d Draft }
 	var changes []change
@@ -477,5 +478,127 @@ func migrateDraftOutcomes(tx *Tx) error {
 			return fmt.Errorf("draft %s: %w", c.d.ID, err)
 		}
 	}
-	return migrateDraftFigures(tx)
+	if err := migrateDraftFigures(tx); err != nil {
+		return err
+	}
+	return fillLeadCounts(tx)
+}
+
+// leadCountPrefix starts the count of the leads of one channel in one
+// status (schema 13 on), moved by every write of a lead (PutHandoff):
+// "count:leads:" status 0x00 channel → 8-byte count. The stuck count reads
+// it: the leads of a status stuck before a time are its count less those
+// that entered it since, so the walk covers the recent leads, not a
+// backlog however long it grew. The channel is the lead key's, as the
+// visibility rules read it.
+var leadCountPrefix = []byte("count:leads:")
+
+func leadCountKey(status HandoffStatus, leadKey string) []byte {
+	ch, _, _ := strings.Cut(leadKey, ":")
+	return append(append(append(bytes.Clone(leadCountPrefix), status...), 0), ch...)
+}
+
+// moveLeadCount moves the lead counts from old, the lead as read in this
+// transaction (nil: new), to h.
+func moveLeadCount(tx *Tx, old, h *Handoff) error {
+	if old != nil && old.Status == h.Status && old.Key == h.Key {
+		return nil
+	}
+	if old != nil && old.Status != "" {
+		if err := addCount(tx, leadCountKey(old.Status, old.Key), -1); err != nil {
+			return err
+		}
+	}
+	if h.Status == "" {
+		return nil // a lead not yet in a status is in no index either
+	}
+	return addCount(tx, leadCountKey(h.Status, h.Key), 1)
+}
+
+// visibleLeadCount is how many leads of status the channels v sees hold.
+func visibleLeadCount(tx *Tx, v Visible, status HandoffStatus) int {
+	prefix := append(append(bytes.Clone(leadCountPrefix), status...), 0)
+	n := 0
+	c := tx.bucket(bucketMeta).Cursor()
+	for k, val := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, val = c.Next() {
+		if len(val) == 8 && (v.all || v.channels[string(k[len(prefix):])]) {
+			n += int(binary.BigEndian.Uint64(val))
+		}
+	}
+	return n
+}
+
+// countStuckFromCounts counts the leads v sees of each status of
+// stuckBefore that entered it before its time: the status's count less the
+// index keys from that time on, reading at most scan of those (0: all).
+// ok is false when a status had more recent leads than scan: the caller
+// walks the old ones instead.
+func countStuckFromCounts(tx *Tx, v Visible, stuckBefore map[HandoffStatus]time.Time, scan int) (n int, ok bool) {
+	idx := tx.bucket(bucketHandoffsByStatus)
+	for st, before := range stuckBefore {
+		prefix := append([]byte(st), 0)
+		recent, read := 0, 0
+		c := idx.Cursor()
+		for k, _ := c.Seek(append(bytes.Clone(prefix), timeKey(before, "")...)); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			if scan > 0 && read == scan {
+				return 0, false
+			}
+			read++
+			if _, key := splitTimeKey(k[len(prefix):]); v.Key(key) {
+				recent++
+			}
+		}
+		n += max(0, visibleLeadCount(tx, v, st)-recent)
+	}
+	return n, true
+}
+
+// recountLeads counts the leads by status and channel from the leads
+// themselves, decoding only those two fields; an unreadable lead is left
+// out (the leads table's check names it).
+func recountLeads(tx *Tx) map[string]int {
+	out := map[string]int{}
+	_ = tx.bucket(bucketHandoffs).ForEach(func(k, raw []byte) error {
+		var f struct {
+			Status HandoffStatus `json:"status"`
+		}
+		if json.Unmarshal(raw, &f) != nil || f.Status == "" {
+			return nil
+		}
+		out[string(leadCountKey(f.Status, string(k)))]++
+		return nil
+	})
+	return out
+}
+
+// fillLeadCounts writes the lead counts from the leads (migration 12).
+func fillLeadCounts(tx *Tx) error {
+	if err := deletePrefix(tx, leadCountPrefix); err != nil {
+		return err
+	}
+	for k, n := range recountLeads(tx) {
+		if err := putCount(tx, []byte(k), n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLeadCounts proves the lead counts against a scan of the leads
+// (schema 13 on).
+func checkLeadCounts(tx *Tx) []error {
+	stored := map[string]int{}
+	var problems []error
+	c := tx.bucket(bucketMeta).Cursor()
+	for k, v := c.Seek(leadCountPrefix); k != nil && bytes.HasPrefix(k, leadCountPrefix); k, v = c.Next() {
+		if len(v) != 8 || !bytes.Contains(k[len(leadCountPrefix):], []byte{0}) {
+			problems = append(problems, fmt.Errorf("check: meta key %q is not a count of leads", k))
+			continue
+		}
+		stored[string(k)] = int(binary.BigEndian.Uint64(v))
+	}
+	return append(problems, diffCounts(stored, recountLeads(tx), strings.Compare, func(k string, got, want int) error {
+		st, ch, _ := strings.Cut(k[len(leadCountPrefix):], "\x00")
+		return fmt.Errorf("check: the count of channel %s's leads in status %s says %d, the leads hold %d", ch, st, got, want)
+	})...)
 }

@@ -2,9 +2,12 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -48,9 +51,22 @@ func TestMigrationCountsOutcomesFromSchema12(t *testing.T) {
 		}
 		before[id] = d
 	}
+	err = st.Update(context.Background(), func(tx *Tx) error {
+		for i, s := range []HandoffStatus{"received", "matched", "matched"} {
+			h := NewHandoff("web", fmt.Sprintf("lead-%d", i))
+			h.Status, h.Since = s, t0
+			if err := tx.PutHandoff(nil, &h); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	st.Close()
 
-	// What schema 12 wrote: six-field figures.
+	// What schema 12 wrote: six-field figures, no lead counts.
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +83,15 @@ func TestMigrationCountsOutcomesFromSchema12(t *testing.T) {
 		}
 		for k, v := range short {
 			if err := meta.Put([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		var counts [][]byte
+		for k, _ := c.Seek(leadCountPrefix); k != nil && bytes.HasPrefix(k, leadCountPrefix); k, _ = c.Next() {
+			counts = append(counts, bytes.Clone(k))
+		}
+		for _, k := range counts {
+			if err := meta.Delete(k); err != nil {
 				return err
 			}
 		}
@@ -141,7 +166,78 @@ func TestMigrationCountsOutcomesFromSchema12(t *testing.T) {
 	if sum != (DraftFigure{Drafts: 6, Waiting: 1, Rejected: 1, OwnReplies: 1, DraftedAgain: 2, Closed: 1}) {
 		t.Errorf("figures after the migration %+v; want 6 drafts: 1 waiting, 1 rejected, 1 own reply, 2 drafted again, 1 closed", sum)
 	}
+	err = st.view(func(tx *Tx) error {
+		if n := visibleLeadCount(tx, Everything(), "matched"); n != 2 {
+			t.Errorf("matched leads counted after the migration = %d, want 2", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := st.Check(); err != nil {
 		t.Errorf("Check after the migration: %v", err)
+	}
+}
+
+// TestStuckCountFromLeadCounts: the stuck count read from the lead counts
+// less the recent index keys equals a walk of the index from its start,
+// for every threshold, for everyone and for a person limited to one
+// channel, as leads enter, move between and stay in statuses; when the
+// recent leads pass the scan bound the old walk answers instead; and
+// Check (the cleanup) proves the counts against the leads.
+func TestStuckCountFromLeadCounts(t *testing.T) {
+	st := openTest(t)
+	ctx := context.Background()
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+	err := st.Update(ctx, func(tx *Tx) error {
+		for i := range 60 {
+			h := NewHandoff([]string{"web", "mail", "sms"}[i%3], fmt.Sprintf("c%d", i))
+			h.Status, h.Since = []HandoffStatus{"received", "matched"}[i%2], at(i)
+			if err := tx.PutHandoff(nil, &h); err != nil {
+				return err
+			}
+			if i%5 == 0 { // moved on later: counted in its new status only
+				old := h
+				h.Status, h.Since = "replied", at(i+30)
+				if err := tx.PutHandoff(&old, &h); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []Visible{Everything(), OnlyChannels("web"), OnlyChannels("mail", "sms")} {
+		for _, cut := range []int{-1, 0, 17, 45, 59, 200} {
+			before := map[HandoffStatus]time.Time{"received": at(cut), "matched": at(cut + 3), "replied": at(cut)}
+			err := st.view(func(tx *Tx) error {
+				fast, ok := countStuckFromCounts(tx, v, before, 0)
+				walked := 0
+				for s, b := range before {
+					prefix := append([]byte(s), 0)
+					mine := func(k []byte) bool { _, key := splitTimeKey(k[len(prefix):]); return v.Key(key) }
+					n, _ := countRange(tx.bucket(bucketHandoffsByStatus), prefix, append(bytes.Clone(prefix), timeKey(b, "")...), 0, mine)
+					walked += n
+				}
+				if !ok || fast != walked {
+					t.Errorf("stuck before minute %d for %+v: %d from the counts (ok %v), %d by the walk", cut, v, fast, ok, walked)
+				}
+				if cut == -1 {
+					if _, ok := countStuckFromCounts(tx, v, before, 3); ok {
+						t.Errorf("more recent leads than the scan bound were counted from the counts")
+					}
+					if n, more := countStuck(tx, v, before, 3); more || n != walked {
+						t.Errorf("countStuck past the bound = %d, more %v; want the walk's %d", n, more, walked)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
