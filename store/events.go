@@ -53,6 +53,10 @@ type Event struct {
 	LastDuplicateAt  *time.Time `json:"last_duplicate_at,omitempty"`
 }
 
+// Wrote is when the customer wrote e, as far as handoff knows: when it
+// was received. A reply window counts from it.
+func (e Event) Wrote() time.Time { return e.ReceivedAt }
+
 // ReplyTo is where an inbound message sits in its channel: the chat or
 // channel it was written in (a Telegram group, a Slack channel), the
 // message itself (a Telegram message_id, an email's Message-ID) and the
