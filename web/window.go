@@ -99,6 +99,7 @@ func (s *Server) windowCard(h store.Handoff, now time.Time) views.ReplyWindow {
 	return views.ReplyWindow{
 		Has: true, Kind: s.kindOf(h.Channel), Left: left, Closes: w.Closes,
 		Soon: left > 0 && left <= review.WindowWarning, Templates: rv.Templates(h.Channel),
+		Unknown: w.Unknown, Why: w.Why,
 	}
 }
 
