@@ -150,7 +150,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		}
 		a.log.Error(fmt.Sprintf("%d records cannot be read; serving the rest (see handoff verify)", len(us)), slog.Any("records", names))
 	}
-	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st})
+	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st, Window: d.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -205,17 +205,22 @@ func (k *Job) report(row store.Outbox, job store.Job, status store.OutboxStatus,
 // leaves them empty (To's own chat, the provider's "Re: your message")
 // rather than fail a claimed send.
 func (k *Job) answer(msg *provider.Message, row store.Outbox, caps provider.Capabilities) {
+	// The window kinds (whatsapp, meta) measure it from the lead's latest
+	// message (leads/window.go); a latest message that cannot be read
+	// counts as a closed window (they refuse a free-form reply unsent).
+	at, err := leads.LastInbound(k.Store, store.LeadKey(row.Channel, row.ConversationID))
+	switch {
+	case err == nil:
+		msg.LastInbound = at
+	case errors.Is(err, leads.ErrInboundUnknown):
+		msg.WindowUnknown = true
+	}
 	ev, err := k.Store.EventByKey(row.EventKey)
 	if err != nil {
 		return
 	}
 	if r := ev.ReplyTo; r != nil {
 		msg.ReplyTo = provider.ReplyTo{Chat: r.Chat, MessageID: r.MessageID, Thread: r.Thread}
-	}
-	// The window kinds (whatsapp, meta) measure it from the lead's latest
-	// message (leads/window.go); unknown, they send as before.
-	if at, err := leads.LastInbound(k.Store, store.LeadKey(row.Channel, row.ConversationID)); err == nil {
-		msg.LastInbound = at
 	}
 	if !caps.Threads {
 		return

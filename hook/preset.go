@@ -58,6 +58,12 @@ type Messages struct {
 	// goes there (a group, a channel's thread, an email's Message-ID)
 	// rather than to the contact's own chat. It never changes the lead.
 	ReplyTo ReplyTo
+	// Sent is where the provider says when the customer wrote the message
+	// (WhatsApp's timestamp, Unix seconds; Messenger's and Instagram's,
+	// Unix milliseconds with SentMillis): a reply window counts from it.
+	// Empty, absent or unreadable: from when handoff received it.
+	Sent       string
+	SentMillis bool
 }
 
 // ReplyTo is where a message sits in its channel: in Messages the
@@ -125,7 +131,8 @@ func metaMessaging(name string) Preset {
 			MessageID: []string{fbItem + "/message/mid"},
 			Contact:   fbItem + "/sender/id", Text: fbItem + "/message/text",
 		},
-		Messages:  Messages{Items: fbItem, When: []string{fbItem + "/message/mid"}, Unless: []string{fbItem + "/message/is_echo"}},
+		Messages: Messages{Items: fbItem, When: []string{fbItem + "/message/mid"}, Unless: []string{fbItem + "/message/is_echo"},
+			Sent: fbItem + "/timestamp", SentMillis: true},
 		Handshake: HandshakeMeta, Answer: AnswerOK,
 	}
 }
@@ -149,7 +156,7 @@ var presets = map[string]Preset{
 			MessageID: []string{waMessage + "/id"},
 			Contact:   waMessage + "/from", Name: waName, Text: waText,
 		},
-		Messages:  Messages{Items: waMessage, When: []string{waMessage + "/id"}, Media: waMedia},
+		Messages:  Messages{Items: waMessage, When: []string{waMessage + "/id"}, Media: waMedia, Sent: waMessage + "/timestamp"},
 		Receipts:  Receipts{Items: waStatus, ID: waStatus + "/id", Status: waStatus + "/status"},
 		Handshake: HandshakeMeta, Answer: AnswerOK,
 	},

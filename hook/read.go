@@ -3,6 +3,8 @@ package hook
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 )
 
 // Mapping says where a channel's messages, their fields and its receipts
@@ -22,6 +24,9 @@ type Mapping struct {
 type Item struct {
 	MessageID, ConversationID, Contact, Name, Text, Subject string
 	ReplyTo                                                 ReplyTo // Messages.ReplyTo's values
+	// SentAt is when the provider says the customer wrote it
+	// (Messages.Sent); zero when it does not say, or not readably.
+	SentAt time.Time
 }
 
 // ReceiptItem is one report a payload carries on a message sent: the
@@ -86,6 +91,7 @@ func (p *Payload) ReadAll(m Mapping) (Read, error) {
 				MessageID: p.optional(m.Messages.ReplyTo.MessageID, at),
 				Thread:    p.optional(m.Messages.ReplyTo.Thread, at),
 			},
+			SentAt: sentAt(p.optional(m.Messages.Sent, at), m.Messages.SentMillis),
 		})
 	}
 	if rc := m.Receipts; rc.ID != "" && rc.Status != "" {
@@ -166,4 +172,22 @@ func (p *Payload) conversationID(m Mapping, at []int, contact, msgID string) str
 		return contact
 	}
 	return msgID
+}
+
+// sentAt reads a provider's Unix time (seconds, or milliseconds with
+// millis): zero for a value that is not a positive whole number, or one
+// before 2000 (not a time a message was written).
+func sentAt(v string, millis bool) time.Time {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	at := time.Unix(n, 0)
+	if millis {
+		at = time.UnixMilli(n)
+	}
+	if at.Year() < 2000 {
+		return time.Time{}
+	}
+	return at.UTC()
 }

@@ -69,6 +69,10 @@ func Encode(m Message, maxAttempts int) (*store.Encoded, error) {
 		r := m.ReplyTo
 		ev.ReplyTo = &r
 	}
+	if !m.SentAt.IsZero() {
+		at := m.SentAt.UTC()
+		ev.SentAt = &at
+	}
 	if m.JSON {
 		ev.Body = m.Body
 	} else {

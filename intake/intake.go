@@ -27,6 +27,9 @@ type Message struct {
 	Body       []byte
 	JSON       bool
 	ReceivedAt time.Time
+	// SentAt is when the provider says the customer wrote it, where the
+	// channel's preset reads it (hook.Messages.Sent); zero: unknown.
+	SentAt time.Time
 	// Coalesce is the channel's quiet period: the lead's draft job is due
 	// this long after its latest message, so a burst is drafted once.
 	Coalesce time.Duration

@@ -94,7 +94,7 @@ type metaSend struct {
 // within 24 hours of the customer's last message; past them, with
 // human_agent, tagged HUMAN_AGENT (up to 7 days); past the window, nothing.
 func (m *Meta) Send(ctx context.Context, msg Message) (string, error) {
-	now := m.w.now()
+	now := m.window()
 	if err := windowShut(kinds.Meta, m.cfg, msg, now); err != nil {
 		return "", err
 	}

@@ -40,6 +40,10 @@ type Message struct {
 	// meta kind tags one past 24 hours HUMAN_AGENT. Zero: unknown, sent as
 	// it comes (the kind's own answer then says).
 	LastInbound time.Time `json:"-"`
+	// WindowUnknown says the customer's last message could not be read
+	// (leads.ErrInboundUnknown): the window kinds then refuse a free-form
+	// reply unsent, as past a closed window, rather than guess it open.
+	WindowUnknown bool `json:"-"`
 	// Template, when set, is sent instead of Text: one of the account's
 	// approved templates, which goes out whatever the window (whatsapp).
 	Template *Template `json:"-"`
@@ -59,6 +63,9 @@ type Template struct {
 // the customer's last message is not known.
 func windowShut(k kinds.Kind, cfg kinds.Provider, m Message, now time.Time) error {
 	w := k.ReplyWindow(cfg)
+	if w > 0 && m.WindowUnknown && m.Template == nil {
+		return &Permanent{Err: fmt.Errorf("not sent: the customer's last message cannot be read, so the %s reply window cannot be judged and counts as closed; send one of the approved templates or reply on another channel of the lead", k.Name)}
+	}
 	if w == 0 || m.LastInbound.IsZero() || m.Template != nil || now.Sub(m.LastInbound) < w {
 		return nil
 	}
@@ -174,6 +181,10 @@ type Deps struct {
 	// Sandbox is the sandbox's storage; only the sandbox kind uses it.
 	Sandbox SandboxStore
 	Now     func() time.Time
+	// Window is the clock a reply window is judged on (whatsapp, meta):
+	// the app's injected clock, which the approval and the queue read, so
+	// the three agree; nil: Now. The wire's rate pauses keep Now.
+	Window func() time.Time
 }
 
 // factory builds one configured provider.

@@ -34,10 +34,16 @@ type apiKind struct {
 	w     *wire
 	rate  float64
 	burst int
+	// window is the clock of the reply window (Deps.Window).
+	window func() time.Time
 }
 
 func newAPIKind(cfg kinds.Provider, d Deps) apiKind {
-	return apiKind{name: cfg.Name, w: newWire(cfg.Name, cfg.Timeout, d.Now, cfg.Rate, cfg.Burst), rate: cfg.Rate, burst: cfg.Burst}
+	k := apiKind{name: cfg.Name, w: newWire(cfg.Name, cfg.Timeout, d.Now, cfg.Rate, cfg.Burst), rate: cfg.Rate, burst: cfg.Burst, window: d.Window}
+	if k.window == nil {
+		k.window = k.w.now
+	}
+	return k
 }
 
 // caps: no key, no lookup; receipts where the provider sends them.

@@ -108,7 +108,7 @@ type whatsappParam struct {
 // past the 24-hour customer service window is refused unsent (Meta would
 // answer 131047), a template goes at any time.
 func (w *WhatsApp) Send(ctx context.Context, m Message) (string, error) {
-	if err := windowShut(kinds.WhatsApp, w.cfg, m, w.w.now()); err != nil {
+	if err := windowShut(kinds.WhatsApp, w.cfg, m, w.window()); err != nil {
 		return "", err
 	}
 	msg := whatsappText{MessagingProduct: "whatsapp", RecipientType: "individual", To: m.To, Type: "text", BizOpaqueCallbackData: m.Ref}

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,10 +23,12 @@ import (
 // left, the digest warns before it closes, and the provider kinds refuse
 // a send after it (provider/whatsapp.go, provider/meta.go).
 //
-// The window is measured from when handoff received the message, which is
-// no earlier than when the customer wrote it: a webhook delivered late
-// leaves a window that closes a little before ours. The approval
-// therefore also wants the reply's undo hold inside the window.
+// The window is measured from the provider's own time of the message where
+// the channel's preset reads one (WhatsApp's, Messenger's and Instagram's
+// timestamp: store.Event.Wrote), else from when handoff received it, which
+// is no earlier than when the customer wrote it. When the latest message
+// cannot be read the window is Unknown and counts as closed. The approval
+// also wants the reply's undo hold inside the window.
 
 // WindowWarning is how long before a window closes the queue marks its
 // card and a digest lists its draft as closing soon.
@@ -42,18 +45,23 @@ type Window struct {
 	// Templates says the channel's provider has templates configured,
 	// which go out whatever the window (a way out once it closed).
 	Templates bool
+	// Unknown says when the customer last wrote cannot be read (Why says
+	// why, leads.ErrInboundUnknown): the window counts as closed, never as
+	// open, and Last and Closes are zero.
+	Unknown bool
+	Why     string
 }
 
 // Left is the time left in w at now; 0 once it closed (and for no window).
 func (w Window) Left(now time.Time) time.Duration {
-	if !w.Has {
+	if !w.Has || w.Unknown {
 		return 0
 	}
 	return max(w.Closes.Sub(now), 0)
 }
 
-// Closed reports whether w has closed at now.
-func (w Window) Closed(now time.Time) bool { return w.Has && !now.Before(w.Closes) }
+// Closed reports whether w has closed at now (an unknown window has).
+func (w Window) Closed(now time.Time) bool { return w.Has && (w.Unknown || !now.Before(w.Closes)) }
 
 // kindOf is the kind and entry of channel's provider; false for a channel
 // or provider that is not configured (the built-in sandbox declares no
@@ -85,8 +93,9 @@ func (r *Review) WindowOf(channel string, last time.Time) Window {
 	return Window{Has: true, Last: last, Closes: last.Add(d), Templates: len(p.Templates) > 0}
 }
 
-// WindowTx is the window of lead h, read inside tx: from the received
-// time of its latest message.
+// WindowTx is the window of lead h, read inside tx: from when the
+// customer wrote its latest message (leads.LastInboundTx); a latest
+// message that cannot be read gives an Unknown window, closed.
 func (r *Review) WindowTx(tx *store.Tx, h store.Handoff) (Window, error) {
 	if _, _, ok := r.kindOf(h.Channel); !ok {
 		return Window{}, nil
@@ -95,6 +104,10 @@ func (r *Review) WindowTx(tx *store.Tx, h store.Handoff) (Window, error) {
 		return w, nil
 	}
 	last, err := leads.LastInboundTx(tx, h)
+	if errors.Is(err, leads.ErrInboundUnknown) {
+		w := r.WindowOf(h.Channel, time.Time{})
+		return Window{Has: true, Unknown: true, Why: err.Error(), Templates: w.Templates}, nil
+	}
 	if err != nil {
 		return Window{}, err
 	}
@@ -132,12 +145,20 @@ type WindowClosedError struct {
 	Closes   time.Time // when the window closed (or closes before the reply's hold ends)
 	// Templates names the provider's templates a person can send instead.
 	Templates []string
+	// Unknown: when the customer last wrote cannot be read (Why), so the
+	// window counts as closed.
+	Unknown bool
+	Why     string
 }
 
 func (e *WindowClosedError) Error() string {
 	out := "send one of the channel's approved templates (" + strings.Join(e.Templates, ", ") + ") or reply on another channel of the lead"
 	if len(e.Templates) == 0 {
 		out = "reply on another channel of the lead (provider " + e.Provider + " has no templates configured)"
+	}
+	if e.Unknown {
+		return fmt.Sprintf("the %s reply window of draft %s cannot be judged (%s), so it counts as closed and provider %s may refuse a free-form reply: %s",
+			e.Kind, e.Draft, e.Why, e.Provider, out)
 	}
 	return fmt.Sprintf("the %s reply window of draft %s closed at %s, %s after the customer's last message, so provider %s would refuse a free-form reply: %s",
 		e.Kind, e.Draft, e.Closes.UTC().Format("15:04 UTC, 2 Jan"), e.Closes.Sub(e.Last).Round(time.Hour), e.Provider, out)
@@ -148,9 +169,9 @@ func (e *WindowClosedError) Error() string {
 // the reply goes out.
 func (r *Review) open(tx *store.Tx, d store.Draft, h store.Handoff, at time.Time, hold time.Duration) error {
 	w, err := r.WindowTx(tx, h)
-	if err != nil || !w.Has || at.Add(hold).Before(w.Closes) {
+	if err != nil || !w.Has || !w.Unknown && at.Add(hold).Before(w.Closes) {
 		return err
 	}
 	k, p, _ := r.kindOf(d.Channel)
-	return &WindowClosedError{Draft: d.ID, Provider: p.Name, Kind: k.Name, Last: w.Last, Closes: w.Closes, Templates: r.Templates(d.Channel)}
+	return &WindowClosedError{Draft: d.ID, Provider: p.Name, Kind: k.Name, Last: w.Last, Closes: w.Closes, Templates: r.Templates(d.Channel), Unknown: w.Unknown, Why: w.Why}
 }

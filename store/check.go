@@ -140,6 +140,9 @@ func inspect(tx *Tx) CheckReport {
 	if schema >= 7 && tx.bucket(bucketHandoffsByTerm) == nil {
 		problems = append(problems, fmt.Errorf("check: bucket %s is missing", bucketHandoffsByTerm))
 	}
+	if schema >= 14 && tx.bucket(bucketDraftsPending) == nil {
+		problems = append(problems, fmt.Errorf("check: bucket %s is missing", bucketDraftsPending))
+	}
 	if schema >= 8 {
 		for _, b := range [][]byte{bucketReceiptsByOutbox, bucketReceiptsByTime} {
 			if tx.bucket(b) == nil {
@@ -162,7 +165,11 @@ func inspect(tx *Tx) CheckReport {
 	} else {
 		jobsTableV3.check(tx, r)
 	}
-	draftsTable.check(tx, r)
+	if schema >= 14 {
+		draftsTable.check(tx, r)
+	} else {
+		draftsTableV13.check(tx, r)
+	}
 	switch {
 	case schema >= 12:
 		handoffsTable.check(tx, r)

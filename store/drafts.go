@@ -90,6 +90,11 @@ type Draft struct {
 	// Guards is what the checks before a person found (quality.go): nil on
 	// a draft from before them, or one a person wrote.
 	Guards *Guards `json:"guards,omitempty"`
+	// LastInbound is when the customer last wrote in the turn this draft
+	// answers (the latest of its events' Event.Wrote), stamped when it is
+	// stored: the reply window's start, which orders the queue
+	// (idx_drafts_pending, queue.go). nil: none of its events could be read.
+	LastInbound *time.Time `json:"last_inbound,omitempty"`
 }
 
 // AnsweredEvents is the turn d answers: Answers, or its own event on a
@@ -274,6 +279,12 @@ type DraftFilter struct {
 	// same read transaction, so the cursor is exact.
 	Keep func(Draft) bool
 	Scan int
+	// Windows, when set on the pending drafts, lists them in reply-window
+	// order (queue.go): each channel with a window and how long it lasts.
+	// Now is the walk's time on its first page (zero: the clock's); the
+	// cursor carries it on.
+	Windows map[string]time.Duration
+	Now     time.Time
 }
 
 // Drafts lists drafts in one status, oldest first, a page at a time; next
@@ -290,6 +301,9 @@ func (s *Store) Drafts(f DraftFilter) (page []Draft, next []byte, err error) {
 func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial bool, err error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
+	}
+	if f.Windows != nil && f.Status == DraftPending {
+		return s.pendingByWindow(f)
 	}
 	page = []Draft{}
 	err = s.view(func(tx *Tx) error {
@@ -340,10 +354,16 @@ func (s *Store) DraftsWhere(f DraftFilter) (page []Draft, next []byte, partial b
 // stored, and when, is the review package's.
 func (tx *Tx) InsertDraft(d *Draft, ev Event) error {
 	d.V = recordVersion
+	if d.LastInbound == nil {
+		d.LastInbound = lastInboundTx(tx, d)
+	}
 	return insertDraft(tx, *d, ev)
 }
 
 // insertDraft is InsertDraft.
 func insertDraft(tx *Tx, d Draft, ev Event) error {
+	if d.LastInbound == nil {
+		d.LastInbound = lastInboundTx(tx, &d)
+	}
 	return tx.PutDraft(nil, &d)
 }

@@ -46,11 +46,27 @@ type Event struct {
 	// back from what a schema 8 file stored (migration 8, schema_repair.go):
 	// the event is kept, body and all, with its text empty, and every read
 	// of it is an *Unreadable with this reason (shown as one unreadable row).
-	Unreadable       string     `json:"unreadable,omitempty"`
-	ReceivedAt       time.Time  `json:"received_at"`
+	Unreadable string    `json:"unreadable,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+	// SentAt is when the provider says the customer wrote the message,
+	// where the channel's preset reads it (WhatsApp's, Messenger's and
+	// Instagram's timestamp); nil: it does not say. See Wrote.
+	SentAt           *time.Time `json:"sent_at,omitempty"`
 	Duplicates       int        `json:"duplicates"`
 	FirstDuplicateAt *time.Time `json:"first_duplicate_at,omitempty"`
 	LastDuplicateAt  *time.Time `json:"last_duplicate_at,omitempty"`
+}
+
+// Wrote is when the customer wrote e, as far as handoff knows: the
+// provider's own time of the message (SentAt) where it gives one, else
+// when handoff received it. A reply window counts from it, so it is never
+// later than the receipt: a provider clock ahead of ours would otherwise
+// leave a window that closes after the provider's.
+func (e Event) Wrote() time.Time {
+	if e.SentAt != nil && e.SentAt.Before(e.ReceivedAt) {
+		return *e.SentAt
+	}
+	return e.ReceivedAt
 }
 
 // ReplyTo is where an inbound message sits in its channel: the chat or

@@ -45,6 +45,9 @@ import (
 //	                     folded (no accents), a word's parts between punctuation, and each suffix of >= 4 of a phone's digits)
 //	idx_receipts_by_outbox outbox id 0x00 receipt key -> "" (a row's receipts, deleted with it; schema 8 on)
 //	idx_receipts_by_time updated at (8 bytes BE) | receipt key -> "" (receipts by latest status, for retention; schema 8 on)
+//	idx_drafts_pending   'w' channel 0x00 customer's last message (8 bytes BE) | draftID -> "" and
+//	                     'c' channel 0x00 createdAt (8 bytes BE) | draftID -> "" (waiting drafts only: the queue
+//	                     in reply-window order, queue.go; schema 14 on)
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
 // next due job is the first key of idx_jobs_ready and inserts append at the
@@ -79,6 +82,7 @@ var (
 	bucketBulk             = []byte("bulk")
 	bucketReceipts         = []byte("receipts")             // created by migration 4, as bulk is by 2
 	bucketHandoffsByTerm   = []byte("idx_handoffs_by_term") // created by migration 6, as bulk is by 2
+	bucketDraftsPending    = []byte("idx_drafts_pending")   // created by migration 13, as bulk is by 2
 	allBuckets             = [][]byte{bucketMeta, bucketEvents, bucketEventsByKey, bucketJobs, bucketJobsReady, bucketJobsLeased, bucketJobsUnique, bucketJobsByCorr, bucketDrafts, bucketDraftsByEvent, bucketEventsByConv, bucketHandoffs, bucketHandoffsByStatus, bucketDraftsByStatus, bucketOutbox, bucketOutboxByStatus, bucketSandbox, bucketUsers, bucketSessions, bucketTokens, bucketTokensByID, bucketAudit, bucketJobsDead, bucketKeys}
 	keySchema              = []byte("schema")
 	errSchemaFromTheFuture = fmt.Errorf("store: the database was written by a newer handoff")
@@ -129,10 +133,12 @@ var migrations = []migration{
 	{version: 11, name: "index leads by folded name words and by every run of 4 or more digits of a phone number", apply: migrateFoldedTerms},
 	// stats.go
 	{version: 12, name: "count own replies, regenerations and closes apart from rejections in the overview's figures, and count leads by status and channel", apply: migrateDraftOutcomes},
+	// queue.go
+	{version: 13, name: "stamp each waiting draft with its customer's last message and index the waiting drafts by channel and time for the reply-window queue", apply: migratePendingIndex},
 }
 
 // SchemaVersion is the layout version this binary writes.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 // migrateJobsByKind is migration 3: it moves each entry of idx_jobs_ready
 // from "runAt | jobID" to "kind 0x00 runAt | jobID" (readyKey) and writes

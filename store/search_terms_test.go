@@ -245,8 +245,8 @@ func TestMigrationFoldedTerms(t *testing.T) {
 	}
 	old.Close()
 	st = openTestAt(t, dir)
-	if ms := st.Migrations(); len(ms) != SchemaVersion-11 || ms[0].From != 11 || ms[0].To != 12 {
-		t.Errorf("migrations run %+v, want 11 → 12 first", ms)
+	if ms := st.Migrations(); len(ms) == 0 || ms[0].From != 11 || ms[0].To != 12 || ms[len(ms)-1].To != SchemaVersion {
+		t.Errorf("migrations run %+v, want 11 → 12 first, up to %d", ms, SchemaVersion)
 	}
 	for q, want := range map[string]string{"zoe": "web:w-1/name", "muller": "web:w-1/name", "0978": "web:w-1/contact", "555249": "web:w-1/contact", "lovelace": "web:w-2/name"} {
 		if r, err := st.Search(Everything(), q, 10); err != nil || !slices.Equal(hitKeys(r), []string{want}) {

@@ -151,18 +151,26 @@ var jobsUnique = index[Job]{
 	value: func(j *Job) []byte { return []byte(j.ID) },
 }
 
-var draftsTable = &table[Draft]{
-	name: "draft", bucket: bucketDrafts,
-	key:   func(d *Draft) []byte { return []byte(d.ID) },
-	label: func(d *Draft) string { return d.ID + " (" + string(d.Status) + ")" },
-	indexes: []index[Draft]{
-		draftsByEvent,
-		{
-			// The approval queue, oldest first.
-			bucket: bucketDraftsByStatus, ref: refAfter(0, 8),
-			key: func(d *Draft) []byte { return draftStatusKey(*d) },
-		},
-	},
+var draftsTable = draftsTableWith(draftsPending) // queue.go
+
+// draftsTableV13 is the drafts as schema 13 and earlier kept them, without
+// idx_drafts_pending, so that Check verifies an older file as what it is.
+var draftsTableV13 = draftsTableWith()
+
+func draftsTableWith(more ...index[Draft]) *table[Draft] {
+	return &table[Draft]{
+		name: "draft", bucket: bucketDrafts,
+		key:   func(d *Draft) []byte { return []byte(d.ID) },
+		label: func(d *Draft) string { return d.ID + " (" + string(d.Status) + ")" },
+		indexes: append([]index[Draft]{
+			draftsByEvent,
+			{
+				// The approval queue, oldest first.
+				bucket: bucketDraftsByStatus, ref: refAfter(0, 8),
+				key: func(d *Draft) []byte { return draftStatusKey(*d) },
+			},
+		}, more...),
+	}
 }
 
 // draftsByEvent names the current draft of each event: every version has

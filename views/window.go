@@ -15,6 +15,10 @@ type ReplyWindow struct {
 	// Templates name the provider's templates; the form to send one shows
 	// only once the window closed.
 	Templates []string
+	// Unknown says when the customer last wrote cannot be read, so the
+	// window counts as closed; Why says so in a sentence.
+	Unknown bool
+	Why     string
 }
 
 // Closed reports whether the window has closed.

@@ -23,7 +23,8 @@ type draftPage struct {
 }
 
 // listDrafts answers GET /api/v1/drafts?status=&limit=&cursor=: oldest first
-// (newest last), a page at a time.
+// (newest last), a page at a time; the waiting drafts in the queue's order
+// (open reply windows soonest to close first).
 func (s *Server) listDrafts(c *echo.Context) error {
 	status := store.DraftStatus(c.QueryParamOr("status", string(store.DraftPending)))
 	if !slices.Contains(store.DraftStatuses, status) {
@@ -38,7 +39,14 @@ func (s *Server) listDrafts(c *echo.Context) error {
 	if !ok {
 		return errorf(http.StatusBadRequest, "cursor %q is not a cursor this list gave out for status %s", cursor, status)
 	}
+	if status == store.DraftPending && after != nil && !store.QueueCursorOK(after) {
+		return errorf(http.StatusBadRequest, "cursor %q is not a cursor this list gave out for status %s", cursor, status)
+	}
 	f := store.DraftFilter{Status: status, After: after, Limit: limit}
+	if status == store.DraftPending {
+		// Open reply windows soonest to close first, then oldest first (window.go).
+		f.Windows, f.Now = s.windows(), s.now()
+	}
 	if only := s.only(c); only != nil {
 		f.Keep = only.Draft // another client's drafts are not listed
 	}
@@ -326,7 +334,7 @@ func (s *Server) movedOn(c *echo.Context, back, key string) string {
 	}
 	i := 0
 	if old, err := s.st.Draft(q.Get("id")); err == nil {
-		if j := slices.IndexFunc(others, func(d store.Draft) bool { return later(d, old) }); j >= 0 {
+		if j := slices.IndexFunc(others, func(d store.Draft) bool { return s.later(d, old) }); j >= 0 {
 			i = j
 		}
 	}

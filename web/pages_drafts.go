@@ -49,7 +49,7 @@ func newQueueView(p *principal, owner, channel, cursor string) (queueView, error
 		v.owner, v.none = p.Owner, p.Owner == ""
 	}
 	after, ok := draftCursor(cursor, store.DraftPending)
-	if !ok {
+	if !ok || after != nil && !store.QueueCursorOK(after) {
 		return queueView{}, errorf(http.StatusBadRequest, "cursor %q is not a cursor this queue gave out", cursor)
 	}
 	v.after = after
@@ -72,7 +72,8 @@ func (v queueView) withCursor(after []byte) queueView {
 	return v
 }
 
-// pendingPage returns up to n waiting drafts of view v, oldest first, and
+// pendingPage returns up to n waiting drafts of view v, in the queue's
+// order (open reply windows soonest to close first, then oldest first), and
 // the cursor after the last one (nil at the end of the queue). Filters are
 // applied here, over the store's pages; partial says the scan budget ran
 // out before the page filled (next then continues the scan).
@@ -80,24 +81,16 @@ func (s *Server) pendingPage(v queueView, n int) (out []store.Draft, next []byte
 	if v.none {
 		return []store.Draft{}, nil, false, nil
 	}
-	f := store.DraftFilter{Status: store.DraftPending, After: v.after, Limit: n}
+	// In reply-window order across the whole queue (window.go).
+	f := store.DraftFilter{Status: store.DraftPending, After: v.after, Limit: n, Windows: s.windows(), Now: s.now()}
 	if v.filtered() {
 		f.Keep, f.Scan = v.keep, queueScan
 	}
-	out, next, partial, err = s.st.DraftsWhere(f)
-	if err == nil {
-		s.closingFirst(out) // window.go: what is about to close first, within the page
-	}
-	return out, next, partial, err
+	return s.st.DraftsWhere(f)
 }
 
 // later reports whether a comes after b in the queue's order.
-func later(a, b store.Draft) bool {
-	if !a.CreatedAt.Equal(b.CreatedAt) {
-		return a.CreatedAt.After(b.CreatedAt)
-	}
-	return a.ID > b.ID
-}
+func (s *Server) later(a, b store.Draft) bool { return store.QueueLater(a, b, s.windows(), s.now()) }
 
 // pendingCard builds the card of waiting draft d, which is page[i] (i is
 // -1 when d is not on the page: its next is then the page's first).
@@ -452,7 +445,7 @@ func (s *Server) answerDecision(c *echo.Context, v queueView, decided store.Draf
 	// Next is the first waiting draft after the decided one; drafts
 	// skipped before it come round again at the end of the page.
 	s.claims.release(decided.ID)
-	i := slices.IndexFunc(page, func(d store.Draft) bool { return later(d, decided) })
+	i := slices.IndexFunc(page, func(d store.Draft) bool { return s.later(d, decided) })
 	if i < 0 && len(page) > 0 {
 		i = 0
 	}

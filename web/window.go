@@ -1,9 +1,7 @@
 package web
 
 import (
-	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -101,6 +99,7 @@ func (s *Server) windowCard(h store.Handoff, now time.Time) views.ReplyWindow {
 	return views.ReplyWindow{
 		Has: true, Kind: s.kindOf(h.Channel), Left: left, Closes: w.Closes,
 		Soon: left > 0 && left <= review.WindowWarning, Templates: rv.Templates(h.Channel),
+		Unknown: w.Unknown, Why: w.Why,
 	}
 }
 
@@ -117,54 +116,16 @@ func (s *Server) kindOf(channel string) string {
 	return p.Kind
 }
 
-// closingFirst orders a page of waiting drafts so that those whose reply
-// window is open and closes soonest come first, by the time it closes; the
-// rest (no window, or closed already: those need a template, not haste)
-// keep the queue's order after them. It sorts the page, not the whole
-// queue: the queue is read a page at a time, oldest first, and a draft's
-// window opens at its lead's latest message, which no index orders. Only
-// the drafts of channels with a window cost a read (their lead and its
-// latest event); a read that fails leaves the page in the queue's order.
-func (s *Server) closingFirst(page []store.Draft) {
-	rv := review.New(s.st, s.cfg)
-	closes := map[string]time.Time{}
-	now := s.now()
-	err := s.st.View(func(tx *store.Tx) error {
-		for _, d := range page {
-			if !rv.WindowOf(d.Channel, time.Time{}).Has {
-				continue
-			}
-			h, err := tx.Handoff(store.LeadKey(d.Channel, d.ConversationID))
-			if errors.Is(err, store.ErrNotFound) || tx.Skip(err) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			w, err := rv.WindowTx(tx, h)
-			if err != nil {
-				return err
-			}
-			if w.Has && now.Before(w.Closes) {
-				closes[d.ID] = w.Closes
-			}
+// windows is how long each configured channel's reply window lasts (the
+// channels with one), which orders the queue: its open windows soonest to
+// close first across the whole queue (store/queue.go), then the rest
+// oldest first, then the closed windows.
+func (s *Server) windows() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, ch := range s.cfg.Channels {
+		if d := review.WindowLength(s.cfg, ch.Name); d > 0 {
+			out[ch.Name] = d
 		}
-		return nil
-	})
-	if err != nil || len(closes) == 0 {
-		return
 	}
-	slices.SortStableFunc(page, func(a, b store.Draft) int {
-		ca, oka := closes[a.ID]
-		cb, okb := closes[b.ID]
-		switch {
-		case oka && okb:
-			return ca.Compare(cb)
-		case oka:
-			return -1
-		case okb:
-			return 1
-		}
-		return 0
-	})
+	return out
 }
