@@ -18,7 +18,10 @@ require (
 	golang.org/x/crypto v0.59.0
 )
 
-require github.com/dlclark/regexp2 v1.11.0 // indirect
+require (
+	github.com/dlclark/regexp2 v1.11.0 // indirect
+	github.com/test-go/testify v1.1.4 // indirect
+)
 
 require (
 	github.com/a-h/parse v0.0.0-20250122154542-74294addb73e // indirect
@@ -52,7 +55,7 @@ require (
 	github.com/trustelem/zxcvbn v1.0.1
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/text v0.44.0
