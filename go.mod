@@ -18,10 +18,7 @@ require (
 	golang.org/x/crypto v0.59.0
 )
 
-require (
-	github.com/dlclark/regexp2 v1.11.0 // indirect
-	github.com/test-go/testify v1.1.4 // indirect
-)
+require github.com/dlclark/regexp2 v1.11.0 // indirect
 
 require (
 	github.com/a-h/parse v0.0.0-20250122154542-74294addb73e // indirect
