@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/mail"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -18,8 +19,9 @@ import (
 	"github.com/handoff/handoff/users"
 )
 
-const userUsage = `usage: handoff user add|passwd|disable|enable|remove|list --data DIR [NAME] (server stopped)
-  user add     --data DIR NAME --role admin|approver [--owner NAME] [--config FILE]   (password from stdin or generated)
+const userUsage = `usage: handoff user add|passwd|disable|enable|remove|list|change --data DIR [NAME] (server stopped)
+  user add     --data DIR NAME --role admin|approver [--owner NAME] [--email ADDRESS] [--config FILE]   (password from stdin or generated)
+  user change  --data DIR NAME --email ADDRESS                        (the address approval surfaces know them by; "" removes it)
   user passwd  --data DIR NAME [--reset-second-factor] [--config FILE]                (password from stdin or generated; ends their sessions)
   user disable --data DIR NAME                                        (ends their sessions; their tokens stop working)
   user enable  --data DIR NAME
@@ -37,6 +39,8 @@ func userCmd(ctx context.Context, args []string, e env) error {
 	switch sub {
 	case "add":
 		return userAdd(ctx, args, e)
+	case "change":
+		return userSetEmail(ctx, args, e)
 	case "passwd", "disable", "enable", "remove":
 		return userChange(ctx, sub, args, e)
 	case "list":
@@ -85,12 +89,17 @@ func userAdd(ctx context.Context, args []string, e env) error {
 	owner := fs.String("owner", "", "the routing owner this person works as (their \"mine\" filter)")
 	clientList := fs.String("clients", "", "limit an approver to these clients' channels, ids separated by commas (empty: every client)")
 	cfgPath := fs.String("config", "", "the server's config file: its clients' names are refused in the password too")
+	emailFlag := fs.String("email", "", "the person's email address, by which the approval surfaces (an email reply, Slack) know them")
 	names, err := userArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(names) != 1 {
 		return fmt.Errorf("user add needs exactly one NAME, got %d", len(names))
+	}
+	email, err := userEmail(*emailFlag)
+	if err != nil {
+		return err
 	}
 	clients := users.ParseClients(*clientList)
 	if err := users.CheckClientIDs(clients); err != nil {
@@ -126,10 +135,110 @@ func userAdd(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	if email != "" {
+		if err := setEmail(ctx, st, name, email, now, "handoff user add"); err != nil {
+			return fmt.Errorf("created %s, but %w", name, err)
+		}
+	}
 	if generated {
 		fmt.Fprintf(e.stdout, "created %s %s with password: %s\n(shown once; it is stored hashed)\n", *role, name, pw)
 	} else {
 		fmt.Fprintf(e.stdout, "created %s %s\n", *role, name)
+	}
+	return nil
+}
+
+// userEmail is a --email value: a bare address (net/mail), or "".
+func userEmail(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
+	}
+	a, err := mail.ParseAddress(v)
+	if err != nil || a.Address != v {
+		return "", fmt.Errorf("--email %q is not a bare email address (such as dana@example.com)", v)
+	}
+	return v, nil
+}
+
+// errEmailTaken is an address another person has: the surfaces would not
+// know which of them a reply is from.
+type errEmailTaken struct{ address, other string }
+
+func (e *errEmailTaken) Error() string {
+	return fmt.Sprintf("the email %s is %s's already; each person needs an address of their own", e.address, e.other)
+}
+
+// setEmail sets name's email ("" removes it) in one write transaction that
+// checks no other person has it (in any case), audited in it.
+func setEmail(ctx context.Context, st *store.Store, name, email string, now time.Time, who string) error {
+	return st.Update(ctx, func(tx *store.Tx) error {
+		u, err := tx.User(name)
+		if err != nil {
+			return err
+		}
+		if email != "" {
+			us, err := tx.Users()
+			if err != nil {
+				return err
+			}
+			for _, o := range us {
+				if o.Name != name && strings.EqualFold(o.Email, email) {
+					return &errEmailTaken{address: email, other: o.Name}
+				}
+			}
+		}
+		u.Email = email
+		if err := tx.PutUser(u); err != nil {
+			return err
+		}
+		detail := email
+		if detail == "" {
+			detail = "removed"
+		}
+		return tx.Audit(store.AuditEntry{At: now, Who: who, Action: "set user email", Target: name, Detail: detail})
+	})
+}
+
+// userSetEmail runs `user change NAME --email ADDRESS`.
+func userSetEmail(ctx context.Context, args []string, e env) error {
+	fs := newFlagSet("user change", e)
+	dataDir := fs.String("data", config.DefaultDataDir, "data folder")
+	emailFlag := fs.String("email", "", "the person's email address (\"\" removes it)")
+	names, err := userArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "email" })
+	if !set {
+		return errors.New("user change needs --email ADDRESS (or --email \"\" to remove it)")
+	}
+	e.override(dataDir, "HANDOFF_DATA")
+	name, err := oneName("change", names)
+	if err != nil {
+		return err
+	}
+	email, err := userEmail(*emailFlag)
+	if err != nil {
+		return err
+	}
+	st, err := openData(*dataDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	err = setEmail(ctx, st, name, email, time.Now().UTC(), "handoff user change")
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("there is no user named %q", name)
+	}
+	if err != nil {
+		return err
+	}
+	if email == "" {
+		fmt.Fprintf(e.stdout, "removed the email of %s\n", name)
+	} else {
+		fmt.Fprintf(e.stdout, "set the email of %s to %s\n", name, email)
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ require (
 	github.com/trustelem/zxcvbn v1.0.1
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/net v0.62.0
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/text v0.44.0

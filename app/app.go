@@ -164,7 +164,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	kinds[workers.KindDigest] = digests
 	// The approval surfaces (Slack, Telegram, email, ntfy): their jobs, their
 	// sweep on the schedule below, their callbacks in web; Wake is the runner's.
-	if a.surfaces, err = approvals.New(a.st, cfg, approvals.Options{Now: d.Now, Log: d.Logger}); err != nil {
+	if a.surfaces, err = approvals.New(a.st, cfg, approvals.Options{Now: d.Now, Log: d.Logger, Providers: providers}); err != nil {
 		return nil, err
 	}
 	for kind, job := range workers.SurfaceKinds(a.surfaces) {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 )
@@ -107,6 +108,9 @@ type Options struct {
 	Now  func() time.Time // nil: time.Now
 	HTTP *http.Client     // the surfaces' API calls; nil: a client with a 15 s timeout
 	Log  *slog.Logger     // nil: discarded
+	// Providers are the configured providers (provider.Open): the email
+	// surface sends its mails through its smtp provider among them.
+	Providers map[string]provider.Provider
 }
 
 // Approvals is the surfaces configured and the one way they decide.
@@ -117,6 +121,7 @@ type Approvals struct {
 	now      func() time.Time
 	http     *http.Client
 	log      *slog.Logger
+	provs    map[string]provider.Provider
 	surfaces []Surface // by name
 	newID    func() string
 	// Wake, when set, wakes the job runner after a decision or an enqueue
@@ -127,7 +132,7 @@ type Approvals struct {
 
 // New opens every surface cfg configures.
 func New(st *store.Store, cfg *config.Config, o Options) (*Approvals, error) {
-	a := &Approvals{st: st, cfg: cfg, review: review.New(st, cfg), now: o.Now, http: o.HTTP, log: o.Log,
+	a := &Approvals{st: st, cfg: cfg, review: review.New(st, cfg), now: o.Now, http: o.HTTP, log: o.Log, provs: o.Providers,
 		newID: func() string { return ulid.Make().String() }}
 	if a.now == nil {
 		a.now = time.Now
@@ -341,6 +346,10 @@ const (
 	Approve Action = "approve" // Text empty: as written; else the edited reply
 	Reject  Action = "reject"
 	Undo    Action = "undo"
+	// Write sends Text as the person's own reply (review.WriteTx, as the
+	// dashboard's "Send my reply"): a new version of the turn's draft,
+	// approved by them.
+	Write Action = "write"
 )
 
 // Ask is one person's request on one surface.
@@ -353,6 +362,9 @@ type Ask struct {
 	Person store.User
 	// From is who on the surface, for the audit's From: "slack U0123".
 	From string
+	// Spend, when set, runs first in the deciding transaction: a one-time
+	// token is spent with the decision it allows, or not at all (ntfy).
+	Spend func(tx *store.Tx) error
 }
 
 // Outcome is what a decision did.
@@ -375,7 +387,7 @@ const MaxReply = 4000
 // *Refusal.
 func (a *Approvals) Decide(ctx context.Context, ask Ask) (Outcome, error) {
 	text := strings.TrimSpace(ask.Text)
-	if ask.Action == Approve && ask.Text != "" {
+	if (ask.Action == Approve && ask.Text != "") || ask.Action == Write {
 		if text == "" {
 			return Outcome{}, refuse("The edited reply is empty; approve the draft as written, or write a reply.")
 		}
@@ -393,6 +405,11 @@ func (a *Approvals) Decide(ctx context.Context, ask Ask) (Outcome, error) {
 	wake := false
 	err := a.st.Update(ctx, func(tx *store.Tx) error {
 		out, wake = Outcome{}, false
+		if ask.Spend != nil {
+			if err := ask.Spend(tx); err != nil {
+				return err
+			}
+		}
 		d, err := tx.Draft(ask.Draft)
 		if err != nil {
 			return err
@@ -403,6 +420,21 @@ func (a *Approvals) Decide(ctx context.Context, ask Ask) (Outcome, error) {
 		switch ask.Action {
 		case Approve:
 			res, err := a.review.ApproveTx(tx, d.ID, dec, jobID)
+			if err != nil {
+				return err
+			}
+			out.Draft, out.Decided, out.UndoUntil = res.Draft, res.Created, res.Outbox.UndoUntil
+			wake = res.Created
+		case Write:
+			// A draft no longer waiting answers as an approval would
+			// (whose decision stands, superseded, closed); a waiting one
+			// is replaced by the person's text, approved.
+			var res review.Approved
+			if d.Status == store.DraftPending {
+				res, err = a.review.WriteTx(tx, d.EventKey, text, dec, jobID)
+			} else {
+				res, err = a.review.ApproveTx(tx, d.ID, store.Decision{By: dec.By, At: dec.At, From: dec.From, Via: dec.Via}, jobID)
+			}
 			if err != nil {
 				return err
 			}

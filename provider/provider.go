@@ -30,6 +30,10 @@ type Message struct {
 	// added), InReplyTo its Message-ID; only the smtp kind reads them.
 	Subject   string `json:"-"`
 	InReplyTo string `json:"-"`
+	// ReplyAddress, when set, is the mail's Reply-To and Subject its
+	// subject as it is (no "Re: "): a message of handoff's own to the
+	// team (an approval mail, approvals/mail.go); only smtp reads it.
+	ReplyAddress string `json:"-"`
 	// ReplyTo is where in the channel the inbound message sits (the
 	// event's reply_to): the telegram kind answers in its chat as a reply
 	// to it, the slack kind in its channel's thread. Zero: To's own chat.

@@ -112,9 +112,11 @@ func MessageID(ref, domain string) string {
 // compose builds the email for m.
 func (s *SMTP) compose(m Message, to *mail.Address, msgID string) []byte {
 	subject := m.Subject
-	if subject == "" {
+	switch {
+	case m.ReplyAddress != "" && subject != "":
+	case subject == "":
 		subject = "Re: your message"
-	} else if !strings.HasPrefix(strings.ToLower(subject), "re:") {
+	case !strings.HasPrefix(strings.ToLower(subject), "re:"):
 		subject = "Re: " + subject
 	}
 	var b bytes.Buffer
@@ -124,6 +126,9 @@ func (s *SMTP) compose(m Message, to *mail.Address, msgID string) []byte {
 	h("Subject", mime.QEncoding.Encode("utf-8", subject))
 	h("Date", s.now().UTC().Format(time.RFC1123Z))
 	h("Message-ID", "<"+msgID+">")
+	if a, err := mail.ParseAddress(m.ReplyAddress); err == nil && headerSafe(a.Address) {
+		h("Reply-To", "<"+a.Address+">")
+	}
 	if m.InReplyTo != "" && headerSafe(m.InReplyTo) && !strings.ContainsAny(m.InReplyTo, "\r\n") {
 		h("In-Reply-To", "<"+strings.Trim(m.InReplyTo, "<>")+">")
 		h("References", "<"+strings.Trim(m.InReplyTo, "<>")+">")

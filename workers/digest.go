@@ -11,6 +11,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/handoff/handoff/approvals"
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/jobs"
@@ -190,6 +191,11 @@ func digestText(tx *store.Tx, cfg *config.Config, dg config.Digest, w store.Wait
 			line += ": “" + words + "”"
 		}
 		fmt.Fprintf(&b, "%s %s/drafts?%s\n", line, cfg.BaseURL, url.Values{"id": {d.ID}}.Encode())
+		// With approvals.email, each draft's reply address: a mail to it
+		// decides the draft (approvals/mail.go); the link only opens it.
+		if addr, ok := approvals.ReplyAddress(cfg, d.ID); ok {
+			fmt.Fprintf(&b, "  decide by mail (ok, no, or your own reply) to %s\n", addr)
+		}
 	}
 	if more := w.Count - len(w.Oldest); more > 0 {
 		fmt.Fprintf(&b, "…and %d more.\n", more)
