@@ -85,33 +85,110 @@ func Decode(text string) (Record, error) {
 	return r, nil
 }
 
-// RowID is the outbox id of lead's write for status in cycle: one per
-// status of a cycle, so a move that runs again writes nothing new.
+// RowID is the outbox id of lead's first write for status in cycle: one
+// per status of a cycle, so a move that runs again writes nothing new.
 func RowID(lead string, cycle int, status store.HandoffStatus) string {
-	return "crm:" + lead + ":" + strconv.Itoa(cycle) + ":" + string(status)
+	return WriteKey{Lead: lead, Cycle: cycle, Status: status}.String()
 }
 
-// ParseRowID is RowID's inverse; ok is false for an id that is no CRM write's.
-func ParseRowID(id string) (lead string, cycle int, status store.HandoffStatus, ok bool) {
+// WriteKey names one CRM write: the lead's status in a cycle, and which
+// return to that status it is. A cycle can reach a status twice (a close
+// undone puts the lead back to the status it was closed from, already
+// written): the first is Repeat 0, "crm:<lead>:<cycle>:<status>", each
+// return after it "…:r<n>", n counting the earlier stays in the status in
+// that cycle, so every move is its own row and the CRM hears the lead is
+// open again.
+type WriteKey struct {
+	Lead   string
+	Cycle  int
+	Status store.HandoffStatus
+	Repeat int
+}
+
+// String is the key's outbox row id.
+func (k WriteKey) String() string {
+	id := "crm:" + k.Lead + ":" + strconv.Itoa(k.Cycle) + ":" + string(k.Status)
+	if k.Repeat > 0 {
+		id += ":r" + strconv.Itoa(k.Repeat)
+	}
+	return id
+}
+
+// ParseWriteKey is WriteKey.String's inverse; ok is false for an id that is
+// no CRM write's (or not in the canonical form String writes).
+func ParseWriteKey(id string) (k WriteKey, ok bool) {
 	rest, found := strings.CutPrefix(id, "crm:")
 	if !found {
-		return "", 0, "", false
+		return WriteKey{}, false
 	}
 	i := strings.LastIndexByte(rest, ':')
 	if i < 0 {
-		return "", 0, "", false
+		return WriteKey{}, false
 	}
-	status = store.HandoffStatus(rest[i+1:])
+	// "received" and "replied" begin with r too: a status is never a repeat.
+	if r, isRepeat := strings.CutPrefix(rest[i+1:], "r"); isRepeat && !leads.Valid(store.HandoffStatus(rest[i+1:])) {
+		n, ok := canonicalInt(r)
+		if !ok || n == 0 {
+			return WriteKey{}, false
+		}
+		k.Repeat, rest = n, rest[:i]
+		if i = strings.LastIndexByte(rest, ':'); i < 0 {
+			return WriteKey{}, false
+		}
+	}
+	k.Status = store.HandoffStatus(rest[i+1:])
 	rest = rest[:i]
 	j := strings.LastIndexByte(rest, ':')
 	if j < 0 {
-		return "", 0, "", false
+		return WriteKey{}, false
 	}
-	n, err := strconv.Atoi(rest[j+1:])
-	if err != nil || n < 0 || rest[:j] == "" || !leads.Valid(status) {
-		return "", 0, "", false
+	n, ok := canonicalInt(rest[j+1:])
+	if !ok || rest[:j] == "" || !leads.Valid(k.Status) {
+		return WriteKey{}, false
 	}
-	return rest[:j], n, status, true
+	k.Lead, k.Cycle = rest[:j], n
+	return k, true
+}
+
+// canonicalInt reads a non-negative decimal written as strconv.Itoa writes
+// it (no sign, no leading zero), so one key has one id.
+func canonicalInt(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || strconv.Itoa(n) != s {
+		return 0, false
+	}
+	return n, true
+}
+
+// ParseRowID names the lead, cycle and status of a CRM write's row id;
+// ok is false for an id that is no CRM write's.
+func ParseRowID(id string) (lead string, cycle int, status store.HandoffStatus, ok bool) {
+	k, ok := ParseWriteKey(id)
+	return k.Lead, k.Cycle, k.Status, ok
+}
+
+// KeyAt is the write of lead h's move i (h.History[i]): its status in its
+// cycle, and how many stays in that status of the cycle came before it.
+func KeyAt(h store.Handoff, i int) WriteKey {
+	t := h.History[i]
+	k := WriteKey{Lead: h.Key, Cycle: t.Cycle, Status: t.Status}
+	for _, e := range h.History[:i] {
+		if e.Cycle == t.Cycle && e.Status == t.Status {
+			k.Repeat++
+		}
+	}
+	return k
+}
+
+// RowIDs are the row ids of lead h's writes, one per move, in the order of
+// its history (a lead moved before its client had a CRM has no row for
+// those: the caller reads which exist).
+func RowIDs(h store.Handoff) []string {
+	ids := make([]string, len(h.History))
+	for i := range h.History {
+		ids[i] = KeyAt(h, i).String()
+	}
+	return ids
 }
 
 // Reference is the short key a lead is found by in a CRM that searches
@@ -148,13 +225,22 @@ func MoveTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (c
 		}
 	}
 	created, err = delivery.CreateCRMTx(tx, delivery.CRMWrite{
-		ID: RowID(h.Key, h.Cycle, h.Status), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record of lead " + h.Key + " (" + rec.Ref + ")",
+		ID: moveID(h), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record of lead " + h.Key + " (" + rec.Ref + ")",
 		Text: rec.Encode(), At: now, JobID: ulid.Make().String(), MaxAttempts: cfg.Retry.MaxAttempts,
 	})
 	if err != nil {
 		return false, fmt.Errorf("crm: write of lead %s: %w", h.Key, err)
 	}
 	return created, nil
+}
+
+// moveID is the row id of the move h was just put through: its newest
+// transition's (every move appends one), else its status's first write.
+func moveID(h store.Handoff) string {
+	if n := len(h.History); n > 0 && h.History[n-1].Cycle == h.Cycle && h.History[n-1].Status == h.Status {
+		return KeyAt(h, n-1).String()
+	}
+	return RowID(h.Key, h.Cycle, h.Status)
 }
 
 // NewRecord is lead h's record for CRM m at now (without its last
@@ -306,31 +392,32 @@ func (s *sink) newerSent(ref string) (string, bool) {
 // around lists the write ids of ref's lead before it (earlier) or after
 // it, from the lead's history, nearest first, at most 16.
 func around(st *store.Store, ref string, earlier bool) []string {
-	lead, cycle, status, ok := ParseRowID(ref)
+	k, ok := ParseWriteKey(ref)
 	if !ok {
 		return nil
 	}
-	h, err := st.Handoff(lead)
+	h, err := st.Handoff(k.Lead)
 	if err != nil {
 		return nil
 	}
-	at := slices.IndexFunc(h.History, func(t store.Transition) bool { return t.Cycle == cycle && t.Status == status })
+	all := RowIDs(h)
+	at := slices.Index(all, ref)
 	if at < 0 {
 		return nil
 	}
 	var ids []string
-	add := func(t store.Transition) {
-		if id := RowID(lead, t.Cycle, t.Status); id != ref && !slices.Contains(ids, id) {
+	add := func(id string) {
+		if id != ref && !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
 	if earlier {
 		for i := at - 1; i >= 0 && len(ids) < 16; i-- {
-			add(h.History[i])
+			add(all[i])
 		}
 	} else {
-		for i := at + 1; i < len(h.History) && len(ids) < 16; i++ {
-			add(h.History[i])
+		for i := at + 1; i < len(all) && len(ids) < 16; i++ {
+			add(all[i])
 		}
 	}
 	return ids

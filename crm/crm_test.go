@@ -138,8 +138,7 @@ func (b *bed) rows(conv string) map[string]store.Outbox {
 		b.t.Fatal(err)
 	}
 	out := map[string]store.Outbox{}
-	for _, tr := range h.History {
-		id := crm.RowID(h.Key, tr.Cycle, tr.Status)
+	for _, id := range crm.RowIDs(h) {
 		if o, err := b.st.OutboxRow(id); err == nil {
 			out[id] = o
 		}

@@ -41,12 +41,12 @@ func Gate(cfg *config.Config, st *store.Store) func(row store.Outbox, now time.T
 		// holds the lead as the approver saw it (an older write that failed
 		// is moot); if it is not, the record lacks the latest status (an
 		// owner, say), whatever older writes did.
+		ids := RowIDs(h)
 		for i := len(h.History) - 1; i >= 0; i-- {
-			t := h.History[i]
-			if t.At.After(row.CreatedAt) {
+			if h.History[i].At.After(row.CreatedAt) {
 				continue
 			}
-			id := RowID(h.Key, t.Cycle, t.Status)
+			id := ids[i]
 			o, err := st.OutboxRow(id)
 			if err != nil {
 				continue // moved before the CRM was configured

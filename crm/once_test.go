@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,8 +16,10 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // TestHubSpotOnce: a lead's four moves are four upserts of one contact,
@@ -241,5 +244,51 @@ func TestDuplicateDeliveriesOneWrite(t *testing.T) {
 	b.settled("c1")
 	if created.Load() != 1 || len(b.rows("c1")) != 1 || hs.upsertsOf(store.LeadKey("web", "c1")) != 1 {
 		t.Errorf("created %d, rows %d, upserts %d; want one of each", created.Load(), len(b.rows("c1")), hs.upsertsOf(store.LeadKey("web", "c1")))
+	}
+}
+
+// TestUndoneCloseReachesTheCRM: a close taken back puts the lead back to
+// owned, a status its cycle already wrote; the reopen is a move like any
+// other, so it gets its own row (…:owned:r1) and HubSpot's contact reads
+// owned again, not closed. A second close and undo are two rows more.
+func TestUndoneCloseReachesTheCRM(t *testing.T) {
+	hs := newHubSpot(t)
+	b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status"})
+	b.cfg.UndoWindow = time.Minute
+	hs.add("upsert", "503", "drop")
+	b.run(2)
+	ev := b.receive("m1", "c1", "+1 555 0100", corpus.Texts()[1].From)
+	b.draft(ev, "ana")
+	b.settled("c1")
+	lead := store.LeadKey("web", "c1")
+	r := review.New(b.st, b.cfg)
+	for round := 1; round <= 2; round++ {
+		if _, err := r.Close(context.Background(), ev.Key, store.Decision{By: "tester", At: time.Now(), Reason: "spam"}); err != nil {
+			t.Fatal(err)
+		}
+		b.wake()
+		b.settled("c1")
+		if got := hs.contact(lead)["handoff_status"]; got != "closed" {
+			t.Fatalf("round %d: after the close, handoff_status = %q, want closed", round, got)
+		}
+		if _, err := r.UndoClose(context.Background(), lead, store.Decision{By: "tester", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		b.wake()
+		b.settled("c1")
+		if got := hs.contact(lead)["handoff_status"]; got != "owned" {
+			t.Fatalf("round %d: after the undo, handoff_status = %q, want owned (the lead is open again)", round, got)
+		}
+	}
+	var ids []string
+	for id := range b.rows("c1") {
+		ids = append(ids, strings.TrimPrefix(id, "crm:"+lead+":"))
+	}
+	slices.Sort(ids)
+	if want := []string{"1:closed", "1:closed:r1", "1:matched", "1:owned", "1:owned:r1", "1:owned:r2", "1:received"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("CRM rows = %v, want %v", ids, want)
+	}
+	if hs.count() != 1 {
+		t.Errorf("HubSpot holds %d contacts, want 1", hs.count())
 	}
 }

@@ -37,28 +37,38 @@ func FuzzRecord(f *testing.F) {
 	})
 }
 
-// FuzzRowID: a row id names its lead, cycle and status back, whatever the
-// lead key holds (colons too), and an id of another kind of row is no CRM
-// write's.
+// FuzzRowID: a row id names its lead, cycle, status and repeat back,
+// whatever the lead key holds (colons too, a tail like ":r2"), an id of
+// another kind of row is no CRM write's, and an id that parses is the one
+// its key writes (one key, one id).
 func FuzzRowID(f *testing.F) {
-	f.Add("web:c1", 1, "received")
-	f.Add("mail:<a:b@c>", 12, "owned")
-	f.Add("x::", 0, "closed")
-	f.Fuzz(func(t *testing.T, lead string, cycle int, status string) {
-		if cycle < 0 || lead == "" {
+	f.Add("web:c1", 1, "received", 0, "crm:web:c1:1:received")
+	f.Add("mail:<a:b@c>", 12, "owned", 1, "crm:x:1:owned:r01")
+	f.Add("x::", 0, "closed", 3, "crm:x:1:r1:owned:r2")
+	f.Add("web:c1:1:owned:r1", 2, "matched", 12, "crm:web:c1:+1:owned")
+	f.Fuzz(func(t *testing.T, lead string, cycle int, status string, repeat int, raw string) {
+		if k, ok := crm.ParseWriteKey(raw); ok && k.String() != raw {
+			t.Fatalf("ParseWriteKey(%q) = %+v, whose id is %q: two ids for one key", raw, k, k.String())
+		}
+		if cycle < 0 || lead == "" || repeat < 0 {
 			return
 		}
-		id := crm.RowID(lead, cycle, store.HandoffStatus(status))
-		l, c, s, ok := crm.ParseRowID(id)
+		k := crm.WriteKey{Lead: lead, Cycle: cycle, Status: store.HandoffStatus(status), Repeat: repeat}
+		id := k.String()
+		got, ok := crm.ParseWriteKey(id)
 		valid := !strings.Contains(status, ":") && (status == "received" || status == "matched" || status == "owned" || status == "replied" || status == "closed")
-		if ok != valid || ok && (l != lead || c != cycle || string(s) != status) {
-			t.Fatalf("ParseRowID(%q) = %q %d %q %v; want %q %d %q %v", id, l, c, s, ok, lead, cycle, status, valid)
+		if ok != valid || ok && got != k {
+			t.Fatalf("ParseWriteKey(%q) = %+v %v; want %+v %v", id, got, ok, k, valid)
+		}
+		if repeat == 0 && id != crm.RowID(lead, cycle, store.HandoffStatus(status)) {
+			t.Fatalf("a first write's id %q is not RowID's", id)
 		}
 	})
 }
 
 func TestParseRowIDRefuses(t *testing.T) {
-	for _, id := range []string{"web:c1:01JDRAFT", "stuck:web:c1:1700000000", "digest:morning:2026-12-02", "crm:", "crm:web:c1:x:received", "crm:web:c1:1:sent", "crm::1:received"} {
+	for _, id := range []string{"web:c1:01JDRAFT", "stuck:web:c1:1700000000", "digest:morning:2026-12-02", "crm:", "crm:web:c1:x:received", "crm:web:c1:1:sent", "crm::1:received",
+		"crm:web:c1:1:owned:r0", "crm:web:c1:1:owned:r01", "crm:web:c1:1:owned:r", "crm:web:c1:01:owned", "crm:web:c1:+1:owned", "crm:owned:r1"} {
 		if _, _, _, ok := crm.ParseRowID(id); ok {
 			t.Errorf("ParseRowID(%q) = ok, want refused", id)
 		}

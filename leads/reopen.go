@@ -31,5 +31,10 @@ func ReopenTx(tx *store.Tx, h store.Handoff, by string, now time.Time, turnDraft
 	if err := tx.PutHandoff(&old, &h); err != nil {
 		return store.Handoff{}, err
 	}
+	// A reopen is a move like the others: the store's LeadHook hears it
+	// (crm writes "open again" to the record, which said closed).
+	if err := tx.LeadMoved(h, now); err != nil {
+		return store.Handoff{}, err
+	}
 	return h, nil
 }
