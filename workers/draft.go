@@ -223,7 +223,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		PromptHash: out.PromptHash, FactsHash: out.FactsHash, Structured: out.Structured,
 		Cost: out.Cost, Currency: out.Currency, Notes: out.Notes,
 		ContextTokens: used, ContextBudget: k.contextBudget(), ContextMessages: len(history),
-		Guards: k.Review.Guard(out.Text, guardInput(in)), // before a person sees it (review/quality.go)
+		Guards: k.guard(out, in), // before a person sees it (review/quality.go)
 	}, max(p.RegenerateVersion, 1))
 	if err != nil {
 		return err
@@ -466,6 +466,17 @@ func (k *DraftJob) history(turn store.Turn) ([]drafter.Message, error) {
 
 // guardInput is what the guards compare a draft of in with: the turn's
 // messages, the earlier conversation the drafter was given, the contact.
+// guard runs the guards on a model's draft. The template drafter's reply
+// is the operator's own text, not written by a model, so it can neither
+// invent a figure nor pick a language: it is not guarded (nil, as a draft
+// from before the guards), and auto_approve treats it as before.
+func (k *DraftJob) guard(out drafter.Output, in drafter.Input) *store.Guards {
+	if out.Drafter == "template" {
+		return nil
+	}
+	return k.Review.Guard(out.Text, guardInput(in))
+}
+
 func guardInput(in drafter.Input) review.GuardInput {
 	g := review.GuardInput{Channel: in.Channel, Customer: in.Text, Contact: in.Contact}
 	for _, m := range in.History {
