@@ -30,7 +30,7 @@ func TestQualityReachesTheOverviewAndTheAPI(t *testing.T) {
 	}
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	card := b.get("/drafts").body
-	for _, want := range []string{`name="reason_code" value="tone"`, `id="reject-not_needed"`} {
+	for _, want := range []string{`id="edit-reason-wrong_facts"`, `name="reason_code" value="tone"`, `id="reject-not_needed"`, `name="edit_reason"`} {
 		if !strings.Contains(card, want) {
 			t.Errorf("the card lacks %s", want)
 		}
