@@ -207,8 +207,21 @@
 
   // htmx gives focus back to the field that had it when the card is
   // swapped; for the next draft, start with no field focused so the
-  // shortcuts work again at once.
-  document.addEventListener("htmx:afterSettle", function (ev) {
+  // shortcuts work again at once. Only a card that now shows another
+  // draft (or the empty queue) does that: the undo stack and the live
+  // queue settle every second or few while the person types an edit, and
+  // blurring the reply then would turn the rest of their typing into
+  // shortcuts ("u" undoing, "j" moving on).
+  function cardShows() {
+    var card = document.getElementById("card");
+    if (!card) return "";
+    return card.classList.contains("empty") ? "empty" : "draft:" + (card.dataset.draft || "");
+  }
+  var cardSeen = cardShows();
+  document.addEventListener("htmx:afterSettle", function () {
+    var now = cardShows();
+    if (now === cardSeen) return;
+    cardSeen = now;
     var card = document.getElementById("card");
     if (card && card.contains(document.activeElement)) document.activeElement.blur();
   });

@@ -78,6 +78,22 @@ func TestApproveWithKeyboard(t *testing.T) {
 		chromedp.WaitReady(chromedp.CSS("#draft-text:focus")),
 		press("a", chromedp.ModifierCtrl),
 	)
+	// The undo stack polls itself every second while the first approval
+	// can be undone, and the live queue every few: a settle of either must
+	// leave the reply focused, or the rest of the typing becomes shortcuts
+	// ("u" undid the first approval in CI). Wait for the undo stack's next
+	// swap with the reply focused, then look where the focus is.
+	if got := run(b, "wait for the undo stack to settle while the reply is focused", chromedp.Evaluate[string](`new Promise(function (done) {
+		var timer = setTimeout(function () { done("the undo stack did not settle within 5 s"); }, 5000);
+		document.addEventListener("htmx:afterSettle", function once(ev) {
+			if (!document.getElementById("undo-stack")) return;
+			document.removeEventListener("htmx:afterSettle", once);
+			clearTimeout(timer);
+			setTimeout(function () { done(document.activeElement ? document.activeElement.id : ""); }, 0);
+		});
+	})`, chromedp.EvalAwaitPromise)); got != "draft-text" {
+		t.Fatalf("after the undo stack's poll the focus is on %q; want it to stay in the reply (draft-text) while the person types", got)
+	}
 	sel := run(b, "read the selection", chromedp.Evaluate[string](
 		`(t => t.selectionStart + "-" + t.selectionEnd + "/" + t.value.length)(document.getElementById("draft-text"))`))
 	if n := len([]rune(second.Text)); sel != fmt.Sprintf("0-%d/%d", n, n) {
