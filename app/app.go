@@ -160,6 +160,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	metrics := web.NewMetrics(a.st, cfg, d.Now)
 	kinds, draftJob := workers.Kinds(a.st, cfg, dr, providers)
+	if draftJob.Canary, err = newCanary(cfg); err != nil {
+		return nil, err
+	}
 	digests := &workers.DigestJob{Store: a.st, Config: cfg} // digests[]: its Wake is the runner's
 	kinds[workers.KindDigest] = digests
 	// The approval surfaces (Slack, Telegram, email, ntfy): their jobs, their
@@ -443,7 +446,24 @@ func (a *App) BulkReplay() *workers.BulkReplayJob { return a.bulk }
 
 // newDrafter builds the configured drafter.
 func newDrafter(cfg *config.Config) (workers.Drafter, error) {
-	c := cfg.Drafter
+	return drafterOf(cfg, cfg.Drafter)
+}
+
+// newCanary builds the candidate of drafter.canary, nil without one.
+func newCanary(cfg *config.Config) (*workers.Canary, error) {
+	c := cfg.Drafter.Canary
+	if c == nil {
+		return nil, nil
+	}
+	dr, err := drafterOf(cfg, c.Candidate(cfg.Drafter))
+	if err != nil {
+		return nil, fmt.Errorf("drafter.canary: %w", err)
+	}
+	return &workers.Canary{Drafter: dr, Version: c.PromptVersion, Share: c.Share, Client: cfg.ClientOf, Runs: c.Runs}, nil
+}
+
+// drafterOf builds drafter c of cfg.
+func drafterOf(cfg *config.Config, c config.Drafter) (workers.Drafter, error) {
 	switch c.Kind {
 	case "template":
 		return drafter.NewTemplate(c.Template, c.PromptVersion, c.Delay)

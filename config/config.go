@@ -208,6 +208,9 @@ type Drafter struct {
 	// ContextTokens (yaml context_tokens, default 1000) bounds the earlier
 	// conversation given to the model.
 	ContextTokens int
+	// Canary (yaml canary), when set, drafts a share of new turns with a
+	// candidate version (canary.go).
+	Canary *Canary
 }
 
 // Price is what a model's tokens cost, per million.

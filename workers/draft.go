@@ -77,6 +77,9 @@ type DraftJob struct {
 	// BudgetRecheck is how long a draft held back by its client's calls in
 	// flight waits before it asks the budget again; 0: DefaultBudgetRecheck.
 	BudgetRecheck time.Duration
+	// Canary, when set, drafts a share of some clients' new turns with a
+	// candidate drafter (canary.go).
+	Canary *Canary
 }
 
 // DefaultBodyWait is how long a draft waits for room among the events
@@ -175,7 +178,11 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 			}
 		}()
 	}
-	out, err := k.Drafter.Draft(ctx, in)
+	dr, arm, err := k.drafterFor(ev.Channel, turn)
+	if err != nil {
+		return err
+	}
+	out, err := dr.Draft(ctx, in)
 	var invalid *drafter.InvalidOutput
 	var permanent *drafter.PermanentError
 	var refused *drafter.Refused
@@ -224,6 +231,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		Cost: out.Cost, Currency: out.Currency, Notes: out.Notes,
 		ContextTokens: used, ContextBudget: k.contextBudget(), ContextMessages: len(history),
 		Guards: k.guard(out, in), // before a person sees it (review/quality.go)
+		Canary: arm,
 	}, max(p.RegenerateVersion, 1))
 	if err != nil {
 		return err
