@@ -88,7 +88,9 @@ type sweepWork struct {
 	remind   []remindWork // reminders' stages due (remind.go)
 }
 
-func (w sweepWork) empty() bool { return len(w.announce) == 0 && len(w.follow) == 0 && len(w.remind) == 0 }
+func (w sweepWork) empty() bool {
+	return len(w.announce) == 0 && len(w.follow) == 0 && len(w.remind) == 0
+}
 
 // Sweep compares the surfaces' cards with their drafts: a waiting draft of
 // a client a surface announces, without a card there, gets one (a

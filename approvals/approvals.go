@@ -122,7 +122,7 @@ type Approvals struct {
 	http     *http.Client
 	log      *slog.Logger
 	provs    map[string]provider.Provider
-	surfaces []Surface // by name
+	surfaces []Surface        // by name
 	wire     *provider.Caller // the surfaces' API calls that must tell "not sent" from "unknown" (http.go)
 	newID    func() string
 	// Wake, when set, wakes the job runner after a decision or an enqueue

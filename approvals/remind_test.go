@@ -27,7 +27,9 @@ type remindSurface struct {
 	notices []Notice
 }
 
-func (r *remindSurface) EscalateTo(client string) (string, bool) { return "E-" + client, client == "acme" }
+func (r *remindSurface) EscalateTo(client string) (string, bool) {
+	return "E-" + client, client == "acme"
+}
 func (r *remindSurface) Remind(_ context.Context, n Notice) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

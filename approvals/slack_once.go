@@ -224,7 +224,6 @@ func slackNotice(n Notice) []block {
 	return bs
 }
 
-
 // uncertainSentence says why a card is not posted again.
 func uncertainSentence(surface, chat string, posting time.Time, why string) string {
 	return fmt.Sprintf("The %s card may already be in %s: its post began at %s and no answer came back, and %s; it is not posted again. Look in the chat, and decide the draft there or in the dashboard.",

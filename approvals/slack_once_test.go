@@ -51,7 +51,9 @@ func TestSlackCardPostOnce(t *testing.T) {
 		posts     int // chat.postMessage calls of the card
 		uncertain bool
 	}{
-		{name: "refused then resent", arrange: func(f *fixture, api *standin.SurfaceAPI, d store.Draft) { api.Fail["chat.postMessage"] = "channel_not_found" }, lookups: 0, posts: 1},
+		{name: "refused then resent", arrange: func(f *fixture, api *standin.SurfaceAPI, d store.Draft) {
+			api.Fail["chat.postMessage"] = "channel_not_found"
+		}, lookups: 0, posts: 1},
 		{name: "rate limited then resent", arrange: func(f *fixture, api *standin.SurfaceAPI, d store.Draft) { api.Limit["chat.postMessage"] = 3 }, lookups: 0, posts: 1},
 		{name: "answer lost then found", arrange: func(f *fixture, api *standin.SurfaceAPI, d store.Draft) { api.Lose["chat.postMessage"] = 1 }, lookups: 1, posts: 1},
 		{name: "marked but never posted", arrange: func(f *fixture, api *standin.SurfaceAPI, d store.Draft) {
@@ -153,4 +155,3 @@ func mustUser(t *testing.T, f *fixture, name string) store.User {
 	}
 	return u
 }
-
