@@ -68,6 +68,9 @@ type Config struct {
 	// Approvals (yaml approvals) are the surfaces besides the dashboard
 	// where a person decides a draft (surfaces.go).
 	Approvals Approvals
+
+	// Review (yaml review) tunes how drafts wait for a person (reminders.go).
+	Review Review
 }
 
 // DefaultUndoWindow is undo_window when the file sets none; MaxUndoWindow

@@ -103,6 +103,7 @@ func (d *decoder) config(n *yaml.Node) *Config {
 		"digests":   func(p string, v *yaml.Node) { d.digests(p, v, c, providerNames) },
 		"crm":       func(p string, v *yaml.Node) { d.crm(p, v, c) },
 		"approvals": func(p string, v *yaml.Node) { d.approvals(p, v, c) },
+		"review":    func(p string, v *yaml.Node) { d.review(p, v, &c.Review) },
 		"drafter": func(p string, v *yaml.Node) {
 			d.drafter(p, v, &c.Drafter, c)
 			d.checkChannelPrompts(c, v)
