@@ -167,11 +167,14 @@ func evalCmd(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintf(e.stderr, "eval: %d of %d matching approved turns planned; budget %s\n", len(plan.Turns), plan.Eligible, why)
 	res, err := run.Execute(ctx, plan)
-	if err != nil {
+	if res.V == 0 { // the journal could not be opened: nothing to write
 		return err
 	}
-	if err := eval.WriteFiles(*out, res); err != nil {
-		return err
+	if werr := eval.WriteFiles(*out, res); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("eval stopped with %d of %d turns drafted, kept in %s (run the same command to go on): %w", len(res.Turns), res.Planned, *out, err)
 	}
 	if err := eval.WriteText(e.stdout, res); err != nil {
 		return err

@@ -82,6 +82,7 @@ type Run struct {
 const (
 	StoppedBudget = "budget" // the budget is spent
 	StoppedSignal = "signal" // the context ended (SIGINT, SIGTERM)
+	StoppedError  = "error"  // the model server or the output folder failed
 )
 
 // errBudget ends a worker whose next call the budget does not allow.
@@ -90,7 +91,12 @@ var errBudget = errors.New("eval: the budget is spent")
 // Execute drafts every turn of plan not already in the journal, appending
 // each to it as it finishes, and returns the results of every turn the
 // journal holds. It stops cleanly when the budget is reached
-// (Results.Stopped) or ctx ends; what it finished is kept either way.
+// (Results.Stopped) or ctx ends; what it finished is kept either way. A
+// model server that fails (unreachable, a timeout, a 5xx, a refused
+// request, rate limits past the retries) stops the run with that error,
+// and the results so far: the failure is the server's, not the turn's, so
+// the turn is drafted again by the next run. An answer that is not a
+// valid draft, or a refusal, is the turn's result.
 func (r *Run) Execute(ctx context.Context, plan Plan) (Results, error) {
 	j, done, err := openJournal(filepath.Join(r.Out, JournalFile))
 	if err != nil {
@@ -183,10 +189,11 @@ func (r *Run) Execute(ctx context.Context, plan Plan) (Results, error) {
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return Results{}, firstErr
-	}
 	res := r.results(plan, done, b)
+	if firstErr != nil {
+		res.Stopped = StoppedError
+		return res, firstErr
+	}
 	if len(done) < len(plan.Turns) {
 		res.Stopped = stopped
 		if res.Stopped == "" {
@@ -243,9 +250,14 @@ func (r *Run) one(ctx context.Context, id string, b *budget) (Turn, error) {
 		Cost: out.Cost, Currency: out.Currency, PromptTokens: out.PromptTokens, OutputTokens: out.OutputTokens,
 		LatencyMS: &lat,
 	}
-	if err != nil {
+	var invalid *drafter.InvalidOutput
+	var refused *drafter.Refused
+	switch {
+	case errors.As(err, &invalid), errors.As(err, &refused):
 		t.Error = "the candidate could not draft it: " + err.Error()
 		return t, nil
+	case err != nil:
+		return Turn{}, fmt.Errorf("the model server failed on turn %s: %w", d.ID, err)
 	}
 	t.Candidate.Text = out.Text
 	t.Candidate.measure(t.Sent)

@@ -444,3 +444,82 @@ func TestSampleIsDeterministic(t *testing.T) {
 		t.Errorf("sample 0 drew %d; want all 500", len(all))
 	}
 }
+
+// TestAServerFailureStopsTheRun: a 503 is the server's failure, not the
+// turn's: the run stops with the error and what it finished, and the next
+// run drafts the failed turn again. An answer that is no draft is the
+// turn's own result, kept and left out of the summary.
+func TestAServerFailureStopsTheRun(t *testing.T) {
+	f := newFixture(t, 12)
+	st := f.open(t)
+	out := t.TempDir()
+	p := plan(t, st, out, 0, 1)
+	good := testkit.JSONReply(`{"reply":"Thanks, see you at 09:00.","intent":"sales","name":null,"email":null,"phone":null,"summary":"s","confidence":0.9}`)
+	f.model.Answer(func(c testkit.ModelCall) testkit.Reply {
+		switch c.N {
+		case 3:
+			return testkit.JSONReply("this is not a draft {")
+		case 5:
+			return testkit.ErrorReply(503, "overloaded", "server_error")
+		}
+		return good
+	})
+	res, err := f.run(t, st, out, nil, 0, 1).Execute(context.Background(), p)
+	if err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("Execute = %v; want the server's 503", err)
+	}
+	if res.Stopped != eval.StoppedError || len(res.Turns) != 4 || res.Summary.Failed != 1 || res.Summary.Compared != 3 {
+		t.Fatalf("stopped %q with %d turns, %d failed, %d compared; want an error stop after 4 turns, 1 failed", res.Stopped, len(res.Turns), res.Summary.Failed, res.Summary.Compared)
+	}
+	if !strings.Contains(res.Turns[2].Error, "not valid") {
+		t.Errorf("turn 3's error is %q; want the invalid answer", res.Turns[2].Error)
+	}
+	f.model.Answer(func(testkit.ModelCall) testkit.Reply { return good })
+	res, err = f.run(t, st, out, nil, 0, 1).Execute(context.Background(), p)
+	if err != nil || !res.Complete || len(res.Turns) != 12 || res.Summary.Failed != 1 {
+		t.Fatalf("the second run: %v, complete %v, %d turns, %d failed; want all 12, the invalid one kept", err, res.Complete, len(res.Turns), res.Summary.Failed)
+	}
+	if n := len(f.model.Calls()); n != 13 {
+		t.Errorf("%d calls; want 13 (12 and the 503 again)", n)
+	}
+}
+
+// TestASignalStopsCleanly: the context ending (SIGINT, SIGTERM) cuts the
+// calls in flight, keeps every finished turn, and the next run drafts the
+// rest, the cut ones included, and none twice.
+func TestASignalStopsCleanly(t *testing.T) {
+	f := newFixture(t, 30)
+	st := f.open(t)
+	out := t.TempDir()
+	p := plan(t, st, out, 0, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	good := testkit.JSONReply(`{"reply":"Thanks, see you at 09:00.","intent":"sales","name":null,"email":null,"phone":null,"summary":"s","confidence":0.9}`)
+	f.model.Answer(func(c testkit.ModelCall) testkit.Reply {
+		if c.N > 10 {
+			cancel()
+			return testkit.Reply{Hang: true}
+		}
+		return good
+	})
+	res, err := f.run(t, st, out, nil, 0, 3).Execute(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stopped != eval.StoppedSignal || len(res.Turns) != 10 {
+		t.Fatalf("stopped %q with %d turns; want a signal stop after 10", res.Stopped, len(res.Turns))
+	}
+	f.model.Answer(func(testkit.ModelCall) testkit.Reply { return good })
+	res, err = f.run(t, st, out, nil, 0, 3).Execute(context.Background(), p)
+	if err != nil || !res.Complete {
+		t.Fatalf("the second run: %v, complete %v", err, res.Complete)
+	}
+	for corr, n := range answered(f.model) {
+		if n != 1 {
+			t.Errorf("correlation %s answered %d times; want once", corr, n)
+		}
+	}
+	if n := len(answered(f.model)); n != 30 {
+		t.Errorf("%d turns answered; want 30", n)
+	}
+}

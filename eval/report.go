@@ -61,6 +61,8 @@ func Status(res Results) string {
 	case res.Stopped == StoppedBudget:
 		return fmt.Sprintf("stopped: the budget of %s %s is reached (%s spent) with %d of %d turns drafted; run the same command with a higher --budget to go on",
 			money(*res.Budget), res.Currency, strings.TrimSpace(spent), len(res.Turns), res.Planned)
+	case res.Stopped == StoppedError:
+		return fmt.Sprintf("stopped by an error with %d of %d turns drafted (%s spent); run the same command to go on", len(res.Turns), res.Planned, strings.TrimSpace(spent))
 	default:
 		return fmt.Sprintf("stopped by a signal with %d of %d turns drafted (%s spent); run the same command to go on", len(res.Turns), res.Planned, strings.TrimSpace(spent))
 	}
