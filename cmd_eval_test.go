@@ -283,6 +283,37 @@ func TestEvalRefusals(t *testing.T) {
 	if len(m.Calls()) != 5 {
 		t.Errorf("%d model calls after a run and a resume of 5 turns; want 5", len(m.Calls()))
 	}
+
+	// A backup file is evaluated as the data folder is, and left as it was.
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	if err := os.WriteFile(backup, mustRead(t, dbFile(dataDir)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256File(t, backup)
+	other := filepath.Join(t.TempDir(), "eval")
+	r := runCLI(t, "", nil, "eval", "--config", cfgPath, "--db", backup, "--out", other, "--client", "acme", "--sample", "0")
+	r.wantOK(t)
+	res, err := eval.ReadResults(filepath.Join(other, eval.ResultsFile))
+	if err != nil || !res.Complete || !strings.Contains(res.Source, backup) {
+		t.Fatalf("results of --db: %v, complete %v, source %q", err, res.Complete, res.Source)
+	}
+	for _, tn := range res.Turns {
+		if tn.Channel != "web" {
+			t.Errorf("--client acme evaluated a turn of channel %s", tn.Channel)
+		}
+	}
+	if len(res.Turns) == 0 || sha256File(t, backup) != sum {
+		t.Errorf("--db evaluated %d turns; the file changed: %v", len(res.Turns), sha256File(t, backup) != sum)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }
 
 // startApp runs the whole process on cfg with API token token.
