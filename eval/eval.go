@@ -180,11 +180,10 @@ func (r *Run) Execute(ctx context.Context, plan Plan) (Results, error) {
 				mu.Lock()
 				done[id] = t
 				finished++
-				n := finished
-				mu.Unlock()
-				if r.Progress != nil {
-					r.Progress(n, len(plan.Turns))
+				if r.Progress != nil { // one at a time, in order
+					r.Progress(finished, len(plan.Turns))
 				}
+				mu.Unlock()
 			}
 		}()
 	}
