@@ -155,9 +155,6 @@ func kindLabel(dl store.DeadLetter) string {
 	if dl.Outbox != nil && dl.Outbox.Kind == store.OutboxEvent {
 		return "outbound event (" + dl.Outbox.To + ")" // its text is the JSON body posted
 	}
-	if dl.Outbox != nil && dl.Outbox.Kind == store.OutboxAlert {
-		return "alert"
-	}
 	return "reply"
 }
 
