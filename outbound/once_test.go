@@ -246,3 +246,50 @@ func TestDeadEventReplayedOnce(t *testing.T) {
 		t.Errorf("after the refused replay: %d requests, want still 2", rc.requests(id))
 	}
 }
+
+// TestChangeRunTwiceOneRow: a business change that runs again (a retried
+// round of the group commit, a move repeated) finds its event's row and
+// writes nothing: one row and one job per event and subscriber.
+func TestChangeRunTwiceOneRow(t *testing.T) {
+	b := newBed(t, config.Subscriber{Name: "a", URL: "http://127.0.0.1:9"}, config.Subscriber{Name: "b", URL: "http://127.0.0.1:9"})
+	ev := b.receive("web", "m1", "c1", corpus.Texts()[6].Body, "")
+	lead := store.LeadKey("web", "c1")
+	h, err := b.st.Handoff(lead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk := outbound.New(b.cfg)
+	err = b.st.Update(context.Background(), func(tx *store.Tx) error {
+		for range 3 {
+			if err := hk.LeadMoved(tx, h, time.Now()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := b.rows()
+	var got []string
+	for id := range rows {
+		got = append(got, id)
+	}
+	sort.Strings(got)
+	want := []string{outbound.RowID(lead, "a", config.EventLeadStatusChanged, "1:received"), outbound.RowID(lead, "b", config.EventLeadStatusChanged, "1:received")}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("event rows = %v, want %v (one per subscriber)", got, want)
+	}
+	err = b.st.View(func(tx *store.Tx) error {
+		for _, id := range want {
+			if !tx.HasLiveJob(delivery.KindEvent, id) || tx.HasLiveJob(delivery.Kind, id) {
+				t.Errorf("row %s: want its one live job of kind %s", id, delivery.KindEvent)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ev
+}
