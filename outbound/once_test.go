@@ -291,5 +291,9 @@ func TestChangeRunTwiceOneRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The minutely resolve sees each row's live job under its own kind.
+	if n, err := delivery.New(b.st, b.cfg).Resolve(context.Background(), time.Now()); err != nil || n != 0 {
+		t.Errorf("Resolve = %d, %v; want nothing to enqueue (every row has its job)", n, err)
+	}
 	_ = ev
 }
