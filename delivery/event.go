@@ -32,8 +32,14 @@ type Event struct {
 // a reply's rules; a subscriber dedupes by webhook-id, so an unknown
 // outcome is resent.
 func CreateEventTx(tx *store.Tx, e Event) (created bool, err error) {
+	// The jobs of a lead's events share its correlation (retention finds a
+	// row's job by it); an event of no lead has its own.
+	corr := "ev:" + e.Lead
+	if e.Lead == "" {
+		corr = e.ID
+	}
 	return createTeamTx(tx, store.Outbox{
-		V: 1, ID: e.ID, Kind: store.OutboxEvent, EventKey: e.EventKey, Channel: e.Channel, CorrelationID: "ev:" + e.Lead,
+		V: 1, ID: e.ID, Kind: store.OutboxEvent, EventKey: e.EventKey, Channel: e.Channel, CorrelationID: corr,
 		ConversationID: e.ConvID, To: e.To, Text: e.Text, Provider: e.Provider, Status: store.OutboxPending,
 		CreatedAt: e.At, UpdatedAt: e.At, ApprovedBy: "outbound event", Attempts: []store.OutboxAttempt{},
 	}, e.JobID, e.MaxAttempts)

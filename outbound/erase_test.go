@@ -44,3 +44,24 @@ func TestExportAndErase(t *testing.T) {
 		t.Errorf("after erasure the event still holds the reply: %q", o.Text)
 	}
 }
+
+// TestRetention: sent events go with retention, as alerts and CRM writes
+// do; an unsent one stays.
+func TestRetention(t *testing.T) {
+	rc := newReceiver(t)
+	rc.add(config.EventDraftApproved, "400") // refused: failed, not dismissed, kept
+	b := newBed(t, config.Subscriber{Name: "n8n", URL: rc.srv.URL})
+	b.run(1)
+	ev := b.receive("web", "m1", "c1", corpus.Texts()[3].Body, "")
+	d := b.draft(ev, "ana", "ok")
+	b.approve(d)
+	rows := b.settled(7)
+	if _, err := b.st.PruneOutside(context.Background(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	left := b.rows()
+	kept := outbound.RowID(store.LeadKey("web", "c1"), "n8n", config.EventDraftApproved, d.ID)
+	if len(left) != 1 || left[kept].ID != kept {
+		t.Errorf("after retention %d of %d event rows are left (%v), want the failed one alone", len(left), len(rows), ids(left))
+	}
+}
