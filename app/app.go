@@ -24,6 +24,7 @@ import (
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/offsite"
+	"github.com/handoff/handoff/outbound"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -202,8 +203,37 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		kinds[delivery.Kind].(*delivery.Job).Providers[name] = s
 	}
 	if len(crms) > 0 {
-		a.st.HookLeadMoves(crm.Hook(cfg))
 		kinds[delivery.Kind].(*delivery.Job).Gate = crm.Gate(cfg, a.st)
+	}
+	// The outbound events (events[]): each business change writes its
+	// events in its own transaction (the store's hooks); the delivery job
+	// posts them, under delivery.KindEvent, in a pool of their own.
+	var leadHooks []store.LeadHook
+	if len(crms) > 0 {
+		leadHooks = append(leadHooks, crm.Hook(cfg))
+	}
+	if len(cfg.Events) > 0 {
+		for name, s := range outbound.Open(cfg) {
+			kinds[delivery.Kind].(*delivery.Job).Providers[name] = s
+		}
+		ev := outbound.New(cfg)
+		leadHooks = append(leadHooks, ev.LeadMoved)
+		a.st.HookOutboxMoves(ev.OutboxMoved)
+		a.st.HookJobDiscards(ev.JobDiscarded)
+	}
+	switch len(leadHooks) {
+	case 0:
+	case 1:
+		a.st.HookLeadMoves(leadHooks[0])
+	default:
+		a.st.HookLeadMoves(func(tx *store.Tx, h store.Handoff, now time.Time) error {
+			for _, fn := range leadHooks {
+				if err := fn(tx, h, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 
 	a.sched = jobs.NewSchedule(d.Logger)

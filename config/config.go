@@ -61,6 +61,9 @@ type Config struct {
 	// CRM (yaml crm) is where each client's leads are written, one
 	// write per status move (crm.go, package crm).
 	CRM []CRM
+	// Events (yaml events) are the subscribers of the outbound events,
+	// each posted once per business key (events.go, package outbound).
+	Events []Subscriber
 
 	// Limits (yaml limits) bound the memory one process holds (limits.go).
 	Limits Limits

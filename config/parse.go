@@ -102,6 +102,7 @@ func (d *decoder) config(n *yaml.Node) *Config {
 		"clients":   func(p string, v *yaml.Node) { d.clients(p, v, &c.Clients, clientIDs) },
 		"digests":   func(p string, v *yaml.Node) { d.digests(p, v, c, providerNames) },
 		"crm":       func(p string, v *yaml.Node) { d.crm(p, v, c) },
+		"events":    func(p string, v *yaml.Node) { d.events(p, v, c) },
 		"approvals": func(p string, v *yaml.Node) { d.approvals(p, v, c) },
 		"review":    func(p string, v *yaml.Node) { d.review(p, v, &c.Review) },
 		"drafter": func(p string, v *yaml.Node) {
