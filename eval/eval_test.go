@@ -200,14 +200,23 @@ func TestEvaluatesEverySampledTurnOnce(t *testing.T) {
 			t.Errorf("turn %s: candidate distance %v; want %v", tn.DraftID, tn.Candidate.Distance, d)
 		}
 		dist = append(dist, tn.Candidate.Distance)
+		// The candidate's figures are in the facts but for the long text's
+		// turn; its English answers a customer who wrote in another
+		// language (Arabic, Hebrew) with a language hit.
 		long := strings.HasPrefix(tn.Customer, "Fish & chips for <2>")
-		if got, want := tn.Candidate.GuardHits > 0, long; got != want {
-			t.Errorf("turn %s (customer %.30q): candidate %q has %d guard hits; want hits %v", tn.DraftID, tn.Customer, tn.Candidate.Text, tn.Candidate.GuardHits, want)
+		lang := quality.CompareLanguages(tn.Customer, tn.Candidate.Text).Differs
+		if got, want := tn.Candidate.GuardHits > 0, long || lang; got != want {
+			t.Errorf("turn %s (customer %.30q): candidate %q has %d guard hits; want hits %v (language differs: %v)", tn.DraftID, tn.Customer, tn.Candidate.Text, tn.Candidate.GuardHits, want, lang)
 		}
 		// Invented the first time; later in its conversation, the
 		// earlier reply holds the same figures.
-		if strings.Contains(want.Draft.Text, "€49.99") && want.Round == 0 && tn.Current.GuardHits != 2 {
-			t.Errorf("turn %s: the shown draft's invented price and time gave %d guard hits; want 2", tn.DraftID, tn.Current.GuardHits)
+		if strings.Contains(want.Draft.Text, "€49.99") && want.Round == 0 {
+			if n := len(tn.Current.Guards.Figures); n != 2 {
+				t.Errorf("turn %s: the shown draft's invented price and time gave %d figure hits; want 2", tn.DraftID, n)
+			}
+			if lang := quality.CompareLanguages(tn.Customer, want.Draft.Text).Differs; tn.Current.GuardHits != 2+btoi(lang) {
+				t.Errorf("turn %s: the shown draft has %d guard hits; want its 2 figures and %d for its language", tn.DraftID, tn.Current.GuardHits, btoi(lang))
+			}
 		}
 		if tn.Candidate.Cost != callCost || tn.Candidate.Model != "m-current" || tn.Candidate.PromptVersion != "cand" {
 			t.Errorf("turn %s: candidate cost %v, model %q, version %q; want %v, m-current, cand", tn.DraftID, tn.Candidate.Cost, tn.Candidate.Model, tn.Candidate.PromptVersion, callCost)
@@ -522,4 +531,11 @@ func TestASignalStopsCleanly(t *testing.T) {
 	if n := len(answered(f.model)); n != 30 {
 		t.Errorf("%d turns answered; want 30", n)
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
