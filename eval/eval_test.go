@@ -502,7 +502,9 @@ func TestASignalStopsCleanly(t *testing.T) {
 		}
 		return good
 	})
-	res, err := f.run(t, st, out, nil, 0, 3).Execute(ctx, p)
+	// One call at a time, so the stop comes with exactly 10 turns done
+	// and no answer of the server left unread.
+	res, err := f.run(t, st, out, nil, 0, 1).Execute(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}
