@@ -280,9 +280,13 @@ func candidate(cfg *config.Config, s *eval.Settings, promptFile, model, factsFil
 // readText reads a candidate's file: UTF-8 text of at most max bytes, not empty.
 func readText(flag, path string, max int) (string, error) {
 	raw, err := os.ReadFile(path)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the path is named once, below
+	}
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%s: cannot read %s: %v", flag, path, errors.Unwrap(err))
+		return "", fmt.Errorf("%s: cannot read %s: %v", flag, path, err)
 	case len(raw) > max:
 		return "", fmt.Errorf("%s: %s is %d bytes; at most %d go into a prompt", flag, path, len(raw), max)
 	case !utf8.Valid(raw):

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
@@ -511,7 +512,9 @@ func TestASignalStopsCleanly(t *testing.T) {
 		}
 		return good
 	})
-	res, err := f.run(t, st, out, nil, 0, 3).Execute(ctx, p)
+	// One call at a time, so the stop comes with exactly 10 turns done
+	// and no answer of the server left unread.
+	res, err := f.run(t, st, out, nil, 0, 1).Execute(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,4 +541,31 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestARateLimitIsWaitedOut: a 429 is asked again after its wait (here
+// bounded by RateWait), and the turn is drafted, once answered.
+func TestARateLimitIsWaitedOut(t *testing.T) {
+	f := newFixture(t, 3)
+	st := f.open(t)
+	out := t.TempDir()
+	p := plan(t, st, out, 0, 1)
+	f.model.Queue(testkit.RateLimited("30", "slow down"), testkit.RateLimited("30", "slow down"))
+	r := f.run(t, st, out, nil, 0, 1)
+	r.RateWait = 5 * time.Millisecond
+	res, err := r.Execute(context.Background(), p)
+	if err != nil || !res.Complete || res.Summary.Compared != 3 {
+		t.Fatalf("Execute: %v, complete %v, %d compared; want the 3 turns drafted", err, res.Complete, res.Summary.Compared)
+	}
+	if n := len(f.model.Calls()); n != 5 {
+		t.Errorf("%d calls; want 5 (two 429s asked again)", n)
+	}
+	// A third 429 in a row is the server's failure: the run stops.
+	out = t.TempDir()
+	p = plan(t, st, out, 0, 1)
+	r.Out = out
+	f.model.Queue(testkit.RateLimited("30", "slow down"), testkit.RateLimited("30", "slow down"), testkit.RateLimited("30", "slow down"))
+	if _, err := r.Execute(context.Background(), p); err == nil || !strings.Contains(err.Error(), "rate limiting") {
+		t.Errorf("three 429s: %v; want the run stopped by the rate limit", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 )
 
@@ -24,6 +25,12 @@ func openJournal(path string) (*journal, map[string]Turn, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("eval: open the journal: %w", err)
+	}
+	// The file's name is made durable too, so that a power cut cannot
+	// lose the lines fsynced into it.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("eval: sync the output folder: %w", err)
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -75,3 +82,12 @@ func (j *journal) append(t Turn) error {
 }
 
 func (j *journal) close() error { return j.f.Close() }
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
