@@ -221,11 +221,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		a.st.HookOutboxMoves(ev.OutboxMoved)
 		a.st.HookJobDiscards(ev.JobDiscarded)
 	}
-	switch len(leadHooks) {
-	case 0:
-	case 1:
-		a.st.HookLeadMoves(leadHooks[0])
-	default:
+	if len(leadHooks) > 0 { // crm's write and the status change, in the move's transaction
 		a.st.HookLeadMoves(func(tx *store.Tx, h store.Handoff, now time.Time) error {
 			for _, fn := range leadHooks {
 				if err := fn(tx, h, now); err != nil {

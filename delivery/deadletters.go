@@ -14,8 +14,9 @@ import (
 // and the side effects known to have happened.
 func Safety(o store.Outbox) (safe bool, why string, effects []string) {
 	effects = []string{"outbox row " + o.ID + " exists (" + string(o.Status) + ")"}
-	if o.Kind == store.OutboxEvent && o.Status != store.OutboxSent {
-		// The subscriber dedupes by webhook-id, which the row's id fixes.
+	if o.Kind == store.OutboxEvent && (o.Status == store.OutboxFailed || o.Status == store.OutboxNeedsReconciliation || o.Status == store.OutboxPending) {
+		// The subscriber dedupes by webhook-id, which the row's id fixes
+		// (one being sent right now is judged as any row: wait for it).
 		return true, "an outbound event: a replay posts the same body under the same webhook-id, which the subscriber dedupes by", effects
 	}
 	unknown := 0

@@ -11,6 +11,7 @@ import (
 	"github.com/handoff/handoff/app"
 	"github.com/handoff/handoff/app/apptest"
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/outbound"
 	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
 )
@@ -84,5 +85,60 @@ func TestWiredProcess(t *testing.T) {
 	_, recv := byKey(t, evs, config.EventLeadStatusChanged, "1:received")
 	if recv.Data.Status != "received" || recv.Data.Client != config.DefaultClient.ID {
 		t.Errorf("lead.status_changed = %+v", recv.Data)
+	}
+}
+
+// TestWiredDeadEventReplay: in the whole process, an event the subscriber
+// refuses is on the dead-letter list the API gives (safe to replay), and a
+// person's replay there posts it once, under its webhook-id.
+func TestWiredDeadEventReplay(t *testing.T) {
+	rc := newReceiver(t)
+	rc.add(config.EventDraftApproved, "400")
+	cfg := config.Default()
+	cfg.Channels[0].Coalesce, cfg.UndoWindow = 0, 0
+	cfg.Events = []config.Subscriber{{Name: "n8n", URL: rc.srv.URL, Secret: secret, Timeout: 2 * time.Second, Types: []string{config.EventDraftApproved}}}
+	base := apptest.URL(apptest.Start(t, cfg, app.Deps{APIToken: apiToken}))
+	in, _ := json.Marshal(map[string]string{"id": "m-1", "from": "+15550001234", "text": corpus.Texts()[1].Body, "conversation_id": "c-1"})
+	if code := call(t, http.MethodPost, base+"/hooks/demo", string(in), nil); code != http.StatusAccepted {
+		t.Fatalf("POST /hooks/demo: %d, want 202", code)
+	}
+	var tl struct {
+		Draft *struct {
+			ID string `json:"id"`
+		} `json:"draft"`
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		call(t, http.MethodGet, base+"/api/v1/events/demo:m-1", "", &tl)
+		return tl.Draft != nil
+	}, "the draft")
+	if code := call(t, http.MethodPost, base+"/api/v1/drafts/"+tl.Draft.ID+"/approve", "", nil); code != http.StatusOK && code != http.StatusCreated {
+		t.Fatalf("approve: %d", code)
+	}
+	rowID := outbound.RowID("demo:c-1", "n8n", config.EventDraftApproved, tl.Draft.ID)
+	type item struct {
+		ID   string `json:"id"`
+		Kind string `json:"kind"`
+		Safe bool   `json:"safe"`
+	}
+	var list struct {
+		DeadLetters []item `json:"dead_letters"`
+	}
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		call(t, http.MethodGet, base+"/api/v1/dead-letters?kind=outbox", "", &list)
+		return len(list.DeadLetters) > 0
+	}, "the refused event on the dead-letter list")
+	if len(list.DeadLetters) != 1 || list.DeadLetters[0].ID != rowID || !list.DeadLetters[0].Safe {
+		t.Fatalf("dead letters = %+v, want the event %s alone, safe", list.DeadLetters, rowID)
+	}
+	if code := call(t, http.MethodPost, base+"/api/v1/dead-letters/"+rowID+"/replay", "", nil); code != http.StatusOK {
+		t.Fatalf("replay: %d, want 200 (no confirmation: a subscriber dedupes)", code)
+	}
+	id := outbound.MessageID(rowID)
+	testkit.Eventually(t, 20*time.Second, func() bool { _, ok := rc.events()[id]; return ok }, "the replayed event")
+	if rc.requests(id) != 2 || len(rc.events()) != 1 {
+		t.Errorf("%d requests of %s and %d events acted on; want 2 (refused, replayed) and 1", rc.requests(id), id, len(rc.events()))
+	}
+	if code := call(t, http.MethodPost, base+"/api/v1/dead-letters/"+rowID+"/replay", "", nil); code != http.StatusConflict {
+		t.Errorf("a second replay: %d, want 409 (it was sent)", code)
 	}
 }

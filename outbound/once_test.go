@@ -14,6 +14,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/outbound"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
@@ -296,4 +297,34 @@ func TestChangeRunTwiceOneRow(t *testing.T) {
 		t.Errorf("Resolve = %d, %v; want nothing to enqueue (every row has its job)", n, err)
 	}
 	_ = ev
+}
+
+// TestDiedBetweenAcceptAndRecord: an execution claimed an event, the
+// subscriber acted on it, and the process died before recording anything
+// (the row stays effect_pending with the dead execution's claim). The next
+// process resends it under the same webhook-id, and the subscriber, which
+// dedupes by it, has it once.
+func TestDiedBetweenAcceptAndRecord(t *testing.T) {
+	rc := newReceiver(t)
+	b := newBed(t, config.Subscriber{Name: "n8n", URL: rc.srv.URL, Types: []string{config.EventLeadStatusChanged}})
+	b.receive("web", "m1", "c1", corpus.Texts()[4].Body, "")
+	id := outbound.RowID(store.LeadKey("web", "c1"), "n8n", config.EventLeadStatusChanged, "1:received")
+	ob := delivery.New(b.st, b.cfg)
+	row, _, err := ob.Claim(context.Background(), id, "01DEADEXECUTION0000000000", time.Now())
+	if err != nil || row.Status != store.OutboxEffectPending {
+		t.Fatalf("Claim = %s, %v", row.Status, err)
+	}
+	if _, err := b.senders["events:n8n"].Send(context.Background(), provider.Message{Ref: id, Text: row.Text}); err != nil {
+		t.Fatalf("the accepted post: %v", err)
+	}
+	b.run(1) // the next process
+	rows := b.settled(1)
+	o := rows[id]
+	if o.Status != store.OutboxSent || !strings.HasPrefix(actions(o), "resend:sent") {
+		t.Errorf("row %s, attempts %q; want sent by a resend", o.Status, actions(o))
+	}
+	msg := outbound.MessageID(id)
+	if rc.requests(msg) != 2 || len(rc.events()) != 1 {
+		t.Errorf("%d requests of %s, %d events acted on; want 2 and 1", rc.requests(msg), msg, len(rc.events()))
+	}
 }
