@@ -346,6 +346,7 @@ func (a *App) Start(ctx context.Context) error {
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopBg = cancel
 	a.bg.Go(func() { a.backups.lastOffsite(bctx) })
+	a.bg.Go(func() { a.surfaces.Listen(bctx) }) // Slack's Socket Mode, when configured
 	return nil
 }
 

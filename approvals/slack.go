@@ -36,6 +36,7 @@ type slackSurface struct {
 	cfg    *config.SlackSurface
 	verify hook.Verifier
 	emails sync.Map // member id -> email, as users.info gave it
+	sock   socketState // Socket Mode (slacksocket.go)
 }
 
 // slackTolerance is how far a request's timestamp may stray (Slack's and
@@ -46,6 +47,10 @@ func openSlack(a *Approvals) (Surface, bool, error) {
 	c := a.cfg.Approvals.Slack
 	if c == nil {
 		return nil, false, nil
+	}
+	if c.SocketMode && c.SigningSecret == "" {
+		// Socket Mode alone: POST /surfaces/slack refuses every request.
+		return &slackSurface{a: a, cfg: c}, true, nil
 	}
 	v, err := hook.NewVerifier(hook.Signing{Scheme: hook.SchemeSlack, Secrets: []string{c.SigningSecret}, Tolerance: slackTolerance})
 	if err != nil {
@@ -111,6 +116,9 @@ type slackPayload struct {
 
 // Receive answers one interaction request.
 func (s *slackSurface) Receive(ctx context.Context, r *Request) Answer {
+	if s.verify == nil {
+		return textAnswer(http.StatusNotFound, "this install takes Slack's interactions over Socket Mode, not at this address")
+	}
 	if err := s.verify.Verify(&hook.Request{Header: r.Header, Body: r.Body, Now: r.Now}); err != nil {
 		return textAnswer(http.StatusUnauthorized, hookSentence(err))
 	}
@@ -131,8 +139,15 @@ func (s *slackSurface) Receive(ctx context.Context, r *Request) Answer {
 	if err != nil || form.Get("payload") == "" {
 		return textAnswer(http.StatusBadRequest, "an interaction is a form with a payload field")
 	}
+	return s.interact(ctx, []byte(form.Get("payload")))
+}
+
+// interact answers one interaction payload, once its request is known to
+// be Slack's: a signed POST /surfaces/slack, or an envelope of the Socket
+// Mode connection (slacksocket.go).
+func (s *slackSurface) interact(ctx context.Context, payload []byte) Answer {
 	var p slackPayload
-	if err := json.Unmarshal([]byte(form.Get("payload")), &p); err != nil {
+	if err := json.Unmarshal(payload, &p); err != nil {
 		return textAnswer(http.StatusBadRequest, "the payload field is not an interaction payload")
 	}
 	switch p.Type {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -37,8 +38,14 @@ func (a Approvals) Any() bool { return a.Slack != nil || a.Telegram != nil || a.
 type SlackSurface struct {
 	BotTokenEnv      string // yaml bot_token_env (required): the bot's xoxb- token
 	BotToken         string
-	SigningSecretEnv string // yaml signing_secret_env (required): the app's signing secret
+	SigningSecretEnv string // yaml signing_secret_env (required unless socket_mode): the app's signing secret
 	SigningSecret    string
+	// SocketMode (yaml socket_mode) takes the interactions over a Socket
+	// Mode WebSocket that handoff opens (apps.connections.open with the
+	// app-level token), so an install behind NAT needs no public URL.
+	SocketMode  bool
+	AppTokenEnv string // yaml app_token_env (required with socket_mode): the app-level xapp- token (connections:write)
+	AppToken    string
 	// APIURL (yaml api_url) is Slack's Web API; default
 	// https://slack.com/api (tests point it at a stand-in).
 	APIURL string
@@ -134,9 +141,16 @@ func (d *decoder) slackSurface(path string, n *yaml.Node, c *Config) *SlackSurfa
 	set, ok := d.mapping(path, n, handlers{
 		"bot_token_env":      d.secretKey(&s.BotTokenEnv, &s.BotToken),
 		"signing_secret_env": d.secretKey(&s.SigningSecretEnv, &s.SigningSecret),
-		"api_url":            func(p string, v *yaml.Node) { d.url(p, v, &s.APIURL) },
-		"channels":           func(p string, v *yaml.Node) { s.Channels = d.clientMap(p, v, c, slackChannel) },
-		"escalate_to":        func(p string, v *yaml.Node) { s.EscalateTo = d.clientMap(p, v, c, slackChannel) },
+		"socket_mode":        func(p string, v *yaml.Node) { d.boolean(p, v, &s.SocketMode) },
+		"app_token_env": func(p string, v *yaml.Node) {
+			d.secretKey(&s.AppTokenEnv, &s.AppToken)(p, v)
+			if s.AppToken != "" && !strings.HasPrefix(s.AppToken, "xapp-") {
+				d.fail(p, v, "%s does not hold an app-level token (xapp-…, Basic Information → App-Level Tokens, with connections:write)", envLabel(s.AppTokenEnv))
+			}
+		},
+		"api_url":     func(p string, v *yaml.Node) { d.url(p, v, &s.APIURL) },
+		"channels":    func(p string, v *yaml.Node) { s.Channels = d.clientMap(p, v, c, slackChannel) },
+		"escalate_to": func(p string, v *yaml.Node) { s.EscalateTo = d.clientMap(p, v, c, slackChannel) },
 		"users": func(p string, v *yaml.Node) {
 			s.Users = d.userMap(p, v, func(id string) string {
 				if slackMemberID.MatchString(id) {
@@ -153,7 +167,14 @@ func (d *decoder) slackSurface(path string, n *yaml.Node, c *Config) *SlackSurfa
 		{"bot_token_env", "name the variable holding the bot's xoxb- token"},
 		{"signing_secret_env", "name the variable holding the app's signing secret (Basic Information)"},
 		{"channels", "map each client to the Slack channel its drafts are announced in"},
+		{"app_token_env", "socket_mode needs the variable holding the app-level xapp- token (with connections:write)"},
 	} {
+		switch {
+		case k.key == "signing_secret_env" && s.SocketMode:
+			continue // Socket Mode's interactions come over handoff's own connection, unsigned
+		case k.key == "app_token_env" && !s.SocketMode:
+			continue
+		}
 		if set[k.key] == nil {
 			d.fail(joinPath(path, k.key), n, "missing; %s", k.why)
 		}
