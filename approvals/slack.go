@@ -35,7 +35,7 @@ type slackSurface struct {
 	a      *Approvals
 	cfg    *config.SlackSurface
 	verify hook.Verifier
-	emails sync.Map // member id -> email, as users.info gave it
+	emails sync.Map    // member id -> email, as users.info gave it
 	sock   socketState // Socket Mode (slacksocket.go)
 }
 
