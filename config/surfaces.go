@@ -25,13 +25,16 @@ type Approvals struct {
 	Slack     *SlackSurface    // nil: not configured
 	Telegram  *TelegramSurface // nil: not configured
 	Mail      MailSurfaces     // email and ntfy (surfaces_mail.go)
+	WebPush   *WebPushSurface  // nil: not configured (webpush.go)
 }
 
 // DefaultSweep is approvals.sweep when the file sets none.
 const DefaultSweep = 2 * time.Second
 
 // Any reports whether any surface is configured.
-func (a Approvals) Any() bool { return a.Slack != nil || a.Telegram != nil || a.Mail.Any() }
+func (a Approvals) Any() bool {
+	return a.Slack != nil || a.Telegram != nil || a.Mail.Any() || a.WebPush != nil
+}
 
 // SlackSurface is approvals.slack: a Slack app whose bot posts the cards
 // and whose interactivity Request URL is POST /surfaces/slack.
@@ -115,6 +118,7 @@ func (d *decoder) approvals(path string, n *yaml.Node, c *Config) {
 		},
 		"slack":    func(p string, v *yaml.Node) { a.Slack = d.slackSurface(p, v, c) },
 		"telegram": func(p string, v *yaml.Node) { a.Telegram = d.telegramSurface(p, v, c) },
+		"webpush":  func(p string, v *yaml.Node) { a.WebPush = d.webPush(p, v) },
 	}
 	d.mailSurfaces(hs, &a.Mail, c)
 	d.reminderKeys(hs, &a.Reminders)

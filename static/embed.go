@@ -13,7 +13,7 @@ import (
 	"strings"
 )
 
-//go:embed app.css app.js htmx.min.js
+//go:embed app.css app.js htmx.min.js push.js sw.js
 var files embed.FS
 
 // Prefix is the URL path every static file is served under.

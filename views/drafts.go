@@ -166,6 +166,9 @@ type DraftQueue struct {
 	// Counts are the drafts in each status (store.DraftStatuses).
 	Counts map[store.DraftStatus]int
 	CSRF   string // the session's token, for the selection's form
+	// PushKey is the VAPID public key (base64url) when approvals.webpush
+	// is configured: the page offers Web Push; "" offers nothing.
+	PushKey string
 }
 
 // QueueAnswer is the answer to a decision made through htmx: the next card,

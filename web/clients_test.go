@@ -139,6 +139,8 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"POST /logout": own, "GET /account": own, "POST /account/password": own, "POST /account/sessions/end": own,
 		"POST /account/totp/start": own, "POST /account/totp/confirm": own, "POST /account/totp/remove": own,
 		"GET /account/confirm": own, "POST /account/confirm": own,
+		// Web Push (webpush.go): the service worker, and a person's own browsers.
+		"GET /sw.js": public, "POST /push/subscribe": own, "POST /push/unsubscribe": own,
 
 		"GET /": list, "GET /search": list, "GET /drafts": list, "GET /drafts/live": list, "GET /handoffs": list, "GET /clients": list,
 		"GET /api/v1/handoffs": list, "GET /api/v1/drafts": list, "GET /api/v1/stats/quality": list, "GET /api/v1/canary": list,

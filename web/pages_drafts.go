@@ -294,7 +294,7 @@ func (s *Server) queuePage(c *echo.Context, v queueView, id string, sel *views.S
 	}
 	q := views.DraftQueue{
 		Filter: v.filter, Owners: s.owners(), HasOwner: p.Owner != "", Card: card, Items: items, Partial: partial,
-		Drafting: drafting, CSRF: csrfOf(c),
+		Drafting: drafting, CSRF: csrfOf(c), PushKey: s.pushKey(c),
 	}
 	vis := s.visible(c)
 	if q.Counts, err = s.st.DraftCountsFor(vis); err != nil {

@@ -121,7 +121,10 @@ func (s *Server) routes() {
 	e.GET("/", s.overviewPage, page...)
 	e.GET("/search", s.search, page...)
 	e.GET("/drafts", s.draftsPage, page...)
-	e.GET("/drafts/live", s.queueLive, page...) // the open queue's poll (pages_drafts.go)
+	e.GET("/drafts/live", s.queueLive, page...)         // the open queue's poll (pages_drafts.go)
+	e.GET("/sw.js", s.serviceWorker)                    // Web Push's service worker (webpush.go)
+	e.POST("/push/subscribe", s.subscribePush, self...) // this browser's PushSubscription
+	e.POST("/push/unsubscribe", s.unsubscribePush, self...)
 	e.POST("/drafts/:id/approve", s.approveFromQueue, page...)
 	e.POST("/drafts/:id/reject", s.rejectFromQueue, page...)
 	e.POST("/drafts/selected", s.decideSelected, page...) // several drafts at once (selection.go)
