@@ -3,146 +3,17 @@ package approvals
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit/standin"
 )
-
-// socketStandin is Slack's side of Socket Mode over real HTTP and
-// WebSocket: apps.connections.open (POST, the app token as Bearer) answers
-// a ws:// URL on the same server, whose connections the test drives; every
-// other path is the Web API stand-in's (chat.postMessage, users.info, …).
-type socketStandin struct {
-	t     *testing.T
-	srv   *httptest.Server
-	token string
-
-	mu    sync.Mutex
-	opens int
-	bad   []string
-	conns chan *socketPeer
-	quit  chan struct{} // closed at the test's end: every connection's handler returns
-}
-
-// socketPeer is one connection as Slack holds it.
-type socketPeer struct {
-	c    *websocket.Conn
-	done chan struct{} // closed when the test is done with it
-}
-
-func newSocketStandin(t *testing.T, api *standin.SurfaceAPI, token string) *socketStandin {
-	s := &socketStandin{t: t, token: token, conns: make(chan *socketPeer, 8), quit: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/apps.connections.open":
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if r.Method != http.MethodPost || r.Header.Get("Authorization") != "Bearer "+s.token {
-				s.bad = append(s.bad, fmt.Sprintf("%s apps.connections.open with %q", r.Method, r.Header.Get("Authorization")))
-				writeJSONTest(w, map[string]any{"ok": false, "error": "invalid_auth"})
-				return
-			}
-			s.opens++
-			writeJSONTest(w, map[string]any{"ok": true, "url": fmt.Sprintf("ws://%s/link/?ticket=t-%d&app_id=A0TEST", r.Host, s.opens)})
-		case r.URL.Path == "/link/":
-			c, err := websocket.Accept(w, r, nil)
-			if err != nil {
-				return
-			}
-			p := &socketPeer{c: c, done: make(chan struct{})}
-			select {
-			case s.conns <- p:
-			case <-s.quit:
-				return
-			}
-			select {
-			case <-p.done:
-			case <-s.quit:
-			}
-		default:
-			api.Config.Handler.ServeHTTP(w, r)
-		}
-	}))
-	t.Cleanup(func() { close(s.quit); s.srv.Close() })
-	return s
-}
-
-func writeJSONTest(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	json.NewEncoder(w).Encode(v)
-}
-
-func (s *socketStandin) openCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.opens
-}
-
-// next is the next connection handoff opens, greeted with hello.
-func (s *socketStandin) next(t *testing.T) *socketPeer {
-	t.Helper()
-	select {
-	case p := <-s.conns:
-		t.Cleanup(func() { p.c.CloseNow(); closeOnce(p) })
-		p.send(t, map[string]any{"type": "hello", "num_connections": 1, "debug_info": map[string]any{"host": "applink-standin"},
-			"connection_info": map[string]any{"app_id": "A0TEST"}})
-		return p
-	case <-time.After(10 * time.Second):
-		t.Fatal("handoff opened no Socket Mode connection within 10 s")
-		return nil
-	}
-}
-
-func closeOnce(p *socketPeer) {
-	select {
-	case <-p.done:
-	default:
-		close(p.done)
-	}
-}
-
-func (p *socketPeer) send(t *testing.T, v any) {
-	t.Helper()
-	raw, _ := json.Marshal(v)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := p.c.Write(ctx, websocket.MessageText, raw); err != nil {
-		t.Fatalf("write to handoff: %v", err)
-	}
-}
-
-// interactive sends payload as an interactive envelope, as Slack does, and
-// returns handoff's ack (within Slack's 3 s, or the test fails).
-func (p *socketPeer) interactive(t *testing.T, id string, retry int, payload json.RawMessage) map[string]json.RawMessage {
-	t.Helper()
-	p.send(t, map[string]any{"envelope_id": id, "type": "interactive", "payload": payload, "accepts_response_payload": true,
-		"retry_attempt": retry, "retry_reason": map[bool]string{true: "timeout", false: ""}[retry > 0]})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	_, raw, err := p.c.Read(ctx)
-	if err != nil {
-		t.Fatalf("envelope %s: no ack within Slack's 3 s: %v", id, err)
-	}
-	var ack map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &ack); err != nil {
-		t.Fatalf("envelope %s: the ack %q is not JSON", id, raw)
-	}
-	if string(ack["envelope_id"]) != `"`+id+`"` {
-		t.Fatalf("ack %s, want envelope_id %q", raw, id)
-	}
-	return ack
-}
 
 // socketPayload is the interaction payload of the @slack/bolt vector name
 // (a Socket Mode envelope carries it as JSON, not as a signed form).
@@ -169,9 +40,9 @@ func TestSlackSocketMode(t *testing.T) {
 	sv := readSlackVectors(t)
 	f := newFixture(t)
 	api := standin.NewSurfaceAPI(t, "xoxb-test-token")
-	sock := newSocketStandin(t, api, "xapp-1-A0TEST-1-secret")
+	sock := standin.NewSlackSocket(t, api, "xapp-1-A0TEST-1-secret")
 	f.cfg.Approvals.Slack = &config.SlackSurface{
-		BotToken: "xoxb-test-token", SocketMode: true, AppToken: "xapp-1-A0TEST-1-secret", APIURL: sock.srv.URL,
+		BotToken: "xoxb-test-token", SocketMode: true, AppToken: "xapp-1-A0TEST-1-secret", APIURL: sock.URL,
 		Channels: map[string]string{"acme": "C0ACME", "beta": "C0BETA"},
 		Users:    map[string]string{"U0DANA": "dana"},
 	}
@@ -212,8 +83,8 @@ func TestSlackSocketMode(t *testing.T) {
 		a.Wait()
 	})
 
-	c1 := sock.next(t)
-	if ack := c1.interactive(t, "env-1", 0, socketPayload(t, sv, "approve by dana")); ack["payload"] != nil {
+	c1 := sock.Next(t)
+	if ack := c1.Interactive(t, "env-1", 0, socketPayload(t, sv, "approve by dana")); ack["payload"] != nil {
 		t.Errorf("block_actions ack carries a payload: %s", ack["payload"])
 	}
 	got := f.draft(t, d.ID)
@@ -221,13 +92,13 @@ func TestSlackSocketMode(t *testing.T) {
 		t.Fatalf("after Approve over the socket: %s %+v", got.Status, got.Decision)
 	}
 	// Slack resends an envelope whose ack it did not see: acked, not handled again.
-	c1.interactive(t, "env-1", 1, socketPayload(t, sv, "approve by dana"))
+	c1.Interactive(t, "env-1", 1, socketPayload(t, sv, "approve by dana"))
 	if says := ephemerals(f, api); len(says) != 0 {
 		t.Fatalf("the resent envelope was answered %q, want nothing", says)
 	}
 	// The same click in a new envelope (a resend after handoff restarted):
 	// review's idempotence answers it.
-	c1.interactive(t, "env-2", 0, socketPayload(t, sv, "approve by dana"))
+	c1.Interactive(t, "env-2", 0, socketPayload(t, sv, "approve by dana"))
 	if says := ephemerals(f, api); len(says) != 1 || !strings.Contains(says[0], "already approved by dana") {
 		t.Fatalf("the second approval's answer = %q, want already approved by dana", says)
 	}
@@ -240,24 +111,23 @@ func TestSlackSocketMode(t *testing.T) {
 	}
 
 	// Slack's disconnect: handoff opens a fresh URL.
-	c1.send(t, map[string]any{"type": "disconnect", "reason": "refresh_requested", "debug_info": map[string]any{"host": "applink-standin"}})
-	c2 := sock.next(t)
-	closeOnce(c1)
-	c2.interactive(t, "env-3", 0, socketPayload(t, sv, "approve by bea of another client"))
+	c1.Send(t, map[string]any{"type": "disconnect", "reason": "refresh_requested", "debug_info": map[string]any{"host": "applink-standin"}})
+	c2 := sock.Next(t)
+	c1.Done()
+	c2.Interactive(t, "env-3", 0, socketPayload(t, sv, "approve by bea of another client"))
 	if says := ephemerals(f, api); len(says) != 2 || !strings.Contains(says[1], "(bea) are not an approver of this client") {
 		t.Fatalf("bea's answer = %q", says)
 	}
-	c2.interactive(t, "env-4", 0, socketPayload(t, sv, "undo by dana"))
+	c2.Interactive(t, "env-4", 0, socketPayload(t, sv, "undo by dana"))
 	if st := f.draft(t, d.ID).Status; st != store.DraftPending {
 		t.Fatalf("after Undo over the socket the draft is %s, want pending", st)
 	}
 
 	// The connection drops without a word (a NAT forgot it): handoff
 	// reconnects after its backoff.
-	c2.c.CloseNow()
-	closeOnce(c2)
-	c3 := sock.next(t)
-	ack := c3.interactive(t, "env-5", 0, socketPayload(t, sv, "edited reply submitted by dana"))
+	c2.Done()
+	c3 := sock.Next(t)
+	ack := c3.Interactive(t, "env-5", 0, socketPayload(t, sv, "edited reply submitted by dana"))
 	if string(ack["payload"]) != `{"response_action":"clear"}` {
 		t.Fatalf("view_submission ack payload = %s, want response_action clear", ack["payload"])
 	}
@@ -266,7 +136,7 @@ func TestSlackSocketMode(t *testing.T) {
 		final.Decision.Text != "Hi Ada, the blue one is in stock: shall I hold it for you?" {
 		t.Fatalf("after the edit over the socket: %s %+v", final.Status, final.Decision)
 	}
-	if n := sock.openCount(); n != 3 {
+	if n := sock.Opens(); n != 3 {
 		t.Errorf("apps.connections.open calls = %d, want 3 (first, after disconnect, after the drop)", n)
 	}
 	if n := slack.socketConnects(); n != 3 {
@@ -288,11 +158,9 @@ func TestSlackSocketMode(t *testing.T) {
 	if n := len(api.Calls("chat.postMessage")); n != 1 {
 		t.Errorf("chat.postMessage calls = %d, want 1: one message per draft", n)
 	}
-	sock.mu.Lock()
-	if len(sock.bad) > 0 {
-		t.Errorf("calls the stand-in refused: %q", sock.bad)
+	if bad := sock.Refused(); len(bad) > 0 {
+		t.Errorf("calls the stand-in refused: %q", bad)
 	}
-	sock.mu.Unlock()
 	if bad := api.Malformed(); len(bad) > 0 {
 		t.Errorf("calls the API refused as malformed: %q", bad)
 	}
@@ -303,8 +171,8 @@ func TestSlackSocketMode(t *testing.T) {
 func TestSlackSocketModeBadToken(t *testing.T) {
 	f := newFixture(t)
 	api := standin.NewSurfaceAPI(t, "xoxb-test-token")
-	sock := newSocketStandin(t, api, "xapp-the-right-one")
-	f.cfg.Approvals.Slack = &config.SlackSurface{BotToken: "xoxb-test-token", SocketMode: true, AppToken: "xapp-a-wrong-one", APIURL: sock.srv.URL,
+	sock := standin.NewSlackSocket(t, api, "xapp-the-right-one")
+	f.cfg.Approvals.Slack = &config.SlackSurface{BotToken: "xoxb-test-token", SocketMode: true, AppToken: "xapp-a-wrong-one", APIURL: sock.URL,
 		Channels: map[string]string{"acme": "C0ACME"}}
 	a, err := New(f.st, f.cfg, Options{Now: f.clock.Now})
 	if err != nil {
@@ -317,9 +185,7 @@ func TestSlackSocketModeBadToken(t *testing.T) {
 	go func() { defer close(done); a.Listen(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		sock.mu.Lock()
-		n := len(sock.bad)
-		sock.mu.Unlock()
+		n := len(sock.Refused())
 		if n >= 3 {
 			break
 		}
@@ -334,7 +200,7 @@ func TestSlackSocketModeBadToken(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Listen did not return after the stop")
 	}
-	if sock.openCount() != 0 || len(sock.conns) != 0 {
+	if sock.Opens() != 0 || sock.Waiting() != 0 {
 		t.Errorf("a refused token connected")
 	}
 }
