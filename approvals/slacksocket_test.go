@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit/standin"
