@@ -13,6 +13,7 @@
   var state = document.getElementById("push-state");
   if (!("serviceWorker" in navigator) || !("PushManager" in window) || !("Notification" in window)) {
     state.textContent = "This browser cannot show notifications from the dashboard.";
+    on.style.display = off.style.display = "none";
     box.hidden = false;
     return;
   }
@@ -27,11 +28,15 @@
     return out;
   }
   function tell(text) { state.textContent = text; }
+  // style.display, not hidden: the dashboard's button style would show a
+  // hidden button.
   function show(subscribed) {
-    on.hidden = subscribed;
-    off.hidden = !subscribed;
+    on.style.display = subscribed ? "none" : "";
+    off.style.display = subscribed ? "" : "none";
     box.hidden = false;
   }
+  show(false);
+  box.hidden = true;
   function post(path, body) {
     return fetch(path, {
       method: "POST", credentials: "same-origin",

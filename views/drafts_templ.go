@@ -298,7 +298,7 @@ func Drafts(l Layout, q DraftQueue) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "\" hidden><button id=\"push-on\" class=\"small\" type=\"button\">Push new drafts to this browser</button> <button id=\"push-off\" class=\"small\" type=\"button\" hidden>Stop pushing to this browser</button> <span id=\"push-state\" class=\"muted small\" role=\"status\"></span></p><script src=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "\" hidden><button id=\"push-on\" class=\"small\" type=\"button\">Push new drafts to this browser</button> <button id=\"push-off\" class=\"small\" type=\"button\">Stop pushing to this browser</button> <span id=\"push-state\" class=\"muted small\" role=\"status\"></span></p><script src=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
