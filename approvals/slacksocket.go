@@ -23,7 +23,8 @@ import (
 //
 //	hello        the connection is ready (the backoff starts again from its base)
 //	disconnect   Slack is about to close it (warning, refresh_requested,
-//	             link_disabled): a fresh URL is opened at once
+//	             link_disabled): a fresh URL is opened at once (after the
+//	             backoff when the connection never said hello)
 //	interactive  one interaction payload (block_actions, view_submission):
 //	             it goes through interact, exactly as a signed POST's does
 //	             (the same users mapping, client scope, review decision,
@@ -99,6 +100,9 @@ func (s *slackSurface) Listen(ctx context.Context) {
 		}
 		if hello {
 			wait = base // it worked for a while: start again from the base
+			if errors.Is(err, errRefresh) {
+				continue // Slack asked for a fresh connection: open it at once
+			}
 		}
 		if err != nil {
 			s.a.log.Warn("approvals: slack socket mode: the connection ended; opening another", slog.Any("err", err), slog.Duration("after", wait))

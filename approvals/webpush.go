@@ -251,8 +251,12 @@ func (w *WebPush) Post(ctx context.Context, client string, v View) (string, erro
 	for _, u := range users {
 		byName[u.Name] = u
 	}
+	client = v.ClientName
+	if client == "" {
+		client = v.Client
+	}
 	payload, err := json.Marshal(webPushMessage{
-		Title: clip("New draft: "+oneLine(v.Customer)+" — "+v.ClientName, 100),
+		Title: clip("New draft: "+oneLine(v.Customer)+" — "+client, 100),
 		Body:  firstWords(v.Text, webPushWords, webPushBodyMax),
 		URL:   "/drafts?" + url.Values{"id": {v.Draft.ID}}.Encode(),
 		Tag:   "draft-" + v.Draft.ID,
