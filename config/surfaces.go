@@ -183,6 +183,9 @@ func (d *decoder) slackSurface(path string, n *yaml.Node, c *Config) *SlackSurfa
 			d.fail(joinPath(path, k.key), n, "missing; %s", k.why)
 		}
 	}
+	if set["app_token_env"] != nil && !s.SocketMode {
+		d.fail(joinPath(path, "app_token_env"), n, "is read only with socket_mode: true (the interactions then come over Socket Mode, not to /surfaces/slack)")
+	}
 	return s
 }
 

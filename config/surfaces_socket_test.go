@@ -24,6 +24,7 @@ func TestSlackSocketMode(t *testing.T) {
 		{"    socket_mode: true\n    app_token_env: NOT_APP\n", "approvals.slack.app_token_env: environment variable NOT_APP does not hold an app-level token (xapp-"},
 		{"    socket_mode: yes please\n    app_token_env: SLACK_APP\n", "approvals.slack.socket_mode:"},
 		{"    app_token_env: SLACK_APP\n", "approvals.slack.signing_secret_env: missing"},
+		{"    signing_secret_env: SLACK_APP\n    app_token_env: SLACK_APP\n", "approvals.slack.app_token_env: is read only with socket_mode: true"},
 	} {
 		_, err := Parse([]byte(head+b.yaml), env)
 		if err == nil || !strings.Contains(err.Error(), b.err) {

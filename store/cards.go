@@ -33,7 +33,7 @@ var (
 // Card is one announcement of a draft on a surface.
 type Card struct {
 	V       int    `json:"v"`
-	Surface string `json:"surface"` // "slack", "telegram", "email", "ntfy"
+	Surface string `json:"surface"` // "slack", "telegram", "email", "ntfy", "webpush"
 	Draft   string `json:"draft"`
 	// Chat is where the card is (a Slack channel id, a Telegram chat id, an
 	// address); Ref names the message in it (a Slack ts, a Telegram
