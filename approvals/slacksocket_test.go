@@ -3,6 +3,7 @@ package approvals
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/standin"
 )
 
@@ -201,5 +204,97 @@ func TestSlackSocketModeBadToken(t *testing.T) {
 	}
 	if sock.Opens() != 0 || sock.Waiting() != 0 {
 		t.Errorf("a refused token connected")
+	}
+}
+
+// TestSlackSocketModeAtOnce: the same Approve delivered in two envelopes
+// back to back (handled concurrently, each in its own goroutine) while root
+// approves on the dashboard: both envelopes are acked, one approval stands,
+// one outbox row and one delivery job, and each losing envelope's clicker
+// is told whose approval stands.
+func TestSlackSocketModeAtOnce(t *testing.T) {
+	ctx := context.Background()
+	sv := readSlackVectors(t)
+	for i := range 5 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			f := newFixture(t)
+			api := standin.NewSurfaceAPI(t, "xoxb-test-token")
+			sock := standin.NewSlackSocket(t, api, "xapp-1-A0TEST-1-secret")
+			f.cfg.Approvals.Slack = &config.SlackSurface{BotToken: "xoxb-test-token", SocketMode: true, AppToken: "xapp-1-A0TEST-1-secret", APIURL: sock.URL,
+				Channels: map[string]string{"acme": "C0ACME"}, Users: map[string]string{"U0DANA": "dana"}}
+			u, _ := url.Parse(api.URL)
+			a, err := New(f.st, f.cfg, Options{Now: f.clock.Now, HTTP: &http.Client{Transport: toStandin{u}, Timeout: 5 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.a = a
+			d := f.pendingID(t, strings.TrimPrefix(sv.Draft, "d"), "web", "m1", "Hi Ada")
+			lctx, stop := context.WithCancel(ctx)
+			listened := make(chan struct{})
+			go func() { defer close(listened); a.Listen(lctx) }()
+			t.Cleanup(func() { stop(); <-listened; a.Wait() })
+			c := sock.Next(t)
+
+			payload := socketPayload(t, sv, "approve by dana")
+			var dash review.Approved
+			var dashErr error
+			acks := map[string]bool{}
+			testkit.Together(2, func(i int) {
+				if i == 1 {
+					dash, dashErr = review.New(f.st, f.cfg).Approve(ctx, d.ID, store.Decision{By: "root", At: f.clock.Now()})
+					return
+				}
+				for _, id := range []string{"env-a", "env-b"} {
+					c.Send(t, map[string]any{"envelope_id": id, "type": "interactive", "payload": payload, "accepts_response_payload": true})
+				}
+				for range 2 {
+					rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+					_, raw, err := c.C.Read(rctx)
+					cancel()
+					if err != nil {
+						t.Errorf("no ack within 3 s: %v", err)
+						return
+					}
+					var ack struct {
+						EnvelopeID string `json:"envelope_id"`
+					}
+					json.Unmarshal(raw, &ack)
+					acks[ack.EnvelopeID] = true
+				}
+			})
+			if dashErr != nil || !acks["env-a"] || !acks["env-b"] {
+				t.Fatalf("dashboard %v; acks %v", dashErr, acks)
+			}
+			final := f.draft(t, d.ID)
+			if final.Status != store.DraftApproved || final.OutboxID == "" || dash.Outbox.ID != final.OutboxID {
+				t.Fatalf("final %s outbox %q, the dashboard's %q", final.Status, final.OutboxID, dash.Outbox.ID)
+			}
+			says := ephemerals(f, api)
+			wantSays := 1 // one envelope lost to the other, or both to root
+			if final.Decision.By == "root" {
+				wantSays = 2
+			}
+			if len(says) != wantSays {
+				t.Fatalf("approved by %s; ephemerals %q, want %d", final.Decision.By, says, wantSays)
+			}
+			for _, s := range says {
+				if !strings.Contains(s, "already approved by "+final.Decision.By) {
+					t.Errorf("ephemeral %q, want already approved by %s", s, final.Decision.By)
+				}
+			}
+			var jobs []store.Job
+			if err := f.st.View(func(tx *store.Tx) (err error) { jobs, err = tx.JobsByCorrelation(d.CorrelationID); return err }); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, j := range jobs {
+				if j.Kind == store.KindDeliver {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("delivery jobs = %d, want 1", n)
+			}
+		})
 	}
 }
