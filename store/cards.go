@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -180,4 +181,66 @@ func (tx *Tx) OpenCards(surface string, fn func(Card) error) error {
 		}
 	}
 	return nil
+}
+
+// checkCards proves the card indexes agree with the cards, both ways: a
+// posted card is found by its chat and ref, an open one (not final) is in
+// idx_cards_open, and every entry of either index names a card that says
+// so. A file without cards has none of the buckets and nothing to check.
+func checkCards(tx *Tx, r *checking) []error {
+	cards, byRef, open := tx.bucket(bucketCards), tx.bucket(bucketCardsByRef), tx.bucket(bucketCardsOpen)
+	if cards == nil && byRef == nil && open == nil {
+		return nil
+	}
+	var problems []error
+	if cards == nil || byRef == nil || open == nil {
+		return []error{fmt.Errorf("check: the card buckets are incomplete (%s %v, %s %v, %s %v)",
+			bucketCards, cards != nil, bucketCardsByRef, byRef != nil, bucketCardsOpen, open != nil)}
+	}
+	read := map[string]Card{} // by key, the cards that could be read
+	_ = cards.ForEach(func(k, v []byte) error {
+		var c Card
+		if err := unmarshal(v, &c, true); err != nil {
+			r.unreadable = append(r.unreadable, Unreadable{Kind: "card", ID: string(bytes.ReplaceAll(k, []byte{0}, []byte{'/'})), Reason: clip(err.Error())})
+			if json.Unmarshal(v, &c) != nil {
+				return nil
+			}
+		}
+		if !bytes.Equal(k, cardKey(c.Surface, c.Draft)) {
+			problems = append(problems, fmt.Errorf("check: the card at %q is of %s/%s", k, c.Surface, c.Draft))
+			return nil
+		}
+		read[string(k)] = c
+		if c.Ref != "" && string(byRef.Get(cardRefKey(c.Surface, c.Chat, c.Ref))) != c.Draft {
+			problems = append(problems, fmt.Errorf("check: the %s card of draft %s (%s in %s) is not in %s", c.Surface, c.Draft, c.Ref, c.Chat, bucketCardsByRef))
+		}
+		switch inOpen := open.Get(k) != nil; {
+		case !c.Final && !inOpen:
+			problems = append(problems, fmt.Errorf("check: the %s card of draft %s may still change but is not in %s", c.Surface, c.Draft, bucketCardsOpen))
+		case c.Final && inOpen:
+			problems = append(problems, fmt.Errorf("check: %s lists the final %s card of draft %s", bucketCardsOpen, c.Surface, c.Draft))
+		}
+		return nil
+	})
+	_ = byRef.ForEach(func(k, v []byte) error {
+		parts := bytes.SplitN(k, []byte{0}, 3)
+		if len(parts) != 3 {
+			problems = append(problems, fmt.Errorf("check: %s holds the key %q, not surface, chat and ref", bucketCardsByRef, k))
+			return nil
+		}
+		c, ok := read[string(cardKey(string(parts[0]), string(v)))]
+		if !ok && cards.Get(cardKey(string(parts[0]), string(v))) == nil {
+			problems = append(problems, fmt.Errorf("check: %s names the %s card of draft %s, which does not exist", bucketCardsByRef, parts[0], v))
+		} else if ok && (c.Chat != string(parts[1]) || c.Ref != string(parts[2])) {
+			problems = append(problems, fmt.Errorf("check: %s names the %s card of draft %s as %s in %s; the card is %s in %s", bucketCardsByRef, parts[0], v, parts[2], parts[1], c.Ref, c.Chat))
+		}
+		return nil
+	})
+	_ = open.ForEach(func(k, _ []byte) error {
+		if _, ok := read[string(k)]; !ok && cards.Get(k) == nil {
+			problems = append(problems, fmt.Errorf("check: %s lists %q, which is no card", bucketCardsOpen, bytes.ReplaceAll(k, []byte{0}, []byte{'/'})))
+		}
+		return nil
+	})
+	return problems
 }

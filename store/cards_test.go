@@ -133,4 +133,62 @@ func TestOpenCardsStepOverAnUnreadableCard(t *testing.T) {
 	if u := st.UnreadableOf("card"); len(u) != 1 || !strings.Contains(u[0].ID, "d01A") {
 		t.Errorf("unreadable = %+v, want the damaged card named", u)
 	}
+	// Check names it too (and nothing else: its index entries are its own).
+	rep, err := st.Inspect()
+	if err != nil || len(rep.Damaged) != 0 || len(rep.Unreadable) != 1 || rep.Unreadable[0].Kind != "card" || !strings.Contains(rep.Unreadable[0].ID, "d01A") {
+		t.Errorf("Inspect = %+v, %v; want the damaged card alone, unreadable", rep, err)
+	}
+	c := Card{Surface: "slack", Draft: "d01A", Chat: "C1", Ref: "1.d01A", Shown: "waiting", CreatedAt: at, UpdatedAt: at}
+	if err := st.Update(context.Background(), func(tx *Tx) error { return tx.PutCard(c) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckCards: Check finds a card missing from its indexes, an index
+// entry without its card, and an open entry of a final card.
+func TestCheckCards(t *testing.T) {
+	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		damage func(tx engine.Tx) error
+		want   string
+	}{
+		{"ref index entry gone", func(tx engine.Tx) error {
+			return tx.Bucket(bucketCardsByRef).Delete(cardRefKey("slack", "C0ACME", "1767225600.000001"))
+		}, "is not in idx_cards_by_ref"},
+		{"ref index names no card", func(tx engine.Tx) error {
+			return tx.Bucket(bucketCardsByRef).Put(cardRefKey("slack", "C0ACME", "9.9"), []byte("d-gone"))
+		}, "names the slack card of draft d-gone, which does not exist"},
+		{"ref index names another message", func(tx engine.Tx) error {
+			return tx.Bucket(bucketCardsByRef).Put(cardRefKey("slack", "C0OTHER", "1.5"), []byte("d-open"))
+		}, "the card is 1767225600.000001 in C0ACME"},
+		{"open card not listed", func(tx engine.Tx) error { return tx.Bucket(bucketCardsOpen).Delete(cardKey("slack", "d-open")) }, "may still change but is not in idx_cards_open"},
+		{"final card listed open", func(tx engine.Tx) error { return tx.Bucket(bucketCardsOpen).Put(cardKey("telegram", "d-final"), nil) }, "lists the final telegram card of draft d-final"},
+		{"open entry of no card", func(tx engine.Tx) error { return tx.Bucket(bucketCardsOpen).Put(cardKey("ntfy", "d-none"), nil) }, "which is no card"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := Open(t.TempDir(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if err := st.Update(context.Background(), func(tx *Tx) error {
+				if err := tx.PutCard(Card{Surface: "slack", Draft: "d-open", Chat: "C0ACME", Ref: "1767225600.000001", Shown: "waiting", CreatedAt: at}); err != nil {
+					return err
+				}
+				return tx.PutCard(Card{Surface: "telegram", Draft: "d-final", Chat: "-100", Ref: "42", Shown: "approved", Final: true, CreatedAt: at})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Check(); err != nil {
+				t.Fatalf("Check before the damage: %v", err)
+			}
+			if err := st.raw(tc.damage); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Check = %v, want %q", err, tc.want)
+			}
+		})
+	}
 }
