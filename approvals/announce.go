@@ -157,6 +157,11 @@ func (a *Approvals) sweepTx(tx *store.Tx, now time.Time) (sweepWork, error) {
 	for _, s := range a.surfaces {
 		name := s.Name()
 		if err := tx.OpenCards(name, func(c store.Card) error {
+			if c.Erased {
+				// The lead was erased: its follow job deletes the message.
+				w.follow = append(w.follow, FollowArgs{Surface: name, Draft: c.Draft})
+				return nil
+			}
 			if c.Ref == "" && c.Shown == "" {
 				return nil // being posted: its announce job shows the state it finds
 			}
@@ -361,11 +366,17 @@ func (a *Approvals) Follow(ctx context.Context, surface, draft string) error {
 		v, err = a.viewTx(tx, draft, a.Now())
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) && card.Erased {
+		err = nil // the draft went with retention after its erase
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if card.Erased {
+		return a.forget(ctx, s, card)
 	}
 	if card.Final || card.Ref == "" || v.Fingerprint() == card.Shown {
 		return nil
@@ -377,6 +388,24 @@ func (a *Approvals) Follow(ctx context.Context, surface, draft string) error {
 	}
 	card.Shown, card.Final, card.UpdatedAt = v.Fingerprint(), v.Final(), a.Now()
 	return a.putCard(ctx, card)
+}
+
+// Deleter is a Surface that can delete a posted card (Slack's
+// chat.delete, Telegram's deleteMessage).
+type Deleter interface {
+	Delete(ctx context.Context, card store.Card) error
+}
+
+// forget deletes the message of a card whose lead was erased (the
+// customer's words are in it), where the surface can, then the card. A
+// mail or a push cannot be taken back: only the card goes.
+func (a *Approvals) forget(ctx context.Context, s Surface, card store.Card) error {
+	if d, ok := s.(Deleter); ok && card.Ref != "" {
+		if err := d.Delete(ctx, card); err != nil {
+			return fmt.Errorf("approvals: delete the erased card of draft %s on %s: %w", card.Draft, card.Surface, err)
+		}
+	}
+	return a.st.Update(ctx, func(tx *store.Tx) error { return tx.DeleteCard(card.Surface, card.Draft) })
 }
 
 // Run runs a surface job (workers' announce kinds call it).

@@ -56,7 +56,11 @@ type Card struct {
 	// Uncertain says why the card may be in its chat without handoff
 	// knowing its ref (a post with no answer, on a surface that cannot look
 	// one up): it is not posted again, and the sentence is shown.
-	Uncertain string    `json:"uncertain,omitempty"`
+	Uncertain string `json:"uncertain,omitempty"`
+	// Erased: the draft's lead was erased (Erase). The card is open again
+	// until its surface deletes the message (the customer's words are in
+	// it); then the card itself is deleted (DeleteCard).
+	Erased    bool      `json:"erased,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
@@ -150,6 +154,76 @@ func (tx *Tx) PutCard(c Card) error {
 		return open.Delete(key)
 	}
 	return open.Put(key, []byte{})
+}
+
+// DeleteCard deletes the card of draft on surface with its index entries;
+// a card that is not there is no error.
+func (tx *Tx) DeleteCard(surface, draft string) error {
+	cards, _ := tx.cardBucket(bucketCards, false)
+	if cards == nil {
+		return nil
+	}
+	key := cardKey(surface, draft)
+	var c Card
+	if err := getJSON(cards, key, &c); err == nil && c.Ref != "" {
+		if b := tx.bucket(bucketCardsByRef); b != nil {
+			if err := b.Delete(cardRefKey(c.Surface, c.Chat, c.Ref)); err != nil {
+				return err
+			}
+		}
+	}
+	if b := tx.bucket(bucketCardsOpen); b != nil {
+		if err := b.Delete(key); err != nil {
+			return err
+		}
+	}
+	return cards.Delete(key)
+}
+
+// eraseCards marks every card of draft Erased and open, for its surface
+// to delete the message, and deletes the draft's reminders (erase.go).
+func eraseCards(tx *Tx, draft string) error {
+	cards := tx.bucket(bucketCards)
+	if cards != nil {
+		// The surfaces are few: step from one surface's keys to the next's.
+		c := cards.Cursor()
+		for k, _ := c.First(); k != nil; {
+			i := bytes.IndexByte(k, 0)
+			if i < 0 {
+				break
+			}
+			surface := string(k[:i])
+			card, err := tx.Card(surface, draft)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case tx.skip(err, nil):
+				// Unreadable: it holds no customer's words, and is listed.
+			case err != nil:
+				return err
+			case !card.Erased:
+				card.Erased, card.Final, card.Shown = true, false, ""
+				if err := tx.PutCard(card); err != nil {
+					return err
+				}
+			}
+			c = cards.Cursor() // PutCard may have moved the cursor's page
+			k, _ = c.Seek([]byte(surface + "\x01"))
+		}
+	}
+	if b := tx.bucket(bucketReminders); b != nil {
+		prefix := []byte(draft + "\x00")
+		var keys [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // OpenCards calls fn with each card of surface that may still change, in
