@@ -9,9 +9,14 @@
 //	draft saved (pending) ──sweep──▶ card placeholder + announce job ──▶ Surface.Post ──▶ card ref stored
 //	decision (any surface, dashboard, a newer message) ──▶ follow job (enqueued by Decide, or by the sweep
 //	                                                        when a card's Shown differs) ──▶ Updater.Update
+//	draft waiting past remind_after / escalate_after / its window's warning ──sweep──▶ reminder record +
+//	                                                        remind job per surface (one tx) ──▶ Reminder.Remind
+//	lead erased ──▶ card marked erased ──sweep──▶ follow job ──▶ Deleter.Delete, the card deleted
 //
 // A surface is a Surface (it posts a card for a draft) and, when its
-// cards can change, an Updater; when it takes requests (a button's
+// cards can change, an Updater; when it can post reminders, a Reminder;
+// when it can find a card whose post had no answer, a Finder (Slack; a
+// PostsOnce surface without one marks such a card uncertain); when it takes requests (a button's
 // callback, a webhook), an Inbound, which web mounts at POST
 // /surfaces/{name}[/…]. A surface resolves the person (Person), then calls
 // Decide; refusals are *Refusal, whose Sentence every surface shows as is.
