@@ -290,7 +290,7 @@ func (r Selection) verb() string {
 }
 
 func (r Selection) summary() string {
-	s := itoa(len(r.Done)) + " of " + itoa(len(r.Done)+len(r.Refused)) + " selected draft(s) " + r.verb()
+	s := itoa(len(r.Done)) + " of " + itoa(len(r.Done)+len(r.Refused)) + plural(len(r.Done)+len(r.Refused), " selected draft ", " selected drafts ") + r.verb()
 	if len(r.Refused) == 0 {
 		return s + "."
 	}

@@ -473,7 +473,7 @@ func TestClientErase(t *testing.T) {
 	}
 	// The step-up above covers the next erase without the password.
 	got := root.post("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"acme"}})
-	if got.code != http.StatusOK || !strings.Contains(got.body, "Erased client acme contact "+acme.contact+": 1 leads, 1 messages, 1 drafts, 1 replies.") {
+	if got.code != http.StatusOK || !strings.Contains(got.body, "Erased client acme contact "+acme.contact+": 1 lead, 1 message, 1 draft, 1 reply.") {
 		t.Fatalf("erase: %d %.2000s", got.code, got.body)
 	}
 	ev, err := e.st.EventByKey(acme.sentKey)
@@ -519,7 +519,7 @@ func TestClientErase(t *testing.T) {
 	}
 	// The whole client: the waiting lead is busy and left as it was.
 	got = root.post("/clients/acme/erase", url.Values{"confirm": {"acme"}})
-	if got.code != http.StatusOK || !strings.Contains(got.body, "1 leads were left as they were") {
+	if got.code != http.StatusOK || !strings.Contains(got.body, "1 lead was left as it was") {
 		t.Errorf("erasing acme with a waiting draft: %d %.2000s", got.code, got.body)
 	}
 	if ev, err := e.st.EventByKey(acme.pendingKey); err != nil || ev.Text == store.Erased {
