@@ -16,7 +16,9 @@ type Audit struct {
 }
 
 // Filtered says a filter narrows the log.
-func (a Audit) Filtered() bool { return a.Filter.Who != "" || a.Filter.Action != "" || a.Filter.Text != "" }
+func (a Audit) Filtered() bool {
+	return a.Filter.Who != "" || a.Filter.Action != "" || a.Filter.Text != ""
+}
 
 // URL is the page of the same filter that starts before entry id ("": the newest).
 func (a Audit) URL(before string) templ.SafeURL {
