@@ -134,7 +134,7 @@ func TestClientsAccessMatrix(t *testing.T) {
 	)
 	class := map[string]string{
 		"GET /healthz": public, "GET /readyz": public, "POST /hooks/:channel": public, "GET /hooks/:channel": public,
-		"GET /static/:name": public, "GET /login": public, "POST /login": public, "GET /metrics": public,
+		"GET /static/:name": public, "GET /favicon.ico": public, "GET /login": public, "POST /login": public, "GET /metrics": public,
 		"GET /setup/:token": public, "POST /setup/:token": public, "GET /login/code": public, "POST /login/code": public,
 		"POST /logout": own, "GET /account": own, "POST /account/password": own, "POST /account/sessions/end": own,
 		"POST /account/totp/start": own, "POST /account/totp/confirm": own, "POST /account/totp/remove": own,
