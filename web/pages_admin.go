@@ -26,7 +26,10 @@ func (s *Server) reconcilePage(c *echo.Context) error {
 		return err
 	}
 	l.Unreadable = s.unreadableFor(c, s.st.UnreadableOf("outbox row"))
-	r := views.ReconcileRows{Rows: rows, Limit: reconcileLimit, Lookup: s.lookupProviders()}
+	r := views.ReconcileRows{Rows: rows, Limit: reconcileLimit, Lookup: s.lookupProviders(), Names: map[string]string{}}
+	for _, o := range rows {
+		r.Names[o.ID] = s.customerOf(o.EventKey) // the name, else the contact (undo.go)
+	}
 	if c.QueryParam("action") == "lookup" {
 		r.Notice = s.lookedNotice(c.QueryParam("done")) // after "Look it up now" (pages_deadletters.go)
 	}
