@@ -133,7 +133,12 @@ type Approvals struct {
 	// Wake, when set, wakes the job runner after a decision or an enqueue
 	// (app sets it to the runner's, which exists after the job kinds).
 	Wake func()
-	bg   sync.WaitGroup // the answers sent after a request's own (Slack's response_url)
+	// Decided, when set, hears the id of each draft a surface decided
+	// (approved, written over or rejected; not an undo): the dashboard
+	// ends its soft claim, so "… is looking at this draft" does not
+	// outlive a decision made on Slack or Telegram (web sets it).
+	Decided func(draftID string)
+	bg      sync.WaitGroup // the answers sent after a request's own (Slack's response_url)
 }
 
 // New opens every surface cfg configures.
@@ -470,6 +475,9 @@ func (a *Approvals) Decide(ctx context.Context, ask Ask) (Outcome, error) {
 	}
 	if wake {
 		a.wake()
+	}
+	if a.Decided != nil && ask.Action != Undo {
+		a.Decided(ask.Draft)
 	}
 	out.Sentence = outcomeSentence(ask.Action, out, now)
 	return out, nil
