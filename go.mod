@@ -20,12 +20,14 @@ require (
 	golang.org/x/crypto v0.59.0
 )
 
+require github.com/sergi/go-diff v1.4.5 // indirect
+
 require (
+	github.com/abadojack/whatlanggo v1.0.1
+	github.com/agnivade/levenshtein v1.2.2
 	github.com/dlclark/regexp2 v1.11.0 // indirect
 	github.com/test-go/testify v1.1.4 // indirect
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
-	github.com/abadojack/whatlanggo v1.0.1
-	github.com/agnivade/levenshtein v1.2.2
 )
 
 require (
