@@ -456,7 +456,7 @@ func newDrafter(cfg *config.Config) (workers.Drafter, error) {
 			BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, PromptVersion: c.PromptVersion,
 			SystemPrompt: c.SystemPrompt, Timeout: c.Timeout, ChannelPrompts: c.ChannelPrompts,
 			Structured: c.Structured,
-			Price: drafter.Price{Input: c.Price.Input, Output: c.Price.Output, Currency: c.Price.Currency},
+			Price:      drafter.Price{Input: c.Price.Input, Output: c.Price.Output, Currency: c.Price.Currency},
 		})
 	default:
 		return nil, fmt.Errorf("config: drafter.kind: %q is not a drafter (use template or openai)", c.Kind)

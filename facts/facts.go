@@ -181,9 +181,10 @@ const (
 // version, unless the current one was written by a person (dashboard or
 // API): an edit is never overwritten by a start, so the file's new text is
 // kept as offered, and the facts page says so and reads it on an admin's
-// word (Reload). A file that did not change leaves the stored facts as
-// they are, edited or not; a facts_file taken out of the config leaves
-// them too.
+// word (Reload). A file emptied is a change like another (the next
+// version has no entries). A file that did not change leaves the stored
+// facts as they are, edited or not; a facts_file taken out of the config
+// leaves them too.
 func Seed(ctx context.Context, st *store.Store, client, path, text string, now time.Time) (Outcome, store.FactsVersion, error) {
 	if path == "" {
 		return NoFile, store.FactsVersion{}, nil
