@@ -61,7 +61,10 @@ func Cite(reply string, f *Facts) (text string, cited []Fact, unknown []string) 
 			continue
 		}
 		lead := strings.HasPrefix(strings.TrimLeft(l, " \t"), "[")
-		l = strings.TrimRight(citeMark.ReplaceAllStringFunc(l, note), " \t\r")
+		for citeMark.MatchString(l) { // "[F[F1]1]" is a mark once the inner one goes
+			l = citeMark.ReplaceAllStringFunc(l, note)
+		}
+		l = strings.TrimRight(l, " \t\r")
 		if lead { // "[F1] Open at 9": the space after the mark
 			l = strings.TrimLeft(l, " \t")
 		}

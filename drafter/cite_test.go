@@ -91,3 +91,38 @@ func TestOpenAICitesFacts(t *testing.T) {
 		t.Errorf("text %q cited %v notes %s, want F1 cited and F99 noted", out.Text, out.Cited, raw)
 	}
 }
+
+// FuzzCite: whatever the reply, no mark is left in the text, each cited
+// entry is one of the version's, once, and a reply without a mark comes
+// back as it was (trimmed).
+func FuzzCite(f *testing.F) {
+	f.Add("We open at 9 [F1]. A haircut is €35 [F2, F9].\n[F7]")
+	f.Add(corpus.TextNamed("fish").Body + " [F2]")
+	f.Add("[F1][ F2 ;F7 ]\n\n  - indented [F2]")
+	f.Add("[F[F1]1] nested")
+	f.Fuzz(func(t *testing.T, reply string) {
+		text, cited, _ := Cite(reply, citeFacts)
+		if citeMark.MatchString(text) {
+			t.Fatalf("a mark is left: %q -> %q", reply, text)
+		}
+		seen := map[string]bool{}
+		for _, c := range cited {
+			if seen[c.ID] || !slicesContains(citeFacts.Entries, c) {
+				t.Fatalf("cited %+v from %q", cited, reply)
+			}
+			seen[c.ID] = true
+		}
+		if !citeMark.MatchString(reply) && text != strings.TrimSpace(reply) {
+			t.Fatalf("a reply without marks changed: %q -> %q", reply, text)
+		}
+	})
+}
+
+func slicesContains(es []Fact, e Fact) bool {
+	for _, x := range es {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
