@@ -171,9 +171,18 @@ func readFacts(k, raw []byte) (FactsVersion, error) {
 	}
 	var v FactsVersion
 	if err := decode(raw, &v); err != nil {
-		return FactsVersion{}, unreadableOf("facts version", k, err)
+		return FactsVersion{}, unreadableOf("facts version", []byte(factsName(k)), err)
 	}
 	return v, nil
+}
+
+// factsName is a facts key as a person reads it: "acme/3".
+func factsName(k []byte) string {
+	i := bytes.IndexByte(k, 0)
+	if i < 0 || len(k) != i+5 {
+		return fmt.Sprintf("%q", k)
+	}
+	return fmt.Sprintf("%s/%d", k[:i], binary.BigEndian.Uint32(k[i+1:]))
 }
 
 // LatestFacts reads client's newest facts version; ErrNotFound when it
@@ -244,4 +253,58 @@ func (tx *Tx) PutFactsFile(f FactsFile) error {
 	}
 	f.V = recordVersion
 	return putJSON(b, []byte(f.Client), f)
+}
+
+// checkFacts proves the facts versions: each key is a client and a
+// number, its record says the same, each client's numbers run from 1
+// without a gap, and no version gives one id to two entries; a facts
+// file's record names its key's client. A record that does not decode
+// strictly is unreadable, not damage.
+func checkFacts(tx *Tx, r *checking) []error {
+	var problems []error
+	if b := tx.bucket(bucketFacts); b != nil {
+		last := map[string]int{}
+		_ = b.ForEach(func(k, raw []byte) error {
+			i := bytes.IndexByte(k, 0)
+			if i <= 0 || len(k) != i+5 {
+				problems = append(problems, fmt.Errorf("check: facts key %q is not a client and a version", k))
+				return nil
+			}
+			client, n := string(k[:i]), int(binary.BigEndian.Uint32(k[i+1:]))
+			if n != last[client]+1 {
+				problems = append(problems, fmt.Errorf("check: facts version %d of client %s follows version %d", n, client, last[client]))
+			}
+			last[client] = n
+			var v FactsVersion
+			if err := unmarshal(raw, &v, true); err != nil {
+				r.unreadable = append(r.unreadable, Unreadable{Kind: "facts version", ID: fmt.Sprintf("%s/%d", client, n), Reason: clip(err.Error())})
+				return nil
+			}
+			if v.Client != client || v.Version != n {
+				problems = append(problems, fmt.Errorf("check: facts version %d of client %s says it is version %d of %s", n, client, v.Version, v.Client))
+			}
+			ids := map[string]bool{}
+			for _, e := range v.Entries {
+				if ids[e.ID] {
+					problems = append(problems, fmt.Errorf("check: facts version %d of client %s gives the id %s to two entries", n, client, e.ID))
+				}
+				ids[e.ID] = true
+			}
+			return nil
+		})
+	}
+	if b := tx.bucket(bucketFactsFiles); b != nil {
+		_ = b.ForEach(func(k, raw []byte) error {
+			var f FactsFile
+			if err := unmarshal(raw, &f, true); err != nil {
+				r.unreadable = append(r.unreadable, Unreadable{Kind: "facts file", ID: string(k), Reason: clip(err.Error())})
+				return nil
+			}
+			if f.Client != string(k) {
+				problems = append(problems, fmt.Errorf("check: the facts file of client %s names client %s", k, f.Client))
+			}
+			return nil
+		})
+	}
+	return problems
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,6 +95,61 @@ func TestFactsOnAFileWithout(t *testing.T) {
 		return nil
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckFacts: Check finds a facts version under another's key, a gap
+// in a client's numbers and an id given twice; a record that does not
+// decode is unreadable.
+func TestCheckFacts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		put  func(tx *Tx) error
+		want string
+	}{
+		{"another's key", func(tx *Tx) error {
+			b, _ := tx.factsBucket(bucketFacts, true)
+			return putJSON(b, factsKey("acme", 1), FactsVersion{V: 1, Client: "bolt", Version: 1, CreatedAt: time.Now()})
+		}, "says it is version 1 of bolt"},
+		{"a gap", func(tx *Tx) error {
+			b, _ := tx.factsBucket(bucketFacts, true)
+			return putJSON(b, factsKey("acme", 2), FactsVersion{V: 1, Client: "acme", Version: 2, CreatedAt: time.Now()})
+		}, "follows version 0"},
+		{"an id twice", func(tx *Tx) error {
+			return tx.InsertFacts(FactsVersion{Client: "acme", Version: 1, Entries: []FactEntry{{ID: "F1", Text: "a"}, {ID: "F1", Text: "b"}}, CreatedAt: time.Now()})
+		}, "gives the id F1 to two entries"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openTest(t)
+			if err := st.Update(context.Background(), tc.put); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := st.Inspect()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Damaged) != 1 || !strings.Contains(rep.Damaged[0].Error(), tc.want) {
+				t.Errorf("damaged = %v, want %q", rep.Damaged, tc.want)
+			}
+			// Put it right, so the cleanup's check passes.
+			if err := st.Update(context.Background(), func(tx *Tx) error { return tx.tx.DeleteBucket(bucketFacts) }); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	st := openTest(t)
+	if err := st.Update(context.Background(), func(tx *Tx) error {
+		b, _ := tx.factsBucket(bucketFactsFiles, true)
+		return b.Put([]byte("acme"), []byte(`{"v":1,"client":"acme","surprise":true}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := st.Inspect()
+	if err != nil || len(rep.Unreadable) != 1 || rep.Unreadable[0].Kind != "facts file" {
+		t.Errorf("inspect = %+v, %v; want the facts file unreadable", rep, err)
+	}
+	if err := st.Update(context.Background(), func(tx *Tx) error { return tx.tx.DeleteBucket(bucketFactsFiles) }); err != nil {
 		t.Fatal(err)
 	}
 }
