@@ -20,7 +20,7 @@ require (
 	golang.org/x/crypto v0.59.0
 )
 
-require github.com/sergi/go-diff v1.4.5 // indirect
+require github.com/sergi/go-diff v1.4.5
 
 require (
 	github.com/abadojack/whatlanggo v1.0.1
