@@ -95,15 +95,6 @@ func (d *decoder) checkChannelPrompts(c *Config, n *yaml.Node) {
 	})
 }
 
-// FactsOf is the facts of the client a channel belongs to: its
-// clients[].facts_file, else drafter.facts_file.
-func (c *Config) FactsOf(channel string) string {
-	if cl, ok := c.Client(c.ClientOf(channel)); ok && cl.Facts != "" {
-		return cl.Facts
-	}
-	return c.Drafter.Facts
-}
-
 // FactsFileOf is the facts file of a client and the text read from it at
 // load: its clients[].facts_file, else drafter.facts_file; "" and "" when
 // it has neither.
