@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -35,8 +36,8 @@ const maxFactsForm = 3*config.MaxFacts + 4<<10
 func limitFactsForm(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		r := c.Request()
-		if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/x-www-form-urlencoded" {
-			return errorf(http.StatusUnsupportedMediaType, "the facts form is a plain form (application/x-www-form-urlencoded), not %s", ct)
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+			return errorf(http.StatusUnsupportedMediaType, "the dashboard takes plain forms, not multipart uploads")
 		}
 		raw, err := io.ReadAll(io.LimitReader(r.Body, maxFactsForm+1))
 		if err != nil {
@@ -180,7 +181,14 @@ func (s *Server) saveFactsPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	text := c.FormValue("text")
+	if err := c.Request().ParseForm(); err != nil {
+		return errorf(http.StatusBadRequest, "the facts form could not be read")
+	}
+	if _, ok := c.Request().PostForm["text"]; !ok {
+		// Never an empty version from a body that is not the form.
+		return errorf(http.StatusBadRequest, "the form has no text field: nothing was saved")
+	}
+	text := c.Request().PostForm.Get("text")
 	saved, err := s.saveFacts(c, cl.ID, text, facts.SourceDashboard)
 	var te *facts.TextError
 	if errors.As(err, &te) {

@@ -203,6 +203,11 @@ func TestFactsEditLive(t *testing.T) {
 	if got.code != http.StatusBadRequest || !strings.Contains(got.body, fmt.Sprintf("at most %d go into a prompt, so nothing was saved", config.MaxFacts)) || !strings.Contains(got.body, "keep-me-éé") {
 		t.Errorf("facts too long: %d %.300s, want 400 with the sentence and the text kept", got.code, got.body)
 	}
+	// A body that is not the form saves nothing (never an empty version).
+	got = root.doBody(http.MethodPost, "/clients/acme/facts", `{"text":""}`, http.Header{"Content-Type": {"application/json"}, "X-Csrf-Token": {root.csrf}})
+	if got.code != http.StatusBadRequest || !strings.Contains(got.body, "no text field") {
+		t.Errorf("a JSON body on the form: %d %.200s, want 400", got.code, got.body)
+	}
 	// The same text again makes no version.
 	got = root.post("/clients/acme/facts", url.Values{"text": {edited}, "base": {"2"}})
 	if loc := got.header.Get("Location"); got.code != http.StatusSeeOther || !strings.Contains(loc, "same=2") {
