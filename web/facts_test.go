@@ -203,14 +203,24 @@ func TestFactsEditLive(t *testing.T) {
 	if got.code != http.StatusBadRequest || !strings.Contains(got.body, fmt.Sprintf("at most %d go into a prompt, so nothing was saved", config.MaxFacts)) || !strings.Contains(got.body, "keep-me-éé") {
 		t.Errorf("facts too long: %d %.300s, want 400 with the sentence and the text kept", got.code, got.body)
 	}
+	// Two admins editing from version 2: both saves are kept, and the
+	// second is told the first came in between.
+	first := root.post("/clients/acme/facts", url.Values{"text": {edited + "\n- first"}, "base": {"2"}})
+	second := root.post("/clients/acme/facts", url.Values{"text": {edited + "\n- second"}, "base": {"2"}})
+	if a, b := first.header.Get("Location"), second.header.Get("Location"); strings.Contains(a, "after=") || !strings.Contains(b, "saved=4") || !strings.Contains(b, "after=3") {
+		t.Errorf("two saves from version 2: %s then %s, want the second told of version 3", a, b)
+	}
+	if p := root.getOK(second.header.Get("Location")); !strings.Contains(p.body, "Version 3 was saved by someone else while you edited; both are kept") {
+		t.Errorf("the second save's page does not say so: %.300s", p.body)
+	}
 	// A body that is not the form saves nothing (never an empty version).
 	got = root.doBody(http.MethodPost, "/clients/acme/facts", `{"text":""}`, http.Header{"Content-Type": {"application/json"}, "X-Csrf-Token": {root.csrf}})
 	if got.code != http.StatusBadRequest || !strings.Contains(got.body, "no text field") {
 		t.Errorf("a JSON body on the form: %d %.200s, want 400", got.code, got.body)
 	}
 	// The same text again makes no version.
-	got = root.post("/clients/acme/facts", url.Values{"text": {edited}, "base": {"2"}})
-	if loc := got.header.Get("Location"); got.code != http.StatusSeeOther || !strings.Contains(loc, "same=2") {
+	got = root.post("/clients/acme/facts", url.Values{"text": {edited + "\n- second"}, "base": {"4"}})
+	if loc := got.header.Get("Location"); got.code != http.StatusSeeOther || !strings.Contains(loc, "same=4") {
 		t.Errorf("the same text again: %d %s", got.code, loc)
 	}
 	// The facts_file read again.
@@ -218,11 +228,11 @@ func TestFactsEditLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = root.post("/clients/acme/facts/reload", nil)
-	if loc := got.header.Get("Location"); got.code != http.StatusSeeOther || !strings.Contains(loc, "saved=3") {
+	if loc := got.header.Get("Location"); got.code != http.StatusSeeOther || !strings.Contains(loc, "saved=5") {
 		t.Errorf("reload: %d %s %.200s", got.code, loc, got.body)
 	}
 	hist := root.getOK("/clients/acme/facts")
-	if !strings.Contains(hist.body, `id="facts-history"`) || !strings.Contains(hist.body, "read from "+file+" by root") || !strings.Contains(hist.body, "changes from 2") {
+	if !strings.Contains(hist.body, `id="facts-history"`) || !strings.Contains(hist.body, "read from "+file+" by root") || !strings.Contains(hist.body, "changes from 4") {
 		t.Errorf("the history lacks the versions: %.500s", hist.body)
 	}
 	if old := root.getOK("/clients/acme/facts?version=1"); !strings.Contains(old.body, "Version 1") || !strings.Contains(old.body, "not current") {
@@ -240,20 +250,20 @@ func TestFactsEditLive(t *testing.T) {
 	}
 	body, _ := json.Marshal(map[string]string{"text": "- Haircut €35\n- Parking behind the shop"})
 	code, ans = e.do(t, http.MethodPut, "/api/v1/clients/acme/facts", "application/json", body, admin)
-	if code != http.StatusCreated || ans["version"] != float64(4) {
-		t.Errorf("PUT: %d %v, want 201 version 4", code, ans)
+	if code != http.StatusCreated || ans["version"] != float64(6) {
+		t.Errorf("PUT: %d %v, want 201 version 6", code, ans)
 	}
 	code, ans = e.do(t, http.MethodPut, "/api/v1/clients/acme/facts", "application/json", body, admin)
-	if code != http.StatusOK || ans["version"] != float64(4) {
-		t.Errorf("PUT the same: %d %v, want 200 version 4", code, ans)
+	if code != http.StatusOK || ans["version"] != float64(6) {
+		t.Errorf("PUT the same: %d %v, want 200 version 6", code, ans)
 	}
 	code, ans = e.do(t, http.MethodGet, "/api/v1/clients/acme/facts", "", nil, admin)
-	if hist, _ := ans["history"].([]any); code != http.StatusOK || len(hist) != 4 {
-		t.Errorf("GET facts: %d %v, want 4 versions", code, ans)
+	if hist, _ := ans["history"].([]any); code != http.StatusOK || len(hist) != 6 {
+		t.Errorf("GET facts: %d %v, want 6 versions", code, ans)
 	}
-	code, ans = e.do(t, http.MethodGet, "/api/v1/clients/acme/facts/7", "", nil, admin)
-	if code != http.StatusNotFound || !strings.Contains(fmt.Sprint(ans), "has no facts version 7") {
-		t.Errorf("GET version 7: %d %v", code, ans)
+	code, ans = e.do(t, http.MethodGet, "/api/v1/clients/acme/facts/9", "", nil, admin)
+	if code != http.StatusNotFound || !strings.Contains(fmt.Sprint(ans), "has no facts version 9") {
+		t.Errorf("GET version 9: %d %v", code, ans)
 	}
 	code, ans = e.do(t, http.MethodPut, "/api/v1/clients/acme/facts", "application/json", []byte(`{"txt":"x"}`), admin)
 	if code != http.StatusBadRequest {
