@@ -15,6 +15,10 @@ const helpText = `usage:
   handoff user add  --data DIR NAME --role admin|approver [--owner NAME]   (password from stdin or generated)
   handoff user passwd|disable|enable|remove --data DIR NAME; handoff user list --data DIR   (server stopped)
   handoff drill     [--keep]                            (duplicate, timeout, crash, replay, dropped-connection and slow-provider fixtures against a temporary instance)
+  handoff eval      --out DIR [--config FILE] [--data DIR | --db FILE | --url URL] [--client ID] [--channel NAME]
+                    [--since DATE] [--until DATE] [--sample N] [--seed N] [--prompt FILE] [--model NAME] [--facts FILE]
+                    [--label NAME] [--budget AMOUNT] [--concurrency N]
+                    (re-drafts a sample of approved turns with a candidate, never sending; resumes in DIR)
   handoff health    --addr HOST:PORT                    (exit 0 when the server is ready; for health checks)
   handoff version                                       (release, database schema, build)
 environment: HANDOFF_CONFIG, HANDOFF_DATA, HANDOFF_ADDR override the flags;
@@ -46,6 +50,8 @@ func run(ctx context.Context, args []string, e env) error {
 		return healthCmd(ctx, args, e)
 	case "drill":
 		return drillCmd(ctx, args, e)
+	case "eval":
+		return evalCmd(ctx, args, e)
 	case "version":
 		return versionCmd(e)
 	case "help":

@@ -10,6 +10,7 @@ require (
 	github.com/labstack/echo/v5 v5.4.4
 	github.com/makiuchi-d/gozxing v0.1.1
 	github.com/oklog/ulid/v2 v2.1.2
+	github.com/pemistahl/lingua-go v1.4.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
@@ -20,10 +21,13 @@ require (
 	golang.org/x/crypto v0.59.0
 )
 
-require github.com/sergi/go-diff v1.4.5
+require (
+	github.com/sergi/go-diff v1.4.5 // indirect
+	github.com/shopspring/decimal v1.3.1 // indirect
+	golang.org/x/exp v0.0.0-20221106115401-f9659909a136 // indirect
+)
 
 require (
-	github.com/abadojack/whatlanggo v1.0.1
 	github.com/agnivade/levenshtein v1.2.2
 	github.com/dlclark/regexp2 v1.11.0 // indirect
 	github.com/test-go/testify v1.1.4 // indirect

@@ -25,6 +25,7 @@ import (
 	"github.com/handoff/handoff/facts"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/offsite"
+	"github.com/handoff/handoff/outbound"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -164,6 +165,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	metrics := web.NewMetrics(a.st, cfg, d.Now)
 	kinds, draftJob := workers.Kinds(a.st, cfg, dr, providers)
+	if draftJob.Canary, err = newCanary(cfg); err != nil {
+		return nil, err
+	}
 	digests := &workers.DigestJob{Store: a.st, Config: cfg} // digests[]: its Wake is the runner's
 	kinds[workers.KindDigest] = digests
 	// The approval surfaces (Slack, Telegram, email, ntfy): their jobs, their
@@ -203,8 +207,33 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		kinds[delivery.Kind].(*delivery.Job).Providers[name] = s
 	}
 	if len(crms) > 0 {
-		a.st.HookLeadMoves(crm.Hook(cfg))
 		kinds[delivery.Kind].(*delivery.Job).Gate = crm.Gate(cfg, a.st)
+	}
+	// The outbound events (events[]): each business change writes its
+	// events in its own transaction (the store's hooks); the delivery job
+	// posts them, under delivery.KindEvent, in a pool of their own.
+	var leadHooks []store.LeadHook
+	if len(crms) > 0 {
+		leadHooks = append(leadHooks, crm.Hook(cfg))
+	}
+	if len(cfg.Events) > 0 {
+		for name, s := range outbound.Open(cfg) {
+			kinds[delivery.Kind].(*delivery.Job).Providers[name] = s
+		}
+		ev := outbound.New(cfg)
+		leadHooks = append(leadHooks, ev.LeadMoved)
+		a.st.HookOutboxMoves(ev.OutboxMoved)
+		a.st.HookJobDiscards(ev.JobDiscarded)
+	}
+	if len(leadHooks) > 0 { // crm's write and the status change, in the move's transaction
+		a.st.HookLeadMoves(func(tx *store.Tx, h store.Handoff, now time.Time) error {
+			for _, fn := range leadHooks {
+				if err := fn(tx, h, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 
 	a.sched = jobs.NewSchedule(d.Logger)
@@ -447,7 +476,24 @@ func (a *App) BulkReplay() *workers.BulkReplayJob { return a.bulk }
 
 // newDrafter builds the configured drafter.
 func newDrafter(cfg *config.Config) (workers.Drafter, error) {
-	c := cfg.Drafter
+	return drafterOf(cfg, cfg.Drafter)
+}
+
+// newCanary builds the candidate of drafter.canary, nil without one.
+func newCanary(cfg *config.Config) (*workers.Canary, error) {
+	c := cfg.Drafter.Canary
+	if c == nil {
+		return nil, nil
+	}
+	dr, err := drafterOf(cfg, c.Candidate(cfg.Drafter))
+	if err != nil {
+		return nil, fmt.Errorf("drafter.canary: %w", err)
+	}
+	return &workers.Canary{Drafter: dr, Version: c.PromptVersion, Share: c.Share, Client: cfg.ClientOf, Runs: c.Runs}, nil
+}
+
+// drafterOf builds drafter c of cfg.
+func drafterOf(cfg *config.Config, c config.Drafter) (workers.Drafter, error) {
 	switch c.Kind {
 	case "template":
 		return drafter.NewTemplate(c.Template, c.PromptVersion, c.Delay)

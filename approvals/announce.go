@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/handoff/handoff/jobs"
@@ -84,9 +85,12 @@ func (a *Approvals) followTx(tx *store.Tx, id string, now time.Time) (int, error
 type sweepWork struct {
 	announce []store.Card // placeholders to write, with their jobs
 	follow   []FollowArgs
+	remind   []remindWork // reminders' stages due (remind.go)
 }
 
-func (w sweepWork) empty() bool { return len(w.announce) == 0 && len(w.follow) == 0 }
+func (w sweepWork) empty() bool {
+	return len(w.announce) == 0 && len(w.follow) == 0 && len(w.remind) == 0
+}
 
 // Sweep compares the surfaces' cards with their drafts: a waiting draft of
 // a client a surface announces, without a card there, gets one (a
@@ -134,7 +138,9 @@ func (a *Approvals) Sweep(ctx context.Context) error {
 				enqueued++
 			}
 		}
-		return nil
+		n, err := addRemindersTx(tx, w.remind, now)
+		enqueued += n
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("approvals: sweep: %w", err)
@@ -183,12 +189,22 @@ func (a *Approvals) sweepTx(tx *store.Tx, now time.Time) (sweepWork, error) {
 			w.announce = append(w.announce, store.Card{Surface: name, Draft: d.ID, Chat: chat})
 		}
 	}
-	return w, nil
+	var err error
+	w.remind, err = a.remindTx(tx, now)
+	return w, err
 }
 
 // Announce posts draft's card on surface (the announce job): once, while
 // the draft waits. A card already posted is not posted again; a draft
 // decided before its card was posted gets none (its card is final, empty).
+//
+// The post is marked on the card before the surface is called (Posting)
+// and the mark cleared with the ref, or when the surface proves it took
+// nothing (notPosted): a card found marked was perhaps posted by an
+// attempt whose answer was lost, or by a process that died before its
+// record. A Finder (Slack) looks it up before posting again; a surface
+// that cannot (Telegram) marks the card Uncertain, which is shown (the
+// job's dead letter says why) and never posted blind.
 func (a *Approvals) Announce(ctx context.Context, surface, draft string) error {
 	s, ok := a.Surface(surface)
 	if !ok {
@@ -212,26 +228,89 @@ func (a *Approvals) Announce(ctx context.Context, surface, draft string) error {
 	if err != nil {
 		return err
 	}
-	if card.Ref != "" || card.Shown != "" {
+	if card.Ref != "" || card.Shown != "" || card.Uncertain != "" {
 		return nil
+	}
+	if !card.Posting.IsZero() {
+		ref, found, err := a.lookUp(ctx, s, card, v)
+		if err != nil {
+			return err
+		}
+		if found {
+			// It was posted while the draft waited: it shows that, and
+			// follows the draft from there.
+			return a.posted(ctx, s, card, View{State: Waiting}, ref)
+		}
+		card.Posting = time.Time{} // not there: a new post is safe
 	}
 	if v.State != Waiting {
 		card.Final, card.Shown, card.UpdatedAt = true, v.Fingerprint(), a.Now()
 		return a.putCard(ctx, card)
 	}
+	_, once := s.(PostsOnce)
+	if once {
+		card.Posting = a.Now()
+		if err := a.putCard(ctx, card); err != nil {
+			return err
+		}
+	}
 	ref, err := s.Post(ctx, card.Chat, v)
 	if err != nil {
+		if once && notPosted(err) {
+			card.Posting = time.Time{}
+			if perr := a.putCard(context.WithoutCancel(ctx), card); perr != nil {
+				a.log.Warn("approvals: clear the post mark of a card", slog.String("draft", draft), slog.Any("err", perr))
+			}
+		}
 		return fmt.Errorf("approvals: post draft %s on %s: %w", draft, surface, err)
 	}
-	card.Ref, card.Shown, card.UpdatedAt = ref, v.Fingerprint(), a.Now()
+	return a.posted(ctx, s, card, v, ref)
+}
+
+// PostsOnce is a Surface whose Post makes one message that a repeated
+// call would make again (Slack, Telegram): its posts are marked (Posting)
+// and never repeated blind. ntfy and email keep their own record of what
+// went out (the push tokens, the mail's reference).
+type PostsOnce interface{ postsOnce() }
+
+func (*slackSurface) postsOnce()    {}
+func (*telegramSurface) postsOnce() {}
+
+// lookUp finds the card marked Posting: found (its ref), or not there
+// (safe to post); a surface that cannot look gets the card marked
+// Uncertain and the job discarded with the sentence, so it is seen.
+func (a *Approvals) lookUp(ctx context.Context, s Surface, card store.Card, v View) (string, bool, error) {
+	f, ok := s.(Finder)
+	var why string
+	if !ok {
+		why = surfaceLabel(s.Name()) + " has no way to look a message up"
+	} else {
+		ref, found, err := f.Find(ctx, card.Chat, v, card.Posting)
+		var le *LookupError
+		if !errors.As(err, &le) {
+			return ref, found, err // found, not there, or ask again later
+		}
+		why = le.Why
+	}
+	card.Uncertain = uncertainSentence(s.Name(), card.Chat, card.Posting, why)
+	card.Final, card.UpdatedAt = true, a.Now()
+	if err := a.putCard(ctx, card); err != nil {
+		return "", false, err
+	}
+	return "", false, &jobs.Discard{Err: errors.New(card.Uncertain)}
+}
+
+// posted records card as posted under ref.
+func (a *Approvals) posted(ctx context.Context, s Surface, card store.Card, v View, ref string) error {
+	card.Ref, card.Shown, card.UpdatedAt, card.Posting = ref, v.Fingerprint(), a.Now(), time.Time{}
 	if _, ok := s.(Updater); !ok || ref == "" {
 		card.Final = true // a card that cannot change is done once sent
 	}
-	if err := a.putCard(ctx, card); err != nil {
+	if err := a.putCard(context.WithoutCancel(ctx), card); err != nil {
 		return err
 	}
 	// A decision made while it was posted: the sweep would see it; follow now.
-	return a.followIfBehind(ctx, surface, draft)
+	return a.followIfBehind(ctx, s.Name(), card.Draft)
 }
 
 // followIfBehind enqueues the card's follow job when its draft moved on.
@@ -315,6 +394,12 @@ func (a *Approvals) Run(ctx context.Context, job store.Job) error {
 			return err
 		}
 		return a.Follow(ctx, args.Surface, args.Draft)
+	case KindRemind:
+		args, err := jobs.Decode[RemindArgs](job)
+		if err != nil {
+			return err
+		}
+		return a.Remind(ctx, job, args)
 	}
 	return &jobs.Discard{Err: fmt.Errorf("job %s is a %s job, not a surface's", job.ID, job.Kind)}
 }

@@ -122,7 +122,8 @@ type Approvals struct {
 	http     *http.Client
 	log      *slog.Logger
 	provs    map[string]provider.Provider
-	surfaces []Surface // by name
+	surfaces []Surface        // by name
+	wire     *provider.Caller // the surfaces' API calls that must tell "not sent" from "unknown" (http.go)
 	newID    func() string
 	// Wake, when set, wakes the job runner after a decision or an enqueue
 	// (app sets it to the runner's, which exists after the job kinds).
@@ -133,7 +134,7 @@ type Approvals struct {
 // New opens every surface cfg configures.
 func New(st *store.Store, cfg *config.Config, o Options) (*Approvals, error) {
 	a := &Approvals{st: st, cfg: cfg, review: review.New(st, cfg), now: o.Now, http: o.HTTP, log: o.Log, provs: o.Providers,
-		newID: func() string { return ulid.Make().String() }}
+		newID: func() string { return ulid.Make().String() }, wire: provider.NewCaller("approvals", 15*time.Second)}
 	if a.now == nil {
 		a.now = time.Now
 	}

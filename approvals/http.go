@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+
+	"github.com/handoff/handoff/provider"
 )
 
 // post sends one POST of body to u with header through the surfaces'
@@ -34,4 +36,13 @@ func withoutURL(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// do makes one call of a surface's API under the wire's rules
+// (provider.Caller: its own pool, no replays): a failure is
+// *provider.NotSent when not one byte left this machine, else
+// *provider.Ambiguous, which tells a post that was never made from one
+// that may have been.
+func (a *Approvals) do(ctx context.Context, u string, header http.Header, body []byte) (provider.Answer, error) {
+	return a.wire.Do(ctx, http.MethodPost, u, header, body)
 }

@@ -210,7 +210,7 @@ func (s *emailSurface) cardText(v View) string {
 	b.WriteString("\nDraft reply:\n\n" + v.Text + "\n\n")
 	b.WriteString("Answer this mail (only your words above the quoted mail are read):\n")
 	b.WriteString("  ok, yes or approve — the draft is sent as written\n")
-	b.WriteString("  no or reject — it is rejected\n")
+	b.WriteString("  no or reject — it is rejected; \"No, too pushy\" rejects it saying why\n")
 	b.WriteString("  anything else — your text is sent to " + oneLine(v.Customer) + " instead, approved by you\n")
 	if base := s.a.cfg.BaseURL; base != "" {
 		fmt.Fprintf(&b, "\nOr open it in the dashboard: %s/drafts?%s\n", base, url.Values{"id": {v.Draft.ID}}.Encode())
@@ -413,7 +413,7 @@ func (s *emailSurface) take(ctx context.Context, m inboundMail, now time.Time) s
 	if !ok {
 		return s.refused(ctx, m, draft, person.Name, true, "Your reply has no words above the quoted mail: answer ok to approve, no to reject, or write the reply to send.", now)
 	}
-	out, err := s.a.Decide(ctx, Ask{Via: ViaEmail, Draft: draft, Action: v.Action, Text: v.Text, Person: person, From: from})
+	out, err := s.a.Decide(ctx, Ask{Via: ViaEmail, Draft: draft, Action: v.Action, Text: v.Text, Reason: v.Reason, Person: person, From: from})
 	if err != nil {
 		var refusal *Refusal
 		if !errors.As(err, &refusal) {

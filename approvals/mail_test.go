@@ -270,6 +270,16 @@ func TestEmailRepliesDecide(t *testing.T) {
 				t.Errorf("after No.: %s %+v", got2.Status, got2.Decision)
 			}
 
+			// "No, too pushy" rejects, saying why; nothing goes to the customer.
+			why := "too pushy — and " + corpus.TextNamed("fish").Body
+			d2r, a2r := draft()
+			if got := receive(pass("dana@acme.test", a2r, gmailReply("No, "+why, a2r))); !strings.HasPrefix(got, "Rejected by dana") {
+				t.Errorf("No, too pushy: %q", got)
+			}
+			if got, _ := f.st.Draft(d2r.ID); got.Status != store.DraftRejected || got.Decision == nil || got.Decision.Reason != why || got.OutboxID != "" {
+				t.Errorf("after No, too pushy: %s %+v outbox %q; want rejected with the reason %q", got.Status, got.Decision, got.OutboxID, why)
+			}
+
 			own := corpus.TextNamed("fish").Body
 			d3, a3 := draft()
 			m3 := pass("dana@acme.test", a3, "")

@@ -184,17 +184,40 @@ func htmlText(body string) string {
 type Verdict struct {
 	Action Action // Approve, Reject or Write
 	Text   string // Write: the person's reply
+	Reason string // Reject: why, when the reply said ("No, too pushy")
 }
 
 var (
 	approveWords = map[string]bool{"ok": true, "okay": true, "yes": true, "y": true, "approve": true, "approved": true, "lgtm": true, "👍": true, "✅": true, "send": true, "send it": true}
 	rejectWords  = map[string]bool{"no": true, "n": true, "reject": true, "rejected": true, "👎": true, "❌": true, "don't send": true, "do not send": true}
+	// rejectLeads are the rejection words a reply may begin with and go on
+	// after punctuation to say why ("No, too pushy"): "n" is not one (a
+	// name's initial), nor is a word that goes on without punctuation ("No
+	// problem, see you Friday" is a reply to send).
+	rejectLeads = []string{"do not send", "don't send", "don’t send", "rejected", "reject", "no", "👎", "❌"}
 )
 
-// ReplyVerdict reads a reply's words: "ok", "yes", "approve" (any case,
-// with trailing punctuation or a thumbs-up) approve the draft as written;
-// "no", "reject" reject it; anything else is the person's own reply, sent
-// as it is. An empty reply asks nothing (ok false).
+// rejectMarks are the punctuation after a leading rejection word that
+// makes the rest its reason (a line break does too).
+const rejectMarks = ",.;:!-–—…"
+
+// ReplyVerdict reads a reply's words (docs/contract.md, "Deciding by
+// mail"):
+//
+//   - "ok", "yes", "approve", 👍 … alone (any case, with trailing
+//     punctuation) approve the draft as written;
+//   - "no", "reject", 👎 … alone reject it;
+//   - a reply that begins with a rejection word followed by punctuation
+//     (, . ; : ! - – — …) or a line break, then more text, rejects it with
+//     that text as the reason: "No, too pushy", "Reject: wrong price",
+//     "no - we are closed that day";
+//   - anything else is the person's own reply, sent as it is ("OK, see you
+//     Friday!", "No problem, it is ready").
+//
+// The rule errs towards sending nothing: a reply meant for the customer
+// that begins "No," or "No." rejects the draft, and the person writes the
+// reply in the dashboard or begins it another way. An empty reply asks
+// nothing (ok false).
 func ReplyVerdict(words string) (Verdict, bool) {
 	words = strings.TrimSpace(words)
 	if words == "" {
@@ -208,5 +231,36 @@ func ReplyVerdict(words string) (Verdict, bool) {
 	if rejectWords[key] {
 		return Verdict{Action: Reject}, true
 	}
+	if reason, ok := rejectReason(words); ok {
+		return Verdict{Action: Reject, Reason: reason}, true
+	}
 	return Verdict{Action: Write, Text: words}, true
+}
+
+// rejectReason reads words as a leading rejection word, punctuation (or
+// a line break) and a reason; ok false when they are not that.
+func rejectReason(words string) (string, bool) {
+	for _, lead := range rejectLeads {
+		if len(words) < len(lead) || !strings.EqualFold(words[:len(lead)], lead) {
+			continue
+		}
+		rest := strings.TrimLeft(words[len(lead):], "\uFE0F")
+		trimmed := strings.TrimLeft(rest, " \t")
+		emoji := !unicode.IsLetter([]rune(lead)[0])
+		switch {
+		case trimmed == "":
+			return "", false
+		case trimmed[0] == '\n' || trimmed[0] == '\r':
+		case strings.ContainsRune(rejectMarks, []rune(trimmed)[0]):
+		case emoji && trimmed != rest:
+			// 👎 then a space: the emoji is no word of a sentence.
+		default:
+			return "", false // "No problem…", "Nothing…", "Rejection…"
+		}
+		reason := strings.TrimSpace(strings.TrimLeftFunc(trimmed, func(r rune) bool {
+			return unicode.IsSpace(r) || strings.ContainsRune(rejectMarks, r)
+		}))
+		return reason, reason != ""
+	}
+	return "", false
 }

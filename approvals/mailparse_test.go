@@ -93,25 +93,47 @@ func TestReplyText(t *testing.T) {
 	}
 }
 
-// TestReplyVerdict: the words that approve and reject, and everything else
-// as the person's own reply.
+// TestReplyVerdict: the words that approve and reject — a rejection word
+// then punctuation and more text rejecting with that text as the reason —
+// and everything else as the person's own reply.
 func TestReplyVerdict(t *testing.T) {
 	for _, c := range []struct {
-		words string
-		act   Action
-		text  string
+		words  string
+		act    Action
+		text   string
+		reason string
 	}{
-		{"ok", Approve, ""}, {"OK.", Approve, ""}, {"Yes!", Approve, ""}, {"  approve\n", Approve, ""}, {"ok 👍", Approve, ""},
-		{"Okay", Approve, ""}, {"👍", Approve, ""}, {"LGTM", Approve, ""},
-		{"no", Reject, ""}, {"No.", Reject, ""}, {"REJECT", Reject, ""}, {"❌", Reject, ""},
-		{"ok but say we open at 9", Write, "ok but say we open at 9"},
-		{"No problem, Ada — see you Friday & thanks <3", Write, "No problem, Ada — see you Friday & thanks <3"},
-		{"مرحباً، نعم", Write, "مرحباً، نعم"},
-		{"yes\n\nand add the parking info", Write, "yes\n\nand add the parking info"},
+		{"ok", Approve, "", ""}, {"OK.", Approve, "", ""}, {"Yes!", Approve, "", ""}, {"  approve\n", Approve, "", ""}, {"ok 👍", Approve, "", ""},
+		{"Okay", Approve, "", ""}, {"👍", Approve, "", ""}, {"LGTM", Approve, "", ""},
+		{"no", Reject, "", ""}, {"No.", Reject, "", ""}, {"REJECT", Reject, "", ""}, {"❌", Reject, "", ""},
+		{"ok but say we open at 9", Write, "ok but say we open at 9", ""},
+		{"No problem, Ada — see you Friday & thanks <3", Write, "No problem, Ada — see you Friday & thanks <3", ""},
+		{"مرحباً، نعم", Write, "مرحباً، نعم", ""},
+		{"yes\n\nand add the parking info", Write, "yes\n\nand add the parking info", ""},
+		// A rejection word, punctuation, a reason: rejected, saying why.
+		{"No, too pushy", Reject, "", "too pushy"},
+		{"no. Wrong price & the <b>tone</b> is off", Reject, "", "Wrong price & the <b>tone</b> is off"},
+		{"Reject: ask for the order number first", Reject, "", "ask for the order number first"},
+		{"REJECTED - مرحباً لا", Reject, "", "مرحباً لا"},
+		{"No!!! we are closed on Fridays 🐟", Reject, "", "we are closed on Fridays 🐟"},
+		{"no — it quotes last year's prices", Reject, "", "it quotes last year's prices"},
+		{"Don't send; she already called", Reject, "", "she already called"},
+		{"No\n\nToo long, make it two lines", Reject, "", "Too long, make it two lines"},
+		{"👎 too formal", Reject, "", "too formal"},
+		{"no , spelling", Reject, "", "spelling"},
+		// No punctuation after the word, or not the word at all: a reply to send.
+		{"No problem, we'll have it ready Friday", Write, "No problem, we'll have it ready Friday", ""},
+		{"Nothing to add, thanks!", Write, "Nothing to add, thanks!", ""},
+		{"Rejection slips are in the post.", Write, "Rejection slips are in the post.", ""},
+		{"N. Smith will call you", Write, "N. Smith will call you", ""},
+		{"OK, see you Friday!", Write, "OK, see you Friday!", ""},
+		{"Noé will call you", Write, "Noé will call you", ""},
+		{"no, ", Reject, "", ""},
+		{"No...", Reject, "", ""},
 	} {
 		v, ok := ReplyVerdict(c.words)
-		if !ok || v.Action != c.act || v.Text != c.text {
-			t.Errorf("ReplyVerdict(%q) = %+v, %v; want %s %q", c.words, v, ok, c.act, c.text)
+		if !ok || v.Action != c.act || v.Text != c.text || v.Reason != c.reason {
+			t.Errorf("ReplyVerdict(%q) = %+v, %v; want %s %q reason %q", c.words, v, ok, c.act, c.text, c.reason)
 		}
 	}
 	if v, ok := ReplyVerdict(ReplyText("> only a quote\n> of the card\n", "")); ok {

@@ -130,15 +130,16 @@ func (s *ntfySurface) Post(ctx context.Context, client string, v View) (string, 
 		if i < 0 || users[i].Disabled || !Allowed(s.a.cfg, users[i], v.Channel) || slices.Contains(sent, name) {
 			continue
 		}
-		if err := s.push(ctx, name, s.cfg.Topics[name], v, now); err != nil {
+		if err := s.push(ctx, name, s.cfg.Topics[name], v, now, ""); err != nil {
 			return "", err
 		}
 	}
 	return "", nil
 }
 
-// push mints a token for person, stores its hash, and publishes v to topic.
-func (s *ntfySurface) push(ctx context.Context, person, topic string, v View, now time.Time) error {
+// push mints a token for person, stores its hash, and publishes v to
+// topic; lead, when set, comes first in the message (a reminder's line).
+func (s *ntfySurface) push(ctx context.Context, person, topic string, v View, now time.Time, lead string) error {
 	raw := make([]byte, ntfyTokenLen)
 	if _, err := rand.Read(raw); err != nil {
 		return err
@@ -153,10 +154,7 @@ func (s *ntfySurface) push(ctx context.Context, person, topic string, v View, no
 	base := s.a.cfg.BaseURL
 	act := base + "/surfaces/ntfy/" + token
 	open := base + "/drafts?" + url.Values{"id": {v.Draft.ID}}.Encode()
-	msg := v.Text
-	if len(v.Messages) > 0 {
-		msg = v.Customer + ": " + clip(v.Messages[len(v.Messages)-1], 600) + "\n\nDraft reply:\n" + v.Text
-	}
+	msg := ntfyText(v, lead)
 	body, err := json.Marshal(ntfyPublish{
 		Topic: topic, Title: clip("Reply to "+oneLine(v.Customer)+" — "+v.ClientName+" · "+v.Channel, ntfyTitle),
 		Message: clip(msg, ntfyMessage), Priority: 4, Tags: []string{"incoming_envelope"}, Click: open,
@@ -204,6 +202,19 @@ func (s *ntfySurface) push(ctx context.Context, person, topic string, v View, no
 		return forget(&jobs.RetryLater{After: time.Duration(max(after, 10)) * time.Second, Err: e})
 	}
 	return forget(e)
+}
+
+// ntfyText is a push's message: lead, the customer's last message and the
+// draft.
+func ntfyText(v View, lead string) string {
+	msg := v.Text
+	if len(v.Messages) > 0 {
+		msg = v.Customer + ": " + clip(v.Messages[len(v.Messages)-1], 600) + "\n\nDraft reply:\n" + v.Text
+	}
+	if lead != "" {
+		msg = lead + "\n\n" + msg
+	}
+	return msg
 }
 
 // Receive takes one press of a push's button: POST /surfaces/ntfy/<token>

@@ -323,7 +323,7 @@ func TestNtfyRetrySkipsPushed(t *testing.T) {
 	}
 	s, _ := f.a.Surface(ViaNtfy)
 	ns := s.(*ntfySurface)
-	if err := ns.push(ctx, "dana", "handoff-dana-x7Kq", v, f.clock.Now()); err != nil {
+	if err := ns.push(ctx, "dana", "handoff-dana-x7Kq", v, f.clock.Now(), ""); err != nil {
 		t.Fatal(err)
 	}
 	srv.mu.Lock()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/hook"
-	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/store"
 )
 
@@ -69,63 +67,6 @@ type SlackAPIError struct {
 }
 
 func (e *SlackAPIError) Error() string { return "slack " + e.Method + ": " + e.Code }
-
-// call POSTs body as JSON to Web API method and decodes the answer into out.
-func (s *slackSurface) call(ctx context.Context, method string, body, out any) error {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	resp, err := s.a.post(ctx, s.cfg.APIURL+"/"+method, http.Header{
-		"Content-Type":  {"application/json; charset=utf-8"},
-		"Authorization": {"Bearer " + s.cfg.BotToken},
-	}, raw)
-	if err != nil {
-		return fmt.Errorf("slack %s: %w", method, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("slack %s: %w", method, err)
-	}
-	if resp.StatusCode == http.StatusTooManyRequests {
-		// Slack's rate limit (chat.postMessage: about one a second per
-		// channel) names its wait; the job waits that long.
-		wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-		return &jobs.RetryLater{After: time.Duration(max(wait, 1)) * time.Second, Err: fmt.Errorf("slack %s: rate limited", method)}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("slack %s: HTTP %d", method, resp.StatusCode)
-	}
-	var ok struct {
-		OK    bool   `json:"ok"`
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(data, &ok); err != nil {
-		return fmt.Errorf("slack %s: the answer is not JSON: %w", method, err)
-	}
-	if !ok.OK {
-		return &SlackAPIError{Method: method, Code: ok.Error}
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
-}
-
-func (s *slackSurface) Post(ctx context.Context, chat string, v View) (string, error) {
-	var out struct {
-		TS string `json:"ts"`
-	}
-	msg := slackMessage{Channel: chat, Text: slackFallback(v), Blocks: slackBlocks(v)}
-	if err := s.call(ctx, "chat.postMessage", msg, &out); err != nil {
-		return "", err
-	}
-	if out.TS == "" {
-		return "", errors.New("slack chat.postMessage: the answer has no ts")
-	}
-	return out.TS, nil
-}
 
 func (s *slackSurface) Update(ctx context.Context, c store.Card, v View) error {
 	msg := slackMessage{Channel: c.Chat, TS: c.Ref, Text: slackFallback(v), Blocks: slackBlocks(v)}

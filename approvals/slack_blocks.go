@@ -84,6 +84,20 @@ type slackMessage struct {
 	Blocks      []block `json:"blocks"`
 	UnfurlLinks bool    `json:"unfurl_links"`
 	UnfurlMedia bool    `json:"unfurl_media"`
+	// Metadata names the draft the message is of (slack_once.go), so that
+	// a post whose answer was lost is found by conversations.history.
+	Metadata *slackMetadata `json:"metadata,omitempty"`
+	// ThreadTS and ReplyBroadcast post a reminder as a reply to its card,
+	// also shown in the channel.
+	ThreadTS       string `json:"thread_ts,omitempty"`
+	ReplyBroadcast bool   `json:"reply_broadcast,omitempty"`
+}
+
+// slackMetadata is a message's metadata (docs.slack.dev/messaging/message-metadata):
+// an event_type and an event_payload of flat values.
+type slackMetadata struct {
+	EventType    string            `json:"event_type"`
+	EventPayload map[string]string `json:"event_payload"`
 }
 
 // slackView is views.open's view: the Edit modal.

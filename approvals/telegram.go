@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -81,15 +80,17 @@ func (s *telegramSurface) call(ctx context.Context, method string, body, out any
 	if err != nil {
 		return err
 	}
-	resp, err := s.a.post(ctx, s.cfg.APIURL+"/bot"+s.cfg.BotToken+"/"+method, http.Header{"Content-Type": {"application/json"}}, raw)
+	// The wire's rules (Approvals.do): a failure says whether anything
+	// left, so that a card whose post had no answer is not posted blind.
+	// The Bot API's URL holds the token: the errors never spell it out.
+	resp, err := s.a.do(ctx, s.cfg.APIURL+"/bot"+s.cfg.BotToken+"/"+method, http.Header{"Content-Type": {"application/json"}}, raw)
 	if err != nil {
 		return fmt.Errorf("telegram %s: %w", method, err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("telegram %s: %w", method, err)
+	if resp.ReadErr != nil {
+		return fmt.Errorf("telegram %s: the answer broke off: %w", method, resp.ReadErr)
 	}
+	data := resp.Body
 	var ans struct {
 		OK          bool            `json:"ok"`
 		ErrorCode   int             `json:"error_code"`
@@ -100,7 +101,7 @@ func (s *telegramSurface) call(ctx context.Context, method string, body, out any
 		} `json:"parameters"`
 	}
 	if err := json.Unmarshal(data, &ans); err != nil {
-		return fmt.Errorf("telegram %s: HTTP %d, not JSON", method, resp.StatusCode)
+		return fmt.Errorf("telegram %s: HTTP %d, not JSON", method, resp.Status)
 	}
 	if ans.ErrorCode == http.StatusTooManyRequests {
 		// Flood control names its wait (ResponseParameters.retry_after).

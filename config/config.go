@@ -61,6 +61,9 @@ type Config struct {
 	// CRM (yaml crm) is where each client's leads are written, one
 	// write per status move (crm.go, package crm).
 	CRM []CRM
+	// Events (yaml events) are the subscribers of the outbound events,
+	// each posted once per business key (events.go, package outbound).
+	Events []Subscriber
 
 	// Limits (yaml limits) bound the memory one process holds (limits.go).
 	Limits Limits
@@ -68,6 +71,9 @@ type Config struct {
 	// Approvals (yaml approvals) are the surfaces besides the dashboard
 	// where a person decides a draft (surfaces.go).
 	Approvals Approvals
+
+	// Review (yaml review) tunes how drafts wait for a person (reminders.go).
+	Review Review
 }
 
 // DefaultUndoWindow is undo_window when the file sets none; MaxUndoWindow
@@ -209,6 +215,9 @@ type Drafter struct {
 	// ContextTokens (yaml context_tokens, default 1000) bounds the earlier
 	// conversation given to the model.
 	ContextTokens int
+	// Canary (yaml canary), when set, drafts a share of new turns with a
+	// candidate version (canary.go).
+	Canary *Canary
 }
 
 // Price is what a model's tokens cost, per million.

@@ -60,6 +60,13 @@ func (d *decoder) inboundHandlers(ch *Channel, hs handlers) {
 			"items":  func(p string, v *yaml.Node) { d.source(p, v, &ch.Messages.Items) },
 			"when":   func(p string, v *yaml.Node) { ch.Messages.When = d.sources(p, v) },
 			"unless": func(p string, v *yaml.Node) { ch.Messages.Unless = d.sources(p, v) },
+			"sent":   func(p string, v *yaml.Node) { d.source(p, v, &ch.Messages.Sent) },
+			"sent_unit": func(p string, v *yaml.Node) {
+				var unit string
+				if d.oneOf(p, v, &unit, "a unit of the sent time", "seconds", "milliseconds") {
+					ch.Messages.SentMillis = unit == "milliseconds"
+				}
+			},
 		})
 	}
 	hs["receipts"] = func(p string, v *yaml.Node) {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/hook"
@@ -126,5 +127,48 @@ func TestSubjectSource(t *testing.T) {
 	}
 	if _, err := config.Parse([]byte("channels:\n  - name: c\n    fields: {message_id: /id, subject: subject}\n"), nil); err == nil || !strings.Contains(err.Error(), "channels[0].fields.subject") {
 		t.Errorf("a subject that is no pointer: %v, want an error on channels[0].fields.subject", err)
+	}
+}
+
+// TestSentSource: a generic channel names where its provider says when the
+// customer wrote the message (messages.sent), in seconds, milliseconds or
+// RFC 3339, and the item read from a pretty-printed body carries that
+// time; a messages.sent_unit that is not a unit stops the server at start
+// with the key named.
+func TestSentSource(t *testing.T) {
+	for _, tt := range []struct {
+		name, keys, stamp string
+		want              time.Time
+	}{
+		{"seconds", "messages: {sent: /at}", `1764666000`, time.Unix(1764666000, 0)},
+		{"a string of seconds", "messages: {sent: /at}", `"1764666000"`, time.Unix(1764666000, 0)},
+		{"milliseconds", "messages: {sent: /at, sent_unit: milliseconds}", `1764666000123`, time.UnixMilli(1764666000123)},
+		{"RFC 3339", "messages: {sent: /at}", `"2026-12-02T09:30:00+01:00"`, time.Date(2026, 12, 2, 8, 30, 0, 0, time.UTC)},
+		{"not a time", "messages: {sent: /at}", `"yesterday, I think"`, time.Time{}},
+		{"no source", "messages: {}", `1764666000`, time.Time{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := config.Parse([]byte("channels:\n  - name: form\n    fields: {message_id: /id, contact: /from, text: /text}\n    "+tt.keys+"\n"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, _ := c.Channel("form")
+			body := "{\n  \"id\": \"m-1\",\n  \"from\": \"+15552490978\",\n  \"text\": \"fish & chips <2> \\\"now\\\" 🐟 שלום\",\n  \"at\": " + tt.stamp + "\n}\n"
+			p, err := hook.Parse("application/json", []byte(body), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := p.ReadAll(ch.Mapping())
+			if err != nil || len(r.Messages) != 1 {
+				t.Fatalf("ReadAll = %+v, %v; want one message", r, err)
+			}
+			if got := r.Messages[0].SentAt; !got.Equal(tt.want) {
+				t.Errorf("SentAt = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	_, err := config.Parse([]byte("channels:\n  - name: form\n    fields: {message_id: /id}\n    messages: {sent: /at, sent_unit: hours}\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), "channels[0].messages.sent_unit") || !strings.Contains(err.Error(), "milliseconds") {
+		t.Errorf("a bad sent_unit: error = %v, want it to name channels[0].messages.sent_unit and the units", err)
 	}
 }

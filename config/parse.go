@@ -102,9 +102,11 @@ func (d *decoder) config(n *yaml.Node) *Config {
 		"clients":   func(p string, v *yaml.Node) { d.clients(p, v, &c.Clients, clientIDs) },
 		"digests":   func(p string, v *yaml.Node) { d.digests(p, v, c, providerNames) },
 		"crm":       func(p string, v *yaml.Node) { d.crm(p, v, c) },
+		"events":    func(p string, v *yaml.Node) { d.events(p, v, c) },
 		"approvals": func(p string, v *yaml.Node) { d.approvals(p, v, c) },
+		"review":    func(p string, v *yaml.Node) { d.review(p, v, &c.Review) },
 		"drafter": func(p string, v *yaml.Node) {
-			d.drafter(p, v, &c.Drafter)
+			d.drafter(p, v, &c.Drafter, c)
 			d.checkChannelPrompts(c, v)
 		},
 		"routing":   func(p string, v *yaml.Node) { d.routing(p, v, &c.Routing, channelNames) },
@@ -326,7 +328,15 @@ func (d *decoder) fields(path string, n *yaml.Node, f *Fields) (map[string]*yaml
 	})
 }
 
-func (d *decoder) drafter(path string, n *yaml.Node, dr *Drafter) {
+// checkTemplate is the drafter's own check of a template: it also catches
+// a misspelt field ({{.Nmae}}), which parses and only fails when executed.
+func (d *decoder) checkTemplate(p string, v *yaml.Node, text string) {
+	if err := drafter.CheckTemplate(text); err != nil {
+		d.fail(p, v, "not a valid text/template: %s", strings.TrimPrefix(err.Error(), "template: "))
+	}
+}
+
+func (d *decoder) drafter(path string, n *yaml.Node, dr *Drafter, cfg *Config) {
 	set, ok := d.mapping(path, n, handlers{
 		"kind":     func(p string, v *yaml.Node) { d.oneOf(p, v, &dr.Kind, "a drafter kind", "template", "openai") },
 		"base_url": func(p string, v *yaml.Node) { d.url(p, v, &dr.BaseURL) },
@@ -340,15 +350,11 @@ func (d *decoder) drafter(path string, n *yaml.Node, dr *Drafter) {
 		"prompt_version": func(p string, v *yaml.Node) { d.text(p, v, &dr.PromptVersion) },
 		"system_prompt":  func(p string, v *yaml.Node) { d.str(p, v, &dr.SystemPrompt) },
 		"template": func(p string, v *yaml.Node) {
-			if !d.text(p, v, &dr.Template) {
-				return
-			}
-			// The drafter's own check: it also catches a misspelt field ({{.Nmae}}),
-			// which parses and only fails when executed.
-			if err := drafter.CheckTemplate(dr.Template); err != nil {
-				d.fail(p, v, "not a valid text/template: %s", strings.TrimPrefix(err.Error(), "template: "))
+			if d.text(p, v, &dr.Template) {
+				d.checkTemplate(p, v, dr.Template)
 			}
 		},
+		"canary":  func(p string, v *yaml.Node) { d.canary(p, v, dr, cfg) },
 		"timeout": func(p string, v *yaml.Node) { d.duration(p, v, &dr.Timeout, false) },
 		"delay":   func(p string, v *yaml.Node) { d.duration(p, v, &dr.Delay, true) },
 		"structured": func(p string, v *yaml.Node) {

@@ -18,10 +18,12 @@ type Approvals struct {
 	// compared with their drafts, so that a card follows a decision made
 	// elsewhere (the dashboard, another surface, a newer message); default
 	// DefaultSweep, 1s to 1m.
-	Sweep    time.Duration
-	Slack    *SlackSurface    // nil: not configured
-	Telegram *TelegramSurface // nil: not configured
-	Mail     MailSurfaces     // email and ntfy (surfaces_mail.go)
+	Sweep time.Duration
+	// Reminders are remind_after and escalate_after (reminders.go).
+	Reminders Reminders
+	Slack     *SlackSurface    // nil: not configured
+	Telegram  *TelegramSurface // nil: not configured
+	Mail      MailSurfaces     // email and ntfy (surfaces_mail.go)
 }
 
 // DefaultSweep is approvals.sweep when the file sets none.
@@ -48,6 +50,10 @@ type SlackSurface struct {
 	// names; a member not listed is matched by the email of their Slack
 	// profile (store.User.Email).
 	Users map[string]string
+	// EscalateTo (yaml escalate_to) is where each client's drafts are
+	// escalated once they waited approvals.escalate_after: client id ->
+	// Slack channel id.
+	EscalateTo map[string]string
 }
 
 // TelegramSurface is approvals.telegram: a bot that posts the cards in an
@@ -60,6 +66,7 @@ type TelegramSurface struct {
 	APIURL           string            // yaml api_url; default https://api.telegram.org
 	Chats            map[string]string // yaml chats: client id -> chat id (a number, or @channel)
 	Users            map[string]string // yaml users (required: Telegram has no email): user id -> handoff user name
+	EscalateTo       map[string]string // yaml escalate_to: client id -> the chat its drafts are escalated to
 }
 
 // Default API addresses of the surfaces.
@@ -75,6 +82,20 @@ var (
 	telegramWebhookSecret = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 )
 
+func slackChannel(id string) string {
+	if slackChannelID.MatchString(id) {
+		return ""
+	}
+	return "is not a Slack channel id (C…, G… as in the channel's details, not its #name)"
+}
+
+func telegramChatID(id string) string {
+	if telegramChat.MatchString(id) {
+		return ""
+	}
+	return "is not a Telegram chat id (a number such as -1001234567890, or @channelname)"
+}
+
 // approvals decodes the approvals mapping; the clients its maps name are
 // checked once the file is read.
 func (d *decoder) approvals(path string, n *yaml.Node, c *Config) {
@@ -89,7 +110,14 @@ func (d *decoder) approvals(path string, n *yaml.Node, c *Config) {
 		"telegram": func(p string, v *yaml.Node) { a.Telegram = d.telegramSurface(p, v, c) },
 	}
 	d.mailSurfaces(hs, &a.Mail, c)
-	d.mapping(path, n, hs)
+	d.reminderKeys(hs, &a.Reminders)
+	before := len(d.errs)
+	// The thresholds and the escalation places are checked together, once
+	// nothing under approvals failed: a place refused is one sentence, not
+	// also "no place".
+	if set, ok := d.mapping(path, n, hs); ok && len(d.errs) == before {
+		d.checkReminders(path, n, set, a)
+	}
 }
 
 // secretKey is the handler of a *_env key whose variable holds a secret.
@@ -107,14 +135,8 @@ func (d *decoder) slackSurface(path string, n *yaml.Node, c *Config) *SlackSurfa
 		"bot_token_env":      d.secretKey(&s.BotTokenEnv, &s.BotToken),
 		"signing_secret_env": d.secretKey(&s.SigningSecretEnv, &s.SigningSecret),
 		"api_url":            func(p string, v *yaml.Node) { d.url(p, v, &s.APIURL) },
-		"channels": func(p string, v *yaml.Node) {
-			s.Channels = d.clientMap(p, v, c, func(id string) string {
-				if slackChannelID.MatchString(id) {
-					return ""
-				}
-				return "is not a Slack channel id (C…, G… as in the channel's details, not its #name)"
-			})
-		},
+		"channels":           func(p string, v *yaml.Node) { s.Channels = d.clientMap(p, v, c, slackChannel) },
+		"escalate_to":        func(p string, v *yaml.Node) { s.EscalateTo = d.clientMap(p, v, c, slackChannel) },
 		"users": func(p string, v *yaml.Node) {
 			s.Users = d.userMap(p, v, func(id string) string {
 				if slackMemberID.MatchString(id) {
@@ -149,15 +171,9 @@ func (d *decoder) telegramSurface(path string, n *yaml.Node, c *Config) *Telegra
 				d.fail(p, v, "%s must be 1 to 256 of A-Z, a-z, 0-9, _ and - (Telegram's secret_token)", envLabel(t.WebhookSecretEnv))
 			}
 		},
-		"api_url": func(p string, v *yaml.Node) { d.url(p, v, &t.APIURL) },
-		"chats": func(p string, v *yaml.Node) {
-			t.Chats = d.clientMap(p, v, c, func(id string) string {
-				if telegramChat.MatchString(id) {
-					return ""
-				}
-				return "is not a Telegram chat id (a number such as -1001234567890, or @channelname)"
-			})
-		},
+		"api_url":     func(p string, v *yaml.Node) { d.url(p, v, &t.APIURL) },
+		"chats":       func(p string, v *yaml.Node) { t.Chats = d.clientMap(p, v, c, telegramChatID) },
+		"escalate_to": func(p string, v *yaml.Node) { t.EscalateTo = d.clientMap(p, v, c, telegramChatID) },
 		"users": func(p string, v *yaml.Node) {
 			t.Users = d.userMap(p, v, func(id string) string {
 				if n, err := strconv.ParseInt(id, 10, 64); err == nil && n > 0 {

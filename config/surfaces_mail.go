@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/mail"
 	"regexp"
 	"strings"
 	"time"
@@ -49,6 +48,10 @@ type EmailSurface struct {
 	// To (yaml to) mails each waiting draft of a client to that client's
 	// address (client id -> address), from Provider.
 	To map[string]string
+	// EscalateTo (yaml escalate_to) mails each client's drafts that waited
+	// approvals.escalate_after to a second address (client id -> address),
+	// from Provider; a reply to it decides as a reply to any card does.
+	EscalateTo map[string]string
 }
 
 // DefaultEmailLocal is approvals.email.local when unset.
@@ -74,6 +77,11 @@ type NtfySurface struct {
 	// TokenTTL (yaml token_ttl) is how long a push's buttons work; default
 	// DefaultNtfyTokenTTL, 1m to 24h.
 	TokenTTL time.Duration
+	// EscalateTo (yaml escalate_to) is the topic each client's drafts are
+	// pushed to once they waited approvals.escalate_after (client id ->
+	// topic). A topic is no person's, so its pushes open the draft in the
+	// dashboard and carry no buttons that decide.
+	EscalateTo map[string]string
 }
 
 // Defaults of approvals.ntfy.
@@ -92,7 +100,7 @@ var (
 // hs of the approvals mapping, decoding into m.
 func (d *decoder) mailSurfaces(hs handlers, m *MailSurfaces, c *Config) {
 	hs["email"] = func(p string, v *yaml.Node) { m.Email = d.emailSurface(p, v, c) }
-	hs["ntfy"] = func(p string, v *yaml.Node) { m.Ntfy = d.ntfySurface(p, v) }
+	hs["ntfy"] = func(p string, v *yaml.Node) { m.Ntfy = d.ntfySurface(p, v, c) }
 }
 
 func (d *decoder) emailSurface(path string, n *yaml.Node, c *Config) *EmailSurface {
@@ -111,16 +119,10 @@ func (d *decoder) emailSurface(path string, n *yaml.Node, c *Config) *EmailSurfa
 		"inbound": func(p string, v *yaml.Node) {
 			d.oneOf(p, v, &e.Inbound, "an inbound email provider", EmailInbounds...)
 		},
-		"secret_env": d.secretKey(&e.SecretEnv, &e.Secret),
-		"provider":   func(p string, v *yaml.Node) { d.text(p, v, &e.Provider) },
-		"to": func(p string, v *yaml.Node) {
-			e.To = d.clientMap(p, v, c, func(addr string) string {
-				if a, err := mail.ParseAddress(addr); err != nil || a.Address != addr {
-					return "is not a bare mail address (approvers@example.com)"
-				}
-				return ""
-			})
-		},
+		"secret_env":  d.secretKey(&e.SecretEnv, &e.Secret),
+		"provider":    func(p string, v *yaml.Node) { d.text(p, v, &e.Provider) },
+		"to":          func(p string, v *yaml.Node) { e.To = d.clientMap(p, v, c, mailAddress) },
+		"escalate_to": func(p string, v *yaml.Node) { e.EscalateTo = d.clientMap(p, v, c, mailAddress) },
 	})
 	if !ok {
 		return nil
@@ -139,6 +141,8 @@ func (d *decoder) emailSurface(path string, n *yaml.Node, c *Config) *EmailSurfa
 	}
 	if set["to"] != nil && set["provider"] == nil {
 		d.fail(joinPath(path, "provider"), n, "missing; approvals.email.to mails each draft, so name the smtp provider that sends them")
+	} else if set["escalate_to"] != nil && set["provider"] == nil {
+		d.fail(joinPath(path, "provider"), n, "missing; approvals.email.escalate_to mails the drafts escalated, so name the smtp provider that sends them")
 	}
 	if e.Provider != "" {
 		p, pn := joinPath(path, "provider"), set["provider"]
@@ -166,7 +170,7 @@ func (e *EmailSurface) EmailScheme() string {
 	return ""
 }
 
-func (d *decoder) ntfySurface(path string, n *yaml.Node) *NtfySurface {
+func (d *decoder) ntfySurface(path string, n *yaml.Node, c *Config) *NtfySurface {
 	s := &NtfySurface{URL: DefaultNtfyURL, TokenTTL: DefaultNtfyTokenTTL}
 	set, ok := d.mapping(path, n, handlers{
 		"url":       func(p string, v *yaml.Node) { d.url(p, v, &s.URL) },
@@ -175,6 +179,14 @@ func (d *decoder) ntfySurface(path string, n *yaml.Node) *NtfySurface {
 			if d.duration(p, v, &s.TokenTTL, false) && (s.TokenTTL < time.Minute || s.TokenTTL > 24*time.Hour) {
 				d.fail(p, v, "%s is outside 1m to 24h; it is how long a push's buttons work", v.Value)
 			}
+		},
+		"escalate_to": func(p string, v *yaml.Node) {
+			s.EscalateTo = d.clientMap(p, v, c, func(topic string) string {
+				if ntfyTopic.MatchString(topic) {
+					return ""
+				}
+				return "is not an ntfy topic (1 to 64 of A-Z, a-z, 0-9, _ and -)"
+			})
 		},
 		"topics": func(p string, v *yaml.Node) {
 			s.Topics = map[string]string{}

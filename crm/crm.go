@@ -225,7 +225,7 @@ func MoveTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (c
 		}
 	}
 	created, err = delivery.CreateCRMTx(tx, delivery.CRMWrite{
-		ID: moveID(h), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record of lead " + h.Key + " (" + rec.Ref + ")",
+		ID: MoveKey(h).String(), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record of lead " + h.Key + " (" + rec.Ref + ")",
 		Text: rec.Encode(), At: now, JobID: ulid.Make().String(), MaxAttempts: cfg.Retry.MaxAttempts,
 	})
 	if err != nil {
@@ -234,13 +234,15 @@ func MoveTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (c
 	return created, nil
 }
 
-// moveID is the row id of the move h was just put through: its newest
+// MoveKey is the key of the move h was just put through: its newest
 // transition's (every move appends one), else its status's first write.
-func moveID(h store.Handoff) string {
+// The CRM write's row id is its String; outbound's lead.status_changed
+// is keyed by it too.
+func MoveKey(h store.Handoff) WriteKey {
 	if n := len(h.History); n > 0 && h.History[n-1].Cycle == h.Cycle && h.History[n-1].Status == h.Status {
-		return KeyAt(h, n-1).String()
+		return KeyAt(h, n-1)
 	}
-	return RowID(h.Key, h.Cycle, h.Status)
+	return WriteKey{Lead: h.Key, Cycle: h.Cycle, Status: h.Status}
 }
 
 // NewRecord is lead h's record for CRM m at now (without its last

@@ -98,7 +98,7 @@ func (h *hubspot) send(ctx context.Context, _ string, r Record) (string, error) 
 	}
 	var ans UpsertAnswer
 	decodeErr := json.Unmarshal(a.Body, &ans)
-	if err := judge(h.name, h.call, a, func(provider.Answer) string {
+	if err := Judge(h.name, h.call, a, func(provider.Answer) string {
 		if ans.Message != "" {
 			return strings.TrimSpace(ans.Category + " " + ans.Message)
 		}

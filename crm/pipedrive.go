@@ -225,7 +225,7 @@ func (p *pipedrive) person(r Record, create bool) Person {
 }
 
 // do makes one call and decodes its data into into; a refusal is sorted
-// by judge, a 2xx whose body cannot be read is ambiguous.
+// by Judge, a 2xx whose body cannot be read is ambiguous.
 func (p *pipedrive) do(ctx context.Context, method, path string, body, into any) error {
 	var b []byte
 	hdr := http.Header{}
@@ -248,7 +248,7 @@ func (p *pipedrive) do(ctx context.Context, method, path string, body, into any)
 		Error   string          `json:"error"`
 	}
 	derr := json.Unmarshal(a.Body, &ans)
-	if err := judge(p.name+" "+method+" "+strings.SplitN(path, "?", 2)[0], p.call, a, func(provider.Answer) string { return ans.Error }); err != nil {
+	if err := Judge(p.name+" "+method+" "+strings.SplitN(path, "?", 2)[0], p.call, a, func(provider.Answer) string { return ans.Error }); err != nil {
 		return err
 	}
 	if a.ReadErr != nil || derr != nil || !ans.Success {

@@ -6,7 +6,6 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,21 +49,16 @@ func (w *webhookKind) send(ctx context.Context, rowID string, r Record) (string,
 	if err != nil {
 		return "", &provider.Permanent{Err: err}
 	}
-	id, ts := MessageID(rowID), w.now()
-	sig, err := webhook.Sign(w.secret, id, ts, body)
+	id := MessageID(rowID)
+	h, err := webhook.Header(w.secret, id, w.now(), body)
 	if err != nil {
 		return "", &provider.Permanent{Err: err}
 	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("webhook-id", id)
-	h.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
-	h.Set("webhook-signature", sig)
 	a, err := w.call.Do(ctx, http.MethodPost, w.url, h, body)
 	if err != nil {
 		return "", err
 	}
-	if err := judge(w.name, w.call, a, nil); err != nil {
+	if err := Judge(w.name, w.call, a, nil); err != nil {
 		return "", err
 	}
 	return id, nil

@@ -7,12 +7,12 @@ import (
 	"github.com/handoff/handoff/provider"
 )
 
-// judge sorts a CRM's answer to a write, as the providers' answers are
+// Judge sorts a CRM's answer to a write, as the providers' answers are
 // sorted: 2xx is done (nil); 429 was not accepted, try after its
 // Retry-After (*provider.NotSent); 408 and 5xx may have acted
 // (*provider.Ambiguous); any other 4xx will not change on a resend
 // (*provider.Permanent), in the CRM's own words.
-func judge(name string, c *provider.Caller, a provider.Answer, why func(provider.Answer) string) error {
+func Judge(name string, c *provider.Caller, a provider.Answer, why func(provider.Answer) string) error {
 	switch {
 	case a.Status >= 200 && a.Status < 300:
 		return nil

@@ -51,7 +51,7 @@ func createTeamTx(tx *store.Tx, o store.Outbox, jobID string, maxAttempts int) (
 	if err := tx.PutOutbox(nil, &o); err != nil {
 		return false, err
 	}
-	if _, _, err := jobs.Enqueue(tx, DeliverArgs{OutboxID: o.ID}, jobs.Opts{ID: jobID, MaxAttempts: maxAttempts, CorrelationID: o.CorrelationID, Now: o.CreatedAt}); err != nil {
+	if _, _, err := jobs.Enqueue(tx, argsFor(o), jobs.Opts{ID: jobID, MaxAttempts: maxAttempts, CorrelationID: o.CorrelationID, Now: o.CreatedAt}); err != nil {
 		return false, err
 	}
 	return true, nil

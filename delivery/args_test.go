@@ -10,10 +10,11 @@ import (
 
 // TestArgsStoredForm: delivery's job args go in under the kinds and with
 // the payloads older files hold, byte for byte, and come back out as they
-// went in: a delivery job stores only its row's id (its key), a bulk
+// went in: a delivery job (a reply's or an event's) stores only its row's id (its key), a bulk
 // replay its filter and who asked from where.
 func TestArgsStoredForm(t *testing.T) {
 	deliver := delivery.DeliverArgs{OutboxID: "conv-1:d-1"}
+	event := delivery.EventArgs{OutboxID: "ev:web:c1:n8n:reply.sent:c1:d-1"}
 	bulk := delivery.BulkReplayArgs{RunID: "01RUN", Filter: store.BulkFilter{Channel: "web"}, By: "boss", From: "127.0.0.1"}
 	tests := []struct {
 		name              string
@@ -21,6 +22,7 @@ func TestArgsStoredForm(t *testing.T) {
 		kind, key, stored string
 	}{
 		{"deliver", deliver, "deliver", "conv-1:d-1", ""},
+		{"deliver event", event, "deliver_event", "ev:web:c1:n8n:reply.sent:c1:d-1", ""},
 		{"bulk replay", bulk, "bulk_replay", "01RUN", `{"filter":{"channel":"web"},"by":"boss","from":"127.0.0.1"}`},
 	}
 	for _, tt := range tests {
@@ -37,6 +39,8 @@ func TestArgsStoredForm(t *testing.T) {
 			switch tt.args.(type) {
 			case delivery.DeliverArgs:
 				got, err = jobs.Decode[delivery.DeliverArgs](j)
+			case delivery.EventArgs:
+				got, err = jobs.Decode[delivery.EventArgs](j)
 			case delivery.BulkReplayArgs:
 				got, err = jobs.Decode[delivery.BulkReplayArgs](j)
 			}

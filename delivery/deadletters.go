@@ -14,6 +14,11 @@ import (
 // and the side effects known to have happened.
 func Safety(o store.Outbox) (safe bool, why string, effects []string) {
 	effects = []string{"outbox row " + o.ID + " exists (" + string(o.Status) + ")"}
+	if o.Kind == store.OutboxEvent && (o.Status == store.OutboxFailed || o.Status == store.OutboxNeedsReconciliation || o.Status == store.OutboxPending) {
+		// The subscriber dedupes by webhook-id, which the row's id fixes
+		// (one being sent right now is judged as any row: wait for it).
+		return true, "an outbound event: a replay posts the same body under the same webhook-id, which the subscriber dedupes by", effects
+	}
 	unknown := 0
 	for _, a := range o.Attempts {
 		switch {
@@ -79,7 +84,7 @@ func (ob *Outbox) Judging(kinds DeadKinds) *Outbox {
 // kind is the rules of the job kind k.
 func (ob *Outbox) kind(k string) DeadKind {
 	switch k {
-	case Kind:
+	case Kind, KindEvent:
 		return deliverDead{}
 	}
 	if rules, ok := ob.kinds[k]; ok {
@@ -247,7 +252,7 @@ func (ob *Outbox) ReplayTx(tx *store.Tx, id string, r store.Replay) (store.DeadL
 	}
 	jobID := ob.newID()
 	switch {
-	case dl.Kind == store.DeadJob && dl.Job.Kind == Kind && dl.Outbox != nil:
+	case dl.Kind == store.DeadJob && (dl.Job.Kind == Kind || dl.Job.Kind == KindEvent) && dl.Outbox != nil:
 		if err := ob.requeue(tx, dl.Outbox, r, jobID); err != nil {
 			return store.DeadLetter{}, err
 		}

@@ -34,6 +34,10 @@ import (
 // Kind is the job kind that sends one outbox row (its key).
 const Kind = store.KindDeliver
 
+// KindEvent is the job kind that sends one outbound event's row
+// (store.OutboxEvent): Job runs it as it runs Kind, in a pool of its own.
+const KindEvent = "deliver_event"
+
 // Claim is what a row held before Claim replaced it: an execution that
 // claimed the row and recorded no attempt died in the middle of its call,
 // which may have reached the provider.
@@ -244,7 +248,7 @@ func (ob *Outbox) Reconcile(ctx context.Context, id string, rec store.Reconcilia
 // enqueue adds the delivery job id of row o in tx, due now, unless one
 // is live; created says whether this call added it.
 func (ob *Outbox) enqueue(tx *store.Tx, id string, o store.Outbox, now time.Time) (created bool, err error) {
-	_, created, err = jobs.Enqueue(tx, DeliverArgs{OutboxID: o.ID}, jobs.Opts{ID: id, MaxAttempts: ob.maxAttempts, CorrelationID: o.CorrelationID, Now: now})
+	_, created, err = jobs.Enqueue(tx, argsFor(o), jobs.Opts{ID: id, MaxAttempts: ob.maxAttempts, CorrelationID: o.CorrelationID, Now: now})
 	return created, err
 }
 
@@ -264,7 +268,7 @@ func (ob *Outbox) Resolve(ctx context.Context, now time.Time) (int, error) {
 		orphans = orphans[:0]
 		for _, st := range []store.OutboxStatus{store.OutboxPending, store.OutboxEffectPending} {
 			err := tx.EachOutboxID(st, func(id string) error {
-				if !tx.HasLiveJob(Kind, id) {
+				if !tx.HasLiveJob(Kind, id) && !tx.HasLiveJob(KindEvent, id) {
 					orphans = append(orphans, id)
 				}
 				return nil

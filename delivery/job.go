@@ -29,6 +29,32 @@ func (a DeliverArgs) Key() string { return a.OutboxID }
 // SetKey is how jobs.Decode gives the key back.
 func (a *DeliverArgs) SetKey(k string) { a.OutboxID = k }
 
+// EventArgs are the delivery job of an outbound event's row (OutboxEvent):
+// the same job, under a kind of its own, so that the runner gives the
+// events their own pool and a subscriber that hangs never holds a reply's
+// worker.
+type EventArgs struct {
+	OutboxID string `json:"-"`
+}
+
+// Kind is KindEvent.
+func (EventArgs) Kind() string { return KindEvent }
+
+// Key is the outbox row's id.
+func (a EventArgs) Key() string { return a.OutboxID }
+
+// SetKey is how jobs.Decode gives the key back.
+func (a *EventArgs) SetKey(k string) { a.OutboxID = k }
+
+// argsFor are the delivery job's arguments for row o: an event's go to
+// its own kind (EventArgs), every other row's to Kind.
+func argsFor(o store.Outbox) jobs.Args {
+	if o.Kind == store.OutboxEvent {
+		return EventArgs{OutboxID: o.ID}
+	}
+	return DeliverArgs{OutboxID: o.ID}
+}
+
 // Sender is what the delivery job needs of a provider.
 type Sender interface {
 	Send(ctx context.Context, m provider.Message) (string, error)
@@ -66,7 +92,13 @@ type Job struct {
 
 // Run delivers one outbox row.
 func (k *Job) Run(ctx context.Context, job store.Job) error {
-	if _, err := jobs.Decode[DeliverArgs](job); err != nil {
+	var err error
+	if job.Kind == KindEvent {
+		_, err = jobs.Decode[EventArgs](job)
+	} else {
+		_, err = jobs.Decode[DeliverArgs](job)
+	}
+	if err != nil {
 		return err
 	}
 	now := k.now

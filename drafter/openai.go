@@ -223,11 +223,15 @@ func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 		return out, &InvalidOutput{Raw: raw, Err: err}
 	}
 	out.Text, out.Fields, out.Notes = a.Reply, a.Fields, a.Notes
-	if out.FactsVersion > 0 {
+	if out.FactsHash != "" { // the prompt gave facts, and asked for their marks
 		var unknown []string
 		out.Text, out.Cited, unknown = Cite(a.Reply, in.Facts)
 		if len(unknown) > 0 {
-			out.Notes = append(out.Notes, fmt.Sprintf("the reply cited %s, not in facts version %d: the marks were taken out", strings.Join(unknown, ", "), in.Facts.Version))
+			which := "the facts"
+			if in.Facts.Version > 0 {
+				which = fmt.Sprintf("facts version %d", in.Facts.Version)
+			}
+			out.Notes = append(out.Notes, fmt.Sprintf("the reply cited %s, not in %s: the marks were taken out", strings.Join(unknown, ", "), which))
 		}
 	}
 	return out, nil

@@ -60,7 +60,8 @@ type Messages struct {
 	ReplyTo ReplyTo
 	// Sent is where the provider says when the customer wrote the message
 	// (WhatsApp's timestamp, Unix seconds; Messenger's and Instagram's,
-	// Unix milliseconds with SentMillis): a reply window counts from it.
+	// Unix milliseconds with SentMillis; an RFC 3339 time is read as one):
+	// a reply window counts from it.
 	// Empty, absent or unreadable: from when handoff received it.
 	Sent       string
 	SentMillis bool

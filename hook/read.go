@@ -174,12 +174,20 @@ func (p *Payload) conversationID(m Mapping, at []int, contact, msgID string) str
 	return msgID
 }
 
-// sentAt reads a provider's Unix time (seconds, or milliseconds with
-// millis): zero for a value that is not a positive whole number, or one
-// before 2000 (not a time a message was written).
+// sentAt reads a provider's time of a message: a Unix time (seconds, or
+// milliseconds with millis), or an RFC 3339 time; zero for anything else,
+// a time not after 0, or one before 2000 (not a time a message was written).
 func sentAt(v string, millis bool) time.Time {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil {
+		// A generic webhook's own time is as often RFC 3339 as a number.
+		at, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil || at.Year() < 2000 {
+			return time.Time{}
+		}
+		return at.UTC()
+	}
+	if n <= 0 {
 		return time.Time{}
 	}
 	at := time.Unix(n, 0)

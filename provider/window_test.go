@@ -111,24 +111,29 @@ func TestWindowRequestsMatchTheSpec(t *testing.T) {
 
 // TestWindowRefusesUnsent: a free-form reply past its kind's window is
 // refused for good without a request (the provider's rule would refuse
-// it); a template, a reply inside the window and one whose customer's
-// last message is unknown are sent.
+// it), and so is one whose customer's last message could not be read (the
+// window cannot be judged, so it counts as closed); a template, a reply
+// inside the window and one that was given no last message are sent.
 func TestWindowRefusesUnsent(t *testing.T) {
 	day := 24 * time.Hour
 	for _, tc := range []struct {
 		name     string
 		cfg      func(base string) config.Provider
-		ago      time.Duration // since the customer's last message; 0: unknown
+		ago      time.Duration // since the customer's last message; 0: not given
 		template bool
 		sent     bool
+		unknown  bool // the last message could not be read (Message.WindowUnknown)
 	}{
-		{"whatsapp text after 24h", waConfig, day + time.Minute, false, false},
-		{"whatsapp template after 24h", waConfig, 30 * day, true, true},
-		{"whatsapp text just inside", waConfig, day - time.Second, false, true},
-		{"whatsapp text, last message unknown", waConfig, 0, false, true},
-		{"meta after 24h", func(b string) config.Provider { return fbConfig(b, false) }, day, false, false},
-		{"meta human agent after 6 days", func(b string) config.Provider { return fbConfig(b, true) }, 6 * day, false, true},
-		{"meta human agent after 7 days", func(b string) config.Provider { return fbConfig(b, true) }, 7 * day, false, false},
+		{"whatsapp text after 24h", waConfig, day + time.Minute, false, false, false},
+		{"whatsapp template after 24h", waConfig, 30 * day, true, true, false},
+		{"whatsapp text just inside", waConfig, day - time.Second, false, true, false},
+		{"whatsapp text, no last message given", waConfig, 0, false, true, false},
+		{"whatsapp text, last message unreadable", waConfig, 0, false, false, true},
+		{"whatsapp template, last message unreadable", waConfig, 0, true, true, true},
+		{"meta text, last message unreadable", func(b string) config.Provider { return fbConfig(b, true) }, 0, false, false, true},
+		{"meta after 24h", func(b string) config.Provider { return fbConfig(b, false) }, day, false, false, false},
+		{"meta human agent after 6 days", func(b string) config.Provider { return fbConfig(b, true) }, 6 * day, false, true, false},
+		{"meta human agent after 7 days", func(b string) config.Provider { return fbConfig(b, true) }, 7 * day, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _, n := capture(t)
@@ -140,6 +145,7 @@ func TestWindowRefusesUnsent(t *testing.T) {
 			if tc.ago > 0 {
 				m.LastInbound = windowNow.Add(-tc.ago)
 			}
+			m.WindowUnknown = tc.unknown
 			if tc.template {
 				m.Template = &provider.Template{Name: "follow_up", Language: "en_US"}
 			}
@@ -150,6 +156,8 @@ func TestWindowRefusesUnsent(t *testing.T) {
 				t.Fatalf("Send = %v with %d requests, want it sent", err, n.Load())
 			case !tc.sent && (n.Load() != 0 || !errors.As(err, &perm)):
 				t.Fatalf("Send = %v (%T) with %d requests, want a Permanent refusal and no request", err, err, n.Load())
+			case tc.unknown && !tc.sent && !strings.Contains(err.Error(), "cannot be judged"):
+				t.Errorf("the refusal says %q; want it to say the window cannot be judged", err)
 			}
 		})
 	}

@@ -31,8 +31,9 @@ import (
 // also wants the reply's undo hold inside the window.
 
 // WindowWarning is how long before a window closes the queue marks its
-// card and a digest lists its draft as closing soon.
-const WindowWarning = 2 * time.Hour
+// card, a digest lists its draft as closing soon and the approval surfaces
+// announce it: review.window_warning (config.Review), default 2 hours.
+func WindowWarning(cfg *config.Config) time.Duration { return cfg.Review.WindowWarningOr() }
 
 // Window is a lead's reply window.
 type Window struct {

@@ -185,3 +185,67 @@ func TestAutoApproveLeavesAClosedWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestApproveRefusesAnUnknownWindow: when the lead's latest message cannot
+// be read, its window cannot be judged and counts as closed: on a window
+// channel the approval is refused in one sentence saying so and naming
+// the way out, the draft stays pending with no outbox row and no delivery
+// job; a channel without a window approves as before.
+func TestApproveRefusesAnUnknownWindow(t *testing.T) {
+	st := openStore(t)
+	rv := review.New(st, windowConfig())
+	ctx := context.Background()
+	forget := func(lead string) {
+		t.Helper()
+		err := st.Update(context.Background(), func(tx *store.Tx) error {
+			old, err := tx.Handoff(lead)
+			if err != nil {
+				return err
+			}
+			h := old
+			h.LastEventKey = lead + ":gone" // the latest message is no longer readable
+			return tx.PutHandoff(&old, &h)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, tc := range []struct {
+		channel string
+		way     string
+	}{
+		{"wa", "send one of the channel's approved templates (follow_up)"},
+		{"ig", "reply on another channel of the lead (provider ig has no templates configured)"},
+		{"web", ""},
+	} {
+		t.Run(tc.channel, func(t *testing.T) {
+			rec := record(t, st, tc.channel, fmt.Sprintf("%s:u-%d", tc.channel, i), t0)
+			d := saved(t, rv, rec.Event, "Sorry for the wait.")
+			lead := store.LeadKey(d.Channel, d.ConversationID)
+			forget(lead)
+			a, err := rv.Approve(ctx, d.ID, store.Decision{By: "ann", At: t0.Add(time.Minute)})
+			if tc.way == "" {
+				if err != nil || !a.Created {
+					t.Fatalf("Approve on a channel without a window = %+v, %v; want it approved", a, err)
+				}
+				return
+			}
+			var closed *review.WindowClosedError
+			if !errors.As(err, &closed) || !closed.Unknown {
+				t.Fatalf("Approve with the latest message unreadable = %v; want a WindowClosedError that is Unknown", err)
+			}
+			msg := closed.Error()
+			if !strings.Contains(msg, "cannot be judged") || !strings.Contains(msg, "counts as closed") || !strings.Contains(msg, tc.way) ||
+				!strings.Contains(msg, lead+":gone") || strings.Contains(msg, ". ") {
+				t.Errorf("the refusal says %q; want one sentence that the window cannot be judged (naming the message %s), counts as closed, and names %q", msg, lead+":gone", tc.way)
+			}
+			got, err := st.Draft(d.ID)
+			if err != nil || got.Status != store.DraftPending || got.OutboxID != "" {
+				t.Errorf("after the refusal the draft is %s (outbox %q), %v; want it pending with no outbox row", got.Status, got.OutboxID, err)
+			}
+			if n := len(jobsOfKind(t, st, rec.Event.CorrelationID, store.KindDeliver)); n != 0 {
+				t.Errorf("%d delivery jobs after a refused approval, want 0", n)
+			}
+		})
+	}
+}

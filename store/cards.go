@@ -45,7 +45,17 @@ type Card struct {
 	Shown string `json:"shown,omitempty"`
 	// Final: the card will not change again (the draft's decision is
 	// settled), so the sweep no longer reads it.
-	Final     bool      `json:"final,omitempty"`
+	Final bool `json:"final,omitempty"`
+	// Posting is when a post of the card began that has no answer yet: set
+	// before the surface is called, cleared with the ref (or when the
+	// surface said it took nothing). A card found Posting was perhaps
+	// posted by a process that died before recording it: the surface looks
+	// it up (Slack's message metadata) before posting again.
+	Posting time.Time `json:"posting,omitzero"`
+	// Uncertain says why the card may be in its chat without handoff
+	// knowing its ref (a post with no answer, on a surface that cannot look
+	// one up): it is not posted again, and the sentence is shown.
+	Uncertain string    `json:"uncertain,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
@@ -108,7 +118,7 @@ func (tx *Tx) PutCard(c Card) error {
 	if bytes.IndexByte([]byte(c.Surface+c.Draft+c.Chat), 0) >= 0 {
 		return fmt.Errorf("card: the surface, draft and chat of a card hold no NUL byte")
 	}
-	if !utf8.ValidString(c.Surface + c.Draft + c.Chat + c.Ref + c.Shown) {
+	if !utf8.ValidString(c.Surface + c.Draft + c.Chat + c.Ref + c.Shown + c.Uncertain) {
 		return fmt.Errorf("card: a card's fields are UTF-8 text")
 	}
 	c.V = recordVersion

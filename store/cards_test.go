@@ -15,16 +15,19 @@ import (
 // FuzzCardRoundTrip: a card written is read back as it was, by its draft
 // and by its message, and it is listed open until it is final.
 func FuzzCardRoundTrip(f *testing.F) {
-	f.Add("slack", "d01JDRAFT", "C0123", "1712345678.000100", "pending", false)
-	f.Add("telegram", "d01JDRAFT-v2", "-1001234567890", "42", "approved:dana:undo", true)
-	f.Add("email", "d01J", "dana@example.com", "", "", false)
-	f.Add("ntfy", "d\u00e9", "topic/with/slash", "ref\x00nul", "\"quoted\"", true)
+	f.Add("slack", "d01JDRAFT", "C0123", "1712345678.000100", "pending", false, int64(0), "")
+	f.Add("telegram", "d01JDRAFT-v2", "-1001234567890", "42", "approved:dana:undo", true, int64(0), "Telegram has no lookup: the card may be in the chat already, zoë 🌸 & <bea>")
+	f.Add("email", "d01J", "dana@example.com", "", "", false, int64(1764655200), "")
+	f.Add("ntfy", "d\u00e9", "topic/with/slash", "ref\x00nul", "\"quoted\"", true, int64(-1), "ان \xff")
 	st := openTest(f)
 	at := time.Date(2026, 12, 2, 6, 0, 0, 123, time.UTC)
-	f.Fuzz(func(t *testing.T, surface, draft, chat, ref, shown string, final bool) {
-		c := Card{Surface: surface, Draft: draft, Chat: chat, Ref: ref, Shown: shown, Final: final, CreatedAt: at, UpdatedAt: at.Add(time.Second)}
+	f.Fuzz(func(t *testing.T, surface, draft, chat, ref, shown string, final bool, posting int64, uncertain string) {
+		c := Card{Surface: surface, Draft: draft, Chat: chat, Ref: ref, Shown: shown, Final: final, Uncertain: uncertain, CreatedAt: at, UpdatedAt: at.Add(time.Second)}
+		if posting != 0 {
+			c.Posting = time.Unix(posting%(1<<34), 17).UTC()
+		}
 		err := st.Update(context.Background(), func(tx *Tx) error { return tx.PutCard(c) })
-		if surface == "" || draft == "" || strings.ContainsRune(surface+draft+chat, 0) || !utf8.ValidString(surface+draft+chat+ref+shown) {
+		if surface == "" || draft == "" || strings.ContainsRune(surface+draft+chat, 0) || !utf8.ValidString(surface+draft+chat+ref+shown+uncertain) {
 			if err == nil {
 				t.Fatalf("PutCard(%q, %q, %q) = nil, want a refusal", surface, draft, chat)
 			}

@@ -96,6 +96,10 @@ type Draft struct {
 	// Guards is what the checks before a person found (quality.go): nil on
 	// a draft from before them, or one a person wrote.
 	Guards *Guards `json:"guards,omitempty"`
+	// Canary is the arm of the client's canary that drafted it, "a" (the
+	// drafter) or "b" (the candidate, config drafter.canary), on a client
+	// whose canary ran when it was drafted; "" elsewhere.
+	Canary string `json:"canary,omitempty"`
 	// LastInbound is when the customer last wrote in the turn this draft
 	// answers (the latest of its events' Event.Wrote), stamped when it is
 	// stored: the reply window's start, which orders the queue

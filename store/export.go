@@ -209,15 +209,16 @@ func eachLeadEventSkipping(tx *Tx, lead string, skipped *[]Unreadable, fn func(E
 	return nil
 }
 
-// leadAlerts reads the stuck-lead alerts about lead, and its CRM writes
-// (they carry its contact too: export and erasure treat them alike).
+// leadAlerts reads the stuck-lead alerts about lead, its CRM writes and
+// its outbound events (they carry its contact or words too: export and
+// erasure treat them alike).
 func leadAlerts(tx *Tx, lead string) ([]Outbox, error) { return leadAlertsSkipping(tx, lead, nil) }
 
 // leadAlertsSkipping is leadAlerts that, with skipped, steps over an alert
 // that cannot be read (listing it).
 func leadAlertsSkipping(tx *Tx, lead string, skipped *[]Unreadable) ([]Outbox, error) {
 	var out []Outbox
-	for _, kind := range []string{"stuck:", "crm:"} { // alerts, then CRM writes (OutboxCRM)
+	for _, kind := range []string{"stuck:", "crm:", "ev:"} { // alerts, then CRM writes (OutboxCRM), then outbound events (OutboxEvent)
 		prefix := []byte(kind + lead + ":")
 		c := tx.bucket(bucketOutbox).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
@@ -228,7 +229,7 @@ func leadAlertsSkipping(tx *Tx, lead string, skipped *[]Unreadable) ([]Outbox, e
 			if err != nil {
 				return nil, err
 			}
-			if o.Kind == OutboxCRM && LeadKey(o.Channel, o.ConversationID) != lead {
+			if (o.Kind == OutboxCRM || o.Kind == OutboxEvent) && LeadKey(o.Channel, o.ConversationID) != lead {
 				continue // another lead's, whose conversation id starts with this one's
 			}
 			out = append(out, o)

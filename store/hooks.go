@@ -12,10 +12,23 @@ import (
 // never imports crm).
 type LeadHook func(tx *Tx, h Handoff, now time.Time) error
 
+// OutboxHook is told, inside the write's transaction, of every outbox row
+// written new (old nil) or moved to another status (old is the row as it
+// was): PutOutbox calls it after the write, so what it writes commits with
+// the move (package outbound enqueues its events there). A write that
+// keeps the status (a receipt, an erasure) does not call it.
+type OutboxHook func(tx *Tx, old *Outbox, o Outbox) error
+
+// JobHook is told, inside the write's transaction, of a job just
+// discarded: it joins the dead-letter list.
+type JobHook func(tx *Tx, j Job) error
+
 // hooks are a store's own: two stores in one process (tests, an app
 // restarted in place) never call each other's.
 type hooks struct {
-	lead atomic.Pointer[LeadHook]
+	lead   atomic.Pointer[LeadHook]
+	outbox atomic.Pointer[OutboxHook]
+	job    atomic.Pointer[JobHook]
 }
 
 // HookLeadMoves makes fn the hook of every lead move in this store (nil:
@@ -28,6 +41,26 @@ func (s *Store) HookLeadMoves(fn LeadHook) {
 	s.hooks.lead.Store(&fn)
 }
 
+// HookOutboxMoves makes fn the hook of every outbox row created or moved
+// to another status in this store (nil: none).
+func (s *Store) HookOutboxMoves(fn OutboxHook) {
+	if fn == nil {
+		s.hooks.outbox.Store(nil)
+		return
+	}
+	s.hooks.outbox.Store(&fn)
+}
+
+// HookJobDiscards makes fn the hook of every job discarded in this store
+// (nil: none).
+func (s *Store) HookJobDiscards(fn JobHook) {
+	if fn == nil {
+		s.hooks.job.Store(nil)
+		return
+	}
+	s.hooks.job.Store(&fn)
+}
+
 // LeadMoved runs the store's LeadHook, if any, for lead h just moved in tx.
 func (tx *Tx) LeadMoved(h Handoff, now time.Time) error {
 	if tx.hooks == nil {
@@ -35,6 +68,30 @@ func (tx *Tx) LeadMoved(h Handoff, now time.Time) error {
 	}
 	if fn := tx.hooks.lead.Load(); fn != nil {
 		return (*fn)(tx, h, now)
+	}
+	return nil
+}
+
+// outboxMoved runs the OutboxHook for o, written over old in tx, when it
+// is new or its status changed.
+func (tx *Tx) outboxMoved(old, o *Outbox) error {
+	if tx.hooks == nil || o == nil || old != nil && old.Status == o.Status {
+		return nil
+	}
+	if fn := tx.hooks.outbox.Load(); fn != nil {
+		return (*fn)(tx, old, *o)
+	}
+	return nil
+}
+
+// jobMoved runs the JobHook for j, written over old in tx, when it has
+// just been discarded.
+func (tx *Tx) jobMoved(old, j *Job) error {
+	if tx.hooks == nil || j == nil || j.State != JobDiscarded || old != nil && old.State == JobDiscarded {
+		return nil
+	}
+	if fn := tx.hooks.job.Load(); fn != nil {
+		return (*fn)(tx, *j)
 	}
 	return nil
 }

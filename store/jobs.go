@@ -169,7 +169,10 @@ func putJob(tx *Tx, old, j *Job) error {
 	if err := jobsTable.put(tx, old, j); err != nil {
 		return err
 	}
-	return moveJobCount(tx, old, j)
+	if err := moveJobCount(tx, old, j); err != nil {
+		return err
+	}
+	return tx.jobMoved(old, j) // hooks.go
 }
 
 // deleteJob removes the stored job j and takes it off its count.

@@ -54,7 +54,7 @@ type Reconciliation struct {
 type Outbox struct {
 	V               int              `json:"v"`
 	ID              string           `json:"id"`
-	Kind            string           `json:"kind,omitempty"` // "" for a reply, OutboxAlert for a stuck-lead alert or a digest, OutboxCRM for a CRM write
+	Kind            string           `json:"kind,omitempty"` // "" for a reply, OutboxAlert for a stuck-lead alert or a digest, OutboxCRM for a CRM write, OutboxEvent for an outbound event
 	DraftID         string           `json:"draft_id,omitempty"`
 	EventKey        string           `json:"event_key"`
 	CorrelationID   string           `json:"correlation_id"`
@@ -104,6 +104,12 @@ const OutboxAlert = "alert"
 // its text the record written, its provider "crm:<client>".
 const OutboxCRM = "crm"
 
+// OutboxEvent marks an outbox row that posts one outbound event to one
+// subscriber (package outbound): its id "ev:<lead key>:<subscriber>:<type>:<business key>"
+// ("ev::…" for an event of no lead), its text the exact JSON body, its
+// provider "events:<subscriber>".
+const OutboxEvent = "event"
+
 // OutboxID is the idempotency key of a reply: the conversation and the approved draft.
 func OutboxID(conversationID, draftID string) string { return conversationID + ":" + draftID }
 
@@ -120,7 +126,10 @@ func (tx *Tx) PutOutbox(old, o *Outbox) error {
 	if err := moveOutboxCount(tx, old, o); err != nil { // outboxcounts.go
 		return err
 	}
-	return outboxTable.put(tx, old, o)
+	if err := outboxTable.put(tx, old, o); err != nil {
+		return err
+	}
+	return tx.outboxMoved(old, o) // hooks.go
 }
 
 // DeleteOutbox removes the stored row o, its index entry and the receipts

@@ -184,7 +184,7 @@ func (s *Store) PruneOutside(ctx context.Context, cutoff time.Time) (int, error)
 				if err != nil {
 					return err
 				}
-				if (o.Kind == OutboxAlert || o.Kind == OutboxCRM) && o.UpdatedAt.Before(cutoff) && (st == OutboxSent || o.Dismissed != nil) {
+				if (o.Kind == OutboxAlert || o.Kind == OutboxCRM || o.Kind == OutboxEvent) && o.UpdatedAt.Before(cutoff) && (st == OutboxSent || o.Dismissed != nil) {
 					alerts = append(alerts, o)
 				}
 			}

@@ -152,6 +152,9 @@ func kindLabel(dl store.DeadLetter) string {
 	if dl.Outbox != nil && dl.Outbox.Kind == store.OutboxCRM {
 		return "CRM write (" + dl.Outbox.To + ")" // its text is the record written, not a reply
 	}
+	if dl.Outbox != nil && dl.Outbox.Kind == store.OutboxEvent {
+		return "outbound event (" + dl.Outbox.To + ")" // its text is the JSON body posted
+	}
 	return "reply"
 }
 

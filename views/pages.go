@@ -46,6 +46,10 @@ type Overview struct {
 	Stats DraftStats
 	// Quality is how much people changed the drafts and why (views/quality.go).
 	Quality QualityStats
+	// Canaries are the clients' canaries, A beside B (views/canary.go).
+	Canaries Canaries
+	// Notice is what an admin's action on the overview did; nil: none.
+	Notice *Notice
 }
 
 // HandoffList is the handoffs page.

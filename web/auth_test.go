@@ -331,13 +331,13 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		// A dashboard form (sessions only) that decides drafts: an approver's.
 		"POST /drafts/selected": page,
 
-		"GET /api/v1/events/*": read, "GET /api/v1/handoffs": read, "GET /api/v1/drafts": read, "GET /api/v1/outbox/*": read, "GET /api/v1/stats/quality": read,
+		"GET /api/v1/events/*": read, "GET /api/v1/handoffs": read, "GET /api/v1/drafts": read, "GET /api/v1/outbox/*": read, "GET /api/v1/stats/quality": read, "GET /api/v1/canary": read,
 		"POST /api/v1/drafts/:id/approve": appr, "POST /api/v1/drafts/:id/reject": appr, "POST /api/v1/events/*": appr,
 		"POST /api/v1/drafts/:id/undo": appr, "GET /api/v1/keys/:key": keys, "POST /api/v1/drafts/:id/template": appr,
 		"POST /api/v1/handoffs/*":      appr,
 		"POST /api/v1/keys/:key/claim": keys, "POST /api/v1/keys/:key/effect-pending": keys,
 		"POST /api/v1/keys/:key/complete": keys, "POST /api/v1/keys/:key/reconcile": keys,
-		"POST /api/v1/reconcile/*": admin, "GET /api/v1/sandbox/messages": admin, "GET /api/v1/dead-letters": admin,
+		"POST /api/v1/reconcile/*": admin, "GET /api/v1/sandbox/messages": admin, "GET /api/v1/dead-letters": admin, "POST /api/v1/canary/:client/:action": admin,
 		"POST /api/v1/dead-letters/replay": admin, "GET /api/v1/dead-letters/bulk/:id": admin,
 		"POST /api/v1/dead-letters/bulk/:id/cancel": admin, "POST /api/v1/dead-letters/*": admin, "GET /api/v1/backup": admin,
 		"POST /api/v1/backups": admin, "GET /api/v1/backups/offsite": admin,

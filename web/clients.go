@@ -80,6 +80,7 @@ var limitedRoutes = map[string]limitedRoute{
 	"POST /api/v1/drafts/:id/undo":    draftParam("there is no draft %q"),
 	"GET /api/v1/outbox/*":            outboxParam,
 	"GET /api/v1/stats/quality":       listed,
+	"GET /api/v1/canary":              listed, // the clients whose channels the person sees (canary.go)
 	"GET /clients":                    listed,
 }
 

@@ -141,7 +141,7 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"GET /account/confirm": own, "POST /account/confirm": own,
 
 		"GET /": list, "GET /search": list, "GET /drafts": list, "GET /drafts/live": list, "GET /handoffs": list, "GET /clients": list,
-		"GET /api/v1/handoffs": list, "GET /api/v1/drafts": list, "GET /api/v1/stats/quality": list,
+		"GET /api/v1/handoffs": list, "GET /api/v1/drafts": list, "GET /api/v1/stats/quality": list, "GET /api/v1/canary": list,
 
 		"GET /events/*": id, "POST /events/*": id, "POST /drafts/:id/approve": id, "POST /drafts/:id/reject": id, "POST /drafts/selected": id,
 		"GET /api/v1/events/*": id, "POST /api/v1/events/*": id, "POST /api/v1/drafts/:id/approve": id,
@@ -157,7 +157,7 @@ func TestClientsAccessMatrix(t *testing.T) {
 		// session is refused there whatever its clients.
 		"GET /api/v1/keys/:key": admin, "POST /api/v1/keys/:key/claim": admin, "POST /api/v1/keys/:key/effect-pending": admin,
 		"POST /api/v1/keys/:key/complete": admin, "POST /api/v1/keys/:key/reconcile": admin,
-		"POST /api/v1/reconcile/*": admin, "GET /api/v1/sandbox/messages": admin, "GET /api/v1/dead-letters": admin,
+		"POST /api/v1/reconcile/*": admin, "GET /api/v1/sandbox/messages": admin, "GET /api/v1/dead-letters": admin, "POST /api/v1/canary/:client/:action": admin,
 		"POST /api/v1/dead-letters/replay": admin, "GET /api/v1/dead-letters/bulk/:id": admin,
 		"POST /api/v1/dead-letters/bulk/:id/cancel": admin, "POST /api/v1/dead-letters/*": admin, "GET /api/v1/backup": admin,
 		"POST /api/v1/backups": admin, "GET /api/v1/backups/offsite": admin,

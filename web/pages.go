@@ -119,12 +119,16 @@ func (s *Server) logout(c *echo.Context) error {
 }
 
 // overviewPage answers GET /: the counts and the leads that are stuck.
-func (s *Server) overviewPage(c *echo.Context) error {
+func (s *Server) overviewPage(c *echo.Context) error { return s.renderOverview(c, nil) }
+
+// renderOverview is the overview with n, what an admin's action on it did
+// (nil: none).
+func (s *Server) renderOverview(c *echo.Context, n *views.Notice) error {
 	l, err := s.layout(c, "Overview", "overview")
 	if err != nil {
 		return err
 	}
-	o := views.Overview{Counts: l.Counts, Stuck: []views.HandoffRow{}}
+	o := views.Overview{Counts: l.Counts, Stuck: []views.HandoffRow{}, Notice: n}
 	if o.Drafting, err = s.st.DraftingFor(s.visible(c)); err != nil {
 		return err
 	}
@@ -132,6 +136,9 @@ func (s *Server) overviewPage(c *echo.Context) error {
 		return err
 	}
 	if o.Quality, err = s.qualityStats(s.visible(c), l.Now, statsDays); err != nil {
+		return err
+	}
+	if o.Canaries, err = s.canaries(c, o.Quality); err != nil {
 		return err
 	}
 	after := leads.StuckAfter(s.cfg)

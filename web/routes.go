@@ -48,6 +48,7 @@ func (s *Server) routes() {
 	apiRead.GET("/drafts", s.listDrafts)
 	apiRead.GET("/outbox/*", s.outboxRow)
 	apiRead.GET("/stats/quality", s.qualityAPI) // edit distance, reasons and guard flags (quality.go)
+	apiRead.GET("/canary", s.canaryAPI)         // each client's canary, A beside B (canary.go)
 	apiApprove := api(store.ScopeApprove)
 	apiApprove.POST("/drafts/:id/approve", s.approveDraft)
 	apiApprove.POST("/drafts/:id/reject", s.rejectDraft)
@@ -63,6 +64,7 @@ func (s *Server) routes() {
 	apiKeys.POST("/keys/:key/reconcile", s.reconcileKey)
 	apiAdmin := api(store.ScopeAdmin)
 	apiAdmin.POST("/reconcile/*", s.reconcile)
+	apiAdmin.POST("/canary/:client/:action", s.canaryActionAPI) // promote, rollback
 	apiAdmin.GET("/sandbox/messages", s.sandboxMessages)
 	apiAdmin.GET("/dead-letters", s.listDeadLetters)
 	apiAdmin.POST("/dead-letters/replay", s.startBulkReplay)
@@ -146,6 +148,7 @@ func (s *Server) routes() {
 	e.POST("/clients/:id/facts", s.saveFactsPage, factsForm...)
 	e.POST("/clients/:id/facts/reload", s.reloadFactsPage, admin...) // the facts_file read again
 	e.GET("/reconcile", s.reconcilePage, admin...)
+	e.POST("/canary/:client/:action", s.canaryAction, admin...) // promote, rollback (canary.go)
 	e.POST("/reconcile/*", s.reconcileSubmit, admin...)
 	e.GET("/users", s.usersPage, admin...)
 	e.POST("/users", s.createUser, admin...)

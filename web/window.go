@@ -98,7 +98,7 @@ func (s *Server) windowCard(h store.Handoff, now time.Time) views.ReplyWindow {
 	left := w.Left(now)
 	return views.ReplyWindow{
 		Has: true, Kind: s.kindOf(h.Channel), Left: left, Closes: w.Closes,
-		Soon: left > 0 && left <= review.WindowWarning, Templates: rv.Templates(h.Channel),
+		Soon: left > 0 && left <= review.WindowWarning(s.cfg), Templates: rv.Templates(h.Channel),
 		Unknown: w.Unknown, Why: w.Why,
 	}
 }

@@ -100,3 +100,48 @@ func TestQueueClosingFirst(t *testing.T) {
 		t.Errorf("the queue's first card is not the draft whose window closes: %.300s", p.body[strings.Index(p.body, `id="card"`):])
 	}
 }
+
+// TestUnknownWindowCard: when a WhatsApp lead's latest message cannot be
+// read, its window cannot be judged: the card says so and offers the
+// template instead, the approval is refused (409) in one sentence saying
+// why, nothing reaches the Cloud API, and the template still goes out.
+func TestUnknownWindowCard(t *testing.T) {
+	e, wa, _ := windowEnv(t)
+	sendLead(t, e, "wa", "m-lost", leadContact)
+	d := waitDraft(t, e, "wa:m-lost")
+	id := d["id"].(string)
+	lead := store.LeadKey("wa", leadContact)
+	err := e.st.Update(t.Context(), func(tx *store.Tx) error {
+		old, err := tx.Handoff(lead)
+		if err != nil {
+			return err
+		}
+		h := old
+		h.LastEventKey = lead + ":gone" // the latest message can no longer be read
+		return tx.PutHandoff(&old, &h)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := loggedIn(t, e, "ann", store.RoleApprover, "")
+	p := b.getOK("/drafts?id=" + url.QueryEscape(id))
+	card := p.body[strings.Index(p.body, `id="card"`):]
+	if !strings.Contains(card, "reply window cannot be judged") || !strings.Contains(card, "counts as closed") || !strings.Contains(card, `id="template-form"`) {
+		t.Errorf("the card of an unknown window does not say it cannot be judged, or offers no template: %.800s", card)
+	}
+	code, ans := apiPost(t, e, "/api/v1/drafts/"+id+"/approve", "")
+	msg, _ := ans["error"].(string)
+	if code != http.StatusConflict || !strings.Contains(msg, "cannot be judged") || !strings.Contains(msg, "follow_up") {
+		t.Fatalf("approving with the window unknown: got %d %v, want 409 saying it cannot be judged and naming the template", code, ans)
+	}
+	if acc := wa.Accepted(); len(acc) != 0 {
+		t.Errorf("the Cloud API accepted %+v after a refused approval, want nothing", acc)
+	}
+	if p := b.hx("/drafts/"+id+"/template", url.Values{"template": {"follow_up"}}); p.code != http.StatusOK {
+		t.Fatalf("sending the template from the card: %d %.400s", p.code, p.body)
+	}
+	waitSent(t, e, store.OutboxID(leadContact, id))
+	if acc := wa.Accepted(); len(acc) != 1 || acc[0].Text != "template follow_up" {
+		t.Errorf("the Cloud API accepted %+v, want the template once", acc)
+	}
+}

@@ -216,3 +216,20 @@ func mac(key []byte, id, ts string, body []byte) []byte {
 	m.Write(body)
 	return m.Sum(nil)
 }
+
+// Header is the header of an outbound JSON call signed with secret: its
+// Content-Type, webhook-id id, webhook-timestamp ts (Unix seconds) and
+// webhook-signature (Sign). Every signed call handoff makes (the http
+// provider, the crm webhook, outbound events) carries it.
+func Header(secret, id string, ts time.Time, body []byte) (http.Header, error) {
+	sig, err := Sign(secret, id, ts, body)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set(standardNames.id, id)
+	h.Set(standardNames.timestamp, strconv.FormatInt(ts.Unix(), 10))
+	h.Set(standardNames.signature, sig)
+	return h, nil
+}

@@ -8,8 +8,8 @@ import (
 )
 
 // AnnounceJob runs the approval surfaces' jobs (approvals.KindAnnounce,
-// approvals.KindFollow): post a waiting draft's card, bring a posted card
-// up to its draft. The work is the surface's (approvals.Approvals.Run);
+// approvals.KindFollow, approvals.KindRemind): post a waiting draft's
+// card, bring a posted card up to its draft, post a reminder. The work is the surface's (approvals.Approvals.Run);
 // this is where the queue meets it.
 type AnnounceJob struct {
 	Approvals *approvals.Approvals
@@ -24,5 +24,5 @@ func (j *AnnounceJob) Run(ctx context.Context, job store.Job) error {
 // when any surface is configured.
 func SurfaceKinds(a *approvals.Approvals) map[string]*AnnounceJob {
 	j := &AnnounceJob{Approvals: a}
-	return map[string]*AnnounceJob{approvals.KindAnnounce: j, approvals.KindFollow: j}
+	return map[string]*AnnounceJob{approvals.KindAnnounce: j, approvals.KindFollow: j, approvals.KindRemind: j}
 }

@@ -205,7 +205,7 @@ func digestText(tx *store.Tx, cfg *config.Config, dg config.Digest, w store.Wait
 		return "", err
 	}
 	if len(closing) > 0 {
-		fmt.Fprintf(&b, "Reply windows closing within %s (after that only a template, or another channel, can answer):\n", age(review.WindowWarning))
+		fmt.Fprintf(&b, "Reply windows closing within %s (after that only a template, or another channel, can answer):\n", age(review.WindowWarning(cfg)))
 		for _, l := range closing {
 			b.WriteString(l + "\n")
 		}
@@ -226,7 +226,7 @@ const closingCandidates = 50
 
 // closingLines are the digest's warnings: the waiting drafts it may show
 // whose lead's reply window (review/window.go) closes within
-// review.WindowWarning of now, a line each. A waiting draft was written
+// review.WindowWarning (review.window_warning) of now, a line each. A waiting draft was written
 // after its lead's latest message (a newer one supersedes it), so one
 // older than the longest window has none left: the walk keeps only
 // younger drafts of channels with a window, and looks at the oldest
@@ -261,7 +261,7 @@ func closingLines(tx *store.Tx, cfg *config.Config, dg config.Digest, now time.T
 			return nil, err
 		}
 		left := win.Left(now)
-		if left <= 0 || left > review.WindowWarning {
+		if left <= 0 || left > review.WindowWarning(cfg) {
 			continue
 		}
 		out = append(out, fmt.Sprintf("- %s (%s): closes in %s %s/drafts?%s", clean(firstOf(h.Name, h.Contact, "someone")), d.Channel, age(left), cfg.BaseURL, url.Values{"id": {d.ID}}.Encode()))

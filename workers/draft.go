@@ -83,6 +83,9 @@ type DraftJob struct {
 	// BudgetRecheck is how long a draft held back by its client's calls in
 	// flight waits before it asks the budget again; 0: DefaultBudgetRecheck.
 	BudgetRecheck time.Duration
+	// Canary, when set, drafts a share of some clients' new turns with a
+	// candidate drafter (canary.go).
+	Canary *Canary
 }
 
 // DefaultBodyWait is how long a draft waits for room among the events
@@ -185,7 +188,11 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 			}
 		}()
 	}
-	out, err := k.Drafter.Draft(ctx, in)
+	dr, arm, err := k.drafterFor(ev.Channel, turn)
+	if err != nil {
+		return err
+	}
+	out, err := dr.Draft(ctx, in)
 	var invalid *drafter.InvalidOutput
 	var permanent *drafter.PermanentError
 	var refused *drafter.Refused
@@ -235,6 +242,7 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		Cost: out.Cost, Currency: out.Currency, Notes: out.Notes,
 		ContextTokens: used, ContextBudget: k.contextBudget(), ContextMessages: len(history),
 		Guards: k.guard(out, in, factsText), // before a person sees it (review/quality.go)
+		Canary: arm,
 	}, max(p.RegenerateVersion, 1))
 	if err != nil {
 		return err
@@ -488,9 +496,7 @@ func (k *DraftJob) guard(out drafter.Output, in drafter.Input, factsText string)
 		return nil
 	}
 	g := guardInput(in)
-	if out.FactsVersion > 0 {
-		g.Facts = factsText
-	}
+	g.Facts = factsText
 	return k.Review.Guard(out.Text, g)
 }
 
@@ -508,12 +514,17 @@ func (k *DraftJob) facts(channel string, in *drafter.Input) (string, error) {
 	if !ok || len(v.Entries) == 0 {
 		return "", nil
 	}
-	f := &drafter.Facts{Version: v.Version, Entries: make([]drafter.Fact, len(v.Entries))}
-	for i, e := range v.Entries {
+	in.Facts = DrafterFacts(v.Version, v.Entries)
+	return v.Text, nil
+}
+
+// DrafterFacts is a facts version as the drafter is given it.
+func DrafterFacts(version int, entries []store.FactEntry) *drafter.Facts {
+	f := &drafter.Facts{Version: version, Entries: make([]drafter.Fact, len(entries))}
+	for i, e := range entries {
 		f.Entries[i] = drafter.Fact{ID: e.ID, Text: e.Text}
 	}
-	in.Facts = f
-	return v.Text, nil
+	return f
 }
 
 // citedEntries is the entries a reply cites, as the draft keeps them.

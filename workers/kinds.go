@@ -32,9 +32,13 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 	if n := cfg.Limits.BodiesInFlight; n > 0 {
 		draft.Bodies, draft.BodiesSize = semaphore.NewWeighted(n), n
 	}
+	deliver := &delivery.Job{Store: st, Providers: senders} // app sets its log
 	return map[string]jobs.Kind{
 		review.DraftArgs{}.Kind():     draft,
-		delivery.DeliverArgs{}.Kind(): &delivery.Job{Store: st, Providers: senders}, // app sets its log
+		delivery.DeliverArgs{}.Kind(): deliver,
+		// The outbound events: the same job in a pool of its own, so a
+		// subscriber that hangs never holds a reply's worker.
+		delivery.EventArgs{}.Kind(): deliver,
 		// app sets its clock, its Wake and its log, and hands its outbox to web.
 		delivery.BulkReplayArgs{}.Kind(): &BulkReplayJob{Store: st, Outbox: delivery.New(st, cfg).Judging(DeadKinds())},
 	}, draft

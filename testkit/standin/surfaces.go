@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
 // SurfaceAPI is a stand-in for the Web APIs the approval surfaces call:
-// Slack's (chat.postMessage, chat.update, views.open, users.info, and a
+// Slack's (chat.postMessage, chat.update, conversations.history with the
+// messages posted and their metadata, views.open, users.info, and a
 // response_url under /response/) and Telegram's Bot API (sendMessage,
 // editMessageText, answerCallbackQuery under /bot<token>/). It checks each
 // call's documented shape (the token, the JSON body, the required fields
@@ -36,6 +38,43 @@ type SurfaceAPI struct {
 	// that many seconds to wait (Slack: 429 and Retry-After; Telegram: 429
 	// with parameters.retry_after).
 	Limit map[string]int
+	// Lose, when set for a method, carries out that many of its next calls
+	// and closes each one's connection without an answer (an answer lost
+	// on the way back).
+	Lose map[string]int
+	// Accepted, when set, is called with each call carried out (Slack's,
+	// Telegram's sendMessage and editMessageText),
+	// before it is answered; it may block until r's context ends (the
+	// caller killed before the answer).
+	Accepted func(method string, r *http.Request)
+	// Now, when set, is Slack's clock: a message's ts is its second and a
+	// count (unset: 1767225600, 2026-01-01).
+	Now func() time.Time
+
+	// messages are the Slack messages posted, by channel, oldest first.
+	messages map[string][]slackMsg
+}
+
+// slackMsg is one posted Slack message as conversations.history shows it.
+type slackMsg struct {
+	TS             string
+	Text           string
+	ThreadTS       string
+	ReplyBroadcast bool
+	Metadata       map[string]any
+}
+
+// Messages are the messages posted in channel, oldest first: their ts and
+// metadata event types, for a test's count.
+func (s *SurfaceAPI) Messages(channel string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, m := range s.messages[channel] {
+		et, _ := m.Metadata["event_type"].(string)
+		out = append(out, m.TS+" "+et)
+	}
+	return out
 }
 
 // SurfaceCall is one API call as the stand-in received it.
@@ -46,7 +85,8 @@ type SurfaceCall struct {
 
 // NewSurfaceAPI starts a stand-in that takes calls carrying token.
 func NewSurfaceAPI(t testing.TB, token string) *SurfaceAPI {
-	s := &SurfaceAPI{t: t, token: token, Emails: map[string]string{}, Fail: map[string]string{}, Limit: map[string]int{}}
+	s := &SurfaceAPI{t: t, token: token, Emails: map[string]string{}, Fail: map[string]string{}, Limit: map[string]int{}, Lose: map[string]int{},
+		messages: map[string][]slackMsg{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -110,14 +150,126 @@ func (s *SurfaceAPI) serve(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusUnauthorized, map[string]any{"ok": false, "error_code": 401, "description": "Unauthorized"})
 			return
 		}
-		s.telegram(w, method, body)
+		s.telegram(w, r, method, body)
 		return
 	}
 	if r.Header.Get("Authorization") != "Bearer "+s.token {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "invalid_auth"})
 		return
 	}
-	s.slack(w, path, body)
+	s.slack(w, r, path, body)
+}
+
+// answered ends a call carried out: Accepted first, then the answer, or
+// none when the method's answers are being lost.
+func (s *SurfaceAPI) answered(w http.ResponseWriter, r *http.Request, method string, status int, v any) {
+	s.mu.Lock()
+	accepted := s.Accepted
+	s.mu.Unlock()
+	if accepted != nil {
+		accepted(method, r)
+	}
+	s.mu.Lock()
+	lose := s.Lose[method] > 0
+	if lose {
+		s.Lose[method]--
+	}
+	s.mu.Unlock()
+	if lose {
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+// checkMetadata checks a message's metadata: an event_type and an
+// event_payload object (docs.slack.dev/messaging/message-metadata).
+func checkMetadata(v any) (map[string]any, string) {
+	if v == nil {
+		return nil, ""
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, "metadata is not an object"
+	}
+	et, _ := m["event_type"].(string)
+	if et == "" || len(et) > 255 {
+		return nil, "metadata.event_type must be 1 to 255 characters"
+	}
+	if _, ok := m["event_payload"].(map[string]any); !ok {
+		return nil, "metadata.event_payload must be an object"
+	}
+	return m, ""
+}
+
+// history answers conversations.history: the channel's messages (and
+// replies also sent to it) newer than oldest, newest first, limit of them,
+// with their metadata when include_all_metadata is true.
+func (s *SurfaceAPI) history(w http.ResponseWriter, r *http.Request, body map[string]any) {
+	channel, _ := body["channel"].(string)
+	if channel == "" {
+		s.malformed(w, "conversations.history without a channel")
+		return
+	}
+	limit := 100
+	if l, ok := body["limit"].(float64); ok {
+		if l < 1 || l > 999 {
+			s.malformed(w, "conversations.history: limit %v is outside 1 to 999", l)
+			return
+		}
+		limit = int(l)
+	}
+	oldest := 0.0
+	if o, ok := body["oldest"].(string); ok {
+		f, err := strconv.ParseFloat(o, 64)
+		if err != nil || !slackStamp(o) {
+			s.malformed(w, "conversations.history: oldest %q is not a timestamp such as 1767225600.000000", o)
+			return
+		}
+		oldest = f
+	}
+	inclusive, _ := body["inclusive"].(bool)
+	meta, _ := body["include_all_metadata"].(bool)
+	s.record("conversations.history", body)
+	s.mu.Lock()
+	var out []map[string]any
+	msgs := s.messages[channel]
+	for i := len(msgs) - 1; i >= 0 && len(out) < limit; i-- {
+		m := msgs[i]
+		if m.ThreadTS != "" && !m.ReplyBroadcast {
+			continue
+		}
+		ts, _ := strconv.ParseFloat(m.TS, 64)
+		if ts < oldest || (ts == oldest && !inclusive) {
+			continue
+		}
+		e := map[string]any{"type": "message", "ts": m.TS, "text": m.Text}
+		if m.ThreadTS != "" {
+			e["subtype"], e["thread_ts"] = "thread_broadcast", m.ThreadTS
+		}
+		if meta && m.Metadata != nil {
+			e["metadata"] = m.Metadata
+		}
+		out = append(out, e)
+	}
+	s.mu.Unlock()
+	s.answered(w, r, "conversations.history", http.StatusOK, map[string]any{"ok": true, "messages": out, "has_more": false})
+}
+
+// slackStamp says ts is written as seconds.microseconds.
+func slackStamp(ts string) bool {
+	sec, frac, ok := strings.Cut(ts, ".")
+	if !ok || len(frac) != 6 || sec == "" {
+		return false
+	}
+	for _, c := range sec + frac {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *SurfaceAPI) record(method string, body map[string]any) {
@@ -126,13 +278,31 @@ func (s *SurfaceAPI) record(method string, body map[string]any) {
 	s.mu.Unlock()
 }
 
-func (s *SurfaceAPI) slack(w http.ResponseWriter, method string, body map[string]any) {
-	if wait, ok := s.Limit[method]; ok {
+// Set changes the stand-in's answers under its lock (a test running calls
+// meanwhile): fn may write Fail, Limit, Lose and Accepted.
+func (s *SurfaceAPI) Set(fn func(s *SurfaceAPI)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s)
+}
+
+// knobs reads method's Limit and Fail under the lock.
+func (s *SurfaceAPI) knobs(method string) (wait int, limited bool, code string, failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wait, limited = s.Limit[method]
+	code, failed = s.Fail[method]
+	return
+}
+
+func (s *SurfaceAPI) slack(w http.ResponseWriter, r *http.Request, method string, body map[string]any) {
+	wait, limited, code, failed := s.knobs(method)
+	if limited {
 		w.Header().Set("Retry-After", strconv.Itoa(wait))
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error": "ratelimited"})
 		return
 	}
-	if code, ok := s.Fail[method]; ok {
+	if failed {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": code})
 		return
 	}
@@ -152,15 +322,36 @@ func (s *SurfaceAPI) slack(w http.ResponseWriter, method string, body map[string
 			s.malformed(w, "chat.update without the message's ts")
 			return
 		}
+		meta, why := checkMetadata(body["metadata"])
+		if why != "" {
+			s.malformed(w, "%s: %s", method, why)
+			return
+		}
+		if tts := str("thread_ts"); tts != "" && !slackStamp(tts) {
+			s.malformed(w, "%s: thread_ts %q is not a message's ts", method, tts)
+			return
+		}
+		if _, ok := body["reply_broadcast"]; ok && str("thread_ts") == "" {
+			s.malformed(w, "%s: reply_broadcast without thread_ts", method)
+			return
+		}
 		s.record(method, body)
 		ts := str("ts")
 		if ts == "" {
 			s.mu.Lock()
 			s.nextTS++
-			ts = fmt.Sprintf("1767225600.%06d", s.nextTS)
+			sec := int64(1767225600)
+			if s.Now != nil {
+				sec = s.Now().Unix()
+			}
+			ts = fmt.Sprintf("%d.%06d", sec, s.nextTS)
+			b, _ := body["reply_broadcast"].(bool)
+			s.messages[str("channel")] = append(s.messages[str("channel")], slackMsg{TS: ts, Text: str("text"), ThreadTS: str("thread_ts"), ReplyBroadcast: b, Metadata: meta})
 			s.mu.Unlock()
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": str("channel"), "ts": ts})
+		s.answered(w, r, method, http.StatusOK, map[string]any{"ok": true, "channel": str("channel"), "ts": ts})
+	case "conversations.history":
+		s.history(w, r, body)
 	case "views.open":
 		if str("trigger_id") == "" {
 			s.malformed(w, "views.open without a trigger_id")
@@ -185,13 +376,14 @@ func (s *SurfaceAPI) slack(w http.ResponseWriter, method string, body map[string
 	}
 }
 
-func (s *SurfaceAPI) telegram(w http.ResponseWriter, method string, body map[string]any) {
-	if wait, ok := s.Limit[method]; ok {
+func (s *SurfaceAPI) telegram(w http.ResponseWriter, r *http.Request, method string, body map[string]any) {
+	wait, limited, desc, failed := s.knobs(method)
+	if limited {
 		writeJSON(w, http.StatusTooManyRequests, map[string]any{"ok": false, "error_code": 429,
 			"description": "Too Many Requests: retry after " + strconv.Itoa(wait), "parameters": map[string]any{"retry_after": wait}})
 		return
 	}
-	if desc, ok := s.Fail[method]; ok {
+	if failed {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "error_code": 400, "description": desc})
 		return
 	}
@@ -209,6 +401,13 @@ func (s *SurfaceAPI) telegram(w http.ResponseWriter, method string, body map[str
 		if method == "editMessageText" && body["message_id"] == nil {
 			s.malformed(w, "editMessageText without a message_id")
 			return
+		}
+		if rp, ok := body["reply_parameters"]; ok {
+			m, _ := rp.(map[string]any)
+			if _, isNum := m["message_id"].(float64); !isNum {
+				s.malformed(w, "%s: reply_parameters without a numeric message_id", method)
+				return
+			}
 		}
 		if why := checkKeyboard(body["reply_markup"]); why != "" {
 			s.malformed(w, "%s: %s", method, why)
@@ -235,7 +434,7 @@ func (s *SurfaceAPI) telegram(w http.ResponseWriter, method string, body map[str
 				chat = -1000000000001 // an @channel's id
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{"message_id": id, "chat": map[string]any{"id": chat}, "text": str("text")}})
+		s.answered(w, r, method, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{"message_id": id, "chat": map[string]any{"id": chat}, "text": str("text")}})
 	case "answerCallbackQuery":
 		if str("callback_query_id") == "" {
 			s.malformed(w, "answerCallbackQuery without a callback_query_id")
