@@ -322,7 +322,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	)
 	need := map[string]string{
 		"GET /healthz": public, "GET /readyz": public, "POST /hooks/:channel": public, "GET /hooks/:channel": public,
-		"GET /static/:name": public, "GET /login": public, "POST /login": public,
+		"GET /static/:name": public, "GET /favicon.ico": public, "GET /login": public, "POST /login": public,
 		"GET /setup/:token": public, "POST /setup/:token": public,
 		// The approval surfaces verify their own signatures (web/surfaces.go).
 		"POST /surfaces/:surface": public, "POST /surfaces/:surface/*": public,

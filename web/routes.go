@@ -86,6 +86,7 @@ func (s *Server) routes() {
 	// same-origin browser. POST /login has no session yet, so only the
 	// origin check.
 	e.GET("/static/:name", s.staticFile)
+	e.GET("/favicon.ico", s.favicon)
 	e.GET("/login", s.loginForm)
 	e.POST("/login", s.loginSubmit, crossOrigin, limitForm)
 	// An admin who must enrol a second factor (auth.require_totp_for_admins)

@@ -8,6 +8,7 @@
 package workers
 
 import (
+	"github.com/handoff/handoff/approvals"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/handoff/handoff/config"
@@ -48,5 +49,7 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 // delivery (delivery.Judging): the draft job's are review's. Delivery has
 // its own kinds' rules; a kind without any (the digest) is replayed as it is.
 func DeadKinds() delivery.DeadKinds {
-	return delivery.DeadKinds{review.KindDraft: review.DeadDraft{}}
+	card := approvals.DeadCard{}
+	return delivery.DeadKinds{review.KindDraft: review.DeadDraft{},
+		approvals.KindAnnounce: card, approvals.KindFollow: card, approvals.KindRemind: card}
 }
