@@ -192,6 +192,9 @@ func TestFactsEditLive(t *testing.T) {
 			t.Errorf("the card lacks %q", want)
 		}
 	}
+	if tl := root.getOK("/events/" + after.EventKey); !strings.Contains(tl.body, "version 2, cites F1, F3") {
+		t.Error("the timeline does not say the draft's facts version and citations")
+	}
 	// A bolt draft is written from no facts (bolt has none).
 	if b := pending(t, e, "web-b", "f-3", "hello"); b.FactsVersion != 0 || len(b.FactsCited) != 0 {
 		t.Errorf("bolt's draft: version %d cited %+v, want none", b.FactsVersion, b.FactsCited)
