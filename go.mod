@@ -22,6 +22,7 @@ require (
 )
 
 require (
+	github.com/sergi/go-diff v1.4.5 // indirect
 	github.com/shopspring/decimal v1.3.1 // indirect
 	golang.org/x/exp v0.0.0-20221106115401-f9659909a136 // indirect
 )

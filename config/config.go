@@ -203,7 +203,8 @@ type Drafter struct {
 	// ChannelPrompts (yaml channel_prompts) replace SystemPrompt on the channels they name.
 	ChannelPrompts map[string]string
 	// FactsFile (yaml facts_file) is read into Facts at load: the facts of
-	// every client that has no clients[].facts_file.
+	// every client that has no clients[].facts_file (FactsFileOf), which
+	// seed its facts versions at start (facts.Seed).
 	FactsFile, Facts string
 	// Price (yaml price: {input, output, currency}) is per million tokens.
 	Price Price

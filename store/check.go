@@ -212,6 +212,7 @@ func inspect(tx *Tx) CheckReport {
 	r.damaged = append(r.damaged, checkTokens(tx, r)...)
 	r.damaged = append(r.damaged, checkCards(tx, r)...)     // cards.go
 	r.damaged = append(r.damaged, checkReminders(tx, r)...) // reminders.go
+	r.damaged = append(r.damaged, checkFacts(tx, r)...)     // facts.go
 	return CheckReport{Damaged: r.damaged, Unreadable: r.unreadable, MoreUnreadable: r.moreUnreadable}
 }
 

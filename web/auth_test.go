@@ -341,6 +341,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		"POST /api/v1/dead-letters/replay": admin, "GET /api/v1/dead-letters/bulk/:id": admin,
 		"POST /api/v1/dead-letters/bulk/:id/cancel": admin, "POST /api/v1/dead-letters/*": admin, "GET /api/v1/backup": admin,
 		"POST /api/v1/backups": admin, "GET /api/v1/backups/offsite": admin,
+		"GET /api/v1/clients/:id/facts": admin, "PUT /api/v1/clients/:id/facts": admin, "GET /api/v1/clients/:id/facts/:version": admin,
 		// Dashboard routes need no entry (they are pages); these are listed
 		// so the dead-letter table's routes are seen to be checked.
 		"GET /dead-letters/*": page, "POST /dead-letters/replay-selected": page,

@@ -161,6 +161,8 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"POST /api/v1/dead-letters/replay": admin, "GET /api/v1/dead-letters/bulk/:id": admin,
 		"POST /api/v1/dead-letters/bulk/:id/cancel": admin, "POST /api/v1/dead-letters/*": admin, "GET /api/v1/backup": admin,
 		"POST /api/v1/backups": admin, "GET /api/v1/backups/offsite": admin,
+		// A client's facts are an admin's, whoever's client (facts.go).
+		"GET /api/v1/clients/:id/facts": admin, "GET /api/v1/clients/:id/facts/:version": admin,
 		// The dead-letter table's routes are an admin's, as the list is.
 		"GET /dead-letters": admin, "GET /dead-letters/*": admin, "POST /dead-letters/replay-selected": admin,
 	}

@@ -29,7 +29,7 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 		senders[name] = p
 	}
 	draft := &DraftJob{Store: st, Review: review.New(st, cfg), Drafter: d, Router: NewRouter(cfg.Routing), DrafterName: cfg.Drafter.Kind,
-		ContextTokens: cfg.Drafter.ContextTokens, Budget: budgetOf(cfg), BodyWait: cfg.Limits.BodyWait}
+		ContextTokens: cfg.Drafter.ContextTokens, Budget: budgetOf(cfg), BodyWait: cfg.Limits.BodyWait, Client: cfg.ClientOf}
 	if n := cfg.Limits.BodiesInFlight; n > 0 {
 		draft.Bodies, draft.BodiesSize = semaphore.NewWeighted(n), n
 	}
