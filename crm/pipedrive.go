@@ -216,10 +216,10 @@ func (p *pipedrive) person(r Record, create bool) Person {
 		out.Name = r.Lead
 	}
 	if r.Email != "" {
-		out.Emails = []Contact{{Value: r.Email, Primary: true, Label: "work"}}
+		out.Emails = []Contact{{Value: r.Email, Primary: true}}
 	}
 	if r.Phone != "" {
-		out.Phones = []Contact{{Value: r.Phone, Primary: true, Label: "mobile"}}
+		out.Phones = []Contact{{Value: r.Phone, Primary: true}}
 	}
 	return out
 }

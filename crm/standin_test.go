@@ -47,7 +47,7 @@ func (f *failures) take(route string) string {
 }
 
 // drop cuts the connection of w without an answer.
-func drop(t *testing.T, w http.ResponseWriter) {
+func drop(t reporter, w http.ResponseWriter) {
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		t.Errorf("hijack: %v", err)
@@ -87,22 +87,32 @@ type hubSpot struct {
 
 func newHubSpot(t *testing.T) *hubSpot {
 	h := &hubSpot{t: t, token: "pat-test", contacts: map[string]map[string]string{}, ids: map[string]string{}, upserts: map[string]int{}}
-	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
+	specs := hubSpotSpecs(t)
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s := specFor(specs, r)
+		if s == nil {
+			t.Errorf("hubspot got %s %s, which no published HubSpot operation is", r.Method, r.URL.Path)
+			w.WriteHeader(404)
+			return
+		}
+		s.validate(t, w, r, body, func(w http.ResponseWriter) { h.serve(w, r, body) })
+	}))
 	t.Cleanup(h.srv.Close)
 	return h
 }
 
-func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request) {
+func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	t := h.t
-	body, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json") // every answer, errors too, is JSON
 	if r.Method != http.MethodPost || r.URL.Path != crm.UpsertPath {
 		t.Errorf("hubspot got %s %s, want POST %s", r.Method, r.URL.Path, crm.UpsertPath)
-		http.Error(w, `{"status":"error","message":"not found","category":"OBJECT_NOT_FOUND"}`, 404)
+		http.Error(w, `{"status":"error","message":"not found","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"OBJECT_NOT_FOUND"}`, 404)
 		return
 	}
 	if r.Header.Get("Authorization") != "Bearer "+h.token || r.Header.Get("Content-Type") != "application/json" {
 		w.WriteHeader(401)
-		io.WriteString(w, `{"status":"error","message":"Authentication credentials not found.","category":"INVALID_AUTHENTICATION"}`)
+		io.WriteString(w, `{"status":"error","message":"Authentication credentials not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INVALID_AUTHENTICATION"}`)
 		return
 	}
 	var req struct {
@@ -116,26 +126,26 @@ func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request) {
 	if !strict(t, body, &req) || len(req.Inputs) != 1 || req.Inputs[0].IDProperty == "" || req.Inputs[0].ID == "" || req.Inputs[0].Properties[req.Inputs[0].IDProperty] != req.Inputs[0].ID {
 		t.Errorf("hubspot upsert %s: want one input with idProperty, id and that property's value", body)
 		w.WriteHeader(400)
-		io.WriteString(w, `{"status":"error","message":"Invalid input JSON","category":"VALIDATION_ERROR"}`)
+		io.WriteString(w, `{"status":"error","message":"Invalid input JSON","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"VALIDATION_ERROR"}`)
 		return
 	}
 	switch h.take("upsert") {
 	case "400":
 		w.WriteHeader(400)
-		io.WriteString(w, `{"status":"error","message":"Property values were not valid: handoff_status is not a property of contacts","category":"VALIDATION_ERROR"}`)
+		io.WriteString(w, `{"status":"error","message":"Property values were not valid: handoff_status is not a property of contacts","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"VALIDATION_ERROR"}`)
 		return
 	case "503":
 		w.WriteHeader(503)
-		io.WriteString(w, `{"status":"error","message":"Service Unavailable","category":"INTERNAL_ERROR"}`)
+		io.WriteString(w, `{"status":"error","message":"Service Unavailable","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INTERNAL_ERROR"}`)
 		return
 	case "429":
 		w.Header().Set("Retry-After", "0")
 		w.WriteHeader(429)
-		io.WriteString(w, `{"status":"error","message":"You have reached your secondly limit.","category":"RATE_LIMITS"}`)
+		io.WriteString(w, `{"status":"error","message":"You have reached your secondly limit.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"RATE_LIMITS"}`)
 		return
 	case "drop":
 		h.apply(req.Inputs[0].ID, req.Inputs[0].Properties)
-		drop(t, w)
+		w.Header().Set(dropHeader, "1") // validate cuts the connection
 		return
 	}
 	in := req.Inputs[0]
@@ -207,7 +217,17 @@ type pdPerson struct {
 
 func newPipedrive(t *testing.T, lag time.Duration) *pipedrive {
 	p := &pipedrive{t: t, token: "pd-test", lag: lag, persons: map[int]*pdPerson{}, leads: map[string]int{}}
-	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	specs := pipedriveSpecs(t)
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s := specFor(specs, r)
+		if s == nil {
+			t.Errorf("pipedrive got %s %s, which no published Pipedrive operation is", r.Method, r.URL.Path)
+			p.answer(w, 404, nil)
+			return
+		}
+		s.validate(t, w, r, body, func(w http.ResponseWriter) { p.serve(w, r, body) })
+	}))
 	t.Cleanup(p.srv.Close)
 	return p
 }
@@ -223,9 +243,8 @@ func (p *pipedrive) answer(w http.ResponseWriter, status int, data any) {
 	w.Write(b)
 }
 
-func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request) {
+func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	t := p.t
-	body, _ := io.ReadAll(r.Body)
 	if r.Header.Get("x-api-token") != p.token {
 		p.answer(w, 401, nil)
 		return
@@ -315,7 +334,7 @@ func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request) {
 			pr.CustomFields[k] = v
 		}
 		if fail == "drop" {
-			drop(t, w)
+			w.Header().Set(dropHeader, "1") // validate cuts the connection
 			return
 		}
 		p.answer(w, 200, pr.Person)
@@ -341,7 +360,7 @@ func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request) {
 		in.ID = fmt.Sprintf("adf21080-0e10-11eb-879b-05d71fb%05d", len(p.leads))
 		p.leads[in.ID] = in.PersonID
 		if fail == "drop" {
-			drop(t, w)
+			w.Header().Set(dropHeader, "1") // validate cuts the connection
 			return
 		}
 		p.answer(w, 200, in)
