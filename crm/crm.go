@@ -292,6 +292,9 @@ func clip(s string, n int) string {
 type kind interface {
 	send(ctx context.Context, rowID string, r Record) (string, error)
 	lookup(ctx context.Context, rowID string, r Record) (string, bool, error)
+	// owner reads back, after a write answered providerID, the owner the
+	// CRM gave the record by its own rules: its user id, "" when none.
+	owner(ctx context.Context, providerID string, r Record) (string, error)
 	caps() provider.Capabilities
 }
 
@@ -301,6 +304,10 @@ type sink struct {
 	name string
 	st   *store.Store
 	k    kind
+	// owners maps the CRM's user ids back to routing's owner names
+	// (crm[].owners read backwards).
+	owners   map[string]string
+	kindName string
 	// wait is how long a write waits behind an unfinished earlier one of
 	// its lead before the job asks again (not an attempt).
 	wait time.Duration
@@ -335,7 +342,11 @@ func Open(cfg *config.Config, st *store.Store) (map[string]delivery.Sender, erro
 		default:
 			return nil, fmt.Errorf("crm: client %s: unknown CRM kind %q", m.Client, m.Kind)
 		}
-		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: holdWait}
+		back := make(map[string]string, len(m.Owners))
+		for name, id := range m.Owners {
+			back[id] = name
+		}
+		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: holdWait, owners: back, kindName: m.Kind}
 	}
 	return out, nil
 }
@@ -350,7 +361,11 @@ func (s *sink) Send(ctx context.Context, m provider.Message) (string, error) {
 	if newer, ok := s.newerSent(m.Ref); ok {
 		return "", &provider.Permanent{Err: fmt.Errorf("%s: a newer write of lead %s (%s) already holds the record; this older one would set its status back", s.name, r.Lead, newer)}
 	}
-	return s.k.send(ctx, m.Ref, r)
+	id, err := s.k.send(ctx, m.Ref, r)
+	if err == nil {
+		s.readOwner(ctx, id, r)
+	}
+	return id, err
 }
 
 // Lookup finds the row's write on the CRM: the record holds its status.
@@ -363,7 +378,64 @@ func (s *sink) Lookup(ctx context.Context, ref, _ string) (string, bool, error) 
 	if err != nil {
 		return "", false, err
 	}
-	return s.k.lookup(ctx, ref, r)
+	id, found, err := s.k.lookup(ctx, ref, r)
+	if err == nil && found {
+		s.readOwner(ctx, id, r)
+	}
+	return id, found, err
+}
+
+// ownerReads bounds the owner read's tries after one write.
+const ownerReads = 3
+
+// readOwner, after r's write is on the record (answered providerID), reads
+// the owner the CRM gave the record by its own rules when handoff has none
+// for the lead (r, a write of received or matched, named no owner id), and
+// moves the lead to owned with it (leads.CRMOwnerTx): the owner's routing
+// name when crm[].owners maps the id, else "<kind> user <id>". The write
+// stands whatever the read does: a failed read, or a lead moved on
+// meanwhile, moves nothing, and the lead's next write reads again.
+func (s *sink) readOwner(ctx context.Context, providerID string, r Record) {
+	if r.OwnerID != "" || r.Status != string(leads.Received) && r.Status != string(leads.Matched) {
+		return
+	}
+	var id string
+	for try := 0; ; try++ {
+		var err error
+		if id, err = s.k.owner(ctx, providerID, r); err == nil {
+			break
+		}
+		// A read changes nothing, so it is asked again at once on any
+		// failure a retry may cure (429 after its Retry-After, up to 1 s;
+		// 5xx; the connection), at most ownerReads times.
+		var perm *provider.Permanent
+		if try+1 >= ownerReads || errors.As(err, &perm) {
+			return
+		}
+		wait := 50 * time.Millisecond
+		var ns *provider.NotSent
+		if errors.As(err, &ns) && ns.RetryAfter > 0 {
+			wait = min(ns.RetryAfter, time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+	if id == "" {
+		return
+	}
+	name, note := s.owners[id], s.kindName+" assigned the record to user "+id
+	if name == "" {
+		name = s.kindName + " user " + id
+	} else {
+		note += " (" + name + ")"
+	}
+	_ = s.st.Update(ctx, func(tx *store.Tx) error {
+		_, err := leads.CRMOwnerTx(tx, r.Lead, r.Cycle, name, note, time.Now())
+		return err
+	})
 }
 
 // Capabilities are the kind's.

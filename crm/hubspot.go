@@ -5,14 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/provider"
 )
 
-// UpsertPath is HubSpot's CRM v3 contacts batch upsert.
-const UpsertPath = "/crm/v3/objects/contacts/batch/upsert"
+// UpsertPath is HubSpot's CRM v3 contacts batch upsert, ContactPath one
+// contact (GET /crm/v3/objects/contacts/{contactId}: the owner read back).
+const (
+	UpsertPath  = "/crm/v3/objects/contacts/batch/upsert"
+	ContactPath = "/crm/v3/objects/contacts/"
+)
+
+// PropOwner is HubSpot's contact owner property.
+const PropOwner = "hubspot_owner_id"
 
 // The contact properties a write sets besides HubSpot's own (phone, email,
 // firstname, lastname, hubspot_owner_id), the id and status properties
@@ -54,12 +62,12 @@ type UpsertAnswer struct {
 }
 
 type hubspot struct {
-	name, url, token, idProp, statusProp string
-	call                                 *provider.Caller
+	name, base, url, token, idProp, statusProp string
+	call                                       *provider.Caller
 }
 
 func newHubSpot(m config.CRM) *hubspot {
-	return &hubspot{name: m.ProviderName(), url: m.APIBase + UpsertPath, token: m.Token, idProp: m.IDProperty, statusProp: m.StatusProperty,
+	return &hubspot{name: m.ProviderName(), base: m.APIBase, url: m.APIBase + UpsertPath, token: m.Token, idProp: m.IDProperty, statusProp: m.StatusProperty,
 		call: provider.NewCaller(m.ProviderName(), m.Timeout)}
 }
 
@@ -78,7 +86,7 @@ func (h *hubspot) Input(r Record) UpsertInput {
 	set("lastname", strings.TrimSpace(last))
 	set("phone", r.Phone)
 	set("email", r.Email)
-	set("hubspot_owner_id", r.OwnerID)
+	set(PropOwner, r.OwnerID)
 	set(PropLastMessage, r.LastMessage)
 	set(PropLink, r.Link)
 	return UpsertInput{IDProperty: h.idProp, ID: r.Lead, Properties: p}
@@ -118,6 +126,36 @@ func (h *hubspot) send(ctx context.Context, _ string, r Record) (string, error) 
 		return "", &provider.Ambiguous{Status: a.Status, Err: fmt.Errorf("%s: answered %d without a readable contact id: %s", h.name, a.Status, provider.Excerpt(a.Body))}
 	}
 	return "contact " + ans.Results[0].ID, nil
+}
+
+// owner reads the contact's hubspot_owner_id back after a write (a
+// workflow or HubSpot's own assignment may have set it): "" when it has
+// none. A read: it changes nothing, so any failure only means "not known".
+func (h *hubspot) owner(ctx context.Context, providerID string, _ Record) (string, error) {
+	id, ok := strings.CutPrefix(providerID, "contact ")
+	if !ok || id == "" {
+		return "", nil
+	}
+	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer "+h.token)
+	hdr.Set("Accept", "application/json")
+	a, err := h.call.Do(ctx, http.MethodGet, h.base+ContactPath+url.PathEscape(id)+"?properties="+PropOwner, hdr, nil)
+	if err != nil {
+		return "", err
+	}
+	if err := Judge(h.name+" read owner", h.call, a, nil); err != nil {
+		return "", err
+	}
+	var c struct {
+		Properties map[string]*string `json:"properties"`
+	}
+	if err := json.Unmarshal(a.Body, &c); err != nil || a.ReadErr != nil {
+		return "", fmt.Errorf("%s: read owner: unreadable answer: %s", h.name, provider.Excerpt(a.Body))
+	}
+	if v := c.Properties[PropOwner]; v != nil {
+		return strings.TrimSpace(*v), nil
+	}
+	return "", nil
 }
 
 // lookup: never needed (a resend is safe), so not offered.

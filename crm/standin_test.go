@@ -83,6 +83,44 @@ type hubSpot struct {
 	contacts map[string]map[string]string // id → properties
 	ids      map[string]string            // id → contact id
 	upserts  map[string]int               // id → upserts applied
+	// assign, when set, is the portal's workflow: on each upsert of a
+	// contact without an owner, the owner id it sets ("" none).
+	assign func(props map[string]string) string
+	reads  int // contacts read by id
+}
+
+// read answers GET /crm/v3/objects/contacts/{contactId}: the contact's
+// properties asked for (?properties=), those it has.
+func (h *hubSpot) read(w http.ResponseWriter, r *http.Request, contactID string) {
+	if r.Header.Get("Authorization") != "Bearer "+h.token {
+		w.WriteHeader(401)
+		io.WriteString(w, `{"status":"error","message":"Authentication credentials not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INVALID_AUTHENTICATION"}`)
+		return
+	}
+	if fail := h.take("read"); fail == "503" {
+		w.WriteHeader(503)
+		io.WriteString(w, `{"status":"error","message":"Service Unavailable","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INTERNAL_ERROR"}`)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reads++
+	for key, id := range h.ids {
+		if id != contactID {
+			continue
+		}
+		props := map[string]string{"hs_object_id": id}
+		for _, name := range strings.Split(r.URL.Query().Get("properties"), ",") {
+			if v, ok := h.contacts[key][name]; ok {
+				props[name] = v
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"id": id, "properties": props, "createdAt": "2026-12-02T06:00:00Z", "updatedAt": "2026-12-02T06:00:00Z", "archived": false})
+		w.Write(b)
+		return
+	}
+	w.WriteHeader(404)
+	io.WriteString(w, `{"status":"error","message":"Object not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"OBJECT_NOT_FOUND"}`)
 }
 
 func newHubSpot(t *testing.T) *hubSpot {
@@ -105,6 +143,10 @@ func newHubSpot(t *testing.T) *hubSpot {
 func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	t := h.t
 	w.Header().Set("Content-Type", "application/json") // every answer, errors too, is JSON
+	if id, ok := strings.CutPrefix(r.URL.Path, crm.ContactPath); ok && r.Method == http.MethodGet && !strings.Contains(id, "/") {
+		h.read(w, r, id)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != crm.UpsertPath {
 		t.Errorf("hubspot got %s %s, want POST %s", r.Method, r.URL.Path, crm.UpsertPath)
 		http.Error(w, `{"status":"error","message":"not found","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"OBJECT_NOT_FOUND"}`, 404)
@@ -168,6 +210,11 @@ func (h *hubSpot) apply(id string, props map[string]string) (string, bool) {
 	for k, v := range props {
 		c[k] = v
 	}
+	if h.assign != nil && c[crm.PropOwner] == "" {
+		if owner := h.assign(c); owner != "" {
+			c[crm.PropOwner] = owner
+		}
+	}
 	return h.ids[id], !ok
 }
 
@@ -208,6 +255,11 @@ type pipedrive struct {
 	leads   map[string]int // lead id → person id
 	creates int            // persons created
 	calls   []string
+	// me is the API token's user: the owner of a person created without
+	// one, as in Pipedrive. assign, when set, is the account's assignment
+	// rule: the owner it gives a person created without one (0 none).
+	me     int
+	assign func(p crm.Person) int
 }
 
 type pdPerson struct {
@@ -216,7 +268,7 @@ type pdPerson struct {
 }
 
 func newPipedrive(t *testing.T, lag time.Duration) *pipedrive {
-	p := &pipedrive{t: t, token: "pd-test", lag: lag, persons: map[int]*pdPerson{}, leads: map[string]int{}}
+	p := &pipedrive{t: t, token: "pd-test", lag: lag, persons: map[int]*pdPerson{}, leads: map[string]int{}, me: 9000}
 	specs := pipedriveSpecs(t)
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -324,6 +376,14 @@ func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		if in.OwnerID != 0 {
 			pr.OwnerID = in.OwnerID
 		}
+		if pr.OwnerID == 0 && r.Method == http.MethodPost {
+			pr.OwnerID = p.me
+			if p.assign != nil {
+				if o := p.assign(in); o != 0 {
+					pr.OwnerID = o
+				}
+			}
+		}
 		if in.Emails != nil {
 			pr.Emails = in.Emails
 		}
@@ -338,6 +398,8 @@ func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		p.answer(w, 200, pr.Person)
+	case "GET " + crm.PipedriveMe:
+		p.answer(w, 200, map[string]any{"id": p.me, "name": "API user", "email": "api@example.com", "is_you": true})
 	case "GET " + crm.PipedriveLeads:
 		person, err := strconv.Atoi(r.URL.Query().Get("person_id"))
 		if err != nil {
