@@ -62,6 +62,22 @@ type Record struct {
 	LastMessage string    `json:"last_message,omitempty"`
 	Link        string    `json:"link,omitempty"` // the lead's latest message in handoff's dashboard
 	At          time.Time `json:"at"`
+	// Stuck marks the write of a lead flagged stuck in its status (past
+	// its stuck threshold, StuckTx): the CRM's status field then reads
+	// StatusValue's "<status> (stuck)", the webhook's data "stuck": true.
+	Stuck bool `json:"stuck,omitempty"`
+}
+
+// StuckSuffix is what a stuck lead's status field says after its status.
+const StuckSuffix = " (stuck)"
+
+// StatusValue is what r puts in the CRM's status field (handoff_status):
+// the lead's status, "matched (stuck)" for a lead flagged stuck in it.
+func StatusValue(r Record) string {
+	if r.Stuck {
+		return r.Status + StuckSuffix
+	}
+	return r.Status
 }
 
 // maxLastMessage bounds the last message a record carries (runes).
@@ -98,11 +114,15 @@ func RowID(lead string, cycle int, status store.HandoffStatus) string {
 // return after it "…:r<n>", n counting the earlier stays in the status in
 // that cycle, so every move is its own row and the CRM hears the lead is
 // open again.
+//
+// Stuck is the write that marks the stay stuck (StuckTx): the stay's
+// key with ":stuck" after it, once per stay.
 type WriteKey struct {
 	Lead   string
 	Cycle  int
 	Status store.HandoffStatus
 	Repeat int
+	Stuck  bool
 }
 
 // String is the key's outbox row id.
@@ -111,8 +131,13 @@ func (k WriteKey) String() string {
 	if k.Repeat > 0 {
 		id += ":r" + strconv.Itoa(k.Repeat)
 	}
+	if k.Stuck {
+		id += stuckTail
+	}
 	return id
 }
+
+const stuckTail = ":stuck"
 
 // ParseWriteKey is WriteKey.String's inverse; ok is false for an id that is
 // no CRM write's (or not in the canonical form String writes).
@@ -120,6 +145,13 @@ func ParseWriteKey(id string) (k WriteKey, ok bool) {
 	rest, found := strings.CutPrefix(id, "crm:")
 	if !found {
 		return WriteKey{}, false
+	}
+	if r, stuck := strings.CutSuffix(rest, stuckTail); stuck {
+		if k, ok = ParseWriteKey("crm:" + r); ok && !k.Stuck {
+			k.Stuck = true
+			return k, true
+		}
+		// else: a lead key that ends in ":stuck" (parsed below)
 	}
 	i := strings.LastIndexByte(rest, ':')
 	if i < 0 {
@@ -230,6 +262,46 @@ func MoveTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (c
 	})
 	if err != nil {
 		return false, fmt.Errorf("crm: write of lead %s: %w", h.Key, err)
+	}
+	return created, nil
+}
+
+// StuckHook is told, in the flagging's transaction, of each lead the stuck
+// sweep flags (leads.FlagStuck's AlertTx, beside the alert): StuckTx.
+func StuckHook(cfg *config.Config) func(tx *store.Tx, h store.Handoff, now time.Time) error {
+	return func(tx *store.Tx, h store.Handoff, now time.Time) error {
+		_, err := StuckTx(tx, cfg, h, now)
+		return err
+	}
+}
+
+// StuckTx writes to lead h's CRM record that its stay in its status is
+// stuck, h being just flagged in tx: one more write of the stay, keyed
+// "<the stay's write id>:stuck" (once per stay), whose status field reads
+// "<status> (stuck)" (StatusValue). It goes out after the stay's own write
+// and is refused if a later status is already on the record; the lead's
+// next move writes its status without the marker.
+func StuckTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (created bool, err error) {
+	m, ok := cfg.CRMFor(h.Channel)
+	if !ok {
+		return false, nil
+	}
+	k := MoveKey(h)
+	k.Stuck = true
+	rec := NewRecord(h, m, cfg.BaseURL, now)
+	rec.Stuck = true
+	if ev, err := tx.EventByKey(h.LastEventKey); err == nil {
+		rec.LastMessage = clip(ev.Text, maxLastMessage)
+		if rec.Name == "" {
+			rec.Name = clean(ev.Name)
+		}
+	}
+	created, err = delivery.CreateCRMTx(tx, delivery.CRMWrite{
+		ID: k.String(), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record of lead " + h.Key + " (" + rec.Ref + "), stuck in " + string(h.Status),
+		Text: rec.Encode(), At: now, JobID: ulid.Make().String(), MaxAttempts: cfg.Retry.MaxAttempts,
+	})
+	if err != nil {
+		return false, fmt.Errorf("crm: stuck write of lead %s: %w", h.Key, err)
 	}
 	return created, nil
 }
@@ -474,7 +546,11 @@ func around(st *store.Store, ref string, earlier bool) []string {
 	if err != nil {
 		return nil
 	}
-	all := RowIDs(h)
+	// Each stay's stuck write, if any, follows the stay's own write.
+	var all []string
+	for _, id := range RowIDs(h) {
+		all = append(all, id, id+stuckTail)
+	}
 	at := slices.Index(all, ref)
 	if at < 0 {
 		return nil

@@ -75,7 +75,7 @@ func newHubSpot(m config.CRM) *hubspot {
 // blanked, so a later write never erases what an earlier one (or a person
 // in HubSpot) put there.
 func (h *hubspot) Input(r Record) UpsertInput {
-	p := map[string]string{h.idProp: r.Lead, h.statusProp: r.Status}
+	p := map[string]string{h.idProp: r.Lead, h.statusProp: StatusValue(r)}
 	set := func(k, v string) {
 		if v != "" {
 			p[k] = v

@@ -166,7 +166,7 @@ func (p *pipedrive) lookup(ctx context.Context, rowID string, r Record) (string,
 	if err != nil || person == nil {
 		return "", false, err
 	}
-	if person.CustomFields[p.statusField] != r.Status {
+	if person.CustomFields[p.statusField] != StatusValue(r) {
 		return "", false, nil
 	}
 	lead, err := p.lead(ctx, person.ID)
@@ -261,7 +261,7 @@ func (p *pipedrive) lead(ctx context.Context, person int) (string, error) {
 
 // person is r as the person's fields; a new person needs a name.
 func (p *pipedrive) person(r Record, create bool) Person {
-	out := Person{Name: r.Name, OwnerID: atoi(r.OwnerID), CustomFields: map[string]string{p.refField: r.Ref, p.statusField: r.Status}}
+	out := Person{Name: r.Name, OwnerID: atoi(r.OwnerID), CustomFields: map[string]string{p.refField: r.Ref, p.statusField: StatusValue(r)}}
 	if out.Name == "" && create {
 		out.Name = r.Lead
 	}
