@@ -408,7 +408,7 @@ func Open(cfg *config.Config, st *store.Store) (map[string]delivery.Sender, erro
 		case config.CRMWebhook:
 			k = newWebhook(m)
 		case config.CRMHubSpot:
-			k = newHubSpot(m)
+			k = newHubSpot(m, st)
 		case config.CRMPipedrive:
 			k = newPipedrive(m, st)
 		default:

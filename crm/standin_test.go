@@ -87,6 +87,100 @@ type hubSpot struct {
 	// contact without an owner, the owner id it sets ("" none).
 	assign func(props map[string]string) string
 	reads  int // contacts read by id
+	// deals keyed by the deal id property's value, as contacts are;
+	// associated counts the PUTs of each contact id → deal id pair.
+	deals       map[string]map[string]string
+	dealIDs     map[string]string
+	dealUpserts map[string]int
+	associated  map[[2]string]int
+}
+
+// serveDeal answers the deals batch upsert and the default association
+// PUT /crm/v4/objects/0-1/{contactId}/associations/default/0-3/{dealId}.
+func (h *hubSpot) serveDeal(w http.ResponseWriter, r *http.Request, body []byte) {
+	t := h.t
+	if r.Header.Get("Authorization") != "Bearer "+h.token {
+		w.WriteHeader(401)
+		io.WriteString(w, `{"status":"error","message":"Authentication credentials not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INVALID_AUTHENTICATION"}`)
+		return
+	}
+	route := "deal"
+	if r.Method == http.MethodPut {
+		route = "associate"
+	}
+	fail := h.take(route)
+	switch fail {
+	case "503":
+		w.WriteHeader(503)
+		io.WriteString(w, `{"status":"error","message":"Service Unavailable","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INTERNAL_ERROR"}`)
+		return
+	case "429":
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(429)
+		io.WriteString(w, `{"status":"error","message":"You have reached your secondly limit.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"RATE_LIMITS"}`)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.deals == nil {
+		h.deals, h.dealIDs, h.dealUpserts, h.associated = map[string]map[string]string{}, map[string]string{}, map[string]int{}, map[[2]string]int{}
+	}
+	if route == "associate" {
+		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/crm/v4/objects/0-1/"), "/") // {contactId} associations default 0-3 {dealId}
+		if len(parts) != 5 || parts[1] != "associations" || parts[2] != "default" || parts[3] != "0-3" {
+			t.Errorf("hubspot association %s: want /crm/v4/objects/0-1/{contactId}/associations/default/0-3/{dealId}", r.URL.Path)
+			w.WriteHeader(400)
+			return
+		}
+		known := func(ids map[string]string, id string) bool {
+			for _, v := range ids {
+				if v == id {
+					return true
+				}
+			}
+			return false
+		}
+		if !known(h.ids, parts[0]) || !known(h.dealIDs, parts[4]) {
+			t.Errorf("hubspot association of contact %s and deal %s: one of them does not exist", parts[0], parts[4])
+			w.WriteHeader(404)
+			io.WriteString(w, `{"status":"error","message":"Object not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"OBJECT_NOT_FOUND"}`)
+			return
+		}
+		h.associated[[2]string{parts[0], parts[4]}]++
+		if fail == "drop" {
+			w.Header().Set(dropHeader, "1")
+			return
+		}
+		fmt.Fprintf(w, `{"status":"COMPLETE","results":[{"from":{"id":%q},"to":{"id":%q},"associationSpec":{"associationCategory":"HUBSPOT_DEFINED","associationTypeId":3}}],"startedAt":"2026-12-02T06:00:00Z","completedAt":"2026-12-02T06:00:00Z"}`, parts[0], parts[4])
+		return
+	}
+	var req crm.UpsertRequest
+	if !strict(t, body, &req) || len(req.Inputs) != 1 || req.Inputs[0].Properties[req.Inputs[0].IDProperty] != req.Inputs[0].ID {
+		t.Errorf("hubspot deal upsert %s: want one input with idProperty, id and that property's value", body)
+		w.WriteHeader(400)
+		return
+	}
+	in := req.Inputs[0]
+	for _, k := range []string{"dealname", "pipeline", "dealstage"} {
+		if in.Properties[k] == "" {
+			t.Errorf("hubspot deal upsert %s: no %s (a deal is created with its name, pipeline and stage)", body, k)
+		}
+	}
+	h.dealUpserts[in.ID]++
+	d, ok := h.deals[in.ID]
+	if !ok {
+		d = map[string]string{}
+		h.deals[in.ID] = d
+		h.dealIDs[in.ID] = strconv.Itoa(5000 + len(h.dealIDs))
+	}
+	for k, v := range in.Properties {
+		d[k] = v
+	}
+	if fail == "drop" {
+		w.Header().Set(dropHeader, "1")
+		return
+	}
+	fmt.Fprintf(w, `{"status":"COMPLETE","results":[{"id":%q,"new":%v,"properties":{},"createdAt":"2026-12-02T06:00:00Z","updatedAt":"2026-12-02T06:00:00Z","archived":false}],"startedAt":"2026-12-02T06:00:00Z","completedAt":"2026-12-02T06:00:00Z"}`, h.dealIDs[in.ID], !ok)
 }
 
 // read answers GET /crm/v3/objects/contacts/{contactId}: the contact's
@@ -145,6 +239,10 @@ func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	w.Header().Set("Content-Type", "application/json") // every answer, errors too, is JSON
 	if id, ok := strings.CutPrefix(r.URL.Path, crm.ContactPath); ok && r.Method == http.MethodGet && !strings.Contains(id, "/") {
 		h.read(w, r, id)
+		return
+	}
+	if r.URL.Path == crm.DealUpsertPath || strings.HasPrefix(r.URL.Path, "/crm/v4/objects/0-1/") {
+		h.serveDeal(w, r, body)
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != crm.UpsertPath {
