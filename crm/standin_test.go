@@ -87,6 +87,9 @@ type hubSpot struct {
 	// contact without an owner, the owner id it sets ("" none).
 	assign func(props map[string]string) string
 	reads  int // contacts read by id
+	// statuses lists, per contact, the handoff_status of each upsert
+	// applied, in order.
+	statuses map[string][]string
 	// deals keyed by the deal id property's value, as contacts are;
 	// associated counts the PUTs of each contact id → deal id pair.
 	deals       map[string]map[string]string
@@ -308,6 +311,10 @@ func (h *hubSpot) apply(id string, props map[string]string) (string, bool) {
 	for k, v := range props {
 		c[k] = v
 	}
+	if h.statuses == nil {
+		h.statuses = map[string][]string{}
+	}
+	h.statuses[id] = append(h.statuses[id], props["handoff_status"])
 	if h.assign != nil && c[crm.PropOwner] == "" {
 		if owner := h.assign(c); owner != "" {
 			c[crm.PropOwner] = owner

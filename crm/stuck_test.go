@@ -2,6 +2,8 @@ package crm_test
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,4 +88,64 @@ func waitRow(t *testing.T, b *bed, id string) {
 	if o.Status != store.OutboxSent {
 		t.Fatalf("row %s ended %s: %s", id, o.Status, o.Note)
 	}
+}
+
+// TestStuckWriteKeepsTheOrder: a lead flagged stuck in matched, then given
+// its owner before any write went out: the stuck write goes after matched
+// and before owned, so the record ends owned, never "matched (stuck)"
+// over it. On Pipedrive, with the stuck write's answer lost (its outcome
+// unknown), the lookup finds the person holding "matched (stuck)".
+func TestStuckWriteKeepsTheOrder(t *testing.T) {
+	t.Run("hubspot", func(t *testing.T) {
+		hs := newHubSpot(t)
+		b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status",
+			Owners: map[string]string{"ana": "7001"}})
+		text := corpus.Texts()[4]
+		ev := b.receiveText("m1", "c1", "+1 555 0100", text.From, text.Body)
+		b.draft(ev, "")
+		if _, err := leads.FlagStuck(context.Background(), b.st, time.Now(), map[store.HandoffStatus]time.Duration{leads.Matched: time.Nanosecond}, crm.StuckHook(b.cfg)); err != nil {
+			t.Fatal(err)
+		}
+		b.draft(b.receiveText("m2", "c1", "+1 555 0100", text.From, corpus.Texts()[6].Body), "ana")
+		hs.add("upsert", "503", "drop")
+		b.run(3)
+		b.settled("c1")
+		waitRow(t, b, crm.RowID(store.LeadKey("web", "c1"), 1, "matched")+":stuck")
+		hs.mu.Lock()
+		got := hs.statuses[store.LeadKey("web", "c1")]
+		hs.mu.Unlock()
+		var order []string
+		for _, s := range got {
+			if len(order) == 0 || order[len(order)-1] != s {
+				order = append(order, s) // a resend repeats its status
+			}
+		}
+		if want := []string{"received", "matched", "matched (stuck)", "owned"}; !reflect.DeepEqual(order, want) {
+			t.Errorf("the contact's handoff_status went %v (upserts %v), want %v", order, got, want)
+		}
+	})
+	t.Run("pipedrive", func(t *testing.T) {
+		pd := newPipedrive(t, 0)
+		b := newBed(t, config.CRM{Kind: config.CRMPipedrive, APIBase: pd.srv.URL, Token: pd.token, ReferenceField: "ref_key", StatusField: "status_key",
+			LookupSettle: 50 * time.Millisecond})
+		text := corpus.Texts()[3]
+		ev := b.receiveText("m1", "c1", "dana@example.com", text.From, text.Body)
+		b.draft(ev, "")
+		b.run(2)
+		b.settled("c1")
+		pd.add("PATCH "+crm.PipedrivePersons+"/{id}", "drop")
+		if _, err := leads.FlagStuck(context.Background(), b.st, time.Now(), map[store.HandoffStatus]time.Duration{leads.Matched: time.Nanosecond}, crm.StuckHook(b.cfg)); err != nil {
+			t.Fatal(err)
+		}
+		b.wake()
+		id := crm.RowID(store.LeadKey("web", "c1"), 1, "matched") + ":stuck"
+		waitRow(t, b, id)
+		ps := pd.byRef("ref_key", crm.Reference(store.LeadKey("web", "c1")))
+		if len(ps) != 1 || ps[0].CustomFields["status_key"] != "matched (stuck)" {
+			t.Errorf("persons = %+v, want one holding matched (stuck)", ps)
+		}
+		if o, _ := b.st.OutboxRow(id); !strings.Contains(actions(o), "ambiguous") {
+			t.Errorf("the stuck write's attempts = %q, want the lost answer among them", actions(o))
+		}
+	})
 }
