@@ -466,7 +466,8 @@ const ownerReads = 3
 // moves the lead to owned with it (leads.CRMOwnerTx): the owner's routing
 // name when crm[].owners maps the id, else "<kind> user <id>". The write
 // stands whatever the read does: a failed read, or a lead moved on
-// meanwhile, moves nothing, and the lead's next write reads again.
+// meanwhile, moves nothing, and the lead's next write reads again (its
+// stuck write too: StuckTx, so a workflow's late owner is found then).
 func (s *sink) readOwner(ctx context.Context, providerID string, r Record) {
 	if r.OwnerID != "" || r.Status != string(leads.Received) && r.Status != string(leads.Matched) {
 		return

@@ -149,3 +149,35 @@ func TestStuckWriteKeepsTheOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestStuckWriteReadsTheOwnerAgain: the portal's workflow assigns the
+// owner only after the lead's writes went out (HubSpot's workflows run
+// after the write): the lead sits matched without an owner until the stuck
+// sweep's write, after which the owner is read back and the lead is owned.
+func TestStuckWriteReadsTheOwnerAgain(t *testing.T) {
+	hs := newHubSpot(t)
+	b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status",
+		Owners: map[string]string{"ana": "7001"}})
+	text := corpus.Texts()[7]
+	b.draft(b.receiveText("m1", "c1", "+1 555 0100", text.From, text.Body), "")
+	b.run(2)
+	b.settled("c1")
+	if h, _ := b.st.Handoff(store.LeadKey("web", "c1")); h.Status != "matched" {
+		t.Fatalf("lead is %s before the workflow ran, want matched", h.Status)
+	}
+	hs.mu.Lock()
+	hs.assign = func(map[string]string) string { return "7001" } // the workflow, late
+	hs.mu.Unlock()
+	if _, err := leads.FlagStuck(context.Background(), b.st, time.Now(), map[store.HandoffStatus]time.Duration{leads.Matched: time.Nanosecond}, crm.StuckHook(b.cfg)); err != nil {
+		t.Fatal(err)
+	}
+	b.wake()
+	h := b.waitLead("c1", "owned")
+	if h.Owner != "ana" {
+		t.Errorf("owner = %q, want ana", h.Owner)
+	}
+	b.settled("c1")
+	if got := hs.contact(store.LeadKey("web", "c1"))["handoff_status"]; got != "owned" {
+		t.Errorf("handoff_status = %q, want owned", got)
+	}
+}
