@@ -205,7 +205,6 @@ func hubSpotSpecs(t testing.TB) []*apiSpec {
 		loadSpec(t, "hubspot-contacts-v3.json"),
 		loadSpec(t, "hubspot-deals-v3.json"),
 		loadSpec(t, "hubspot-associations-v4.json"),
-		loadSpec(t, "hubspot-owners-v3.json"),
 	}
 }
 
