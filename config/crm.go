@@ -101,7 +101,7 @@ var crmKeys = map[string][]string{
 // crmRequired are the keys a kind cannot do without, each with what it is.
 var crmRequired = map[string][][2]string{
 	CRMWebhook: {{"url", "the address the signed JSON is posted to"}, {"secret_env", "the variable holding the whsec_ secret the requests are signed with"}},
-	CRMHubSpot: {{"token_env", "the variable holding a private app's access token with the crm.objects.contacts.write scope"}},
+	CRMHubSpot: {{"token_env", "the variable holding a private app's access token with the crm.objects.contacts.write and crm.objects.contacts.read scopes"}},
 	CRMPipedrive: {
 		{"token_env", "the variable holding the Pipedrive API token"},
 		{"reference_field", "the key of the person custom field that holds handoff's lead key (search before create finds the person by it)"},
