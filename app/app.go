@@ -241,6 +241,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		return nil, err
 	}
 	a.maint = &workers.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake, Verify: d.VerifyBackup}
+	if len(crms) > 0 {
+		a.maint.Flagged = crm.StuckHook(cfg) // a stuck lead says so on its CRM record too
+	}
 	a.backups = &backups{a: a, metrics: metrics}
 	if t := cfg.Backups.Target; t != nil {
 		if a.backups.target, err = offsite.New(*t, store.IsBackupName); err != nil {
