@@ -19,6 +19,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/eval"
+	"github.com/handoff/handoff/facts"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/workers"
@@ -138,7 +139,7 @@ func evalCmd(ctx context.Context, args []string, e env) error {
 	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{
 		BaseURL: cand.Drafter.BaseURL, APIKey: cand.Drafter.APIKey, Model: cand.Drafter.Model,
 		PromptVersion: cand.Drafter.PromptVersion, SystemPrompt: cand.Drafter.SystemPrompt,
-		ChannelPrompts: cand.Drafter.ChannelPrompts, Facts: channelFacts(cand), Structured: cand.Drafter.Structured,
+		ChannelPrompts: cand.Drafter.ChannelPrompts, Structured: cand.Drafter.Structured,
 		Timeout: cand.Drafter.Timeout,
 		Price:   drafter.Price{Input: cand.Drafter.Price.Input, Output: cand.Drafter.Price.Output, Currency: cand.Drafter.Price.Currency},
 	})
@@ -149,12 +150,18 @@ func evalCmd(ctx context.Context, args []string, e env) error {
 		Store: st,
 		// The draft job's own input, read from the snapshot: Router and
 		// context budget as configured, nothing that writes.
-		Inputs:       &workers.DraftJob{Store: st, Router: workers.NewRouter(cfg.Routing), ContextTokens: cfg.Drafter.ContextTokens},
+		// The facts are each turn's own version (workers.DraftJob.PastInput).
+		Inputs:       &workers.DraftJob{Store: st, Router: workers.NewRouter(cfg.Routing), ContextTokens: cfg.Drafter.ContextTokens, Client: cfg.ClientOf},
 		Drafter:      d,
 		Guard:        review.New(st, cand).Guard,
 		CurrentGuard: review.New(st, cfg).Guard,
 		Out:          *out, Budget: limit, Currency: cfg.Drafter.Price.Currency,
 		Concurrency: *concurrency,
+	}
+	if s.Candidate.FactsFile != "" {
+		// --facts: one text for every client, its entries numbered afresh.
+		entries, _ := facts.Entries(cand.Drafter.Facts, nil, 1)
+		run.Facts, run.FactsText = workers.DrafterFacts(0, entries), cand.Drafter.Facts
 	}
 	step := max(1, len(plan.Turns)/10)
 	run.Progress = func(done, planned int) {
@@ -300,17 +307,6 @@ func readText(flag, path string, max int) (string, error) {
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
-}
-
-// channelFacts is each channel's facts under c (config.FactsOf).
-func channelFacts(c *config.Config) map[string]string {
-	m := map[string]string{}
-	for _, ch := range c.Channels {
-		if f := c.FactsOf(ch.Name); f != "" {
-			m[ch.Name] = f
-		}
-	}
-	return m
 }
 
 // evalBudget is the run's cost cap and where it comes from: --budget, else

@@ -22,6 +22,7 @@ import (
 	"github.com/handoff/handoff/crm"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/facts"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/offsite"
 	"github.com/handoff/handoff/outbound"
@@ -151,6 +152,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		}
 		a.log.Error(fmt.Sprintf("%d records cannot be read; serving the rest (see handoff verify)", len(us)), slog.Any("records", names))
 	}
+	if err := a.seedFacts(d.Now()); err != nil {
+		return nil, err
+	}
 	providers, err := provider.Open(cfg.Providers, provider.Deps{Sandbox: a.st, Window: d.Now})
 	if err != nil {
 		return nil, err
@@ -237,6 +241,9 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		return nil, err
 	}
 	a.maint = &workers.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake, Verify: d.VerifyBackup}
+	if len(crms) > 0 {
+		a.maint.Flagged = crm.StuckHook(cfg) // a stuck lead says so on its CRM record too
+	}
 	a.backups = &backups{a: a, metrics: metrics}
 	if t := cfg.Backups.Target; t != nil {
 		if a.backups.target, err = offsite.New(*t, store.IsBackupName); err != nil {
@@ -498,23 +505,33 @@ func drafterOf(cfg *config.Config, c config.Drafter) (workers.Drafter, error) {
 		return drafter.NewOpenAI(drafter.OpenAIConfig{
 			BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, PromptVersion: c.PromptVersion,
 			SystemPrompt: c.SystemPrompt, Timeout: c.Timeout, ChannelPrompts: c.ChannelPrompts,
-			Facts: factsByChannel(cfg), Structured: c.Structured,
-			Price: drafter.Price{Input: c.Price.Input, Output: c.Price.Output, Currency: c.Price.Currency},
+			Structured: c.Structured,
+			Price:      drafter.Price{Input: c.Price.Input, Output: c.Price.Output, Currency: c.Price.Currency},
 		})
 	default:
 		return nil, fmt.Errorf("config: drafter.kind: %q is not a drafter (use template or openai)", c.Kind)
 	}
 }
 
-// factsByChannel is each channel's client's facts (config.FactsOf).
-func factsByChannel(cfg *config.Config) map[string]string {
-	m := map[string]string{}
-	for _, ch := range cfg.Channels {
-		if f := cfg.FactsOf(ch.Name); f != "" {
-			m[ch.Name] = f
+// seedFacts reads each client's facts_file into its facts versions
+// (facts.Seed: version 1 of a client without any, the next version of a
+// changed file unless a person edited the facts since, when the file's
+// text is offered on the facts page instead) and logs what it did.
+func (a *App) seedFacts(now time.Time) error {
+	for _, cl := range a.cfg.ClientList() {
+		path, text := a.cfg.FactsFileOf(cl.ID)
+		out, v, err := facts.Seed(context.Background(), a.st, cl.ID, path, text, now)
+		if err != nil {
+			return fmt.Errorf("app: facts of client %s: %w", cl.ID, err)
+		}
+		switch out {
+		case facts.Seeded, facts.Updated:
+			a.log.Info("facts_file read as a new facts version", slog.String("client", cl.ID), slog.String("file", path), slog.Int("version", v.Version), slog.String("outcome", string(out)))
+		case facts.Offered:
+			a.log.Warn("facts_file changed after the facts were edited on the dashboard: the edit stays, the file's text waits on the facts page", slog.String("client", cl.ID), slog.String("file", path), slog.Int("version", v.Version))
 		}
 	}
-	return m
+	return nil
 }
 
 // lease outlasts the slowest call a job makes (the model, or a provider),

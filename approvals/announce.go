@@ -157,6 +157,11 @@ func (a *Approvals) sweepTx(tx *store.Tx, now time.Time) (sweepWork, error) {
 	for _, s := range a.surfaces {
 		name := s.Name()
 		if err := tx.OpenCards(name, func(c store.Card) error {
+			if c.Erased {
+				// The lead was erased: its follow job deletes the message.
+				w.follow = append(w.follow, FollowArgs{Surface: name, Draft: c.Draft})
+				return nil
+			}
 			if c.Ref == "" && c.Shown == "" {
 				return nil // being posted: its announce job shows the state it finds
 			}
@@ -231,6 +236,7 @@ func (a *Approvals) Announce(ctx context.Context, surface, draft string) error {
 	if card.Ref != "" || card.Shown != "" || card.Uncertain != "" {
 		return nil
 	}
+	marked := card.Posting // as read: the mark below checks no other attempt moved it
 	if !card.Posting.IsZero() {
 		ref, found, err := a.lookUp(ctx, s, card, v)
 		if err != nil {
@@ -249,22 +255,53 @@ func (a *Approvals) Announce(ctx context.Context, surface, draft string) error {
 	}
 	_, once := s.(PostsOnce)
 	if once {
-		card.Posting = a.Now()
-		if err := a.putCard(ctx, card); err != nil {
+		// The mark, in the transaction that checks nothing else posted
+		// the card meanwhile.
+		stale := false
+		now := a.Now()
+		if err := a.updateCard(ctx, surface, draft, func(c *store.Card) {
+			if stale = c.Ref != "" || c.Uncertain != "" || c.Shown != "" || !c.Posting.Equal(marked); !stale {
+				c.Posting = now
+			}
+		}); err != nil || stale {
 			return err
 		}
+		card.Posting = now
 	}
 	ref, err := s.Post(ctx, card.Chat, v)
 	if err != nil {
 		if once && notPosted(err) {
-			card.Posting = time.Time{}
-			if perr := a.putCard(context.WithoutCancel(ctx), card); perr != nil {
+			if perr := a.updateCard(context.WithoutCancel(ctx), surface, draft, func(c *store.Card) {
+				if c.Posting.Equal(card.Posting) {
+					c.Posting = time.Time{}
+				}
+			}); perr != nil {
 				a.log.Warn("approvals: clear the post mark of a card", slog.String("draft", draft), slog.Any("err", perr))
 			}
 		}
 		return fmt.Errorf("approvals: post draft %s on %s: %w", draft, surface, err)
 	}
 	return a.posted(ctx, s, card, v, ref)
+}
+
+// updateCard changes the card of draft on surface by fn, read and written
+// in one transaction (a card that is gone stays gone).
+func (a *Approvals) updateCard(ctx context.Context, surface, draft string, fn func(*store.Card)) error {
+	return a.st.Update(ctx, func(tx *store.Tx) error {
+		c, err := tx.Card(surface, draft)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		before := c
+		fn(&c)
+		if c == before {
+			return nil
+		}
+		return tx.PutCard(c)
+	})
 }
 
 // PostsOnce is a Surface whose Post makes one message that a repeated
@@ -300,13 +337,16 @@ func (a *Approvals) lookUp(ctx context.Context, s Surface, card store.Card, v Vi
 	return "", false, &jobs.Discard{Err: errors.New(card.Uncertain)}
 }
 
-// posted records card as posted under ref.
+// posted records card as posted under ref, showing v.
 func (a *Approvals) posted(ctx context.Context, s Surface, card store.Card, v View, ref string) error {
-	card.Ref, card.Shown, card.UpdatedAt, card.Posting = ref, v.Fingerprint(), a.Now(), time.Time{}
-	if _, ok := s.(Updater); !ok || ref == "" {
-		card.Final = true // a card that cannot change is done once sent
-	}
-	if err := a.putCard(context.WithoutCancel(ctx), card); err != nil {
+	_, updates := s.(Updater)
+	now := a.Now()
+	if err := a.updateCard(context.WithoutCancel(ctx), card.Surface, card.Draft, func(c *store.Card) {
+		c.Ref, c.Shown, c.UpdatedAt, c.Posting = ref, v.Fingerprint(), now, time.Time{}
+		if !updates || ref == "" {
+			c.Final = true // a card that cannot change is done once sent
+		}
+	}); err != nil {
 		return err
 	}
 	// A decision made while it was posted: the sweep would see it; follow now.
@@ -361,11 +401,17 @@ func (a *Approvals) Follow(ctx context.Context, surface, draft string) error {
 		v, err = a.viewTx(tx, draft, a.Now())
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) && card.Erased {
+		err = nil // the draft went with retention after its erase
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if card.Erased {
+		return a.forget(ctx, s, card)
 	}
 	if card.Final || card.Ref == "" || v.Fingerprint() == card.Shown {
 		return nil
@@ -377,6 +423,24 @@ func (a *Approvals) Follow(ctx context.Context, surface, draft string) error {
 	}
 	card.Shown, card.Final, card.UpdatedAt = v.Fingerprint(), v.Final(), a.Now()
 	return a.putCard(ctx, card)
+}
+
+// Deleter is a Surface that can delete a posted card (Slack's
+// chat.delete, Telegram's deleteMessage).
+type Deleter interface {
+	Delete(ctx context.Context, card store.Card) error
+}
+
+// forget deletes the message of a card whose lead was erased (the
+// customer's words are in it), where the surface can, then the card. A
+// mail or a push cannot be taken back: only the card goes.
+func (a *Approvals) forget(ctx context.Context, s Surface, card store.Card) error {
+	if d, ok := s.(Deleter); ok && card.Ref != "" {
+		if err := d.Delete(ctx, card); err != nil {
+			return fmt.Errorf("approvals: delete the erased card of draft %s on %s: %w", card.Draft, card.Surface, err)
+		}
+	}
+	return a.st.Update(ctx, func(tx *store.Tx) error { return tx.DeleteCard(card.Surface, card.Draft) })
 }
 
 // Run runs a surface job (workers' announce kinds call it).

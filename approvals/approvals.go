@@ -9,9 +9,14 @@
 //	draft saved (pending) ──sweep──▶ card placeholder + announce job ──▶ Surface.Post ──▶ card ref stored
 //	decision (any surface, dashboard, a newer message) ──▶ follow job (enqueued by Decide, or by the sweep
 //	                                                        when a card's Shown differs) ──▶ Updater.Update
+//	draft waiting past remind_after / escalate_after / its window's warning ──sweep──▶ reminder record +
+//	                                                        remind job per surface (one tx) ──▶ Reminder.Remind
+//	lead erased ──▶ card marked erased ──sweep──▶ follow job ──▶ Deleter.Delete, the card deleted
 //
 // A surface is a Surface (it posts a card for a draft) and, when its
-// cards can change, an Updater; when it takes requests (a button's
+// cards can change, an Updater; when it can post reminders, a Reminder;
+// when it can find a card whose post had no answer, a Finder (Slack; a
+// PostsOnce surface without one marks such a card uncertain); when it takes requests (a button's
 // callback, a webhook), an Inbound, which web mounts at POST
 // /surfaces/{name}[/…]. A surface resolves the person (Person), then calls
 // Decide; refusals are *Refusal, whose Sentence every surface shows as is.
@@ -128,7 +133,12 @@ type Approvals struct {
 	// Wake, when set, wakes the job runner after a decision or an enqueue
 	// (app sets it to the runner's, which exists after the job kinds).
 	Wake func()
-	bg   sync.WaitGroup // the answers sent after a request's own (Slack's response_url)
+	// Decided, when set, hears the id of each draft a surface decided
+	// (approved, written over or rejected; not an undo): the dashboard
+	// ends its soft claim, so "… is looking at this draft" does not
+	// outlive a decision made on Slack or Telegram (web sets it).
+	Decided func(draftID string)
+	bg      sync.WaitGroup // the answers sent after a request's own (Slack's response_url)
 }
 
 // New opens every surface cfg configures.
@@ -465,6 +475,9 @@ func (a *Approvals) Decide(ctx context.Context, ask Ask) (Outcome, error) {
 	}
 	if wake {
 		a.wake()
+	}
+	if a.Decided != nil && ask.Action != Undo {
+		a.Decided(ask.Draft)
 	}
 	out.Sentence = outcomeSentence(ask.Action, out, now)
 	return out, nil

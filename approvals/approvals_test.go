@@ -88,7 +88,12 @@ func TestDecideScopeAndSentences(t *testing.T) {
 	if !errors.As(err, &refusal) {
 		t.Fatalf("a disabled user approving = %v, want a refusal", err)
 	}
+	var decided []string
+	f.a.Decided = func(id string) { decided = append(decided, id) }
 	out, err := f.a.Decide(ctx, Ask{Via: "fake", Draft: d.ID, Action: Approve, Text: "Hello Ada, edited", Person: user("dana"), From: "fake D1"})
+	if len(decided) != 1 || decided[0] != d.ID {
+		t.Errorf("Decided heard %v after dana's approval; want %s once (the dashboard's claim ends)", decided, d.ID)
+	}
 	if err != nil || !out.Decided || out.Draft.Decision.Via != "fake" || !out.Draft.Decision.Edited {
 		t.Fatalf("dana approving = %+v, %v", out, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -169,4 +170,38 @@ func crashChild(t *testing.T, dir, api string) {
 	}
 	err = a.Run(ctx, jobs[0])
 	t.Fatalf("the post returned (%v); the parent should have killed this process first", err)
+}
+
+// TestDeadCardDescribesUncertainty: the dead letter of a card that may be
+// in its chat says so, and says a replay posts nothing.
+func TestDeadCardDescribesUncertainty(t *testing.T) {
+	f, api, _ := telegramFixture(t)
+	d := f.pendingText(t, "web", "m1", corpus.TextNamed("long").Body, corpus.TextNamed("arabic").Body)
+	api.Set(func(api *standin.SurfaceAPI) { api.Lose["sendMessage"] = 1 })
+	f.sweep(t)
+	f.runAll(t)
+	f.clock.Advance(2 * time.Hour)
+	runs := f.runAll(t)
+	if len(runs) != 1 || runs[0].err == nil {
+		t.Fatalf("retry = %+v", runs)
+	}
+	job, err := f.st.Job(runs[0].job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dl store.DeadLetter
+	dl.Job = &job
+	if err := f.st.View(func(tx *store.Tx) error { DeadCard{}.Describe(tx, &dl); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !dl.Safe || dl.Draft == nil || dl.Draft.ID != d.ID || len(dl.Effects) != 1 || !strings.Contains(dl.Effects[0], "may already be in -1001234567890") {
+		t.Fatalf("dead letter = safe %v draft %v effects %q why %q", dl.Safe, dl.Draft, dl.Effects, dl.Why)
+	}
+	// The replay posts nothing.
+	if err := f.a.Announce(context.Background(), ViaTelegram, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(api.Calls("sendMessage")); n != 1 {
+		t.Fatalf("sendMessage calls after a replay = %d, want 1", n)
+	}
 }

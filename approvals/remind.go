@@ -257,7 +257,11 @@ func (a *Approvals) Remind(ctx context.Context, job store.Job, args RemindArgs) 
 		if left <= 0 {
 			return nil // closed already: a free-form reply can no longer go
 		}
-		n.Line = fmt.Sprintf("The reply window of %s (%s) closes at %s, in %s; after that only a template can answer.", who, v.ClientName, win.Closes.UTC().Format("15:04 UTC"), waitText(left))
+		after := "after that only a template can answer"
+		if !win.Templates {
+			after = "after that only another channel can answer"
+		}
+		n.Line = fmt.Sprintf("The reply window of %s (%s) closes at %s, in %s; %s.", who, v.ClientName, win.Closes.UTC().Format("15:04 UTC"), waitText(left), after)
 	default:
 		return &jobs.Discard{Err: fmt.Errorf("%q is not a reminder stage", args.Stage)}
 	}

@@ -162,3 +162,42 @@ func (s *ntfySurface) publishPlain(ctx context.Context, n Notice) error {
 	}
 	return e
 }
+
+// Erasure: a card quotes the customer, so when their lead is erased the
+// card's message is deleted (Follow, Deleter).
+
+// Delete deletes a Slack card (chat.delete); one already gone is fine.
+func (s *slackSurface) Delete(ctx context.Context, c store.Card) error {
+	err := s.call(ctx, "chat.delete", map[string]string{"channel": c.Chat, "ts": c.Ref}, nil)
+	var api *SlackAPIError
+	if errors.As(err, &api) && (api.Code == "message_not_found" || api.Code == "channel_not_found") {
+		return nil
+	}
+	return err
+}
+
+// Delete deletes a Telegram card (deleteMessage). A bot cannot delete a
+// message over 48 hours old in a group: that card is edited to say the
+// customer was erased, its keyboard gone.
+func (s *telegramSurface) Delete(ctx context.Context, c store.Card) error {
+	id, err := strconv.ParseInt(c.Ref, 10, 64)
+	if err != nil {
+		return nil // not a message id of ours
+	}
+	err = s.call(ctx, "deleteMessage", map[string]any{"chat_id": c.Chat, "message_id": id}, nil)
+	var api *TelegramAPIError
+	if !errors.As(err, &api) || api.Code != http.StatusBadRequest {
+		return err
+	}
+	switch {
+	case strings.Contains(api.Description, "message to delete not found"):
+		return nil
+	case strings.Contains(api.Description, "can't be deleted"):
+		err = s.call(ctx, "editMessageText", map[string]any{"chat_id": c.Chat, "message_id": id, "text": "This draft's customer was erased."}, nil)
+		if errors.As(err, &api) && api.Code == http.StatusBadRequest && strings.Contains(api.Description, "message to edit not found") {
+			return nil
+		}
+		return err
+	}
+	return err
+}

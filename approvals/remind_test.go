@@ -14,6 +14,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/leads"
+	"github.com/handoff/handoff/provider/kinds"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit/corpus"
@@ -194,6 +195,7 @@ func TestWindowNotice(t *testing.T) {
 	f := newFixture(t, rs)
 	wa := config.Provider{Name: "wa", Kind: "whatsapp"}
 	wa.PhoneNumberID, wa.Token = "1234", "t"
+	wa.Templates = []kinds.Template{{Name: "follow_up", Language: "en_US"}}
 	f.cfg.Providers = append(f.cfg.Providers, wa)
 	f.cfg.Channels = append(f.cfg.Channels, config.Channel{Name: "wa", Provider: "wa", Client: "acme"})
 	f.cfg.Review.WindowWarning = 90 * time.Minute

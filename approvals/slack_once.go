@@ -40,6 +40,9 @@ const (
 // limit is 999; a card is looked for from just before its post began).
 const slackHistoryPage = 200
 
+// slackClockMargin is how far before a post began its lookup reads.
+const slackClockMargin = 5 * time.Minute
+
 // call POSTs body as JSON to Web API method and decodes the answer into
 // out. A failure is *provider.NotSent or *jobs.RetryLater (Slack took
 // nothing), *SlackAPIError (Slack answered no), or anything else when the
@@ -126,8 +129,9 @@ func (s *slackSurface) Find(ctx context.Context, chat string, v View, since time
 // messages' metadata, for the first message match takes. An error that
 // says the lookup cannot be made at all is *LookupError.
 func (s *slackSurface) findMessage(ctx context.Context, chat string, since time.Time, match func(*slackMetadata) bool) (string, bool, error) {
-	// Slack's ts is its own clock's: a minute's margin for the two clocks.
-	oldest := since.Add(-time.Minute)
+	// Slack's ts is its own clock's: five minutes' margin for the two
+	// clocks (a few more messages read, never the card missed).
+	oldest := since.Add(-slackClockMargin)
 	req := map[string]any{"channel": chat, "oldest": fmt.Sprintf("%d.000000", oldest.Unix()), "limit": slackHistoryPage, "include_all_metadata": true, "inclusive": true}
 	for range 5 { // pages: a busy channel has more than one since the post
 		var out struct {

@@ -76,8 +76,8 @@ func TestSlackCardPostOnce(t *testing.T) {
 			sv := readSlackVectors(t)
 			f, api := slackFixture(t, sv)
 			api.Now = f.clock.Now
-			txt := texts[len(tc.name)%len(texts)]
-			d := f.pendingText(t, "web", "m1", txt.Body, texts[5].Body)
+			// The vectors' draft (its decision below is @slack/bolt's signed click).
+			d := f.pendingID(t, strings.TrimPrefix(sv.Draft, "d"), "web", "m1", texts[len(tc.name)%len(texts)].Body)
 			f.sweep(t) // the placeholder card and its announce job
 			api.Set(func(api *standin.SurfaceAPI) { tc.arrange(f, api, d) })
 			if tc.name != "marked but never posted" {
@@ -134,9 +134,14 @@ func TestSlackCardPostOnce(t *testing.T) {
 			if len(msgs) != 1 || !strings.HasPrefix(msgs[0], c.Ref+" ") || !c.Posting.IsZero() || c.Shown != string(Waiting) {
 				t.Fatalf("card = %+v, messages %v; want the one message's ts, the mark cleared", c, msgs)
 			}
-			// The card found follows the draft's decision like any other.
-			if _, err := f.a.Decide(ctx, Ask{Via: ViaSlack, Draft: d.ID, Action: Reject, Person: mustUser(t, f, "dana"), From: "slack U0DANA"}); err != nil {
-				t.Fatal(err)
+			// The card follows the draft's decision like any other: Reject
+			// clicked on it, as @slack/bolt signs the interaction.
+			in, _ := f.a.Inbound(ViaSlack)
+			if ans := in.Receive(ctx, sv.request(t, "reject by dana")); ans.Status != 200 {
+				t.Fatalf("reject by dana = %d %s", ans.Status, ans.Body)
+			}
+			if got := f.draft(t, d.ID); got.Status != store.DraftRejected || got.Decision.Via != ViaSlack {
+				t.Fatalf("after the click: %s %+v", got.Status, got.Decision)
 			}
 			f.runAll(t)
 			ups := api.Calls("chat.update")

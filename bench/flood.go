@@ -147,7 +147,7 @@ func flood(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "flood: %d webhooks of %d bytes at once, %d round(s); GOMEMLIMIT in this shell: %q\n", cfg.n, cfg.size, cfg.rounds, os.Getenv("GOMEMLIMIT"))
+	fmt.Fprintf(out, "flood: %d webhooks of %d bytes at once, %s; GOMEMLIMIT in this shell: %q\n", cfg.n, cfg.size, nouns(cfg.rounds, "round"), os.Getenv("GOMEMLIMIT"))
 	results := make([][]floodResult, len(targets))
 	for round := range cfg.rounds {
 		for i, t := range targets {

@@ -219,7 +219,7 @@ func grow(ctx context.Context, args []string, out io.Writer) error {
 		if c == 1 {
 			n = cfg.n1
 		}
-		fmt.Fprintf(out, "\n== %d connection(s), %s events a burst of %d bytes, %d rounds\n", c, thousands(int64(n)), cfg.size, cfg.rounds)
+		fmt.Fprintf(out, "\n== %s, %s events a burst of %d bytes, %d rounds\n", nouns(c, "connection"), thousands(int64(n)), cfg.size, cfg.rounds)
 		for round := 1; round <= cfg.rounds; round++ {
 			order := slices.Clone(cfg.sizes)
 			k := (round - 1) % len(order)
@@ -587,7 +587,7 @@ func growFillChild(ctx context.Context, args []string) error {
 // taken in each round against that round's fresh file, then the median.
 func printGrowSummary(out io.Writer, cfg growConfig, all map[int]map[int][]growRun) {
 	for _, c := range cfg.conns {
-		fmt.Fprintf(out, "\nmedian [spread] of %d rounds, %d connection(s)\n", cfg.rounds, c)
+		fmt.Fprintf(out, "\nmedian [spread] of %d rounds, %s\n", cfg.rounds, nouns(c, "connection"))
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "file\taccepted/s\tx fresh\tp50\tp99\tKiB written/event\tKiB by syscall\tCPU µs/event\tpages/commit\tcommits")
 		fresh := all[c][0]

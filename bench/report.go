@@ -114,3 +114,11 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 }
+
+// nouns writes n with its noun, "1 round", "3 rounds".
+func nouns(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -14,7 +14,8 @@ type Client struct {
 	ID   string // [a-z0-9-]+, unique: what channels[].client and a user's clients name
 	Name string // shown on the dashboard; default the id
 	// FactsFile (yaml facts_file) is read into Facts at load: the client's
-	// hours, prices and policies, put into its drafts' prompt.
+	// hours, prices and policies, which seed its facts versions at start
+	// (facts.Seed); its drafts are written from the newest version.
 	FactsFile, Facts string
 	// DailyBudget (yaml daily_budget) overrides drafter.daily_budget; 0: that one.
 	DailyBudget float64

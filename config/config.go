@@ -194,7 +194,7 @@ type Drafter struct {
 	APIKey        string        // resolved from APIKeyEnv at load (may be empty for local servers); never printed
 	PromptVersion string        // default "v1"
 	SystemPrompt  string        // yaml system_prompt
-	Template      string        // default "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly."; a text/template that names only the drafter's fields (drafter.CheckTemplate)
+	Template      string        // default "Hi {{.Name}}, thanks for your message. We will get back to you shortly."; a text/template that names only the drafter's fields (drafter.CheckTemplate)
 	Timeout       time.Duration // default 30s
 	Delay         time.Duration // optional: an artificial delay before each template draft, for drills and crash tests
 	// Structured (yaml structured) is how the answer's shape is asked for:
@@ -203,7 +203,8 @@ type Drafter struct {
 	// ChannelPrompts (yaml channel_prompts) replace SystemPrompt on the channels they name.
 	ChannelPrompts map[string]string
 	// FactsFile (yaml facts_file) is read into Facts at load: the facts of
-	// every client that has no clients[].facts_file.
+	// every client that has no clients[].facts_file (FactsFileOf), which
+	// seed its facts versions at start (facts.Seed).
 	FactsFile, Facts string
 	// Price (yaml price: {input, output, currency}) is per million tokens.
 	Price Price
@@ -276,7 +277,10 @@ type Retention struct {
 }
 
 // defaultTemplate is the reply template of the built-in template drafter.
-const defaultTemplate = "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly."
+// defaultTemplate names no owner: an owner is a team's name in the
+// routing rules ("sales", "billing"), which read as a person's name in
+// "sales will get back to you".
+const defaultTemplate = "Hi {{.Name}}, thanks for your message. We will get back to you shortly."
 
 // sandboxProvider is the name of the built-in provider that is always available.
 const sandboxProvider = "sandbox"

@@ -57,7 +57,7 @@ channels:
 drafter:
   kind: template
   prompt_version: v1
-  template: "Hi {{.Name}}, thanks for your message. {{.Owner}} will get back to you shortly."
+  template: "Hi {{.Name}}, thanks for your message. We will get back to you shortly."
   timeout: 30s
 routing:
   version: r1

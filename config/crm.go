@@ -47,6 +47,12 @@ type CRM struct {
 	// StatusProperty (hubspot, yaml status_property): the contact property
 	// for the lead's status. Default "handoff_status".
 	StatusProperty string
+	// DealIDProperty (hubspot, yaml deal_id_property), when set, gives
+	// each lead a deal too: upserted by this deal property (unique values)
+	// = the lead key, in DealPipeline at DealStage (defaults "default",
+	// "appointmentscheduled": HubSpot's default pipeline's first stage),
+	// and associated with the lead's contact, once per lead.
+	DealIDProperty, DealPipeline, DealStage string
 	// ReferenceField and StatusField (pipedrive, yaml reference_field,
 	// status_field) are the keys (40-character hashes) of the person's
 	// custom fields holding the lead key and the lead's status.
@@ -76,6 +82,8 @@ const (
 	defaultPipedriveBase   = "https://api.pipedrive.com"
 	defaultCRMIDProperty   = "handoff_lead_key"
 	defaultCRMStatus       = "handoff_status"
+	defaultDealPipeline    = "default"
+	defaultDealStage       = "appointmentscheduled"
 	defaultCRMTimeout      = 10 * time.Second
 	defaultCRMLookupSettle = 30 * time.Second
 )
@@ -86,14 +94,14 @@ var crmCommon = []string{"client", "kind", "owners", "timeout", "required"}
 // crmKeys are the keys each kind takes besides crmCommon.
 var crmKeys = map[string][]string{
 	CRMWebhook:   {"url", "secret_env"},
-	CRMHubSpot:   {"api_base", "token_env", "id_property", "status_property"},
+	CRMHubSpot:   {"api_base", "token_env", "id_property", "status_property", "deal_id_property", "deal_pipeline", "deal_stage"},
 	CRMPipedrive: {"api_base", "token_env", "reference_field", "status_field", "lookup_settle"},
 }
 
 // crmRequired are the keys a kind cannot do without, each with what it is.
 var crmRequired = map[string][][2]string{
 	CRMWebhook: {{"url", "the address the signed JSON is posted to"}, {"secret_env", "the variable holding the whsec_ secret the requests are signed with"}},
-	CRMHubSpot: {{"token_env", "the variable holding a private app's access token with the crm.objects.contacts.write scope"}},
+	CRMHubSpot: {{"token_env", "the variable holding a private app's access token with the crm.objects.contacts.write and crm.objects.contacts.read scopes"}},
 	CRMPipedrive: {
 		{"token_env", "the variable holding the Pipedrive API token"},
 		{"reference_field", "the key of the person custom field that holds handoff's lead key (search before create finds the person by it)"},
@@ -141,11 +149,14 @@ func (d *decoder) crm(path string, n *yaml.Node, c *Config) {
 					m.Token, _ = d.secretFromEnv(p, v, m.TokenEnv)
 				}
 			},
-			"id_property":     func(p string, v *yaml.Node) { d.crmName(p, v, &m.IDProperty) },
-			"status_property": func(p string, v *yaml.Node) { d.crmName(p, v, &m.StatusProperty) },
-			"reference_field": func(p string, v *yaml.Node) { d.crmName(p, v, &m.ReferenceField) },
-			"status_field":    func(p string, v *yaml.Node) { d.crmName(p, v, &m.StatusField) },
-			"owners":          func(p string, v *yaml.Node) { m.Owners = d.crmOwners(p, v) },
+			"id_property":      func(p string, v *yaml.Node) { d.crmName(p, v, &m.IDProperty) },
+			"status_property":  func(p string, v *yaml.Node) { d.crmName(p, v, &m.StatusProperty) },
+			"deal_id_property": func(p string, v *yaml.Node) { d.crmName(p, v, &m.DealIDProperty) },
+			"deal_pipeline":    func(p string, v *yaml.Node) { d.crmName(p, v, &m.DealPipeline) },
+			"deal_stage":       func(p string, v *yaml.Node) { d.crmName(p, v, &m.DealStage) },
+			"reference_field":  func(p string, v *yaml.Node) { d.crmName(p, v, &m.ReferenceField) },
+			"status_field":     func(p string, v *yaml.Node) { d.crmName(p, v, &m.StatusField) },
+			"owners":           func(p string, v *yaml.Node) { m.Owners = d.crmOwners(p, v) },
 			"timeout": func(p string, v *yaml.Node) {
 				if d.duration(p, v, &m.Timeout, false) && m.Timeout > 2*time.Minute {
 					d.fail(p, v, "%s is longer than 2m; a CRM call that long holds its delivery job, and a lookup's settle time follows it", v.Value)
@@ -180,6 +191,15 @@ func (d *decoder) crm(path string, n *yaml.Node, c *Config) {
 			m.APIBase = orDefault(m.APIBase, defaultHubSpotBase)
 			m.IDProperty = orDefault(m.IDProperty, defaultCRMIDProperty)
 			m.StatusProperty = orDefault(m.StatusProperty, defaultCRMStatus)
+			for _, key := range []string{"deal_pipeline", "deal_stage"} {
+				if set[key] != nil && set["deal_id_property"] == nil {
+					d.fail(joinPath(p, key), set[key], "is a deal's; set deal_id_property (the deal property holding the lead key) to give each lead a deal")
+				}
+			}
+			if m.DealIDProperty != "" {
+				m.DealPipeline = orDefault(m.DealPipeline, defaultDealPipeline)
+				m.DealStage = orDefault(m.DealStage, defaultDealStage)
+			}
 		case CRMPipedrive:
 			m.APIBase = orDefault(m.APIBase, defaultPipedriveBase)
 			if set["lookup_settle"] == nil {

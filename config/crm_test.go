@@ -48,7 +48,10 @@ func TestCRM(t *testing.T) {
 		{"  - {client: acme, kind: hubspot}", "crm[0].token_env: missing; a hubspot CRM needs the variable holding a private app's access token"},
 		{"  - {client: acme, kind: hubspot, token_env: NOPE}", "crm[0].token_env: environment variable NOPE is not set or is empty"},
 		{"  - {client: acme, kind: hubspot, token_env: pat-na1-abcdef}", "crm[0].token_env: is not an environment variable name"},
-		{"  - {client: acme, kind: hubspot, token_env: HS, url: \"https://x.example\"}", "crm[0].url: is not a key of a hubspot CRM (its keys are client, kind, owners, timeout, required, api_base, token_env, id_property, status_property)"},
+		{"  - {client: acme, kind: hubspot, token_env: HS, url: \"https://x.example\"}", "crm[0].url: is not a key of a hubspot CRM (its keys are client, kind, owners, timeout, required, api_base, token_env, id_property, status_property, deal_id_property, deal_pipeline, deal_stage)"},
+		{"  - {client: acme, kind: hubspot, token_env: HS, deal_stage: qualified}", "crm[0].deal_stage: is a deal's; set deal_id_property"},
+		{"  - {client: acme, kind: hubspot, token_env: HS, deal_id_property: \"deal key\"}", `crm[0].deal_id_property: "deal key" is not a property or field name`},
+		{"  - {client: acme, kind: pipedrive, token_env: PD, reference_field: r, status_field: s, deal_id_property: d}", "crm[0].deal_id_property: is not a key of a pipedrive CRM"},
 		{"  - {client: acme, kind: hubspot, token_env: HS, id_property: \"lead key\"}", `crm[0].id_property: "lead key" is not a property or field name`},
 		{"  - {client: acme, kind: hubspot, token_env: HS, owners: {ana: \"70 01\"}}", `crm[0].owners.ana: "70 01" is not a CRM user id`},
 		{"  - {client: acme, kind: hubspot, token_env: HS, owners: [ana]}", "crm[0].owners: must be a mapping of owner names to CRM user ids"},
@@ -74,6 +77,16 @@ func TestCRM(t *testing.T) {
 				t.Errorf("Parse = %v: the secret itself is in the error", err)
 			}
 		})
+	}
+
+	// A deal: its pipeline and stage default to HubSpot's default
+	// pipeline's first stage.
+	c, err = Parse([]byte("crm:\n  - {kind: hubspot, token_env: HS, deal_id_property: handoff_deal_key}\n"), env)
+	if err != nil {
+		t.Fatalf("Parse(deal): %v", err)
+	}
+	if m := c.CRM[0]; m.DealIDProperty != "handoff_deal_key" || m.DealPipeline != "default" || m.DealStage != "appointmentscheduled" {
+		t.Errorf("deal keys = %q %q %q", m.DealIDProperty, m.DealPipeline, m.DealStage)
 	}
 
 	// One client (none listed): the entry needs no client.

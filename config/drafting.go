@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -10,9 +11,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxFacts bounds a facts file: it goes into every draft's prompt, and
-// every token of it is paid for on every call.
-const maxFacts = 32 << 10
+// MaxFacts bounds a client's facts, from a facts file or edited on the
+// dashboard: they go into every draft's prompt, and every token of them
+// is paid for on every call.
+const MaxFacts = 32 << 10
 
 // amount decodes a non-negative number (a price, a budget).
 func (d *decoder) amount(path string, n *yaml.Node, dst *float64) bool {
@@ -39,17 +41,28 @@ func (d *decoder) factsFile(path string, n *yaml.Node, file, facts *string) {
 	if !d.text(path, n, file) {
 		return
 	}
-	data, err := os.ReadFile(*file)
+	text, err := ReadFacts(*file)
+	if err != nil {
+		d.fail(path, n, "%s", err.Error())
+		return
+	}
+	*facts = text
+}
+
+// ReadFacts reads a facts file: at most MaxFacts bytes of UTF-8 text,
+// returned without its surrounding blank space. The error is one sentence
+// naming the file and its problem.
+func ReadFacts(file string) (string, error) {
+	data, err := os.ReadFile(file)
 	switch {
 	case err != nil:
-		d.fail(path, n, "cannot read the facts file: %s", strings.TrimPrefix(err.Error(), "open "))
-	case len(data) > maxFacts:
-		d.fail(path, n, "the facts file %s is %d bytes; at most %d go into a prompt", *file, len(data), maxFacts)
+		return "", fmt.Errorf("cannot read the facts file: %s", strings.TrimPrefix(err.Error(), "open "))
+	case len(data) > MaxFacts:
+		return "", fmt.Errorf("the facts file %s is %d bytes; at most %d go into a prompt", file, len(data), MaxFacts)
 	case !utf8.Valid(data):
-		d.fail(path, n, "the facts file %s is not UTF-8 text", *file)
-	default:
-		*facts = strings.TrimSpace(string(data))
+		return "", fmt.Errorf("the facts file %s is not UTF-8 text", file)
 	}
+	return strings.TrimSpace(string(data)), nil
 }
 
 // channelPrompts decodes drafter.channel_prompts, a mapping of channel
@@ -82,13 +95,14 @@ func (d *decoder) checkChannelPrompts(c *Config, n *yaml.Node) {
 	})
 }
 
-// FactsOf is the facts of the client a channel belongs to: its
-// clients[].facts_file, else drafter.facts_file.
-func (c *Config) FactsOf(channel string) string {
-	if cl, ok := c.Client(c.ClientOf(channel)); ok && cl.Facts != "" {
-		return cl.Facts
+// FactsFileOf is the facts file of a client and the text read from it at
+// load: its clients[].facts_file, else drafter.facts_file; "" and "" when
+// it has neither.
+func (c *Config) FactsFileOf(client string) (path, text string) {
+	if cl, ok := c.Client(client); ok && cl.FactsFile != "" {
+		return cl.FactsFile, cl.Facts
 	}
-	return c.Drafter.Facts
+	return c.Drafter.FactsFile, c.Drafter.Facts
 }
 
 // BudgetOf is the daily drafting budget of a client: its

@@ -42,11 +42,11 @@ drafter:
 	if d.Structured != "json_object" || d.Price != (config.Price{Input: 0.15, Output: 0.6, Currency: "EUR"}) || d.ContextTokens != 500 {
 		t.Errorf("drafter = structured %q price %+v context %d", d.Structured, d.Price, d.ContextTokens)
 	}
-	if got := c.FactsOf("web"); got != "# Acme\nOpen 9-17." {
-		t.Errorf("FactsOf(web) = %q, want acme's facts", got)
+	if path, got := c.FactsFileOf("acme"); got != "# Acme\nOpen 9-17." || path == global {
+		t.Errorf("FactsFileOf(acme) = %q %q, want acme's facts", path, got)
 	}
-	if got := c.FactsOf("sms"); got != "We answer within a day." {
-		t.Errorf("FactsOf(sms) = %q, want the global facts", got)
+	if path, got := c.FactsFileOf("bolt"); got != "We answer within a day." || path != global {
+		t.Errorf("FactsFileOf(bolt) = %q %q, want the global facts", path, got)
 	}
 	if c.BudgetOf("acme") != 2.5 || c.BudgetOf("bolt") != 1 {
 		t.Errorf("budgets = %v / %v, want 2.5 / 1", c.BudgetOf("acme"), c.BudgetOf("bolt"))

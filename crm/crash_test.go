@@ -21,10 +21,15 @@ import (
 // never writes blind: HubSpot's is resent (the same upsert: one contact),
 // Pipedrive's is looked up and found (one person, one lead, no second write).
 func TestDiedBetweenAcceptAndRecord(t *testing.T) {
-	for _, kind := range []string{config.CRMHubSpot, config.CRMPipedrive} {
-		t.Run(kind, func(t *testing.T) {
+	for _, name := range []string{config.CRMHubSpot, "hubspot with a deal", config.CRMPipedrive} {
+		t.Run(name, func(t *testing.T) {
+			kind, deal := name, ""
+			if name == "hubspot with a deal" {
+				kind, deal = config.CRMHubSpot, "handoff_deal_key"
+			}
 			hs, pd := newHubSpot(t), newPipedrive(t, 0)
-			m := config.CRM{Kind: kind, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status"}
+			m := config.CRM{Kind: kind, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status",
+				DealIDProperty: deal, DealPipeline: "default", DealStage: "appointmentscheduled"}
 			if kind == config.CRMPipedrive {
 				m = config.CRM{Kind: kind, APIBase: pd.srv.URL, Token: pd.token, ReferenceField: "ref_key", StatusField: "status_key", LookupSettle: time.Hour}
 			}
@@ -49,6 +54,15 @@ func TestDiedBetweenAcceptAndRecord(t *testing.T) {
 			case config.CRMHubSpot:
 				if hs.count() != 1 || hs.upsertsOf(lead) != 2 || !strings.HasPrefix(a, "resend:sent") {
 					t.Errorf("contacts %d, upserts %d, attempts %q; want one contact, the upsert resent once", hs.count(), hs.upsertsOf(lead), a)
+				}
+				if deal != "" {
+					hs.mu.Lock()
+					contact, dealID := hs.ids[lead], hs.dealIDs[lead]
+					deals, upserts, assoc := len(hs.deals), hs.dealUpserts[lead], hs.associated[[2]string{contact, dealID}]
+					hs.mu.Unlock()
+					if deals != 1 || upserts != 2 || assoc != 2 || o.ProviderID != "contact "+contact+" deal "+dealID {
+						t.Errorf("deals %d, deal upserts %d, associations %d, provider id %q; want one deal, its upsert and association resent once", deals, upserts, assoc, o.ProviderID)
+					}
 				}
 			case config.CRMPipedrive:
 				ps := pd.byRef("ref_key", crm.Reference(lead))

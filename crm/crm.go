@@ -62,6 +62,22 @@ type Record struct {
 	LastMessage string    `json:"last_message,omitempty"`
 	Link        string    `json:"link,omitempty"` // the lead's latest message in handoff's dashboard
 	At          time.Time `json:"at"`
+	// Stuck marks the write of a lead flagged stuck in its status (past
+	// its stuck threshold, StuckTx): the CRM's status field then reads
+	// StatusValue's "<status> (stuck)", the webhook's data "stuck": true.
+	Stuck bool `json:"stuck,omitempty"`
+}
+
+// StuckSuffix is what a stuck lead's status field says after its status.
+const StuckSuffix = " (stuck)"
+
+// StatusValue is what r puts in the CRM's status field (handoff_status):
+// the lead's status, "matched (stuck)" for a lead flagged stuck in it.
+func StatusValue(r Record) string {
+	if r.Stuck {
+		return r.Status + StuckSuffix
+	}
+	return r.Status
 }
 
 // maxLastMessage bounds the last message a record carries (runes).
@@ -98,11 +114,15 @@ func RowID(lead string, cycle int, status store.HandoffStatus) string {
 // return after it "…:r<n>", n counting the earlier stays in the status in
 // that cycle, so every move is its own row and the CRM hears the lead is
 // open again.
+//
+// Stuck is the write that marks the stay stuck (StuckTx): the stay's
+// key with ":stuck" after it, once per stay.
 type WriteKey struct {
 	Lead   string
 	Cycle  int
 	Status store.HandoffStatus
 	Repeat int
+	Stuck  bool
 }
 
 // String is the key's outbox row id.
@@ -111,8 +131,13 @@ func (k WriteKey) String() string {
 	if k.Repeat > 0 {
 		id += ":r" + strconv.Itoa(k.Repeat)
 	}
+	if k.Stuck {
+		id += stuckTail
+	}
 	return id
 }
+
+const stuckTail = ":stuck"
 
 // ParseWriteKey is WriteKey.String's inverse; ok is false for an id that is
 // no CRM write's (or not in the canonical form String writes).
@@ -120,6 +145,13 @@ func ParseWriteKey(id string) (k WriteKey, ok bool) {
 	rest, found := strings.CutPrefix(id, "crm:")
 	if !found {
 		return WriteKey{}, false
+	}
+	if r, stuck := strings.CutSuffix(rest, stuckTail); stuck {
+		if k, ok = ParseWriteKey("crm:" + r); ok && !k.Stuck {
+			k.Stuck = true
+			return k, true
+		}
+		// else: a lead key that ends in ":stuck" (parsed below)
 	}
 	i := strings.LastIndexByte(rest, ':')
 	if i < 0 {
@@ -234,6 +266,46 @@ func MoveTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (c
 	return created, nil
 }
 
+// StuckHook is told, in the flagging's transaction, of each lead the stuck
+// sweep flags (leads.FlagStuck's AlertTx, beside the alert): StuckTx.
+func StuckHook(cfg *config.Config) func(tx *store.Tx, h store.Handoff, now time.Time) error {
+	return func(tx *store.Tx, h store.Handoff, now time.Time) error {
+		_, err := StuckTx(tx, cfg, h, now)
+		return err
+	}
+}
+
+// StuckTx writes to lead h's CRM record that its stay in its status is
+// stuck, h being just flagged in tx: one more write of the stay, keyed
+// "<the stay's write id>:stuck" (once per stay), whose status field reads
+// "<status> (stuck)" (StatusValue). It goes out after the stay's own write
+// and is refused if a later status is already on the record; the lead's
+// next move writes its status without the marker.
+func StuckTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (created bool, err error) {
+	m, ok := cfg.CRMFor(h.Channel)
+	if !ok {
+		return false, nil
+	}
+	k := MoveKey(h)
+	k.Stuck = true
+	rec := NewRecord(h, m, cfg.BaseURL, now)
+	rec.Stuck = true
+	if ev, err := tx.EventByKey(h.LastEventKey); err == nil {
+		rec.LastMessage = clip(ev.Text, maxLastMessage)
+		if rec.Name == "" {
+			rec.Name = clean(ev.Name)
+		}
+	}
+	created, err = delivery.CreateCRMTx(tx, delivery.CRMWrite{
+		ID: k.String(), Lead: h, Provider: m.ProviderName(), To: m.Kind + " record of lead " + h.Key + " (" + rec.Ref + "), stuck in " + string(h.Status),
+		Text: rec.Encode(), At: now, JobID: ulid.Make().String(), MaxAttempts: cfg.Retry.MaxAttempts,
+	})
+	if err != nil {
+		return false, fmt.Errorf("crm: stuck write of lead %s: %w", h.Key, err)
+	}
+	return created, nil
+}
+
 // MoveKey is the key of the move h was just put through: its newest
 // transition's (every move appends one), else its status's first write.
 // The CRM write's row id is its String; outbound's lead.status_changed
@@ -292,6 +364,9 @@ func clip(s string, n int) string {
 type kind interface {
 	send(ctx context.Context, rowID string, r Record) (string, error)
 	lookup(ctx context.Context, rowID string, r Record) (string, bool, error)
+	// owner reads back, after a write answered providerID, the owner the
+	// CRM gave the record by its own rules: its user id, "" when none.
+	owner(ctx context.Context, providerID string, r Record) (string, error)
 	caps() provider.Capabilities
 }
 
@@ -301,6 +376,10 @@ type sink struct {
 	name string
 	st   *store.Store
 	k    kind
+	// owners maps the CRM's user ids back to routing's owner names
+	// (crm[].owners read backwards).
+	owners   map[string]string
+	kindName string
 	// wait is how long a write waits behind an unfinished earlier one of
 	// its lead before the job asks again (not an attempt).
 	wait time.Duration
@@ -329,13 +408,17 @@ func Open(cfg *config.Config, st *store.Store) (map[string]delivery.Sender, erro
 		case config.CRMWebhook:
 			k = newWebhook(m)
 		case config.CRMHubSpot:
-			k = newHubSpot(m)
+			k = newHubSpot(m, st)
 		case config.CRMPipedrive:
 			k = newPipedrive(m, st)
 		default:
 			return nil, fmt.Errorf("crm: client %s: unknown CRM kind %q", m.Client, m.Kind)
 		}
-		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: holdWait}
+		back := make(map[string]string, len(m.Owners))
+		for name, id := range m.Owners {
+			back[id] = name
+		}
+		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: holdWait, owners: back, kindName: m.Kind}
 	}
 	return out, nil
 }
@@ -350,7 +433,11 @@ func (s *sink) Send(ctx context.Context, m provider.Message) (string, error) {
 	if newer, ok := s.newerSent(m.Ref); ok {
 		return "", &provider.Permanent{Err: fmt.Errorf("%s: a newer write of lead %s (%s) already holds the record; this older one would set its status back", s.name, r.Lead, newer)}
 	}
-	return s.k.send(ctx, m.Ref, r)
+	id, err := s.k.send(ctx, m.Ref, r)
+	if err == nil {
+		s.readOwner(ctx, id, r)
+	}
+	return id, err
 }
 
 // Lookup finds the row's write on the CRM: the record holds its status.
@@ -363,7 +450,65 @@ func (s *sink) Lookup(ctx context.Context, ref, _ string) (string, bool, error) 
 	if err != nil {
 		return "", false, err
 	}
-	return s.k.lookup(ctx, ref, r)
+	id, found, err := s.k.lookup(ctx, ref, r)
+	if err == nil && found {
+		s.readOwner(ctx, id, r)
+	}
+	return id, found, err
+}
+
+// ownerReads bounds the owner read's tries after one write.
+const ownerReads = 3
+
+// readOwner, after r's write is on the record (answered providerID), reads
+// the owner the CRM gave the record by its own rules when handoff has none
+// for the lead (r, a write of received or matched, named no owner id), and
+// moves the lead to owned with it (leads.CRMOwnerTx): the owner's routing
+// name when crm[].owners maps the id, else "<kind> user <id>". The write
+// stands whatever the read does: a failed read, or a lead moved on
+// meanwhile, moves nothing, and the lead's next write reads again (its
+// stuck write too: StuckTx, so a workflow's late owner is found then).
+func (s *sink) readOwner(ctx context.Context, providerID string, r Record) {
+	if r.OwnerID != "" || r.Status != string(leads.Received) && r.Status != string(leads.Matched) {
+		return
+	}
+	var id string
+	for try := 0; ; try++ {
+		var err error
+		if id, err = s.k.owner(ctx, providerID, r); err == nil {
+			break
+		}
+		// A read changes nothing, so it is asked again at once on any
+		// failure a retry may cure (429 after its Retry-After, up to 1 s;
+		// 5xx; the connection), at most ownerReads times.
+		var perm *provider.Permanent
+		if try+1 >= ownerReads || errors.As(err, &perm) {
+			return
+		}
+		wait := 50 * time.Millisecond
+		var ns *provider.NotSent
+		if errors.As(err, &ns) && ns.RetryAfter > 0 {
+			wait = min(ns.RetryAfter, time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+	if id == "" {
+		return
+	}
+	name, note := s.owners[id], s.kindName+" assigned the record to user "+id
+	if name == "" {
+		name = s.kindName + " user " + id
+	} else {
+		note += " (" + name + ")"
+	}
+	_ = s.st.Update(ctx, func(tx *store.Tx) error {
+		_, err := leads.CRMOwnerTx(tx, r.Lead, r.Cycle, name, note, time.Now())
+		return err
+	})
 }
 
 // Capabilities are the kind's.
@@ -402,7 +547,11 @@ func around(st *store.Store, ref string, earlier bool) []string {
 	if err != nil {
 		return nil
 	}
-	all := RowIDs(h)
+	// Each stay's stuck write, if any, follows the stay's own write.
+	var all []string
+	for _, id := range RowIDs(h) {
+		all = append(all, id, id+stuckTail)
+	}
 	at := slices.Index(all, ref)
 	if at < 0 {
 		return nil

@@ -79,8 +79,14 @@ func (b *bed) run(workers int) {
 // receive records a message of lead web:<conv> (its move: received).
 func (b *bed) receive(msgID, conv, contact, name string) store.Event {
 	b.t.Helper()
+	return b.receiveText(msgID, conv, contact, name, "Hi, I'd like a quote & a call <today>")
+}
+
+// receiveText is receive with the message's text.
+func (b *bed) receiveText(msgID, conv, contact, name, text string) store.Event {
+	b.t.Helper()
 	rec, err := intake.Record(context.Background(), b.st, intake.Message{
-		Channel: "web", MessageID: msgID, ConversationID: conv, Contact: contact, Name: name, Text: "Hi, I'd like a quote & a call <today>", ReceivedAt: time.Now(),
+		Channel: "web", MessageID: msgID, ConversationID: conv, Contact: contact, Name: name, Text: text, ReceivedAt: time.Now(),
 	}, 3)
 	if err != nil || !rec.Created {
 		b.t.Fatalf("intake.Record(%s) = created %v, %v", msgID, rec.Created, err)

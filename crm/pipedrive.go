@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/handoff/handoff/config"
@@ -21,6 +22,7 @@ const (
 	PipedriveSearch  = "/api/v2/persons/search"
 	PipedrivePersons = "/api/v2/persons"
 	PipedriveLeads   = "/v1/leads"
+	PipedriveMe      = "/v1/users/me"
 )
 
 // Person is the part of a Pipedrive person a write sets or reads (API v2).
@@ -53,6 +55,11 @@ type pipedrive struct {
 	settle                                   time.Duration
 	call                                     *provider.Caller
 	st                                       *store.Store
+	// me is the API token's own user, read once (GET /v1/users/me): the
+	// owner Pipedrive gives what the token creates without one, so it is
+	// no owner the CRM chose.
+	meMu sync.Mutex
+	me   int
 }
 
 func newPipedrive(m config.CRM, st *store.Store) *pipedrive {
@@ -109,6 +116,49 @@ func (p *pipedrive) send(ctx context.Context, rowID string, r Record) (string, e
 	return fmt.Sprintf("person %d lead %s", got.ID, lead), nil
 }
 
+// owner reads the person's owner back after a write: its owner_id when
+// it is a user other than the API token's own (whom Pipedrive makes the
+// owner of a person created without one), so an owner set in Pipedrive by
+// a person, an automation or an assignment rule; "" otherwise. Reads only.
+func (p *pipedrive) owner(ctx context.Context, providerID string, _ Record) (string, error) {
+	id := personOf(providerID)
+	if id == 0 {
+		return "", nil
+	}
+	var got Person
+	if err := p.do(ctx, http.MethodGet, PipedrivePersons+"/"+strconv.Itoa(id), nil, &got); err != nil {
+		return "", err
+	}
+	if got.OwnerID == 0 {
+		return "", nil
+	}
+	me, err := p.self(ctx)
+	if err != nil || got.OwnerID == me {
+		return "", err
+	}
+	return strconv.Itoa(got.OwnerID), nil
+}
+
+// self is the API token's user id, asked once.
+func (p *pipedrive) self(ctx context.Context) (int, error) {
+	p.meMu.Lock()
+	defer p.meMu.Unlock()
+	if p.me != 0 {
+		return p.me, nil
+	}
+	var u struct {
+		ID int `json:"id"`
+	}
+	if err := p.do(ctx, http.MethodGet, PipedriveMe, nil, &u); err != nil {
+		return 0, err
+	}
+	if u.ID == 0 {
+		return 0, fmt.Errorf("%s: %s answered no user id", p.name, PipedriveMe)
+	}
+	p.me = u.ID
+	return u.ID, nil
+}
+
 // lookup reports whether the record holds r's write: the person found by
 // our reference has r's status and a lead.
 func (p *pipedrive) lookup(ctx context.Context, rowID string, r Record) (string, bool, error) {
@@ -116,7 +166,7 @@ func (p *pipedrive) lookup(ctx context.Context, rowID string, r Record) (string,
 	if err != nil || person == nil {
 		return "", false, err
 	}
-	if person.CustomFields[p.statusField] != r.Status {
+	if person.CustomFields[p.statusField] != StatusValue(r) {
 		return "", false, nil
 	}
 	lead, err := p.lead(ctx, person.ID)
@@ -211,15 +261,15 @@ func (p *pipedrive) lead(ctx context.Context, person int) (string, error) {
 
 // person is r as the person's fields; a new person needs a name.
 func (p *pipedrive) person(r Record, create bool) Person {
-	out := Person{Name: r.Name, OwnerID: atoi(r.OwnerID), CustomFields: map[string]string{p.refField: r.Ref, p.statusField: r.Status}}
+	out := Person{Name: r.Name, OwnerID: atoi(r.OwnerID), CustomFields: map[string]string{p.refField: r.Ref, p.statusField: StatusValue(r)}}
 	if out.Name == "" && create {
 		out.Name = r.Lead
 	}
 	if r.Email != "" {
-		out.Emails = []Contact{{Value: r.Email, Primary: true, Label: "work"}}
+		out.Emails = []Contact{{Value: r.Email, Primary: true}}
 	}
 	if r.Phone != "" {
-		out.Phones = []Contact{{Value: r.Phone, Primary: true, Label: "mobile"}}
+		out.Phones = []Contact{{Value: r.Phone, Primary: true}}
 	}
 	return out
 }

@@ -24,6 +24,7 @@ func FuzzRecord(f *testing.F) {
 			Cycle: cycle, Status: store.HandoffStatus(status), LastEventKey: channel + ":m1"}
 		r := crm.NewRecord(h, config.CRM{Owners: map[string]string{owner: "7"}}, "https://h.example", time.Date(2026, 12, 2, 6, 0, 0, 123456789, time.FixedZone("x", 3600)))
 		r.LastMessage = strings.ToValidUTF8(name+contact, "\uFFFD")
+		r.Stuck = cycle%2 != 0 // a stuck write's record
 		if r.Lead == "" || r.Status == "" {
 			return // Decode refuses a record naming no lead or status; NewRecord's callers always have both
 		}
@@ -42,25 +43,27 @@ func FuzzRecord(f *testing.F) {
 // another kind of row is no CRM write's, and an id that parses is the one
 // its key writes (one key, one id).
 func FuzzRowID(f *testing.F) {
-	f.Add("web:c1", 1, "received", 0, "crm:web:c1:1:received")
-	f.Add("mail:<a:b@c>", 12, "owned", 1, "crm:x:1:owned:r01")
-	f.Add("x::", 0, "closed", 3, "crm:x:1:r1:owned:r2")
-	f.Add("web:c1:1:owned:r1", 2, "matched", 12, "crm:web:c1:+1:owned")
-	f.Fuzz(func(t *testing.T, lead string, cycle int, status string, repeat int, raw string) {
+	f.Add("web:c1", 1, "received", 0, false, "crm:web:c1:1:received")
+	f.Add("mail:<a:b@c>", 12, "owned", 1, true, "crm:x:1:owned:r01")
+	f.Add("x::", 0, "closed", 3, false, "crm:x:1:r1:owned:r2")
+	f.Add("web:c1:1:owned:r1", 2, "matched", 12, true, "crm:web:c1:+1:owned")
+	f.Add("web:c1:1:matched:stuck", 1, "matched", 0, true, "crm:web:c1:1:matched:stuck:stuck")
+	f.Add("web:c1", 1, "matched", 2, true, "crm:web:c1:1:matched:r2:stuck")
+	f.Fuzz(func(t *testing.T, lead string, cycle int, status string, repeat int, stuck bool, raw string) {
 		if k, ok := crm.ParseWriteKey(raw); ok && k.String() != raw {
 			t.Fatalf("ParseWriteKey(%q) = %+v, whose id is %q: two ids for one key", raw, k, k.String())
 		}
 		if cycle < 0 || lead == "" || repeat < 0 {
 			return
 		}
-		k := crm.WriteKey{Lead: lead, Cycle: cycle, Status: store.HandoffStatus(status), Repeat: repeat}
+		k := crm.WriteKey{Lead: lead, Cycle: cycle, Status: store.HandoffStatus(status), Repeat: repeat, Stuck: stuck}
 		id := k.String()
 		got, ok := crm.ParseWriteKey(id)
 		valid := !strings.Contains(status, ":") && (status == "received" || status == "matched" || status == "owned" || status == "replied" || status == "closed")
 		if ok != valid || ok && got != k {
 			t.Fatalf("ParseWriteKey(%q) = %+v %v; want %+v %v", id, got, ok, k, valid)
 		}
-		if repeat == 0 && id != crm.RowID(lead, cycle, store.HandoffStatus(status)) {
+		if repeat == 0 && !stuck && id != crm.RowID(lead, cycle, store.HandoffStatus(status)) {
 			t.Fatalf("a first write's id %q is not RowID's", id)
 		}
 	})

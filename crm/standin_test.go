@@ -47,7 +47,7 @@ func (f *failures) take(route string) string {
 }
 
 // drop cuts the connection of w without an answer.
-func drop(t *testing.T, w http.ResponseWriter) {
+func drop(t reporter, w http.ResponseWriter) {
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		t.Errorf("hijack: %v", err)
@@ -83,26 +83,179 @@ type hubSpot struct {
 	contacts map[string]map[string]string // id → properties
 	ids      map[string]string            // id → contact id
 	upserts  map[string]int               // id → upserts applied
+	// assign, when set, is the portal's workflow: on each upsert of a
+	// contact without an owner, the owner id it sets ("" none).
+	assign func(props map[string]string) string
+	reads  int // contacts read by id
+	// statuses lists, per contact, the handoff_status of each upsert
+	// applied, in order.
+	statuses map[string][]string
+	// deals keyed by the deal id property's value, as contacts are;
+	// associated counts the PUTs of each contact id → deal id pair.
+	deals       map[string]map[string]string
+	dealIDs     map[string]string
+	dealUpserts map[string]int
+	associated  map[[2]string]int
+}
+
+// serveDeal answers the deals batch upsert and the default association
+// PUT /crm/v4/objects/0-1/{contactId}/associations/default/0-3/{dealId}.
+func (h *hubSpot) serveDeal(w http.ResponseWriter, r *http.Request, body []byte) {
+	t := h.t
+	if r.Header.Get("Authorization") != "Bearer "+h.token {
+		w.WriteHeader(401)
+		io.WriteString(w, `{"status":"error","message":"Authentication credentials not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INVALID_AUTHENTICATION"}`)
+		return
+	}
+	route := "deal"
+	if r.Method == http.MethodPut {
+		route = "associate"
+	}
+	fail := h.take(route)
+	switch fail {
+	case "503":
+		w.WriteHeader(503)
+		io.WriteString(w, `{"status":"error","message":"Service Unavailable","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INTERNAL_ERROR"}`)
+		return
+	case "429":
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(429)
+		io.WriteString(w, `{"status":"error","message":"You have reached your secondly limit.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"RATE_LIMITS"}`)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.deals == nil {
+		h.deals, h.dealIDs, h.dealUpserts, h.associated = map[string]map[string]string{}, map[string]string{}, map[string]int{}, map[[2]string]int{}
+	}
+	if route == "associate" {
+		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/crm/v4/objects/0-1/"), "/") // {contactId} associations default 0-3 {dealId}
+		if len(parts) != 5 || parts[1] != "associations" || parts[2] != "default" || parts[3] != "0-3" {
+			t.Errorf("hubspot association %s: want /crm/v4/objects/0-1/{contactId}/associations/default/0-3/{dealId}", r.URL.Path)
+			w.WriteHeader(400)
+			return
+		}
+		known := func(ids map[string]string, id string) bool {
+			for _, v := range ids {
+				if v == id {
+					return true
+				}
+			}
+			return false
+		}
+		if !known(h.ids, parts[0]) || !known(h.dealIDs, parts[4]) {
+			t.Errorf("hubspot association of contact %s and deal %s: one of them does not exist", parts[0], parts[4])
+			w.WriteHeader(404)
+			io.WriteString(w, `{"status":"error","message":"Object not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"OBJECT_NOT_FOUND"}`)
+			return
+		}
+		h.associated[[2]string{parts[0], parts[4]}]++
+		if fail == "drop" {
+			w.Header().Set(dropHeader, "1")
+			return
+		}
+		fmt.Fprintf(w, `{"status":"COMPLETE","results":[{"from":{"id":%q},"to":{"id":%q},"associationSpec":{"associationCategory":"HUBSPOT_DEFINED","associationTypeId":3}}],"startedAt":"2026-12-02T06:00:00Z","completedAt":"2026-12-02T06:00:00Z"}`, parts[0], parts[4])
+		return
+	}
+	var req crm.UpsertRequest
+	if !strict(t, body, &req) || len(req.Inputs) != 1 || req.Inputs[0].Properties[req.Inputs[0].IDProperty] != req.Inputs[0].ID {
+		t.Errorf("hubspot deal upsert %s: want one input with idProperty, id and that property's value", body)
+		w.WriteHeader(400)
+		return
+	}
+	in := req.Inputs[0]
+	for _, k := range []string{"dealname", "pipeline", "dealstage"} {
+		if in.Properties[k] == "" {
+			t.Errorf("hubspot deal upsert %s: no %s (a deal is created with its name, pipeline and stage)", body, k)
+		}
+	}
+	h.dealUpserts[in.ID]++
+	d, ok := h.deals[in.ID]
+	if !ok {
+		d = map[string]string{}
+		h.deals[in.ID] = d
+		h.dealIDs[in.ID] = strconv.Itoa(5000 + len(h.dealIDs))
+	}
+	for k, v := range in.Properties {
+		d[k] = v
+	}
+	if fail == "drop" {
+		w.Header().Set(dropHeader, "1")
+		return
+	}
+	fmt.Fprintf(w, `{"status":"COMPLETE","results":[{"id":%q,"new":%v,"properties":{},"createdAt":"2026-12-02T06:00:00Z","updatedAt":"2026-12-02T06:00:00Z","archived":false}],"startedAt":"2026-12-02T06:00:00Z","completedAt":"2026-12-02T06:00:00Z"}`, h.dealIDs[in.ID], !ok)
+}
+
+// read answers GET /crm/v3/objects/contacts/{contactId}: the contact's
+// properties asked for (?properties=), those it has.
+func (h *hubSpot) read(w http.ResponseWriter, r *http.Request, contactID string) {
+	if r.Header.Get("Authorization") != "Bearer "+h.token {
+		w.WriteHeader(401)
+		io.WriteString(w, `{"status":"error","message":"Authentication credentials not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INVALID_AUTHENTICATION"}`)
+		return
+	}
+	if fail := h.take("read"); fail == "503" {
+		w.WriteHeader(503)
+		io.WriteString(w, `{"status":"error","message":"Service Unavailable","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INTERNAL_ERROR"}`)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reads++
+	for key, id := range h.ids {
+		if id != contactID {
+			continue
+		}
+		props := map[string]string{"hs_object_id": id}
+		for _, name := range strings.Split(r.URL.Query().Get("properties"), ",") {
+			if v, ok := h.contacts[key][name]; ok {
+				props[name] = v
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"id": id, "properties": props, "createdAt": "2026-12-02T06:00:00Z", "updatedAt": "2026-12-02T06:00:00Z", "archived": false})
+		w.Write(b)
+		return
+	}
+	w.WriteHeader(404)
+	io.WriteString(w, `{"status":"error","message":"Object not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"OBJECT_NOT_FOUND"}`)
 }
 
 func newHubSpot(t *testing.T) *hubSpot {
 	h := &hubSpot{t: t, token: "pat-test", contacts: map[string]map[string]string{}, ids: map[string]string{}, upserts: map[string]int{}}
-	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
+	specs := hubSpotSpecs(t)
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s := specFor(specs, r)
+		if s == nil {
+			t.Errorf("hubspot got %s %s, which no published HubSpot operation is", r.Method, r.URL.Path)
+			w.WriteHeader(404)
+			return
+		}
+		s.validate(t, w, r, body, func(w http.ResponseWriter) { h.serve(w, r, body) })
+	}))
 	t.Cleanup(h.srv.Close)
 	return h
 }
 
-func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request) {
+func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	t := h.t
-	body, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json") // every answer, errors too, is JSON
+	if id, ok := strings.CutPrefix(r.URL.Path, crm.ContactPath); ok && r.Method == http.MethodGet && !strings.Contains(id, "/") {
+		h.read(w, r, id)
+		return
+	}
+	if r.URL.Path == crm.DealUpsertPath || strings.HasPrefix(r.URL.Path, "/crm/v4/objects/0-1/") {
+		h.serveDeal(w, r, body)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != crm.UpsertPath {
 		t.Errorf("hubspot got %s %s, want POST %s", r.Method, r.URL.Path, crm.UpsertPath)
-		http.Error(w, `{"status":"error","message":"not found","category":"OBJECT_NOT_FOUND"}`, 404)
+		http.Error(w, `{"status":"error","message":"not found","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"OBJECT_NOT_FOUND"}`, 404)
 		return
 	}
 	if r.Header.Get("Authorization") != "Bearer "+h.token || r.Header.Get("Content-Type") != "application/json" {
 		w.WriteHeader(401)
-		io.WriteString(w, `{"status":"error","message":"Authentication credentials not found.","category":"INVALID_AUTHENTICATION"}`)
+		io.WriteString(w, `{"status":"error","message":"Authentication credentials not found.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INVALID_AUTHENTICATION"}`)
 		return
 	}
 	var req struct {
@@ -116,26 +269,26 @@ func (h *hubSpot) serve(w http.ResponseWriter, r *http.Request) {
 	if !strict(t, body, &req) || len(req.Inputs) != 1 || req.Inputs[0].IDProperty == "" || req.Inputs[0].ID == "" || req.Inputs[0].Properties[req.Inputs[0].IDProperty] != req.Inputs[0].ID {
 		t.Errorf("hubspot upsert %s: want one input with idProperty, id and that property's value", body)
 		w.WriteHeader(400)
-		io.WriteString(w, `{"status":"error","message":"Invalid input JSON","category":"VALIDATION_ERROR"}`)
+		io.WriteString(w, `{"status":"error","message":"Invalid input JSON","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"VALIDATION_ERROR"}`)
 		return
 	}
 	switch h.take("upsert") {
 	case "400":
 		w.WriteHeader(400)
-		io.WriteString(w, `{"status":"error","message":"Property values were not valid: handoff_status is not a property of contacts","category":"VALIDATION_ERROR"}`)
+		io.WriteString(w, `{"status":"error","message":"Property values were not valid: handoff_status is not a property of contacts","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"VALIDATION_ERROR"}`)
 		return
 	case "503":
 		w.WriteHeader(503)
-		io.WriteString(w, `{"status":"error","message":"Service Unavailable","category":"INTERNAL_ERROR"}`)
+		io.WriteString(w, `{"status":"error","message":"Service Unavailable","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"INTERNAL_ERROR"}`)
 		return
 	case "429":
 		w.Header().Set("Retry-After", "0")
 		w.WriteHeader(429)
-		io.WriteString(w, `{"status":"error","message":"You have reached your secondly limit.","category":"RATE_LIMITS"}`)
+		io.WriteString(w, `{"status":"error","message":"You have reached your secondly limit.","correlationId":"aeb5f871-7f07-4993-9211-075dc63e7cbf","category":"RATE_LIMITS"}`)
 		return
 	case "drop":
 		h.apply(req.Inputs[0].ID, req.Inputs[0].Properties)
-		drop(t, w)
+		w.Header().Set(dropHeader, "1") // validate cuts the connection
 		return
 	}
 	in := req.Inputs[0]
@@ -157,6 +310,15 @@ func (h *hubSpot) apply(id string, props map[string]string) (string, bool) {
 	}
 	for k, v := range props {
 		c[k] = v
+	}
+	if h.statuses == nil {
+		h.statuses = map[string][]string{}
+	}
+	h.statuses[id] = append(h.statuses[id], props["handoff_status"])
+	if h.assign != nil && c[crm.PropOwner] == "" {
+		if owner := h.assign(c); owner != "" {
+			c[crm.PropOwner] = owner
+		}
 	}
 	return h.ids[id], !ok
 }
@@ -198,6 +360,11 @@ type pipedrive struct {
 	leads   map[string]int // lead id → person id
 	creates int            // persons created
 	calls   []string
+	// me is the API token's user: the owner of a person created without
+	// one, as in Pipedrive. assign, when set, is the account's assignment
+	// rule: the owner it gives a person created without one (0 none).
+	me     int
+	assign func(p crm.Person) int
 }
 
 type pdPerson struct {
@@ -206,8 +373,18 @@ type pdPerson struct {
 }
 
 func newPipedrive(t *testing.T, lag time.Duration) *pipedrive {
-	p := &pipedrive{t: t, token: "pd-test", lag: lag, persons: map[int]*pdPerson{}, leads: map[string]int{}}
-	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	p := &pipedrive{t: t, token: "pd-test", lag: lag, persons: map[int]*pdPerson{}, leads: map[string]int{}, me: 9000}
+	specs := pipedriveSpecs(t)
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s := specFor(specs, r)
+		if s == nil {
+			t.Errorf("pipedrive got %s %s, which no published Pipedrive operation is", r.Method, r.URL.Path)
+			p.answer(w, 404, nil)
+			return
+		}
+		s.validate(t, w, r, body, func(w http.ResponseWriter) { p.serve(w, r, body) })
+	}))
 	t.Cleanup(p.srv.Close)
 	return p
 }
@@ -223,9 +400,8 @@ func (p *pipedrive) answer(w http.ResponseWriter, status int, data any) {
 	w.Write(b)
 }
 
-func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request) {
+func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	t := p.t
-	body, _ := io.ReadAll(r.Body)
 	if r.Header.Get("x-api-token") != p.token {
 		p.answer(w, 401, nil)
 		return
@@ -305,6 +481,14 @@ func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request) {
 		if in.OwnerID != 0 {
 			pr.OwnerID = in.OwnerID
 		}
+		if pr.OwnerID == 0 && r.Method == http.MethodPost {
+			pr.OwnerID = p.me
+			if p.assign != nil {
+				if o := p.assign(in); o != 0 {
+					pr.OwnerID = o
+				}
+			}
+		}
 		if in.Emails != nil {
 			pr.Emails = in.Emails
 		}
@@ -315,10 +499,12 @@ func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request) {
 			pr.CustomFields[k] = v
 		}
 		if fail == "drop" {
-			drop(t, w)
+			w.Header().Set(dropHeader, "1") // validate cuts the connection
 			return
 		}
 		p.answer(w, 200, pr.Person)
+	case "GET " + crm.PipedriveMe:
+		p.answer(w, 200, map[string]any{"id": p.me, "name": "API user", "email": "api@example.com", "is_you": true})
 	case "GET " + crm.PipedriveLeads:
 		person, err := strconv.Atoi(r.URL.Query().Get("person_id"))
 		if err != nil {
@@ -341,7 +527,7 @@ func (p *pipedrive) serve(w http.ResponseWriter, r *http.Request) {
 		in.ID = fmt.Sprintf("adf21080-0e10-11eb-879b-05d71fb%05d", len(p.leads))
 		p.leads[in.ID] = in.PersonID
 		if fail == "drop" {
-			drop(t, w)
+			w.Header().Set(dropHeader, "1") // validate cuts the connection
 			return
 		}
 		p.answer(w, 200, in)

@@ -64,6 +64,9 @@ func (w *webhookKind) send(ctx context.Context, rowID string, r Record) (string,
 	return id, nil
 }
 
+// owner: a webhook holds no record to read an owner from.
+func (w *webhookKind) owner(context.Context, string, Record) (string, error) { return "", nil }
+
 // lookup: a webhook cannot be asked what it received.
 func (w *webhookKind) lookup(context.Context, string, Record) (string, bool, error) {
 	return "", false, nil

@@ -40,7 +40,7 @@ func Safety(o store.Outbox) (safe bool, why string, effects []string) {
 	case o.Status == store.OutboxSent:
 		return false, "it was sent (provider id " + o.ProviderID + "); there is nothing to replay", append(effects, "delivered as "+o.ProviderID)
 	}
-	return false, fmt.Sprintf("the provider may already have this message (%d attempt(s) with an unknown outcome): check it first, then confirm the replay or reconcile", unknown), append(effects, "sent to the provider with an unknown outcome")
+	return false, fmt.Sprintf("the provider may already have this message (%d %s with an unknown outcome): check it first, then confirm the replay or reconcile", unknown, attempts(unknown)), append(effects, "sent to the provider with an unknown outcome")
 }
 
 // A DeadKind is a job kind's rules on the dead-letter list, declared by
@@ -323,4 +323,12 @@ func (ob *Outbox) Dismiss(ctx context.Context, id string, d store.Dismissal) err
 		}
 		return tx.Audit(store.AuditEntry{At: d.At, Who: d.By, From: d.From, Action: "cancel " + dl.Kind, Target: id, Detail: d.Reason})
 	})
+}
+
+// attempts is the noun for n attempts: "1 attempt", "2 attempts".
+func attempts(n int) string {
+	if n == 1 {
+		return "attempt"
+	}
+	return "attempts"
 }

@@ -290,13 +290,14 @@ func TestOpenAICostFactsAndPrompts(t *testing.T) {
 		BaseURL: f.URL, Model: "m", PromptVersion: "p2", Timeout: 5 * time.Second,
 		SystemPrompt:   "Default prompt.",
 		ChannelPrompts: map[string]string{"sms": "SMS prompt: keep it under 300 characters."},
-		Facts:          map[string]string{"web": "Open 9-17 Monday to Friday. A site audit costs 400 EUR."},
 		Price:          Price{Input: 2.5, Output: 10, Currency: "USD"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	web, err := o.Draft(context.Background(), oaInput())
+	webIn := oaInput()
+	webIn.Facts = &Facts{Version: 3, Entries: []Fact{{ID: "F1", Text: "Open 9-17 Monday to Friday."}, {ID: "F4", Text: "A site audit costs 400 EUR."}}}
+	web, err := o.Draft(context.Background(), webIn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,11 +306,11 @@ func TestOpenAICostFactsAndPrompts(t *testing.T) {
 		t.Errorf("cost = %v %s, want %v USD", web.Cost, web.Currency, want)
 	}
 	sys := f.Calls()[0].Req.Messages[0].Text()
-	if !strings.HasPrefix(sys, "Default prompt.") || !strings.Contains(sys, "A site audit costs 400 EUR.") {
-		t.Errorf("web system prompt = %q, want the default prompt and the facts", sys)
+	if !strings.HasPrefix(sys, "Default prompt.") || !strings.Contains(sys, "\n[F1] Open 9-17 Monday to Friday.\n[F4] A site audit costs 400 EUR.") || !strings.Contains(sys, "such as [F2]") {
+		t.Errorf("web system prompt = %q, want the default prompt, the facts with their ids and the ask to cite them", sys)
 	}
-	if web.FactsHash == "" || web.PromptHash == "" {
-		t.Errorf("hashes = %q / %q, want both", web.PromptHash, web.FactsHash)
+	if web.FactsHash == "" || web.PromptHash == "" || web.FactsVersion != 3 {
+		t.Errorf("hashes = %q / %q, facts version %d: want both hashes and version 3", web.PromptHash, web.FactsHash, web.FactsVersion)
 	}
 	in := oaInput()
 	in.Channel = "sms"
@@ -321,7 +322,7 @@ func TestOpenAICostFactsAndPrompts(t *testing.T) {
 	if !strings.HasPrefix(sys, "SMS prompt") || strings.Contains(sys, "400 EUR") {
 		t.Errorf("sms system prompt = %q, want its own prompt and no web facts", sys)
 	}
-	if sms.PromptHash == web.PromptHash || sms.FactsHash != "" {
+	if sms.PromptHash == web.PromptHash || sms.FactsHash != "" || sms.FactsVersion != 0 {
 		t.Errorf("sms hashes = %q / %q, web %q: want a different prompt hash and no facts hash", sms.PromptHash, sms.FactsHash, web.PromptHash)
 	}
 }

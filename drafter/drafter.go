@@ -33,8 +33,23 @@ type Input struct {
 	// drafted again ("shorter", "mention the Friday slot").
 	Instruction string    `json:"instruction,omitempty"`
 	History     []Message `json:"history,omitempty"`
+	// Facts are the client's facts the draft is written from (nil: it has
+	// none); the model is asked to cite the entries it uses.
+	Facts *Facts `json:"facts,omitempty"`
 	// CorrelationID is sent as X-Correlation-ID; it is not part of the hashed input.
 	CorrelationID string `json:"-"`
+}
+
+// Facts are one version of a client's facts, entry by entry.
+type Facts struct {
+	Version int    `json:"version"`
+	Entries []Fact `json:"entries"`
+}
+
+// Fact is one entry of the facts: the id a reply cites it by ("F3") and its text.
+type Fact struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
 }
 
 // Hash is a stable digest of the exact input, recorded with the draft.
@@ -64,6 +79,11 @@ type Output struct {
 	// PromptHash is the sha256 of the system prompt sent (facts included);
 	// FactsHash the client's facts alone ("" when it has none).
 	PromptHash, FactsHash string
+	// FactsVersion is the facts version the prompt gave (0: none), Cited
+	// the entries of it the reply cites, in the order it first cites them;
+	// the marks themselves are taken out of Text.
+	FactsVersion int
+	Cited        []Fact
 	// Structured is how the answer's shape was asked for (drafter.structured).
 	Structured string
 	// Cost is the call's price (drafter.price × tokens), in Currency.

@@ -52,7 +52,6 @@ type OpenAI struct {
 	promptVersion  string
 	systemPrompt   string
 	channelPrompts map[string]string
-	facts          map[string]string
 	structured     string
 	price          Price
 }
@@ -66,9 +65,6 @@ type OpenAIConfig struct {
 	SystemPrompt  string
 	// ChannelPrompts replace SystemPrompt on the channels they name.
 	ChannelPrompts map[string]string
-	// Facts are the client's facts (hours, prices, policies) by channel,
-	// put into the system prompt of that channel's drafts.
-	Facts map[string]string
 	// Structured is how the answer's shape is asked for; "" is json_schema.
 	Structured string
 	Price      Price
@@ -104,7 +100,7 @@ func NewOpenAI(c OpenAIConfig) (*OpenAI, error) {
 	return &OpenAI{
 		client: &chatClient{http: hc, baseURL: c.BaseURL, apiKey: c.APIKey, timeout: c.Timeout},
 		model:  c.Model, promptVersion: c.PromptVersion,
-		systemPrompt: sp, channelPrompts: c.ChannelPrompts, facts: c.Facts,
+		systemPrompt: sp, channelPrompts: c.ChannelPrompts,
 		structured: c.Structured, price: c.Price,
 	}, nil
 }
@@ -153,7 +149,7 @@ func (e *RateLimited) Unwrap() error { return e.Err }
 
 // Draft asks the model for a reply and the extracted fields, and checks its answer.
 func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
-	system := o.system(in.Channel)
+	system := o.system(in.Channel, in.Facts)
 	req := chatRequest{Model: o.model, Messages: o.messages(system, in)}
 	switch o.structured {
 	case StructuredSchema:
@@ -173,8 +169,8 @@ func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 		Drafter: "openai", Model: o.model, PromptVersion: o.promptVersion, InputHash: hashBytes(sent),
 		PromptHash: hashBytes([]byte(system)), Structured: o.structured, Currency: o.price.Currency,
 	}
-	if f := o.facts[in.Channel]; f != "" {
-		out.FactsHash = hashBytes([]byte(f))
+	if f := factsPrompt(in.Facts); f != "" {
+		out.FactsHash, out.FactsVersion = hashBytes([]byte(f)), in.Facts.Version
 	}
 	resp, err := o.client.complete(ctx, sent, in.CorrelationID)
 	if err != nil {
@@ -227,18 +223,31 @@ func (o *OpenAI) Draft(ctx context.Context, in Input) (Output, error) {
 		return out, &InvalidOutput{Raw: raw, Err: err}
 	}
 	out.Text, out.Fields, out.Notes = a.Reply, a.Fields, a.Notes
+	if out.FactsHash != "" { // the prompt gave facts, and asked for their marks
+		var unknown []string
+		out.Text, out.Cited, unknown = Cite(a.Reply, in.Facts)
+		if len(unknown) > 0 {
+			which := "the facts"
+			if in.Facts.Version > 0 {
+				which = fmt.Sprintf("facts version %d", in.Facts.Version)
+			}
+			out.Notes = append(out.Notes, fmt.Sprintf("the reply cited %s, not in %s: the marks were taken out", strings.Join(unknown, ", "), which))
+		}
+	}
 	return out, nil
 }
 
 // system is the system prompt of a channel's drafts: the channel's own
-// prompt or the default one, then the client's facts.
-func (o *OpenAI) system(channel string) string {
+// prompt or the default one, then the client's facts, each entry with
+// the id the reply cites it by.
+func (o *OpenAI) system(channel string, facts *Facts) string {
 	sp := o.systemPrompt
 	if p := o.channelPrompts[channel]; p != "" {
 		sp = p
 	}
-	if f := strings.TrimSpace(o.facts[channel]); f != "" {
-		sp += "\n\nFacts about the business (hours, prices, policies). Use only these; say a person will confirm anything they do not cover:\n" + f
+	if f := factsPrompt(facts); f != "" {
+		sp += "\n\nFacts about the business (hours, prices, policies), each with its id in square brackets. Use only these; say a person will confirm anything they do not cover. " +
+			"Right after each sentence of the reply that uses a fact, write the fact's id in square brackets, such as [F2] (several: [F1][F4]); these marks are taken out before anyone reads the reply.\n" + f
 	}
 	return sp
 }

@@ -59,12 +59,17 @@ type Run struct {
 	Store  *store.Store // read-only: the snapshot
 	Inputs Inputs
 	// Drafter is the candidate; Guard guards its drafts (with the
-	// candidate's facts), CurrentGuard the drafts shown (with the
-	// configured facts).
+	// candidate's facts), CurrentGuard the drafts shown (with the facts
+	// version each was written from).
 	Drafter      Drafter
 	Guard        GuardFunc
 	CurrentGuard GuardFunc
-	Out          string // the output folder
+	// Facts, when set, are the candidate's facts (--facts), given to its
+	// drafter and its guard instead of each turn's own (the version its
+	// draft was written from, Inputs); FactsText their text.
+	Facts     *drafter.Facts
+	FactsText string
+	Out       string // the output folder
 	// Budget is the most the run may spend, all its resumes together (0:
 	// no cap), in Currency.
 	Budget      float64
@@ -237,6 +242,10 @@ func (r *Run) one(ctx context.Context, id string, b *budget) (Turn, error) {
 		// are counted alike (the stored guards may predate them).
 		t.Current.guard(r.CurrentGuard(d.Text, gi))
 	}
+	cgi := gi
+	if r.Facts != nil {
+		in.Facts, cgi.Facts = r.Facts, r.FactsText
+	}
 	out, lat, err := r.draft(ctx, in, b)
 	if err != nil && ctx.Err() != nil {
 		return Turn{}, ctx.Err()
@@ -261,7 +270,7 @@ func (r *Run) one(ctx context.Context, id string, b *budget) (Turn, error) {
 	t.Candidate.Text = out.Text
 	t.Candidate.measure(t.Sent)
 	if r.Guard != nil {
-		t.Candidate.guard(r.Guard(out.Text, gi))
+		t.Candidate.guard(r.Guard(out.Text, cgi))
 	}
 	return t, nil
 }

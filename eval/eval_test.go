@@ -18,6 +18,7 @@ import (
 	"github.com/handoff/handoff/drafter"
 	"github.com/handoff/handoff/eval"
 	"github.com/handoff/handoff/eval/evaltest"
+	"github.com/handoff/handoff/facts"
 	"github.com/handoff/handoff/quality"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -91,23 +92,24 @@ func (f *fixture) run(t *testing.T, st *store.Store, out string, cand *config.Co
 		c.Drafter.PromptVersion = "cand"
 		cand = &c
 	}
-	facts := map[string]string{}
-	for _, ch := range cand.Channels {
-		facts[ch.Name] = cand.FactsOf(ch.Name)
-	}
 	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{
 		BaseURL: cand.Drafter.BaseURL, Model: cand.Drafter.Model, PromptVersion: cand.Drafter.PromptVersion,
-		Facts: facts, Timeout: cand.Drafter.Timeout,
-		Price: drafter.Price{Input: cand.Drafter.Price.Input, Output: cand.Drafter.Price.Output, Currency: "USD"},
+		Timeout: cand.Drafter.Timeout,
+		Price:   drafter.Price{Input: cand.Drafter.Price.Input, Output: cand.Drafter.Price.Output, Currency: "USD"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &eval.Run{
-		Store: st, Inputs: &workers.DraftJob{Store: st, Router: workers.NewRouter(f.cfg.Routing)},
+	r := &eval.Run{
+		Store: st, Inputs: &workers.DraftJob{Store: st, Router: workers.NewRouter(f.cfg.Routing), Client: f.cfg.ClientOf},
 		Drafter: d, Guard: review.New(st, cand).Guard, CurrentGuard: review.New(st, f.cfg).Guard,
 		Out: out, Budget: budget, Currency: "USD", Concurrency: conc,
 	}
+	if cand.Drafter.Facts != f.cfg.Drafter.Facts { // --facts
+		entries, _ := facts.Entries(cand.Drafter.Facts, nil, 1)
+		r.Facts, r.FactsText = workers.DrafterFacts(0, entries), cand.Drafter.Facts
+	}
+	return r
 }
 
 func plan(t *testing.T, st *store.Store, out string, sample int, seed uint64) eval.Plan {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The kinds of figure the guard looks for.
@@ -66,6 +68,11 @@ func Unsupported(draft string, sources ...string) []Figure {
 		case KindPhone:
 			ok = slices.ContainsFunc(phones, func(p string) bool { return samePhone(p, f.keys[0][len("phone:"):]) })
 		}
+		// A figure written in a source as it is in the draft is held,
+		// whatever its readings: a source is scanned as a source (bare
+		// numbers too), which may cut its text into other figures than
+		// the draft's.
+		ok = ok || verbatim(text, strings.ToLower(f.Text))
 		if !ok && !seen[f.Text] {
 			seen[f.Text] = true
 			out = append(out, f)
@@ -73,6 +80,32 @@ func Unsupported(draft string, sources ...string) []Figure {
 	}
 	return out
 }
+
+// verbatim says whether fig occurs in text as a whole figure: not inside
+// a longer run of letters or digits ("€4" is not in "€45").
+func verbatim(text, fig string) bool {
+	if fig == "" {
+		return false
+	}
+	for from := 0; ; {
+		i := strings.Index(text[from:], fig)
+		if i < 0 {
+			return false
+		}
+		i += from
+		before, _ := utf8.DecodeLastRuneInString(text[:i])
+		after, _ := utf8.DecodeRuneInString(text[i+len(fig):])
+		first, _ := utf8.DecodeRuneInString(fig)
+		last, _ := utf8.DecodeLastRuneInString(fig)
+		if !(word(first) && i > 0 && word(before)) && !(word(last) && i+len(fig) < len(text) && word(after)) {
+			return true
+		}
+		from = i + 1
+	}
+}
+
+// word is a letter or a digit: what a figure may not be cut from.
+func word(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 var (
 	urlRE   = regexp.MustCompile(`(?i)\b(?:https?://|www\.)[^\s<>"'` + "`" + `]+`)

@@ -78,3 +78,23 @@ func TestValues(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsupportedVerbatim: a figure written in a source as the draft
+// writes it is held even where the source's own scan reads that text as
+// other figures (the fuzzer's case: a price cut a phone number out of the
+// facts otherwise than out of the draft); never inside a longer number.
+func TestUnsupportedVerbatim(t *testing.T) {
+	odd := "!Aaaaaa ba CHF 0!000.00 aaa 0.0000000₮00000000000000000000000000–00000"
+	if got := Unsupported(odd, odd); len(got) != 0 {
+		t.Errorf("a draft that is its facts word for word: %+v flagged", got)
+	}
+	for _, tc := range []struct{ draft, source string }{
+		{"It is €4.", "It is €45."},
+		{"Call 020 7946 095", "Call 020 7946 0958"},
+		{"on 1/2/26", "on 11/2/26"},
+	} {
+		if got := Unsupported(tc.draft, tc.source); len(got) != 1 {
+			t.Errorf("%q against %q: %+v, want its figure flagged", tc.draft, tc.source, got)
+		}
+	}
+}

@@ -11,10 +11,12 @@ import (
 )
 
 // GuardInput is what a draft's guards compare its reply with: the
-// customer's messages of the turn, the earlier conversation (messages and
-// the replies sent), and the contact.
+// client's facts the draft was written from (the text of its facts
+// version), the customer's messages of the turn, the earlier conversation
+// (messages and the replies sent), and the contact.
 type GuardInput struct {
 	Channel      string
+	Facts        string
 	Customer     string
 	Conversation []string
 	Contact      string
@@ -22,13 +24,13 @@ type GuardInput struct {
 
 // Guard checks reply before a person sees it: its language against the
 // customer's (flagged only when both are long enough and detected
-// reliably), and its figures against the client's facts and the
-// conversation (quality.Unsupported). The result is stored on the draft;
+// reliably), and its figures against the facts version the draft was
+// written from and the conversation (quality.Unsupported). The result is stored on the draft;
 // a flagged draft is never auto-approved (AutoApproveTx).
 func (r *Review) Guard(reply string, in GuardInput) *store.Guards {
 	lang := quality.CompareLanguages(in.Customer, reply)
 	g := &store.Guards{CustomerLanguage: lang.Customer, ReplyLanguage: lang.Reply, LanguageDiffers: lang.Differs}
-	sources := append([]string{r.cfg.FactsOf(in.Channel), in.Customer, in.Contact}, in.Conversation...)
+	sources := append([]string{in.Facts, in.Customer, in.Contact}, in.Conversation...)
 	for _, f := range quality.Unsupported(reply, sources...) {
 		g.Figures = append(g.Figures, store.GuardFigure{Kind: f.Kind, Text: f.Text})
 	}

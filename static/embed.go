@@ -1,4 +1,4 @@
-// Package static holds the dashboard's CSS, JavaScript and the vendored htmx,
+// Package static holds the dashboard's CSS, JavaScript, icon and the vendored htmx,
 // embedded in the binary so the appliance works offline. Each file is served
 // under a name that carries a hash of its content, so browsers may cache it
 // forever and a new build is fetched at once.
@@ -13,7 +13,7 @@ import (
 	"strings"
 )
 
-//go:embed app.css app.js htmx.min.js push.js sw.js
+//go:embed app.css app.js htmx.min.js favicon.svg push.js sw.js
 var files embed.FS
 
 // Prefix is the URL path every static file is served under.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -55,7 +56,11 @@ type Card struct {
 	// Uncertain says why the card may be in its chat without handoff
 	// knowing its ref (a post with no answer, on a surface that cannot look
 	// one up): it is not posted again, and the sentence is shown.
-	Uncertain string    `json:"uncertain,omitempty"`
+	Uncertain string `json:"uncertain,omitempty"`
+	// Erased: the draft's lead was erased (Erase). The card is open again
+	// until its surface deletes the message (the customer's words are in
+	// it); then the card itself is deleted (DeleteCard).
+	Erased    bool      `json:"erased,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
@@ -151,6 +156,76 @@ func (tx *Tx) PutCard(c Card) error {
 	return open.Put(key, []byte{})
 }
 
+// DeleteCard deletes the card of draft on surface with its index entries;
+// a card that is not there is no error.
+func (tx *Tx) DeleteCard(surface, draft string) error {
+	cards, _ := tx.cardBucket(bucketCards, false)
+	if cards == nil {
+		return nil
+	}
+	key := cardKey(surface, draft)
+	var c Card
+	if err := getJSON(cards, key, &c); err == nil && c.Ref != "" {
+		if b := tx.bucket(bucketCardsByRef); b != nil {
+			if err := b.Delete(cardRefKey(c.Surface, c.Chat, c.Ref)); err != nil {
+				return err
+			}
+		}
+	}
+	if b := tx.bucket(bucketCardsOpen); b != nil {
+		if err := b.Delete(key); err != nil {
+			return err
+		}
+	}
+	return cards.Delete(key)
+}
+
+// eraseCards marks every card of draft Erased and open, for its surface
+// to delete the message, and deletes the draft's reminders (erase.go).
+func eraseCards(tx *Tx, draft string) error {
+	cards := tx.bucket(bucketCards)
+	if cards != nil {
+		// The surfaces are few: step from one surface's keys to the next's.
+		c := cards.Cursor()
+		for k, _ := c.First(); k != nil; {
+			i := bytes.IndexByte(k, 0)
+			if i < 0 {
+				break
+			}
+			surface := string(k[:i])
+			card, err := tx.Card(surface, draft)
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case tx.skip(err, nil):
+				// Unreadable: it holds no customer's words, and is listed.
+			case err != nil:
+				return err
+			case !card.Erased:
+				card.Erased, card.Final, card.Shown = true, false, ""
+				if err := tx.PutCard(card); err != nil {
+					return err
+				}
+			}
+			c = cards.Cursor() // PutCard may have moved the cursor's page
+			k, _ = c.Seek([]byte(surface + "\x01"))
+		}
+	}
+	if b := tx.bucket(bucketReminders); b != nil {
+		prefix := []byte(draft + "\x00")
+		var keys [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			keys = append(keys, append([]byte(nil), k...))
+		}
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // OpenCards calls fn with each card of surface that may still change, in
 // draft order, until fn returns an error (which is returned).
 func (tx *Tx) OpenCards(surface string, fn func(Card) error) error {
@@ -180,4 +255,66 @@ func (tx *Tx) OpenCards(surface string, fn func(Card) error) error {
 		}
 	}
 	return nil
+}
+
+// checkCards proves the card indexes agree with the cards, both ways: a
+// posted card is found by its chat and ref, an open one (not final) is in
+// idx_cards_open, and every entry of either index names a card that says
+// so. A file without cards has none of the buckets and nothing to check.
+func checkCards(tx *Tx, r *checking) []error {
+	cards, byRef, open := tx.bucket(bucketCards), tx.bucket(bucketCardsByRef), tx.bucket(bucketCardsOpen)
+	if cards == nil && byRef == nil && open == nil {
+		return nil
+	}
+	var problems []error
+	if cards == nil || byRef == nil || open == nil {
+		return []error{fmt.Errorf("check: the card buckets are incomplete (%s %v, %s %v, %s %v)",
+			bucketCards, cards != nil, bucketCardsByRef, byRef != nil, bucketCardsOpen, open != nil)}
+	}
+	read := map[string]Card{} // by key, the cards that could be read
+	_ = cards.ForEach(func(k, v []byte) error {
+		var c Card
+		if err := unmarshal(v, &c, true); err != nil {
+			r.unreadable = append(r.unreadable, Unreadable{Kind: "card", ID: string(bytes.ReplaceAll(k, []byte{0}, []byte{'/'})), Reason: clip(err.Error())})
+			if json.Unmarshal(v, &c) != nil {
+				return nil
+			}
+		}
+		if !bytes.Equal(k, cardKey(c.Surface, c.Draft)) {
+			problems = append(problems, fmt.Errorf("check: the card at %q is of %s/%s", k, c.Surface, c.Draft))
+			return nil
+		}
+		read[string(k)] = c
+		if c.Ref != "" && string(byRef.Get(cardRefKey(c.Surface, c.Chat, c.Ref))) != c.Draft {
+			problems = append(problems, fmt.Errorf("check: the %s card of draft %s (%s in %s) is not in %s", c.Surface, c.Draft, c.Ref, c.Chat, bucketCardsByRef))
+		}
+		switch inOpen := open.Get(k) != nil; {
+		case !c.Final && !inOpen:
+			problems = append(problems, fmt.Errorf("check: the %s card of draft %s may still change but is not in %s", c.Surface, c.Draft, bucketCardsOpen))
+		case c.Final && inOpen:
+			problems = append(problems, fmt.Errorf("check: %s lists the final %s card of draft %s", bucketCardsOpen, c.Surface, c.Draft))
+		}
+		return nil
+	})
+	_ = byRef.ForEach(func(k, v []byte) error {
+		parts := bytes.SplitN(k, []byte{0}, 3)
+		if len(parts) != 3 {
+			problems = append(problems, fmt.Errorf("check: %s holds the key %q, not surface, chat and ref", bucketCardsByRef, k))
+			return nil
+		}
+		c, ok := read[string(cardKey(string(parts[0]), string(v)))]
+		if !ok && cards.Get(cardKey(string(parts[0]), string(v))) == nil {
+			problems = append(problems, fmt.Errorf("check: %s names the %s card of draft %s, which does not exist", bucketCardsByRef, parts[0], v))
+		} else if ok && (c.Chat != string(parts[1]) || c.Ref != string(parts[2])) {
+			problems = append(problems, fmt.Errorf("check: %s names the %s card of draft %s as %s in %s; the card is %s in %s", bucketCardsByRef, parts[0], v, parts[2], parts[1], c.Ref, c.Chat))
+		}
+		return nil
+	})
+	_ = open.ForEach(func(k, _ []byte) error {
+		if _, ok := read[string(k)]; !ok && cards.Get(k) == nil {
+			problems = append(problems, fmt.Errorf("check: %s lists %q, which is no card", bucketCardsOpen, bytes.ReplaceAll(k, []byte{0}, []byte{'/'})))
+		}
+		return nil
+	})
+	return problems
 }

@@ -15,14 +15,14 @@ import (
 // FuzzCardRoundTrip: a card written is read back as it was, by its draft
 // and by its message, and it is listed open until it is final.
 func FuzzCardRoundTrip(f *testing.F) {
-	f.Add("slack", "d01JDRAFT", "C0123", "1712345678.000100", "pending", false, int64(0), "")
-	f.Add("telegram", "d01JDRAFT-v2", "-1001234567890", "42", "approved:dana:undo", true, int64(0), "Telegram has no lookup: the card may be in the chat already, zoë 🌸 & <bea>")
-	f.Add("email", "d01J", "dana@example.com", "", "", false, int64(1764655200), "")
-	f.Add("ntfy", "d\u00e9", "topic/with/slash", "ref\x00nul", "\"quoted\"", true, int64(-1), "ان \xff")
+	f.Add("slack", "d01JDRAFT", "C0123", "1712345678.000100", "pending", false, int64(0), "", false)
+	f.Add("telegram", "d01JDRAFT-v2", "-1001234567890", "42", "approved:dana:undo", true, int64(0), "Telegram has no lookup: the card may be in the chat already, zoë 🌸 & <bea>", false)
+	f.Add("email", "d01J", "dana@example.com", "", "", false, int64(1764655200), "", true)
+	f.Add("ntfy", "d\u00e9", "topic/with/slash", "ref\x00nul", "\"quoted\"", true, int64(-1), "ان \xff", true)
 	st := openTest(f)
 	at := time.Date(2026, 12, 2, 6, 0, 0, 123, time.UTC)
-	f.Fuzz(func(t *testing.T, surface, draft, chat, ref, shown string, final bool, posting int64, uncertain string) {
-		c := Card{Surface: surface, Draft: draft, Chat: chat, Ref: ref, Shown: shown, Final: final, Uncertain: uncertain, CreatedAt: at, UpdatedAt: at.Add(time.Second)}
+	f.Fuzz(func(t *testing.T, surface, draft, chat, ref, shown string, final bool, posting int64, uncertain string, erased bool) {
+		c := Card{Surface: surface, Draft: draft, Chat: chat, Ref: ref, Shown: shown, Final: final, Uncertain: uncertain, Erased: erased, CreatedAt: at, UpdatedAt: at.Add(time.Second)}
 		if posting != 0 {
 			c.Posting = time.Unix(posting%(1<<34), 17).UTC()
 		}
@@ -132,5 +132,63 @@ func TestOpenCardsStepOverAnUnreadableCard(t *testing.T) {
 	}
 	if u := st.UnreadableOf("card"); len(u) != 1 || !strings.Contains(u[0].ID, "d01A") {
 		t.Errorf("unreadable = %+v, want the damaged card named", u)
+	}
+	// Check names it too (and nothing else: its index entries are its own).
+	rep, err := st.Inspect()
+	if err != nil || len(rep.Damaged) != 0 || len(rep.Unreadable) != 1 || rep.Unreadable[0].Kind != "card" || !strings.Contains(rep.Unreadable[0].ID, "d01A") {
+		t.Errorf("Inspect = %+v, %v; want the damaged card alone, unreadable", rep, err)
+	}
+	c := Card{Surface: "slack", Draft: "d01A", Chat: "C1", Ref: "1.d01A", Shown: "waiting", CreatedAt: at, UpdatedAt: at}
+	if err := st.Update(context.Background(), func(tx *Tx) error { return tx.PutCard(c) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckCards: Check finds a card missing from its indexes, an index
+// entry without its card, and an open entry of a final card.
+func TestCheckCards(t *testing.T) {
+	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name   string
+		damage func(tx engine.Tx) error
+		want   string
+	}{
+		{"ref index entry gone", func(tx engine.Tx) error {
+			return tx.Bucket(bucketCardsByRef).Delete(cardRefKey("slack", "C0ACME", "1767225600.000001"))
+		}, "is not in idx_cards_by_ref"},
+		{"ref index names no card", func(tx engine.Tx) error {
+			return tx.Bucket(bucketCardsByRef).Put(cardRefKey("slack", "C0ACME", "9.9"), []byte("d-gone"))
+		}, "names the slack card of draft d-gone, which does not exist"},
+		{"ref index names another message", func(tx engine.Tx) error {
+			return tx.Bucket(bucketCardsByRef).Put(cardRefKey("slack", "C0OTHER", "1.5"), []byte("d-open"))
+		}, "the card is 1767225600.000001 in C0ACME"},
+		{"open card not listed", func(tx engine.Tx) error { return tx.Bucket(bucketCardsOpen).Delete(cardKey("slack", "d-open")) }, "may still change but is not in idx_cards_open"},
+		{"final card listed open", func(tx engine.Tx) error { return tx.Bucket(bucketCardsOpen).Put(cardKey("telegram", "d-final"), nil) }, "lists the final telegram card of draft d-final"},
+		{"open entry of no card", func(tx engine.Tx) error { return tx.Bucket(bucketCardsOpen).Put(cardKey("ntfy", "d-none"), nil) }, "which is no card"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := Open(t.TempDir(), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			if err := st.Update(context.Background(), func(tx *Tx) error {
+				if err := tx.PutCard(Card{Surface: "slack", Draft: "d-open", Chat: "C0ACME", Ref: "1767225600.000001", Shown: "waiting", CreatedAt: at}); err != nil {
+					return err
+				}
+				return tx.PutCard(Card{Surface: "telegram", Draft: "d-final", Chat: "-100", Ref: "42", Shown: "approved", Final: true, CreatedAt: at})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Check(); err != nil {
+				t.Fatalf("Check before the damage: %v", err)
+			}
+			if err := st.raw(tc.damage); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Check = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

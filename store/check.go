@@ -210,6 +210,9 @@ func inspect(tx *Tx) CheckReport {
 	r.damaged = append(r.damaged, checkDraftCountsByChannel(tx, schema >= 11)...) // checkderived.go
 	r.damaged = append(r.damaged, checkOutboxDrafts(tx)...)
 	r.damaged = append(r.damaged, checkTokens(tx, r)...)
+	r.damaged = append(r.damaged, checkCards(tx, r)...)     // cards.go
+	r.damaged = append(r.damaged, checkReminders(tx, r)...) // reminders.go
+	r.damaged = append(r.damaged, checkFacts(tx, r)...)     // facts.go
 	return CheckReport{Damaged: r.damaged, Unreadable: r.unreadable, MoreUnreadable: r.moreUnreadable}
 }
 

@@ -73,6 +73,12 @@ type Draft struct {
 	// PromptVersion they say exactly what the draft was written from.
 	PromptHash string `json:"prompt_hash,omitempty"`
 	FactsHash  string `json:"facts_hash,omitempty"`
+	// FactsVersion is the version of the client's facts the draft was
+	// written from (facts.go; 0: none, or a draft from before versions),
+	// FactsCited the entries of it the reply cites (the model is asked
+	// to cite them as [F3]), with their text as that version has it.
+	FactsVersion int         `json:"facts_version,omitempty"`
+	FactsCited   []FactEntry `json:"facts_cited,omitempty"`
 	// Structured is how the answer's shape was asked for (drafter.structured).
 	Structured string `json:"structured,omitempty"`
 	// Cost is the drafting call's price (drafter.price × tokens), in Currency.

@@ -171,8 +171,12 @@ func eraseLead(tx *Tx, h Handoff, res *EraseResult) (n int, busy bool, err error
 	return len(events) + 1, false, nil
 }
 
-// eraseDraft erases draft d and the reply row it was approved into.
+// eraseDraft erases draft d and the reply row it was approved into; its
+// cards are left for their surfaces to delete (cards.go).
 func eraseDraft(tx *Tx, d Draft, res *EraseResult) error {
+	if err := eraseCards(tx, d.ID); err != nil {
+		return err
+	}
 	old := d
 	d.Text, d.Raw, d.Fields = Erased, "", nil
 	if d.Decision != nil {

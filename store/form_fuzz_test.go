@@ -209,7 +209,7 @@ func sameForm[T any](t *testing.T, src *source) {
 var recordKinds = []func(t *testing.T, src *source){
 	sameForm[Job], sameForm[Draft], sameForm[Outbox], sameForm[Handoff], sameForm[User], sameForm[Session],
 	sameForm[AuditEntry], sameForm[IdemKey], sameForm[Receipt], sameForm[BulkRun], sameForm[DigestMark],
-	sameForm[BudgetHold], sameForm[SandboxMessage], sameForm[setupLink], sameForm[CanaryDecision],
+	sameForm[BudgetHold], sameForm[SandboxMessage], sameForm[setupLink], sameForm[CanaryDecision], sameForm[FactsVersion], sameForm[FactsFile],
 	func(t *testing.T, src *source) {
 		// A token without a scope is one from before scopes: decoding gives
 		// it its role's scope (tokens.go).

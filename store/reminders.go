@@ -96,3 +96,25 @@ func (tx *Tx) RemindersOf(draft string) ([]Reminder, error) {
 	}
 	return out, nil
 }
+
+// checkReminders proves each reminder is stored under its draft and stage
+// (Check); one that cannot be read is listed.
+func checkReminders(tx *Tx, r *checking) []error {
+	b := tx.bucket(bucketReminders)
+	if b == nil {
+		return nil
+	}
+	var problems []error
+	_ = b.ForEach(func(k, v []byte) error {
+		var rem Reminder
+		if err := unmarshal(v, &rem, true); err != nil {
+			r.unreadable = append(r.unreadable, Unreadable{Kind: "reminder", ID: string(bytes.ReplaceAll(k, []byte{0}, []byte{'/'})), Reason: clip(err.Error())})
+			return nil
+		}
+		if !bytes.Equal(k, reminderKey(rem.Draft, rem.Stage)) {
+			problems = append(problems, fmt.Errorf("check: the reminder at %q is the %s reminder of draft %s", bytes.ReplaceAll(k, []byte{0}, []byte{'/'}), rem.Stage, rem.Draft))
+		}
+		return nil
+	})
+	return problems
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // FuzzReminderForm: a reminder written is read back as it was, by its
@@ -108,5 +110,45 @@ func TestAddReminderOnce(t *testing.T) {
 	wg.Wait()
 	if added != 1 {
 		t.Fatalf("added %d times, want once", added)
+	}
+}
+
+// TestCheckReminders: Check finds a reminder stored under another draft's
+// key, and lists one that cannot be read.
+func TestCheckReminders(t *testing.T) {
+	st, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Update(context.Background(), func(tx *Tx) error {
+		_, err := tx.AddReminder(Reminder{Draft: "d01", Stage: "remind", At: time.Unix(0, 0)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Check(); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if err := st.raw(func(tx engine.Tx) error {
+		return tx.Bucket(bucketReminders).Put(reminderKey("d02", "remind"), []byte(`{"v":1,"draft":"d01","stage":"remind","at":"1970-01-01T00:00:00Z"}`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Check(); err == nil || !strings.Contains(err.Error(), `the reminder at "d02/remind" is the remind reminder of draft d01`) {
+		t.Fatalf("Check = %v, want the misplaced reminder named", err)
+	}
+	if err := st.raw(func(tx engine.Tx) error {
+		b := tx.Bucket(bucketReminders)
+		if err := b.Delete(reminderKey("d02", "remind")); err != nil {
+			return err
+		}
+		return b.Put(reminderKey("d03", "window"), []byte(`{"v":1,"draft":`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := st.Inspect()
+	if err != nil || len(rep.Damaged) != 0 || len(rep.Unreadable) != 1 || rep.Unreadable[0].Kind != "reminder" {
+		t.Fatalf("Inspect = %+v, %v; want the damaged reminder listed", rep, err)
 	}
 }

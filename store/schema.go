@@ -48,6 +48,9 @@ import (
 //	idx_drafts_pending   'w' channel 0x00 customer's last message (8 bytes BE) | draftID -> "" and
 //	                     'c' channel 0x00 createdAt (8 bytes BE) | draftID -> "" (waiting drafts only: the queue
 //	                     in reply-window order, queue.go; schema 14 on)
+//	facts                client id 0x00 version (4 bytes BE) -> FactsVersion JSON (a client's facts, each version
+//	                     written once; facts.go) and facts_files: client id -> FactsFile JSON (the facts_file
+//	                     last read); both created by their first record, so any schema may lack them
 //
 // ULIDs and fixed-width big-endian times sort the way they are read, so the
 // next due job is the first key of idx_jobs_ready and inserts append at the

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -416,5 +417,61 @@ func hijackClose(w http.ResponseWriter) {
 	conn, _, err := w.(http.Hijacker).Hijack()
 	if err == nil {
 		_ = conn.Close()
+	}
+}
+
+// draftJSON is a valid draft whose reply is reply.
+func draftJSON(reply string) Reply {
+	raw, _ := json.Marshal(map[string]any{"reply": reply, "intent": "support", "name": "Ada", "email": "ada@example.com", "phone": "", "summary": "cites facts", "confidence": 0.8})
+	return JSONReply(string(raw))
+}
+
+// CiteReply is a valid draft whose reply is text, then a mark citing ids
+// as the prompt asks ("… [F1][F3]"); without ids, text as it is (which
+// may hold marks of its own).
+func CiteReply(text string, ids ...string) Reply {
+	if len(ids) > 0 {
+		text += " [" + strings.Join(ids, "][") + "]"
+	}
+	return draftJSON(text)
+}
+
+// OfferedFacts is the facts entries a request's system prompt offered,
+// by id: the lines "[F3] Open 9–17" (drafter.factsPrompt).
+func OfferedFacts(r ChatRequest) map[string]string {
+	out := map[string]string{}
+	for _, m := range r.Messages {
+		if m.Role != "system" {
+			continue
+		}
+		for _, line := range strings.Split(m.Text(), "\n") {
+			id, text, ok := strings.Cut(line, "] ")
+			if ok && strings.HasPrefix(id, "[F") && len(id) > 2 && strings.Trim(id[2:], "0123456789") == "" {
+				out[id[1:]] = text
+			}
+		}
+	}
+	return out
+}
+
+// CiteFacts is a script that answers every call with reply, citing each
+// fact the call's prompt offered whose text holds one of words (case
+// folded), in the order of the ids' numbers: the model using the facts
+// as it is asked to.
+func CiteFacts(reply string, words ...string) func(ModelCall) Reply {
+	return func(c ModelCall) Reply {
+		offered := OfferedFacts(c.Req)
+		var ids []string
+		for id, text := range offered {
+			if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(strings.ToLower(text), strings.ToLower(w)) }) {
+				ids = append(ids, id)
+			}
+		}
+		slices.SortFunc(ids, func(a, b string) int {
+			x, _ := strconv.Atoi(a[1:])
+			y, _ := strconv.Atoi(b[1:])
+			return x - y
+		})
+		return CiteReply(reply, ids...)
 	}
 }

@@ -20,6 +20,10 @@ type CanaryRow struct {
 	At       *time.Time        `json:"at,omitempty"`
 	AFigures QualityRow        `json:"a_figures"`
 	BFigures QualityRow        `json:"b_figures"`
+	// ADecided and BDecided are how each version's drafts were decided
+	// (the overview's drafting figures, over the client's channels).
+	ADecided PromptRow `json:"a_decided"`
+	BDecided PromptRow `json:"b_decided"`
 }
 
 // StateLine says what the canary does now, in words.

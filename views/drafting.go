@@ -26,9 +26,15 @@ type CostRow struct {
 // replies, drafts asked for again and closes are counted as themselves,
 // not as rejections.
 type PromptRow struct {
-	PromptVersion                                string
-	Drafts, Unchanged, Edited, Rejected, Waiting int
-	OwnReplies, DraftedAgain, Closed             int
+	PromptVersion string `json:"prompt_version"`
+	Drafts        int    `json:"drafts"`
+	Unchanged     int    `json:"approved_unchanged"`
+	Edited        int    `json:"edited"`
+	Rejected      int    `json:"rejected"`
+	Waiting       int    `json:"waiting"`
+	OwnReplies    int    `json:"own_replies"`
+	DraftedAgain  int    `json:"drafted_again"`
+	Closed        int    `json:"closed"`
 }
 
 // Rate is n of the judged drafts as a percentage ("–" when none is): those

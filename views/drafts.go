@@ -126,6 +126,10 @@ type LeadActions struct {
 	Recipient string // "" : no contact, so only closing is offered
 	Waiting   int    // messages in the open turn
 	Drafting  bool   // a draft of the turn is being written, so "draft again" waits
+	// WindowClosed says the channel's reply window closed: a reply of
+	// one's own or a new draft would be refused as the draft is, so only
+	// closing is offered here (the template is on the card).
+	WindowClosed bool
 }
 
 // QueueItem is one line of the list of upcoming drafts.
@@ -289,7 +293,7 @@ func (r Selection) verb() string {
 }
 
 func (r Selection) summary() string {
-	s := itoa(len(r.Done)) + " of " + itoa(len(r.Done)+len(r.Refused)) + " selected draft(s) " + r.verb()
+	s := itoa(len(r.Done)) + " of " + itoa(len(r.Done)+len(r.Refused)) + plural(len(r.Done)+len(r.Refused), " selected draft ", " selected drafts ") + r.verb()
 	if len(r.Refused) == 0 {
 		return s + "."
 	}

@@ -64,6 +64,9 @@ func count(n int, one, many string) string {
 	return grouped(n) + " " + plural(n, one, many)
 }
 
+// Count is count for the handlers: "1 draft", "2 drafts", never "draft(s)".
+func Count(n int, one, many string) string { return count(n, one, many) }
+
 // grouped writes n with commas between thousands.
 func grouped(n int) string {
 	s := itoa(n)

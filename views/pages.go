@@ -118,6 +118,9 @@ type ReconcileRows struct {
 	Notice *Notice
 	Limit  int
 	Lookup map[string]bool // providers that can find a send by our reference
+	// Names are the customers the replies went to, by outbox id: a row is
+	// titled "Reply to Ada Lovelace", its id among its facts.
+	Names map[string]string
 }
 
 // Secret is a password or token shown once, right after it was made.

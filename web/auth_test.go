@@ -322,7 +322,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 	)
 	need := map[string]string{
 		"GET /healthz": public, "GET /readyz": public, "POST /hooks/:channel": public, "GET /hooks/:channel": public,
-		"GET /static/:name": public, "GET /sw.js": public, "GET /login": public, "POST /login": public,
+		"GET /static/:name": public, "GET /favicon.ico": public, "GET /sw.js": public, "GET /login": public, "POST /login": public,
 		"GET /setup/:token": public, "POST /setup/:token": public,
 		// The approval surfaces verify their own signatures (web/surfaces.go).
 		"POST /surfaces/:surface": public, "POST /surfaces/:surface/*": public,
@@ -341,6 +341,7 @@ func TestScopesOnEveryRoute(t *testing.T) {
 		"POST /api/v1/dead-letters/replay": admin, "GET /api/v1/dead-letters/bulk/:id": admin,
 		"POST /api/v1/dead-letters/bulk/:id/cancel": admin, "POST /api/v1/dead-letters/*": admin, "GET /api/v1/backup": admin,
 		"POST /api/v1/backups": admin, "GET /api/v1/backups/offsite": admin,
+		"GET /api/v1/clients/:id/facts": admin, "PUT /api/v1/clients/:id/facts": admin, "GET /api/v1/clients/:id/facts/:version": admin,
 		// Dashboard routes need no entry (they are pages); these are listed
 		// so the dead-letter table's routes are seen to be checked.
 		"GET /dead-letters/*": page, "POST /dead-letters/replay-selected": page,

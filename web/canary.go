@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
@@ -27,6 +28,11 @@ func (s *Server) canaries(c *echo.Context, q views.QualityStats) (views.Canaries
 	}
 	out.CSRF = csrfOf(c)
 	v := s.visible(c)
+	today := s.now().UTC().Truncate(24 * time.Hour)
+	figures, err := s.st.DraftFigures(v, today.AddDate(0, 0, -(statsDays-1)))
+	if err != nil {
+		return out, err
+	}
 	for _, cl := range s.cfg.ClientList() {
 		if !cn.Runs(cl.ID) || !seesAny(v, s.cfg.ClientChannels(cl.ID)) {
 			continue
@@ -42,9 +48,32 @@ func (s *Server) canaries(c *echo.Context, q views.QualityStats) (views.Canaries
 		}
 		r.AFigures = sumFigures(q, cl.ID, r.A)
 		r.BFigures = sumFigures(q, cl.ID, r.B)
+		r.ADecided, r.BDecided = views.PromptRow{PromptVersion: r.A}, views.PromptRow{PromptVersion: r.B}
+		for _, f := range figures {
+			if s.cfg.ClientOf(f.Channel) != cl.ID {
+				continue
+			}
+			switch f.PromptVersion {
+			case r.A:
+				addDecided(&r.ADecided, f)
+			case r.B:
+				addDecided(&r.BDecided, f)
+			}
+		}
 		out.Rows = append(out.Rows, r)
 	}
 	return out, nil
+}
+
+func addDecided(p *views.PromptRow, f store.DraftFigure) {
+	p.Drafts += f.Drafts
+	p.Unchanged += f.Unchanged
+	p.Edited += f.Edited
+	p.Rejected += f.Rejected
+	p.Waiting += f.Waiting
+	p.OwnReplies += f.OwnReplies
+	p.DraftedAgain += f.DraftedAgain
+	p.Closed += f.Closed
 }
 
 func seesAny(v store.Visible, channels []string) bool {

@@ -87,9 +87,14 @@ func (s *Server) eraseClient(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	text := fmt.Sprintf("Erased %s: %d leads, %d messages, %d drafts, %d replies.", what, res.Leads, res.Events, res.Drafts, res.Outbox)
-	if len(res.Busy) > 0 {
-		text += fmt.Sprintf(" %d leads were left as they were because a draft or reply is still under way (%s); decide or close them and erase again.", len(res.Busy), strings.Join(res.Busy, ", "))
+	text := "Erased " + what + ": " + views.Count(res.Leads, "lead", "leads") + ", " + views.Count(res.Events, "message", "messages") + ", " +
+		views.Count(res.Drafts, "draft", "drafts") + ", " + views.Count(res.Outbox, "reply", "replies") + "."
+	if n := len(res.Busy); n > 0 {
+		left := " leads were left as they were because a draft or reply is still under way (%s); decide or close them and erase again."
+		if n == 1 {
+			left = " lead was left as it was because a draft or reply is still under way (%s); decide or close it and erase again."
+		}
+		text += fmt.Sprintf(" %d"+left, n, strings.Join(res.Busy, ", "))
 	}
 	return s.renderClients(c, http.StatusOK, &views.Notice{Tone: "ok", Text: text})
 }

@@ -134,7 +134,7 @@ func TestClientsAccessMatrix(t *testing.T) {
 	)
 	class := map[string]string{
 		"GET /healthz": public, "GET /readyz": public, "POST /hooks/:channel": public, "GET /hooks/:channel": public,
-		"GET /static/:name": public, "GET /login": public, "POST /login": public, "GET /metrics": public,
+		"GET /static/:name": public, "GET /favicon.ico": public, "GET /login": public, "POST /login": public, "GET /metrics": public,
 		"GET /setup/:token": public, "POST /setup/:token": public, "GET /login/code": public, "POST /login/code": public,
 		"POST /logout": own, "GET /account": own, "POST /account/password": own, "POST /account/sessions/end": own,
 		"POST /account/totp/start": own, "POST /account/totp/confirm": own, "POST /account/totp/remove": own,
@@ -163,6 +163,8 @@ func TestClientsAccessMatrix(t *testing.T) {
 		"POST /api/v1/dead-letters/replay": admin, "GET /api/v1/dead-letters/bulk/:id": admin,
 		"POST /api/v1/dead-letters/bulk/:id/cancel": admin, "POST /api/v1/dead-letters/*": admin, "GET /api/v1/backup": admin,
 		"POST /api/v1/backups": admin, "GET /api/v1/backups/offsite": admin,
+		// A client's facts are an admin's, whoever's client (facts.go).
+		"GET /api/v1/clients/:id/facts": admin, "GET /api/v1/clients/:id/facts/:version": admin,
 		// The dead-letter table's routes are an admin's, as the list is.
 		"GET /dead-letters": admin, "GET /dead-letters/*": admin, "POST /dead-letters/replay-selected": admin,
 	}
@@ -475,7 +477,7 @@ func TestClientErase(t *testing.T) {
 	}
 	// The step-up above covers the next erase without the password.
 	got := root.post("/clients/acme/erase", url.Values{"contact": {acme.contact}, "confirm": {"acme"}})
-	if got.code != http.StatusOK || !strings.Contains(got.body, "Erased client acme contact "+acme.contact+": 1 leads, 1 messages, 1 drafts, 1 replies.") {
+	if got.code != http.StatusOK || !strings.Contains(got.body, "Erased client acme contact "+acme.contact+": 1 lead, 1 message, 1 draft, 1 reply.") {
 		t.Fatalf("erase: %d %.2000s", got.code, got.body)
 	}
 	ev, err := e.st.EventByKey(acme.sentKey)
@@ -521,7 +523,7 @@ func TestClientErase(t *testing.T) {
 	}
 	// The whole client: the waiting lead is busy and left as it was.
 	got = root.post("/clients/acme/erase", url.Values{"confirm": {"acme"}})
-	if got.code != http.StatusOK || !strings.Contains(got.body, "1 leads were left as they were") {
+	if got.code != http.StatusOK || !strings.Contains(got.body, "1 lead was left as it was") {
 		t.Errorf("erasing acme with a waiting draft: %d %.2000s", got.code, got.body)
 	}
 	if ev, err := e.st.EventByKey(acme.pendingKey); err != nil || ev.Text == store.Erased {

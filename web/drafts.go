@@ -178,6 +178,7 @@ func (s *Server) approve(c *echo.Context, id, text string, w decisionReason) (re
 	if err != nil {
 		return review.Approved{}, missing(err, "there is no draft %q", id)
 	}
+	s.claims.release(id) // decided, here or earlier: nobody is "looking at" it any more
 	if res.Created {
 		s.jobs.Wake()
 	}
@@ -257,23 +258,26 @@ func (s *Server) reject(c *echo.Context, id string, w decisionReason) (review.Re
 	if err != nil {
 		return review.Rejected{}, missing(err, "there is no such draft")
 	}
+	s.claims.release(id)
 	return res, nil
 }
 
-// answerLeadAction answers a lead action made from a page (leadActionPage:
-// "Send my reply", "Draft again", "Close without reply"): it says what the
-// action did, in words, in the next page's undo stack (setFlash), and goes
-// back to the page the form was on — on the queue, to the next draft of
-// another customer, so the queue moves on rather than showing the card of
-// a draft the action just replaced or closed.
-func (s *Server) answerLeadAction(c *echo.Context, key, action string, body leadBody, ans leadActionAnswer) error {
+// leadMessage says what a lead action did, in words, naming the customer:
+// the dashboard's sentence after it (answerLeadAction) and the API's
+// message (api: the undo is named by its API route, not the stack's
+// button).
+func (s *Server) leadMessage(key string, body leadBody, ans leadActionAnswer, api bool) string {
 	name := s.customerOf(key)
 	var text string
 	switch ans.Status {
 	case "approved":
+		undoHow := "Undo below"
+		if api && ans.Draft != nil {
+			undoHow = "POST /api/v1/drafts/" + ans.Draft.ID + "/undo"
+		}
 		text = "Your reply to " + name + " is on its way."
 		if o := ans.Outbox; o != nil && !o.UndoUntil.IsZero() {
-			text = "Your reply to " + name + " goes out at " + o.UndoUntil.UTC().Format("15:04:05 UTC") + "; until then Undo below takes it back."
+			text = "Your reply to " + name + " goes out at " + o.UndoUntil.UTC().Format("15:04:05 UTC") + "; until then " + undoHow + " takes it back."
 		}
 	case "drafting":
 		text = "A new draft for " + name + " is being written"
@@ -287,7 +291,11 @@ func (s *Server) answerLeadAction(c *echo.Context, key, action string, body lead
 	case "closed":
 		text = "Closed " + name + " without a reply."
 		if s.cfg.UndoWindow > 0 {
-			text += " Undo below reopens it for the next " + views.Age(s.cfg.UndoWindow) + "."
+			undoHow := "Undo below"
+			if api && ans.Handoff != nil {
+				undoHow = "POST /api/v1/handoffs/" + url.PathEscape(ans.Handoff.Key) + "/reopen"
+			}
+			text += " " + undoHow + " reopens it for the next " + views.Age(s.cfg.UndoWindow) + "."
 		}
 	case "already_closed":
 		text = name + " was closed already."
@@ -295,7 +303,17 @@ func (s *Server) answerLeadAction(c *echo.Context, key, action string, body lead
 			text = name + " was closed already, by " + h.Closed.By + " at " + h.Closed.At.UTC().Format("15:04:05 UTC") + ": " + h.Closed.Reason
 		}
 	}
-	if text != "" {
+	return text
+}
+
+// answerLeadAction answers a lead action made from a page (leadActionPage:
+// "Send my reply", "Draft again", "Close without reply"): it says what the
+// action did, in words, in the next page's undo stack (setFlash), and goes
+// back to the page the form was on — on the queue, to the next draft of
+// another customer, so the queue moves on rather than showing the card of
+// a draft the action just replaced or closed.
+func (s *Server) answerLeadAction(c *echo.Context, key, action string, body leadBody, ans leadActionAnswer) error {
+	if text := s.leadMessage(key, body, ans, false); text != "" {
 		s.setFlash(c, text)
 	}
 	back := c.FormValue("back")

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/handoff/handoff/delivery"
+	"github.com/handoff/handoff/facts"
 	"github.com/handoff/handoff/hook"
 	"github.com/handoff/handoff/keys"
 	"github.com/handoff/handoff/password"
@@ -38,6 +39,7 @@ const correlationHeader = "X-Correlation-Id"
 //	                            the record asked for is damaged; every list shows it as a row
 //	*delivery.NotRegenerableError 400, its sentence
 //	*review.TooLongError        400, its sentence (the reply's length and its provider's limit)
+//	*facts.TextError            400, its sentence (facts too long for a prompt, or not text)
 //	*review.WindowClosedError   409, its sentence (the reply window closed: send a template or use another channel)
 //	*review.TemplateError       400, its sentence (a template the provider does not have, or its parameters)
 //	*delivery.UnsafeReplayError   409, its sentence (send the confirmation)
@@ -76,6 +78,7 @@ func answerFor(err error) (status int, msg string) {
 		hk         *hook.Error
 		notRegen   *delivery.NotRegenerableError
 		tooLong    *review.TooLongError
+		factsText  *facts.TextError
 		closed     *review.WindowClosedError
 		tplErr     *review.TemplateError
 		unsafe     *delivery.UnsafeReplayError
@@ -112,6 +115,8 @@ func answerFor(err error) (status int, msg string) {
 		return http.StatusUnprocessableEntity, unreadable.Error()
 	case errors.As(err, &notRegen):
 		return http.StatusBadRequest, notRegen.Error()
+	case errors.As(err, &factsText):
+		return http.StatusBadRequest, factsText.Error()
 	case errors.As(err, &tooLong):
 		return http.StatusBadRequest, tooLong.Error()
 	case errors.As(err, &closed):

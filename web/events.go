@@ -90,6 +90,9 @@ type leadActionAnswer struct {
 	Job      *store.Job     `json:"job,omitempty"`
 	Handoff  *store.Handoff `json:"handoff,omitempty"`
 	OutboxID string         `json:"outbox_id,omitempty"`
+	// Message says what the action did, in words: the sentence the
+	// dashboard shows after it (leadMessage).
+	Message string `json:"message"`
 }
 
 // leadActionAPI answers POST /api/v1/events/{key}/reply, …/redraft and
@@ -107,11 +110,42 @@ func (s *Server) leadActionAPI(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	ans.Message = s.leadMessage(key, body, ans, true)
 	return c.JSON(http.StatusOK, ans)
+}
+
+// turnDraftOf names the draft of the open turn of event key's lead, ""
+// when there is none or it cannot be read: the draft a lead action ends.
+func (s *Server) turnDraftOf(key string) string {
+	id := ""
+	_ = s.st.View(func(tx *store.Tx) error {
+		ev, err := tx.EventByKey(key)
+		if err != nil {
+			return err
+		}
+		h, err := tx.Handoff(store.LeadKey(ev.Channel, ev.ConversationID))
+		if err != nil {
+			return err
+		}
+		id, err = tx.CurrentDraftID(h)
+		return err
+	})
+	return id
 }
 
 // leadAction runs one lead action for the API and the dashboard alike.
 func (s *Server) leadAction(c *echo.Context, key, action string, body leadBody) (leadActionAnswer, error) {
+	ended := s.turnDraftOf(key) // read before the action moves the turn on
+	ans, err := s.runLeadAction(c, key, action, body)
+	if err == nil && ended != "" {
+		// The turn's draft is decided (rejected or replaced): its soft
+		// claim ends with it, on the API as on the dashboard.
+		s.claims.release(ended)
+	}
+	return ans, err
+}
+
+func (s *Server) runLeadAction(c *echo.Context, key, action string, body leadBody) (leadActionAnswer, error) {
 	ctx := c.Request().Context()
 	rv := review.New(s.st, s.cfg)
 	dec := store.Decision{By: actor(c), At: s.now().UTC(), From: c.RealIP()}

@@ -31,6 +31,7 @@ type Metrics struct {
 	backups      *prometheus.CounterVec
 	downloads    *prometheus.CounterVec
 	leadsClosed  prometheus.Counter
+	closesUndone prometheus.Counter
 	offsite      *offsiteMetrics // metrics_backup.go
 	cfg          *config.Config
 
@@ -73,10 +74,13 @@ func NewMetrics(st *store.Store, cfg *config.Config, now func() time.Time) *Metr
 		leadsClosed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "handoff_leads_closed_total", Help: "Leads a person closed without a reply.",
 		}),
+		closesUndone: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "handoff_lead_closes_undone_total", Help: "Closes of a lead a person took back inside the undo window (the lead reopened).",
+		}),
 		lastBackup: -1,
 		cfg:        cfg,
 	}
-	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.draftCost, m.backups, m.downloads, m.leadsClosed,
+	m.reg.MustRegister(m.webhooks, m.jobsFinished, m.jobDuration, m.modelCalls, m.modelTokens, m.draftCost, m.backups, m.downloads, m.leadsClosed, m.closesUndone,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&storeCollector{st: st, cfg: cfg, now: now, m: m})
 	m.offsite = newOffsiteMetrics(m.reg, now)
@@ -109,6 +113,13 @@ func (m *Metrics) Webhook(channel, outcome string) {
 func (m *Metrics) LeadClosed() {
 	if m != nil {
 		m.leadsClosed.Inc()
+	}
+}
+
+// LeadCloseUndone counts one close of a lead undone (reopened).
+func (m *Metrics) LeadCloseUndone() {
+	if m != nil {
+		m.closesUndone.Inc()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/labstack/echo/v5"
 
@@ -25,7 +26,10 @@ func (s *Server) reconcilePage(c *echo.Context) error {
 		return err
 	}
 	l.Unreadable = s.unreadableFor(c, s.st.UnreadableOf("outbox row"))
-	r := views.ReconcileRows{Rows: rows, Limit: reconcileLimit, Lookup: s.lookupProviders()}
+	r := views.ReconcileRows{Rows: rows, Limit: reconcileLimit, Lookup: s.lookupProviders(), Names: map[string]string{}}
+	for _, o := range rows {
+		r.Names[o.ID] = s.customerOf(o.EventKey) // the name, else the contact (undo.go)
+	}
 	if c.QueryParam("action") == "lookup" {
 		r.Notice = s.lookedNotice(c.QueryParam("done")) // after "Look it up now" (pages_deadletters.go)
 	}
@@ -78,12 +82,41 @@ func (s *Server) settingsPage(c *echo.Context) error {
 	return render(c, http.StatusOK, views.SettingsPage(l, views.Settings{Config: s.cfg.Redacted(), Warnings: s.cfg.Warnings(), Database: db}))
 }
 
-// auditLimit is how many entries the audit page shows.
-const auditLimit = 200
+const (
+	// auditLimit is how many entries a page of the audit log shows.
+	auditLimit = 100
+	// auditScan bounds how many entries one page reads while filtering.
+	auditScan = 5000
+)
 
-// auditPage answers GET /audit: the newest entries of the audit log.
+// auditActions are the actions the audit log names, offered by the
+// filter while typing (any other value still filters).
+var auditActions = []string{
+	"approve draft", "reject draft", "undo approval", "undo rejection", "hold draft", "draft again", "close lead", "undo close",
+	"login", "login failed", "login refused", "logout", "log out other sessions", "step-up", "step-up failed",
+	"create user", "change user", "disable user", "enable user", "remove user", "reset password", "change password", "set user email", "unlock login",
+	"start second factor enrolment", "enrol second factor", "remove second factor", "reset second factor",
+	"create token", "revoke token", "export", "erase", "backup restored", "reconcile", "look up",
+}
+
+// auditPage answers GET /audit?who=&action=&q=&before=: a page of the
+// audit log, newest first, filtered by who, the action and a part of the
+// target or detail; before (an entry id the previous page gave) pages on.
 func (s *Server) auditPage(c *echo.Context) error {
-	entries, err := s.st.AuditLog(auditLimit)
+	f := store.AuditFilter{
+		Who: strings.TrimSpace(c.QueryParam("who")), Action: strings.TrimSpace(c.QueryParam("action")),
+		Text: strings.TrimSpace(c.QueryParam("q")), Before: c.QueryParam("before"),
+		Limit: auditLimit, Scan: auditScan,
+	}
+	for name, v := range map[string]string{"who": f.Who, "action": f.Action, "q": f.Text} {
+		if len(v) > 200 {
+			return errorf(http.StatusBadRequest, "the %s filter is %d bytes; keep it under 200", name, len(v))
+		}
+	}
+	if f.Before != "" && !validULID(f.Before) {
+		return errorf(http.StatusBadRequest, "before %q is not an entry id this log gave out", f.Before)
+	}
+	page, err := s.st.AuditPageOf(f)
 	if err != nil {
 		return err
 	}
@@ -91,5 +124,19 @@ func (s *Server) auditPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.AuditPage(l, entries))
+	return render(c, http.StatusOK, views.AuditPage(l, views.Audit{Filter: f, Page: page, Actions: auditActions}))
+}
+
+// validULID reports whether v is 26 characters of Crockford's base32, as
+// the audit log's entry ids are.
+func validULID(v string) bool {
+	if len(v) != 26 {
+		return false
+	}
+	for _, r := range v {
+		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", r) {
+			return false
+		}
+	}
+	return true
 }

@@ -116,6 +116,7 @@ func (s *Server) pendingCard(c *echo.Context, v queueView, page []store.Draft, n
 	card.Recipient = card.Lead.Recipient
 	card.SMS = s.sendsSMS(d.Channel)
 	card.Window = s.windowCard(cv.Lead, card.Now) // window.go
+	card.Lead.WindowClosed = card.Window.Closed() // no Approve, no reply of one's own: the ways out only
 	if p := who(c); p != nil {
 		card.LookedBy = s.claims.look(d.ID, p.Name, s.now())
 	}
@@ -147,7 +148,9 @@ func (s *Server) leadActions(c *echo.Context, ev store.Event, back string) (view
 		}
 		drafting = err == nil
 	}
-	return s.leadActionsOf(c, ev, h, drafting, back), nil
+	a := s.leadActionsOf(c, ev, h, drafting, back)
+	a.WindowClosed = s.windowCard(h, s.now()).Closed()
+	return a, nil
 }
 
 // leadActionsOf is leadActions with the lead h and whether a draft job of

@@ -269,6 +269,18 @@ func draftEntries(d store.Draft, versioned bool) (views.Entry, []views.Entry) {
 	if d.Instruction != "" {
 		facts = append(facts, views.Fact{Label: "Instruction", Value: d.Instruction})
 	}
+	if d.FactsVersion > 0 {
+		v := fmt.Sprintf("version %d", d.FactsVersion)
+		for i, e := range d.FactsCited {
+			if i == 0 {
+				v += ", cites "
+			} else {
+				v += ", "
+			}
+			v += e.ID
+		}
+		facts = append(facts, views.Fact{Label: "Facts", Value: v})
+	}
 	if d.Author != "" {
 		title = "Reply written by " + d.Author + strings.TrimPrefix(title, "Reply drafted")
 	}

@@ -164,7 +164,7 @@ func TestQueueSelectApprove(t *testing.T) {
 	if p.code != http.StatusOK {
 		t.Fatalf("approve selected: %d %.500s", p.code, p.body)
 	}
-	if !strings.Contains(p.body, "2 of 3 selected draft(s) approved; 1 could not be:") || !strings.Contains(p.body, d3.ID+"</a>: ") || !strings.Contains(p.body, "reject") {
+	if !strings.Contains(p.body, "2 of 3 selected drafts approved; 1 could not be:") || !strings.Contains(p.body, d3.ID+"</a>: ") || !strings.Contains(p.body, "reject") {
 		t.Errorf("the answer does not say what was approved and why %s was not: %.800s", d3.ID, p.body)
 	}
 	for _, d := range []store.Draft{d1, d2} {
@@ -179,7 +179,7 @@ func TestQueueSelectApprove(t *testing.T) {
 	// Rejecting a selection, without htmx: the whole queue answers.
 	d4 := pending(t, e, "demo", "s4", "four")
 	p = b.post("/drafts/selected", url.Values{"id": {d4.ID}, "action": {"reject"}, "reason": {"spam"}})
-	if p.code != http.StatusOK || !strings.Contains(p.body, "1 of 1 selected draft(s) rejected.") {
+	if p.code != http.StatusOK || !strings.Contains(p.body, "1 of 1 selected draft rejected.") {
 		t.Errorf("reject selected: %d %.500s", p.code, p.body)
 	}
 	if got, _ := e.st.Draft(d4.ID); got.Status != store.DraftRejected || got.Decision.Reason != "spam" {

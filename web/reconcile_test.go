@@ -299,6 +299,15 @@ func TestLookItUpNow(t *testing.T) {
 	}
 
 	rp := admin.getOK("/reconcile")
+	// Each row is titled by its customer and channel, not its outbox id.
+	for _, ch := range []string{"look", "gone", "blind"} {
+		if !strings.Contains(rp.body, `<h2 dir="auto">Reply to Ada <span class="chip">`+ch+`</span></h2>`) {
+			t.Errorf("the row on %s is not titled by its customer: %.3000s", ch, rp.body)
+		}
+	}
+	if strings.Contains(rp.body, `<h2 class="mono">`) {
+		t.Errorf("a row is still titled by its outbox id")
+	}
 	if n := strings.Count(rp.body, "Look it up now"); n != 2 {
 		t.Errorf("%d lookup buttons, want 2 (look and gone)", n)
 	}

@@ -74,6 +74,9 @@ func (s *Server) routes() {
 	apiAdmin.GET("/backup", s.downloadBackup)
 	apiAdmin.POST("/backups", s.backupNowAPI) // ?to=s3 insists on the offsite copy
 	apiAdmin.GET("/backups/offsite", s.offsiteListAPI)
+	apiAdmin.GET("/clients/:id/facts", s.factsAPI) // a client's facts, versioned (facts.go)
+	apiAdmin.PUT("/clients/:id/facts", s.putFactsAPI)
+	apiAdmin.GET("/clients/:id/facts/:version", s.factsVersionAPI)
 	// Each group answers the paths it does not know, and the last one
 	// made wins: any caller who got in hears 404 there, not a scope's 403.
 	api("")
@@ -83,6 +86,7 @@ func (s *Server) routes() {
 	// same-origin browser. POST /login has no session yet, so only the
 	// origin check.
 	e.GET("/static/:name", s.staticFile)
+	e.GET("/favicon.ico", s.favicon)
 	e.GET("/login", s.loginForm)
 	e.POST("/login", s.loginSubmit, crossOrigin, limitForm)
 	// An admin who must enrol a second factor (auth.require_totp_for_admins)
@@ -141,6 +145,12 @@ func (s *Server) routes() {
 	e.GET("/clients", s.clientsPage, page...)
 	e.GET("/clients/:id/export", s.exportClient, stepUpAdmin...) // ?contact= for one contact
 	e.POST("/clients/:id/erase", s.eraseClient, stepUpAdmin...)  // form: contact (empty: the whole client), confirm, current
+	// A client's facts, what its drafts are written from: an admin's
+	// (facts.go); the form may be longer than another (limitFactsForm).
+	factsForm := []echo.MiddlewareFunc{crossOrigin, limitFactsForm, s.requirePage, s.enrolled, requireAdmin}
+	e.GET("/clients/:id/facts", s.factsPage, admin...) // ?version=N, ?diff=N, ?from=A&to=B
+	e.POST("/clients/:id/facts", s.saveFactsPage, factsForm...)
+	e.POST("/clients/:id/facts/reload", s.reloadFactsPage, admin...) // the facts_file read again
 	e.GET("/reconcile", s.reconcilePage, admin...)
 	e.POST("/canary/:client/:action", s.canaryAction, admin...) // promote, rollback (canary.go)
 	e.POST("/reconcile/*", s.reconcileSubmit, admin...)

@@ -93,6 +93,9 @@ func New(d Deps) (*Server, error) {
 	if s.outbox == nil {
 		s.outbox = delivery.New(d.Store, d.Config)
 	}
+	if s.surfaces != nil {
+		s.surfaces.Decided = s.claims.release // a decision on Slack or Telegram ends the card's claim too
+	}
 	if s.https() {
 		// A __Host- cookie is only accepted when Secure, on Path=/ and
 		// without a Domain: no other host and no plain-http page can set

@@ -21,3 +21,11 @@ func (s *Server) staticFile(c *echo.Context) error {
 	h.Set("X-Content-Type-Options", "nosniff")
 	return c.Blob(http.StatusOK, f.Type, f.Body)
 }
+
+// favicon answers GET /favicon.ico, which browsers ask for on their own
+// (a feed reader, a bookmark, a page without the head's icon link): a
+// redirect to the hashed icon, so it is not a 404 nor a login page.
+func (s *Server) favicon(c *echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "public, max-age=86400")
+	return c.Redirect(http.StatusMovedPermanently, static.URL("favicon.svg"))
+}

@@ -189,7 +189,7 @@ func TestQueueSaysDraftingFails(t *testing.T) {
 	}, "the turn's draft job to run out of attempts")
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	p := b.getOK("/drafts")
-	for _, want := range []string{`id="drafting-failing"`, "2 message(s) from 1 lead(s) are waiting for a draft", "Drafting is failing for 1 of them since", "500", e1.Key} {
+	for _, want := range []string{`id="drafting-failing"`, "2 messages from 1 lead are waiting for a draft", "Drafting is failing for 1 of them since", "500", e1.Key} {
 		if !strings.Contains(p.body, want) {
 			t.Errorf("queue does not show %q: %.3000s", want, p.body)
 		}

@@ -66,6 +66,7 @@ func (s *Server) reopen(c *echo.Context, key string) (review.Reopened, store.Dec
 	if err != nil {
 		return review.Reopened{}, dec, missing(err, "there is no lead %q", key)
 	}
+	s.metrics.LeadCloseUndone()
 	if res.Job != nil {
 		s.jobs.Wake()
 	}

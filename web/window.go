@@ -80,6 +80,7 @@ func (s *Server) sendTemplate(c *echo.Context, id string, choice review.Template
 	if err != nil {
 		return review.Approved{}, missing(err, "there is no draft %q", id)
 	}
+	s.claims.release(id)
 	if res.Created {
 		s.jobs.Wake()
 	}

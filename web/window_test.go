@@ -1,6 +1,7 @@
 package web
 
 import (
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -143,5 +144,50 @@ func TestUnknownWindowCard(t *testing.T) {
 	waitSent(t, e, store.OutboxID(leadContact, id))
 	if acc := wa.Accepted(); len(acc) != 1 || acc[0].Text != "template follow_up" {
 		t.Errorf("the Cloud API accepted %+v, want the template once", acc)
+	}
+}
+
+// TestClosedWindowOffersNoApprove: once the reply window closed, the card
+// offers no Approve (nor Edit and approve, nor a reply of one's own, nor a
+// new draft — each would be refused): it shows the draft and the ways out,
+// the template, another channel, Reject and closing the lead; the lead's
+// page offers no reply of one's own either. While the window is open the
+// card offers Approve.
+func TestClosedWindowOffersNoApprove(t *testing.T) {
+	e, _, clock := windowEnv(t)
+	sendLead(t, e, "wa", "m-shut", leadContact)
+	d := waitDraft(t, e, "wa:m-shut")
+	id := d["id"].(string)
+	b := loggedIn(t, e, "ann", store.RoleApprover, "")
+	card := func() string {
+		t.Helper()
+		p := b.getOK("/drafts?id=" + url.QueryEscape(id))
+		return p.body[strings.Index(p.body, `id="card"`):]
+	}
+
+	clock.Advance(time.Hour)
+	if c := card(); !strings.Contains(c, `id="approve"`) || !strings.Contains(c, `id="send-own"`) || strings.Contains(c, `id="draft-unsendable"`) {
+		t.Fatalf("with the window open the card does not offer Approve and a reply of one's own: %.3000s", c)
+	}
+
+	clock.Advance(24 * time.Hour)
+	b.login("ann", "ann-password") // a day later the session has ended
+	c := card()
+	for _, gone := range []string{`id="approve"`, `id="approve-edit"`, `id="draft-text"`, `id="send-own"`, `id="redraft"`} {
+		if strings.Contains(c, gone) {
+			t.Errorf("the card of a closed window still has %s", gone)
+		}
+	}
+	for _, want := range []string{`id="template-form"`, `id="send-template"`, `id="reject"`, `id="close-lead"`, `id="draft-unsendable"`, `id="window-closed-actions"`, "reply on another channel of the lead", html.EscapeString(d["text"].(string))} {
+		if !strings.Contains(c, want) {
+			t.Errorf("the card of a closed window lacks %q: %.4000s", want, c)
+		}
+	}
+	if p := b.getOK("/events/" + url.PathEscape("wa:m-shut")); strings.Contains(p.body, `id="send-own"`) || !strings.Contains(p.body, `id="close-lead"`) {
+		t.Errorf("the lead's page after the window offers a reply of one's own, or no close: %.3000s", p.body)
+	}
+	// Reject is still a way out.
+	if p := b.hx("/drafts/"+id+"/reject", url.Values{"reason": {"too late"}}); p.code != http.StatusOK {
+		t.Errorf("reject after the window: %d %.300s", p.code, p.body)
 	}
 }

@@ -9,8 +9,9 @@ import (
 
 // AnnounceJob runs the approval surfaces' jobs (approvals.KindAnnounce,
 // approvals.KindFollow, approvals.KindRemind): post a waiting draft's
-// card, bring a posted card up to its draft, post a reminder. The work is the surface's (approvals.Approvals.Run);
-// this is where the queue meets it.
+// card, bring a posted card up to its draft, post a reminder. The work is
+// the surface's (approvals.Approvals.Run); this is where the queue meets
+// it.
 type AnnounceJob struct {
 	Approvals *approvals.Approvals
 }

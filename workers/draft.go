@@ -13,6 +13,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/facts"
 	"github.com/handoff/handoff/jobs"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -74,6 +75,11 @@ type DraftJob struct {
 	// ContextTokens is the budget of the earlier conversation given to the
 	// drafter, newest first; 0: DefaultContextTokens.
 	ContextTokens int
+	// Client, when set, names the client a channel belongs to, whose
+	// newest facts version (facts.Current) each draft is written from,
+	// read as the job runs: an edit on the dashboard is used by the next
+	// draft, without a restart.
+	Client func(channel string) string
 	// BudgetRecheck is how long a draft held back by its client's calls in
 	// flight waits before it asks the budget again; 0: DefaultBudgetRecheck.
 	BudgetRecheck time.Duration
@@ -165,6 +171,10 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	// recorded decision is made again below on the drafter's validated fields.
 	hint := k.Router.Route(ev.Channel, in.Text, routingFields(drafter.Extract(in.Text), ev))
 	in.Owner, in.Instruction = hint.Owner, p.Instruction
+	factsText, err := k.facts(ev.Channel, &in)
+	if err != nil {
+		return err
+	}
 	client, err := k.holdBudget(ctx, job, ev.Channel)
 	if err != nil {
 		return err
@@ -228,9 +238,10 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 		ExecutionID: job.ExecutionID, CreatedAt: job.Attempts[len(job.Attempts)-1].StartedAt,
 		Answers: turn.Keys(), Instruction: p.Instruction,
 		PromptHash: out.PromptHash, FactsHash: out.FactsHash, Structured: out.Structured,
+		FactsVersion: out.FactsVersion, FactsCited: citedEntries(out.Cited),
 		Cost: out.Cost, Currency: out.Currency, Notes: out.Notes,
 		ContextTokens: used, ContextBudget: k.contextBudget(), ContextMessages: len(history),
-		Guards: k.guard(out, in), // before a person sees it (review/quality.go)
+		Guards: k.guard(out, in, factsText), // before a person sees it (review/quality.go)
 		Canary: arm,
 	}, max(p.RegenerateVersion, 1))
 	if err != nil {
@@ -478,11 +489,51 @@ func (k *DraftJob) history(turn store.Turn) ([]drafter.Message, error) {
 // is the operator's own text, not written by a model, so it can neither
 // invent a figure nor pick a language: it is not guarded (nil, as a draft
 // from before the guards), and auto_approve treats it as before.
-func (k *DraftJob) guard(out drafter.Output, in drafter.Input) *store.Guards {
+// The figures are checked against the facts version the draft was written
+// from (factsText), not whatever is current when the check runs.
+func (k *DraftJob) guard(out drafter.Output, in drafter.Input, factsText string) *store.Guards {
 	if out.Drafter == "template" {
 		return nil
 	}
-	return k.Review.Guard(out.Text, guardInput(in))
+	g := guardInput(in)
+	g.Facts = factsText
+	return k.Review.Guard(out.Text, g)
+}
+
+// facts gives in the channel's client's newest facts version and returns
+// its text ("" and nothing given when the client has none).
+func (k *DraftJob) facts(channel string, in *drafter.Input) (string, error) {
+	if k.Client == nil {
+		return "", nil
+	}
+	client := k.Client(channel)
+	v, ok, err := facts.Current(k.Store, client)
+	if err != nil {
+		return "", fmt.Errorf("facts of client %s: %w", client, err)
+	}
+	if !ok || len(v.Entries) == 0 {
+		return "", nil
+	}
+	in.Facts = DrafterFacts(v.Version, v.Entries)
+	return v.Text, nil
+}
+
+// DrafterFacts is a facts version as the drafter is given it.
+func DrafterFacts(version int, entries []store.FactEntry) *drafter.Facts {
+	f := &drafter.Facts{Version: version, Entries: make([]drafter.Fact, len(entries))}
+	for i, e := range entries {
+		f.Entries[i] = drafter.Fact{ID: e.ID, Text: e.Text}
+	}
+	return f
+}
+
+// citedEntries is the entries a reply cites, as the draft keeps them.
+func citedEntries(cited []drafter.Fact) []store.FactEntry {
+	var out []store.FactEntry
+	for _, c := range cited {
+		out = append(out, store.FactEntry{ID: c.ID, Text: c.Text})
+	}
+	return out
 }
 
 func guardInput(in drafter.Input) review.GuardInput {

@@ -8,6 +8,7 @@
 package workers
 
 import (
+	"github.com/handoff/handoff/approvals"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/handoff/handoff/config"
@@ -28,7 +29,7 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 		senders[name] = p
 	}
 	draft := &DraftJob{Store: st, Review: review.New(st, cfg), Drafter: d, Router: NewRouter(cfg.Routing), DrafterName: cfg.Drafter.Kind,
-		ContextTokens: cfg.Drafter.ContextTokens, Budget: budgetOf(cfg), BodyWait: cfg.Limits.BodyWait}
+		ContextTokens: cfg.Drafter.ContextTokens, Budget: budgetOf(cfg), BodyWait: cfg.Limits.BodyWait, Client: cfg.ClientOf}
 	if n := cfg.Limits.BodiesInFlight; n > 0 {
 		draft.Bodies, draft.BodiesSize = semaphore.NewWeighted(n), n
 	}
@@ -48,5 +49,7 @@ func Kinds(st *store.Store, cfg *config.Config, d Drafter, providers map[string]
 // delivery (delivery.Judging): the draft job's are review's. Delivery has
 // its own kinds' rules; a kind without any (the digest) is replayed as it is.
 func DeadKinds() delivery.DeadKinds {
-	return delivery.DeadKinds{review.KindDraft: review.DeadDraft{}}
+	card := approvals.DeadCard{}
+	return delivery.DeadKinds{review.KindDraft: review.DeadDraft{},
+		approvals.KindAnnounce: card, approvals.KindFollow: card, approvals.KindRemind: card}
 }

@@ -37,6 +37,10 @@ type Maintenance struct {
 	// store.VerifyFile. Tests wrap it to damage the copy first.
 	Verify func(path string) error
 	Now    func() time.Time
+	// Flagged, when set, is told of each lead FlagStuck flags, in the
+	// flagging's transaction beside its alert (crm.StuckHook: the CRM
+	// record says the lead is stuck). May be nil.
+	Flagged leads.AlertTx
 }
 
 func (m *Maintenance) now() time.Time {
@@ -86,6 +90,17 @@ func (m *Maintenance) FlagStuck(ctx context.Context) error {
 				JobID: ulid.Make().String(), MaxAttempts: m.Config.Retry.MaxAttempts,
 			})
 			return err
+		}
+	}
+	if flagged := m.Flagged; flagged != nil {
+		only := alert
+		alert = func(tx *store.Tx, h store.Handoff, now time.Time) error {
+			if only != nil {
+				if err := only(tx, h, now); err != nil {
+					return err
+				}
+			}
+			return flagged(tx, h, now)
 		}
 	}
 	flagged, err := leads.FlagStuck(ctx, m.Store, m.now(), leads.StuckAfter(m.Config), alert)

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/drafter"
+	"github.com/handoff/handoff/facts"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
@@ -44,8 +46,10 @@ func TestGuardsOnTheScriptedModel(t *testing.T) {
 	})
 	cfg := oaConfig()
 	cfg.Channels = []config.Channel{{Name: "web", Provider: "sandbox", AutoApprove: true}}
-	cfg.Drafter.Facts = guardFacts
-	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: f.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second, Facts: map[string]string{"web": guardFacts}})
+	if _, err := facts.Save(context.Background(), st, facts.Edit{Client: cfg.ClientOf("web"), Text: guardFacts, Author: "root", Source: facts.SourceAPI, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := drafter.NewOpenAI(drafter.OpenAIConfig{BaseURL: f.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestQueueHelpAndSelection(t *testing.T) {
 	}
 	b.screenshot("two-selected")
 	b.do("approve selected", chromedp.Click(chromedp.ID("approve-selected")), chromedp.WaitVisible(chromedp.ID("selection-result")))
-	if got := run(b, "read the answer", chromedp.Text(chromedp.ID("selection-result"))); !strings.Contains(got, "2 of 2 selected draft(s) approved.") {
+	if got := run(b, "read the answer", chromedp.Text(chromedp.ID("selection-result"))); !strings.Contains(got, "2 of 2 selected drafts approved.") {
 		t.Errorf("the answer says %q", got)
 	}
 	b.screenshot("approved-selected")

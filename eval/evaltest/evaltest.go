@@ -15,6 +15,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/facts"
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -71,6 +72,15 @@ type Turn struct {
 func Build(t testing.TB, st *store.Store, cfg *config.Config, n int) []Turn {
 	t.Helper()
 	ctx := context.Background()
+	// The clients' facts, as a start with their facts_file stores them
+	// (facts.Seed): the drafts shown were written from these versions.
+	for _, cl := range cfg.ClientList() {
+		if _, text := cfg.FactsFileOf(cl.ID); text != "" {
+			if _, err := facts.Save(ctx, st, facts.Edit{Client: cl.ID, Text: text, Author: "config", Source: facts.SourceConfig, At: Epoch}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	rv := review.New(st, cfg)
 	texts := corpus.Texts()
 	convs := max(n/3, 1)

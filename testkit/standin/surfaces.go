@@ -15,10 +15,10 @@ import (
 )
 
 // SurfaceAPI is a stand-in for the Web APIs the approval surfaces call:
-// Slack's (chat.postMessage, chat.update, conversations.history with the
-// messages posted and their metadata, views.open, users.info, and a
-// response_url under /response/) and Telegram's Bot API (sendMessage,
-// editMessageText, answerCallbackQuery under /bot<token>/). It checks each
+// Slack's (chat.postMessage, chat.update, chat.delete, conversations.history
+// with the messages posted and their metadata, views.open, users.info, and
+// a response_url under /response/) and Telegram's Bot API (sendMessage,
+// editMessageText, deleteMessage, answerCallbackQuery under /bot<token>/). It checks each
 // call's documented shape (the token, the JSON body, the required fields
 // and their limits), answers as the API does, and records every call.
 type SurfaceAPI struct {
@@ -352,6 +352,26 @@ func (s *SurfaceAPI) slack(w http.ResponseWriter, r *http.Request, method string
 		s.answered(w, r, method, http.StatusOK, map[string]any{"ok": true, "channel": str("channel"), "ts": ts})
 	case "conversations.history":
 		s.history(w, r, body)
+	case "chat.delete":
+		if str("channel") == "" || !slackStamp(str("ts")) {
+			s.malformed(w, "chat.delete needs a channel and a message's ts")
+			return
+		}
+		s.record(method, body)
+		s.mu.Lock()
+		msgs, found := s.messages[str("channel")], false
+		for i, m := range msgs {
+			if m.TS == str("ts") {
+				s.messages[str("channel")], found = append(msgs[:i:i], msgs[i+1:]...), true
+				break
+			}
+		}
+		s.mu.Unlock()
+		if !found {
+			writeJSON(w, http.StatusOK, map[string]any{"ok": false, "error": "message_not_found"})
+			return
+		}
+		s.answered(w, r, method, http.StatusOK, map[string]any{"ok": true, "channel": str("channel"), "ts": str("ts")})
 	case "views.open":
 		if str("trigger_id") == "" {
 			s.malformed(w, "views.open without a trigger_id")
@@ -435,6 +455,17 @@ func (s *SurfaceAPI) telegram(w http.ResponseWriter, r *http.Request, method str
 			}
 		}
 		s.answered(w, r, method, http.StatusOK, map[string]any{"ok": true, "result": map[string]any{"message_id": id, "chat": map[string]any{"id": chat}, "text": str("text")}})
+	case "deleteMessage":
+		if body["chat_id"] == nil {
+			s.malformed(w, "deleteMessage without a chat_id")
+			return
+		}
+		if _, ok := body["message_id"].(float64); !ok {
+			s.malformed(w, "deleteMessage without a numeric message_id")
+			return
+		}
+		s.record(method, body)
+		s.answered(w, r, method, http.StatusOK, map[string]any{"ok": true, "result": true})
 	case "answerCallbackQuery":
 		if str("callback_query_id") == "" {
 			s.malformed(w, "answerCallbackQuery without a callback_query_id")
