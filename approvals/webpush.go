@@ -192,9 +192,11 @@ func (w *WebPush) Subscribe(ctx context.Context, person string, raw []byte) erro
 		s.Expires = time.UnixMilli(int64(*b.ExpirationTime)).UTC()
 	}
 	return w.a.st.Update(ctx, func(tx *store.Tx) error {
-		if _, err := tx.User(person); err != nil {
+		u, err := tx.User(person)
+		if err != nil {
 			return refuse("Handoff user %q does not exist.", person)
 		}
+		s.UserID = u.ID
 		mine, err := tx.WebPushSubscriptions(person)
 		if err != nil {
 			return err
@@ -268,6 +270,14 @@ func (w *WebPush) Post(ctx context.Context, client string, v View) (string, erro
 	var lastErr error
 	for _, s := range subs {
 		u, ok := byName[s.User]
+		if ok && s.UserID != "" && u.ID != s.UserID {
+			// Subscribed by a person since removed; this one only shares
+			// the name: the old browser is forgotten, never pushed.
+			if err := w.Unsubscribe(context.WithoutCancel(ctx), s.User, s.Endpoint); err != nil {
+				w.a.log.Warn("approvals: web push: delete a removed person's subscription", slog.String("user", s.User), slog.Any("err", err))
+			}
+			continue
+		}
 		if !ok || u.Disabled || !Allowed(w.a.cfg, u, v.Channel) {
 			continue
 		}

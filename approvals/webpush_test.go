@@ -470,3 +470,51 @@ func TestWebPushSubscribe(t *testing.T) {
 		t.Fatalf("after unsubscribe: %d", n)
 	}
 }
+
+// TestWebPushRemovedPerson: a person removed and a new one made under the
+// same name is another person: the old browser gets no push of the new
+// one's drafts, and its subscription is deleted.
+func TestWebPushRemovedPerson(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	push := newPushService(t)
+	f.cfg.Approvals.WebPush = &config.WebPushSurface{Subject: "mailto:ops@handoff.test"}
+	a, err := New(f.st, f.cfg, Options{Now: f.clock.Now, HTTP: push.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := a.WebPush()
+	old := newTestBrowser(t, push.URL+"/wpush/old-dana")
+	if err := w.Subscribe(ctx, "dana", old.json()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Update(ctx, func(tx *store.Tx) error { return tx.DeleteUser("dana") }); err != nil {
+		t.Fatal(err)
+	}
+	again := store.User{ID: ulid.Make().String(), Name: "dana", Role: store.RoleApprover, Clients: []string{"acme"}, CreatedAt: t0, PasswordHash: []byte("x")}
+	if err := f.st.CreateUser(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	d := f.pendingNamed(t, "web", "m1", "Ada", "Hi Ada, the blue one is in stock.")
+	v := View{Draft: d, Client: "acme", ClientName: "Acme", Channel: "web", Customer: "Ada", Text: d.Text, State: Waiting}
+	if _, err := w.Post(ctx, "acme", v); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(push.pushes("/wpush/old-dana")); n != 0 {
+		t.Fatalf("the removed person's browser got %d pushes", n)
+	}
+	if subs, _ := f.st.WebPushSubscriptions("dana"); len(subs) != 0 {
+		t.Fatalf("the removed person's subscription is kept: %+v", subs)
+	}
+	// The new dana's own browser is pushed.
+	mine := newTestBrowser(t, push.URL+"/wpush/new-dana")
+	if err := w.Subscribe(ctx, "dana", mine.json()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Post(ctx, "acme", v); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(push.pushes("/wpush/new-dana")); n != 1 {
+		t.Fatalf("the new dana's browser got %d pushes, want 1", n)
+	}
+}

@@ -31,8 +31,12 @@ var (
 
 // WebPushSubscription is one browser's PushSubscription (its toJSON()).
 type WebPushSubscription struct {
-	V        int    `json:"v"`
-	User     string `json:"user"`
+	V    int    `json:"v"`
+	User string `json:"user"`
+	// UserID is the person's User.ID when they subscribed: a person
+	// removed and a new one made under the same name is another person,
+	// whose pushes never go to the old one's browsers.
+	UserID   string `json:"user_id,omitempty"`
 	Endpoint string `json:"endpoint"` // the push service's URL for this browser (https)
 	P256DH   string `json:"p256dh"`   // the browser's P-256 public key, base64url
 	Auth     string `json:"auth"`     // the 16-byte auth secret, base64url

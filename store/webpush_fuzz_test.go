@@ -37,7 +37,7 @@ func FuzzWebPushForms(f *testing.F) {
 		f.Add(tx.From, "https://updates.push.services.mozilla.com/wpush/v2/"+tx.Body, tx.Body, "\xff\xfe", int64(-1), int64(99999999999), []byte(tx.Body), []byte{})
 	}
 	f.Fuzz(func(t *testing.T, user, endpoint, p256dh, auth string, created, expires int64, priv, pub []byte) {
-		s := WebPushSubscription{V: recordVersion, User: asJSONKeeps(user), Endpoint: asJSONKeeps(endpoint), P256DH: asJSONKeeps(p256dh),
+		s := WebPushSubscription{V: recordVersion, User: asJSONKeeps(user), UserID: asJSONKeeps(auth + user), Endpoint: asJSONKeeps(endpoint), P256DH: asJSONKeeps(p256dh),
 			Auth: asJSONKeeps(auth), CreatedAt: fuzzTime(created)}
 		if expires%2 == 0 {
 			s.Expires = fuzzTime(expires)
