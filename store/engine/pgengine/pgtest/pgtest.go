@@ -203,3 +203,13 @@ func start() (string, error) {
 
 // keep holds the watchdog's standard input open until the process ends.
 var keep any
+
+// Exec runs sql on the test server as its administrator, past any engine:
+// how a test changes a database behind an engine's back.
+func Exec(tb testing.TB, sql string, args ...any) {
+	tb.Helper()
+	URL(tb)
+	if _, err := admin.Exec(context.Background(), sql, args...); err != nil {
+		tb.Fatalf("%s: %v", sql, err)
+	}
+}
