@@ -69,6 +69,13 @@ type Options struct {
 	// TempDir is where Snapshot builds its bbolt file; empty is the
 	// system's temporary folder.
 	TempDir string
+	// Exclusive makes this engine the only one of its kind on the schema
+	// while it is open, as bbolt's file lock does: a session advisory lock
+	// on a connection of its own, held until Close (or until that
+	// connection is lost); an Open while another holds it fails with
+	// engine.ErrLocked. The store's serve takes it: its start-up reaps
+	// every running job, which only one process may do.
+	Exclusive bool
 }
 
 // DB is one open PostgreSQL database (one schema of it).
@@ -78,6 +85,8 @@ type DB struct {
 	lockKey int64 // the writers' advisory lock of this schema
 	tempDir string
 	sql     sync.Map // table name → *statements
+	// holder is the connection holding the exclusive lock (Options.Exclusive).
+	holder *pgx.Conn
 }
 
 var _ engine.Engine = (*DB)(nil)
@@ -111,7 +120,32 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
+	if o.Exclusive {
+		if err := d.hold(ctx, cfg.ConnConfig); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
 	return d, nil
+}
+
+// hold takes the exclusive lock (Options.Exclusive) on a connection of its own.
+func (d *DB) hold(ctx context.Context, cc *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return classify(fmt.Errorf("pgengine: connect: %w", err))
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", lockKey("exclusive", d.schema)).Scan(&got); err != nil {
+		conn.Close(ctx)
+		return classify(fmt.Errorf("pgengine: the exclusive lock: %w", err))
+	}
+	if !got {
+		conn.Close(ctx)
+		return fmt.Errorf("%w: another handoff process has schema %s of this PostgreSQL database open", engine.ErrLocked, d.schema)
+	}
+	d.holder = conn
+	return nil
 }
 
 // Schema is the schema the engine's tables live in.
@@ -120,6 +154,10 @@ func (d *DB) Schema() string { return d.schema }
 // Close closes every connection; no transaction may be running.
 func (d *DB) Close() error {
 	d.pool.Close()
+	if d.holder != nil {
+		d.holder.Close(context.Background()) // its session's lock ends with it
+		d.holder = nil
+	}
 	return nil
 }
 
