@@ -42,4 +42,22 @@ func TestOpenURL(t *testing.T) {
 	if err := st.Check(); err != nil {
 		t.Errorf("Check: %v", err)
 	}
+	// A backup of the PostgreSQL database is a bbolt file that verifies and
+	// opens as a store with the same records: the way back to a file.
+	dir := t.TempDir()
+	bf, _, err := st.BackupToDir(dir, t0, BackupOptions{Keep: 2})
+	if err != nil {
+		t.Fatalf("BackupToDir: %v", err)
+	}
+	if err := VerifyFile(bf.Path); err != nil {
+		t.Errorf("VerifyFile of the backup: %v", err)
+	}
+	copied, err := OpenFile(bf.Path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("open the backup: %v", err)
+	}
+	defer copied.Close()
+	if ev, err := copied.EventByKey("web:m1"); err != nil || ev.ID != rec.Event.ID {
+		t.Errorf("the backup's event = %+v, %v; want %s", ev, err, rec.Event.ID)
+	}
 }
