@@ -43,6 +43,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -74,8 +75,13 @@ type Options struct {
 	// on a connection of its own, held until Close (or until that
 	// connection is lost); an Open while another holds it fails with
 	// engine.ErrLocked. The store's serve takes it: its start-up reaps
-	// every running job, which only one process may do.
+	// every running job, which only one process may do. The connection
+	// is checked every HoldCheck (zero: 2 s): once it is lost (a database
+	// restart), Update fails with engine.ErrLocked until the lock is taken
+	// again, so a process that lost it never writes beside one that took
+	// it meanwhile.
 	Exclusive bool
+	HoldCheck time.Duration
 }
 
 // DB is one open PostgreSQL database (one schema of it).
@@ -85,8 +91,7 @@ type DB struct {
 	lockKey int64 // the writers' advisory lock of this schema
 	tempDir string
 	sql     sync.Map // table name → *statements
-	// holder is the connection holding the exclusive lock (Options.Exclusive).
-	holder *pgx.Conn
+	hold    *hold    // the exclusive lock (Options.Exclusive), or nil
 }
 
 var _ engine.Engine = (*DB)(nil)
@@ -121,31 +126,14 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		return nil, err
 	}
 	if o.Exclusive {
-		if err := d.hold(ctx, cfg.ConnConfig); err != nil {
+		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck)
+		if err != nil {
 			pool.Close()
 			return nil, err
 		}
+		d.hold = h
 	}
 	return d, nil
-}
-
-// hold takes the exclusive lock (Options.Exclusive) on a connection of its own.
-func (d *DB) hold(ctx context.Context, cc *pgx.ConnConfig) error {
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return classify(fmt.Errorf("pgengine: connect: %w", err))
-	}
-	var got bool
-	if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", lockKey("exclusive", d.schema)).Scan(&got); err != nil {
-		conn.Close(ctx)
-		return classify(fmt.Errorf("pgengine: the exclusive lock: %w", err))
-	}
-	if !got {
-		conn.Close(ctx)
-		return fmt.Errorf("%w: another handoff process has schema %s of this PostgreSQL database open", engine.ErrLocked, d.schema)
-	}
-	d.holder = conn
-	return nil
 }
 
 // Schema is the schema the engine's tables live in.
@@ -154,9 +142,9 @@ func (d *DB) Schema() string { return d.schema }
 // Close closes every connection; no transaction may be running.
 func (d *DB) Close() error {
 	d.pool.Close()
-	if d.holder != nil {
-		d.holder.Close(context.Background()) // its session's lock ends with it
-		d.holder = nil
+	if d.hold != nil {
+		d.hold.release()
+		d.hold = nil
 	}
 	return nil
 }
@@ -208,6 +196,11 @@ func (d *DB) View(fn func(engine.Tx) error) error {
 // returned nil, so nothing decided on a failed read commits.
 func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 	ctx := context.Background()
+	if d.hold != nil {
+		if err := d.hold.lost(); err != nil {
+			return engine.Commit{}, err
+		}
+	}
 	t, err := d.begin(ctx, true)
 	if err != nil {
 		return engine.Commit{}, err

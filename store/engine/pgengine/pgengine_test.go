@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	bolt "go.etcd.io/bbolt"
 
@@ -837,5 +838,84 @@ func TestNoSpace(t *testing.T) {
 	}
 	if err := pgengine.Classify(&pgconn.PgError{Code: "23505"}); errors.Is(err, engine.ErrNoSpace) {
 		t.Error("a unique violation classified as no space")
+	}
+}
+
+// An exclusive engine refuses a second beside it; when its lock's
+// connection is lost (the server ended it) and another session takes the
+// lock, its writes are refused, and they come back once it takes the lock
+// again.
+func TestExclusive(t *testing.T) {
+	schema := pgtest.Schema(t)
+	ctx := context.Background()
+	o := pgengine.Options{Schema: schema, Exclusive: true, HoldCheck: 200 * time.Millisecond}
+	a, err := pgengine.Open(ctx, pgtest.URL(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	write := func() error {
+		_, err := a.Update(func(tx engine.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(bk)
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("k"), []byte("v"))
+		})
+		return err
+	}
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgengine.Open(ctx, pgtest.URL(t), o); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("a second exclusive Open = %v; want ErrLocked", err)
+	}
+	// Another session: it takes the lock once the server has ended a's
+	// connection, before a's watch takes it again (else the round repeats).
+	other, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	key := pgengine.ExclusiveKey(schema)
+	waitFor(t, "another session takes the lock a lost", func() bool {
+		if pid := a.HolderPID(); pid != 0 {
+			pgtest.Exec(t, "select pg_terminate_backend($1)", int32(pid))
+		}
+		for range 50 {
+			var got bool
+			if err := other.QueryRow(ctx, "select pg_try_advisory_lock($1)", key).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got {
+				return true
+			}
+			time.Sleep(2 * time.Millisecond) // the next look at a condition with a deadline
+		}
+		return false
+	})
+	waitFor(t, "a refuses writes while another holds its lock", func() bool {
+		return errors.Is(write(), engine.ErrLocked)
+	})
+	if _, err := other.Exec(ctx, "select pg_advisory_unlock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a takes its lock again and writes", func() bool { return write() == nil })
+	if a.HolderPID() == 0 {
+		t.Error("a writes without holding its lock")
+	}
+}
+
+// waitFor polls cond until it holds, failing t after a deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	start, n := time.Now(), 0
+	defer func() { t.Logf("%s: %d looks, %v", what, n, time.Since(start)) }()
+	for n = 1; !cond(); n++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // the next look at a condition with a deadline
 	}
 }
