@@ -241,7 +241,9 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 	b := &pgx.Batch{}
 	if write {
 		b.Queue("begin isolation level read committed read write")
-		b.Queue("select pg_advisory_xact_lock($1)", d.lockKey)
+		// The lock, then the transaction's id: what tells a commit's
+		// outcome when the connection is lost before its answer (outcome).
+		b.Queue("select pg_advisory_xact_lock($1), txid_current()", d.lockKey)
 	} else {
 		b.Queue("begin isolation level repeatable read read only")
 	}
@@ -253,7 +255,7 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 			return err
 		}
 		if write {
-			if _, err := br.Exec(); err != nil {
+			if err := br.QueryRow().Scan(nil, &t.xid); err != nil {
 				return err
 			}
 		}
@@ -338,6 +340,7 @@ type tx struct {
 	// View return it.
 	err       error
 	allocated int64 // the bytes of keys and values written
+	xid       int64 // a write's transaction id (txid_current)
 }
 
 // fail records the transaction's first failure and returns it.
@@ -364,13 +367,52 @@ func (t *tx) end(ctx context.Context, how string) error {
 	if err != nil {
 		conn.Conn().Close(ctx) // the pool drops a closed connection
 		conn.Release()
-		if how == "commit" {
-			return classify(fmt.Errorf("pgengine: commit: %w", err))
+		if how != "commit" {
+			return nil
 		}
-		return nil
+		var pe *pgconn.PgError
+		if t.write && !errors.As(err, &pe) {
+			// No answer from the server: the commit may have happened.
+			// The store promises never to report a committed write as
+			// failed, so the outcome is asked on another connection.
+			return t.db.outcome(ctx, t.xid, err)
+		}
+		return classify(fmt.Errorf("pgengine: commit: %w", err))
 	}
 	conn.Release()
 	return nil
+}
+
+// outcomeWait bounds how long outcome waits for a transaction the server
+// still shows in progress (its backend not yet gone).
+const outcomeWait = 10 * time.Second
+
+// outcome is the fate of transaction xid, whose COMMIT got no answer
+// (lost): nil when the server says it committed; else the commit's error,
+// marked as not committed when the server says it aborted, and as
+// unknown when the server cannot be asked.
+func (d *DB) outcome(ctx context.Context, xid int64, lost error) error {
+	deadline := time.Now().Add(outcomeWait)
+	for {
+		var status *string
+		err := d.pool.QueryRow(ctx, "select txid_status($1)", xid).Scan(&status)
+		switch {
+		case err != nil:
+			return classify(fmt.Errorf("pgengine: commit: the connection was lost (%w) and the server cannot be asked whether transaction %d committed: %v", lost, xid, err))
+		case status != nil && *status == "committed":
+			return nil
+		case status != nil && *status == "in progress" && time.Now().Before(deadline):
+			time.Sleep(20 * time.Millisecond) // the server ends the lost connection's transaction shortly
+			continue
+		case status != nil && *status == "aborted":
+			return fmt.Errorf("pgengine: commit: the connection was lost (%w); the server rolled transaction %d back", lost, xid)
+		}
+		what := "unknown"
+		if status != nil {
+			what = *status
+		}
+		return fmt.Errorf("pgengine: commit: the connection was lost (%w); transaction %d is %s", lost, xid, what)
+	}
 }
 
 func (t *tx) newBucket(name []byte, tbl string) *bucket {
