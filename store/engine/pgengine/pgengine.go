@@ -12,14 +12,16 @@
 //     commit meanwhile, so the transaction runs as if alone: serial, not
 //     merely serializable. SERIALIZABLE with a retry on 40001 was the other
 //     choice, which the store allows (its committer's fn may run twice);
-//     it was not taken because every write of the store moves the few
-//     count keys of meta (store/counts.go), so concurrent writers would
+//     it was not taken because nearly every write of the store moves the
+//     few count keys of meta (store/counts.go), so concurrent writers would
 //     conflict on nearly every round and each conflict re-runs a round of
 //     up to 512 callers: a lock costs the same serialization without the
 //     wasted rounds. Narrower locks (claims FOR UPDATE SKIP LOCKED, counts
 //     spread over rows) are later extensions of the engine.
 //   - Durable on return: every connection runs with synchronous_commit on,
-//     and Update returns once COMMIT did.
+//     and Update returns once COMMIT did. A COMMIT left without an answer
+//     (the connection lost) is asked of the server by its transaction id
+//     (outcome), so a committed write is never reported as failed.
 //   - View is a REPEATABLE READ READ ONLY transaction whose snapshot is
 //     taken at its start (its first statement reads the catalog), so a
 //     View opened while an Update runs sees the state before it, and never
