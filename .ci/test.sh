@@ -101,9 +101,10 @@ go test -race -count=1 -timeout 12m ./...
 
 # The store's conformance suite once more, on PostgreSQL: every store test
 # but those of the bbolt file itself (boltOnly), each on a schema of its
-# own of one private server (about 3 minutes here on 2 shared cores).
-echo "== go test ./store/... on PostgreSQL"
-HANDOFF_TEST_ENGINE=postgres go test -count=1 -timeout 10m ./store/...
+# own of one private server. About 100 s with -race on 2 shared cores
+# (36 s without), against 28 s for the store on bbolt without -race.
+echo "== go test -race ./store/... on PostgreSQL"
+HANDOFF_TEST_ENGINE=postgres go test -race -count=1 -timeout 10m ./store/...
 
 echo "== fuzz (briefly; run longer by hand)"
 # Counts of executions, not -fuzztime=10s: with a duration, Go 1.26's fuzz
