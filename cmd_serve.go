@@ -35,10 +35,17 @@ func serve(ctx context.Context, args []string, e env) error {
 	}
 	from.DataDir = config.Override(&cfg.DataDir, from.DataDir, *dataDir, e.getenv("HANDOFF_DATA"))
 	from.Addr = config.Override(&cfg.Addr, from.Addr, *addr, e.getenv("HANDOFF_ADDR"))
+	config.Override(&cfg.DatabaseURL, config.SourceDefault, "", e.getenv("HANDOFF_DATABASE_URL"))
 	log := slog.New(slog.NewJSONHandler(e.stderr, nil))
 	// Before the store opens, so that a refused folder is explained too.
+	// The database URL may hold a password: only its engine is said.
+	database := "bbolt"
+	if cfg.DatabaseURL != "" {
+		database = "postgresql (experimental)"
+	}
 	log.Info("configuration", "config", *cfgPath, "config_source", cfgFrom,
-		"addr", cfg.Addr, "addr_source", from.Addr, "data_dir", cfg.DataDir, "data_dir_source", from.DataDir)
+		"addr", cfg.Addr, "addr_source", from.Addr, "data_dir", cfg.DataDir, "data_dir_source", from.DataDir,
+		"database", database)
 	// The garbage collector keeps Go's defaults (GOGC=100), and honours
 	// GOMEMLIMIT as a memory target. The old built-in GOGC=400 bought about
 	// 15% accepted/s on small webhooks, but under 1 MiB ones it peaked at

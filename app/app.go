@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +118,17 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	}
 	// A damaged file is refused in one sentence, never opened: bbolt would
 	// crash on it, or a zero-length file would become an empty database.
-	st, err := store.Open(cfg.DataDir, store.Options{CheckPages: true, MmapSize: d.MmapSize})
+	var st *store.Store
+	if cfg.DatabaseURL != "" {
+		// PostgreSQL (experimental): the data folder keeps the backups,
+		// the downloads' copies and the setup link.
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create data folder: %w", err)
+		}
+		st, err = store.OpenURL(context.Background(), cfg.DatabaseURL, store.Options{})
+	} else {
+		st, err = store.Open(cfg.DataDir, store.Options{CheckPages: true, MmapSize: d.MmapSize})
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -19,19 +19,24 @@ import (
 
 // Config is the whole validated configuration of one handoff process.
 type Config struct {
-	Addr      string    // default "127.0.0.1:8080"
-	DataDir   string    // default "./data"
-	BaseURL   string    // optional; absolute http(s) URL, stored without a trailing slash
-	Workers   int       // default 4; 1..256
-	Channels  []Channel // never empty: the demo channel when the file lists none
-	Drafter   Drafter
-	Routing   Routing
-	Providers []Provider // "sandbox" is always available built-in and need not be listed
-	Retry     Retry
-	Stuck     Stuck
-	Backups   Backups
-	Retention Retention
-	Auth      Auth
+	Addr    string // default "127.0.0.1:8080"
+	DataDir string // default "./data"
+	// DatabaseURL (yaml database_url, env HANDOFF_DATABASE_URL), when set,
+	// is a PostgreSQL database serve keeps its records in instead of
+	// data_dir's file (experimental, issue 33). It may hold a password:
+	// never logged or shown.
+	DatabaseURL string
+	BaseURL     string    // optional; absolute http(s) URL, stored without a trailing slash
+	Workers     int       // default 4; 1..256
+	Channels    []Channel // never empty: the demo channel when the file lists none
+	Drafter     Drafter
+	Routing     Routing
+	Providers   []Provider // "sandbox" is always available built-in and need not be listed
+	Retry       Retry
+	Stuck       Stuck
+	Backups     Backups
+	Retention   Retention
+	Auth        Auth
 
 	// TrustedProxies (yaml trusted_proxies) are the reverse proxies whose
 	// ProxyHeader names the client; a request from any other peer is

@@ -72,6 +72,7 @@ func (d *decoder) config(n *yaml.Node) *Config {
 			}
 		},
 		"data_dir":        func(p string, v *yaml.Node) { d.text(p, v, &c.DataDir) },
+		"database_url":    func(p string, v *yaml.Node) { d.text(p, v, &c.DatabaseURL) },
 		"trusted_proxies": func(p string, v *yaml.Node) { d.trustedProxies(p, v, &c.TrustedProxies) },
 		"proxy_header":    func(p string, v *yaml.Node) { d.proxyHeader(p, v, &c.ProxyHeader) },
 		"metrics_addr": func(p string, v *yaml.Node) {

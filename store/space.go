@@ -86,7 +86,11 @@ func (s *Store) noteCommit(err error, alloc int64) {
 			s.full.CompareAndSwap(e, nil)
 		}
 	case noSpace(err):
-		s.full.Store(&NoSpaceError{Dir: filepath.Dir(s.path), At: time.Now(), Need: alloc, Err: err})
+		dir := filepath.Dir(s.path)
+		if s.file == nil {
+			dir = s.path // another engine's database, named as a whole
+		}
+		s.full.Store(&NoSpaceError{Dir: dir, At: time.Now(), Need: alloc, Err: err})
 	}
 }
 

@@ -47,7 +47,13 @@ func New(t testing.TB, cfg *config.Config, d app.Deps) *app.App {
 		if err := a.Stop(ctx); err != nil {
 			t.Errorf("stop the app: %v", err)
 		}
-		st, err := store.Open(cfg.DataDir, store.Options{})
+		var st *store.Store
+		var err error
+		if cfg.DatabaseURL != "" {
+			st, err = store.OpenURL(ctx, cfg.DatabaseURL, store.Options{})
+		} else {
+			st, err = store.Open(cfg.DataDir, store.Options{})
+		}
 		if err != nil {
 			t.Errorf("reopen the store after the test: %v", err)
 			return

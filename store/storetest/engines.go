@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/engine/pgengine/pgtest"
 )
 
 // EngineEnv names the engine the store's tests run on (one of Engines);
@@ -13,6 +14,9 @@ const EngineEnv = "HANDOFF_TEST_ENGINE"
 
 // Bolt is the name of the bbolt engine, the store's first and default one.
 const Bolt = "bolt"
+
+// Postgres is the name of the PostgreSQL engine (store/engine/pgengine).
+const Postgres = "postgres"
 
 // An Engine is one engine the store's conformance suite runs on: every
 // store test opens its store through Chosen, so an engine added here runs
@@ -31,6 +35,10 @@ type Engine struct {
 // Engines is every engine the store's tests can run on.
 var Engines = []Engine{
 	{Name: Bolt},
+	// A new schema of a real PostgreSQL server per test: the one
+	// HANDOFF_TEST_DATABASE_URL names, or a private cluster started once
+	// per test process (pgtest).
+	{Name: Postgres, Open: func(tb testing.TB) engine.Engine { return pgtest.Open(tb) }},
 }
 
 // Chosen is the engine EngineEnv names; a name not in Engines fails tb.

@@ -1,0 +1,129 @@
+package pgengine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/handoff/handoff/store/engine"
+)
+
+// hold is the exclusive lock of Options.Exclusive: a session advisory lock
+// on a connection of its own, watched every check, and taken again on a
+// new connection when that one is lost.
+type hold struct {
+	cc     *pgx.ConnConfig
+	key    int64
+	schema string
+	check  time.Duration
+
+	mu   sync.Mutex
+	conn *pgx.Conn // nil while the lock is lost
+	// gone is why the lock is not held (nil while it is): what Update
+	// answers meanwhile.
+	gone atomic.Pointer[error]
+	quit chan struct{}
+	done chan struct{}
+}
+
+// takeHold takes the lock or fails with engine.ErrLocked when another
+// holds it, and starts watching it.
+func takeHold(ctx context.Context, cc *pgx.ConnConfig, key int64, schema string, check time.Duration) (*hold, error) {
+	if check <= 0 {
+		check = 2 * time.Second
+	}
+	h := &hold{cc: cc, key: key, schema: schema, check: check, quit: make(chan struct{}), done: make(chan struct{})}
+	conn, err := h.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.conn = conn
+	go h.watch()
+	return h, nil
+}
+
+// take connects and takes the lock.
+func (h *hold) take(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, h.cc)
+	if err != nil {
+		return nil, classify(fmt.Errorf("pgengine: connect: %w", err))
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", h.key).Scan(&got); err != nil {
+		conn.Close(ctx)
+		return nil, classify(fmt.Errorf("pgengine: the exclusive lock: %w", err))
+	}
+	if !got {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("%w: another handoff process has schema %s of this PostgreSQL database open", engine.ErrLocked, h.schema)
+	}
+	return conn, nil
+}
+
+// lost is nil while the lock is held, else why writes are refused.
+func (h *hold) lost() error {
+	if e := h.gone.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// watch pings the lock's connection every check; a failed ping marks the
+// lock lost (before the next write asks) and each later check tries to
+// take it again.
+func (h *hold) watch() {
+	defer close(h.done)
+	tick := time.NewTicker(h.check)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.quit:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), h.check)
+		h.mu.Lock()
+		if h.conn != nil {
+			if err := h.conn.Ping(ctx); err != nil {
+				h.conn.Close(ctx)
+				h.conn = nil
+				e := fmt.Errorf("%w: this process lost its hold on schema %s (its connection: %v); writes wait until it is taken again", engine.ErrLocked, h.schema, err)
+				h.gone.Store(&e)
+			}
+		}
+		if h.conn == nil {
+			if conn, err := h.take(ctx); err == nil {
+				h.conn = conn
+				h.gone.Store(nil)
+			}
+		}
+		h.mu.Unlock()
+		cancel()
+	}
+}
+
+// pid is the server process holding the lock, 0 while it is lost (tests).
+func (h *hold) pid() uint32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn == nil {
+		return 0
+	}
+	return h.conn.PgConn().PID()
+}
+
+// release stops the watch and closes the connection, which ends the lock.
+func (h *hold) release() {
+	close(h.quit)
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.conn != nil {
+		h.conn.Close(context.Background())
+		h.conn = nil
+	}
+}

@@ -1,0 +1,842 @@
+// Package pgengine is the store's second engine: PostgreSQL, through pgx.
+// Each bucket is a table of its own (key bytea PRIMARY KEY, value bytea),
+// so a bucket's key, the dedup index's among them, is the table's unique
+// constraint; a catalog table names the buckets and their tables.
+//
+// How it keeps the engine contract (store/engine):
+//   - Update is one READ COMMITTED transaction that first takes a
+//     transaction-scoped advisory lock, the writers' lock of the schema:
+//     every writer of the database waits for the one before it to commit
+//     or roll back (the lock is released after the commit is durable), and
+//     each statement's snapshot is then taken with no other write able to
+//     commit meanwhile, so the transaction runs as if alone: serial, not
+//     merely serializable. SERIALIZABLE with a retry on 40001 was the other
+//     choice, which the store allows (its committer's fn may run twice);
+//     it was not taken because nearly every write of the store moves the
+//     few count keys of meta (store/counts.go), so concurrent writers would
+//     conflict on nearly every round and each conflict re-runs a round of
+//     up to 512 callers: a lock costs the same serialization without the
+//     wasted rounds. Narrower locks (claims FOR UPDATE SKIP LOCKED, counts
+//     spread over rows) are later extensions of the engine.
+//   - Durable on return: every connection runs with synchronous_commit on,
+//     and Update returns once COMMIT did. A COMMIT left without an answer
+//     (the connection lost) is asked of the server by its transaction id
+//     (outcome), so a committed write is never reported as failed.
+//   - View is a REPEATABLE READ READ ONLY transaction whose snapshot is
+//     taken at its start (its first statement reads the catalog), so a
+//     View opened while an Update runs sees the state before it, and never
+//     waits for it: PostgreSQL's readers take no lock a writer holds.
+//   - Keys order bytewise: bytea compares with memcmp, shorter first, as
+//     bytes.Compare does.
+//
+// Writes are buffered in the transaction and sent in one round trip of
+// set-based statements before the next read of the bucket that needs
+// them (a cursor, a count) and at commit; Get answers from the buffer
+// first, so a transaction always reads its own writes. Cursors fetch their
+// rows in growing batches, and one whose bucket was written since its last
+// batch reads again from the key it stands on.
+package pgengine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/handoff/handoff/store/engine"
+)
+
+// MaxKeySize is the longest key a bucket takes: a B-tree entry of
+// PostgreSQL holds at most about a third of an 8 KiB page (2,704 bytes
+// with its headers), so a longer key is refused by Put with a sentence
+// instead of failing the whole commit. bbolt's limit is 32 KiB.
+const MaxKeySize = 2600
+
+// Options tunes Open.
+type Options struct {
+	// Schema is the PostgreSQL schema the engine's tables live in,
+	// created when absent; empty is the connection's current schema
+	// (public, unless the URL's search_path says otherwise).
+	Schema string
+	// MaxConns bounds the connection pool; zero is 16. Every View and
+	// Update holds one connection while it runs.
+	MaxConns int32
+	// TempDir is where Snapshot builds its bbolt file; empty is the
+	// system's temporary folder.
+	TempDir string
+	// Exclusive makes this engine the only one of its kind on the schema
+	// while it is open, as bbolt's file lock does: a session advisory lock
+	// on a connection of its own, held until Close (or until that
+	// connection is lost); an Open while another holds it fails with
+	// engine.ErrLocked. The store's serve takes it: its start-up reaps
+	// every running job, which only one process may do. The connection
+	// is checked every HoldCheck (zero: 2 s): once it is lost (a database
+	// restart), Update fails with engine.ErrLocked until the lock is taken
+	// again, so a process that lost it never writes beside one that took
+	// it meanwhile.
+	Exclusive bool
+	HoldCheck time.Duration
+}
+
+// DB is one open PostgreSQL database (one schema of it).
+type DB struct {
+	pool    *pgxpool.Pool
+	schema  string
+	lockKey int64 // the writers' advisory lock of this schema
+	tempDir string
+	sql     sync.Map // table name → *statements
+	hold    *hold    // the exclusive lock (Options.Exclusive), or nil
+}
+
+var _ engine.Engine = (*DB)(nil)
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// string, as pgx reads them), runs the engine's own migrations under an
+// advisory lock, and returns the engine.
+func Open(ctx context.Context, url string, o Options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgengine: the database URL: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "handoff"
+	}
+	if o.Schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{o.Schema}.Sanitize()
+	}
+	cfg.MaxConns = 16
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	cfg.MinConns = 0
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify(fmt.Errorf("pgengine: connect: %w", err))
+	}
+	d := &DB{pool: pool, tempDir: o.TempDir}
+	if err := d.migrate(ctx, o.Schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if o.Exclusive {
+		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		d.hold = h
+	}
+	return d, nil
+}
+
+// Schema is the schema the engine's tables live in.
+func (d *DB) Schema() string { return d.schema }
+
+// Close closes every connection; no transaction may be running.
+func (d *DB) Close() error {
+	d.pool.Close()
+	if d.hold != nil {
+		d.hold.release()
+		d.hold = nil
+	}
+	return nil
+}
+
+// lockKey is the advisory lock key of what (write, migrate) in schema:
+// advisory locks are per database, so two schemas of one database (the
+// tests') have locks of their own.
+func lockKey(what, schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("handoff:" + what + ":" + schema))
+	return int64(h.Sum64())
+}
+
+// errReadOnly is a write asked of a View.
+var errReadOnly = errors.New("pgengine: a write in a read transaction")
+
+// View runs fn in a REPEATABLE READ READ ONLY transaction whose snapshot
+// is taken before fn runs.
+func (d *DB) View(fn func(engine.Tx) error) error {
+	ctx := context.Background()
+	t, err := d.begin(ctx, false)
+	if err != nil {
+		return err
+	}
+	ferr := func() error {
+		defer func() {
+			if r := recover(); r != nil {
+				t.end(ctx, "rollback")
+				panic(r)
+			}
+		}()
+		return fn(t)
+	}()
+	if ferr != nil {
+		t.end(ctx, "rollback")
+		return ferr
+	}
+	if t.err != nil {
+		t.end(ctx, "rollback")
+		return t.err
+	}
+	return t.end(ctx, "commit")
+}
+
+// Update runs fn in one write transaction under the writers' lock and
+// commits it before it returns; fn's error rolls it back and is returned
+// as it is. A read that failed inside fn (the connection lost, the server
+// stopping) fails the transaction: its error is returned even when fn
+// returned nil, so nothing decided on a failed read commits.
+func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
+	ctx := context.Background()
+	if d.hold != nil {
+		if err := d.hold.lost(); err != nil {
+			return engine.Commit{}, err
+		}
+	}
+	t, err := d.begin(ctx, true)
+	if err != nil {
+		return engine.Commit{}, err
+	}
+	ferr := func() error {
+		defer func() {
+			if r := recover(); r != nil {
+				t.end(ctx, "rollback")
+				panic(r)
+			}
+		}()
+		return fn(t)
+	}()
+	c := engine.Commit{Allocated: t.allocated}
+	if ferr != nil {
+		t.end(ctx, "rollback")
+		return c, ferr
+	}
+	if t.err == nil {
+		t.flushAll(ctx)
+	}
+	if t.err != nil {
+		t.end(ctx, "rollback")
+		return c, t.err
+	}
+	return c, t.end(ctx, "commit")
+}
+
+// begin opens a transaction on a pooled connection: for a write, under the
+// writers' lock; either way it reads the catalog, which takes the
+// snapshot of a read.
+func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, classify(fmt.Errorf("pgengine: a connection: %w", err))
+	}
+	t := &tx{db: d, conn: conn, write: write, buckets: map[string]*bucket{}}
+	b := &pgx.Batch{}
+	if write {
+		b.Queue("begin isolation level read committed read write")
+		// The lock, then the transaction's id: what tells a commit's
+		// outcome when the connection is lost before its answer (outcome).
+		b.Queue("select pg_advisory_xact_lock($1), txid_current()", d.lockKey)
+	} else {
+		b.Queue("begin isolation level repeatable read read only")
+	}
+	b.Queue("select name, tbl from handoff_buckets")
+	err = func() error {
+		br := conn.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if write {
+			if err := br.QueryRow().Scan(nil, &t.xid); err != nil {
+				return err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var name []byte
+			var tbl string
+			if err := rows.Scan(&name, &tbl); err != nil {
+				rows.Close()
+				return err
+			}
+			t.buckets[string(name)] = t.newBucket(name, tbl)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		t.end(ctx, "rollback")
+		return nil, classify(fmt.Errorf("pgengine: begin: %w", err))
+	}
+	return t, nil
+}
+
+// classify marks err engine.ErrNoSpace when PostgreSQL said disk_full
+// (SQLSTATE 53100), keeping its message and chain.
+func classify(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "53100" {
+		return &noSpace{err}
+	}
+	return err
+}
+
+// noSpace is engine.ErrNoSpace with PostgreSQL's error unchanged.
+type noSpace struct{ err error }
+
+func (e *noSpace) Error() string        { return e.err.Error() }
+func (e *noSpace) Unwrap() error        { return e.err }
+func (e *noSpace) Is(target error) bool { return target == engine.ErrNoSpace }
+
+// statements are the SQL of one bucket's table, built once per table.
+type statements struct {
+	get, put, del, count             string
+	first, last, from, after, before string
+}
+
+func (d *DB) statementsOf(tbl string) *statements {
+	if s, ok := d.sql.Load(tbl); ok {
+		return s.(*statements)
+	}
+	q := quoteIdent(tbl)
+	s := &statements{
+		get:    "select value from " + q + " where key = $1",
+		put:    "insert into " + q + " (key, value) select * from unnest($1::bytea[], $2::bytea[]) on conflict (key) do update set value = excluded.value",
+		del:    "delete from " + q + " where key = any($1::bytea[])",
+		count:  "select count(*) from " + q,
+		first:  "select key, value from " + q + " order by key limit $1",
+		last:   "select key, value from " + q + " order by key desc limit $1",
+		from:   "select key, value from " + q + " where key >= $2 order by key limit $1",
+		after:  "select key, value from " + q + " where key > $2 order by key limit $1",
+		before: "select key, value from " + q + " where key < $2 order by key desc limit $1",
+	}
+	d.sql.Store(tbl, s)
+	return s
+}
+
+// tx is one transaction on one pooled connection.
+type tx struct {
+	db    *DB
+	conn  *pgxpool.Conn // nil once ended
+	write bool
+	// buckets is the catalog as this transaction sees it, by name.
+	buckets map[string]*bucket
+	// err is the first statement that failed: the transaction is then
+	// aborted on the server, every later operation fails, and Update and
+	// View return it.
+	err       error
+	allocated int64 // the bytes of keys and values written
+	xid       int64 // a write's transaction id (txid_current)
+}
+
+// fail records the transaction's first failure and returns it.
+func (t *tx) fail(err error) error {
+	if t.err == nil {
+		t.err = classify(err)
+	}
+	return t.err
+}
+
+// end sends COMMIT or ROLLBACK and gives the connection back (closed, when
+// the transaction's outcome on it is not clean).
+func (t *tx) end(ctx context.Context, how string) error {
+	conn := t.conn
+	t.conn = nil
+	if conn == nil {
+		return nil
+	}
+	tag, err := conn.Exec(ctx, how)
+	if err == nil && how == "commit" && tag.String() != "COMMIT" {
+		// A transaction aborted on the server answers COMMIT with ROLLBACK.
+		err = fmt.Errorf("pgengine: the transaction was rolled back by the server (%s)", tag)
+	}
+	if err != nil {
+		conn.Conn().Close(ctx) // the pool drops a closed connection
+		conn.Release()
+		if how != "commit" {
+			return nil
+		}
+		var pe *pgconn.PgError
+		if t.write && !errors.As(err, &pe) {
+			// No answer from the server: the commit may have happened.
+			// The store promises never to report a committed write as
+			// failed, so the outcome is asked on another connection.
+			return t.db.outcome(ctx, t.xid, err)
+		}
+		return classify(fmt.Errorf("pgengine: commit: %w", err))
+	}
+	conn.Release()
+	return nil
+}
+
+// outcomeWait bounds how long outcome waits for a transaction the server
+// still shows in progress (its backend not yet gone).
+const outcomeWait = 10 * time.Second
+
+// outcome is the fate of transaction xid, whose COMMIT got no answer
+// (lost): nil when the server says it committed; else the commit's error,
+// marked as not committed when the server says it aborted, and as
+// unknown when the server cannot be asked.
+func (d *DB) outcome(ctx context.Context, xid int64, lost error) error {
+	deadline := time.Now().Add(outcomeWait)
+	for {
+		var status *string
+		err := d.pool.QueryRow(ctx, "select txid_status($1)", xid).Scan(&status)
+		switch {
+		case err != nil:
+			return classify(fmt.Errorf("pgengine: commit: the connection was lost (%w) and the server cannot be asked whether transaction %d committed: %v", lost, xid, err))
+		case status != nil && *status == "committed":
+			return nil
+		case status != nil && *status == "in progress" && time.Now().Before(deadline):
+			time.Sleep(20 * time.Millisecond) // the server ends the lost connection's transaction shortly
+			continue
+		case status != nil && *status == "aborted":
+			return fmt.Errorf("pgengine: commit: the connection was lost (%w); the server rolled transaction %d back", lost, xid)
+		}
+		what := "unknown"
+		if status != nil {
+			what = *status
+		}
+		return fmt.Errorf("pgengine: commit: the connection was lost (%w); transaction %d is %s", lost, xid, what)
+	}
+}
+
+func (t *tx) newBucket(name []byte, tbl string) *bucket {
+	return &bucket{t: t, name: bytes.Clone(name), tbl: tbl, sql: t.db.statementsOf(tbl)}
+}
+
+func (t *tx) Bucket(name []byte) engine.Bucket {
+	b, ok := t.buckets[string(name)]
+	if !ok {
+		return nil
+	}
+	return b
+}
+
+// tableName is the table of the bucket numbered id: its name too when
+// that is a plain identifier, so a person reading the database sees kv3_events.
+func tableName(id int64, name []byte) string {
+	tbl := fmt.Sprintf("kv%d", id)
+	plain := len(name) > 0 && len(tbl)+1+len(name) <= 63
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		tbl += "_" + string(name)
+	}
+	return tbl
+}
+
+func (t *tx) CreateBucketIfNotExists(name []byte) (engine.Bucket, error) {
+	if b, ok := t.buckets[string(name)]; ok {
+		return b, nil
+	}
+	if !t.write {
+		return nil, errReadOnly
+	}
+	if len(name) == 0 {
+		return nil, errors.New("pgengine: a bucket needs a name")
+	}
+	if t.err != nil {
+		return nil, t.err
+	}
+	ctx := context.Background()
+	var id int64
+	if err := t.conn.QueryRow(ctx, "select nextval('handoff_bucket_ids')").Scan(&id); err != nil {
+		return nil, t.fail(fmt.Errorf("pgengine: create bucket %q: %w", name, err))
+	}
+	tbl := tableName(id, name)
+	q := pgx.Identifier{tbl}.Sanitize()
+	b := &pgx.Batch{}
+	b.Queue("create table " + q + " (key bytea primary key, value bytea not null)")
+	b.Queue("insert into handoff_buckets (name, tbl) values ($1, $2)", name, tbl)
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, t.fail(fmt.Errorf("pgengine: create bucket %q: %w", name, err))
+	}
+	bk := t.newBucket(name, tbl)
+	t.buckets[string(name)] = bk
+	return bk, nil
+}
+
+// DeleteBucket removes the bucket from the catalog and retires its table:
+// a DROP TABLE would take a lock that every reader of the table waits
+// for, and the contract lets no read wait for a write, so the table is
+// dropped by the next Open (store/engine/pgengine/migrate.go). Reads whose
+// snapshot is older still see the bucket and its keys.
+func (t *tx) DeleteBucket(name []byte) error {
+	b, ok := t.buckets[string(name)]
+	if !ok {
+		return fmt.Errorf("pgengine: delete bucket %q: no such bucket", name)
+	}
+	if !t.write {
+		return errReadOnly
+	}
+	if t.err != nil {
+		return t.err
+	}
+	bt := &pgx.Batch{}
+	bt.Queue("delete from handoff_buckets where name = $1", b.name)
+	bt.Queue("insert into handoff_retired (tbl) values ($1)", b.tbl)
+	if err := t.conn.SendBatch(context.Background(), bt).Close(); err != nil {
+		return t.fail(fmt.Errorf("pgengine: delete bucket %q: %w", name, err))
+	}
+	b.pending = nil
+	b.dead = true
+	delete(t.buckets, string(name))
+	return nil
+}
+
+func (t *tx) ForEachBucket(fn func(name []byte) error) error {
+	names := make([][]byte, 0, len(t.buckets))
+	for _, b := range t.buckets {
+		names = append(names, b.name)
+	}
+	sort.Slice(names, func(i, j int) bool { return bytes.Compare(names[i], names[j]) < 0 })
+	for _, n := range names {
+		if err := fn(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Check is none: PostgreSQL checks its own pages (data checksums, amcheck).
+func (t *tx) Check() []error { return nil }
+
+// flushAll sends every bucket's buffered writes, in one round trip.
+func (t *tx) flushAll(ctx context.Context) {
+	b := &pgx.Batch{}
+	var flushed []*bucket
+	for _, bk := range t.buckets {
+		if len(bk.pending) > 0 {
+			bk.queueFlush(b)
+			flushed = append(flushed, bk)
+		}
+	}
+	t.send(ctx, b, flushed)
+}
+
+// send runs the flush batch b of the buckets flushed.
+func (t *tx) send(ctx context.Context, b *pgx.Batch, flushed []*bucket) {
+	if b.Len() == 0 || t.err != nil {
+		return
+	}
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+		t.fail(fmt.Errorf("pgengine: write: %w", err))
+		return
+	}
+	for _, bk := range flushed {
+		bk.pending = nil
+	}
+}
+
+// pend is one buffered write: a value, or a delete.
+type pend struct {
+	value []byte
+	del   bool
+}
+
+// bucket is one bucket inside one transaction.
+type bucket struct {
+	t    *tx
+	name []byte
+	tbl  string
+	sql  *statements
+	// pending is the writes not yet sent, by key.
+	pending map[string]pend
+	// gen counts the writes to the bucket in this transaction: a cursor
+	// whose batch is older reads again.
+	gen  uint64
+	dead bool // deleted in this transaction
+}
+
+func (b *bucket) Get(key []byte) []byte {
+	if p, ok := b.pending[string(key)]; ok {
+		if p.del {
+			return nil
+		}
+		return p.value
+	}
+	t := b.t
+	if t.err != nil || b.dead || len(key) == 0 {
+		return nil
+	}
+	var v []byte
+	err := t.conn.QueryRow(context.Background(), b.sql.get, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+		return nil
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v
+}
+
+// ErrKeyRequired and the others are the refusals of Put, as bbolt's.
+var (
+	ErrKeyRequired = errors.New("pgengine: a key is required")
+	ErrKeyTooLarge = fmt.Errorf("pgengine: the key is longer than the %d bytes a PostgreSQL index entry holds", MaxKeySize)
+)
+
+func (b *bucket) Put(key, value []byte) error {
+	switch {
+	case !b.t.write:
+		return errReadOnly
+	case b.dead:
+		return fmt.Errorf("pgengine: bucket %q was deleted", b.name)
+	case len(key) == 0:
+		return ErrKeyRequired
+	case len(key) > MaxKeySize:
+		return fmt.Errorf("%w (%d bytes)", ErrKeyTooLarge, len(key))
+	case b.t.err != nil:
+		return b.t.err
+	}
+	if b.pending == nil {
+		b.pending = map[string]pend{}
+	}
+	// The caller may reuse its slices; the buffer keeps copies.
+	v := make([]byte, len(value))
+	copy(v, value)
+	b.pending[string(key)] = pend{value: v}
+	b.gen++
+	b.t.allocated += int64(len(key) + len(value))
+	return nil
+}
+
+func (b *bucket) Delete(key []byte) error {
+	switch {
+	case !b.t.write:
+		return errReadOnly
+	case b.dead:
+		return fmt.Errorf("pgengine: bucket %q was deleted", b.name)
+	case len(key) == 0:
+		return ErrKeyRequired
+	case b.t.err != nil:
+		return b.t.err
+	}
+	if b.pending == nil {
+		b.pending = map[string]pend{}
+	}
+	b.pending[string(key)] = pend{del: true}
+	b.gen++
+	return nil
+}
+
+// queueFlush adds the bucket's buffered writes to batch: one upsert of
+// every put, one delete of every deleted key.
+func (b *bucket) queueFlush(batch *pgx.Batch) {
+	var pk, pv, dk [][]byte
+	for k, p := range b.pending {
+		if p.del {
+			dk = append(dk, []byte(k))
+		} else {
+			pk, pv = append(pk, []byte(k)), append(pv, p.value)
+		}
+	}
+	if len(pk) > 0 {
+		batch.Queue(b.sql.put, pk, pv)
+	}
+	if len(dk) > 0 {
+		batch.Queue(b.sql.del, dk)
+	}
+}
+
+// flush sends the bucket's buffered writes before a read that needs them.
+func (b *bucket) flush() {
+	if len(b.pending) == 0 {
+		return
+	}
+	batch := &pgx.Batch{}
+	b.queueFlush(batch)
+	b.t.send(context.Background(), batch, []*bucket{b})
+}
+
+func (b *bucket) Cursor() engine.Cursor { return &cursor{b: b} }
+
+func (b *bucket) ForEach(fn func(k, v []byte) error) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return b.t.err
+}
+
+func (b *bucket) Stats() engine.BucketStats {
+	t := b.t
+	b.flush()
+	if t.err != nil || b.dead {
+		return engine.BucketStats{}
+	}
+	var n int64
+	if err := t.conn.QueryRow(context.Background(), b.sql.count).Scan(&n); err != nil {
+		t.fail(fmt.Errorf("pgengine: count bucket %q: %w", b.name, err))
+		return engine.BucketStats{}
+	}
+	return engine.BucketStats{KeyN: int(n)}
+}
+
+// The rows a cursor fetches at once: a few at first (most walks read a
+// key or two after a seek), doubling as it keeps going, up to maxBatch.
+const (
+	firstBatch = 8
+	maxBatch   = 256
+)
+
+// cursor is a position in a bucket over a batch of rows read ahead.
+type cursor struct {
+	b    *bucket
+	rows []row // read ahead in the direction dir, rows[i] the current one
+	i    int
+	dir  int // +1: rows ascend; -1: they descend
+	// more says the query that read rows stopped at its limit.
+	more bool
+	gen  uint64 // the bucket's gen when rows was read
+	n    int    // the next batch's size
+	// cur is the key the cursor stands on; nil when unpositioned or off
+	// an end: off is then +1 past the last key, -1 before the first.
+	cur []byte
+	off int
+}
+
+type row struct{ k, v []byte }
+
+// fetch reads a batch by query with arg (nil: none) in direction dir and
+// lands on its first row.
+func (c *cursor) fetch(query string, arg []byte, dir int, grow bool) ([]byte, []byte) {
+	b, t := c.b, c.b.t
+	if grow && c.n < maxBatch {
+		c.n *= 2
+	} else if !grow {
+		c.n = firstBatch
+	}
+	c.rows, c.i, c.dir, c.more, c.cur = c.rows[:0:0], 0, dir, false, nil
+	b.flush()
+	if t.err != nil || b.dead {
+		c.off = dir
+		return nil, nil
+	}
+	c.gen = b.gen
+	args := []any{c.n}
+	if arg != nil {
+		args = append(args, arg)
+	}
+	rows, err := t.conn.Query(context.Background(), query, args...)
+	if err != nil {
+		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+		c.off = dir
+		return nil, nil
+	}
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.k, &r.v); err != nil {
+			rows.Close()
+			t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+			c.rows, c.off = nil, dir
+			return nil, nil
+		}
+		if r.v == nil {
+			r.v = []byte{}
+		}
+		c.rows = append(c.rows, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+		c.rows, c.off = nil, dir
+		return nil, nil
+	}
+	c.more = len(c.rows) == c.n
+	return c.land()
+}
+
+// land makes rows[i] current, or moves off the end in the direction read.
+func (c *cursor) land() ([]byte, []byte) {
+	if c.i >= len(c.rows) {
+		c.cur, c.off = nil, c.dir
+		return nil, nil
+	}
+	r := c.rows[c.i]
+	c.cur, c.off = r.k, 0
+	return r.k, r.v
+}
+
+func (c *cursor) First() ([]byte, []byte) { return c.fetch(c.b.sql.first, nil, +1, false) }
+func (c *cursor) Last() ([]byte, []byte)  { return c.fetch(c.b.sql.last, nil, -1, false) }
+
+func (c *cursor) Seek(key []byte) ([]byte, []byte) {
+	if key == nil {
+		key = []byte{}
+	}
+	return c.fetch(c.b.sql.from, key, +1, false)
+}
+
+// fresh says the batch read ahead still stands: no write to the bucket since.
+func (c *cursor) fresh() bool { return c.gen == c.b.gen }
+
+func (c *cursor) Next() ([]byte, []byte) {
+	if c.cur == nil {
+		if c.off == -1 { // before the first key: Next lands on it
+			return c.First()
+		}
+		return nil, nil
+	}
+	if c.dir == +1 && c.fresh() {
+		if c.i+1 < len(c.rows) {
+			c.i++
+			return c.land()
+		}
+		if !c.more {
+			c.i = len(c.rows)
+			return c.land()
+		}
+	}
+	return c.fetch(c.b.sql.after, c.cur, +1, c.dir == +1)
+}
+
+func (c *cursor) Prev() ([]byte, []byte) {
+	if c.cur == nil {
+		if c.off == +1 { // past the last key (a Seek past it): Prev lands on the last
+			return c.Last()
+		}
+		return nil, nil
+	}
+	if c.dir == -1 && c.fresh() {
+		if c.i+1 < len(c.rows) {
+			c.i++
+			return c.land()
+		}
+		if !c.more {
+			c.i = len(c.rows)
+			return c.land()
+		}
+	}
+	return c.fetch(c.b.sql.before, c.cur, -1, c.dir == -1)
+}
+
+// quoteIdent is name as an SQL identifier.
+func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }

@@ -1,0 +1,921 @@
+package pgengine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/engine/boltengine"
+	"github.com/handoff/handoff/store/engine/pgengine"
+	"github.com/handoff/handoff/store/engine/pgengine/pgtest"
+)
+
+var bk = []byte("b")
+
+// open is a new engine with bucket b.
+func open(t *testing.T) *pgengine.DB {
+	t.Helper()
+	db := pgtest.Open(t)
+	if _, err := db.Update(func(tx engine.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bk)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func u64(v []byte) uint64 {
+	if v == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// Many goroutines each read a counter and write it plus one, several
+// counters per transaction: with one writer at a time none is lost, and
+// each transaction reads the writes it made itself.
+func TestNoLostUpdate(t *testing.T) {
+	db := open(t)
+	const workers, each = 16, 20
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for range each {
+				_, err := db.Update(func(tx engine.Tx) error {
+					b := tx.Bucket(bk)
+					for _, k := range []string{"count", fmt.Sprintf("w%02d", w)} {
+						n := u64(b.Get([]byte(k)))
+						if err := b.Put([]byte(k), binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
+							return err
+						}
+						if got := u64(b.Get([]byte(k))); got != n+1 {
+							return fmt.Errorf("%s read back %d after writing %d", k, got, n+1)
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	err := db.View(func(tx engine.Tx) error {
+		b := tx.Bucket(bk)
+		if got := u64(b.Get([]byte("count"))); got != workers*each {
+			t.Errorf("count = %d after %d increments; want %d (an update was lost)", got, workers*each, workers*each)
+		}
+		for w := range workers {
+			if got := u64(b.Get([]byte(fmt.Sprintf("w%02d", w)))); got != each {
+				t.Errorf("w%02d = %d; want %d", w, got, each)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A View opened while an Update is open (its writes made, its commit not
+// yet asked) runs to its end without waiting for it, and sees the state
+// before it; once the Update commits, a new View sees its writes.
+func TestViewBesideOpenUpdate(t *testing.T) {
+	db := open(t)
+	if _, err := db.Update(func(tx engine.Tx) error { return tx.Bucket(bk).Put([]byte("a"), []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	wrote, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := db.Update(func(tx engine.Tx) error {
+			b := tx.Bucket(bk)
+			if err := b.Put([]byte("a"), []byte("2")); err != nil {
+				return err
+			}
+			if err := b.Put([]byte("new"), []byte("x")); err != nil {
+				return err
+			}
+			// Sent to the server, not only buffered: a cursor read flushes.
+			if k, _ := b.Cursor().Seek([]byte("new")); string(k) != "new" {
+				return fmt.Errorf("the update's own cursor saw %q; want new", k)
+			}
+			close(wrote)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	select {
+	case <-wrote:
+	case err := <-done:
+		t.Fatalf("the Update ended before its writes were made: %v", err)
+	}
+	viewed := make(chan error, 1)
+	go func() {
+		viewed <- db.View(func(tx engine.Tx) error {
+			b := tx.Bucket(bk)
+			if v := b.Get([]byte("a")); string(v) != "1" {
+				return fmt.Errorf("a View beside an open Update read a = %q; want 1", v)
+			}
+			if k, _ := b.Cursor().Seek([]byte("new")); k != nil {
+				return fmt.Errorf("a View beside an open Update saw its uncommitted key %q", k)
+			}
+			return nil
+		})
+	}()
+	waited := false
+	select {
+	case err := <-viewed:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("a View waited 30 s for an open Update")
+		waited = true
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if waited {
+		<-viewed
+	}
+	_ = db.View(func(tx engine.Tx) error {
+		if v := tx.Bucket(bk).Get([]byte("a")); string(v) != "2" {
+			t.Errorf("a = %q after the commit; want 2", v)
+		}
+		return nil
+	})
+}
+
+// A write waits for the one before it: while an Update is open, another
+// does not start its fn until the first ends.
+func TestWritersTakeTurns(t *testing.T) {
+	db := open(t)
+	inFirst, release := make(chan struct{}), make(chan struct{})
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := db.Update(func(tx engine.Tx) error {
+			close(inFirst)
+			<-release
+			return tx.Bucket(bk).Put([]byte("first"), []byte("1"))
+		})
+		firstDone <- err
+	}()
+	<-inFirst
+	secondRan := make(chan string, 1)
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := db.Update(func(tx engine.Tx) error {
+			secondRan <- string(tx.Bucket(bk).Get([]byte("first")))
+			return nil
+		})
+		secondDone <- err
+	}()
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-secondRan; got != "1" {
+		t.Errorf("the second writer read first = %q; want 1: it ran beside the first instead of after it", got)
+	}
+	if err := <-secondDone; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRollback(t *testing.T) {
+	db := open(t)
+	if _, err := db.Update(func(tx engine.Tx) error { return tx.Bucket(bk).Put([]byte("a"), []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	_, err := db.Update(func(tx engine.Tx) error {
+		b := tx.Bucket(bk)
+		_ = b.Put([]byte("a"), []byte("2"))
+		_ = b.Put([]byte("b"), []byte("2"))
+		b.Cursor().First() // flushed to the server: the rollback must undo it there
+		if _, err := tx.CreateBucketIfNotExists([]byte("other")); err != nil {
+			return err
+		}
+		return boom
+	})
+	if err != boom {
+		t.Fatalf("Update = %v; want fn's own error as it is", err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "panic in fn" {
+				t.Errorf("recovered %v; want fn's panic to go on", r)
+			}
+		}()
+		_, _ = db.Update(func(tx engine.Tx) error {
+			_ = tx.Bucket(bk).Put([]byte("a"), []byte("3"))
+			panic("panic in fn")
+		})
+	}()
+	_ = db.View(func(tx engine.Tx) error {
+		if v := tx.Bucket(bk).Get([]byte("a")); string(v) != "1" {
+			t.Errorf("a = %q after rolled-back writes; want 1", v)
+		}
+		if v := tx.Bucket(bk).Get([]byte("b")); v != nil {
+			t.Errorf("b = %q after a rolled-back insert; want absent", v)
+		}
+		if tx.Bucket([]byte("other")) != nil {
+			t.Error("a bucket created by a rolled-back transaction exists")
+		}
+		return nil
+	})
+	// The pool is whole: the connections given back after the rollbacks work.
+	for range 20 {
+		if _, err := db.Update(func(tx engine.Tx) error { return tx.Bucket(bk).Put([]byte("c"), []byte("1")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A read that fails inside Update fails the Update, even when fn returns
+// nil: nothing decided on a read that failed commits.
+func TestFailedReadFailsTheUpdate(t *testing.T) {
+	db := open(t)
+	if _, err := db.Update(func(tx engine.Tx) error {
+		_, err := tx.CreateBucketIfNotExists([]byte("gone"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Update(func(tx engine.Tx) error {
+		if err := tx.Bucket(bk).Put([]byte("decided"), []byte("1")); err != nil {
+			return err
+		}
+		// The table goes behind the engine's back, before this transaction reads it.
+		pgtest.Exec(t, fmt.Sprintf("drop table %s.%s", db.Schema(), tableOf(t, db, "gone")))
+		if v := tx.Bucket([]byte("gone")).Get([]byte("k")); v != nil {
+			return fmt.Errorf("a failed read returned %q", v)
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("Update after a failed read = %v; want the read's error", err)
+	}
+	_ = db.View(func(tx engine.Tx) error {
+		if v := tx.Bucket(bk).Get([]byte("decided")); v != nil {
+			t.Error("a write made after a failed read committed")
+		}
+		return nil
+	})
+}
+
+// tableOf is the table of bucket name, from the catalog.
+func tableOf(t *testing.T, db *pgengine.DB, name string) string {
+	t.Helper()
+	var tbl string
+	conn, err := pgconn.Connect(context.Background(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	res := conn.ExecParams(context.Background(), fmt.Sprintf("select tbl from %s.handoff_buckets where name = $1", db.Schema()),
+		[][]byte{[]byte(name)}, nil, []int16{1}, nil).Read()
+	if res.Err != nil || len(res.Rows) != 1 {
+		t.Fatalf("the table of %s: %v (%d rows)", name, res.Err, len(res.Rows))
+	}
+	tbl = string(res.Rows[0][0])
+	return tbl
+}
+
+func TestValuesAndKeys(t *testing.T) {
+	db := open(t)
+	long := bytes.Repeat([]byte("k"), pgengine.MaxKeySize)
+	_, err := db.Update(func(tx engine.Tx) error {
+		b := tx.Bucket(bk)
+		if err := b.Put([]byte("empty"), nil); err != nil {
+			return err
+		}
+		if err := b.Put(nil, []byte("x")); !errors.Is(err, pgengine.ErrKeyRequired) {
+			t.Errorf("Put(nil key) = %v; want ErrKeyRequired", err)
+		}
+		if err := b.Put(append(long, 'k'), []byte("x")); !errors.Is(err, pgengine.ErrKeyTooLarge) {
+			t.Errorf("Put(a key of %d bytes) = %v; want ErrKeyTooLarge", len(long)+1, err)
+		}
+		big := bytes.Repeat([]byte{0, 0xff, 'v'}, 1<<20)
+		if err := b.Put([]byte("big"), big); err != nil {
+			return err
+		}
+		// The buffer keeps a copy: the caller may reuse its slice.
+		reused := []byte("first")
+		if err := b.Put([]byte("reused"), reused); err != nil {
+			return err
+		}
+		copy(reused, "xxxxx")
+		return b.Put(long, []byte("longest key"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.View(func(tx engine.Tx) error {
+		b := tx.Bucket(bk)
+		if v := b.Get([]byte("empty")); v == nil || len(v) != 0 {
+			t.Errorf("a key put with no value reads %v; want an empty, non-nil value", v)
+		}
+		if v := b.Get([]byte("big")); len(v) != 3<<20 || v[1] != 0xff {
+			t.Errorf("a 3 MiB value read back as %d bytes", len(v))
+		}
+		if v := b.Get([]byte("reused")); string(v) != "first" {
+			t.Errorf("reused = %q; want first, the bytes as put", v)
+		}
+		if v := b.Get(long); string(v) != "longest key" {
+			t.Errorf("the longest key reads %q", v)
+		}
+		if err := b.Put([]byte("x"), nil); err == nil {
+			t.Error("a Put in a View succeeded")
+		}
+		if _, err := tx.CreateBucketIfNotExists([]byte("new")); err == nil {
+			t.Error("a bucket was created in a View")
+		}
+		return nil
+	})
+}
+
+// Bytewise order, with the bytes a collation would get wrong (0x00, 0xff,
+// a prefix sorting before its extensions), the same as bbolt's.
+func TestOrder(t *testing.T) {
+	db := open(t)
+	keys := []string{"\xff", "\xff\xff", "\x00", "\x00\x00", "a", "a\x00", "a\xff", "A", "b", "\x7f", "\x80", "ab", "é", "e"}
+	_, err := db.Update(func(tx engine.Tx) error {
+		for _, k := range keys {
+			if err := tx.Bucket(bk).Put([]byte(k), []byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string(nil), keys...)
+	sortBytes(want)
+	var got []string
+	_ = db.View(func(tx engine.Tx) error {
+		return tx.Bucket(bk).ForEach(func(k, v []byte) error {
+			if !bytes.Equal(k, v) {
+				t.Errorf("key %q holds %q", k, v)
+			}
+			got = append(got, string(k))
+			return nil
+		})
+	})
+	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+		t.Errorf("order %q; want bytewise %q", got, want)
+	}
+}
+
+func sortBytes(s []string) {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if bytes.Compare([]byte(s[j]), []byte(s[i])) < 0 {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+}
+
+// The same random walk of puts, deletes and cursor moves, inside one write
+// transaction and in reads, on bbolt and on PostgreSQL gives the same
+// answers: across batch boundaries (hundreds of keys), off either end,
+// and with the transaction writing between a cursor's moves (each write
+// followed by a fresh Seek, the way the store's cursors re-position, and
+// also moves straight after a write, where pgengine reads again from the
+// key it stands on).
+func TestCursorsMatchBbolt(t *testing.T) {
+	pg := open(t)
+	bdb, err := boltengine.Open(filepath.Join(t.TempDir(), "ref.db"), boltengine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	if _, err := bdb.Update(func(tx engine.Tx) error { _, err := tx.CreateBucketIfNotExists(bk); return err }); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	randKey := func() []byte {
+		k := make([]byte, 1+r.IntN(3))
+		for i := range k {
+			k[i] = []byte{0, 1, 'a', 'b', 'c', 0xfe, 0xff}[r.IntN(7)]
+		}
+		return k
+	}
+	// Enough keys to cross several batches.
+	seed := func(tx engine.Tx) error {
+		for i := range 700 {
+			if err := tx.Bucket(bk).Put(binary.BigEndian.AppendUint16([]byte{'n'}, uint16(i)), []byte{byte(i)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if _, err := pg.Update(seed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bdb.Update(seed); err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		op  string
+		arg []byte
+	}
+	script := func(n int, writes bool) []step {
+		var s []step
+		for range n {
+			switch x := r.IntN(20); {
+			case x < 1:
+				s = append(s, step{op: "first"})
+			case x < 2:
+				s = append(s, step{op: "last"})
+			case x < 4:
+				s = append(s, step{op: "seek", arg: randKey()})
+			case x < 10:
+				s = append(s, step{op: "next"})
+			case x < 14:
+				s = append(s, step{op: "prev"})
+			case x < 16:
+				s = append(s, step{op: "get", arg: randKey()})
+			case writes && x < 18:
+				s = append(s, step{op: "put", arg: randKey()})
+			case writes:
+				s = append(s, step{op: "del", arg: randKey()})
+			default:
+				s = append(s, step{op: "next"})
+			}
+		}
+		return s
+	}
+	run := func(b engine.Bucket, steps []step, bboltRef bool) []string {
+		var out []string
+		c := b.Cursor()
+		positioned := false
+		for i, s := range steps {
+			var k, v []byte
+			switch s.op {
+			case "first":
+				k, v = c.First()
+				positioned = true
+			case "last":
+				k, v = c.Last()
+				positioned = true
+			case "seek":
+				k, v = c.Seek(s.arg)
+				positioned = true
+			case "next":
+				if !positioned {
+					continue
+				}
+				k, v = c.Next()
+			case "prev":
+				if !positioned {
+					continue
+				}
+				k, v = c.Prev()
+			case "get":
+				v = b.Get(s.arg)
+				out = append(out, fmt.Sprintf("%d get %q = %q", i, s.arg, v))
+				continue
+			case "put", "del":
+				var err error
+				if s.op == "put" {
+					err = b.Put(s.arg, []byte(fmt.Sprint(i)))
+				} else {
+					err = b.Delete(s.arg)
+				}
+				if err != nil {
+					out = append(out, fmt.Sprintf("%d %s: %v", i, s.op, err))
+				}
+				// bbolt's cursor is undefined after a write to its bucket;
+				// the store seeks again, and so does this walk.
+				c = b.Cursor()
+				positioned = false
+				continue
+			}
+			if k == nil {
+				// Off an end: bbolt's cursor then moves in ways of its own
+				// (two Nexts off the end, then Prev, skip a key), which the
+				// store never asks; both walks start again.
+				positioned = false
+			}
+			out = append(out, fmt.Sprintf("%d %s %q -> %q %q", i, s.op, s.arg, k, v))
+		}
+		return out
+	}
+	for round := range 12 {
+		writes := round%2 == 0
+		steps := script(400, writes)
+		var want, got []string
+		if writes {
+			if _, err := bdb.Update(func(tx engine.Tx) error { want = run(tx.Bucket(bk), steps, true); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pg.Update(func(tx engine.Tx) error { got = run(tx.Bucket(bk), steps, false); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			_ = bdb.View(func(tx engine.Tx) error { want = run(tx.Bucket(bk), steps, true); return nil })
+			_ = pg.View(func(tx engine.Tx) error { got = run(tx.Bucket(bk), steps, false); return nil })
+		}
+		if len(want) < 100 {
+			t.Fatalf("round %d compared only %d answers", round, len(want))
+		}
+		for i := range max(len(want), len(got)) {
+			var w, g string
+			if i < len(want) {
+				w = want[i]
+			}
+			if i < len(got) {
+				g = got[i]
+			}
+			if w != g {
+				t.Fatalf("round %d (writes %v): step %s on PostgreSQL; bbolt %s", round, writes, g, w)
+			}
+		}
+	}
+}
+
+// The edges of a cursor the store walks by: a Seek past the last key
+// then Prev lands on the last; Prev off the first then Next lands on the
+// first; an empty bucket answers nil everywhere; a write between two moves
+// is seen by the next move, from the key the cursor stands on.
+func TestCursorEdges(t *testing.T) {
+	db := open(t)
+	_, err := db.Update(func(tx engine.Tx) error {
+		e, err := tx.CreateBucketIfNotExists([]byte("empty"))
+		if err != nil {
+			return err
+		}
+		ec := e.Cursor()
+		for name, mv := range map[string]func() ([]byte, []byte){"First": ec.First, "Last": ec.Last, "Next": ec.Next, "Prev": ec.Prev} {
+			if k, _ := mv(); k != nil {
+				t.Errorf("%s on an empty bucket = %q", name, k)
+			}
+		}
+		if k, _ := ec.Seek([]byte("a")); k != nil {
+			t.Errorf("Seek on an empty bucket = %q", k)
+		}
+		b := tx.Bucket(bk)
+		for _, k := range []string{"b", "d", "f"} {
+			if err := b.Put([]byte(k), []byte("v"+k)); err != nil {
+				return err
+			}
+		}
+		c := b.Cursor()
+		if k, _ := c.Seek([]byte("z")); k != nil {
+			t.Errorf("Seek(z) = %q; want nil", k)
+		}
+		if k, v := c.Prev(); string(k) != "f" || string(v) != "vf" {
+			t.Errorf("Prev after a Seek past the end = %q %q; want f vf", k, v)
+		}
+		c.First()
+		if k, _ := c.Prev(); k != nil {
+			t.Errorf("Prev before the first = %q", k)
+		}
+		if k, _ := c.Next(); string(k) != "b" {
+			t.Errorf("Next after running off the start = %q; want b", k)
+		}
+		// Writes while the cursor stands on b, its batch read ahead.
+		if err := b.Put([]byte("c"), []byte("vc")); err != nil {
+			return err
+		}
+		if err := b.Delete([]byte("d")); err != nil {
+			return err
+		}
+		if k, _ := c.Next(); string(k) != "c" {
+			t.Errorf("Next after putting c beside b = %q; want c", k)
+		}
+		if k, _ := c.Next(); string(k) != "f" {
+			t.Errorf("Next after deleting d = %q; want f", k)
+		}
+		if err := b.Put([]byte("e"), []byte("ve")); err != nil {
+			return err
+		}
+		if k, _ := c.Prev(); string(k) != "e" {
+			t.Errorf("Prev from f after putting e = %q; want e", k)
+		}
+		if n := b.Stats().KeyN; n != 4 {
+			t.Errorf("KeyN = %d; want 4 (b c e f)", n)
+		}
+		// A fresh cursor never moved answers nil to Next and Prev, as bbolt's.
+		if k, _ := b.Cursor().Next(); k != nil {
+			t.Errorf("Next of a cursor never placed = %q", k)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBuckets(t *testing.T) {
+	db := open(t)
+	odd := []byte("idx:odd name\x00\xff with a very long tail that no identifier could hold whole, far past 63 bytes")
+	_, err := db.Update(func(tx engine.Tx) error {
+		o, err := tx.CreateBucketIfNotExists(odd)
+		if err != nil {
+			return err
+		}
+		if err := o.Put([]byte("k"), []byte("v")); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bk).Put([]byte("old"), []byte("1")); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deleted and made again in one transaction, as a migration does: the
+	// new bucket is empty, and a read from before still has the old keys.
+	before := make(chan struct{})
+	after := make(chan struct{})
+	viewErr := make(chan error, 1)
+	go func() {
+		viewErr <- db.View(func(tx engine.Tx) error {
+			close(before)
+			<-after
+			if v := tx.Bucket(bk).Get([]byte("old")); string(v) != "1" {
+				return fmt.Errorf("a read from before the delete lost the bucket's key: %q", v)
+			}
+			return nil
+		})
+	}()
+	<-before
+	_, err = db.Update(func(tx engine.Tx) error {
+		if err := tx.DeleteBucket(bk); err != nil {
+			return err
+		}
+		if tx.Bucket(bk) != nil {
+			return errors.New("a deleted bucket is still there")
+		}
+		b, err := tx.CreateBucketIfNotExists(bk)
+		if err != nil {
+			return err
+		}
+		if k, _ := b.Cursor().First(); k != nil {
+			return fmt.Errorf("a bucket made again holds %q", k)
+		}
+		if err := tx.DeleteBucket([]byte("never")); err == nil {
+			return errors.New("deleting a bucket that does not exist succeeded")
+		}
+		return b.Put([]byte("new"), []byte("2"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(after)
+	if err := <-viewErr; err != nil {
+		t.Error(err)
+	}
+	var names []string
+	_ = db.View(func(tx engine.Tx) error {
+		if v := tx.Bucket(bk).Get([]byte("old")); v != nil {
+			t.Errorf("a bucket made again still holds the old key: %q", v)
+		}
+		if v := tx.Bucket(odd).Get([]byte("k")); string(v) != "v" {
+			t.Errorf("the odd bucket's key = %q", v)
+		}
+		return tx.ForEachBucket(func(n []byte) error { names = append(names, string(n)); return nil })
+	})
+	if fmt.Sprintf("%q", names) != fmt.Sprintf("%q", []string{"b", string(odd)}) {
+		t.Errorf("ForEachBucket = %q", names)
+	}
+	// The retired table is dropped by the next open.
+	db2, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: db.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if n := countTables(t, db.Schema()); n != 2+3 { // two buckets; catalog, retired, version
+		t.Errorf("%d tables in the schema after the reopen; want 5 (the deleted bucket's dropped)", n)
+	}
+}
+
+func countTables(t *testing.T, schema string) int {
+	t.Helper()
+	conn, err := pgconn.Connect(context.Background(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	res := conn.ExecParams(context.Background(), "select count(*) from pg_tables where schemaname = $1", [][]byte{[]byte(schema)}, nil, nil, nil).Read()
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	var n int
+	fmt.Sscan(string(res.Rows[0][0]), &n)
+	return n
+}
+
+// Several processes' opens at once on a new schema: one migrates, the
+// others wait for it, and all open. A schema of a newer engine is refused.
+func TestMigrations(t *testing.T) {
+	schema := pgtest.Schema(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Go(func() {
+			db, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: schema})
+			if err == nil {
+				db.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("an open beside others: %v", err)
+		}
+	}
+	pgtest.Exec(t, fmt.Sprintf("update %s.handoff_engine set version = version + 1", schema))
+	_, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: schema})
+	if err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("Open of a newer engine schema = %v; want a refusal naming it newer", err)
+	}
+}
+
+// Snapshot writes a bbolt file with every bucket and key, which bbolt opens.
+func TestSnapshotIsABboltFile(t *testing.T) {
+	db := open(t)
+	_, err := db.Update(func(tx engine.Tx) error {
+		other, err := tx.CreateBucketIfNotExists([]byte("other"))
+		if err != nil {
+			return err
+		}
+		if err := other.Put([]byte("\x00"), nil); err != nil {
+			return err
+		}
+		for i := range 25000 { // more than one bbolt transaction of the copy
+			if err := tx.Bucket(bk).Put(binary.BigEndian.AppendUint32(nil, uint32(i)), []byte(fmt.Sprint(i))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "snap.db")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.Snapshot(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(path); fi.Size() != n {
+		t.Errorf("Snapshot said %d bytes; the file has %d", n, fi.Size())
+	}
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	err = bdb.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			t.Errorf("bbolt's check of the snapshot: %v", err)
+		}
+		b := tx.Bucket(bk)
+		if b == nil {
+			return errors.New("the snapshot has no bucket b")
+		}
+		if n := b.Stats().KeyN; n != 25000 {
+			t.Errorf("the snapshot's b has %d keys; want 25000", n)
+		}
+		if v := b.Get(binary.BigEndian.AppendUint32(nil, 24999)); string(v) != "24999" {
+			t.Errorf("the last key holds %q", v)
+		}
+		if v := tx.Bucket([]byte("other")).Get([]byte("\x00")); v == nil {
+			t.Error("the empty value is missing from the snapshot")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp, err := db.Space(); err != nil || sp.Bytes <= 0 || sp.PageSize != 8192 {
+		t.Errorf("Space = %+v, %v", sp, err)
+	}
+}
+
+// PostgreSQL's disk_full is engine.ErrNoSpace, its message kept.
+func TestNoSpace(t *testing.T) {
+	pe := &pgconn.PgError{Code: "53100", Message: "could not extend file: No space left on device"}
+	err := pgengine.Classify(fmt.Errorf("pgengine: commit: %w", pe))
+	if !errors.Is(err, engine.ErrNoSpace) || !strings.Contains(err.Error(), "No space left") {
+		t.Errorf("classify(disk_full) = %v; want ErrNoSpace with the server's words", err)
+	}
+	var got *pgconn.PgError
+	if !errors.As(err, &got) || got.Code != "53100" {
+		t.Error("the server's error left the chain")
+	}
+	if err := pgengine.Classify(&pgconn.PgError{Code: "23505"}); errors.Is(err, engine.ErrNoSpace) {
+		t.Error("a unique violation classified as no space")
+	}
+}
+
+// An exclusive engine refuses a second beside it; when its lock's
+// connection is lost (the server ended it) and another session takes the
+// lock, its writes are refused, and they come back once it takes the lock
+// again.
+func TestExclusive(t *testing.T) {
+	schema := pgtest.Schema(t)
+	ctx := context.Background()
+	o := pgengine.Options{Schema: schema, Exclusive: true, HoldCheck: 200 * time.Millisecond}
+	a, err := pgengine.Open(ctx, pgtest.URL(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	write := func() error {
+		_, err := a.Update(func(tx engine.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(bk)
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("k"), []byte("v"))
+		})
+		return err
+	}
+	if err := write(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgengine.Open(ctx, pgtest.URL(t), o); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("a second exclusive Open = %v; want ErrLocked", err)
+	}
+	// Another session: it takes the lock once the server has ended a's
+	// connection, before a's watch takes it again (else the round repeats).
+	other, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	key := pgengine.ExclusiveKey(schema)
+	waitFor(t, "another session takes the lock a lost", func() bool {
+		if pid := a.HolderPID(); pid != 0 {
+			pgtest.Exec(t, "select pg_terminate_backend($1)", int32(pid))
+		}
+		for range 50 {
+			var got bool
+			if err := other.QueryRow(ctx, "select pg_try_advisory_lock($1)", key).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got {
+				return true
+			}
+			time.Sleep(2 * time.Millisecond) // the next look at a condition with a deadline
+		}
+		return false
+	})
+	waitFor(t, "a refuses writes while another holds its lock", func() bool {
+		return errors.Is(write(), engine.ErrLocked)
+	})
+	if _, err := other.Exec(ctx, "select pg_advisory_unlock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a takes its lock again and writes", func() bool { return write() == nil })
+	if a.HolderPID() == 0 {
+		t.Error("a writes without holding its lock")
+	}
+}
+
+// waitFor polls cond until it holds, failing t after a deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	start, n := time.Now(), 0
+	defer func() { t.Logf("%s: %d looks, %v", what, n, time.Since(start)) }()
+	for n = 1; !cond(); n++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // the next look at a condition with a deadline
+	}
+}
