@@ -840,3 +840,18 @@ func (c *cursor) Prev() ([]byte, []byte) {
 
 // quoteIdent is name as an SQL identifier.
 func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// Flush sends the writes buffered in t (a transaction of this engine) now,
+// inside the transaction: a bulk load (handoff migrate) that writes more
+// than memory should hold calls it every batch. It returns the
+// transaction's first failure, the flush's own included.
+func Flush(t engine.Tx) error {
+	pt, ok := t.(*tx)
+	if !ok {
+		return errors.New("pgengine: Flush of a transaction of another engine")
+	}
+	if pt.conn != nil {
+		pt.flushAll(context.Background())
+	}
+	return pt.err
+}
