@@ -65,7 +65,7 @@ func migrateCmd(ctx context.Context, args []string, e env) error {
 		fmt.Fprintf(e.stdout, "moving %s into the new file %s\n", redactURL(*from), *to)
 		m, err := store.MoveToFile(ctx, *from, *to, opts)
 		if err != nil {
-			return redactErr(err, *from)
+			return oneLine(redactErr(err, *from))
 		}
 		report(e, m, time.Since(start), "the file's check (handoff verify) is clean")
 		return nil
@@ -104,7 +104,7 @@ func migrateCmd(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("the database at %s already holds handoff data (%d buckets in %s): migrate moves into an empty database only", redactURL(*to), ne.Buckets, strings.TrimPrefix(ne.Target, "PostgreSQL "))
 	}
 	if err != nil {
-		return redactErr(err, *to)
+		return oneLine(redactErr(err, *to))
 	}
 	report(e, m, time.Since(start), "the store's check of the target is clean")
 	return nil
@@ -122,7 +122,7 @@ func report(e env, m store.Moved, took time.Duration, check string) {
 	for _, b := range m.Buckets {
 		fmt.Fprintf(e.stdout, "  %-32s %8d keys %12d bytes\n", b.Name, b.Keys, b.Bytes)
 	}
-	fmt.Fprintf(e.stdout, "copied %d buckets, %d keys, %d bytes into %s in %s\n",
+	fmt.Fprintf(e.stdout, "copied %d buckets, %d keys, %d bytes of keys and values into %s in %s\n",
 		len(m.Buckets), m.Keys(), m.Bytes(), m.Target, took.Round(time.Millisecond))
 	fmt.Fprintf(e.stdout, "verified: every bucket's key count and SHA-256 of its keys and values equal on both sides (digest %s); %s\n",
 		m.Digest()[:16], check)
@@ -171,4 +171,25 @@ func redactErr(err error, s string) error {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+}
+
+// oneLine is err in one sentence: a driver's error lists each connection
+// attempt on a line of its own, the same reason often twice (with and
+// without TLS); the lines are joined, each once.
+func oneLine(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "\n") {
+		return err
+	}
+	var parts []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(msg, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		seen[l] = true
+		parts = append(parts, l)
+	}
+	return errors.New(strings.Join(parts, " "))
 }

@@ -231,6 +231,14 @@ func TestMigrateOverAndBack(t *testing.T) {
 	}
 	runCLI(t, "", nil, "migrate", "--data", dir, "--to", migrateURL(t)).wantErr(t, "in use by a running server")
 	held.Close()
+	// Nor from a database a server holds (serve's exclusive lock).
+	served, err := store.OpenURL(context.Background(), u, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCLI(t, "", nil, "migrate", "--from", u, "--to", filepath.Join(t.TempDir(), "x.db")).wantErr(t, "in use")
+	runCLI(t, "", nil, "migrate", "--data", dir, "--to", u).wantErr(t, "in use by a running server")
+	served.Close()
 }
 
 func TestMigrateRefusals(t *testing.T) {
