@@ -110,10 +110,11 @@ func migrateCmd(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
-// progress prints each batch to stderr: a long copy shows it moves.
+// progress prints each batch: a long copy shows it moves. On stdout,
+// with the report: stderr holds only a failure's one sentence.
 func progress(e env) func(string, int64) {
 	return func(bucket string, keys int64) {
-		fmt.Fprintf(e.stderr, "migrate: %d keys copied (bucket %s)\n", keys, bucket)
+		fmt.Fprintf(e.stdout, "migrate: %d keys copied (bucket %s)\n", keys, bucket)
 	}
 }
 

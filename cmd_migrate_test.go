@@ -289,7 +289,7 @@ func TestMigrateKilledMidCopy(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(list), childVarsEnv+"={}")
-	pipe, err := cmd.StderrPipe()
+	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
