@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/url"
 	"os"
@@ -269,6 +271,28 @@ func TestMigrateRefusals(t *testing.T) {
 		if msg := c.err.Error(); strings.Contains(msg, "s3cret-pw") || strings.Contains(msg, "\n") {
 			t.Errorf("migrate %q: %q shows the password or is more than one line", tc.args, msg)
 		}
+	}
+	// A file of an older schema: serve migrates it first.
+	old := filepath.Join(t.TempDir(), "old.db")
+	gz, err := os.ReadFile("store/testdata/schema8-1591ed6.db.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	older := migrateURL(t)
+	runCLI(t, "", nil, "migrate", "--db", old, "--to", older).wantErr(t, "is at schema 8", "open it once with this handoff's serve")
+	if got := dumpPostgres(t, older); len(got) != 0 {
+		t.Errorf("a refused move wrote %d buckets", len(got))
 	}
 	// An empty database is no source.
 	runCLI(t, "", nil, "migrate", "--from", migrateURL(t), "--to", filepath.Join(t.TempDir(), "x.db")).wantErr(t, "holds no handoff data")

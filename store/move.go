@@ -279,7 +279,7 @@ func MoveToPostgres(ctx context.Context, path, url string, opts MoveOptions) (Mo
 		return err
 	})
 	if err != nil {
-		return Moved{}, fmt.Errorf("copy %s into %s (nothing was written: the copy is one transaction): %w", path, target, err)
+		return Moved{}, fmt.Errorf("copy %s into %s (one transaction: run migrate again, which starts over, or finds it committed and refuses): %w", path, target, err)
 	}
 	m := Moved{Buckets: want, Target: target}
 	var got []BucketSum
