@@ -124,9 +124,9 @@ func report(e env, m store.Moved, took time.Duration, check string) {
 		fmt.Fprintf(e.stdout, "  %-32s %8d keys %12d bytes\n", b.Name, b.Keys, b.Bytes)
 	}
 	fmt.Fprintf(e.stdout, "copied %d buckets, %d keys, %d bytes of keys and values into %s in %s\n",
-		len(m.Buckets), m.Keys(), m.Bytes(), m.Target, took.Round(time.Millisecond))
-	fmt.Fprintf(e.stdout, "verified: every bucket's key count and SHA-256 of its keys and values equal on both sides (digest %s); %s\n",
-		m.Digest()[:16], check)
+		len(m.Buckets), m.Keys(), m.Bytes(), m.Target, m.Copy.Round(time.Millisecond))
+	fmt.Fprintf(e.stdout, "verified in %s: every bucket's key count and SHA-256 of its keys and values equal on both sides (digest %s); %s (%s in all)\n",
+		m.Verify.Round(time.Millisecond), m.Digest()[:16], check, took.Round(time.Millisecond))
 }
 
 // looksLikeURL says s has a scheme (postgres://, mysql://…), not a path.

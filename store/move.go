@@ -60,6 +60,8 @@ type Moved struct {
 	Buckets []BucketSum
 	// Target is where the copy went: the PostgreSQL schema, or the file.
 	Target string
+	// Copy and Verify are how long the two steps took.
+	Copy, Verify time.Duration
 }
 
 // Keys is the keys copied, in all.
@@ -227,6 +229,7 @@ func MoveToPostgres(ctx context.Context, path, url string, opts MoveOptions) (Mo
 
 	var want []BucketSum
 	batch := opts.batch()
+	start := time.Now()
 	err = src.eng.View(func(stx engine.Tx) error {
 		_, err := db.Update(func(dtx engine.Tx) error {
 			want = nil
@@ -281,7 +284,8 @@ func MoveToPostgres(ctx context.Context, path, url string, opts MoveOptions) (Mo
 	if err != nil {
 		return Moved{}, fmt.Errorf("copy %s into %s (one transaction: run migrate again, which starts over, or finds it committed and refuses): %w", path, target, err)
 	}
-	m := Moved{Buckets: want, Target: target}
+	m := Moved{Buckets: want, Target: target, Copy: time.Since(start)}
+	start = time.Now()
 	var got []BucketSum
 	if err := db.View(func(tx engine.Tx) error {
 		var err error
@@ -296,6 +300,7 @@ func MoveToPostgres(ctx context.Context, path, url string, opts MoveOptions) (Mo
 	if err := st.Check(); err != nil {
 		return m, fmt.Errorf("verify: the store's check of %s: %w", target, err)
 	}
+	m.Verify = time.Since(start)
 	return m, nil
 }
 
@@ -334,6 +339,7 @@ func MoveToFile(ctx context.Context, url, path string, opts MoveOptions) (Moved,
 	var want []BucketSum
 	batch := opts.batch()
 	var copied int64
+	start := time.Now()
 	err = db.View(func(tx engine.Tx) error {
 		n := 0
 		err := tx.ForEachBucket(func(name []byte) error {
@@ -385,7 +391,8 @@ func MoveToFile(ctx context.Context, url, path string, opts MoveOptions) (Moved,
 	if err := syncFile(tmpPath); err != nil {
 		return Moved{}, err
 	}
-	m := Moved{Buckets: want, Target: path}
+	m := Moved{Buckets: want, Target: path, Copy: time.Since(start)}
+	start = time.Now()
 	if err := VerifyFile(tmpPath); err != nil {
 		return m, fmt.Errorf("verify the copy of %s: %w", source, err)
 	}
@@ -408,6 +415,7 @@ func MoveToFile(ctx context.Context, url, path string, opts MoveOptions) (Moved,
 	if err := compareSums(want, got, path); err != nil {
 		return m, err
 	}
+	m.Verify = time.Since(start)
 	// A link never replaces a file: one made meanwhile stays and is named.
 	if err := os.Link(tmpPath, path); err != nil {
 		if errors.Is(err, os.ErrExist) {
