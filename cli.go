@@ -19,8 +19,8 @@ const helpText = `usage:
                     [--since DATE] [--until DATE] [--sample N] [--seed N] [--prompt FILE] [--model NAME] [--facts FILE]
                     [--label NAME] [--budget AMOUNT] [--concurrency N]
                     (re-drafts a sample of approved turns with a candidate, never sending; resumes in DIR)
-  handoff migrate   --data DIR | --db FILE --to postgres://…   (server stopped; into an empty database, then verified)
-  handoff migrate   --from postgres://… --to FILE       (server stopped; into a new bbolt file, then verified)
+  handoff migrate   --data DIR | --db FILE | --config FILE --to postgres://…   (server stopped; into an empty database, then verified)
+  handoff migrate   --from postgres://… | --config FILE --to FILE   (server stopped; into a new bbolt file, then verified)
   handoff health    --addr HOST:PORT                    (exit 0 when the server is ready; for health checks)
   handoff version                                       (release, database schema, build)
 environment: HANDOFF_CONFIG, HANDOFF_DATA, HANDOFF_ADDR override the flags;

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 )
 
@@ -21,6 +22,7 @@ import (
 // target) before it says done.
 func migrateCmd(ctx context.Context, args []string, e env) error {
 	fset := newFlagSet("migrate", e)
+	cfgPath := fset.String("config", "", "serve's configuration file: with no source flag, the source is its data_dir (--to a URL) or its database_url (--to a FILE)")
 	dataDir := fset.String("data", "", "a stopped server's data folder to move to PostgreSQL")
 	dbFile := fset.String("db", "", "a database file to move to PostgreSQL")
 	from := fset.String("from", "", "a PostgreSQL database URL to move to a new file (default HANDOFF_DATABASE_URL)")
@@ -37,6 +39,29 @@ func migrateCmd(ctx context.Context, args []string, e env) error {
 	}
 	if *to == "" {
 		return errors.New("migrate needs --to: a postgres:// URL to move a file into, or a new FILE to move a PostgreSQL database into")
+	}
+	if *from == "" && *dataDir == "" && *dbFile == "" && *cfgPath != "" {
+		// The database serve would open: the environment overrides the
+		// file, as for serve (HANDOFF_DATA, HANDOFF_DATABASE_URL).
+		cfg, _, err := config.LoadSources(*cfgPath, e.getenv)
+		if err != nil {
+			return err
+		}
+		if v := e.getenv("HANDOFF_DATABASE_URL"); v != "" {
+			cfg.DatabaseURL = v
+		}
+		switch {
+		case looksLikeURL(*to):
+			*dataDir = cfg.DataDir
+			e.override(dataDir, "HANDOFF_DATA")
+			if *dataDir == "" {
+				*dataDir = "./data"
+			}
+		case cfg.DatabaseURL != "":
+			*from = cfg.DatabaseURL
+		default:
+			return fmt.Errorf("%s sets no database_url to move into %s: give --from postgres://…", *cfgPath, *to)
+		}
 	}
 	if *from == "" && *dataDir == "" && *dbFile == "" {
 		*from = e.getenv("HANDOFF_DATABASE_URL")

@@ -233,6 +233,18 @@ func TestMigrateOverAndBack(t *testing.T) {
 	}
 	runCLI(t, "", nil, "migrate", "--data", dir, "--to", migrateURL(t)).wantErr(t, "in use by a running server")
 	held.Close()
+	// With serve's config the source is its database: data_dir into
+	// PostgreSQL, database_url into a file.
+	cfgFile := filepath.Join(t.TempDir(), "handoff.yaml")
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf("data_dir: %q\ndatabase_url: %q\n", dir, u)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fromCfg := filepath.Join(t.TempDir(), "from-config.db")
+	runCLI(t, "", nil, "migrate", "--config", cfgFile, "--to", fromCfg).wantOK(t)
+	sameDump(t, "the file moved back by the config's database_url", dumpFile(t, fromCfg), want)
+	u2 := migrateURL(t)
+	runCLI(t, "", nil, "migrate", "--config", cfgFile, "--to", u2).wantOK(t)
+	sameDump(t, "PostgreSQL filled from the config's data_dir", dumpPostgres(t, u2), want)
 	// Nor from a database a server holds (serve's exclusive lock).
 	served, err := store.OpenURL(context.Background(), u, store.Options{})
 	if err != nil {
