@@ -251,7 +251,7 @@ func MoveToPostgres(ctx context.Context, path, url string, opts MoveOptions) (Mo
 				err = stx.Bucket(name).ForEach(func(k, v []byte) error {
 					s.add(k, v)
 					if err := b.Put(k, v); err != nil {
-						return fmt.Errorf("bucket %q key %q: %w", name, k, err)
+						return fmt.Errorf("bucket %q, a key of %d bytes: %w", name, len(k), err)
 					}
 					if pending++; pending == batch {
 						pending = 0
@@ -360,7 +360,7 @@ func MoveToFile(ctx context.Context, url, path string, opts MoveOptions) (Moved,
 					for i := 0; i < batch && k != nil; i++ {
 						s.add(k, v)
 						if err := bb.Put(bytes.Clone(k), bytes.Clone(v)); err != nil {
-							return fmt.Errorf("bucket %q key %q: %w", name, k, err)
+							return fmt.Errorf("bucket %q, a key of %d bytes: %w", name, len(k), err)
 						}
 						copied++
 						k, v = c.Next()
