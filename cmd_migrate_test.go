@@ -370,3 +370,30 @@ func TestMigrateKilledMidCopy(t *testing.T) {
 	}
 	sameDump(t, "PostgreSQL after the re-run", dumpPostgres(t, u), want)
 }
+
+// TestMigrateKeyTooLong: a key PostgreSQL's index cannot hold (bbolt takes
+// up to 32 KiB) fails the move in a sentence naming its size, and the
+// target stays empty.
+func TestMigrateKeyTooLong(t *testing.T) {
+	dir := database(t, 3)
+	path := filepath.Join(dir, store.FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put(bytes.Repeat([]byte("k"), 3000), []byte("x"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	u := migrateURL(t)
+	c := runCLI(t, "", nil, "migrate", "--data", dir, "--to", u)
+	c.wantErr(t, `bucket "meta", a key of 3000 bytes`, "longer than the 2600 bytes")
+	if strings.Contains(c.err.Error(), "kkkkkkkk") {
+		t.Errorf("the refusal quotes the key: %v", c.err)
+	}
+	if got := dumpPostgres(t, u); len(got) != 0 {
+		t.Errorf("a failed move left %d buckets", len(got))
+	}
+}
