@@ -227,14 +227,30 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	if len(crms) > 0 {
 		leadHooks = append(leadHooks, crm.Hook(cfg))
 	}
+	// A CRM write recorded sent moves its lead (the CRM holds its record:
+	// matched, then owned), in the transaction that records it.
+	var outboxHooks []store.OutboxHook
+	if len(crms) > 0 {
+		outboxHooks = append(outboxHooks, crm.Written())
+	}
 	if len(cfg.Events) > 0 {
 		for name, s := range outbound.Open(cfg) {
 			kinds[delivery.Kind].(*delivery.Job).Providers[name] = s
 		}
 		ev := outbound.New(cfg)
 		leadHooks = append(leadHooks, ev.LeadMoved)
-		a.st.HookOutboxMoves(ev.OutboxMoved)
+		outboxHooks = append(outboxHooks, ev.OutboxMoved)
 		a.st.HookJobDiscards(ev.JobDiscarded)
+	}
+	if len(outboxHooks) > 0 {
+		a.st.HookOutboxMoves(func(tx *store.Tx, old *store.Outbox, o store.Outbox) error {
+			for _, fn := range outboxHooks {
+				if err := fn(tx, old, o); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
 	if len(leadHooks) > 0 { // crm's write and the status change, in the move's transaction
 		a.st.HookLeadMoves(func(tx *store.Tx, h store.Handoff, now time.Time) error {

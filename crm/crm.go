@@ -266,6 +266,36 @@ func MoveTx(tx *store.Tx, cfg *config.Config, h store.Handoff, now time.Time) (c
 	return created, nil
 }
 
+// Written is the store's OutboxHook app sets (Store.HookOutboxMoves): a
+// CRM write whose row just moved to sent, in the transaction that records
+// it on the record (the delivery job's answer, a lookup, a person's
+// reconciliation), moves its lead: WrittenTx.
+func Written() store.OutboxHook {
+	return func(tx *store.Tx, old *store.Outbox, o store.Outbox) error {
+		_, err := WrittenTx(tx, old, o)
+		return err
+	}
+}
+
+// WrittenTx moves the lead of o, a CRM write just moved to sent in tx
+// (from old), forward: the CRM holds its record, so a lead of the write's
+// cycle still received moves to matched, then to owned with the owner kept
+// for it (leads.CRMRecordTx). Any other row, or move, moves nothing.
+func WrittenTx(tx *store.Tx, old *store.Outbox, o store.Outbox) (moved bool, err error) {
+	if o.Kind != store.OutboxCRM || o.Status != store.OutboxSent || old != nil && old.Status == store.OutboxSent {
+		return false, nil
+	}
+	k, ok := ParseWriteKey(o.ID)
+	if !ok {
+		return false, nil
+	}
+	moved, err = leads.CRMRecordTx(tx, k.Lead, k.Cycle, o.UpdatedAt)
+	if err != nil {
+		return false, fmt.Errorf("crm: lead of write %s: %w", o.ID, err)
+	}
+	return moved, nil
+}
+
 // StuckHook is told, in the flagging's transaction, of each lead the stuck
 // sweep flags (leads.FlagStuck's AlertTx, beside the alert): StuckTx.
 func StuckHook(cfg *config.Config) func(tx *store.Tx, h store.Handoff, now time.Time) error {

@@ -21,8 +21,9 @@ import (
 	"github.com/handoff/handoff/testkit"
 )
 
-// bed is one store with a client whose CRM is m, crm's hook on the leads'
-// moves, and the delivery job over the CRM's sink.
+// bed is one store with a client whose CRM is m, crm's hooks on the leads'
+// moves and on the writes recorded sent (as app sets them), and the
+// delivery job over the CRM's sink.
 type bed struct {
 	t       *testing.T
 	st      *store.Store
@@ -51,6 +52,7 @@ func newBed(t *testing.T, m config.CRM) *bed {
 		t.Fatal(err)
 	}
 	st.HookLeadMoves(crm.Hook(cfg))
+	st.HookOutboxMoves(crm.Written()) // a write on the record moves its lead: matched, owned
 	return &bed{t: t, st: st, cfg: cfg, senders: senders}
 }
 
@@ -95,8 +97,10 @@ func (b *bed) receiveText(msgID, conv, contact, name, text string) store.Event {
 	return rec.Event
 }
 
-// draft stores a draft for ev routed to owner (matched, then owned, in one
-// transaction) and returns it.
+// draft stores a draft for ev routed to owner and returns it: the lead
+// keeps the contact and owner, still received until its record's write is
+// on the CRM (then matched, then owned, in that write's transaction); one
+// already matched moves to owned at once.
 func (b *bed) draft(ev store.Event, owner string) store.Draft {
 	b.t.Helper()
 	d, created, err := review.New(b.st, b.cfg).Save(context.Background(), store.Draft{

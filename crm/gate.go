@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 )
 
@@ -41,9 +42,22 @@ func Gate(cfg *config.Config, st *store.Store) func(row store.Outbox, now time.T
 		// holds the lead as the approver saw it (an older write that failed
 		// is moot); if it is not, the record lacks the latest status (an
 		// owner, say), whatever older writes did.
+		//
+		// A lead of a client with a CRM is matched, then owned, by its
+		// record's write (CRMRecordTx), often after the reply was approved:
+		// those two moves of the cycle as approved only put on the record
+		// what the approver saw (the contact, routing's owner), so their
+		// writes count too, and the reply waits for the owner on the record.
 		ids := RowIDs(h)
+		approved := -1 // the lead's cycle when the reply was approved
+		for i := len(h.History) - 1; i >= 0 && approved < 0; i-- {
+			if !h.History[i].At.After(row.CreatedAt) {
+				approved = h.History[i].Cycle
+			}
+		}
 		for i := len(h.History) - 1; i >= 0; i-- {
-			if h.History[i].At.After(row.CreatedAt) {
+			t := h.History[i]
+			if t.At.After(row.CreatedAt) && (t.Cycle != approved || t.Status != leads.Matched && t.Status != leads.Owned) {
 				continue
 			}
 			id := ids[i]

@@ -15,6 +15,7 @@ import (
 	"github.com/handoff/handoff/crm"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/intake"
+	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
@@ -198,20 +199,37 @@ func TestWebhookOnce(t *testing.T) {
 }
 
 // TestOutageNeverBlocks: with the CRM down, ingest and drafting go on; the
-// writes wait in the queue, each a pending row with its job.
+// lead waits received (no record holds it yet), the draft's contact and
+// routing's owner kept on it, its write waiting in the queue, a pending row
+// with its job; past its threshold it is stuck in received, and its stuck
+// write waits behind the first.
 func TestOutageNeverBlocks(t *testing.T) {
 	hs := newHubSpot(t)
 	hs.srv.Close() // nothing listens
 	b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "k", StatusProperty: "s"})
-	ev := b.receive("m1", "c1", "+1 555 0100", "Ada")
+	text := corpus.Texts()[5]
+	ev := b.receiveText("m1", "c1", "+1 555 0100", text.From, text.Body)
 	b.draft(ev, "ana")
-	if h, _ := b.st.Handoff(store.LeadKey("web", "c1")); h.Status != "owned" {
-		t.Fatalf("lead status %s, want owned: the moves do not wait for the CRM", h.Status)
+	lead := store.LeadKey("web", "c1")
+	if h, _ := b.st.Handoff(lead); h.Status != "received" || h.Owner != "ana" || h.Contact != "+1 555 0100" {
+		t.Fatalf("lead %s owner %q contact %q, want received with ana kept: matched waits for the record", h.Status, h.Owner, h.Contact)
 	}
 	rows := b.rows("c1")
-	if len(rows) != 3 {
-		t.Fatalf("%d CRM rows, want 3", len(rows))
+	if len(rows) != 1 {
+		t.Fatalf("%d CRM rows, want 1 (received's)", len(rows))
 	}
+	flagged, err := leads.FlagStuck(context.Background(), b.st, time.Now(), map[store.HandoffStatus]time.Duration{leads.Received: time.Nanosecond}, crm.StuckHook(b.cfg))
+	if err != nil || len(flagged) != 1 || !flagged[0].Stuck() || flagged[0].Status != "received" {
+		t.Fatalf("FlagStuck = %d leads, %v; want the lead stuck in received", len(flagged), err)
+	}
+	stuck, err := b.st.OutboxRow(crm.RowID(lead, 1, "received") + ":stuck")
+	if err != nil {
+		t.Fatalf("the stuck write: %v", err)
+	}
+	if r, err := crm.Decode(stuck.Text); err != nil || crm.StatusValue(r) != "received (stuck)" || r.Owner != "ana" {
+		t.Errorf("stuck record = %+v, %v; want received (stuck) with routing's owner", r, err)
+	}
+	rows[stuck.ID] = stuck
 	for _, o := range rows {
 		if o.Status != store.OutboxPending || o.Kind != store.OutboxCRM || o.Provider != "crm:default" {
 			t.Errorf("row %s: %s kind %q provider %q, want pending crm rows of crm:default", o.ID, o.Status, o.Kind, o.Provider)
@@ -221,6 +239,9 @@ func TestOutageNeverBlocks(t *testing.T) {
 		if !errors.As(err, &ns) {
 			t.Errorf("Send to a CRM that is down = %v, want NotSent (nothing left this machine)", err)
 		}
+	}
+	if h, _ := b.st.Handoff(lead); h.Status != "received" {
+		t.Errorf("lead %s after failed writes, want received", h.Status)
 	}
 }
 
@@ -242,8 +263,9 @@ func TestDuplicateDeliveriesOneWrite(t *testing.T) {
 		b.wake()
 	})
 	b.settled("c1")
-	if created.Load() != 1 || len(b.rows("c1")) != 1 || hs.upsertsOf(store.LeadKey("web", "c1")) != 1 {
-		t.Errorf("created %d, rows %d, upserts %d; want one of each", created.Load(), len(b.rows("c1")), hs.upsertsOf(store.LeadKey("web", "c1")))
+	// One move, one write; its success matches the lead: one more.
+	if created.Load() != 1 || len(b.rows("c1")) != 2 || hs.upsertsOf(store.LeadKey("web", "c1")) != 2 {
+		t.Errorf("created %d, rows %d, upserts %d; want one event, and two writes (received, then matched once it was on the record)", created.Load(), len(b.rows("c1")), hs.upsertsOf(store.LeadKey("web", "c1")))
 	}
 }
 

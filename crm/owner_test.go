@@ -86,8 +86,9 @@ func TestHubSpotAssignsTheOwner(t *testing.T) {
 }
 
 // TestPipedriveAssignsTheOwner: a person created without an owner is the
-// API token's user's in Pipedrive, which is no assignment: the lead stays
-// received. An assignment rule's owner moves it to owned.
+// API token's user's in Pipedrive, which is no assignment: the lead, whose
+// record the CRM holds, stays matched. An assignment rule's owner moves it
+// on to owned.
 func TestPipedriveAssignsTheOwner(t *testing.T) {
 	pd := newPipedrive(t, 0)
 	pd.assign = func(p crm.Person) int {
@@ -108,9 +109,9 @@ func TestPipedriveAssignsTheOwner(t *testing.T) {
 		t.Errorf("owner = %q, want ben (7002 in crm[].owners)", h.Owner)
 	}
 	b.settled("c1", "c2")
-	// c2's person is the API user's: no owner.
-	if h, _ := b.st.Handoff(store.LeadKey("web", "c2")); h.Status != "received" || h.Owner != "" {
-		t.Errorf("lead c2 = %s owner %q, want received without owner (the API user owns what it creates)", h.Status, h.Owner)
+	// c2's person is the API user's: no owner. The CRM holds its record: matched.
+	if h, _ := b.st.Handoff(store.LeadKey("web", "c2")); h.Status != "matched" || h.Owner != "" {
+		t.Errorf("lead c2 = %s owner %q, want matched without owner (the API user owns what it creates)", h.Status, h.Owner)
 	}
 	ps := pd.byRef("ref_key", crm.Reference(store.LeadKey("web", "c1")))
 	if len(ps) != 1 || ps[0].CustomFields["status_key"] != "owned" || ps[0].OwnerID != 7002 {

@@ -90,10 +90,11 @@ func waitRow(t *testing.T, b *bed, id string) {
 	}
 }
 
-// TestStuckWriteKeepsTheOrder: a lead flagged stuck in matched, then given
-// its owner before any write went out: the stuck write goes after matched
-// and before owned, so the record ends owned, never "matched (stuck)"
-// over it. On Pipedrive, with the stuck write's answer lost (its outcome
+// TestStuckWriteKeepsTheOrder: a lead flagged stuck in received, waiting
+// for its record, then given routing's owner before any write went out:
+// the stuck write goes after received's, and the record's moves (matched,
+// owned, made when received's write is on it) after the stuck one, so the
+// record ends owned, never "received (stuck)" over it. On Pipedrive, with the stuck write's answer lost (its outcome
 // unknown), the lookup finds the person holding "matched (stuck)".
 func TestStuckWriteKeepsTheOrder(t *testing.T) {
 	t.Run("hubspot", func(t *testing.T) {
@@ -103,14 +104,15 @@ func TestStuckWriteKeepsTheOrder(t *testing.T) {
 		text := corpus.Texts()[4]
 		ev := b.receiveText("m1", "c1", "+1 555 0100", text.From, text.Body)
 		b.draft(ev, "")
-		if _, err := leads.FlagStuck(context.Background(), b.st, time.Now(), map[store.HandoffStatus]time.Duration{leads.Matched: time.Nanosecond}, crm.StuckHook(b.cfg)); err != nil {
+		if _, err := leads.FlagStuck(context.Background(), b.st, time.Now(), map[store.HandoffStatus]time.Duration{leads.Received: time.Nanosecond}, crm.StuckHook(b.cfg)); err != nil {
 			t.Fatal(err)
 		}
 		b.draft(b.receiveText("m2", "c1", "+1 555 0100", text.From, corpus.Texts()[6].Body), "ana")
 		hs.add("upsert", "503", "drop")
 		b.run(3)
+		waitRow(t, b, crm.RowID(store.LeadKey("web", "c1"), 1, "received")+":stuck")
+		b.waitLead("c1", "owned")
 		b.settled("c1")
-		waitRow(t, b, crm.RowID(store.LeadKey("web", "c1"), 1, "matched")+":stuck")
 		hs.mu.Lock()
 		got := hs.statuses[store.LeadKey("web", "c1")]
 		hs.mu.Unlock()
@@ -120,7 +122,7 @@ func TestStuckWriteKeepsTheOrder(t *testing.T) {
 				order = append(order, s) // a resend repeats its status
 			}
 		}
-		if want := []string{"received", "matched", "matched (stuck)", "owned"}; !reflect.DeepEqual(order, want) {
+		if want := []string{"received", "received (stuck)", "matched", "owned"}; !reflect.DeepEqual(order, want) {
 			t.Errorf("the contact's handoff_status went %v (upserts %v), want %v", order, got, want)
 		}
 	})

@@ -13,7 +13,10 @@ import (
 type Alert struct {
 	Lead     store.Handoff // the lead as flagged: its stay names the row
 	Provider string        // stuck.alert
-	At       time.Time
+	// Why, when set, says what the lead waits for, after the alert's
+	// sentence (a CRM client's lead received waits for its CRM record).
+	Why string
+	At  time.Time
 	// JobID names the delivery job; MaxAttempts is its attempts.
 	JobID       string
 	MaxAttempts int
@@ -31,6 +34,9 @@ func AlertID(lead string, since time.Time) string {
 func CreateAlertTx(tx *store.Tx, a Alert) (created bool, err error) {
 	h := a.Lead
 	text := fmt.Sprintf("Lead %s has been %s since %s (owner: %s).", h.Key, h.Status, h.Since.UTC().Format(time.RFC3339), orNone(h.Owner))
+	if a.Why != "" {
+		text += " " + a.Why
+	}
 	return createTeamTx(tx, store.Outbox{
 		V: 1, ID: AlertID(h.Key, h.Since), Kind: store.OutboxAlert, EventKey: h.LastEventKey, Channel: h.Channel, CorrelationID: "alert:" + h.Key,
 		ConversationID: h.ConversationID, To: "team", Text: text, Provider: a.Provider, Status: store.OutboxPending,

@@ -48,7 +48,7 @@ func hoSaveDraft(t *testing.T, st *store.Store, ev store.Event, owner string, fi
 		if err := tx.InsertDraft(&d, ev); err != nil {
 			return err
 		}
-		return leads.DraftedTx(tx, d, ev.Contact, d.CreatedAt)
+		return leads.DraftedTx(tx, d, ev.Contact, false, d.CreatedAt)
 	})
 	if err != nil {
 		t.Fatalf("store draft %s: %v", d.ID, err)

@@ -30,19 +30,42 @@ func move(tx *store.Tx, old, h *store.Handoff, status store.HandoffStatus, now t
 // DraftedTx moves the lead of d, a draft just stored in tx for an event
 // whose contact is contact, forward: matched when a contact is identified,
 // owned when routing named an owner.
-func DraftedTx(tx *store.Tx, d store.Draft, contact string, now time.Time) error {
+//
+// viaCRM says the lead's client has a CRM (crm[]): there matched means the
+// CRM holds the lead's record and only its write moves the lead
+// (CRMRecordTx), so a lead still received stays received here, with the
+// contact recorded and routing's owner kept on it (h.Owner, which the
+// lead's next writes carry, and h.Assigned, which the move to owned takes
+// once the record exists). A lead already matched (its record written)
+// moves to owned with routing's owner, as without a CRM.
+func DraftedTx(tx *store.Tx, d store.Draft, contact string, viaCRM bool, now time.Time) error {
 	h, err := tx.Handoff(store.LeadKey(d.Channel, d.ConversationID))
 	if err != nil {
 		return fmt.Errorf("lead of %s: %w", d.EventKey, err)
 	}
-	if h.Status == Received && (contact != "" || d.Fields["email"] != "" || d.Fields["phone"] != "") {
+	if contact == "" {
+		contact = d.Fields["email"]
+	}
+	if contact == "" {
+		contact = d.Fields["phone"]
+	}
+	routed := "routed to " + d.Owner + " by " + d.RuleVersion + " " + d.Rule
+	if h.Status == Received && viaCRM {
 		old := h
-		if contact == "" {
-			contact = d.Fields["email"]
+		if contact != "" {
+			h.Contact = contact
 		}
-		if contact == "" {
-			contact = d.Fields["phone"]
+		if d.Owner != "" {
+			h.Owner = d.Owner // routing's wins over the CRM's (CRMOwnerTx)
+			h.Assigned = &store.Assignment{Cycle: h.Cycle, Owner: d.Owner, Routed: true, Note: routed, EventKey: d.EventKey}
 		}
+		if h.Contact == old.Contact && h.Owner == old.Owner && d.Owner == "" {
+			return nil
+		}
+		return tx.PutHandoff(&old, &h)
+	}
+	if h.Status == Received && contact != "" {
+		old := h
 		h.Contact = contact
 		if err := move(tx, &old, &h, Matched, now, d.EventKey, "contact identified"); err != nil {
 			return err
@@ -51,7 +74,7 @@ func DraftedTx(tx *store.Tx, d store.Draft, contact string, now time.Time) error
 	if h.Status == Matched && d.Owner != "" {
 		old := h
 		h.Owner = d.Owner
-		return move(tx, &old, &h, Owned, now, d.EventKey, "routed to "+d.Owner+" by "+d.RuleVersion+" "+d.Rule)
+		return move(tx, &old, &h, Owned, now, d.EventKey, routed)
 	}
 	return nil
 }

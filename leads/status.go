@@ -10,7 +10,9 @@ import (
 // The statuses of a lead's cycle (docs/contract.md, "Lead states"), each
 // one's moves in this package: a message moves a new, replied or closed
 // lead to Received (ReceiveTx); a stored draft moves it on to Matched, then
-// Owned (DraftedTx); a sent reply to Replied (ReplyTx); a person's close to
+// Owned (DraftedTx) — for a client with a CRM, its record's write does, once
+// it is on the record (CRMRecordTx: matched, the CRM holds it; owned, it has
+// an owner) —; a sent reply to Replied (ReplyTx); a person's close to
 // Closed (CloseTx).
 const (
 	Received store.HandoffStatus = "received"

@@ -61,6 +61,14 @@ func (r *Review) provider(channel string) (string, bool) {
 	return ch.Provider, true
 }
 
+// ViaCRM reports whether channel's client has a CRM (crm[]): its lead is
+// matched once the CRM holds its record, not when a draft names the
+// contact (leads.DraftedTx).
+func (r *Review) ViaCRM(channel string) bool {
+	_, ok := r.cfg.CRMFor(channel)
+	return ok
+}
+
 // autoApproves reports whether channel approves its drafts as they are saved.
 func (r *Review) autoApproves(channel string) bool {
 	ch, ok := r.cfg.Channel(channel)
@@ -72,8 +80,10 @@ func (r *Review) autoApproves(channel string) bool {
 // with created false (the first draft wins; a retry that raced a slower
 // attempt reuses it). A regeneration keeps the draft it replaces, rejected
 // with a note if it was pending; an approved draft is not regenerated. The
-// store moves the lead forward in the same transaction.
-func SaveTx(tx *store.Tx, d store.Draft, n int) (out store.Draft, created bool, err error) {
+// lead moves forward in the same transaction (leads.DraftedTx); viaCRM
+// reports whether a channel's client has a CRM, whose record then moves it
+// to matched (nil: no client has one; Review.ViaCRM is the config's).
+func SaveTx(tx *store.Tx, d store.Draft, n int, viaCRM func(channel string) bool) (out store.Draft, created bool, err error) {
 	n = max(n, 1)
 	cur, err := tx.DraftByEvent(d.EventKey)
 	hasCur := err == nil
@@ -137,7 +147,7 @@ func SaveTx(tx *store.Tx, d store.Draft, n int) (out store.Draft, created bool, 
 	if err := tx.InsertDraft(&d, ev); err != nil {
 		return store.Draft{}, false, err
 	}
-	if err := leads.DraftedTx(tx, d, ev.Contact, d.CreatedAt); err != nil { // matched, owned
+	if err := leads.DraftedTx(tx, d, ev.Contact, viaCRM != nil && viaCRM(ev.Channel), d.CreatedAt); err != nil { // matched, owned
 		return store.Draft{}, false, err
 	}
 	return d, true, nil
@@ -162,7 +172,7 @@ func (r *Review) Save(ctx context.Context, d store.Draft, n int) (store.Draft, b
 	)
 	err := r.st.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		out, created, err = SaveTx(tx, d, n)
+		out, created, err = SaveTx(tx, d, n, r.ViaCRM)
 		return err
 	})
 	if err != nil {
@@ -449,7 +459,7 @@ func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n in
 		var err error
 		switch {
 		case d != nil:
-			out, _, err = SaveTx(tx, *d, n)
+			out, _, err = SaveTx(tx, *d, n, r.ViaCRM)
 		default:
 			out, err = tx.DraftByEvent(job.Key)
 			if errors.Is(err, store.ErrNotFound) {

@@ -83,7 +83,7 @@ func (r *Review) WriteTx(tx *store.Tx, eventKey, text string, dec store.Decision
 	d, _, err := SaveTx(tx, store.Draft{
 		EventKey: key, Text: text, Drafter: "person", Author: dec.By, PromptVersion: "person",
 		CreatedAt: dec.At, Answers: slices.Clone(h.TurnEvents),
-	}, n)
+	}, n, r.ViaCRM)
 	if err != nil {
 		return Approved{}, err
 	}

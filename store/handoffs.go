@@ -59,6 +59,22 @@ type Handoff struct {
 	// Name is the name the latest of the lead's messages that gave one
 	// gave; the search finds leads by it (schema 7 on).
 	Name string `json:"name,omitempty"`
+	// Assigned is the owner the lead's cycle Assigned.Cycle was given while
+	// the lead waited, received, for its CRM record (a client with a CRM:
+	// routing's, or the CRM's own read back): the move to owned that
+	// follows the move to matched, once the record's write is on it
+	// (leads.CRMRecordTx), takes its owner and note. nil: none waiting.
+	Assigned *Assignment `json:"assigned,omitempty"`
+}
+
+// Assignment is an owner kept for a lead's move to owned.
+type Assignment struct {
+	Cycle int    `json:"cycle"`
+	Owner string `json:"owner"`
+	// Routed is true for routing's owner (which wins over the CRM's).
+	Routed   bool   `json:"routed,omitempty"`
+	Note     string `json:"note"`      // the owned move's history note
+	EventKey string `json:"event_key"` // the event the owner came with
 }
 
 // Closure is a person's decision to end a lead's turn without a reply.

@@ -120,7 +120,7 @@ func fillQueue(b *testing.B, st *store.Store, n int, now time.Time) {
 				if err := tx.InsertDraft(&d, ev); err != nil {
 					return err
 				}
-				if err := leads.DraftedTx(tx, d, ev.Contact, d.CreatedAt); err != nil {
+				if err := leads.DraftedTx(tx, d, ev.Contact, false, d.CreatedAt); err != nil {
 					return err
 				}
 				if err := tx.CompleteJob(j.ID, j.ExecutionID, ev.ReceivedAt); err != nil {

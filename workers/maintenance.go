@@ -78,6 +78,16 @@ func (m *Maintenance) Backup(ctx context.Context) error {
 	return nil
 }
 
+// waitsFor says what stuck lead h waits for, for its alert: a lead of a
+// client with a CRM is matched only once the CRM holds its record, so one
+// still received waits for that write ("" otherwise).
+func waitsFor(cfg *config.Config, h store.Handoff) string {
+	if _, ok := cfg.CRMFor(h.Channel); !ok || h.Status != leads.Received {
+		return ""
+	}
+	return "Its record is not on the client's CRM yet: it moves to matched once the CRM holds it (a failed CRM write waits in the dead letters)."
+}
+
 // FlagStuck flags leads stuck past their thresholds, each once per stay
 // (leads.FlagStuck), and creates the alert (delivery.CreateAlertTx) in the
 // same transaction when stuck.alert names a provider.
@@ -86,7 +96,7 @@ func (m *Maintenance) FlagStuck(ctx context.Context) error {
 	if m.Config.Stuck.Alert != "" {
 		alert = func(tx *store.Tx, h store.Handoff, now time.Time) error {
 			_, err := delivery.CreateAlertTx(tx, delivery.Alert{
-				Lead: h, Provider: m.Config.Stuck.Alert, At: now,
+				Lead: h, Provider: m.Config.Stuck.Alert, At: now, Why: waitsFor(m.Config, h),
 				JobID: ulid.Make().String(), MaxAttempts: m.Config.Retry.MaxAttempts,
 			})
 			return err

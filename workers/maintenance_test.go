@@ -386,3 +386,53 @@ func TestMaintenancePrune(t *testing.T) {
 		t.Errorf("the finished event past retention.events: %v; want pruned", err)
 	}
 }
+
+// TestStuckAlertNamesTheMissingCRMRecord: a lead of a client with a CRM
+// still received past its threshold waits for its CRM record (matched
+// means the CRM holds it): its alert says so; a lead of a client without
+// one gets the plain sentence.
+func TestStuckAlertNamesTheMissingCRMRecord(t *testing.T) {
+	clock := testkit.NewClock(mt0)
+	g := startAlertRig(t, t.TempDir(), clock)
+	t.Cleanup(func() { g.stop(t) })
+	var msgs []store.SandboxMessage
+	sent := func(n int) {
+		t.Helper()
+		testkit.Eventually(t, 10*time.Second, func() bool {
+			var err error
+			msgs, err = g.st.SandboxMessages(10)
+			return err == nil && len(msgs) == n
+		}, fmt.Sprintf("%d alerts to reach the sandbox", n))
+	}
+	plain := receiveHeld(t, g.st, "plain", mt0)
+	clock.Advance(11 * time.Minute)
+	if err := g.maint.FlagStuck(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sent(1)
+	g.cfg.CRM = []config.CRM{{Client: config.DefaultClient.ID, Kind: config.CRMWebhook, URL: "https://crm.example.com/hook"}}
+	viaCRM := receiveHeld(t, g.st, "via-crm", clock.Now())
+	clock.Advance(11 * time.Minute)
+	if err := g.maint.FlagStuck(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sent(2)
+	const why = "Its record is not on the client's CRM yet"
+	for _, m := range msgs {
+		switch {
+		case strings.Contains(m.Ref, viaCRM.ConversationID):
+			if !strings.Contains(m.Text, "has been received since") || !strings.Contains(m.Text, why) {
+				t.Errorf("alert of the CRM client's lead = %q, want it to say it waits for its CRM record", m.Text)
+			}
+		case strings.Contains(m.Ref, plain.ConversationID):
+			if strings.Contains(m.Text, why) {
+				t.Errorf("alert of a lead without a CRM = %q, names a CRM", m.Text)
+			}
+		default:
+			t.Errorf("unexpected sandbox message %+v", m)
+		}
+	}
+	if got := waitsFor(g.cfg, store.Handoff{Channel: "demo", Status: leads.Matched}); got != "" {
+		t.Errorf("waitsFor(matched) = %q, want nothing: its record exists", got)
+	}
+}
