@@ -122,6 +122,13 @@ func TestRequiredWaitsForTheRecordsMoves(t *testing.T) {
 	if c := hs.contact(lead); c[crm.PropOwner] != "7001" {
 		t.Errorf("contact %v when the reply went, want its owner 7001", c)
 	}
+	// The customer has the reply before its send is recorded; the lead's
+	// replied write is made in that record's transaction, so wait for it
+	// before asking every write to settle (else it may not exist yet).
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		h, err := b.st.Handoff(lead)
+		return err == nil && h.Status == leads.Replied
+	}, "the lead to be replied")
 	b.settled("c1")
 }
 
