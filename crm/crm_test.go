@@ -141,17 +141,29 @@ func (b *bed) wake() {
 }
 
 // rows are the CRM rows of lead web:<conv>, by id.
+//
+// One read: a write recorded as sent moves its lead in the same
+// transaction (matched once the CRM holds the record), which makes the
+// next move's row; reading the lead and then each row apart could see the
+// lead before that move and its row after it, and call the lead settled
+// while the new row is still pending.
 func (b *bed) rows(conv string) map[string]store.Outbox {
 	b.t.Helper()
-	h, err := b.st.Handoff(store.LeadKey("web", conv))
+	out := map[string]store.Outbox{}
+	err := b.st.View(func(tx *store.Tx) error {
+		h, err := tx.Handoff(store.LeadKey("web", conv))
+		if err != nil {
+			return err
+		}
+		for _, id := range crm.RowIDs(h) {
+			if o, err := tx.Outbox(id); err == nil {
+				out[id] = o
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		b.t.Fatal(err)
-	}
-	out := map[string]store.Outbox{}
-	for _, id := range crm.RowIDs(h) {
-		if o, err := b.st.OutboxRow(id); err == nil {
-			out[id] = o
-		}
 	}
 	return out
 }
