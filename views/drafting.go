@@ -3,6 +3,8 @@ package views
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/handoff/handoff/store"
 )
 
 // DraftStats is the overview's drafting figures: what drafts cost and how
@@ -35,6 +37,18 @@ type PromptRow struct {
 	OwnReplies    int    `json:"own_replies"`
 	DraftedAgain  int    `json:"drafted_again"`
 	Closed        int    `json:"closed"`
+}
+
+// Add counts figure f's drafts and their outcomes into p.
+func (p *PromptRow) Add(f store.DraftFigure) {
+	p.Drafts += f.Drafts
+	p.Edited += f.Edited
+	p.Unchanged += f.Unchanged
+	p.Rejected += f.Rejected
+	p.OwnReplies += f.OwnReplies
+	p.DraftedAgain += f.DraftedAgain
+	p.Closed += f.Closed
+	p.Waiting += f.Waiting
 }
 
 // Rate is n of the judged drafts as a percentage ("–" when none is): those

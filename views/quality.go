@@ -30,6 +30,26 @@ type QualityRow struct {
 	Reasons       map[string]int `json:"reasons"`
 }
 
+// Add counts figure f into r.
+func (r *QualityRow) Add(f store.QualityFigure) {
+	r.Guarded += f.Guarded
+	r.LanguageFlags += f.LanguageFlags
+	r.FigureFlags += f.FigureFlags
+	r.Measured += f.Measured
+	r.DistanceSum += f.DistanceSum
+	if r.Reasons == nil {
+		r.Reasons = map[string]int{}
+	}
+	for c, n := range f.Reasons {
+		r.Reasons[c] += n
+	}
+	r.MeanDistance = nil
+	if r.Measured > 0 {
+		m := r.DistanceSum / float64(r.Measured)
+		r.MeanDistance = &m
+	}
+}
+
 // Mean is the mean distance as a percentage ("–" when none is measured).
 func (r QualityRow) Mean() string {
 	if r.MeanDistance == nil {

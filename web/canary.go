@@ -15,9 +15,10 @@ import (
 
 // canaries is the overview's canary panel: every client the canary of
 // drafter.canary runs for whose channels the person sees, with the
-// figures of its two versions from q (the overview's quality figures,
-// summed over the client's channels) and the decision kept in the store.
-func (s *Server) canaries(c *echo.Context, q views.QualityStats) (views.Canaries, error) {
+// figures of its two versions over the overview's days (the drafting and
+// quality figures the draft writes keep, summed over the client's
+// channels) and the decision kept in the store.
+func (s *Server) canaries(c *echo.Context) (views.Canaries, error) {
 	out := views.Canaries{Rows: []views.CanaryRow{}}
 	cn := s.cfg.Drafter.Canary
 	if cn == nil {
@@ -28,8 +29,12 @@ func (s *Server) canaries(c *echo.Context, q views.QualityStats) (views.Canaries
 	}
 	out.CSRF = csrfOf(c)
 	v := s.visible(c)
-	today := s.now().UTC().Truncate(24 * time.Hour)
-	figures, err := s.st.DraftFigures(v, today.AddDate(0, 0, -(statsDays-1)))
+	since := s.now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -(statsDays - 1))
+	decided, err := s.st.DraftFigures(v, since)
+	if err != nil {
+		return out, err
+	}
+	quality, err := s.st.QualityFigures(v, since)
 	if err != nil {
 		return out, err
 	}
@@ -46,34 +51,34 @@ func (s *Server) canaries(c *echo.Context, q views.QualityStats) (views.Canaries
 			at := d.At
 			r.At = &at
 		}
-		r.AFigures = sumFigures(q, cl.ID, r.A)
-		r.BFigures = sumFigures(q, cl.ID, r.B)
 		r.ADecided, r.BDecided = views.PromptRow{PromptVersion: r.A}, views.PromptRow{PromptVersion: r.B}
-		for _, f := range figures {
+		r.AFigures = views.QualityRow{PromptVersion: r.A, Client: cl.ID, Reasons: map[string]int{}}
+		r.BFigures = views.QualityRow{PromptVersion: r.B, Client: cl.ID, Reasons: map[string]int{}}
+		for _, f := range decided {
 			if s.cfg.ClientOf(f.Channel) != cl.ID {
 				continue
 			}
 			switch f.PromptVersion {
 			case r.A:
-				addDecided(&r.ADecided, f)
+				r.ADecided.Add(f)
 			case r.B:
-				addDecided(&r.BDecided, f)
+				r.BDecided.Add(f)
+			}
+		}
+		for _, f := range quality {
+			if s.cfg.ClientOf(f.Channel) != cl.ID {
+				continue
+			}
+			switch f.PromptVersion {
+			case r.A:
+				r.AFigures.Add(f)
+			case r.B:
+				r.BFigures.Add(f)
 			}
 		}
 		out.Rows = append(out.Rows, r)
 	}
 	return out, nil
-}
-
-func addDecided(p *views.PromptRow, f store.DraftFigure) {
-	p.Drafts += f.Drafts
-	p.Unchanged += f.Unchanged
-	p.Edited += f.Edited
-	p.Rejected += f.Rejected
-	p.Waiting += f.Waiting
-	p.OwnReplies += f.OwnReplies
-	p.DraftedAgain += f.DraftedAgain
-	p.Closed += f.Closed
 }
 
 func seesAny(v store.Visible, channels []string) bool {
@@ -83,29 +88,6 @@ func seesAny(v store.Visible, channels []string) bool {
 		}
 	}
 	return false
-}
-
-// sumFigures is version's quality figures over client's channels.
-func sumFigures(q views.QualityStats, client, version string) views.QualityRow {
-	sum := views.QualityRow{PromptVersion: version, Client: client, Reasons: map[string]int{}}
-	for _, r := range q.Rows {
-		if r.Client != client || r.PromptVersion != version {
-			continue
-		}
-		sum.Guarded += r.Guarded
-		sum.LanguageFlags += r.LanguageFlags
-		sum.FigureFlags += r.FigureFlags
-		sum.Measured += r.Measured
-		sum.DistanceSum += r.DistanceSum
-		for code, n := range r.Reasons {
-			sum.Reasons[code] += n
-		}
-	}
-	if sum.Measured > 0 {
-		m := sum.DistanceSum / float64(sum.Measured)
-		sum.MeanDistance = &m
-	}
-	return sum
 }
 
 // decideCanary promotes or rolls back client's canary for the person of
@@ -163,11 +145,7 @@ type canaryAnswer struct {
 // canaryAPI answers GET /api/v1/canary: every client's canary the caller
 // sees, A's figures beside B's over the overview's days.
 func (s *Server) canaryAPI(c *echo.Context) error {
-	q, err := s.qualityStats(s.visible(c), s.now(), statsDays)
-	if err != nil {
-		return err
-	}
-	cs, err := s.canaries(c, q)
+	cs, err := s.canaries(c)
 	if err != nil {
 		return err
 	}
@@ -180,11 +158,7 @@ func (s *Server) canaryActionAPI(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	q, err := s.qualityStats(s.visible(c), s.now(), statsDays)
-	if err != nil {
-		return err
-	}
-	cs, err := s.canaries(c, q)
+	cs, err := s.canaries(c)
 	if err != nil {
 		return err
 	}

@@ -42,14 +42,7 @@ func (s *Server) draftStats(v store.Visible, now time.Time) (views.DraftStats, e
 			p = &views.PromptRow{PromptVersion: f.PromptVersion}
 			byPrompt[f.PromptVersion] = p
 		}
-		p.Drafts += f.Drafts
-		p.Edited += f.Edited
-		p.Unchanged += f.Unchanged
-		p.Rejected += f.Rejected
-		p.OwnReplies += f.OwnReplies
-		p.DraftedAgain += f.DraftedAgain
-		p.Closed += f.Closed
-		p.Waiting += f.Waiting
+		p.Add(f)
 	}
 	// One row per day, channel and prompt version: the currencies of a
 	// day's drafts stay apart, as the store keeps them.

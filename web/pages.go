@@ -138,7 +138,7 @@ func (s *Server) renderOverview(c *echo.Context, n *views.Notice) error {
 	if o.Quality, err = s.qualityStats(s.visible(c), l.Now, statsDays); err != nil {
 		return err
 	}
-	if o.Canaries, err = s.canaries(c, o.Quality); err != nil {
+	if o.Canaries, err = s.canaries(c); err != nil {
 		return err
 	}
 	after := leads.StuckAfter(s.cfg)

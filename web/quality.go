@@ -31,20 +31,9 @@ func (s *Server) qualityStats(v store.Visible, now time.Time, days int) (views.Q
 			r = &views.QualityRow{PromptVersion: f.PromptVersion, Client: s.cfg.ClientOf(f.Channel), Channel: f.Channel, Reasons: map[string]int{}}
 			rows[k] = r
 		}
-		r.Guarded += f.Guarded
-		r.LanguageFlags += f.LanguageFlags
-		r.FigureFlags += f.FigureFlags
-		r.Measured += f.Measured
-		r.DistanceSum += f.DistanceSum
-		for c, n := range f.Reasons {
-			r.Reasons[c] += n
-		}
+		r.Add(f)
 	}
 	for _, r := range rows {
-		if r.Measured > 0 {
-			m := r.DistanceSum / float64(r.Measured)
-			r.MeanDistance = &m
-		}
 		out.Rows = append(out.Rows, *r)
 	}
 	sort.Slice(out.Rows, func(i, j int) bool {
