@@ -95,7 +95,7 @@ func TestFactsAcrossRestarts(t *testing.T) {
 	if !strings.Contains(logs.String(), "the edit stays, the file's text waits on the facts page") {
 		t.Errorf("the start did not log the offer: %s", logs.String())
 	}
-	if _, err := facts.Reload(context.Background(), st, config.DefaultClient.ID, file, "root", time.Now()); err != nil {
+	if _, err := facts.Reload(context.Background(), st, config.DefaultClient.ID, file, "root", time.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	halt()

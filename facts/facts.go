@@ -93,6 +93,9 @@ func Entries(text string, prev []store.FactEntry, next int) ([]store.FactEntry, 
 type Edit struct {
 	Client, Text, Author, Source, File string
 	At                                 time.Time
+	// Audit, when set, is the audit entry of a new version, written in the
+	// transaction that makes it (nil: none, as a seed from the config).
+	Audit func(v store.FactsVersion) store.AuditEntry
 }
 
 // Saved is what a save did: the version now current, and whether it is
@@ -109,14 +112,10 @@ type Saved struct {
 // current version's, in one write transaction: two admins saving at once
 // both get a version, each its own number.
 func Save(ctx context.Context, st *store.Store, e Edit) (Saved, error) {
-	text := normal(e.Text)
-	if err := Check(text); err != nil {
-		return Saved{}, err
-	}
 	var out Saved
 	err := st.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		out, err = SaveTx(tx, Edit{Client: e.Client, Text: text, Author: e.Author, Source: e.Source, File: e.File, At: e.At})
+		out, err = SaveTx(tx, e)
 		return err
 	})
 	return out, err
@@ -146,6 +145,11 @@ func SaveTx(tx *store.Tx, e Edit) (Saved, error) {
 	}
 	if err := tx.InsertFacts(v); err != nil {
 		return Saved{}, err
+	}
+	if e.Audit != nil {
+		if err := tx.Audit(e.Audit(v)); err != nil {
+			return Saved{}, err
+		}
 	}
 	v.V = 1
 	return Saved{Version: v, New: true, After: latest.Version}, nil
@@ -269,7 +273,7 @@ func Offer(st *store.Store, client string) (f store.FactsFile, ok bool, err erro
 // Reload reads the client's facts_file from the disk again, on an admin's
 // word, without a restart: its text becomes the next version (written by
 // that admin, from facts_file), unless it is the current one already.
-func Reload(ctx context.Context, st *store.Store, client, path, author string, now time.Time) (Saved, error) {
+func Reload(ctx context.Context, st *store.Store, client, path, author string, now time.Time, audit func(store.FactsVersion) store.AuditEntry) (Saved, error) {
 	if path == "" {
 		return Saved{}, &TextError{Problem: "client " + client + " has no facts_file in the config (clients[].facts_file or drafter.facts_file)"}
 	}
@@ -280,7 +284,7 @@ func Reload(ctx context.Context, st *store.Store, client, path, author string, n
 	var out Saved
 	err = st.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		out, err = SaveTx(tx, Edit{Client: client, Text: text, Author: author, Source: SourceFile, File: path, At: now})
+		out, err = SaveTx(tx, Edit{Client: client, Text: text, Author: author, Source: SourceFile, File: path, At: now, Audit: audit})
 		if err != nil {
 			return err
 		}

@@ -159,7 +159,7 @@ func TestSeed(t *testing.T) {
 	}
 	seed("- Open 10–18", Unchanged, 3) // offered once, not again
 	write("- Open 10–18\n- Haircut €35\n")
-	s, err := Reload(ctx, st, "acme", path, "root", at)
+	s, err := Reload(ctx, st, "acme", path, "root", at, nil)
 	if err != nil || s.Version.Version != 4 || s.Version.Source != SourceFile || s.Version.Author != "root" {
 		t.Fatalf("reload = %+v, %v", s, err)
 	}
@@ -177,7 +177,7 @@ func TestSeed(t *testing.T) {
 		t.Errorf("current after the facts_file left the config = %d, want 5", v.Version)
 	}
 	write(strings.Repeat("x", config.MaxFacts+1))
-	if _, err := Reload(ctx, st, "acme", path, "root", at); err == nil || !strings.Contains(err.Error(), "at most") {
+	if _, err := Reload(ctx, st, "acme", path, "root", at, nil); err == nil || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("reload of a file too long = %v", err)
 	}
 }

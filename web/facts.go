@@ -225,7 +225,9 @@ func (s *Server) reloadFactsPage(c *echo.Context) error {
 		return err
 	}
 	path, _ := s.cfg.FactsFileOf(cl.ID)
-	saved, err := facts.Reload(c.Request().Context(), s.st, cl.ID, path, who(c).Name, s.now())
+	saved, err := facts.Reload(c.Request().Context(), s.st, cl.ID, path, who(c).Name, s.now(), func(v store.FactsVersion) store.AuditEntry {
+		return s.auditEntry(c, "facts", "client "+cl.ID, fmt.Sprintf("version %d read from %s", v.Version, path))
+	})
 	var te *facts.TextError
 	if errors.As(err, &te) {
 		return s.renderFacts(c, http.StatusBadRequest, cl, &views.Notice{Tone: "error", Text: sentence(te)}, nil)
@@ -233,24 +235,16 @@ func (s *Server) reloadFactsPage(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if saved.New {
-		if err := s.st.Audit(c.Request().Context(), s.auditEntry(c, "facts", "client "+cl.ID, fmt.Sprintf("version %d read from %s", saved.Version.Version, path))); err != nil {
-			return err
-		}
-	}
 	return c.Redirect(http.StatusSeeOther, factsRedirect(cl.ID, saved, ""))
 }
 
 // saveFacts saves text as client's next facts version, by the caller, and
-// audits a new one.
+// audits a new one in the same transaction.
 func (s *Server) saveFacts(c *echo.Context, client, text, source string) (facts.Saved, error) {
-	ctx := c.Request().Context()
-	saved, err := facts.Save(ctx, s.st, facts.Edit{Client: client, Text: text, Author: actor(c), Source: source, At: s.now()})
-	if err != nil || !saved.New {
-		return saved, err
-	}
-	detail := fmt.Sprintf("version %d, %d facts", saved.Version.Version, len(saved.Version.Entries))
-	return saved, s.st.Audit(ctx, s.auditEntry(c, "facts", "client "+client, detail))
+	return facts.Save(c.Request().Context(), s.st, facts.Edit{Client: client, Text: text, Author: actor(c), Source: source, At: s.now(),
+		Audit: func(v store.FactsVersion) store.AuditEntry {
+			return s.auditEntry(c, "facts", "client "+client, fmt.Sprintf("version %d, %d facts", v.Version, len(v.Entries)))
+		}})
 }
 
 // factsJSON is a facts version as the API answers it.
