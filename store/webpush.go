@@ -153,7 +153,17 @@ func (s *Store) VAPIDKeys(ctx context.Context, gen func() (VAPIDKeys, error)) (V
 	}); err != nil || found {
 		return k, err
 	}
-	err := s.update(ctx, func(tx *Tx) error {
+	// The pair is made before the write: the write's fn may run twice, and
+	// only the pair it keeps (or one made meanwhile) is ever returned.
+	made, err := gen()
+	if err != nil {
+		return VAPIDKeys{}, err
+	}
+	if len(made.Private) == 0 || len(made.Public) != 65 {
+		return VAPIDKeys{}, errors.New("vapid keys: a PKCS #8 private key and a 65-byte public key are needed")
+	}
+	made.V = recordVersion
+	err = s.update(ctx, func(tx *Tx) error {
 		b, err := tx.webPushBucket(bucketWebPushKeys, true)
 		if err != nil {
 			return err
@@ -161,13 +171,7 @@ func (s *Store) VAPIDKeys(ctx context.Context, gen func() (VAPIDKeys, error)) (V
 		if err := getJSON(b, keyVAPID, &k); err == nil || !errors.Is(err, ErrNotFound) {
 			return err // made meanwhile, or unreadable
 		}
-		if k, err = gen(); err != nil {
-			return err
-		}
-		if len(k.Private) == 0 || len(k.Public) != 65 {
-			return errors.New("vapid keys: a PKCS #8 private key and a 65-byte public key are needed")
-		}
-		k.V = recordVersion
+		k = made
 		return putJSON(b, keyVAPID, k)
 	})
 	return k, err

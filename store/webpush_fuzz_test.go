@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"sync"
 	"testing"
@@ -135,12 +136,22 @@ func TestWebPushStore(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if made != 1 {
-		t.Errorf("keys made %d times, want once", made)
+	// Each caller that found none makes a pair before the write (the
+	// write's fn may run twice, so it makes none); one pair is kept, and
+	// every caller, then and later, gets that one.
+	if made < 1 || made > len(keys) {
+		t.Errorf("keys made %d times, want 1 to %d", made, len(keys))
 	}
 	for _, k := range keys[1:] {
 		if !reflect.DeepEqual(k, keys[0]) {
 			t.Fatalf("callers got different keys: %+v / %+v", k, keys[0])
 		}
+	}
+	later, err := st.VAPIDKeys(ctx, func() (VAPIDKeys, error) {
+		t.Error("keys made again although a pair is kept")
+		return VAPIDKeys{}, errors.New("not wanted")
+	})
+	if err != nil || !reflect.DeepEqual(later, keys[0]) {
+		t.Errorf("a later caller got %+v, %v; want the kept pair", later, err)
 	}
 }
