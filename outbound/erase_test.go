@@ -3,6 +3,7 @@ package outbound_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/outbound"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit/corpus"
 )
@@ -63,5 +65,55 @@ func TestRetention(t *testing.T) {
 	kept := outbound.RowID(store.LeadKey("web", "c1"), "n8n", config.EventDraftApproved, d.ID)
 	if len(left) != 1 || left[kept].ID != kept {
 		t.Errorf("after retention %d of %d event rows are left (%v), want the failed one alone", len(left), len(rows), ids(left))
+	}
+}
+
+// TestEraseBeforeTheEventGoes: an outbound event's body is the customer's
+// words, so an erasure blanks it even while the row still waits to be
+// posted (unlike an alert's, which names only the lead), and the sink
+// refuses an erased body for good without a request.
+func TestEraseBeforeTheEventGoes(t *testing.T) {
+	rc := newReceiver(t)
+	b := newBed(t, config.Subscriber{Name: "n8n", URL: rc.srv.URL})
+	b.run(1)
+	words := corpus.Texts()[2].Body
+	ev := b.receive("web", "m1", "c1", words, "Ada")
+	d := b.draft(ev, "ana", "Dear Ada: "+words)
+	b.approve(d)
+	b.settled(7)
+	id := outbound.RowID(store.LeadKey("web", "c1"), "n8n", config.EventDraftApproved, d.ID)
+	// The state an erasure can meet: the reply sent, its event waiting for
+	// its next try (the subscriber refused it, and its retry is due later).
+	err := b.st.Update(context.Background(), func(tx *store.Tx) error {
+		old, err := tx.Outbox(id)
+		if err != nil {
+			return err
+		}
+		o := old
+		o.Status = store.OutboxPending
+		return tx.PutOutbox(&old, &o)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := store.Subject{Client: "default", Channels: []string{"web"}, Contact: "+1 555 0100"}
+	res, err := b.st.Erase(context.Background(), sub, store.AuditEntry{V: 1, ID: ulid.Make().String(), At: time.Now(), Who: "admin", Action: "erase"})
+	if err != nil || len(res.Busy) > 0 {
+		t.Fatalf("Erase = %+v, %v", res, err)
+	}
+	o, _ := b.st.OutboxRow(id)
+	if o.Text != store.Erased || strings.Contains(o.Text, "Dear Ada") {
+		t.Errorf("the waiting event after the erasure holds %q, want it erased", o.Text)
+	}
+	before := len(rc.got)
+	_, err = outbound.Open(&config.Config{Events: []config.Subscriber{{Name: "n8n", URL: rc.srv.URL, Secret: secret}}})["events:n8n"].Send(context.Background(), provider.Message{Ref: id, Text: o.Text})
+	var perm *provider.Permanent
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "erased") {
+		t.Errorf("posting an erased event: %v; want a permanent refusal saying the lead was erased", err)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.got) != before {
+		t.Errorf("the erased event reached the subscriber")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/handoff/handoff/crm"
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/provider"
+	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/webhook"
 )
 
@@ -36,6 +37,9 @@ func Open(cfg *config.Config) map[string]delivery.Sender {
 // after Retry-After), 408 and 5xx may have acted (resent: the subscriber
 // dedupes), any other 4xx refused for good (the dead letters).
 func (s *sink) Send(ctx context.Context, m provider.Message) (string, error) {
+	if m.Text == store.Erased {
+		return "", &provider.Permanent{Err: fmt.Errorf("%s: not sent: the lead was erased before its event went out", s.name)}
+	}
 	if _, err := Decode(m.Text); err != nil {
 		return "", &provider.Permanent{Err: err}
 	}

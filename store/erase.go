@@ -153,9 +153,12 @@ func eraseLead(tx *Tx, h Handoff, res *EraseResult) (n int, busy bool, err error
 		return 0, false, err
 	}
 	for _, o := range alerts {
-		if o.Status == OutboxPending || o.Status == OutboxEffectPending {
+		if (o.Status == OutboxPending || o.Status == OutboxEffectPending) && o.Kind != OutboxEvent {
 			continue // still being sent; its text names the lead, not the customer's words
 		}
+		// An outbound event's text is its body, the customer's words and
+		// contact: erased even while it waits, so it is never posted (its
+		// sink refuses an erased body for good).
 		if err := eraseOutbox(tx, o, res); err != nil {
 			return 0, false, err
 		}
