@@ -173,17 +173,9 @@ func checkPostgresURL(flag, s string) error {
 	return nil
 }
 
-// redactURL is s with its password, if any, shown as xxxxx.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		if err != nil {
-			return "(an unparsable URL)"
-		}
-		return s
-	}
-	return u.Redacted()
-}
+// redactURL is s as config shows a URL: its password, query values (a
+// libpq URL may carry ?password=) and fragment replaced.
+func redactURL(s string) string { return config.RedactURL(s) }
 
 // redactErr is err with the password of the URL s replaced wherever its
 // message quotes it (a driver's error may quote the URL).
@@ -196,7 +188,7 @@ func redactErr(err error, s string) error {
 	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
 		return err
 	}
-	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	return errors.New(strings.ReplaceAll(err.Error(), pw, "[redacted]"))
 }
 
 // oneLine is err in one sentence: a driver's error lists each connection

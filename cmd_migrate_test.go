@@ -268,7 +268,7 @@ func TestMigrateRefusals(t *testing.T) {
 		{[]string{"--data", dir}, []string{"migrate needs --to"}},
 		{[]string{"--to", "postgres://u@h/db"}, []string{"migrate needs a source"}},
 		{[]string{"--data", dir, "--db", "x.db", "--to", "postgres://u@h/db"}, []string{"one of --data, --db and --from"}},
-		{[]string{"--data", dir, "--to", "mysql://u:s3cret-pw@h/db"}, []string{"is not a PostgreSQL URL", "xxxxx"}},
+		{[]string{"--data", dir, "--to", "mysql://u:s3cret-pw@h/db"}, []string{"is not a PostgreSQL URL", "[redacted]"}},
 		{[]string{"--data", dir, "--to", "elsewhere.db"}, []string{"is not a postgres:// URL"}},
 		{[]string{"--data", t.TempDir(), "--to", "postgres://u@h/db"}, []string{"there is no database at"}},
 		{[]string{"--from", "postgres://u:s3cret-pw@h/db", "--to", exists}, []string{exists, "already exists"}},

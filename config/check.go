@@ -93,6 +93,10 @@ func checkAddr(s string) error {
 // does not read as a plain word (Slack, Discord and Telegram webhooks carry
 // their token in the path). The {ref} placeholder stays. It works on the
 // text so that it also cleans URLs that do not parse.
+// RedactURL is s as it may be shown: its password, query values, fragment
+// and any path segment that looks like a secret replaced.
+func RedactURL(s string) string { return redactURL(s) }
+
 func redactURL(s string) string {
 	scheme := strings.Index(s, "://")
 	if scheme < 0 {
