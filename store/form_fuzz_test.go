@@ -209,7 +209,7 @@ func sameForm[T any](t *testing.T, src *source) {
 var recordKinds = []func(t *testing.T, src *source){
 	sameForm[Job], sameForm[Draft], sameForm[Outbox], sameForm[Handoff], sameForm[User], sameForm[Session],
 	sameForm[AuditEntry], sameForm[IdemKey], sameForm[Receipt], sameForm[BulkRun], sameForm[DigestMark],
-	sameForm[BudgetHold], sameForm[SandboxMessage], sameForm[setupLink], sameForm[CanaryDecision], sameForm[FactsVersion], sameForm[FactsFile],
+	sameForm[BudgetHold], sameForm[SandboxMessage], sameForm[setupLink],
 	func(t *testing.T, src *source) {
 		// A token without a scope is one from before scopes: decoding gives
 		// it its role's scope (tokens.go).
@@ -225,6 +225,10 @@ var recordKinds = []func(t *testing.T, src *source){
 		}
 		roundTrip(t, v, &want)
 	},
+	// Kinds added later go at the end, so the committed corpus's seeds keep
+	// feeding the kind they were written for.
+	sameForm[CanaryDecision], sameForm[FactsVersion], sameForm[FactsFile],
+	sameForm[Reminder], sameForm[WebPushSubscription], sameForm[VAPIDKeys],
 }
 
 // FuzzRecordForms: every record kind but the event reads back as stored.
