@@ -97,6 +97,31 @@ func (tx *Tx) DeleteWebPushSubscription(user, endpoint string) error {
 	return b.Delete(webPushKey(user, endpoint))
 }
 
+// DeleteWebPushSubscriptionsOf deletes every subscription of user, the
+// unreadable ones too (a removed person's browsers are personal data the
+// product no longer needs), and says how many it deleted.
+func (tx *Tx) DeleteWebPushSubscriptionsOf(user string) (int, error) {
+	if user == "" {
+		return 0, errors.New("web push subscription: whose subscriptions to delete is not named")
+	}
+	b, _ := tx.webPushBucket(bucketWebPushSubs, false)
+	if b == nil {
+		return 0, nil
+	}
+	prefix := append([]byte(user), 0)
+	var keys [][]byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		keys = append(keys, bytes.Clone(k))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
 // WebPushSubscriptions lists the subscriptions of user, or of everyone
 // when user is "". An unreadable record is skipped (and reported as the
 // store's other unreadable records are).

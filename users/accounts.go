@@ -310,9 +310,10 @@ func (a *Accounts) Change(ctx context.Context, name string, role store.Role, own
 	return revoked, nil
 }
 
-// Remove deletes the person and every session of theirs, and revokes
-// every live token of theirs at now, in one transaction; the audit trail
-// stays. It says which tokens it revoked.
+// Remove deletes the person, every session of theirs and the browsers
+// they turned notifications on in, and revokes every live token of theirs
+// at now, in one transaction; the audit trail stays. It says which tokens
+// it revoked.
 func (a *Accounts) Remove(ctx context.Context, name string, now time.Time, audit store.AuditEntry) ([]store.Token, error) {
 	var revoked []store.Token
 	err := a.st.Update(ctx, func(tx *store.Tx) error {
@@ -330,6 +331,9 @@ func (a *Accounts) Remove(ctx context.Context, name string, now time.Time, audit
 			return err
 		}
 		if revoked, err = tx.RevokeTokensOf(u, now); err != nil {
+			return err
+		}
+		if _, err := tx.DeleteWebPushSubscriptionsOf(name); err != nil {
 			return err
 		}
 		if err := tx.DeleteUser(name); err != nil {

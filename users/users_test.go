@@ -226,3 +226,35 @@ func TestDemotionAuditNamesTokens(t *testing.T) {
 		t.Errorf("audit of the demotion: %+v, want its detail to name ci, deploy", log)
 	}
 }
+
+// TestRemoveForgetsPushSubscriptions: removing a person deletes the
+// browsers they turned notifications on in (personal data the product no
+// longer needs, and an endpoint a later person of the same name must never
+// be pushed to); another person's, even one whose name begins with theirs,
+// are kept.
+func TestRemoveForgetsPushSubscriptions(t *testing.T) {
+	st := openTest(t)
+	a := New(st, Options{})
+	ctx := context.Background()
+	addTestUser(t, st, "ada", store.RoleAdmin)
+	addTestUser(t, st, "cy", store.RoleApprover)
+	addTestUser(t, st, "cya", store.RoleApprover)
+	for _, s := range []store.WebPushSubscription{
+		{User: "cy", Endpoint: "https://push.example/1", P256DH: "k", Auth: "a", CreatedAt: t0},
+		{User: "cy", Endpoint: "https://push.example/2", P256DH: "k", Auth: "a", CreatedAt: t0},
+		{User: "cya", Endpoint: "https://push.example/3", P256DH: "k", Auth: "a", CreatedAt: t0},
+	} {
+		if err := st.Update(ctx, func(tx *store.Tx) error { return tx.PutWebPushSubscription(s) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Remove(ctx, "cy", t0, store.AuditEntry{}); err != nil {
+		t.Fatal(err)
+	}
+	if subs, err := st.WebPushSubscriptions("cy"); err != nil || len(subs) != 0 {
+		t.Errorf("a removed person's subscriptions: %d, %v; want none", len(subs), err)
+	}
+	if subs, _ := st.WebPushSubscriptions("cya"); len(subs) != 1 || subs[0].Endpoint != "https://push.example/3" {
+		t.Errorf("another person's subscriptions after the removal: %+v, want theirs kept", subs)
+	}
+}
