@@ -35,6 +35,9 @@ type ntfyStandIn struct {
 	got   []ntfyPublish
 	bad   []string
 	fail  int // answer this many publishes with a 500 first
+	// failTopic, when set, answers the next publish to that topic with a
+	// 500, once.
+	failTopic string
 }
 
 var ntfyTopicRE = regexp.MustCompile(`^[-_A-Za-z0-9]{1,64}$`)
@@ -117,8 +120,12 @@ func newNtfyStandIn(t *testing.T, token string) *ntfyStandIn {
 			}
 			pub.Actions = append(pub.Actions, ntfyAction{Action: a.Action, Label: a.Label, URL: a.URL, Method: a.Method, Body: a.Body, Clear: a.Clear})
 		}
-		if s.fail > 0 {
-			s.fail--
+		if s.fail > 0 || s.failTopic != "" && s.failTopic == p.Topic {
+			if s.failTopic == p.Topic {
+				s.failTopic = ""
+			} else {
+				s.fail--
+			}
 			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, `{"code":50001,"http":500,"error":"internal server error"}`)
 			return
@@ -342,6 +349,55 @@ func TestNtfyRetrySkipsPushed(t *testing.T) {
 	}
 	if n["handoff-dana-x7Kq"] != 1 || n["handoff-root-9zQ"] != 1 || len(n) != 2 {
 		t.Errorf("pushes per topic = %v, want one each to dana and root", n)
+	}
+}
+
+// TestNtfyRemindRetrySkipsPushed: a reminder whose push to one person is
+// refused fails its job; the retry pushes only the people that attempt did
+// not reach (dana was pushed the reminder once, not twice), and a later
+// stage, due after those pushes, pushes everyone again.
+func TestNtfyRemindRetrySkipsPushed(t *testing.T) {
+	ctx := context.Background()
+	f, srv, _ := ntfyFixture(t)
+	d := f.pendingText(t, "web", "r1", corpus.TextNamed("arabic").Body, corpus.TextNamed("fish").Body)
+	var v View
+	if err := f.st.View(func(tx *store.Tx) (err error) { v, err = f.a.viewTx(tx, d.ID, f.clock.Now()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := f.a.Surface(ViaNtfy)
+	rm := s.(Reminder)
+	before := len(srv.publishes())
+	f.clock.Advance(time.Hour)
+	n := Notice{Stage: StageRemind, View: v, Line: "Still waiting.", Since: f.clock.Now()}
+	srv.mu.Lock()
+	srv.failTopic = "handoff-root-9zQ"
+	srv.mu.Unlock()
+	var nerr *NtfyError
+	if err := rm.Remind(ctx, n); !errors.As(err, &nerr) || nerr.Status != http.StatusInternalServerError {
+		t.Fatalf("Remind with root's publish refused: %v, want its 500", err)
+	}
+	f.clock.Advance(time.Minute)
+	n.Retry = true
+	if err := rm.Remind(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	count := func() map[string]int {
+		c := map[string]int{}
+		for _, p := range srv.publishes()[before:] {
+			c[p.Topic]++
+		}
+		return c
+	}
+	if c := count(); c["handoff-dana-x7Kq"] != 1 || c["handoff-root-9zQ"] != 1 || len(c) != 2 {
+		t.Errorf("reminder pushes per topic after the retry = %v, want one each to dana and root", c)
+	}
+	f.clock.Advance(time.Hour)
+	later := Notice{Stage: StageWindow, View: v, Line: "Window closing.", Since: f.clock.Now(), Retry: true}
+	if err := rm.Remind(ctx, later); err != nil {
+		t.Fatal(err)
+	}
+	if c := count(); c["handoff-dana-x7Kq"] != 2 || c["handoff-root-9zQ"] != 2 {
+		t.Errorf("pushes per topic after a later stage = %v, want a second one each", c)
 	}
 }
 

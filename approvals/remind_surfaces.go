@@ -115,10 +115,28 @@ func (s *ntfySurface) Remind(ctx context.Context, n Notice) error {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	// A retry skips the people an earlier attempt pushed this stage to: a
+	// push that went out left its token, minted since the stage was due (a
+	// push that failed took its token with it, so that person is pushed
+	// again).
+	var pushed []string
+	if n.Retry {
+		if err := s.a.st.View(func(tx *store.Tx) error {
+			ts, err := tx.PushTokensOf(ViaNtfy, v.Draft.ID)
+			for _, t := range ts {
+				if !t.CreatedAt.Before(n.Since) {
+					pushed = append(pushed, t.User)
+				}
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
 	now := s.a.Now()
 	for _, name := range names {
 		i := slices.IndexFunc(users, func(u store.User) bool { return u.Name == name })
-		if i < 0 || users[i].Disabled || !Allowed(s.a.cfg, users[i], v.Channel) {
+		if i < 0 || users[i].Disabled || !Allowed(s.a.cfg, users[i], v.Channel) || slices.Contains(pushed, name) {
 			continue
 		}
 		if err := s.push(ctx, name, s.cfg.Topics[name], v, now, n.Line); err != nil {
