@@ -165,9 +165,17 @@ func (tx *Tx) DeleteCard(surface, draft string) error {
 	}
 	key := cardKey(surface, draft)
 	var c Card
-	if err := getJSON(cards, key, &c); err == nil && c.Ref != "" {
-		if b := tx.bucket(bucketCardsByRef); b != nil {
+	err := getJSON(cards, key, &c)
+	if b := tx.bucket(bucketCardsByRef); b != nil {
+		switch {
+		case err == nil && c.Ref != "":
 			if err := b.Delete(cardRefKey(c.Surface, c.Chat, c.Ref)); err != nil {
+				return err
+			}
+		case err != nil && !errors.Is(err, ErrNotFound):
+			// The card cannot be read, so its chat and ref are unknown: its
+			// entry is found by the draft it names, among the surface's.
+			if err := deleteRefsOf(b, surface, draft); err != nil {
 				return err
 			}
 		}
@@ -178,6 +186,25 @@ func (tx *Tx) DeleteCard(surface, draft string) error {
 		}
 	}
 	return cards.Delete(key)
+}
+
+// deleteRefsOf deletes the entries of surface in idx_cards_by_ref that
+// name draft.
+func deleteRefsOf(b engine.Bucket, surface, draft string) error {
+	prefix := []byte(surface + "\x00")
+	var keys [][]byte
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if string(v) == draft {
+			keys = append(keys, bytes.Clone(k))
+		}
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // eraseCards marks every card of draft Erased and open, for its surface

@@ -144,6 +144,43 @@ func TestOpenCardsStepOverAnUnreadableCard(t *testing.T) {
 	}
 }
 
+// TestDeleteUnreadableCard: deleting a card that cannot be read deletes
+// its reply index entry too (found by the draft it names, since the card's
+// chat and ref are unknown), so no entry is left naming a card that is
+// gone; another draft's entry on the surface is kept, and Check is clean.
+func TestDeleteUnreadableCard(t *testing.T) {
+	st := openTest(t)
+	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	for _, d := range []string{"d01A", "d01B"} {
+		c := Card{Surface: "slack", Draft: d, Chat: "C1", Ref: "1." + d, Shown: "waiting", CreatedAt: at, UpdatedAt: at}
+		if err := st.Update(context.Background(), func(tx *Tx) error { return tx.PutCard(c) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.raw(func(tx engine.Tx) error {
+		return tx.Bucket(bucketCards).Put(cardKey("slack", "d01A"), []byte(`{"v":1,"surface":"slack","draft":`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(context.Background(), func(tx *Tx) error { return tx.DeleteCard("slack", "d01A") }); err != nil {
+		t.Fatalf("DeleteCard of an unreadable card: %v", err)
+	}
+	if err := st.View(func(tx *Tx) error {
+		if _, err := tx.CardByRef("slack", "C1", "1.d01A"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the deleted card's ref: %v, want ErrNotFound", err)
+		}
+		if c, err := tx.CardByRef("slack", "C1", "1.d01B"); err != nil || c.Draft != "d01B" {
+			t.Errorf("the other card's ref: %+v, %v; want it kept", c, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := st.Inspect(); err != nil || len(rep.Damaged) != 0 || len(rep.Unreadable) != 0 {
+		t.Errorf("Inspect after the delete = %+v, %v; want nothing damaged or unreadable", rep, err)
+	}
+}
+
 // TestCheckCards: Check finds a card missing from its indexes, an index
 // entry without its card, and an open entry of a final card.
 func TestCheckCards(t *testing.T) {

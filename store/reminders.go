@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -88,7 +87,7 @@ func (tx *Tx) RemindersOf(draft string) ([]Reminder, error) {
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var r Reminder
-		if err := json.Unmarshal(v, &r); err != nil {
+		if err := decode(v, &r); err != nil {
 			tx.skip(unreadableOf("reminder", k, err), nil) // listed as unreadable; the others are read
 			continue
 		}
