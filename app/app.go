@@ -210,7 +210,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	kinds[delivery.Kind].(*delivery.Job).Log = d.Logger
 	// The CRMs (crm[]) are the delivery job's too: each lead move enqueues
 	// its write in the move's transaction (the store's HookLeadMoves).
-	crms, err := crm.Open(cfg, a.st)
+	crms, err := crm.Open(cfg, a.st, crm.Options{Logger: d.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -413,6 +414,16 @@ type sink struct {
 	// wait is how long a write waits behind an unfinished earlier one of
 	// its lead before the job asks again (not an attempt).
 	wait time.Duration
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// Options are what the sinks take from the process.
+type Options struct {
+	// Logger is told of an owner read back that failed; nil: slog.Default.
+	Logger *slog.Logger
+	// Now stamps the lead moves of an owner read back; nil: time.Now.
+	Now func() time.Time
 }
 
 // holdWait is how long a write waits behind an unfinished earlier write of
@@ -430,7 +441,13 @@ func waitFor(since time.Time, lo, hi time.Duration) time.Duration {
 
 // Open builds the CRM of every client that has one, by its provider name
 // ("crm:<client>"), for the delivery job and a person's lookup.
-func Open(cfg *config.Config, st *store.Store) (map[string]delivery.Sender, error) {
+func Open(cfg *config.Config, st *store.Store, opt Options) (map[string]delivery.Sender, error) {
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
 	out := make(map[string]delivery.Sender, len(cfg.CRM))
 	for _, m := range cfg.CRM {
 		var k kind
@@ -448,7 +465,7 @@ func Open(cfg *config.Config, st *store.Store) (map[string]delivery.Sender, erro
 		for name, id := range m.Owners {
 			back[id] = name
 		}
-		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: holdWait, owners: back, kindName: m.Kind}
+		out[m.ProviderName()] = &sink{name: m.ProviderName(), st: st, k: k, wait: holdWait, owners: back, kindName: m.Kind, log: opt.Logger, now: opt.Now}
 	}
 	return out, nil
 }
@@ -495,7 +512,7 @@ const ownerReads = 3
 // for the lead (r, a write of received or matched, named no owner id), and
 // moves the lead to owned with it (leads.CRMOwnerTx): the owner's routing
 // name when crm[].owners maps the id, else "<kind> user <id>". The write
-// stands whatever the read does: a failed read, or a lead moved on
+// stands whatever the read does: a failed read (logged), or a lead moved on
 // meanwhile, moves nothing, and the lead's next write reads again (its
 // stuck write too: StuckTx, so a workflow's late owner is found then).
 func (s *sink) readOwner(ctx context.Context, providerID string, r Record) {
@@ -513,6 +530,8 @@ func (s *sink) readOwner(ctx context.Context, providerID string, r Record) {
 		// 5xx; the connection), at most ownerReads times.
 		var perm *provider.Permanent
 		if try+1 >= ownerReads || errors.As(err, &perm) {
+			s.log.Warn("crm: the owner the CRM gave the record could not be read; the lead's next write reads it again",
+				"crm", s.name, "lead", r.Lead, "record", providerID, "tries", try+1, "err", err)
 			return
 		}
 		wait := 50 * time.Millisecond
@@ -535,10 +554,13 @@ func (s *sink) readOwner(ctx context.Context, providerID string, r Record) {
 	} else {
 		note += " (" + name + ")"
 	}
-	_ = s.st.Update(ctx, func(tx *store.Tx) error {
-		_, err := leads.CRMOwnerTx(tx, r.Lead, r.Cycle, name, note, time.Now())
+	if err := s.st.Update(ctx, func(tx *store.Tx) error {
+		_, err := leads.CRMOwnerTx(tx, r.Lead, r.Cycle, name, note, s.now())
 		return err
-	})
+	}); err != nil {
+		s.log.Warn("crm: the owner the CRM gave the record was read but not recorded; the lead's next write reads it again",
+			"crm", s.name, "lead", r.Lead, "owner", name, "err", err)
+	}
 }
 
 // Capabilities are the kind's.

@@ -129,3 +129,25 @@ func clipped(text string) string {
 	}
 	return text
 }
+
+// TestOwnerReadFailureIsLogged: when every read of the owner HubSpot gave
+// the record fails (three 503s), the write stands, one warning names the
+// CRM and the lead, and the lead's next write reads the owner again: the
+// lead ends owned all the same.
+func TestOwnerReadFailureIsLogged(t *testing.T) {
+	hs := newHubSpot(t)
+	hs.assign = func(map[string]string) string { return "7001" }
+	b := newBed(t, config.CRM{Kind: config.CRMHubSpot, APIBase: hs.srv.URL, Token: hs.token, IDProperty: "handoff_lead_key", StatusProperty: "handoff_status",
+		Owners: map[string]string{"ana": "7001"}})
+	hs.add("read", "503", "503", "503")
+	tx := corpus.TextNamed("fish")
+	b.receiveText("m1", "c1", "+1 555 0100", tx.From, tx.Body)
+	b.run(1)
+	if h := b.waitLead("c1", "owned"); h.Owner != "ana" {
+		t.Errorf("lead owner = %q, want ana (read again by its next write)", h.Owner)
+	}
+	logs := b.logs.String()
+	if !strings.Contains(logs, "could not be read") || !strings.Contains(logs, "crm=crm:") || !strings.Contains(logs, store.LeadKey("web", "c1")) {
+		t.Errorf("the sinks' log = %q, want one warning naming the CRM and the lead", logs)
+	}
+}
