@@ -22,7 +22,6 @@ type budget struct {
 	calls   int     // finished calls
 	held    float64 // the holds of the calls in flight
 	flying  int     // calls in flight
-	woken   bool    // the context ended: every wait gives up
 }
 
 func newBudget(limit float64) *budget {
@@ -52,10 +51,7 @@ func (b *budget) take(ctx context.Context) (float64, error) {
 			b.held += b.largest
 			return b.largest, nil
 		}
-		if b.woken {
-			return 0, context.Canceled
-		}
-		b.cond.Wait() // for a call in flight to store its cost
+		b.cond.Wait() // for a call in flight to store its cost, or ctx to end (wake)
 	}
 }
 
@@ -71,10 +67,11 @@ func (b *budget) done(reserve, cost float64) {
 	b.cond.Broadcast()
 }
 
-// wake ends every wait (the run's context ended).
+// wake ends every wait once the run's context has ended: each waiter
+// wakes, finds ctx's error and returns it. It takes the lock so that no
+// waiter is between its check of ctx and its Wait.
 func (b *budget) wake() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.woken = true
 	b.cond.Broadcast()
 }
