@@ -2,13 +2,16 @@ package outbound_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -341,4 +344,36 @@ func actions(o store.Outbox) string {
 		a = append(a, at.Action+":"+at.Outcome)
 	}
 	return strings.Join(a, " ")
+}
+
+// liveEventJobs maps each row to the id of its live delivery job of
+// events (a row without one is absent).
+func (b *bed) liveEventJobs(rows map[string]store.Outbox) map[string]string {
+	b.t.Helper()
+	out := map[string]string{}
+	if err := b.st.View(func(tx *store.Tx) error {
+		for id := range rows {
+			j, err := tx.LiveJob(delivery.KindEvent, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out[id] = j.ID
+		}
+		return nil
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	return out
+}
+
+// jobCounts are the queue's counts in a stable order.
+func (b *bed) jobCounts() ([]store.JobCount, error) {
+	c, err := b.st.JobCounts()
+	slices.SortFunc(c, func(x, y store.JobCount) int {
+		return cmp.Or(cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.State, y.State))
+	})
+	return c, err
 }

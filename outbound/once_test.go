@@ -260,6 +260,19 @@ func TestChangeRunTwiceOneRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	hk := outbound.New(b.cfg)
+	// What the receive's own transaction wrote: the rows, their live jobs
+	// and the queue's counts; the runs again must leave each as it is (a
+	// row put again under its id would still be one row, so its content,
+	// its job's id and the counts are what tell).
+	rowsBefore := b.rows()
+	liveBefore := b.liveEventJobs(rowsBefore)
+	countsBefore, err := b.jobCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rowsBefore) != 2 || len(liveBefore) != 2 {
+		t.Fatalf("after the receive: %d rows, %d live jobs; want one each per subscriber", len(rowsBefore), len(liveBefore))
+	}
 	err = b.st.Update(context.Background(), func(tx *store.Tx) error {
 		for range 3 {
 			if err := hk.LeadMoved(tx, h, time.Now()); err != nil {
@@ -272,6 +285,15 @@ func TestChangeRunTwiceOneRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := b.rows()
+	if !reflect.DeepEqual(rows, rowsBefore) {
+		t.Errorf("event rows changed by the runs again:\n got %+v\nwant %+v", rows, rowsBefore)
+	}
+	if live := b.liveEventJobs(rows); !reflect.DeepEqual(live, liveBefore) {
+		t.Errorf("live jobs of the rows = %v, want the receive's own %v", live, liveBefore)
+	}
+	if counts, err := b.jobCounts(); err != nil || !reflect.DeepEqual(counts, countsBefore) {
+		t.Errorf("job counts after the runs again = %+v, %v; want %+v", counts, err, countsBefore)
+	}
 	var got []string
 	for id := range rows {
 		got = append(got, id)
