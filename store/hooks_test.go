@@ -52,8 +52,30 @@ func TestOutboxAndJobHooks(t *testing.T) {
 	if want := []string{o.ID + ":new>pending", o.ID + ":pending>effect_pending", o.ID + ":effect_pending>failed"}; !reflect.DeepEqual(heard, want) {
 		t.Errorf("heard %v, want %v", heard, want)
 	}
+	heardEntries := func() int {
+		t.Helper()
+		log, err := st.AuditLog(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range log {
+			if e.Action == "heard" && e.Target == o.ID {
+				n++
+			}
+		}
+		return n
+	}
+	if n := heardEntries(); n != 3 {
+		t.Errorf("the hook's audit entries committed = %d, want one per move heard (3)", n)
+	}
 	// A hook's error rolls the write back with what the hook wrote.
-	st.HookOutboxMoves(func(*Tx, *Outbox, Outbox) error { return context.Canceled })
+	st.HookOutboxMoves(func(tx *Tx, _ *Outbox, o Outbox) error {
+		if err := tx.Audit(AuditEntry{At: o.UpdatedAt, Who: "hook", Action: "heard", Target: o.ID}); err != nil {
+			return err
+		}
+		return context.Canceled
+	})
 	err := st.Update(ctx, func(tx *Tx) error {
 		old, _ := tx.Outbox(o.ID)
 		n := old
@@ -66,6 +88,9 @@ func TestOutboxAndJobHooks(t *testing.T) {
 	if got, _ := st.OutboxRow(o.ID); got.Status != OutboxFailed {
 		t.Errorf("after the failed write the row is %s, want failed still", got.Status)
 	}
+	if n := heardEntries(); n != 3 {
+		t.Errorf("after the failed write the hook's audit entries = %d, want 3 (its own entry rolled back)", n)
+	}
 	st.HookOutboxMoves(nil)
 
 	j := enqueueAt(t, st, t0, 1)
@@ -75,5 +100,13 @@ func TestOutboxAndJobHooks(t *testing.T) {
 	}
 	if want := []string{j.ID}; !reflect.DeepEqual(discarded, want) {
 		t.Errorf("discarded %v, want %v (its last attempt failed)", discarded, want)
+	}
+	// The same attempt finished again (a retried commit round, a late
+	// worker) is refused and heard by no hook.
+	if _, err := st.FinishJob(ctx, c.ID, c.ExecutionID, t0, Result{Outcome: OutcomeRetry, Err: "boom"}); err == nil {
+		t.Error("a finished attempt was finished again")
+	}
+	if want := []string{j.ID}; !reflect.DeepEqual(discarded, want) {
+		t.Errorf("discarded after a second finish %v, want %v (heard once)", discarded, want)
 	}
 }
