@@ -43,7 +43,7 @@ func TestBackupResultsAreLogged(t *testing.T) {
 		Bucket: s3.Bucket, Prefix: "logs/", Endpoint: s3.Endpoint, Region: "us-east-1", Keep: 3,
 		AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Timeout: time.Minute,
 	}
-	var logs lockedBuffer
+	var logs testkit.Log
 	a := apptest.Start(t, cfg, app.Deps{APIToken: token, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	base := apptest.URL(a)
 	if code := call(t, http.MethodPost, base+"/hooks/demo", `{"id":"m-1","from":"+15550001234","text":"call me"}`, nil); code != http.StatusAccepted {
@@ -96,7 +96,7 @@ func TestBackupResultsAreLogged(t *testing.T) {
 		Bucket: s3.Bucket, Endpoint: dead, Region: "us-east-1", Keep: 3,
 		AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Timeout: 5 * time.Second,
 	}
-	var logs2 lockedBuffer
+	var logs2 testkit.Log
 	b := apptest.Start(t, cfg2, app.Deps{APIToken: token, Logger: slog.New(slog.NewJSONHandler(&logs2, nil))})
 	if code := call(t, http.MethodPost, apptest.URL(b)+"/api/v1/backups?to=s3", "", nil); code != http.StatusBadGateway {
 		t.Errorf("backup now to a dead target: %d, want 502", code)

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strings"
@@ -11,25 +10,8 @@ import (
 
 	"github.com/handoff/handoff/app"
 	"github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/testkit"
 )
-
-// lockedBuffer is a log sink safe for the app's goroutines and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestStopWaitsForTheOffsiteListing: Start lists the bucket in the
 // background to set the offsite gauges; against a bucket that never
@@ -72,7 +54,7 @@ func TestStopWaitsForTheOffsiteListing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testkit.Log
 	a, err := app.New(cfg, app.Deps{Listener: ln, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,11 @@
 package crm_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +32,7 @@ type bed struct {
 	runner  *jobs.Runner // nil until run
 	// gate, when set, is the delivery job's Gate (crm[].required).
 	gate func(store.Outbox, time.Time) (time.Duration, string)
-	logs *logBuffer // the sinks' log
+	logs *testkit.Log // the sinks' log
 }
 
 func newBed(t *testing.T, m config.CRM) *bed {
@@ -50,7 +48,7 @@ func newBed(t *testing.T, m config.CRM) *bed {
 		Retry:    config.Retry{MaxAttempts: 20},
 		CRM:      []config.CRM{m},
 	}
-	logs := &logBuffer{}
+	logs := &testkit.Log{}
 	senders, err := crm.Open(cfg, st, crm.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -58,24 +56,6 @@ func newBed(t *testing.T, m config.CRM) *bed {
 	st.HookLeadMoves(crm.Hook(cfg))
 	st.HookOutboxMoves(crm.Written()) // a write on the record moves its lead: matched, owned
 	return &bed{t: t, st: st, cfg: cfg, senders: senders, logs: logs}
-}
-
-// logBuffer is the sinks' log, written from the runner's workers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // run starts the delivery job's runner (stopped at the end of the test).

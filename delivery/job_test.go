@@ -1,13 +1,11 @@
 package delivery_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -441,7 +439,7 @@ func TestDeliverLogsWhatAPersonMustSee(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var buf syncBuffer
+			var buf testkit.Log
 			st := openStore(t)
 			g := startDeliveryLogged(t, st, tt.prov, 5, deliverConv, slog.New(slog.NewJSONHandler(&buf, nil)))
 			row, _ := g.settle(t)
@@ -468,25 +466,6 @@ func TestDeliverLogsWhatAPersonMustSee(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer that the runner's goroutines may write while
-// the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestDeliverLastAttemptCutByShutdown: a send on the job's last attempt that

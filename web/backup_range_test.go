@@ -2,54 +2,17 @@ package web
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
 )
-
-// syncLog is a log destination the server's goroutines write while the
-// test reads it.
-type syncLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// lines are the logged entries whose msg is msg.
-func (l *syncLog) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	text := l.buf.String()
-	l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		var entry map[string]any
-		if line == "" {
-			continue
-		}
-		if err := json.Unmarshal([]byte(line), &entry); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if entry["msg"] == msg {
-			out = append(out, entry)
-		}
-	}
-	return out
-}
 
 // TestBackupsFileRangeLogsBytesSent: a range request (a resumed download)
 // of a scheduled backup is logged with the bytes it sent and the range it
@@ -67,7 +30,7 @@ func TestBackupsFileRangeLogsBytesSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := loggedIn(t, e, "ada", store.RoleAdmin, "")
-	var logs syncLog
+	var logs testkit.Log
 	e.srv.log = slog.New(slog.NewJSONHandler(&logs, nil))
 
 	get := func(rng string) []byte {
@@ -105,7 +68,7 @@ func TestBackupsFileRangeLogsBytesSent(t *testing.T) {
 	}
 	var line map[string]any
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		l := logs.lines(t, "backup download finished")
+		l := logs.Lines(t, "backup download finished")
 		if len(l) > 0 {
 			line = l[0]
 		}
@@ -119,7 +82,7 @@ func TestBackupsFileRangeLogsBytesSent(t *testing.T) {
 		t.Fatalf("the whole download answered %d bytes, want %d", len(whole), len(want))
 	}
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		l := logs.lines(t, "backup download finished")
+		l := logs.Lines(t, "backup download finished")
 		if len(l) > 1 {
 			line = l[1]
 		}
@@ -132,7 +95,7 @@ func TestBackupsFileRangeLogsBytesSent(t *testing.T) {
 	// A range past the file's end: 416, logged as no file sent.
 	get("bytes=999999999-")
 	testkit.Eventually(t, 10*time.Second, func() bool {
-		l := logs.lines(t, "backup download answered without the file")
+		l := logs.Lines(t, "backup download answered without the file")
 		if len(l) > 0 {
 			line = l[0]
 		}
@@ -141,7 +104,7 @@ func TestBackupsFileRangeLogsBytesSent(t *testing.T) {
 	if line["status"] != float64(http.StatusRequestedRangeNotSatisfiable) || line["range"] != "bytes=999999999-" {
 		t.Errorf("the unsatisfiable range logged %v; want status 416 and its range", line)
 	}
-	if n := len(logs.lines(t, "backup download finished")); n != 2 {
+	if n := len(logs.Lines(t, "backup download finished")); n != 2 {
 		t.Errorf("%d \"finished\" lines after a 416, want the 2 downloads before it", n)
 	}
 }

@@ -1,13 +1,10 @@
 package workers
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,48 +15,15 @@ import (
 	"github.com/handoff/handoff/testkit"
 )
 
-// logLines is a JSON slog handler's output, safe for the runner's goroutines.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// with returns the lines whose msg is msg, decoded.
-func (l *logLines) with(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", line, err)
-		}
-		if m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // discardLine is the one "job discarded into the dead letters" line of job
 // j: at level ERROR, naming its kind, id and correlation id, with a reason
 // that contains want.
-func discardLine(t *testing.T, logs *logLines, j store.Job, want string) {
+func discardLine(t *testing.T, logs *testkit.Log, j store.Job, want string) {
 	t.Helper()
 	var mine []map[string]any
 	lines := func() bool {
 		mine = mine[:0]
-		for _, m := range logs.with(t, "job discarded into the dead letters") {
+		for _, m := range logs.Lines(t, "job discarded into the dead letters") {
 			if m["job_id"] == j.ID {
 				mine = append(mine, m)
 			}
@@ -84,7 +48,7 @@ func discardLine(t *testing.T, logs *logLines, j store.Job, want string) {
 // attempt, and a draft the model refused.
 func TestDiscardsAreLogged(t *testing.T) {
 	st := openStore(t)
-	logs := &logLines{}
+	logs := &testkit.Log{}
 	opt := testOptions()
 	opt.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	kind := &testkit.KindFunc{Fn: func(_ context.Context, _ int, j store.Job) error {
