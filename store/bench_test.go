@@ -191,7 +191,7 @@ func BenchmarkRecordEventWrite(b *testing.B) {
 			ev.V = recordVersion
 			evRaw, _ := json.Marshal(ev)
 			j := newJob(NewJob{ID: ulid.Make().String(), Kind: "draft", Key: ev.Key, MaxAttempts: 3}, ev.CorrelationID, ev.ReceivedAt)
-			jobRaw, _ := json.Marshal(j)
+			jobRaw, _ := encode(&j)
 			batch = append(batch, encoded{ev, evRaw, j, jobRaw})
 		}
 		b.StartTimer()

@@ -98,7 +98,7 @@ func (ev *Event) encodeRecord() ([]byte, error) {
 	if e.TextAt = textIn(raw, ev.Text); e.TextAt != nil {
 		e.Text = ""
 	}
-	head, err := json.Marshal(&e)
+	head, err := json.Marshal(e.head())
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +106,51 @@ func (ev *Event) encodeRecord() ([]byte, error) {
 	return append(append(append(out, head...), '\n'), raw...), nil
 }
 
+// The record before the body leaves out what it would say twice: the
+// event key when it is the channel and the message id joined by ":" (as
+// intake makes every key; absent, it reads so), and a count of no
+// duplicates. Records that write both, every one before, read as before.
+//
+//	{"v":1,"id":"01J…","channel":"demo","message_id":"m-1","correlation_id":"01J…",…,"raw":"body"}
+
+// eventFields is Event without its methods, for eventHead to embed.
+type eventFields Event
+
+// eventHead is the stored record: its fields shadow Event's of the same name.
+type eventHead struct {
+	eventFields
+	Key        *string `json:"key,omitempty"` // nil: Channel ":" MessageID
+	Duplicates int     `json:"duplicates,omitempty"`
+}
+
+// head is e's stored record.
+func (e *Event) head() *eventHead {
+	h := &eventHead{eventFields: eventFields(*e), Duplicates: e.Duplicates}
+	if e.Key != e.Channel+":"+e.MessageID {
+		h.Key = &e.Key
+	}
+	return h
+}
+
+// fill puts the record h read into ev.
+func (h *eventHead) fill(ev *Event) {
+	*ev = Event(h.eventFields)
+	ev.Duplicates = h.Duplicates
+	if h.Key != nil {
+		ev.Key = *h.Key
+	} else {
+		ev.Key = ev.Channel + ":" + ev.MessageID
+	}
+}
+
 // decodeRecord reads either stored form of an event and puts its text back.
 func (ev *Event) decodeRecord(raw []byte, strict bool) error {
 	head, tail, split := bytes.Cut(raw, []byte{'\n'})
-	if err := unmarshal(head, ev, strict); err != nil {
+	var h eventHead
+	if err := unmarshal(head, &h, strict); err != nil {
 		return err
 	}
+	h.fill(ev)
 	if !split { // schema 8 or earlier: the body inside the record
 		if ev.Raw != "" {
 			return fmt.Errorf("event %s: its record names a %s after it, but nothing follows it", ev.ID, ev.Raw)

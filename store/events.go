@@ -106,7 +106,7 @@ func EncodeEvent(ev Event, job NewJob) (*Encoded, error) {
 		return nil, fmt.Errorf("store: record event %s: %w", ev.Key, err)
 	}
 	j := newJob(job, ev.CorrelationID, ev.ReceivedAt)
-	jobRaw, err := json.Marshal(j)
+	jobRaw, err := encode(&j) // its stored form: jobform.go
 	if err != nil {
 		return nil, fmt.Errorf("store: record event %s: %w", ev.Key, err)
 	}
