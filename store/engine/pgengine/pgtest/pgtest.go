@@ -12,21 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/handoff/handoff/store/engine/pgengine"
+	"github.com/handoff/handoff/store/engine/pgengine/pgserver"
 )
 
 // URLEnv names a server to test on instead of a private cluster: a
@@ -94,115 +88,24 @@ func Open(tb testing.TB) *pgengine.DB {
 	return db
 }
 
-// binDir finds initdb and postgres: on PATH, else the newest of Debian's
-// /usr/lib/postgresql/<version>/bin.
-func binDir() (string, error) {
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool {
-		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
-		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
-		return vi > vj
-	})
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
-			return d, nil
-		}
-	}
-	return "", errors.New("no PostgreSQL server installed (initdb and postgres: apt-get install postgresql), and " + URLEnv + " is not set")
-}
-
-// watchdog runs the server and waits for its standard input to close,
-// which happens when the test process ends (exit, panic or SIGKILL):
-// then it stops the server (fast shutdown) and removes the folder.
-const watchdog = `"$1/postgres" -D "$2/data" -k "$2" -c listen_addresses= -c max_connections=200 \
-  -c shared_buffers=32MB -c log_min_messages=warning >"$2/log" 2>&1 &
-pid=$!
-cat >/dev/null
-kill -INT "$pid" 2>/dev/null
-wait "$pid"
-rm -rf "$2"
-`
-
-// start initialises a cluster in a new temporary folder and starts its
-// server, returning its URL once it answers.
+// start starts a private cluster (pgserver) for the life of the test
+// process: its Stop is never called, so the watchdog stops the server and
+// removes its folder when the process ends.
 func start() (string, error) {
-	bin, err := binDir()
+	srv, err := pgserver.Start(context.Background(), pgserver.Options{})
+	if errors.Is(err, pgserver.ErrNotInstalled) {
+		return "", fmt.Errorf("%w, and %s is not set", err, URLEnv)
+	}
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "handoff-pg-")
-	if err != nil {
-		return "", err
-	}
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		// initdb refuses root: the cluster is the postgres user's.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("the tests run as root and there is no postgres user to run the server as: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return "", err
-		}
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
-	// --no-sync: initdb's own files are scratch; the server itself runs
-	// with fsync on, as in production.
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "handoff",
-		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	if out, err := initdb.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("initdb: %v: %s", err, out)
-	}
-	run := exec.Command("/bin/sh", "-c", watchdog, "watchdog", bin, dir)
-	run.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
-	stdin, err := run.StdinPipe()
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	if err := run.Start(); err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	// The pipe's write end stays open, unused, for the life of the process:
-	// its end is the watchdog's signal.
-	keep = stdin
-	exited := make(chan error, 1)
-	go func() { exited <- run.Wait() }()
-	url := fmt.Sprintf("host=%s user=handoff dbname=postgres sslmode=disable", dir)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := pgx.Connect(ctx, url)
-		cancel()
-		if err == nil {
-			c.Close(context.Background())
-			return url, nil
-		}
-		select {
-		case werr := <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "log"))
-			return "", fmt.Errorf("the PostgreSQL server stopped at start (%v): %s", werr, log)
-		case <-time.After(20 * time.Millisecond): // the next try of a condition with a deadline
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "log"))
-			return "", fmt.Errorf("the PostgreSQL server in %s did not answer within 60 s: %v: %s", dir, err, log)
-		}
-	}
+	keep = srv
+	return srv.URL, nil
 }
 
-// keep holds the watchdog's standard input open until the process ends.
-var keep any
+// keep holds the server, and so its watchdog's standard input, until the
+// process ends.
+var keep *pgserver.Server
 
 // Exec runs sql on the test server as its administrator, past any engine:
 // how a test changes a database behind an engine's back.
