@@ -253,8 +253,8 @@ func jobReadsBack(t *testing.T, src *source) {
 
 // handoffReadsBack is the lead's property: it reads back as stored, and
 // about one time in two its key is its channel and conversation id
-// joined, and its turn's draft and last message are its turn's first and
-// last, which the stored form leaves out (handoffform.go).
+// joined, and its turn's draft and last message are its turn's last,
+// which the stored form leaves out (handoffform.go).
 func handoffReadsBack(t *testing.T, src *source) {
 	t.Helper()
 	v := filled[Handoff](src)
@@ -262,7 +262,7 @@ func handoffReadsBack(t *testing.T, src *source) {
 		v.Channel = strings.ReplaceAll(v.Channel, ":", "")
 		v.Key = LeadKey(v.Channel, v.ConversationID)
 		if len(v.TurnEvents) > 0 {
-			v.TurnDraft, v.LastEventKey = v.TurnEvents[0], v.TurnEvents[len(v.TurnEvents)-1]
+			v.TurnDraft, v.LastEventKey = v.TurnEvents[len(v.TurnEvents)-1], v.TurnEvents[len(v.TurnEvents)-1]
 		} else {
 			v.TurnDraft, v.LastEventKey = "", ""
 		}

@@ -8,15 +8,16 @@ import (
 // A lead's stored form leaves out what its other fields already say. The
 // ingest writes the lead with every message, and a new lead's record was
 // 527 bytes: its channel and conversation id are its key's two halves, and
-// the event key of the open turn's first message (turn_draft) and of its
-// last (last_event_key) are turn_events' ends.
+// the event key that drafts the open turn (turn_draft: each message that
+// joins the turn takes over its draft, leads/turns.go) and the lead's last
+// message (last_event_key) are both turn_events' last.
 //
 //	{"v":1,"key":"demo:+15550001234","status":"received",…,"turn_events":["demo:m-1"],"draft_job":"01J…"}
 //
 // channel and conversation_id absent: the key's parts before and after
 // its first ":" (written whenever the channel holds a ":" or the key is
-// not the two joined); turn_draft absent: turn_events' first, or none;
-// last_event_key absent: turn_events' last, or none. Every older record
+// not the two joined); turn_draft and last_event_key absent: turn_events'
+// last, or none. Every older record
 // writes all four and reads as before. Field names stay the record's, so
 // recountLeads, which reads status alone, reads either form.
 
@@ -32,14 +33,7 @@ type handoffForm struct {
 	TurnDraft      *string `json:"turn_draft,omitempty"`
 }
 
-// turnFirst and turnLast are the ends of keys, "" when it is empty.
-func turnFirst(keys []string) string {
-	if len(keys) == 0 {
-		return ""
-	}
-	return keys[0]
-}
-
+// turnLast is the last of keys, "" when it is empty.
 func turnLast(keys []string) string {
 	if len(keys) == 0 {
 		return ""
@@ -56,7 +50,7 @@ func (h *Handoff) encodeRecord() ([]byte, error) {
 	if h.LastEventKey != turnLast(h.TurnEvents) {
 		f.LastEventKey = &h.LastEventKey
 	}
-	if h.TurnDraft != turnFirst(h.TurnEvents) {
+	if h.TurnDraft != turnLast(h.TurnEvents) {
 		f.TurnDraft = &h.TurnDraft
 	}
 	return json.Marshal(&f)
@@ -77,7 +71,7 @@ func (h *Handoff) decodeRecord(raw []byte, strict bool) error {
 	if f.ConversationID != nil {
 		h.ConversationID = *f.ConversationID
 	}
-	h.LastEventKey, h.TurnDraft = turnLast(h.TurnEvents), turnFirst(h.TurnEvents)
+	h.LastEventKey, h.TurnDraft = turnLast(h.TurnEvents), turnLast(h.TurnEvents)
 	if f.LastEventKey != nil {
 		h.LastEventKey = *f.LastEventKey
 	}

@@ -12,9 +12,10 @@ import (
 
 // TestHandoffFormOld: a lead as the released binary stored it (every
 // field written) reads back as it was, strictly too, in the shapes a lead
-// takes: new with its first message, in a turn of several, replied with no
-// open turn, on a channel name with a ":" in it, named from the corpus's
-// texts; the new form is never longer and leaves the derivable fields out.
+// takes: new with its first message, in a turn of several (its draft
+// the last message's), replied with no open turn, on a channel name with
+// a ":" in it, a turn drafted by an earlier message, named from the
+// corpus's texts; the new form is never longer and leaves the derivable fields out.
 func TestHandoffFormOld(t *testing.T) {
 	at := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
 	var leads []Handoff
@@ -24,14 +25,16 @@ func TestHandoffFormOld(t *testing.T) {
 		e1, e2 := "demo:m-"+tx.Name, "demo:m2-"+tx.Name
 		h.History = []Transition{{Cycle: 1, Status: "received", At: at, EventKey: e1, Note: "message received"}}
 		h.Turn, h.TurnEvents, h.TurnDraft, h.LastEventKey, h.DraftJob = 1, []string{e1}, e1, e1, "01JOB"
-		switch i % 4 {
-		case 1: // a turn of two messages
-			h.TurnEvents, h.LastEventKey = []string{e1, e2}, e2
+		switch i % 5 {
+		case 1: // a turn of two messages: the second took over its draft
+			h.TurnEvents, h.LastEventKey, h.TurnDraft = []string{e1, e2}, e2, e2
 		case 2: // replied: no open turn, its last message kept
 			h.Status, h.TurnEvents, h.TurnDraft = "replied", nil, ""
 			h.History = append(h.History, Transition{Cycle: 1, Status: "replied", At: at.Add(time.Minute), EventKey: e1, Note: tx.Body})
 		case 3: // a channel whose name holds ":" (none may, but a record's form must not care)
 			h.Channel, h.Key = "de:mo", "de:mo:"+h.ConversationID
+		case 4: // a turn whose draft is not its last message's (none is, but a record's form must not care)
+			h.TurnEvents, h.LastEventKey = []string{e1, e2}, e2
 		}
 		leads = append(leads, h)
 	}
