@@ -104,10 +104,10 @@ func TestCardRefMoves(t *testing.T) {
 	}
 }
 
-// One card that cannot be read (a damaged value) is stepped over by the
-// open cards' walk and listed as unreadable: the other cards still follow
-// their drafts.
-func TestOpenCardsStepOverAnUnreadableCard(t *testing.T) {
+// cardsOneDamaged is a store with two slack cards posted in C1, d01A and
+// d01B, d01A's value damaged (a cut record), and the time they were made.
+func cardsOneDamaged(t *testing.T) (*Store, time.Time) {
+	t.Helper()
 	st := openTest(t)
 	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 	for _, d := range []string{"d01A", "d01B"} {
@@ -121,6 +121,14 @@ func TestOpenCardsStepOverAnUnreadableCard(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return st, at
+}
+
+// One card that cannot be read (a damaged value) is stepped over by the
+// open cards' walk and listed as unreadable: the other cards still follow
+// their drafts.
+func TestOpenCardsStepOverAnUnreadableCard(t *testing.T) {
+	st, at := cardsOneDamaged(t)
 	var open []string
 	if err := st.View(func(tx *Tx) error {
 		return tx.OpenCards("slack", func(c Card) error { open = append(open, c.Draft); return nil })
@@ -149,19 +157,7 @@ func TestOpenCardsStepOverAnUnreadableCard(t *testing.T) {
 // chat and ref are unknown), so no entry is left naming a card that is
 // gone; another draft's entry on the surface is kept, and Check is clean.
 func TestDeleteUnreadableCard(t *testing.T) {
-	st := openTest(t)
-	at := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
-	for _, d := range []string{"d01A", "d01B"} {
-		c := Card{Surface: "slack", Draft: d, Chat: "C1", Ref: "1." + d, Shown: "waiting", CreatedAt: at, UpdatedAt: at}
-		if err := st.Update(context.Background(), func(tx *Tx) error { return tx.PutCard(c) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.raw(func(tx engine.Tx) error {
-		return tx.Bucket(bucketCards).Put(cardKey("slack", "d01A"), []byte(`{"v":1,"surface":"slack","draft":`))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	st, _ := cardsOneDamaged(t)
 	if err := st.Update(context.Background(), func(tx *Tx) error { return tx.DeleteCard("slack", "d01A") }); err != nil {
 		t.Fatalf("DeleteCard of an unreadable card: %v", err)
 	}
