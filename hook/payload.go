@@ -21,6 +21,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/handoff/handoff/jsonbody"
 )
 
 // Error is a client error: the handler answers with Status and Msg as the body,
@@ -55,6 +57,9 @@ type Payload struct {
 	// or nil when the body escapes none: a field that reads differently in
 	// doc and marked was built from such an escape.
 	marked any
+	// valid is the proof that the body decoded into doc is one JSON value
+	// (zero for a form): the store need not scan it again (see Valid).
+	valid jsonbody.Valid
 }
 
 // Parse reads body according to contentType; a missing or text/plain content
@@ -68,13 +73,13 @@ func Parse(contentType string, body []byte, header http.Header) (*Payload, error
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"),
 		(mt == "" || mt == "text/plain") && looksLikeJSON(body):
-		doc, err := decodeJSON(body)
+		doc, valid, err := decodeJSON(body)
 		if err != nil {
 			return nil, err
 		}
-		p.doc = doc
+		p.doc, p.valid = doc, valid
 		if m := markLoneSurrogates(body); m != nil {
-			if p.marked, err = decodeJSON(m); err != nil {
+			if p.marked, _, err = decodeJSON(m); err != nil {
 				// Only escapes changed, digit for digit: it cannot fail.
 				return nil, fmt.Errorf("hook: re-decode a body with lone surrogates: %w", err)
 			}
@@ -118,35 +123,42 @@ func looksLikeJSON(body []byte) bool {
 // rounded through float64 into a different, colliding dedup key. It refuses
 // invalid UTF-8, which RFC 8259 forbids in JSON and encoding/json would
 // quietly turn into U+FFFD, so that "u-\xff" and "u-\xfe" would become one id.
-func decodeJSON(body []byte) (any, error) {
+// The decode is jsonbody.Decode's, which also gives the proof that body is
+// one JSON value (Payload.Valid): a second value after the first means the
+// sender framed the body wrongly, and taking only the first would silently
+// drop data.
+func decodeJSON(body []byte) (any, jsonbody.Valid, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, badRequest("the body is empty")
+		return nil, jsonbody.Valid{}, badRequest("the body is empty")
 	}
 	if !utf8.Valid(body) {
-		return nil, badRequest("the body is not valid JSON: it is not valid UTF-8, which JSON requires (RFC 8259)")
+		return nil, jsonbody.Valid{}, badRequest("the body is not valid JSON: it is not valid UTF-8, which JSON requires (RFC 8259)")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, badRequest("the body is not valid JSON: it ends too early")
-		}
-		return nil, badRequest("the body is not valid JSON: %v", err)
+	doc, valid, err := jsonbody.Decode(body)
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return nil, jsonbody.Valid{}, badRequest("the body is not valid JSON: it ends too early")
+	case errors.Is(err, jsonbody.ErrTrailing):
+		return nil, jsonbody.Valid{}, badRequest("the body is not valid JSON: there is data after the top-level value")
+	case err != nil:
+		return nil, jsonbody.Valid{}, badRequest("the body is not valid JSON: %v", err)
 	}
-	// A second value after the first means the sender framed the body wrongly;
-	// taking only the first would silently drop data.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, badRequest("the body is not valid JSON: there is data after the top-level value")
-	}
-	return doc, nil
+	return doc, valid, nil
 }
+
+// Valid is the proof that the body Parse read is one JSON value, for the
+// store to keep it as JSON without scanning it again (jsonbody); the zero
+// Valid for a form or multipart body, whose stored form is not the body.
+func (p *Payload) Valid() jsonbody.Valid { return p.valid }
 
 // markLoneSurrogates returns a copy of body with each \u escape of a lone
 // UTF-16 surrogate rewritten as \u0000, or nil when there is none. It follows
 // encoding/json: a high surrogate is paired only with a low one escaped right
 // after it. body must be one valid JSON value, as decodeJSON checks.
 func markLoneSurrogates(body []byte) []byte {
+	if !mayEscapeSurrogate(body) {
+		return nil // most bodies: no byte-by-byte walk
+	}
 	var out []byte
 	inString := false
 	for i := 0; i < len(body); i++ {
@@ -179,6 +191,22 @@ func markLoneSurrogates(body []byte) []byte {
 		}
 	}
 	return out
+}
+
+// mayEscapeSurrogate reports whether body holds \ud or \uD anywhere:
+// every escape of a surrogate (U+D800–U+DFFF) starts so, so a body without
+// one escapes none, and markLoneSurrogates need not walk it.
+func mayEscapeSurrogate(body []byte) bool {
+	for {
+		i := bytes.Index(body, []byte(`\u`))
+		if i < 0 || i+2 >= len(body) {
+			return false
+		}
+		if c := body[i+2]; c == 'd' || c == 'D' {
+			return true
+		}
+		body = body[i+2:]
+	}
 }
 
 // hex4 reads four hex digits, or returns -1.

@@ -73,14 +73,17 @@ func Encode(m Message, maxAttempts int) (*store.Encoded, error) {
 		at := m.SentAt.UTC()
 		ev.SentAt = &at
 	}
-	if m.JSON {
-		ev.Body = m.Body
-	} else {
-		ev.BodyText = string(m.Body)
-	}
 	job, err := jobs.NewJob(review.DraftArgs{EventKey: ev.Key}, jobs.Opts{MaxAttempts: maxAttempts, RunAt: m.ReceivedAt.Add(m.Coalesce)})
 	if err != nil {
 		return nil, err
+	}
+	switch {
+	case m.JSON && m.Valid.Of(m.Body): // the parser's proof: the store need not scan it again
+		return store.EncodeEventJSON(ev, m.Valid, job)
+	case m.JSON: // the store checks it is JSON
+		ev.Body = m.Body
+	default:
+		ev.BodyText = string(m.Body)
 	}
 	return store.EncodeEvent(ev, job)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/handoff/handoff/jsonbody"
 	"github.com/handoff/handoff/leads"
 
 	"github.com/handoff/handoff/store"
@@ -24,8 +25,13 @@ type Message struct {
 	ContentType string
 	// Body is the request body as received; JSON says it was decoded as
 	// exactly one JSON value, so it is kept as JSON rather than as text.
-	Body       []byte
-	JSON       bool
+	Body []byte
+	JSON bool
+	// Valid, when it was made from Body itself (hook.Payload.Valid for
+	// the body received), proves Body one JSON value: the store keeps it
+	// without scanning it again. Zero, or made from other bytes: the
+	// store checks Body as before (a JSON body that is not JSON is refused).
+	Valid      jsonbody.Valid
 	ReceivedAt time.Time
 	// SentAt is when the provider says the customer wrote it, where the
 	// channel's preset reads it (hook.Messages.Sent); zero: unknown.

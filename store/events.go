@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/handoff/handoff/jsonbody"
 )
 
 // recordVersion is the version field of every JSON record this binary writes.
@@ -98,10 +100,25 @@ type Encoded struct {
 // EncodeEvent encodes ev and the job to enqueue with it, in the caller's
 // goroutine: the committer is the one serial step of every webhook, so
 // the ingest's write only copies bytes.
-func EncodeEvent(ev Event, job NewJob) (*Encoded, error) {
+func EncodeEvent(ev Event, job NewJob) (*Encoded, error) { return encodeEvent(ev, false, job) }
+
+// EncodeEventJSON is EncodeEvent for an event whose body is body, the
+// request's bytes as the webhook's parser decoded them (hook.Payload.Valid):
+// ev.Body is set to them, and the proof stands in for the json.Valid scan
+// EncodeEvent makes of a body. ev.BodyText must be empty.
+func EncodeEventJSON(ev Event, body jsonbody.Valid, job NewJob) (*Encoded, error) {
+	if body.Bytes() == nil || ev.BodyText != "" {
+		return nil, fmt.Errorf("store: record event %s: a body proven JSON needs its bytes and no body_text", ev.Key)
+	}
+	ev.Body = body.Bytes()
+	return encodeEvent(ev, true, job)
+}
+
+// encodeEvent is EncodeEvent; bodyValid: ev.Body is proven one JSON value.
+func encodeEvent(ev Event, bodyValid bool, job NewJob) (*Encoded, error) {
 	ev.V = recordVersion
-	ev.canonical()                  // the strings as every read returns them
-	evRaw, err := ev.encodeRecord() // the body stored once: bodyonce.go
+	ev.canonical()                         // the strings as every read returns them
+	evRaw, err := ev.encodeBody(bodyValid) // the body stored once: bodyonce.go
 	if err != nil {
 		return nil, fmt.Errorf("store: record event %s: %w", ev.Key, err)
 	}

@@ -299,7 +299,7 @@ func (s *Server) inbound(p *hook.Payload, ch *config.Channel, contentType string
 			Channel: ch.Name, MessageID: m.MessageID, ConversationID: m.ConversationID,
 			Contact: m.Contact, Name: m.Name, Text: m.Text, Subject: m.Subject,
 			ReplyTo:     store.ReplyTo{Chat: m.ReplyTo.Chat, MessageID: m.ReplyTo.MessageID, Thread: m.ReplyTo.Thread},
-			ContentType: contentType, Body: kept, JSON: isJSON, ReceivedAt: now, SentAt: m.SentAt, Coalesce: ch.Coalesce,
+			ContentType: contentType, Body: kept, JSON: isJSON, Valid: p.Valid(), ReceivedAt: now, SentAt: m.SentAt, Coalesce: ch.Coalesce,
 		})
 	}
 	for _, rc := range r.Receipts {
