@@ -73,7 +73,7 @@ func parsePGFlags(args []string) (pgConfig, error) {
 	fs.StringVar(&cfg.bin, "bin", "", "prebuilt handoff binary (default: go build the repository)")
 	fs.StringVar(&cfg.riverBin, "river-bin", "", "prebuilt River target (default: go build in bench/river)")
 	fs.StringVar(&cfg.repo, "repo", "", "repository root to build from (default: walk up from the working directory to go.mod)")
-	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories, the PostgreSQL cluster's included; a short path on the disk to measure (default: $TMPDIR)")
+	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories, the PostgreSQL cluster's included: a short path on the disk to measure, that the postgres user can reach when the bench runs as root (default: $TMPDIR)")
 	fs.StringVar(&cfg.sharedBuffers, "shared-buffers", "128MB", "the cluster's shared_buffers")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (child logs); the cluster is always removed")
 	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "upper bound for the whole run")
