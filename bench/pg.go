@@ -123,10 +123,11 @@ func handoffTarget(k int) string {
 
 // pgRun is one target's measured run in one round.
 type pgRun struct {
-	s      stats
-	cpu    float64 // the target's processes' CPU seconds over the run, -1: unknown
-	pgCPU  float64 // the cluster's CPU seconds over the run, -1: unknown
-	events int     // accepted in the measured run
+	s       stats
+	cpu     float64 // the target's processes' CPU seconds over the run, -1: unknown
+	pgCPU   float64 // the cluster's CPU seconds over the run, -1: unknown
+	events  int     // accepted in the measured run
+	elapsed time.Duration
 }
 
 func (r pgRun) cpuPerEvent(cpu float64) float64 {
@@ -203,7 +204,7 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 		order := slices.Clone(targets)
 		k := (round - 1) % len(order)
 		order = append(order[k:], order[:k]...)
-		fmt.Fprintf(out, "\nround %d/%d (order: %s)\n", round, cfg.rounds, strings.Join(order, ", "))
+		fmt.Fprintf(out, "\nround %d/%d (order: %s; load average %s)\n", round, cfg.rounds, strings.Join(order, ", "), loadAverage())
 		for _, target := range order {
 			if failed[target] != "" {
 				continue
@@ -252,8 +253,8 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 				return fmt.Errorf("round %d, %s: %w", round, target, err)
 			}
 			all[target] = append(all[target], r)
-			fmt.Fprintf(out, "  %-11s %7s/s  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event  (%s events stored once each)\n",
-				target, thousands(int64(r.s.rate)), ms(r.s.p50), ms(r.s.p99), ms(r.s.max),
+			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event  (%s events stored once each)\n",
+				target, thousands(int64(r.s.rate)), r.elapsed.Seconds(), ms(r.s.p50), ms(r.s.p99), ms(r.s.max),
 				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), thousands(int64(cfg.warmup+1+r.events)))
 		}
 	}
@@ -264,6 +265,16 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	printPGSummary(out, cfg, targets, all, failed)
 	return nil
+}
+
+// loadAverage is the 1-minute load average, "?" when /proc does not say:
+// on a shared machine it tells a round with neighbours from one without.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func cpuText(us float64) string {
@@ -366,7 +377,7 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 		return r, fmt.Errorf("stopped after %d of %d requests: %w", res.sent, cfg.n, err)
 	}
 	r.s = summarize(target, res, cfg.n)
-	r.events = res.accepted()
+	r.events, r.elapsed = res.accepted(), res.elapsed
 	r.cpu, r.pgCPU = -1, -1
 	if cpu0 >= 0 && cpu1 >= 0 {
 		r.cpu = cpu1 - cpu0

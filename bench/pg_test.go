@@ -111,7 +111,7 @@ func TestPGMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := out.String()
-	if !regexp.MustCompile(`(?m)^  handoff +[0-9,]+/s .*\(221 events stored once each\)$`).MatchString(s) {
+	if !regexp.MustCompile(`(?m)^  handoff +[0-9,]+/s \([0-9.]+s\) .*\(221 events stored once each\)$`).MatchString(s) {
 		t.Error("no handoff row with its 221 events (20 warm-up, 1 dedup check, 200) counted once each")
 	}
 	switch {
@@ -119,7 +119,7 @@ func TestPGMode(t *testing.T) {
 		if !strings.Contains(s, "another handoff process") || !strings.Contains(s, "2 processes >= 1 process: not measured") {
 			t.Error("the second process's refusal is not said in its own words, or the target line does not say it was not measured")
 		}
-	case regexp.MustCompile(`(?m)^  handoff-2p +[0-9,]+/s .*\(221 events stored once each\)$`).MatchString(s):
+	case regexp.MustCompile(`(?m)^  handoff-2p +[0-9,]+/s \([0-9.]+s\) .*\(221 events stored once each\)$`).MatchString(s):
 		if !regexp.MustCompile(`2 processes >= 1 process: [0-9.]+ x, (met|MISSED)`).MatchString(s) {
 			t.Error("no line for the 2-process target")
 		}
