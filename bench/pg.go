@@ -128,6 +128,7 @@ type pgRun struct {
 	pgCPU   float64 // the cluster's CPU seconds over the run, -1: unknown
 	events  int     // accepted in the measured run
 	elapsed time.Duration
+	drafted int // drafts made (River: jobs completed) by the end of the run, -1: unknown
 }
 
 func (r pgRun) cpuPerEvent(cpu float64) float64 {
@@ -229,7 +230,7 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 					argvs = append(argvs, []string{bin, "serve", "--data", data, "--addr", "127.0.0.1:0"})
 				}
 			}
-			r, err := pgMeasure(ctx, cfg, tpl, target, argvs, env, dir, srv.Dir, round)
+			r, err := pgMeasure(ctx, cfg, tpl, target, argvs, env, dir, srv.Dir, url, round)
 			var ns *notStarted
 			if errors.As(err, &ns) && len(argvs) > 1 {
 				// A process beside the first refused the database: say why
@@ -253,9 +254,9 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 				return fmt.Errorf("round %d, %s: %w", round, target, err)
 			}
 			all[target] = append(all[target], r)
-			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event  (%s events stored once each)\n",
+			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event, %s drafted meanwhile  (%s events stored once each)\n",
 				target, thousands(int64(r.s.rate)), r.elapsed.Seconds(), ms(r.s.p50), ms(r.s.p99), ms(r.s.max),
-				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), thousands(int64(cfg.warmup+1+r.events)))
+				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), thousands(int64(r.drafted)), thousands(int64(cfg.warmup+1+r.events)))
 		}
 	}
 	for _, t := range targets {
@@ -320,7 +321,7 @@ func (e *notStarted) Unwrap() error { return e.err }
 // pgMeasure starts the target's processes (one after the other, so the
 // first runs the migrations), puts the bench's round-robin proxy in front
 // of several, warms up, checks dedup, loads it and stops it.
-func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target string, argvs [][]string, env []string, dir, clusterDir string, round int) (pgRun, error) {
+func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target string, argvs [][]string, env []string, dir, clusterDir, dbURL string, round int) (pgRun, error) {
 	var r pgRun
 	var children []*child
 	defer func() {
@@ -373,6 +374,7 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 	cpu0, pg0 := childrenCPU(children), clusterCPU(clusterDir)
 	res := runLoad(ctx, client, url, tpl, 'm', round, cfg.n, cfg.c)
 	cpu1, pg1 := childrenCPU(children), clusterCPU(clusterDir)
+	r.drafted = draftedSoFar(ctx, dbURL, target)
 	if err := ctx.Err(); err != nil {
 		return r, fmt.Errorf("stopped after %d of %d requests: %w", res.sent, cfg.n, err)
 	}
@@ -516,6 +518,32 @@ func startProxy(children []*child, c int) (*proxy, error) {
 	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return &proxy{ln: ln, srv: srv}, nil
+}
+
+// draftedSoFar counts, while the target runs, the drafts it has made:
+// handoff's records in its drafts bucket, River's completed jobs. The
+// demo channel waits 10 s after a lead's last message before drafting
+// (its coalesce) while River works a job at once, so a run longer than
+// that has handoff drafting beside its ingest. -1 when it cannot be read.
+func draftedSoFar(ctx context.Context, url, target string) int {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(context.Background())
+	n := -1
+	if target == targetRiver {
+		err = conn.QueryRow(ctx, "select count(*) from river_job where state = 'completed'").Scan(&n)
+	} else {
+		var tbl string
+		if err = conn.QueryRow(ctx, "select tbl from handoff_buckets where name = $1", []byte("drafts")).Scan(&tbl); err == nil {
+			err = conn.QueryRow(ctx, "select count(*) from "+pgx.Identifier{tbl}.Sanitize()).Scan(&n)
+		}
+	}
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // countStored proves, after the target stopped, that its database holds
