@@ -52,6 +52,7 @@ type pgConfig struct {
 	procs                      []int
 	bin, riverBin, repo, dir   string
 	river                      bool
+	drafting                   bool
 	riverWorkers               int
 	sharedBuffers              string
 	keep                       bool
@@ -69,6 +70,7 @@ func parsePGFlags(args []string) (pgConfig, error) {
 	fs.IntVar(&cfg.warmup, "warmup", 500, "unmeasured requests (separate ids) sent to each target before measuring")
 	fs.StringVar(&procs, "procs", "1,3", "comma-separated handoff process counts, each a target on one database (more than 1: behind the bench's round-robin proxy)")
 	fs.BoolVar(&cfg.river, "river", true, "run the River target (builds bench/river, which needs River's modules)")
+	fs.BoolVar(&cfg.drafting, "drafting", true, "let the targets draft during the run (handoff's demo, 10 s after each message; River's workers at once); false measures ingest alone: the demo channel's coalesce is 1h and River inserts only")
 	fs.IntVar(&cfg.riverWorkers, "river-workers", 100, "River workers (MaxWorkers of its default queue)")
 	fs.StringVar(&cfg.bin, "bin", "", "prebuilt handoff binary (default: go build the repository)")
 	fs.StringVar(&cfg.riverBin, "river-bin", "", "prebuilt River target (default: go build in bench/river)")
@@ -196,8 +198,17 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.river {
 		targets = append(targets, targetRiver)
 	}
-	fmt.Fprintf(out, "load: %s unique events per run, %d connections, %d-byte bodies, %d warm-up requests, %d rounds, targets %s\n",
-		thousands(int64(cfg.n)), cfg.c, cfg.size, cfg.warmup, cfg.rounds, strings.Join(targets, ", "))
+	drafting := "on (handoff's demo 10 s after each message, River's workers at once)"
+	handoffCfg := ""
+	if !cfg.drafting {
+		drafting = "off (the demo channel's coalesce 1h, River insert-only): ingest alone"
+		handoffCfg = filepath.Join(parent, "handoff.yaml")
+		if err := os.WriteFile(handoffCfg, []byte(pgConfigFile()), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "load: %s unique events per run, %d connections, %d-byte bodies, %d warm-up requests, %d rounds, targets %s; drafting %s\n",
+		thousands(int64(cfg.n)), cfg.c, cfg.size, cfg.warmup, cfg.rounds, strings.Join(targets, ", "), drafting)
 
 	all := map[string][]pgRun{}
 	failed := map[string]string{} // a target that could not start → why
@@ -222,12 +233,20 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 			var argvs [][]string
 			var env []string
 			if target == targetRiver {
-				argvs = [][]string{{riverBin, "-database-url", url, "-conns", strconv.Itoa(cfg.c + 16), "-workers", strconv.Itoa(cfg.riverWorkers)}}
+				workers := cfg.riverWorkers
+				if !cfg.drafting {
+					workers = 0
+				}
+				argvs = [][]string{{riverBin, "-database-url", url, "-conns", strconv.Itoa(cfg.c + 16), "-workers", strconv.Itoa(workers)}}
 			} else {
 				env = []string{"HANDOFF_DATABASE_URL=" + url}
 				for i := range procsOf[target] {
 					data := filepath.Join(dir, fmt.Sprintf("p%d", i+1), "data")
-					argvs = append(argvs, []string{bin, "serve", "--data", data, "--addr", "127.0.0.1:0"})
+					argv := []string{bin, "serve", "--data", data, "--addr", "127.0.0.1:0"}
+					if handoffCfg != "" {
+						argv = append(argv, "--config", handoffCfg)
+					}
+					argvs = append(argvs, argv)
 				}
 			}
 			r, err := pgMeasure(ctx, cfg, tpl, target, argvs, env, dir, srv.Dir, url, round)
@@ -276,6 +295,13 @@ func loadAverage() string {
 		return f[0]
 	}
 	return "?"
+}
+
+// pgConfigFile is handoff's config for -drafting=false: the built-in demo
+// channel as config.Default declares it, with a quiet period of an hour
+// (the longest), so no draft is due during the run.
+func pgConfigFile() string {
+	return "channels:\n  - name: demo\n    fields: {message_id: /id, conversation_id: /conversation_id}\n    provider: sandbox\n    coalesce: 1h\n"
 }
 
 func cpuText(us float64) string {

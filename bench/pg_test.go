@@ -13,7 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	hconfig "github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/proc"
 	"github.com/handoff/handoff/store/engine/pgengine/pgserver"
 	"github.com/handoff/handoff/testkit/corpus"
@@ -130,5 +132,25 @@ func TestPGMode(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("the summary lacks %q", want)
 		}
+	}
+}
+
+// -drafting=false's config is the built-in demo channel with an hour's
+// quiet period: the same fields, so the same bodies work.
+func TestPGConfigFileParses(t *testing.T) {
+	c, err := hconfig.Parse([]byte(pgConfigFile()), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo, ok := c.Channel(demoChannel)
+	want := hconfig.Default().Channels[0]
+	if !ok || len(c.Channels) != 1 || demo.Coalesce != time.Hour || demo.AutoApprove {
+		t.Fatalf("channels %+v; want only demo, coalesce 1h, no auto_approve", c.Channels)
+	}
+	if strings.Join(demo.Fields.MessageID, ",") != strings.Join(want.Fields.MessageID, ",") || demo.Fields.ConversationID != want.Fields.ConversationID || demo.Provider != want.Provider {
+		t.Errorf("demo fields %+v provider %q, want the built-in %+v %q", demo.Fields, demo.Provider, want.Fields, want.Provider)
+	}
+	if c.Workers != hconfig.Default().Workers || c.DraftConcurrency() != hconfig.Default().DraftConcurrency() {
+		t.Errorf("workers %d, draft pool %d; want the defaults", c.Workers, c.DraftConcurrency())
 	}
 }

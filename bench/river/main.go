@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("river", flag.ContinueOnError)
 	url := fs.String("database-url", "", "PostgreSQL database (pgx URL or key=value string)")
 	conns := fs.Int("conns", 80, "connection pool size")
-	workers := fs.Int("workers", 100, "River workers of the default queue")
+	workers := fs.Int("workers", 100, "River workers of the default queue; 0: an insert-only client")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,16 +112,21 @@ func run(ctx context.Context, args []string) error {
 
 	workersReg := river.NewWorkers()
 	river.AddWorker(workersReg, &DraftWorker{})
-	client, err := river.NewClient(driver, &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: *workers}},
+	rc := &river.Config{
 		Workers: workersReg,
 		Logger:  slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if *workers > 0 {
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: *workers}}
+	}
+	client, err := river.NewClient(driver, rc)
 	if err != nil {
 		return err
 	}
-	if err := client.Start(ctx); err != nil {
-		return err
+	if *workers > 0 {
+		if err := client.Start(ctx); err != nil {
+			return err
+		}
 	}
 
 	mux := http.NewServeMux()
@@ -150,10 +155,12 @@ func run(ctx context.Context, args []string) error {
 			err = serr
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if serr := client.Stop(sctx); serr != nil && err == nil {
-		err = serr
+	if *workers > 0 {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if serr := client.Stop(sctx); serr != nil && err == nil {
+			err = serr
+		}
 	}
 	if err == nil {
 		log.Info("stopped")
