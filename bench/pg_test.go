@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,8 +18,11 @@ import (
 	"time"
 
 	hconfig "github.com/handoff/handoff/config"
+	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/store/engine/pgengine/pgserver"
+	"github.com/handoff/handoff/store/engine/pgengine/pgtest"
 	"github.com/handoff/handoff/testkit/corpus"
 )
 
@@ -153,4 +158,76 @@ func TestPGConfigFileParses(t *testing.T) {
 	if c.Workers != hconfig.Default().Workers || c.DraftConcurrency() != hconfig.Default().DraftConcurrency() {
 		t.Errorf("workers %d, draft pool %d; want the defaults", c.Workers, c.DraftConcurrency())
 	}
+}
+
+// The count after a run finds an acknowledged event that is missing, and
+// an event that was never acknowledged: it reads the tables handoff
+// really writes (recorded here through the store's own ingest, on a
+// database of the test server).
+func TestCountStoredFindsLossAndStrays(t *testing.T) {
+	pgtest.URL(t)
+	db := fmt.Sprintf("count_%d", os.Getpid())
+	pgtest.Exec(t, "create database "+db)
+	t.Cleanup(func() { pgtest.Exec(t, "drop database "+db+" with (force)") })
+	url := withDatabase(t, pgtest.URL(t), db)
+	ctx := context.Background()
+	st, err := store.OpenURL(ctx, url, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pgConfig{warmup: 3}
+	tpl, err := newBodyTemplate(minBodySize + 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range cfg.warmup {
+		ids = append(ids, eventID('w', 1, i))
+	}
+	ids = append(ids, eventID('d', 1, 0))
+	for i := range 5 {
+		ids = append(ids, eventID('m', 1, i))
+	}
+	record := func(id string) {
+		t.Helper()
+		var v struct{ From, Name, Text string }
+		body := tpl.body(id)
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatal(err)
+		}
+		m := intake.Message{Channel: demoChannel, MessageID: id, ConversationID: v.From, Contact: v.From, Name: v.Name, Text: v.Text,
+			ContentType: "application/json", Body: body, JSON: true, ReceivedAt: time.Now().UTC()}
+		if _, err := intake.RecordBatch(ctx, st, []intake.Message{m}, nil, growMaxAttempts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		record(id)
+	}
+	if err := countStored(ctx, url, targetHandoff, tpl, cfg, 1, 5); err != nil {
+		t.Fatalf("every event there once: %v", err)
+	}
+	if err := countStored(ctx, url, targetHandoff, tpl, cfg, 1, 6); err == nil || !strings.Contains(err.Error(), "9 of the 10 acknowledged ones found") {
+		t.Errorf("an acknowledged event missing: err = %v", err)
+	}
+	record(eventID('x', 1, 0))
+	if err := countStored(ctx, url, targetHandoff, tpl, cfg, 1, 5); err == nil || !strings.Contains(err.Error(), "holds 10 events") {
+		t.Errorf("an event never acknowledged: err = %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withDatabase is the connection string base naming database db instead.
+func withDatabase(t *testing.T, base, db string) string {
+	if !strings.Contains(base, "://") {
+		return base + " dbname=" + db // key=value: the last one counts
+	}
+	u, err := neturl.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + db
+	return u.String()
 }
