@@ -5,6 +5,7 @@
 //	go run ./bench sustained [flags]   # a fixed arrival rate: does drafting keep up?
 //	go run ./bench footprint [flags]   # RSS, start-up and page latency on a big file
 //	go run ./bench grow [flags]        # ingest on a fresh file vs files of 50k, 200k, 1M events
+//	go run ./bench pg [flags]          # handoff on PostgreSQL (1 and 3 processes) beside River on PostgreSQL
 //
 // See README.md for how to read the output.
 package main
@@ -77,6 +78,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return bodies(ctx, args[1:], stdout)
 		case "flood": // flood.go
 			return flood(ctx, args[1:], stdout)
+		case "pg": // pg.go
+			return pgBench(ctx, args[1:], stdout)
 		}
 	}
 
