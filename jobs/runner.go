@@ -56,11 +56,17 @@ type Options struct {
 	Jitter func() float64
 	// Observe, when set, is told of every finished attempt (metrics).
 	Observe func(kind string, state store.JobState, d time.Duration)
+	// Poll, when positive, bounds each sleep of the dispatcher: on a
+	// database that other processes share, their commits wake this one by
+	// notification (Wake), and the poll finds what a lost notification
+	// would have told. Zero: no poll, only Wake and the timers.
+	Poll time.Duration
 }
 
 // Runner claims due jobs and runs them on worker goroutines, one pool per
 // kind. It sleeps until woken by Wake (new work committed), a worker
-// finishing, or the earliest future run time; it never polls in a loop.
+// finishing, or the earliest future run time; it polls only when
+// Options.Poll asks it to.
 type Runner struct {
 	st    *store.Store
 	kinds map[string]Kind
@@ -163,7 +169,11 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.cur != nil {
 		return errors.New("jobs: the runner is already started")
 	}
-	reaped, err := r.st.Reap(ctx, r.opt.Now(), true)
+	// Alone on its database (bbolt's file lock proves it), every running
+	// job is a dead process's; on a shared one (PostgreSQL, several
+	// servers) a running job may be another live server's, so only the
+	// leases that ended are released, here and by the schedule's reaper.
+	reaped, err := r.st.Reap(ctx, r.opt.Now(), !r.st.Shared())
 	if err != nil {
 		return fmt.Errorf("jobs: release jobs left running: %w", err)
 	}
@@ -350,6 +360,9 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 			if next, ok, err := r.st.NextRunAt(lim); err == nil && ok {
 				wait = max(next.Sub(r.opt.Now()), time.Millisecond)
 			}
+		}
+		if r.opt.Poll > 0 {
+			wait = min(wait, r.opt.Poll)
 		}
 		timer.Reset(wait)
 		select {

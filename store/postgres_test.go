@@ -3,15 +3,14 @@ package store
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 
-	"github.com/handoff/handoff/store/engine"
 	"github.com/handoff/handoff/store/engine/pgengine/pgtest"
 )
 
 // OpenURL opens a store on PostgreSQL that keeps what it committed across
-// a reopen, and holds its schema against a second open while it runs.
+// a reopen; a second opens beside it (several servers share a database),
+// and a move's exclusive hold opens beside neither.
 func TestOpenURL(t *testing.T) {
 	schema := pgtest.Schema(t)
 	url := pgtest.URL(t) + " search_path=" + schema
@@ -21,8 +20,24 @@ func TestOpenURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := record(t, st, "web:m1", t0)
-	if _, err := OpenURL(ctx, url, Options{}); !errors.Is(err, engine.ErrLocked) || !strings.Contains(err.Error(), schema) {
-		t.Errorf("a second OpenURL beside an open one = %v; want ErrLocked naming the schema", err)
+	second, err := OpenURL(ctx, url, Options{})
+	if err != nil {
+		t.Fatalf("a second OpenURL beside an open one: %v", err)
+	}
+	if !st.Shared() || !second.Shared() {
+		t.Error("stores on one PostgreSQL database do not say they share it")
+	}
+	if ev, err := second.EventByKey("web:m1"); err != nil || ev.ID != rec.Event.ID {
+		t.Errorf("the second store's EventByKey = %+v, %v; want event %s", ev, err, rec.Event.ID)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err := openMovePostgres(ctx, url); !errors.As(err, new(inUseError)) {
+		if db != nil {
+			db.Close()
+		}
+		t.Errorf("a move into a database a store has open = %v; want it refused as in use", err)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)

@@ -409,7 +409,9 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 			return nil
 		})
-		if failed >= 0 {
+		// A caller failed, unless the engine failed the round itself (a
+		// read inside it that did not answer): then every caller hears it.
+		if failed >= 0 && errors.Is(err, errRollback) {
 			batch[failed].done <- failure
 			batch = append(batch[:failed], batch[failed+1:]...)
 			continue
