@@ -268,6 +268,11 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
 		return nil, err
 	}
+	if a.st.Shared() {
+		if err := a.sched.Add("release the jobs of servers gone", "@every "+releaseEvery.String(), time.Minute, a.runner.ReleaseGone); err != nil {
+			return nil, err
+		}
+	}
 	a.maint = &workers.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake, Verify: d.VerifyBackup}
 	if len(crms) > 0 {
 		a.maint.Flagged = crm.StuckHook(cfg) // a stuck lead says so on its CRM record too
@@ -388,6 +393,11 @@ func (a *App) Start(ctx context.Context) error {
 	a.bg.Go(func() { a.surfaces.Listen(bctx) }) // Slack's Socket Mode, when configured
 	return nil
 }
+
+// releaseEvery is how often the leading server looks for servers gone
+// whose jobs still run (jobs.Runner.ReleaseGone): a killed server's jobs
+// run again within two of these and store.LeadLease.
+const releaseEvery = 5 * time.Second
 
 // sharedPoll is how often a server on a database that others share looks
 // for jobs they committed, besides their notifications.

@@ -78,6 +78,11 @@ type Runner struct {
 	// what that Start began, so nothing it claims outlives the Stop.
 	life sync.Mutex
 	cur  *run // the dispatcher started last, nil once stopped
+
+	// gone is when ReleaseGone first saw each server gone that still runs
+	// jobs.
+	goneMu sync.Mutex
+	gone   map[string]time.Time
 }
 
 // run is one start of the runner, up to its Stop. Each has its own wait
@@ -223,6 +228,64 @@ func (r *Runner) Reap(ctx context.Context) error {
 	reaped, err := r.st.Reap(ctx, r.opt.Now(), false)
 	if len(reaped) > 0 {
 		r.opt.Logger.Warn("reaped expired job leases", "jobs", len(reaped))
+		r.logReapedDiscards(reaped)
+		r.Wake()
+	}
+	return err
+}
+
+// ReleaseGone releases the running jobs of the servers that no longer
+// hold a database several servers share (killed, or cut off from it):
+// the schedule of the leading server calls it often, so their jobs run
+// again within seconds rather than once their leases end. A server is
+// released only once it was seen gone at two calls at least
+// store.LeadLease apart (the fence: a server that lost its connection
+// notices within that and writes nothing meanwhile); one seen again is
+// forgotten. This server's own jobs are never released here.
+func (r *Runner) ReleaseGone(ctx context.Context) error {
+	running, err := r.st.RunningOwners()
+	if err != nil {
+		return err
+	}
+	self := r.st.Owner()
+	var owners []string
+	for o := range running {
+		if o != self {
+			owners = append(owners, o)
+		}
+	}
+	alive, err := r.st.OwnersAlive(ctx, owners)
+	if err != nil {
+		return err
+	}
+	r.goneMu.Lock()
+	if r.gone == nil {
+		r.gone = map[string]time.Time{}
+	}
+	release := map[string]bool{}
+	for o, first := range r.gone {
+		if _, ok := running[o]; !ok || alive[o] {
+			delete(r.gone, o)
+		} else if time.Since(first) >= store.LeadLease {
+			release[o] = true
+		}
+	}
+	for _, o := range owners {
+		if _, seen := r.gone[o]; !seen && !alive[o] {
+			r.gone[o] = time.Now()
+		}
+	}
+	r.goneMu.Unlock()
+	reaped, err := r.st.ReleaseOwners(ctx, r.opt.Now(), release)
+	if len(reaped) > 0 {
+		var names []string
+		for o := range release {
+			names = append(names, o)
+			r.goneMu.Lock()
+			delete(r.gone, o)
+			r.goneMu.Unlock()
+		}
+		r.opt.Logger.Warn("released the jobs of servers that no longer hold the database", "jobs", len(reaped), "servers", names)
 		r.logReapedDiscards(reaped)
 		r.Wake()
 	}

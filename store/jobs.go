@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/engine/pgengine"
 )
 
 // JobState is where a job is in its life; see docs/architecture.md.
@@ -344,6 +346,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 		return nil, nil
 	}
 	var claimed []Job
+	owner := s.Owner()
 	err := s.update(ctx, func(tx *Tx) error {
 		claimed = claimed[:0]
 		b := lim.budget()
@@ -379,6 +382,9 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 			j.Waits = nil // held no more: due past the lease of the job it waited for
 			j.Attempt++
 			j.ExecutionID = ulid.Make().String()
+			if owner != "" {
+				j.ExecutionID += ownerSep + owner
+			}
 			j.LeaseUntil = &until
 			j.UpdatedAt = now
 			j.Attempts = append(j.Attempts, Attempt{ExecutionID: j.ExecutionID, Number: j.Attempt, StartedAt: now})
@@ -598,20 +604,62 @@ const reapChunk = 256
 // reaped as it left it: retryable, or discarded when that was its last
 // attempt (the runner logs those).
 func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error) {
+	return s.reap(ctx, now, "the worker's lease expired before it finished (the process stopped or the attempt hung)",
+		func(tx *Tx, until time.Time, id string) (bool, bool) {
+			if !all && until.After(now) {
+				return false, true
+			}
+			return true, false
+		})
+}
+
+// ReleaseOwners returns to the queue, as Reap does a job whose lease
+// ended, every running job whose execution is of a server in owners (see
+// Owner): servers that no longer hold the database, whose jobs need not
+// wait for their leases to end.
+func (s *Store) ReleaseOwners(ctx context.Context, now time.Time, owners map[string]bool) ([]Job, error) {
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	return s.reap(ctx, now, "its server stopped before it finished (it no longer holds the database)",
+		func(tx *Tx, until time.Time, id string) (bool, bool) {
+			j, err := tx.Job(id)
+			return err == nil && owners[ownerOf(j.ExecutionID)], false
+		})
+}
+
+// reap ends the attempt of each leased job that take picks (stop: no
+// later key is picked either), in transactions of reapChunk jobs, with
+// outcome lease_expired and msg.
+func (s *Store) reap(ctx context.Context, now time.Time, msg string, take func(tx *Tx, until time.Time, id string) (picked, stop bool)) ([]Job, error) {
 	var total []Job
+	var after []byte // the last key a full chunk looked at
 	for {
 		var chunk []Job
+		var last []byte
 		err := s.update(ctx, func(tx *Tx) error {
-			chunk = chunk[:0]
+			chunk, last = chunk[:0], nil
 			leased := tx.bucket(bucketJobsLeased)
 			var expired [][]byte
 			c := leased.Cursor()
-			for k, _ := c.First(); k != nil && len(expired) < reapChunk; k, _ = c.Next() {
-				until, _ := splitTimeKey(k)
-				if !all && until.After(now) {
+			k, _ := c.First()
+			if after != nil {
+				k, _ = c.Seek(after)
+			}
+			for ; k != nil && len(expired) < reapChunk; k, _ = c.Next() {
+				until, id := splitTimeKey(k)
+				last = bytes.Clone(k)
+				picked, stop := take(tx, until, id)
+				if stop {
+					last = nil
 					break
 				}
-				expired = append(expired, bytes.Clone(k))
+				if picked {
+					expired = append(expired, bytes.Clone(k))
+				}
+			}
+			if k == nil {
+				last = nil
 			}
 			for _, k := range expired {
 				_, id := splitTimeKey(k)
@@ -631,7 +679,6 @@ func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error
 				}
 				// The attempt keeps lease_expired as its outcome even when it was
 				// the last one and the job is discarded.
-				msg := "the worker's lease expired before it finished (the process stopped or the attempt hung)"
 				if err := endAttempt(tx, &j, now, OutcomeLeaseExpired, j.Attempt >= j.MaxAttempts, msg, "", now); err != nil {
 					return err
 				}
@@ -643,10 +690,72 @@ func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error
 			return total, fmt.Errorf("store: reap leases: %w", err)
 		}
 		total = append(total, chunk...)
-		if len(chunk) < reapChunk {
+		if last == nil {
 			return total, nil
 		}
+		after = last
 	}
+}
+
+// ownerSep joins an execution id's ULID and its server's Owner, on a
+// store that servers share.
+const ownerSep = "@"
+
+// ownerOf is the server whose execution execID is, "" when none is named.
+func ownerOf(execID string) string {
+	if i := strings.LastIndex(execID, ownerSep); i >= 0 {
+		return execID[i+1:]
+	}
+	return ""
+}
+
+// Owner names this store's server among those that share its database
+// (pgengine's Owner): every execution it claims carries it. "" when no
+// other process shares the database.
+func (s *Store) Owner() string {
+	if db, ok := s.eng.(*pgengine.DB); ok && s.Shared() {
+		return db.Owner()
+	}
+	return ""
+}
+
+// RunningOwners counts the running jobs of each server that claimed one,
+// by Owner, on a store that servers share (none otherwise).
+func (s *Store) RunningOwners() (map[string]int, error) {
+	out := map[string]int{}
+	err := s.view(func(tx *Tx) error {
+		c := tx.bucket(bucketJobsLeased).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			_, id := splitTimeKey(k)
+			j, err := tx.Job(id)
+			if err != nil {
+				continue // Reap deals with a job it cannot read
+			}
+			if o := ownerOf(j.ExecutionID); o != "" {
+				out[o]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: the servers running jobs: %w", err)
+	}
+	return out, nil
+}
+
+// OwnersAlive reports, of owners, the servers that still hold the store's
+// database (pgengine's Alive); every one of them on a store no other
+// process shares.
+func (s *Store) OwnersAlive(ctx context.Context, owners []string) (map[string]bool, error) {
+	db, ok := s.eng.(*pgengine.DB)
+	if !ok || !s.Shared() {
+		alive := map[string]bool{}
+		for _, o := range owners {
+			alive[o] = true
+		}
+		return alive, nil
+	}
+	return db.Alive(ctx, owners)
 }
 
 // Job returns one job by id.

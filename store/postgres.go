@@ -33,8 +33,8 @@ func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
 // open beside this one (PostgreSQL): then a running job may be another
 // process's, and its start-up releases only the leases that ended.
 func (s *Store) Shared() bool {
-	_, ok := s.eng.(*pgengine.DB)
-	return ok && s.writes != nil
+	db, ok := s.eng.(*pgengine.DB)
+	return ok && db.Shared() && s.writes != nil
 }
 
 // ErrNoNotify is Listen on a database whose notifications do not reach

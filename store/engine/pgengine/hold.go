@@ -23,6 +23,10 @@ type hold struct {
 	schema string
 	check  time.Duration
 	shared bool
+	// owner is the key of a shared hold's second lock, exclusive and this
+	// engine's own (Owner): held on the same connection, so that other
+	// processes see from pg_locks whether this one still holds the schema.
+	owner int64
 
 	mu   sync.Mutex
 	conn *pgx.Conn // nil while the lock is lost
@@ -35,11 +39,11 @@ type hold struct {
 
 // takeHold takes the lock or fails with engine.ErrLocked when another
 // holds it, and starts watching it.
-func takeHold(ctx context.Context, cc *pgx.ConnConfig, key int64, schema string, check time.Duration, shared bool) (*hold, error) {
+func takeHold(ctx context.Context, cc *pgx.ConnConfig, key int64, schema string, check time.Duration, shared bool, owner int64) (*hold, error) {
 	if check <= 0 {
 		check = 2 * time.Second
 	}
-	h := &hold{cc: cc, key: key, schema: schema, check: check, shared: shared, quit: make(chan struct{}), done: make(chan struct{})}
+	h := &hold{cc: cc, key: key, schema: schema, check: check, shared: shared, owner: owner, quit: make(chan struct{}), done: make(chan struct{})}
 	conn, err := h.take(ctx)
 	if err != nil {
 		return nil, err
@@ -63,6 +67,16 @@ func (h *hold) take(ctx context.Context) (*pgx.Conn, error) {
 	if err := conn.QueryRow(ctx, q, h.key).Scan(&got); err != nil {
 		conn.Close(ctx)
 		return nil, classify(fmt.Errorf("pgengine: %s: %w", what, err))
+	}
+	if got && h.shared {
+		if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", h.owner).Scan(&got); err != nil {
+			conn.Close(ctx)
+			return nil, classify(fmt.Errorf("pgengine: the owner lock: %w", err))
+		}
+		if !got {
+			conn.Close(ctx)
+			return nil, fmt.Errorf("%w: the owner lock of this process on schema %s is held by another session", engine.ErrLocked, h.schema)
+		}
 	}
 	if !got {
 		conn.Close(ctx)

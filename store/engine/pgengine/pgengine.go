@@ -40,6 +40,8 @@ package pgengine
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -109,6 +111,7 @@ type DB struct {
 	cc      *pgx.ConnConfig
 	notify  map[string]bool // Options.Notify's buckets
 	channel string          // the schema's channel (notify.go)
+	owner   string          // Owner, or "" unless Shared
 }
 
 var _ engine.Engine = (*DB)(nil)
@@ -153,8 +156,13 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		return nil, err
 	}
 	d.channel = channelOf(d.schema)
+	if o.Shared && !o.Exclusive {
+		var b [8]byte
+		rand.Read(b[:])
+		d.owner = hex.EncodeToString(b[:])
+	}
 	if o.Exclusive || o.Shared {
-		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive)
+		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive, ownerKey(d.owner, d.schema))
 		if err != nil {
 			pool.Close()
 			return nil, err
