@@ -447,6 +447,30 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 	}
 }
 
+// finish records the end of j's attempt. While the store is unavailable
+// (a database restarting, a failover) it tries again, every 100 ms up to
+// every 2 s, until the lease ends at until: the attempt's end is recorded
+// as soon as the store takes writes again, instead of the job waiting for
+// its lease to be reaped. A repeat is safe: FinishJob ends only the
+// attempt of j's execution, and a commit is never reported as failed.
+// It stops trying once ctx ends (a stop past its grace): the lease's end
+// then releases the job.
+func (r *Runner) finish(ctx context.Context, j store.Job, res store.Result, until time.Time) (store.Job, error) {
+	pause := 100 * time.Millisecond
+	for {
+		fin, err := r.st.FinishJob(context.WithoutCancel(ctx), j.ID, j.ExecutionID, r.opt.Now(), res)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Now().Add(pause).After(until) {
+			return fin, err
+		}
+		select {
+		case <-ctx.Done():
+			return fin, err
+		case <-time.After(pause): // the next try of a write the store refused for now
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
 // leaseMargin is how long before its lease a job's context ends, so that a
 // slow attempt records its own end before the reaper could take the job.
 const leaseMargin = 5 * time.Second
@@ -472,7 +496,7 @@ func (r *Runner) execute(ctx context.Context, ru *run, j store.Job, pool string,
 	err := r.run(runCtx, j)
 	cancel()
 	res := r.decide(j, err, ctx.Err() != nil)
-	fin, ferr := r.st.FinishJob(context.WithoutCancel(ctx), j.ID, j.ExecutionID, r.opt.Now(), res)
+	fin, ferr := r.finish(ctx, j, res, deadline.Add(leaseMargin))
 	if ferr != nil {
 		log.Error("record the end of a job attempt", slog.Any("err", ferr))
 		return
