@@ -418,6 +418,7 @@ func poll(st *store.Store) time.Duration {
 // the periodic work runs on one server at a time and moves to another
 // within store.LeadLease once its leader is gone.
 func (a *App) shareWork(ctx context.Context) {
+	a.log.Info("this server shares its database with the others on it", slog.String("owner", a.st.Owner()))
 	a.bg.Go(func() {
 		if err := a.st.Listen(ctx, a.runner.Wake); err != nil {
 			a.log.Warn(err.Error(), slog.Duration("poll", sharedPoll))

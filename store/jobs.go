@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -381,10 +381,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 			j.State = JobRunning
 			j.Waits = nil // held no more: due past the lease of the job it waited for
 			j.Attempt++
-			j.ExecutionID = ulid.Make().String()
-			if owner != "" {
-				j.ExecutionID += ownerSep + owner
-			}
+			j.ExecutionID = executionID(owner)
 			j.LeaseUntil = &until
 			j.UpdatedAt = now
 			j.Attempts = append(j.Attempts, Attempt{ExecutionID: j.ExecutionID, Number: j.Attempt, StartedAt: now})
@@ -697,16 +694,30 @@ func (s *Store) reap(ctx context.Context, now time.Time, msg string, take func(t
 	}
 }
 
-// ownerSep joins an execution id's ULID and its server's Owner, on a
-// store that servers share.
-const ownerSep = "@"
-
-// ownerOf is the server whose execution execID is, "" when none is named.
-func ownerOf(execID string) string {
-	if i := strings.LastIndex(execID, ownerSep); i >= 0 {
-		return execID[i+1:]
+// executionID is a new execution's id: a ULID, as everywhere, whose
+// randomness begins with owner's bytes on a store servers share, so that
+// which server claimed it can be read from it (ownerOf).
+func executionID(owner string) string {
+	id := ulid.Make()
+	if b, err := hex.DecodeString(owner); err == nil && len(b) == pgengine.OwnerSize {
+		e := id.Entropy()
+		copy(e, b)
+		if err := id.SetEntropy(e); err == nil {
+			return id.String()
+		}
 	}
-	return ""
+	return id.String()
+}
+
+// ownerOf is the server that claimed execution execID on a store servers
+// share (see executionID): the hex of the first bytes of its ULID's
+// randomness; "" when execID is not a ULID.
+func ownerOf(execID string) string {
+	id, err := ulid.ParseStrict(execID)
+	if err != nil {
+		return ""
+	}
+	return hex.EncodeToString(id.Entropy()[:pgengine.OwnerSize])
 }
 
 // Owner names this store's server among those that share its database
@@ -723,6 +734,9 @@ func (s *Store) Owner() string {
 // by Owner, on a store that servers share (none otherwise).
 func (s *Store) RunningOwners() (map[string]int, error) {
 	out := map[string]int{}
+	if !s.Shared() {
+		return out, nil
+	}
 	err := s.view(func(tx *Tx) error {
 		c := tx.bucket(bucketJobsLeased).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {

@@ -5,8 +5,11 @@ import (
 	"fmt"
 )
 
+// OwnerSize is the bytes of an Owner, which is their hex.
+const OwnerSize = 4
+
 // Owner names this engine among the processes sharing its schema: random
-// at each Open with Options.Shared ("" otherwise). Its hold connection
+// at each Open with Options.Shared ("" otherwise), OwnerSize bytes in hex. Its hold connection
 // holds an advisory lock of this name beside the shared one, so the
 // others can tell (Alive) whether this process still holds the schema:
 // once it is killed, or its connection lost, the lock is gone, and what

@@ -157,7 +157,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	}
 	d.channel = channelOf(d.schema)
 	if o.Shared && !o.Exclusive {
-		var b [8]byte
+		var b [OwnerSize]byte
 		rand.Read(b[:])
 		d.owner = hex.EncodeToString(b[:])
 	}
