@@ -198,7 +198,8 @@ func lockKey(what, schema string) int64 {
 var errReadOnly = errors.New("pgengine: a write in a read transaction")
 
 // View runs fn in a REPEATABLE READ READ ONLY transaction whose snapshot
-// is taken before fn runs.
+// is taken before fn runs. A read that failed inside fn (the connection
+// lost) is View's error, whatever fn returned.
 func (d *DB) View(fn func(engine.Tx) error) error {
 	ctx := context.Background()
 	t, err := d.begin(ctx, false)
@@ -214,13 +215,17 @@ func (d *DB) View(fn func(engine.Tx) error) error {
 		}()
 		return fn(t)
 	}()
+	if t.err != nil {
+		// A read that failed is the answer, not what fn made of it: a
+		// record "not found" because its read did not answer would be
+		// taken for a record that does not exist (a job given up for
+		// good during a database restart).
+		t.end(ctx, "rollback")
+		return t.err
+	}
 	if ferr != nil {
 		t.end(ctx, "rollback")
 		return ferr
-	}
-	if t.err != nil {
-		t.end(ctx, "rollback")
-		return t.err
 	}
 	return t.end(ctx, "commit")
 }

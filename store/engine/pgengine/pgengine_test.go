@@ -299,6 +299,17 @@ func TestFailedReadFailsTheUpdate(t *testing.T) {
 	if err == nil || errors.Is(err, notFound) || !strings.Contains(err.Error(), "gone too") {
 		t.Fatalf("Update whose fn answered a failed read with its own error = %v; want the read's error", err)
 	}
+	// And so in a View: a record "not found" because its read failed would
+	// be taken for one that does not exist.
+	err = db.View(func(tx engine.Tx) error {
+		if tx.Bucket([]byte("gone too")).Get([]byte("k")) == nil {
+			return notFound
+		}
+		return nil
+	})
+	if err == nil || errors.Is(err, notFound) || !strings.Contains(err.Error(), "gone too") {
+		t.Fatalf("View whose fn answered a failed read with its own error = %v; want the read's error", err)
+	}
 	_ = db.View(func(tx engine.Tx) error {
 		if v := tx.Bucket(bk).Get([]byte("decided")); v != nil {
 			t.Error("a write made after a failed read committed")
