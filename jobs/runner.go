@@ -83,6 +83,10 @@ type Runner struct {
 	// jobs.
 	goneMu sync.Mutex
 	gone   map[string]time.Time
+
+	// stops ends each running job's context, by execution id (Interrupt).
+	stopsMu sync.Mutex
+	stops   map[string]context.CancelFunc
 }
 
 // run is one start of the runner, up to its Stop. Each has its own wait
@@ -120,7 +124,25 @@ func NewRunner(st *store.Store, kinds map[string]Kind, opt Options) *Runner {
 			pools[name] = n
 		}
 	}
-	return &Runner{st: st, kinds: kinds, opt: opt, pools: pools, wake: make(chan struct{}, 1)}
+	r := &Runner{st: st, kinds: kinds, opt: opt, pools: pools, wake: make(chan struct{}, 1), stops: map[string]context.CancelFunc{}}
+	st.OnHoldLost(r.interrupt)
+	return r
+}
+
+// interrupt ends the context of every job running: the store lost its hold
+// on a database that servers share, so its writes are refused and the
+// leading server may soon give these jobs to another (ReleaseGone). Each
+// stops at once rather than keep a side effect going beside the next
+// execution; its end is recorded once the store takes writes again, or
+// its lease releases it.
+func (r *Runner) interrupt(err error) {
+	r.stopsMu.Lock()
+	n := len(r.stops)
+	for _, stop := range r.stops {
+		stop()
+	}
+	r.stopsMu.Unlock()
+	r.opt.Logger.Error("this server lost its hold on the database: its running jobs were stopped", "jobs", n, slog.Any("err", err))
 }
 
 // otherPool names the pool of the jobs whose kind is not in this binary;
@@ -240,7 +262,8 @@ func (r *Runner) Reap(ctx context.Context) error {
 // again within seconds rather than once their leases end. A server is
 // released only once it was seen gone at two calls at least
 // store.LeadLease apart (the fence: a server that lost its connection
-// notices within that and writes nothing meanwhile); one seen again is
+// notices within that, stops its running jobs (interrupt) and writes
+// nothing until it holds the database again); one seen again is
 // forgotten. This server's own jobs are never released here.
 func (r *Runner) ReleaseGone(ctx context.Context) error {
 	running, err := r.st.RunningOwners()
@@ -492,9 +515,15 @@ func (r *Runner) execute(ctx context.Context, ru *run, j store.Job, pool string,
 	}
 	deadline := time.Now().Add(left)
 	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	r.stopsMu.Lock()
+	r.stops[j.ExecutionID] = cancel
+	r.stopsMu.Unlock()
 	started := time.Now()
 	err := r.run(runCtx, j)
 	cancel()
+	r.stopsMu.Lock()
+	delete(r.stops, j.ExecutionID)
+	r.stopsMu.Unlock()
 	res := r.decide(j, err, ctx.Err() != nil)
 	fin, ferr := r.finish(ctx, j, res, deadline.Add(leaseMargin))
 	if ferr != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 
 	"github.com/handoff/handoff/store/engine"
 	"github.com/handoff/handoff/store/engine/pgengine"
@@ -19,14 +21,44 @@ import (
 // file has (the page walk, restore by rename) is absent: Replace answers
 // so.
 func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
-	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, Notify: [][]byte{bucketJobsReady}})
+	var opened atomic.Pointer[Store]
+	onLost := func(err error) {
+		if s := opened.Load(); s != nil {
+			s.holdLost(err)
+		}
+	}
+	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, Notify: [][]byte{bucketJobsReady}, OnLost: onLost})
 	if errors.Is(err, engine.ErrLocked) {
 		return nil, fmt.Errorf("store: %w (is a handoff migrate running?)", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open the PostgreSQL database: %w", err)
 	}
-	return openOn(db, "PostgreSQL schema "+db.Schema(), opts.ReadOnly)
+	s, err := openOn(db, "PostgreSQL schema "+db.Schema(), opts.ReadOnly)
+	if err == nil {
+		opened.Store(s)
+	}
+	return s, err
+}
+
+// OnHoldLost calls fn each time this process loses its hold on a database
+// that servers share (its connection lost: a database restart, a network
+// cut): writes are refused until it is taken again, and meanwhile the
+// leading server may give this one's running jobs to another, so fn stops
+// them (jobs.Runner). Never called on a store no other process shares.
+func (s *Store) OnHoldLost(fn func(error)) {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	s.onLost = append(s.onLost, fn)
+}
+
+func (s *Store) holdLost(err error) {
+	s.lostMu.Lock()
+	fns := slices.Clone(s.onLost)
+	s.lostMu.Unlock()
+	for _, fn := range fns {
+		fn(err)
+	}
 }
 
 // Shared reports whether other processes may have the store's database

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,9 @@ type Store struct {
 	full atomic.Pointer[NoSpaceError]
 	// commits counts the rounds committed since the open (Commits).
 	commits atomic.Uint64
+	// onLost is told when the hold on a shared database is lost (OnHoldLost).
+	lostMu sync.Mutex
+	onLost []func(error)
 }
 
 type writeReq struct {

@@ -27,6 +27,8 @@ type hold struct {
 	// engine's own (Owner): held on the same connection, so that other
 	// processes see from pg_locks whether this one still holds the schema.
 	owner int64
+	// onLost is Options.OnLost: told once each time the hold is lost.
+	onLost func(error)
 
 	mu   sync.Mutex
 	conn *pgx.Conn // nil while the lock is lost
@@ -39,11 +41,11 @@ type hold struct {
 
 // takeHold takes the lock or fails with engine.ErrLocked when another
 // holds it, and starts watching it.
-func takeHold(ctx context.Context, cc *pgx.ConnConfig, key int64, schema string, check time.Duration, shared bool, owner int64) (*hold, error) {
+func takeHold(ctx context.Context, cc *pgx.ConnConfig, key int64, schema string, check time.Duration, shared bool, owner int64, onLost func(error)) (*hold, error) {
 	if check <= 0 {
 		check = 2 * time.Second
 	}
-	h := &hold{cc: cc, key: key, schema: schema, check: check, shared: shared, owner: owner, quit: make(chan struct{}), done: make(chan struct{})}
+	h := &hold{cc: cc, key: key, schema: schema, check: check, shared: shared, owner: owner, onLost: onLost, quit: make(chan struct{}), done: make(chan struct{})}
 	conn, err := h.take(ctx)
 	if err != nil {
 		return nil, err
@@ -117,6 +119,9 @@ func (h *hold) watch() {
 				h.conn = nil
 				e := fmt.Errorf("%w: this process lost its hold on schema %s (its connection: %v); writes wait until it is taken again", engine.ErrLocked, h.schema, err)
 				h.gone.Store(&e)
+				if h.onLost != nil {
+					go h.onLost(e)
+				}
 			}
 		}
 		if h.conn == nil {

@@ -229,3 +229,39 @@ func TestLeadMoves(t *testing.T) {
 		t.Error("two engines led at once")
 	}
 }
+
+// A shared engine whose hold is lost says so (OnLost), its owner lock is
+// gone meanwhile (another process sees it not Alive), and both come back
+// once it takes the hold again.
+func TestHoldLostTold(t *testing.T) {
+	schema := pgtest.Schema(t)
+	ctx := context.Background()
+	lost := make(chan error, 4)
+	a, err := pgengine.Open(ctx, pgtest.URL(t), pgengine.Options{
+		Schema: schema, Shared: true, HoldCheck: 200 * time.Millisecond, OnLost: func(err error) { lost <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := openShared(t, schema)
+	alive := func() bool {
+		m, err := b.Alive(ctx, []string{a.Owner()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[a.Owner()]
+	}
+	if !alive() {
+		t.Fatal("a live engine's owner is not Alive")
+	}
+	pgtest.Exec(t, "select pg_terminate_backend($1)", int32(a.HolderPID()))
+	select {
+	case err := <-lost:
+		if !errors.Is(err, engine.ErrLocked) {
+			t.Errorf("OnLost told %v; want ErrLocked", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("OnLost not told within 30 s of the hold's connection ending")
+	}
+	waitFor(t, "a takes its hold again", func() bool { return a.HolderPID() != 0 && alive() })
+}

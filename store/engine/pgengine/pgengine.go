@@ -98,6 +98,11 @@ type Options struct {
 	// (pg_notify, sent on commit), which Listen hears. The store names its
 	// index of ready jobs.
 	Notify [][]byte
+	// OnLost, when set, is told (on a goroutine of its own) each time the
+	// hold of Exclusive or Shared is found lost: from then on this
+	// process's owner lock is gone too, and other processes may give its
+	// running work to another (Alive), so what it runs must stop.
+	OnLost func(error)
 }
 
 // DB is one open PostgreSQL database (one schema of it).
@@ -162,7 +167,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		d.owner = hex.EncodeToString(b[:])
 	}
 	if o.Exclusive || o.Shared {
-		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive, ownerKey(d.owner, d.schema))
+		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive, ownerKey(d.owner, d.schema), o.OnLost)
 		if err != nil {
 			pool.Close()
 			return nil, err
