@@ -202,6 +202,7 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 		Backoff: jobs.Backoff{Base: cfg.Retry.BaseDelay, Max: cfg.Retry.MaxDelay},
 		Logger:  d.Logger,
 		Observe: metrics.JobAttempt,
+		Poll:    poll(a.st),
 	})
 	// Bulk replays stamp their replays with the HTTP side's clock, as a
 	// single replay does, and wake the runner for the work they queue.
@@ -266,6 +267,11 @@ func New(cfg *config.Config, d Deps) (_ *App, err error) {
 	a.sched = jobs.NewSchedule(d.Logger)
 	if err := a.sched.Add("reap job leases", "@every 1m", time.Minute, a.runner.Reap); err != nil {
 		return nil, err
+	}
+	if a.st.Shared() {
+		if err := a.sched.Add("release the jobs of servers gone", "@every "+releaseEvery.String(), time.Minute, a.runner.ReleaseGone); err != nil {
+			return nil, err
+		}
 	}
 	a.maint = &workers.Maintenance{Store: a.st, Config: cfg, Log: d.Logger, Backups: metrics, Wake: a.runner.Wake, Verify: d.VerifyBackup}
 	if len(crms) > 0 {
@@ -361,7 +367,13 @@ func (a *App) Start(ctx context.Context) error {
 	if err := a.runner.Start(ctx); err != nil {
 		return err
 	}
-	a.sched.Start()
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopBg = cancel
+	if a.st.Shared() {
+		a.shareWork(bctx)
+	} else {
+		a.sched.Start()
+	}
 	a.started = true
 	go func() {
 		if err := a.http.Serve(a.ln); !errors.Is(err, http.ErrServerClosed) {
@@ -377,11 +389,54 @@ func (a *App) Start(ctx context.Context) error {
 		}()
 	}
 	a.checkPagesInBackground()
-	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBg = cancel
 	a.bg.Go(func() { a.backups.lastOffsite(bctx) })
 	a.bg.Go(func() { a.surfaces.Listen(bctx) }) // Slack's Socket Mode, when configured
 	return nil
+}
+
+// releaseEvery is how often the leading server looks for servers gone
+// whose jobs still run (jobs.Runner.ReleaseGone): a killed server's jobs
+// run again within two of these and store.LeadLease.
+const releaseEvery = 5 * time.Second
+
+// sharedPoll is how often a server on a database that others share looks
+// for jobs they committed, besides their notifications.
+const sharedPoll = time.Second
+
+// poll is the runner's Options.Poll for st.
+func poll(st *store.Store) time.Duration {
+	if st.Shared() {
+		return sharedPoll
+	}
+	return 0
+}
+
+// shareWork is the part of Start that only a server on a shared database
+// (PostgreSQL, several servers) has: the other servers' commits wake its
+// runner (LISTEN/NOTIFY, or its poll alone behind a pooler that breaks
+// it), and the schedule runs only while this server leads them, so that
+// the periodic work runs on one server at a time and moves to another
+// within store.LeadLease once its leader is gone.
+func (a *App) shareWork(ctx context.Context) {
+	a.log.Info("this server shares its database with the others on it", slog.String("owner", a.st.Owner()))
+	a.bg.Go(func() {
+		if err := a.st.Listen(ctx, a.runner.Wake); err != nil {
+			a.log.Warn(err.Error(), slog.Duration("poll", sharedPoll))
+		}
+	})
+	a.bg.Go(func() {
+		a.st.Lead(ctx, func(lctx context.Context) {
+			a.log.Info("this server leads: it runs the scheduled work", slog.Duration("lease", store.LeadLease))
+			a.sched.Start()
+			<-lctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+			a.sched.Stop(sctx)
+			cancel()
+			if ctx.Err() == nil {
+				a.log.Warn("this server lost the lead (its connection to the database); another takes over the scheduled work")
+			}
+		})
+	})
 }
 
 // checkPagesInBackground runs the page walk that the open of a large file
@@ -458,12 +513,12 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.runner.Stop(jctx); err != nil {
 		a.log.Warn("job runner stop", slog.Any("err", err))
 	}
+	a.stopBg() // the lead too, so that it starts no schedule from now on
 	a.sched.Stop(jctx)
 	if a.stopCheck != nil {
 		a.stopCheck()
 	}
 	<-a.checked
-	a.stopBg()
 	a.bg.Wait()
 	a.surfaces.Wait() // the answers sent after a surface's request
 	return a.closeStore()

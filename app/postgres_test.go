@@ -3,26 +3,25 @@ package app_test
 import (
 	"bytes"
 	"errors"
-	"net"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/handoff/handoff/app"
 	"github.com/handoff/handoff/app/apptest"
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/store/engine"
 	"github.com/handoff/handoff/store/engine/pgengine/pgtest"
+	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // With database_url, serve keeps its records in PostgreSQL: the corpus's
-// webhooks are acknowledged and stored there, as sent, no bbolt file is
-// made, and a second process on the same database is refused while the
-// first runs.
+// webhooks are acknowledged and stored there, as sent, and no bbolt file
+// is made.
 func TestDatabaseURL(t *testing.T) {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
@@ -54,17 +53,66 @@ func TestDatabaseURL(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, store.FileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a bbolt file in the data folder beside database_url: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+}
+
+// Several servers share one database: the corpus's webhooks, spread over
+// three, are each recorded once (a redelivery to another server is a
+// duplicate) and drafted once, by whichever server claimed the job; one
+// server at a time runs the scheduled work, and once it stops another
+// takes it over.
+func TestSeveralServers(t *testing.T) {
+	url := pgtest.URL(t) + " search_path=" + pgtest.Schema(t)
+	var (
+		apps [3]*app.App
+		logs [3]*testkit.Log
+	)
+	for i := range apps {
+		cfg := draftAtOnce()
+		cfg.DataDir = t.TempDir()
+		cfg.DatabaseURL = url
+		logs[i] = &testkit.Log{}
+		apps[i] = apptest.Start(t, cfg, app.Deps{APIToken: token, Logger: slog.New(slog.NewJSONHandler(logs[i], nil))})
+	}
+	bodies := corpus.Bodies(corpus.Demo)
+	for i, b := range bodies {
+		for n, want := range []int{http.StatusAccepted, http.StatusOK} {
+			a := apps[(i+n)%len(apps)]
+			resp, err := http.Post(apptest.URL(a)+"/hooks/demo", b.ContentType, bytes.NewReader(b.Raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Fatalf("%s, delivery %d to server %d: %d; want %d", b.Name(), n+1, (i+n)%len(apps), resp.StatusCode, want)
+			}
+		}
+	}
+	for _, b := range bodies {
+		var tl timeline
+		testkit.Eventually(t, 30*time.Second, func() bool {
+			tl = eventTimeline(t, apptest.URL(apps[2]), b.Want.MessageID)
+			return tl.Draft != nil
+		}, b.Name()+" drafted")
+		if len(tl.Jobs) != 1 || len(tl.Jobs[0].Attempts) != 1 {
+			t.Errorf("%s: jobs %+v; want one draft job, run once", b.Name(), tl.Jobs)
+		}
+	}
+	const leads = "this server leads: it runs the scheduled work"
+	leaders := func() (n, who int) {
+		for i, l := range logs {
+			if k := len(l.Lines(t, leads)); k > 0 {
+				n, who = n+k, i
+			}
+		}
+		return n, who
+	}
+	testkit.Eventually(t, 30*time.Second, func() bool { n, _ := leaders(); return n == 1 }, "one server leads")
+	_, leader := leaders()
+	if err := apps[leader].Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	second := *cfg
-	second.DataDir = t.TempDir()
-	if b, err := app.New(&second, app.Deps{Listener: ln}); err == nil {
-		b.Stop(t.Context())
-		t.Error("a second process opened the database the first has open")
-	} else if !errors.Is(err, engine.ErrLocked) || !strings.Contains(err.Error(), "another handoff process") {
-		t.Errorf("the second open = %v; want ErrLocked saying another process has it", err)
+	testkit.Eventually(t, 30*time.Second, func() bool { n, _ := leaders(); return n == 2 }, "another server leads once the leader stopped")
+	if n, _ := leaders(); n != 2 {
+		t.Errorf("%d lead changes; want the first and one more", n)
 	}
 }

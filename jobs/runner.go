@@ -56,11 +56,17 @@ type Options struct {
 	Jitter func() float64
 	// Observe, when set, is told of every finished attempt (metrics).
 	Observe func(kind string, state store.JobState, d time.Duration)
+	// Poll, when positive, bounds each sleep of the dispatcher: on a
+	// database that other processes share, their commits wake this one by
+	// notification (Wake), and the poll finds what a lost notification
+	// would have told. Zero: no poll, only Wake and the timers.
+	Poll time.Duration
 }
 
 // Runner claims due jobs and runs them on worker goroutines, one pool per
 // kind. It sleeps until woken by Wake (new work committed), a worker
-// finishing, or the earliest future run time; it never polls in a loop.
+// finishing, or the earliest future run time; it polls only when
+// Options.Poll asks it to.
 type Runner struct {
 	st    *store.Store
 	kinds map[string]Kind
@@ -72,6 +78,15 @@ type Runner struct {
 	// what that Start began, so nothing it claims outlives the Stop.
 	life sync.Mutex
 	cur  *run // the dispatcher started last, nil once stopped
+
+	// gone is when ReleaseGone first saw each server gone that still runs
+	// jobs.
+	goneMu sync.Mutex
+	gone   map[string]time.Time
+
+	// stops ends each running job's context, by execution id (Interrupt).
+	stopsMu sync.Mutex
+	stops   map[string]context.CancelFunc
 }
 
 // run is one start of the runner, up to its Stop. Each has its own wait
@@ -109,7 +124,25 @@ func NewRunner(st *store.Store, kinds map[string]Kind, opt Options) *Runner {
 			pools[name] = n
 		}
 	}
-	return &Runner{st: st, kinds: kinds, opt: opt, pools: pools, wake: make(chan struct{}, 1)}
+	r := &Runner{st: st, kinds: kinds, opt: opt, pools: pools, wake: make(chan struct{}, 1), stops: map[string]context.CancelFunc{}}
+	st.OnHoldLost(r.interrupt)
+	return r
+}
+
+// interrupt ends the context of every job running: the store lost its hold
+// on a database that servers share, so its writes are refused and the
+// leading server may soon give these jobs to another (ReleaseGone). Each
+// stops at once rather than keep a side effect going beside the next
+// execution; its end is recorded once the store takes writes again, or
+// its lease releases it.
+func (r *Runner) interrupt(err error) {
+	r.stopsMu.Lock()
+	n := len(r.stops)
+	for _, stop := range r.stops {
+		stop()
+	}
+	r.stopsMu.Unlock()
+	r.opt.Logger.Error("this server lost its hold on the database: its running jobs were stopped", "jobs", n, slog.Any("err", err))
 }
 
 // otherPool names the pool of the jobs whose kind is not in this binary;
@@ -163,7 +196,11 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.cur != nil {
 		return errors.New("jobs: the runner is already started")
 	}
-	reaped, err := r.st.Reap(ctx, r.opt.Now(), true)
+	// Alone on its database (bbolt's file lock proves it), every running
+	// job is a dead process's; on a shared one (PostgreSQL, several
+	// servers) a running job may be another live server's, so only the
+	// leases that ended are released, here and by the schedule's reaper.
+	reaped, err := r.st.Reap(ctx, r.opt.Now(), !r.st.Shared())
 	if err != nil {
 		return fmt.Errorf("jobs: release jobs left running: %w", err)
 	}
@@ -213,6 +250,65 @@ func (r *Runner) Reap(ctx context.Context) error {
 	reaped, err := r.st.Reap(ctx, r.opt.Now(), false)
 	if len(reaped) > 0 {
 		r.opt.Logger.Warn("reaped expired job leases", "jobs", len(reaped))
+		r.logReapedDiscards(reaped)
+		r.Wake()
+	}
+	return err
+}
+
+// ReleaseGone releases the running jobs of the servers that no longer
+// hold a database several servers share (killed, or cut off from it):
+// the schedule of the leading server calls it often, so their jobs run
+// again within seconds rather than once their leases end. A server is
+// released only once it was seen gone at two calls at least
+// store.LeadLease apart (the fence: a server that lost its connection
+// notices within that, stops its running jobs (interrupt) and writes
+// nothing until it holds the database again); one seen again is
+// forgotten. This server's own jobs are never released here.
+func (r *Runner) ReleaseGone(ctx context.Context) error {
+	running, err := r.st.RunningOwners()
+	if err != nil {
+		return err
+	}
+	self := r.st.Owner()
+	var owners []string
+	for o := range running {
+		if o != self {
+			owners = append(owners, o)
+		}
+	}
+	alive, err := r.st.OwnersAlive(ctx, owners)
+	if err != nil {
+		return err
+	}
+	r.goneMu.Lock()
+	if r.gone == nil {
+		r.gone = map[string]time.Time{}
+	}
+	release := map[string]bool{}
+	for o, first := range r.gone {
+		if _, ok := running[o]; !ok || alive[o] {
+			delete(r.gone, o)
+		} else if time.Since(first) >= store.LeadLease {
+			release[o] = true
+		}
+	}
+	for _, o := range owners {
+		if _, seen := r.gone[o]; !seen && !alive[o] {
+			r.gone[o] = time.Now()
+		}
+	}
+	r.goneMu.Unlock()
+	reaped, err := r.st.ReleaseOwners(ctx, r.opt.Now(), release)
+	if len(reaped) > 0 {
+		var names []string
+		for o := range release {
+			names = append(names, o)
+			r.goneMu.Lock()
+			delete(r.gone, o)
+			r.goneMu.Unlock()
+		}
+		r.opt.Logger.Warn("released the jobs of servers that no longer hold the database", "jobs", len(reaped), "servers", names)
 		r.logReapedDiscards(reaped)
 		r.Wake()
 	}
@@ -351,6 +447,9 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 				wait = max(next.Sub(r.opt.Now()), time.Millisecond)
 			}
 		}
+		if r.opt.Poll > 0 {
+			wait = min(wait, r.opt.Poll)
+		}
 		timer.Reset(wait)
 		select {
 		case <-r.wake:
@@ -368,6 +467,30 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 		// Since Go 1.23 a stopped timer delivers no stale tick, so the next
 		// Reset needs no drain.
 		timer.Stop()
+	}
+}
+
+// finish records the end of j's attempt. While the store is unavailable
+// (a database restarting, a failover) it tries again, every 100 ms up to
+// every 2 s, until the lease ends at until: the attempt's end is recorded
+// as soon as the store takes writes again, instead of the job waiting for
+// its lease to be reaped. A repeat is safe: FinishJob ends only the
+// attempt of j's execution, and a commit is never reported as failed.
+// It stops trying once ctx ends (a stop past its grace): the lease's end
+// then releases the job.
+func (r *Runner) finish(ctx context.Context, j store.Job, res store.Result, until time.Time) (store.Job, error) {
+	pause := 100 * time.Millisecond
+	for {
+		fin, err := r.st.FinishJob(context.WithoutCancel(ctx), j.ID, j.ExecutionID, r.opt.Now(), res)
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || time.Now().Add(pause).After(until) {
+			return fin, err
+		}
+		select {
+		case <-ctx.Done():
+			return fin, err
+		case <-time.After(pause): // the next try of a write the store refused for now
+		}
+		pause = min(2*pause, 2*time.Second)
 	}
 }
 
@@ -392,11 +515,17 @@ func (r *Runner) execute(ctx context.Context, ru *run, j store.Job, pool string,
 	}
 	deadline := time.Now().Add(left)
 	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	r.stopsMu.Lock()
+	r.stops[j.ExecutionID] = cancel
+	r.stopsMu.Unlock()
 	started := time.Now()
 	err := r.run(runCtx, j)
 	cancel()
+	r.stopsMu.Lock()
+	delete(r.stops, j.ExecutionID)
+	r.stopsMu.Unlock()
 	res := r.decide(j, err, ctx.Err() != nil)
-	fin, ferr := r.st.FinishJob(context.WithoutCancel(ctx), j.ID, j.ExecutionID, r.opt.Now(), res)
+	fin, ferr := r.finish(ctx, j, res, deadline.Add(leaseMargin))
 	if ferr != nil {
 		log.Error("record the end of a job attempt", slog.Any("err", ferr))
 		return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/store/engine/pgengine"
 )
 
 // JobState is where a job is in its life; see docs/architecture.md.
@@ -344,6 +346,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 		return nil, nil
 	}
 	var claimed []Job
+	owner := s.Owner()
 	err := s.update(ctx, func(tx *Tx) error {
 		claimed = claimed[:0]
 		b := lim.budget()
@@ -378,7 +381,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 			j.State = JobRunning
 			j.Waits = nil // held no more: due past the lease of the job it waited for
 			j.Attempt++
-			j.ExecutionID = ulid.Make().String()
+			j.ExecutionID = executionID(owner)
 			j.LeaseUntil = &until
 			j.UpdatedAt = now
 			j.Attempts = append(j.Attempts, Attempt{ExecutionID: j.ExecutionID, Number: j.Attempt, StartedAt: now})
@@ -598,20 +601,62 @@ const reapChunk = 256
 // reaped as it left it: retryable, or discarded when that was its last
 // attempt (the runner logs those).
 func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error) {
+	return s.reap(ctx, now, "the worker's lease expired before it finished (the process stopped or the attempt hung)",
+		func(tx *Tx, until time.Time, id string) (bool, bool) {
+			if !all && until.After(now) {
+				return false, true
+			}
+			return true, false
+		})
+}
+
+// ReleaseOwners returns to the queue, as Reap does a job whose lease
+// ended, every running job whose execution is of a server in owners (see
+// Owner): servers that no longer hold the database, whose jobs need not
+// wait for their leases to end.
+func (s *Store) ReleaseOwners(ctx context.Context, now time.Time, owners map[string]bool) ([]Job, error) {
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	return s.reap(ctx, now, "its server stopped before it finished (it no longer holds the database)",
+		func(tx *Tx, until time.Time, id string) (bool, bool) {
+			j, err := tx.Job(id)
+			return err == nil && owners[ownerOf(j.ExecutionID)], false
+		})
+}
+
+// reap ends the attempt of each leased job that take picks (stop: no
+// later key is picked either), in transactions of reapChunk jobs, with
+// outcome lease_expired and msg.
+func (s *Store) reap(ctx context.Context, now time.Time, msg string, take func(tx *Tx, until time.Time, id string) (picked, stop bool)) ([]Job, error) {
 	var total []Job
+	var after []byte // the last key a full chunk looked at
 	for {
 		var chunk []Job
+		var last []byte
 		err := s.update(ctx, func(tx *Tx) error {
-			chunk = chunk[:0]
+			chunk, last = chunk[:0], nil
 			leased := tx.bucket(bucketJobsLeased)
 			var expired [][]byte
 			c := leased.Cursor()
-			for k, _ := c.First(); k != nil && len(expired) < reapChunk; k, _ = c.Next() {
-				until, _ := splitTimeKey(k)
-				if !all && until.After(now) {
+			k, _ := c.First()
+			if after != nil {
+				k, _ = c.Seek(after)
+			}
+			for ; k != nil && len(expired) < reapChunk; k, _ = c.Next() {
+				until, id := splitTimeKey(k)
+				last = bytes.Clone(k)
+				picked, stop := take(tx, until, id)
+				if stop {
+					last = nil
 					break
 				}
-				expired = append(expired, bytes.Clone(k))
+				if picked {
+					expired = append(expired, bytes.Clone(k))
+				}
+			}
+			if k == nil {
+				last = nil
 			}
 			for _, k := range expired {
 				_, id := splitTimeKey(k)
@@ -631,7 +676,6 @@ func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error
 				}
 				// The attempt keeps lease_expired as its outcome even when it was
 				// the last one and the job is discarded.
-				msg := "the worker's lease expired before it finished (the process stopped or the attempt hung)"
 				if err := endAttempt(tx, &j, now, OutcomeLeaseExpired, j.Attempt >= j.MaxAttempts, msg, "", now); err != nil {
 					return err
 				}
@@ -643,10 +687,89 @@ func (s *Store) Reap(ctx context.Context, now time.Time, all bool) ([]Job, error
 			return total, fmt.Errorf("store: reap leases: %w", err)
 		}
 		total = append(total, chunk...)
-		if len(chunk) < reapChunk {
+		if last == nil {
 			return total, nil
 		}
+		after = last
 	}
+}
+
+// executionID is a new execution's id: a ULID, as everywhere, whose
+// randomness begins with owner's bytes on a store servers share, so that
+// which server claimed it can be read from it (ownerOf).
+func executionID(owner string) string {
+	id := ulid.Make()
+	if b, err := hex.DecodeString(owner); err == nil && len(b) == pgengine.OwnerSize {
+		e := id.Entropy()
+		copy(e, b)
+		if err := id.SetEntropy(e); err == nil {
+			return id.String()
+		}
+	}
+	return id.String()
+}
+
+// ownerOf is the server that claimed execution execID on a store servers
+// share (see executionID): the hex of the first bytes of its ULID's
+// randomness; "" when execID is not a ULID.
+func ownerOf(execID string) string {
+	id, err := ulid.ParseStrict(execID)
+	if err != nil {
+		return ""
+	}
+	return hex.EncodeToString(id.Entropy()[:pgengine.OwnerSize])
+}
+
+// Owner names this store's server among those that share its database
+// (pgengine's Owner): every execution it claims carries it. "" when no
+// other process shares the database.
+func (s *Store) Owner() string {
+	if db, ok := s.eng.(*pgengine.DB); ok && s.Shared() {
+		return db.Owner()
+	}
+	return ""
+}
+
+// RunningOwners counts the running jobs of each server that claimed one,
+// by Owner, on a store that servers share (none otherwise).
+func (s *Store) RunningOwners() (map[string]int, error) {
+	out := map[string]int{}
+	if !s.Shared() {
+		return out, nil
+	}
+	err := s.view(func(tx *Tx) error {
+		c := tx.bucket(bucketJobsLeased).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			_, id := splitTimeKey(k)
+			j, err := tx.Job(id)
+			if err != nil {
+				continue // Reap deals with a job it cannot read
+			}
+			if o := ownerOf(j.ExecutionID); o != "" {
+				out[o]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: the servers running jobs: %w", err)
+	}
+	return out, nil
+}
+
+// OwnersAlive reports, of owners, the servers that still hold the store's
+// database (pgengine's Alive); every one of them on a store no other
+// process shares.
+func (s *Store) OwnersAlive(ctx context.Context, owners []string) (map[string]bool, error) {
+	db, ok := s.eng.(*pgengine.DB)
+	if !ok || !s.Shared() {
+		alive := map[string]bool{}
+		for _, o := range owners {
+			alive[o] = true
+		}
+		return alive, nil
+	}
+	return db.Alive(ctx, owners)
 }
 
 // Job returns one job by id.

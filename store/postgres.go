@@ -4,25 +4,99 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync/atomic"
 
 	"github.com/handoff/handoff/store/engine"
 	"github.com/handoff/handoff/store/engine/pgengine"
 )
 
-// OpenURL opens the store on the PostgreSQL database at url (experimental,
-// issue 33's first step: serve's database_url) and migrates it, as Open
-// does a file. Unless read-only the engine is exclusive, as a bbolt file
-// is: while this store is open, another OpenURL of the same database and
-// schema fails in one sentence, since serve's start-up reaps every
-// running job as its own. What only a bbolt file has (the page walk,
-// restore by rename) is absent: Replace answers so.
+// OpenURL opens the store on the PostgreSQL database at url (serve's
+// database_url) and migrates it, as Open does a file. Several processes
+// open one database at once (Shared): their writes take turns under the
+// engine's writers' lock, each commit that made a job ready notifies the
+// others (Listen), and the periodic work runs on one of them (Lead). A
+// move (handoff migrate) holds the database exclusively: no server opens
+// it meanwhile, and it opens none a server has open. What only a bbolt
+// file has (the page walk, restore by rename) is absent: Replace answers
+// so.
 func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
-	db, err := pgengine.Open(ctx, url, pgengine.Options{Exclusive: !opts.ReadOnly})
+	var opened atomic.Pointer[Store]
+	onLost := func(err error) {
+		if s := opened.Load(); s != nil {
+			s.holdLost(err)
+		}
+	}
+	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, Notify: [][]byte{bucketJobsReady}, OnLost: onLost})
 	if errors.Is(err, engine.ErrLocked) {
-		return nil, fmt.Errorf("store: %w (is a server running?)", err)
+		return nil, fmt.Errorf("store: %w (is a handoff migrate running?)", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open the PostgreSQL database: %w", err)
 	}
-	return openOn(db, "PostgreSQL schema "+db.Schema(), opts.ReadOnly)
+	s, err := openOn(db, "PostgreSQL schema "+db.Schema(), opts.ReadOnly)
+	if err == nil {
+		opened.Store(s)
+	}
+	return s, err
+}
+
+// OnHoldLost calls fn each time this process loses its hold on a database
+// that servers share (its connection lost: a database restart, a network
+// cut): writes are refused until it is taken again, and meanwhile the
+// leading server may give this one's running jobs to another, so fn stops
+// them (jobs.Runner). Never called on a store no other process shares.
+func (s *Store) OnHoldLost(fn func(error)) {
+	s.lostMu.Lock()
+	defer s.lostMu.Unlock()
+	s.onLost = append(s.onLost, fn)
+}
+
+func (s *Store) holdLost(err error) {
+	s.lostMu.Lock()
+	fns := slices.Clone(s.onLost)
+	s.lostMu.Unlock()
+	for _, fn := range fns {
+		fn(err)
+	}
+}
+
+// Shared reports whether other processes may have the store's database
+// open beside this one (PostgreSQL): then a running job may be another
+// process's, and its start-up releases only the leases that ended.
+func (s *Store) Shared() bool {
+	db, ok := s.eng.(*pgengine.DB)
+	return ok && db.Shared() && s.writes != nil
+}
+
+// ErrNoNotify is Listen on a database whose notifications do not reach
+// this process (a pooler in transaction mode): poll instead.
+var ErrNoNotify = pgengine.ErrNoNotify
+
+// Listen calls woke after each commit of another process that made a job
+// ready, until ctx ends (see pgengine's Listen); on a store no other
+// process shares it returns at once.
+func (s *Store) Listen(ctx context.Context, woke func()) error {
+	db, ok := s.eng.(*pgengine.DB)
+	if !ok || !s.Shared() {
+		return nil
+	}
+	return db.Listen(ctx, woke)
+}
+
+// LeadLease is how long the lead takes to move to another process once its
+// leader is gone (pgengine.Lease).
+var LeadLease = pgengine.Lease(pgengine.LeadCheck)
+
+// Lead runs lead while this process leads the processes sharing the
+// store's database, until ctx ends (pgengine's Lead: one leader at a
+// time, fenced); a store no other process shares leads at once, for as
+// long as ctx lasts.
+func (s *Store) Lead(ctx context.Context, lead func(context.Context)) {
+	db, ok := s.eng.(*pgengine.DB)
+	if !ok || !s.Shared() {
+		lead(ctx)
+		return
+	}
+	db.Lead(ctx, 0, lead)
 }

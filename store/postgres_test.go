@@ -3,15 +3,16 @@ package store
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
+	"time"
 
-	"github.com/handoff/handoff/store/engine"
+	"github.com/handoff/handoff/proc"
 	"github.com/handoff/handoff/store/engine/pgengine/pgtest"
 )
 
 // OpenURL opens a store on PostgreSQL that keeps what it committed across
-// a reopen, and holds its schema against a second open while it runs.
+// a reopen; a second opens beside it (several servers share a database),
+// and a move's exclusive hold opens beside neither.
 func TestOpenURL(t *testing.T) {
 	schema := pgtest.Schema(t)
 	url := pgtest.URL(t) + " search_path=" + schema
@@ -21,8 +22,24 @@ func TestOpenURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := record(t, st, "web:m1", t0)
-	if _, err := OpenURL(ctx, url, Options{}); !errors.Is(err, engine.ErrLocked) || !strings.Contains(err.Error(), schema) {
-		t.Errorf("a second OpenURL beside an open one = %v; want ErrLocked naming the schema", err)
+	second, err := OpenURL(ctx, url, Options{})
+	if err != nil {
+		t.Fatalf("a second OpenURL beside an open one: %v", err)
+	}
+	if !st.Shared() || !second.Shared() {
+		t.Error("stores on one PostgreSQL database do not say they share it")
+	}
+	if ev, err := second.EventByKey("web:m1"); err != nil || ev.ID != rec.Event.ID {
+		t.Errorf("the second store's EventByKey = %+v, %v; want event %s", ev, err, rec.Event.ID)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err := openMovePostgres(ctx, url); !errors.As(err, new(inUseError)) {
+		if db != nil {
+			db.Close()
+		}
+		t.Errorf("a move into a database a store has open = %v; want it refused as in use", err)
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -59,5 +76,65 @@ func TestOpenURL(t *testing.T) {
 	defer copied.Close()
 	if ev, err := copied.EventByKey("web:m1"); err != nil || ev.ID != rec.Event.ID {
 		t.Errorf("the backup's event = %+v, %v; want %s", ev, err, rec.Event.ID)
+	}
+}
+
+// A job running on a server that no longer holds the database (it closed,
+// or was killed, mid-job) is released by another server at once, not at
+// its lease's end; a live server's jobs are not.
+func TestReleaseOwners(t *testing.T) {
+	url := pgtest.URL(t) + " search_path=" + pgtest.Schema(t)
+	ctx := context.Background()
+	a, err := OpenURL(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := OpenURL(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if a.Owner() == "" || a.Owner() == b.Owner() {
+		t.Fatalf("owners %q and %q; want two names", a.Owner(), b.Owner())
+	}
+	enqueueAt(t, a, t0, 3)
+	j := claimOne(t, a, t0, time.Hour)
+	if ownerOf(j.ExecutionID) != a.Owner() {
+		t.Fatalf("execution %s claimed by %s; want its owner named", j.ExecutionID, a.Owner())
+	}
+	running, err := b.RunningOwners()
+	if err != nil || len(running) != 1 || running[a.Owner()] != 1 {
+		t.Fatalf("RunningOwners = %v, %v; want %s running 1", running, err, a.Owner())
+	}
+	alive, err := b.OwnersAlive(ctx, []string{a.Owner(), "gone"})
+	if err != nil || !alive[a.Owner()] || alive["gone"] {
+		t.Fatalf("OwnersAlive = %v, %v; want only %s", alive, err, a.Owner())
+	}
+	if err := a.Close(); err != nil { // the server goes with its job running
+		t.Fatal(err)
+	}
+	// Its session ends on the server shortly after the client hangs up.
+	if err := proc.Poll(ctx, 30*time.Second, func(time.Duration) time.Duration { return 10 * time.Millisecond }, func() (bool, error) {
+		alive, err := b.OwnersAlive(ctx, []string{a.Owner()})
+		return !alive[a.Owner()], err
+	}); err != nil {
+		t.Fatalf("OwnersAlive after %s closed: %v; want it gone", a.Owner(), err)
+	}
+	now := t0.Add(time.Minute) // well inside the hour's lease
+	released, err := b.ReleaseOwners(ctx, now, map[string]bool{a.Owner(): true})
+	if err != nil || len(released) != 1 || released[0].ID != j.ID || released[0].State != JobRetryable {
+		t.Fatalf("ReleaseOwners = %+v, %v; want job %s retryable", released, err, j.ID)
+	}
+	got := mustJob(t, b, j.ID)
+	if last := got.Attempts[len(got.Attempts)-1]; last.Outcome != OutcomeLeaseExpired {
+		t.Errorf("the released attempt's outcome = %q; want %q", last.Outcome, OutcomeLeaseExpired)
+	}
+	again := claimOne(t, b, now.Add(time.Hour), time.Minute)
+	if again.ID != j.ID || ownerOf(again.ExecutionID) != b.Owner() {
+		t.Errorf("the claim after the release = %s by %s; want %s by %s", again.ID, again.ExecutionID, j.ID, b.Owner())
+	}
+	if err := b.Check(); err != nil {
+		t.Error(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,9 @@ type Store struct {
 	full atomic.Pointer[NoSpaceError]
 	// commits counts the rounds committed since the open (Commits).
 	commits atomic.Uint64
+	// onLost is told when the hold on a shared database is lost (OnHoldLost).
+	lostMu sync.Mutex
+	onLost []func(error)
 }
 
 type writeReq struct {
@@ -409,7 +413,9 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 			return nil
 		})
-		if failed >= 0 {
+		// A caller failed, unless the engine failed the round itself (a
+		// read inside it that did not answer): then every caller hears it.
+		if failed >= 0 && errors.Is(err, errRollback) {
 			batch[failed].done <- failure
 			batch = append(batch[:failed], batch[failed+1:]...)
 			continue

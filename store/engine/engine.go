@@ -43,6 +43,12 @@ var ErrNoSpace = errors.New("engine: no space left for the database")
 // ErrLocked is an open refused because another process holds the database.
 var ErrLocked = errors.New("engine: the database is in use by another process")
 
+// ErrReadOnlyNode marks a write refused because the server it reached
+// takes no writes: a standby, or an old primary after a failover. The
+// engine drops that connection, so the next write connects afresh (to
+// the new primary, when the URL names several hosts).
+var ErrReadOnlyNode = errors.New("engine: the database server takes no writes (a standby)")
+
 // Engine is one open database.
 type Engine interface {
 	// View runs fn in a read snapshot (see the package docs).

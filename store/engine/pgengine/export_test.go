@@ -1,5 +1,12 @@
 package pgengine
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
 // Classify is classify, for the tests of the error kinds.
 var Classify = classify
 
@@ -8,3 +15,21 @@ func (d *DB) HolderPID() uint32 { return d.hold.pid() }
 
 // ExclusiveKey is the advisory lock key of Options.Exclusive on schema.
 func ExclusiveKey(schema string) int64 { return lockKey("exclusive", schema) }
+
+// Channel is d's notification channel.
+func (d *DB) Channel() string { return d.channel }
+
+// LeadPID is the server process of the connection holding the lead, or
+// 0 when no process of this database holds it (tests end its session).
+func (d *DB) LeadPID(ctx context.Context) (int, error) {
+	var pid *int
+	err := d.pool.QueryRow(ctx, `select pid from pg_locks where locktype = 'advisory' and granted
+		and (classid::bigint << 32) | objid::bigint = $1 and objsubid = 1`, lockKey("leader", d.schema)).Scan(&pid)
+	if err == pgx.ErrNoRows || pid == nil {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("pgengine: the lead's holder: %w", err)
+	}
+	return *pid, nil
+}

@@ -12,14 +12,23 @@ import (
 	"github.com/handoff/handoff/store/engine"
 )
 
-// hold is the exclusive lock of Options.Exclusive: a session advisory lock
-// on a connection of its own, watched every check, and taken again on a
-// new connection when that one is lost.
+// hold is the lock of Options.Exclusive or Options.Shared: a session
+// advisory lock (exclusive, or shared) on a connection of its own, watched
+// every check, and taken again on a new connection when that one is lost.
+// Shared holds exclude only an exclusive one: several servers share a
+// schema, and a move (exclusive) never runs beside any of them.
 type hold struct {
 	cc     *pgx.ConnConfig
 	key    int64
 	schema string
 	check  time.Duration
+	shared bool
+	// owner is the key of a shared hold's second lock, exclusive and this
+	// engine's own (Owner): held on the same connection, so that other
+	// processes see from pg_locks whether this one still holds the schema.
+	owner int64
+	// onLost is Options.OnLost: told once each time the hold is lost.
+	onLost func(error)
 
 	mu   sync.Mutex
 	conn *pgx.Conn // nil while the lock is lost
@@ -32,11 +41,11 @@ type hold struct {
 
 // takeHold takes the lock or fails with engine.ErrLocked when another
 // holds it, and starts watching it.
-func takeHold(ctx context.Context, cc *pgx.ConnConfig, key int64, schema string, check time.Duration) (*hold, error) {
+func takeHold(ctx context.Context, cc *pgx.ConnConfig, key int64, schema string, check time.Duration, shared bool, owner int64, onLost func(error)) (*hold, error) {
 	if check <= 0 {
 		check = 2 * time.Second
 	}
-	h := &hold{cc: cc, key: key, schema: schema, check: check, quit: make(chan struct{}), done: make(chan struct{})}
+	h := &hold{cc: cc, key: key, schema: schema, check: check, shared: shared, owner: owner, onLost: onLost, quit: make(chan struct{}), done: make(chan struct{})}
 	conn, err := h.take(ctx)
 	if err != nil {
 		return nil, err
@@ -52,13 +61,30 @@ func (h *hold) take(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgengine: connect: %w", err))
 	}
+	q, what := "select pg_try_advisory_lock($1)", "the exclusive lock"
+	if h.shared {
+		q, what = "select pg_try_advisory_lock_shared($1)", "the shared lock"
+	}
 	var got bool
-	if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", h.key).Scan(&got); err != nil {
+	if err := conn.QueryRow(ctx, q, h.key).Scan(&got); err != nil {
 		conn.Close(ctx)
-		return nil, classify(fmt.Errorf("pgengine: the exclusive lock: %w", err))
+		return nil, classify(fmt.Errorf("pgengine: %s: %w", what, err))
+	}
+	if got && h.shared {
+		if err := conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", h.owner).Scan(&got); err != nil {
+			conn.Close(ctx)
+			return nil, classify(fmt.Errorf("pgengine: the owner lock: %w", err))
+		}
+		if !got {
+			conn.Close(ctx)
+			return nil, fmt.Errorf("%w: the owner lock of this process on schema %s is held by another session", engine.ErrLocked, h.schema)
+		}
 	}
 	if !got {
 		conn.Close(ctx)
+		if h.shared {
+			return nil, fmt.Errorf("%w: schema %s of this PostgreSQL database is held exclusively (a handoff migrate, or a server of a release before several processes could share it)", engine.ErrLocked, h.schema)
+		}
 		return nil, fmt.Errorf("%w: another handoff process has schema %s of this PostgreSQL database open", engine.ErrLocked, h.schema)
 	}
 	return conn, nil
@@ -93,6 +119,9 @@ func (h *hold) watch() {
 				h.conn = nil
 				e := fmt.Errorf("%w: this process lost its hold on schema %s (its connection: %v); writes wait until it is taken again", engine.ErrLocked, h.schema, err)
 				h.gone.Store(&e)
+				if h.onLost != nil {
+					go h.onLost(e)
+				}
 			}
 		}
 		if h.conn == nil {

@@ -40,10 +40,14 @@ package pgengine
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,6 +88,21 @@ type Options struct {
 	// it meanwhile.
 	Exclusive bool
 	HoldCheck time.Duration
+	// Shared is Exclusive's lock taken shared: any number of engines with
+	// Shared open the schema at once (several servers on one database),
+	// and none opens while an Exclusive one holds it, nor it while any
+	// Shared one does. Lost and taken again as Exclusive's is.
+	Shared bool
+	// Notify names the buckets whose writes wake the other processes: a
+	// commit that put a key into one of them notifies the schema's channel
+	// (pg_notify, sent on commit), which Listen hears. The store names its
+	// index of ready jobs.
+	Notify [][]byte
+	// OnLost, when set, is told (on a goroutine of its own) each time the
+	// hold of Exclusive or Shared is found lost: from then on this
+	// process's owner lock is gone too, and other processes may give its
+	// running work to another (Alive), so what it runs must stop.
+	OnLost func(error)
 }
 
 // DB is one open PostgreSQL database (one schema of it).
@@ -93,7 +112,11 @@ type DB struct {
 	lockKey int64 // the writers' advisory lock of this schema
 	tempDir string
 	sql     sync.Map // table name → *statements
-	hold    *hold    // the exclusive lock (Options.Exclusive), or nil
+	hold    *hold    // the lock of Options.Exclusive or Shared, or nil
+	cc      *pgx.ConnConfig
+	notify  map[string]bool // Options.Notify's buckets
+	channel string          // the schema's channel (notify.go)
+	owner   string          // Owner, or "" unless Shared
 }
 
 var _ engine.Engine = (*DB)(nil)
@@ -107,6 +130,13 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("pgengine: the database URL: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if !strings.Contains(url, "target_session_attrs") && os.Getenv("PGTARGETSESSIONATTRS") == "" {
+		// Writes need the primary: of a URL's hosts, connect to the one
+		// that takes writes, so that after a failover a new connection
+		// never lands on the old primary turned standby. A URL that names
+		// target_session_attrs itself keeps its choice.
+		cfg.ConnConfig.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "handoff"
 	}
@@ -122,13 +152,22 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgengine: connect: %w", err))
 	}
-	d := &DB{pool: pool, tempDir: o.TempDir}
+	d := &DB{pool: pool, tempDir: o.TempDir, cc: cfg.ConnConfig, notify: map[string]bool{}}
+	for _, name := range o.Notify {
+		d.notify[string(name)] = true
+	}
 	if err := d.migrate(ctx, o.Schema); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	if o.Exclusive {
-		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck)
+	d.channel = channelOf(d.schema)
+	if o.Shared && !o.Exclusive {
+		var b [OwnerSize]byte
+		rand.Read(b[:])
+		d.owner = hex.EncodeToString(b[:])
+	}
+	if o.Exclusive || o.Shared {
+		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive, ownerKey(d.owner, d.schema), o.OnLost)
 		if err != nil {
 			pool.Close()
 			return nil, err
@@ -164,7 +203,8 @@ func lockKey(what, schema string) int64 {
 var errReadOnly = errors.New("pgengine: a write in a read transaction")
 
 // View runs fn in a REPEATABLE READ READ ONLY transaction whose snapshot
-// is taken before fn runs.
+// is taken before fn runs. A read that failed inside fn (the connection
+// lost) is View's error, whatever fn returned.
 func (d *DB) View(fn func(engine.Tx) error) error {
 	ctx := context.Background()
 	t, err := d.begin(ctx, false)
@@ -180,13 +220,17 @@ func (d *DB) View(fn func(engine.Tx) error) error {
 		}()
 		return fn(t)
 	}()
+	if t.err != nil {
+		// A read that failed is the answer, not what fn made of it: a
+		// record "not found" because its read did not answer would be
+		// taken for a record that does not exist (a job given up for
+		// good during a database restart).
+		t.end(ctx, "rollback")
+		return t.err
+	}
 	if ferr != nil {
 		t.end(ctx, "rollback")
 		return ferr
-	}
-	if t.err != nil {
-		t.end(ctx, "rollback")
-		return t.err
 	}
 	return t.end(ctx, "commit")
 }
@@ -217,13 +261,19 @@ func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 		return fn(t)
 	}()
 	c := engine.Commit{Allocated: t.allocated}
+	if t.err != nil {
+		// A read or write that failed inside fn fails the transaction,
+		// whatever fn made of it: fn decided on a read that did not
+		// answer, and its own error (a record "not found") is not the
+		// cause the caller must hear.
+		t.end(ctx, "rollback")
+		return c, t.err
+	}
 	if ferr != nil {
 		t.end(ctx, "rollback")
 		return c, ferr
 	}
-	if t.err == nil {
-		t.flushAll(ctx)
-	}
+	t.flushAll(ctx)
 	if t.err != nil {
 		t.end(ctx, "rollback")
 		return c, t.err
@@ -281,21 +331,36 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 		return br.Close()
 	}()
 	if err != nil {
+		t.err = classify(fmt.Errorf("pgengine: begin: %w", err))
 		t.end(ctx, "rollback")
-		return nil, classify(fmt.Errorf("pgengine: begin: %w", err))
+		return nil, t.err
 	}
 	return t, nil
 }
 
 // classify marks err engine.ErrNoSpace when PostgreSQL said disk_full
-// (SQLSTATE 53100), keeping its message and chain.
+// (SQLSTATE 53100), and engine.ErrReadOnlyNode when it said
+// read_only_sql_transaction (25006: a standby, or a primary demoted by a
+// failover, refused a write), keeping its message and chain.
 func classify(err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "53100" {
-		return &noSpace{err}
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "53100":
+			return &noSpace{err}
+		case "25006":
+			return &marked{err, engine.ErrReadOnlyNode}
+		}
 	}
 	return err
 }
+
+// marked is err, also matching mark under errors.Is.
+type marked struct{ err, mark error }
+
+func (e *marked) Error() string        { return e.err.Error() }
+func (e *marked) Unwrap() error        { return e.err }
+func (e *marked) Is(target error) bool { return target == e.mark }
 
 // noSpace is engine.ErrNoSpace with PostgreSQL's error unchanged.
 type noSpace struct{ err error }
@@ -343,6 +408,7 @@ type tx struct {
 	err       error
 	allocated int64 // the bytes of keys and values written
 	xid       int64 // a write's transaction id (txid_current)
+	notify    bool  // a bucket of Options.Notify was written
 }
 
 // fail records the transaction's first failure and returns it.
@@ -359,6 +425,14 @@ func (t *tx) end(ctx context.Context, how string) error {
 	conn := t.conn
 	t.conn = nil
 	if conn == nil {
+		return nil
+	}
+	if errors.Is(t.err, engine.ErrReadOnlyNode) {
+		// The pool would hand this connection to the next write, which
+		// the same server would refuse again: close it, so the next one
+		// connects afresh and finds the primary (ValidateConnect).
+		conn.Conn().Close(ctx)
+		conn.Release()
 		return nil
 	}
 	tag, err := conn.Exec(ctx, how)
@@ -522,7 +596,10 @@ func (t *tx) ForEachBucket(fn func(name []byte) error) error {
 // Check is none: PostgreSQL checks its own pages (data checksums, amcheck).
 func (t *tx) Check() []error { return nil }
 
-// flushAll sends every bucket's buffered writes, in one round trip.
+// flushAll sends every bucket's buffered writes, and the notification of
+// a transaction that wrote into a bucket of Options.Notify, in one round
+// trip. PostgreSQL delivers the notification when the transaction
+// commits, and never when it rolls back.
 func (t *tx) flushAll(ctx context.Context) {
 	b := &pgx.Batch{}
 	var flushed []*bucket
@@ -531,6 +608,10 @@ func (t *tx) flushAll(ctx context.Context) {
 			bk.queueFlush(b)
 			flushed = append(flushed, bk)
 		}
+	}
+	if t.notify {
+		b.Queue("select pg_notify($1, '')", t.db.channel)
+		t.notify = false
 	}
 	t.send(ctx, b, flushed)
 }
@@ -623,6 +704,9 @@ func (b *bucket) Put(key, value []byte) error {
 	b.pending[string(key)] = pend{value: v}
 	b.gen++
 	b.t.allocated += int64(len(key) + len(value))
+	if b.t.db.notify[string(b.name)] {
+		b.t.notify = true
+	}
 	return nil
 }
 

@@ -275,6 +275,41 @@ func TestFailedReadFailsTheUpdate(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("Update after a failed read = %v; want the read's error", err)
 	}
+	// fn's own error, made of the failed read, is not the cause.
+	notFound := errors.New("not found")
+	if _, err := db.Update(func(tx engine.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("gone too"))
+		if err != nil {
+			return err
+		}
+		if err := b.Put([]byte("k"), []byte("v")); err != nil {
+			return err
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Update(func(tx engine.Tx) error {
+		pgtest.Exec(t, fmt.Sprintf("drop table %s.%s", db.Schema(), tableOf(t, db, "gone too")))
+		if tx.Bucket([]byte("gone too")).Get([]byte("k")) == nil {
+			return notFound
+		}
+		return nil
+	})
+	if err == nil || errors.Is(err, notFound) || !strings.Contains(err.Error(), "gone too") {
+		t.Fatalf("Update whose fn answered a failed read with its own error = %v; want the read's error", err)
+	}
+	// And so in a View: a record "not found" because its read failed would
+	// be taken for one that does not exist.
+	err = db.View(func(tx engine.Tx) error {
+		if tx.Bucket([]byte("gone too")).Get([]byte("k")) == nil {
+			return notFound
+		}
+		return nil
+	})
+	if err == nil || errors.Is(err, notFound) || !strings.Contains(err.Error(), "gone too") {
+		t.Fatalf("View whose fn answered a failed read with its own error = %v; want the read's error", err)
+	}
 	_ = db.View(func(tx engine.Tx) error {
 		if v := tx.Bucket(bk).Get([]byte("decided")); v != nil {
 			t.Error("a write made after a failed read committed")

@@ -11,6 +11,7 @@
 package pgserver
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,7 @@ type Server struct {
 	// Dir is the cluster's folder: data/ and the socket.
 	Dir    string
 	stdin  io.WriteCloser
+	said   *bufio.Scanner // the watchdog's standard output
 	exited chan struct{}
 	err    error // the watchdog's exit, read after exited is closed
 }
@@ -78,15 +80,27 @@ func BinDir() (string, error) {
 	return "", ErrNotInstalled
 }
 
-// watchdog runs the server and waits for its standard input to close,
+// watchdog runs the server and reads its standard input until it closes,
 // which happens at Stop or when the caller ends (exit, panic or SIGKILL):
-// then it stops the server (fast shutdown) and removes the folder.
+// then it stops the server (fast shutdown) and removes the folder. A
+// line "restart" stops the server (fast shutdown) and starts it again on
+// the same data, then writes "restarted" to its standard output.
 const watchdog = `bin=$1 dir=$2
 shift 2
-"$bin/postgres" -D "$dir/data" -k "$dir" -c listen_addresses= -c max_connections=200 \
-  -c shared_buffers=32MB -c log_min_messages=warning -c fsync=on -c synchronous_commit=on "$@" >"$dir/log" 2>&1 &
-pid=$!
-cat >/dev/null
+run() {
+  "$bin/postgres" -D "$dir/data" -k "$dir" -c listen_addresses= -c max_connections=200 \
+    -c shared_buffers=32MB -c log_min_messages=warning -c fsync=on -c synchronous_commit=on "$@" >>"$dir/log" 2>&1 &
+  pid=$!
+}
+run "$@"
+while read -r cmd; do
+  if [ "$cmd" = restart ]; then
+    kill -INT "$pid"
+    wait "$pid"
+    run "$@"
+    echo restarted
+  fi
+done
 kill -INT "$pid" 2>/dev/null
 wait "$pid"
 rm -rf "$dir"
@@ -139,16 +153,32 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	stdout, err := run.StdoutPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	if err := run.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{Dir: dir, stdin: stdin, exited: make(chan struct{})}
+	s := &Server{Dir: dir, stdin: stdin, exited: make(chan struct{}), said: bufio.NewScanner(stdout)}
 	s.URL = s.URLFor("postgres")
 	go func() {
 		s.err = run.Wait()
 		close(s.exited)
 	}()
+	if err := s.answer(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// answer waits until the server answers a connection, within a minute or
+// ctx; when it stops or does not answer, it is stopped and its log is the
+// error.
+func (s *Server) answer(ctx context.Context) error {
+	dir := s.Dir
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -156,23 +186,37 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		cancel()
 		if err == nil {
 			c.Close(context.Background())
-			return s, nil
+			return nil
 		}
 		select {
 		case <-s.exited:
 			log, _ := os.ReadFile(filepath.Join(dir, "log"))
-			return nil, fmt.Errorf("the PostgreSQL server stopped at start (%v): %s", s.err, log)
+			return fmt.Errorf("the PostgreSQL server stopped at start (%v): %s", s.err, log)
 		case <-ctx.Done():
 			s.Stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(20 * time.Millisecond): // the next try of a condition with a deadline
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(dir, "log"))
 			s.Stop()
-			return nil, fmt.Errorf("the PostgreSQL server in %s did not answer within 60 s: %v: %s", dir, err, log)
+			return fmt.Errorf("the PostgreSQL server in %s did not answer within 60 s: %v: %s", dir, err, log)
 		}
 	}
+}
+
+// Restart stops the server (a fast shutdown: every session is ended, as a
+// database restart or a failover ends them) and starts it again on the
+// same data, returning once it answers again. Not safe beside Stop or
+// another Restart.
+func (s *Server) Restart(ctx context.Context) error {
+	if _, err := io.WriteString(s.stdin, "restart\n"); err != nil {
+		return fmt.Errorf("restart the PostgreSQL server: %w", err)
+	}
+	if !s.said.Scan() || s.said.Text() != "restarted" {
+		return fmt.Errorf("the PostgreSQL server in %s did not restart: %s", s.Dir, s.Log())
+	}
+	return s.answer(ctx)
 }
 
 // Stop shuts the server down (fast shutdown: open sessions are ended) and

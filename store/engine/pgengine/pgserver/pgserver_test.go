@@ -12,7 +12,8 @@ import (
 )
 
 // A started cluster answers with fsync and synchronous_commit on and the
-// settings asked for, and Stop removes its folder.
+// settings asked for, Restart keeps its data and ends its sessions, and
+// Stop removes its folder.
 func TestStartStop(t *testing.T) {
 	ctx := context.Background()
 	srv, err := pgserver.Start(ctx, pgserver.Options{Settings: []string{"work_mem=8MB"}})
@@ -46,7 +47,26 @@ func TestStartStop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect to a second database: %v", err)
 	}
-	c.Close(ctx)
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "create table kept (x int); insert into kept values (7)"); err != nil {
+		t.Fatal(err)
+	}
+	// A restart ends the sessions and keeps the data.
+	if err := srv.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "select 1"); err == nil {
+		t.Error("a session from before the restart still answers")
+	}
+	c2, err := pgx.Connect(ctx, srv.URLFor("other"))
+	if err != nil {
+		t.Fatalf("connect after the restart: %v", err)
+	}
+	defer c2.Close(ctx)
+	var x int
+	if err := c2.QueryRow(ctx, "select x from kept").Scan(&x); err != nil || x != 7 {
+		t.Errorf("after the restart: %d, %v; want the row written before it", x, err)
+	}
 	stopped = true
 	if err := srv.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
