@@ -61,6 +61,16 @@ func (s *Store) holdLost(err error) {
 	}
 }
 
+// Database names the PostgreSQL database the store keeps its records in
+// ("PostgreSQL schema NAME"), "" for a bbolt file: its backups are the
+// database's own, and what the store writes as one is a logical export.
+func (s *Store) Database() string {
+	if _, ok := s.eng.(*pgengine.DB); ok {
+		return s.path
+	}
+	return ""
+}
+
 // Shared reports whether other processes may have the store's database
 // open beside this one (PostgreSQL): then a running job may be another
 // process's, and its start-up releases only the leases that ended.

@@ -26,6 +26,7 @@ import (
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/store/engine/pgengine/pgtest"
 	"github.com/handoff/handoff/testkit"
 )
 
@@ -268,6 +269,10 @@ func TestBackupsPage(t *testing.T) {
 		}
 	}
 
+	if strings.Contains(p.body, `id="backup-database"`) || !strings.Contains(p.body, `id="restore"`) {
+		t.Error("GET /backups of a bbolt file speaks of a PostgreSQL database, or has no restore")
+	}
+
 	t1 := time.Date(2026, 3, 1, 2, 30, 0, 0, time.UTC)
 	var files []store.BackupFile
 	for i := range 2 {
@@ -465,3 +470,39 @@ func TestBackupAPIFailureIsNoSnapshot(t *testing.T) {
 type noWaker struct{}
 
 func (noWaker) Wake() {}
+
+// TestBackupsPageOnPostgres: on PostgreSQL the page says the backups are
+// the database's own (pg_dump, point-in-time recovery), that what it
+// writes is a logical export and how to use one, and offers no restore.
+func TestBackupsPageOnPostgres(t *testing.T) {
+	cfg := config.Default()
+	schema := pgtest.Schema(t)
+	cfg.DatabaseURL = pgtest.URL(t) + " search_path=" + schema
+	e, _ := newEnv(t, cfg, envOptions{})
+	b := loggedIn(t, e, "ada", store.RoleAdmin, "")
+	p := b.get("/backups")
+	if p.code != http.StatusOK {
+		t.Fatalf("GET /backups: %d %s", p.code, p.body)
+	}
+	for _, want := range []string{`id="backup-database"`, "PostgreSQL schema " + schema, "pg_dump", "point-in-time recovery",
+		"logical export", "handoff migrate --to postgres://", `href="/backups/download"`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("GET /backups on PostgreSQL lacks %q", want)
+		}
+	}
+	if strings.Contains(p.body, `id="restore"`) {
+		t.Error("GET /backups on PostgreSQL offers a restore")
+	}
+	// The logical export downloads and verifies as a bbolt file.
+	d := b.get("/backups/download")
+	if d.code != http.StatusOK {
+		t.Fatalf("GET /backups/download: %d", d.code)
+	}
+	path := filepath.Join(t.TempDir(), "export.db")
+	if err := os.WriteFile(path, []byte(d.body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.VerifyFile(path); err != nil {
+		t.Errorf("the logical export does not verify: %v", err)
+	}
+}

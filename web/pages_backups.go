@@ -36,7 +36,7 @@ func (s *Server) renderBackups(c *echo.Context, status int, notice, problem stri
 	}
 	dir := store.BackupDir(s.cfg.DataDir)
 	b := views.Backups{Schedule: s.cfg.Backups.Schedule, Keep: s.cfg.Backups.Keep, Dir: dir, Files: []views.BackupRow{},
-		Actions: s.backups != nil, Notice: notice, Error: problem, MaxUpload: maxRestoreUpload}
+		Actions: s.backups != nil, Notice: notice, Error: problem, MaxUpload: maxRestoreUpload, Database: s.st.Database()}
 	b.Offsite = s.offsiteView(c.Request().Context())
 	st := s.metrics.BackupStatus()
 	b.LastOK, b.LastResult, b.LastErr = st.LastOK, st.Result, st.Err
