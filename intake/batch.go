@@ -34,7 +34,7 @@ func RecordBatch(ctx context.Context, st *store.Store, ms []Message, receipts []
 		encoded[i] = e
 	}
 	var out []store.Recorded
-	err := st.Update(ctx, func(tx *store.Tx) error {
+	err := st.UpdateIngest(ctx, encoded, func(tx *store.Tx) error {
 		out = make([]store.Recorded, 0, len(encoded)) // the committer may run this again
 		for _, e := range encoded {
 			rec, err := leads.RecordTx(tx, e)

@@ -42,7 +42,7 @@ import (
 // transaction of its own.
 func Record(ctx context.Context, st *store.Store, e *store.Encoded) (store.Recorded, error) {
 	var out store.Recorded
-	err := st.Update(ctx, func(tx *store.Tx) error {
+	err := st.UpdateIngest(ctx, []*store.Encoded{e}, func(tx *store.Tx) error {
 		var err error
 		out, err = RecordTx(tx, e)
 		return err

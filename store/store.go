@@ -76,6 +76,15 @@ type Store struct {
 type writeReq struct {
 	fn   func(tx *Tx) error
 	done chan error
+	// reads are keys fn will read, prefetched for the whole round on an
+	// engine where each read is a round trip (engine.Prefetcher).
+	reads []readKey
+}
+
+// readKey is a key of a bucket that a write will read.
+type readKey struct {
+	bucket []byte
+	key    []byte
 }
 
 // Options tunes Open.
@@ -350,7 +359,14 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 
 // update is Update without the read-only guard, for the store's own methods.
 func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
-	req := &writeReq{fn: fn, done: make(chan error, 1)}
+	return s.updateReading(ctx, nil, fn)
+}
+
+// updateReading is update for an fn that will read reads: on PostgreSQL
+// the round reads every caller's keys of a bucket in one round trip
+// before the first fn runs, instead of one per Get.
+func (s *Store) updateReading(ctx context.Context, reads []readKey, fn func(tx *Tx) error) error {
+	req := &writeReq{fn: fn, done: make(chan error, 1), reads: reads}
 	select {
 	case s.writes <- req:
 	case <-s.stopped:
@@ -405,6 +421,9 @@ func (s *Store) commit(batch []*writeReq) {
 		var failure error
 		c, err := s.eng.Update(func(btx engine.Tx) error {
 			tx := &Tx{tx: btx, seen: &s.seen, hooks: &s.hooks}
+			if p, ok := btx.(engine.Prefetcher); ok {
+				prefetch(p, batch)
+			}
 			for i, r := range batch {
 				if err := r.fn(tx); err != nil {
 					failed, failure = i, err
@@ -429,6 +448,23 @@ func (s *Store) commit(batch []*writeReq) {
 			r.done <- err
 		}
 		return
+	}
+}
+
+// prefetch reads, for each bucket, the keys every caller of the round
+// said it will read, in one go.
+func prefetch(p engine.Prefetcher, batch []*writeReq) {
+	var byBucket map[string][][]byte
+	for _, r := range batch {
+		for _, rk := range r.reads {
+			if byBucket == nil {
+				byBucket = map[string][][]byte{}
+			}
+			byBucket[string(rk.bucket)] = append(byBucket[string(rk.bucket)], rk.key)
+		}
+	}
+	for name, keys := range byBucket {
+		p.Prefetch([]byte(name), keys)
 	}
 }
 

@@ -104,6 +104,16 @@ type Tx interface {
 	Check() []error
 }
 
+// Prefetcher is a transaction that reads many keys of one bucket in one
+// go, ahead of their Gets, which then answer from what it read (until a
+// Put or Delete of the key): PostgreSQL's, where each Get is a round trip
+// to the server. The store calls it where it knows what a round will read
+// (an ingest's dedup key, lead and unique job key). An engine without it
+// reads each Get as it comes (bbolt: from memory).
+type Prefetcher interface {
+	Prefetch(bucket []byte, keys [][]byte)
+}
+
 // Bucket is an ordered map of keys to values inside one transaction.
 type Bucket interface {
 	// Get is the value at key; nil when absent.

@@ -119,7 +119,10 @@ type DB struct {
 	owner   string          // Owner, or "" unless Shared
 }
 
-var _ engine.Engine = (*DB)(nil)
+var (
+	_ engine.Engine     = (*DB)(nil)
+	_ engine.Prefetcher = (*tx)(nil)
+)
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // string, as pgx reads them), runs the engine's own migrations under an
@@ -371,7 +374,7 @@ func (e *noSpace) Is(target error) bool { return target == engine.ErrNoSpace }
 
 // statements are the SQL of one bucket's table, built once per table.
 type statements struct {
-	get, put, del, count             string
+	get, many, put, del, count       string
 	first, last, from, after, before string
 }
 
@@ -382,6 +385,7 @@ func (d *DB) statementsOf(tbl string) *statements {
 	q := quoteIdent(tbl)
 	s := &statements{
 		get:    "select value from " + q + " where key = $1",
+		many:   "select key, value from " + q + " where key = any($1::bytea[])",
 		put:    "insert into " + q + " (key, value) select * from unnest($1::bytea[], $2::bytea[]) on conflict (key) do update set value = excluded.value",
 		del:    "delete from " + q + " where key = any($1::bytea[])",
 		count:  "select count(*) from " + q,
@@ -573,7 +577,7 @@ func (t *tx) DeleteBucket(name []byte) error {
 	if err := t.conn.SendBatch(context.Background(), bt).Close(); err != nil {
 		return t.fail(fmt.Errorf("pgengine: delete bucket %q: %w", name, err))
 	}
-	b.pending = nil
+	b.pending, b.read = nil, nil
 	b.dead = true
 	delete(t.buckets, string(name))
 	return nil
@@ -644,6 +648,12 @@ type bucket struct {
 	sql  *statements
 	// pending is the writes not yet sent, by key.
 	pending map[string]pend
+	// read is what Get and Prefetch read from the server, by key (a nil
+	// value: absent), until a Put or Delete of the key: no other writer
+	// commits while a write transaction holds the writers' lock, and a
+	// read's snapshot never moves, so a key read once reads the same
+	// again until this transaction writes it.
+	read map[string][]byte
 	// gen counts the writes to the bucket in this transaction: a cursor
 	// whose batch is older reads again.
 	gen  uint64
@@ -661,9 +671,13 @@ func (b *bucket) Get(key []byte) []byte {
 	if t.err != nil || b.dead || len(key) == 0 {
 		return nil
 	}
+	if v, ok := b.read[string(key)]; ok {
+		return v
+	}
 	var v []byte
 	err := t.conn.QueryRow(context.Background(), b.sql.get, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
+		b.remember(key, nil)
 		return nil
 	}
 	if err != nil {
@@ -673,7 +687,72 @@ func (b *bucket) Get(key []byte) []byte {
 	if v == nil {
 		v = []byte{}
 	}
+	b.remember(key, v)
 	return v
+}
+
+// remember keeps what the server answered for key (nil: absent).
+func (b *bucket) remember(key, v []byte) {
+	if b.read == nil {
+		b.read = map[string][]byte{}
+	}
+	b.read[string(key)] = v
+}
+
+// Prefetch reads the keys of bucket name that this transaction has
+// neither written nor read yet, in one round trip, for the Gets that
+// follow (engine.Prefetcher). A bucket that does not exist, or a failed
+// transaction, reads nothing; a failed read fails the transaction as a
+// Get's would.
+func (t *tx) Prefetch(name []byte, keys [][]byte) {
+	b, ok := t.buckets[string(name)]
+	if !ok || b.dead || t.err != nil {
+		return
+	}
+	var want [][]byte
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if len(k) == 0 || seen[string(k)] {
+			continue
+		}
+		seen[string(k)] = true
+		if _, ok := b.pending[string(k)]; ok {
+			continue
+		}
+		if _, ok := b.read[string(k)]; ok {
+			continue
+		}
+		want = append(want, k)
+	}
+	if len(want) == 0 {
+		return
+	}
+	rows, err := t.conn.Query(context.Background(), b.sql.many, want)
+	if err != nil {
+		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+		return
+	}
+	found := map[string][]byte{}
+	for rows.Next() {
+		var k, v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			rows.Close()
+			t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+			return
+		}
+		if v == nil {
+			v = []byte{}
+		}
+		found[string(k)] = v
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+		return
+	}
+	for _, k := range want {
+		b.remember(k, found[string(k)])
+	}
 }
 
 // ErrKeyRequired and the others are the refusals of Put, as bbolt's.
@@ -702,6 +781,7 @@ func (b *bucket) Put(key, value []byte) error {
 	v := make([]byte, len(value))
 	copy(v, value)
 	b.pending[string(key)] = pend{value: v}
+	delete(b.read, string(key))
 	b.gen++
 	b.t.allocated += int64(len(key) + len(value))
 	if b.t.db.notify[string(b.name)] {
@@ -725,6 +805,7 @@ func (b *bucket) Delete(key []byte) error {
 		b.pending = map[string]pend{}
 	}
 	b.pending[string(key)] = pend{del: true}
+	delete(b.read, string(key))
 	b.gen++
 	return nil
 }

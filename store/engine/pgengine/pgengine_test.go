@@ -954,3 +954,62 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond) // the next look at a condition with a deadline
 	}
 }
+
+// Prefetch reads many keys in one go for the Gets that follow; a Get
+// answers what the transaction wrote since (Put, Delete) over what was
+// prefetched, and a key prefetched as absent reads absent until written.
+func TestPrefetch(t *testing.T) {
+	db := open(t)
+	if _, err := db.Update(func(tx engine.Tx) error {
+		for _, k := range []string{"a", "b", "c"} {
+			if err := tx.Bucket(bk).Put([]byte(k), []byte("old "+k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Update(func(tx engine.Tx) error {
+		b := tx.Bucket(bk)
+		if err := b.Put([]byte("c"), []byte("new c")); err != nil { // written before the prefetch
+			return err
+		}
+		p, ok := tx.(engine.Prefetcher)
+		if !ok {
+			t.Fatal("a PostgreSQL transaction is no engine.Prefetcher")
+		}
+		p.Prefetch(bk, [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("absent"), []byte("a"), nil})
+		p.Prefetch([]byte("no such bucket"), [][]byte{[]byte("a")})
+		// The rows change behind the transaction: a prefetched key answers
+		// what was read (no other writer commits under the writers' lock;
+		// this one is the test's, past the lock).
+		pgtest.Exec(t, fmt.Sprintf("delete from %s.%s", db.Schema(), tableOf(t, db, string(bk))))
+		for k, want := range map[string]string{"a": "old a", "b": "old b", "c": "new c", "absent": ""} {
+			if got := string(b.Get([]byte(k))); got != want {
+				t.Errorf("Get(%s) after Prefetch = %q; want %q", k, got, want)
+			}
+		}
+		if err := b.Put([]byte("absent"), []byte("now")); err != nil {
+			return err
+		}
+		if err := b.Delete([]byte("a")); err != nil {
+			return err
+		}
+		if got := b.Get([]byte("absent")); string(got) != "now" {
+			t.Errorf("Get of a key prefetched absent, then Put = %q; want now", got)
+		}
+		if got := b.Get([]byte("a")); got != nil {
+			t.Errorf("Get of a prefetched key, then Deleted = %q; want nil", got)
+		}
+		if err := pgengine.Flush(tx); err != nil {
+			return err
+		}
+		if got := b.Get([]byte("absent")); string(got) != "now" {
+			t.Errorf("Get of a written key after its flush = %q; want now", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
