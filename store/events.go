@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/jsonbody"
+	"github.com/handoff/handoff/store/engine/pgengine"
 )
 
 // recordVersion is the version field of every JSON record this binary writes.
@@ -106,6 +107,9 @@ type Encoded struct {
 func (s *Store) UpdateIngest(ctx context.Context, es []*Encoded, fn func(tx *Tx) error) error {
 	if s.writes == nil {
 		return ErrReadOnly
+	}
+	if _, ok := s.eng.(*pgengine.DB); !ok {
+		return s.update(ctx, fn) // bbolt reads from memory: nothing to gain
 	}
 	reads := make([]readKey, 0, 3*len(es))
 	for _, e := range es {
