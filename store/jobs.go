@@ -359,6 +359,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 			b.take(string(h.prefix[:len(h.prefix)-1]))
 			h.next()
 		}
+		tx.prefetch(bucketJobs, ids)
 		for i, id := range ids {
 			j, err := tx.Job(id)
 			if tx.skip(err, nil) {

@@ -451,6 +451,21 @@ func (s *Store) commit(batch []*writeReq) {
 	}
 }
 
+// prefetch reads keys of bucket in one go for the Gets that follow, on an
+// engine where each read is a round trip (engine.Prefetcher); elsewhere it
+// does nothing.
+func (tx *Tx) prefetch(bucket []byte, keys []string) {
+	p, ok := tx.tx.(engine.Prefetcher)
+	if !ok || len(keys) < 2 {
+		return
+	}
+	bs := make([][]byte, len(keys))
+	for i, k := range keys {
+		bs[i] = []byte(k)
+	}
+	p.Prefetch(bucket, bs)
+}
+
 // prefetch reads, for each bucket, the keys every caller of the round
 // said it will read, in one go.
 func prefetch(p engine.Prefetcher, batch []*writeReq) {
