@@ -108,6 +108,12 @@ func (b *backups) Restore(ctx context.Context, src string) (web.Restored, error)
 	if !a.started {
 		return web.Restored{}, errors.New("restore: the server is not running")
 	}
+	if db := a.st.Database(); db != "" {
+		// Nothing is stopped for it: on a database several servers share,
+		// a stop and start here would also start the schedule beside the
+		// leader's.
+		return web.Restored{}, fmt.Errorf("restore: nothing was changed: this install keeps its records in %s, whose backups and restores are the database's own (pg_dump, point-in-time recovery); a backup file goes in with handoff migrate --to, into an empty database", db)
+	}
 	// Verify before stopping anything: a bad file costs no downtime. A
 	// file the backups would keep (BackupVerdict) is a file restore takes.
 	if err := store.VerifyFile(src); !restorable(err) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -504,5 +505,15 @@ func TestBackupsPageOnPostgres(t *testing.T) {
 	}
 	if err := store.VerifyFile(path); err != nil {
 		t.Errorf("the logical export does not verify: %v", err)
+	}
+	// A restore asked all the same (the route is there) changes nothing and
+	// says where restores of this database are done.
+	f, _, err := e.st.BackupToDir(store.BackupDir(e.cfg.DataDir), time.Now(), store.BackupOptions{Keep: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.post("/backups/restore", url.Values{"source": {"local:" + f.Name}, "current": {"ada-password"}, "confirm": {"restore"}})
+	if r.code == http.StatusOK || !strings.Contains(r.body, "Nothing was restored") || !strings.Contains(r.body, "point-in-time recovery") {
+		t.Errorf("POST /backups/restore on PostgreSQL: %d %.600s; want it refused, saying the database restores itself", r.code, r.body)
 	}
 }
