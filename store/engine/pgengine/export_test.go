@@ -33,3 +33,6 @@ func (d *DB) LeadPID(ctx context.Context) (int, error) {
 	}
 	return *pid, nil
 }
+
+// PoolConns is how many connections d's pool holds, idle or in use.
+func (d *DB) PoolConns() int32 { return d.pool.Stat().TotalConns() }

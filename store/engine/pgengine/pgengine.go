@@ -331,7 +331,7 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 		return br.Close()
 	}()
 	if err != nil {
-		t.err = classify(fmt.Errorf("pgengine: begin: %w", err))
+		t.err = onStandby(conn, classify(fmt.Errorf("pgengine: begin: %w", err)))
 		t.end(ctx, "rollback")
 		return nil, t.err
 	}
@@ -351,6 +351,26 @@ func classify(err error) error {
 		case "25006":
 			return &marked{err, engine.ErrReadOnlyNode}
 		}
+	}
+	return err
+}
+
+// onStandby marks err, a failure of a statement on conn, also
+// engine.ErrReadOnlyNode when conn's server is a standby: a write there
+// fails first at its BEGIN ... READ WRITE, with SQLSTATE 0A000 ("cannot
+// set transaction read-write mode during recovery"), not 25006, and a
+// connection kept in the pool after it would fail every write it is
+// given, for as long as it lives. The server says it is a standby in its
+// in_hot_standby parameter (reported since PostgreSQL 14, and again when
+// a promotion changes it); before 14, by that error's message.
+func onStandby(conn *pgxpool.Conn, err error) error {
+	var pe *pgconn.PgError
+	if errors.Is(err, engine.ErrReadOnlyNode) || !errors.As(err, &pe) {
+		return err
+	}
+	if (conn != nil && conn.Conn().PgConn().ParameterStatus("in_hot_standby") == "on") ||
+		(pe.Code == "0A000" && strings.Contains(pe.Message, "during recovery")) {
+		return &marked{err, engine.ErrReadOnlyNode}
 	}
 	return err
 }
@@ -415,6 +435,9 @@ type tx struct {
 func (t *tx) fail(err error) error {
 	if t.err == nil {
 		t.err = classify(err)
+		if t.write && t.conn != nil {
+			t.err = onStandby(t.conn, t.err)
+		}
 	}
 	return t.err
 }
