@@ -81,12 +81,12 @@ func keptKeys(t *testing.T, db *pgengine.DB) map[string]bool {
 // write succeeds while there is no primary (the standby, read only, is
 // refused by ValidateConnect); writes succeed again on the promoted
 // standby with the same engine, never reopened; every write that
-// succeeded, before or after, is there; and the hold is taken again on
-// the new primary.
+// succeeded, before or after, is there; and the hold, the lead and
+// Listen are each taken again on the new primary.
 func TestFailover(t *testing.T) {
 	ctx := context.Background()
 	primary, standby, urlOf := replicated(t)
-	db, err := pgengine.Open(ctx, urlOf(""), pgengine.Options{Shared: true, HoldCheck: 100 * time.Millisecond})
+	db, err := pgengine.Open(ctx, urlOf(""), pgengine.Options{Shared: true, HoldCheck: 100 * time.Millisecond, Notify: [][]byte{kept}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +94,21 @@ func TestFailover(t *testing.T) {
 	if db.HolderPID() == 0 {
 		t.Fatal("no hold after Open")
 	}
+	// The lead and Listen, as serve runs them, each on a connection of
+	// its own.
+	bg, cancel := context.WithCancel(ctx)
+	var leads, woken atomic.Int32
+	var bgDone sync.WaitGroup
+	defer func() { cancel(); bgDone.Wait() }()
+	bgDone.Go(func() {
+		db.Lead(bg, 100*time.Millisecond, func(lctx context.Context) { leads.Add(1); <-lctx.Done() })
+	})
+	bgDone.Go(func() {
+		if err := db.Listen(bg, func() { woken.Add(1) }); err != nil {
+			t.Errorf("Listen: %v", err)
+		}
+	})
+	waitFor(t, "the lead taken", func() bool { return leads.Load() == 1 })
 
 	// phase: 0 the primary up, 1 stopped and the standby not yet
 	// promoted, 2 promoting or promoted.
@@ -120,6 +135,10 @@ func TestFailover(t *testing.T) {
 						downErrs.Add(1)
 						lastErr.Store(&err)
 					}
+					// A sender's retry interval, not a wait for a condition:
+					// a refused write answers at once (the hold is lost), and
+					// retrying without a pause would only burn a core.
+					time.Sleep(2 * time.Millisecond)
 					continue
 				}
 				mu.Lock()
@@ -180,6 +199,29 @@ func TestFailover(t *testing.T) {
 	if n == 0 {
 		t.Errorf("the hold's session (pid %d) holds no advisory lock on the new primary", db.HolderPID())
 	}
+	// The lead is taken again there (LeadPID asks the new primary's
+	// pg_locks), and run again.
+	waitFor(t, "the lead taken on the new primary", func() bool {
+		pid, err := db.LeadPID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid != 0 && leads.Load() >= 2
+	})
+	// Listen listens again there: once its session is on the new
+	// primary, a commit wakes it.
+	waitFor(t, "Listen on the new primary", func() bool {
+		var n int
+		if err := c.QueryRow(ctx, "select count(*) from pg_stat_activity where query like 'listen %'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
+	w0 := woken.Load()
+	if err := putKept(db, "heard"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a commit on the new primary wakes Listen", func() bool { return woken.Load() > w0 })
 }
 
 // A URL that lets the pool reach a standby (target_session_attrs=any,
@@ -187,7 +229,10 @@ func TestFailover(t *testing.T) {
 // primary stops, a new connection lands on the standby, and a write
 // there is refused as engine.ErrReadOnlyNode, never a success, and its
 // connection dropped, not given to the next write. Reads go on there.
-// Once the standby is promoted, the same engine writes again.
+// Once the standby is promoted, the same engine writes again. An engine
+// on the default URL (read-write asked) meanwhile never reaches the
+// standby: its writes and reads fail to connect, then succeed on the
+// promoted standby.
 func TestReadOnlyNodeRefused(t *testing.T) {
 	ctx := context.Background()
 	primary, standby, urlOf := replicated(t)
@@ -199,8 +244,26 @@ func TestReadOnlyNodeRefused(t *testing.T) {
 	if err := putKept(db, "before"); err != nil {
 		t.Fatal(err)
 	}
+	// Beside it, an engine on the default URL (both hosts, no
+	// target_session_attrs, no hold): its pool never connects to the
+	// standby at all.
+	strict, err := pgengine.Open(ctx, urlOf(""), pgengine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer strict.Close()
 	if err := primary.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	for i := range 3 {
+		err := putKept(strict, fmt.Sprintf("strict-down-%d", i))
+		if err == nil {
+			t.Fatal("a write succeeded with no primary")
+		}
+		t.Logf("default URL, no primary: %v", err)
+	}
+	if err := strict.View(func(engine.Tx) error { return nil }); err == nil {
+		t.Error("a read on the default URL succeeded on the standby; want it refused by ValidateConnect")
 	}
 	// The pool's connections to the stopped primary fail first; then a
 	// new one reaches the standby.
@@ -240,5 +303,8 @@ func TestReadOnlyNodeRefused(t *testing.T) {
 	}
 	if got := keptKeys(t, db); !got["before"] || !got["after"] || len(got) != 2 {
 		t.Errorf("after the promotion: %v; want before and after", got)
+	}
+	if err := putKept(strict, "strict-after"); err != nil {
+		t.Errorf("a write on the default URL after the promotion: %v", err)
 	}
 }
