@@ -252,8 +252,26 @@ func TestReadOnlyNodeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer strict.Close()
+	// And one that holds the schema (Shared, as serve): its hold, an
+	// advisory lock the other processes look for on the primary, must
+	// never be taken on a standby, whatever the URL allows.
+	held, err := pgengine.Open(ctx, urlOf("target_session_attrs=any"), pgengine.Options{Shared: true, HoldCheck: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	tries := held.HoldTries()
 	if err := primary.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	// Once the watch has found the hold lost and tried to take it again
+	// (HolderPID waits for a take under way), it is either taken or not.
+	waitFor(t, "the hold tried again thrice, or taken", func() bool {
+		n := held.HoldTries()
+		return n >= tries+3 || n > tries && held.HolderPID() != 0
+	})
+	if pid := held.HolderPID(); pid != 0 {
+		t.Errorf("the hold was taken (pid %d) with only a standby up; want it taken only on a primary", pid)
 	}
 	for i := range 3 {
 		err := putKept(strict, fmt.Sprintf("strict-down-%d", i))
@@ -307,4 +325,7 @@ func TestReadOnlyNodeRefused(t *testing.T) {
 	if err := putKept(strict, "strict-after"); err != nil {
 		t.Errorf("a write on the default URL after the promotion: %v", err)
 	}
+	waitFor(t, "the hold taken on the promoted standby", func() bool { return held.HolderPID() != 0 })
+	// Its pool's connection to the stopped primary fails its first write.
+	waitFor(t, "a write of the holding engine after the promotion", func() bool { return putKept(held, "held-after") == nil })
 }

@@ -111,9 +111,9 @@ type DB struct {
 	schema  string
 	lockKey int64 // the writers' advisory lock of this schema
 	tempDir string
-	sql     sync.Map // table name → *statements
-	hold    *hold    // the lock of Options.Exclusive or Shared, or nil
-	cc      *pgx.ConnConfig
+	sql     sync.Map        // table name → *statements
+	hold    *hold           // the lock of Options.Exclusive or Shared, or nil
+	cc      *pgx.ConnConfig // the session locks' and Listen's: a primary only
 	notify  map[string]bool // Options.Notify's buckets
 	channel string          // the schema's channel (notify.go)
 	owner   string          // Owner, or "" unless Shared
@@ -152,7 +152,14 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgengine: connect: %w", err))
 	}
-	d := &DB{pool: pool, tempDir: o.TempDir, cc: cfg.ConnConfig, notify: map[string]bool{}}
+	// The connections of the engine's session locks (the hold, the lead)
+	// and of Listen go to a primary whatever the URL allows: a lock taken
+	// on a standby is not seen by the processes that look for it on the
+	// primary (Alive, another engine's hold or lead), so it would exclude
+	// nothing; and a standby's session hears no NOTIFY of the primary.
+	cc := cfg.ConnConfig.Copy()
+	cc.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsPrimary
+	d := &DB{pool: pool, tempDir: o.TempDir, cc: cc, notify: map[string]bool{}}
 	for _, name := range o.Notify {
 		d.notify[string(name)] = true
 	}
@@ -167,7 +174,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		d.owner = hex.EncodeToString(b[:])
 	}
 	if o.Exclusive || o.Shared {
-		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive, ownerKey(d.owner, d.schema), o.OnLost)
+		h, err := takeHold(ctx, cc, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive, ownerKey(d.owner, d.schema), o.OnLost)
 		if err != nil {
 			pool.Close()
 			return nil, err
