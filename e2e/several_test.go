@@ -96,6 +96,7 @@ func severalUnderFaults(t *testing.T, dbURL, done string, pgFault func() error) 
 	)
 	var (
 		next, answered atomic.Int64
+		refused        atomic.Int64 // deliveries answered 5xx (and sent again)
 		down           atomic.Int32 // the killed server, +1; 0 while all run
 		mu             sync.Mutex
 		status         = map[string]int{} // id → the code that finally answered it
@@ -129,6 +130,9 @@ func severalUnderFaults(t *testing.T, dbURL, done string, pgFault func() error) 
 						status[ids[n]], corr[ids[n]] = res.code, res.reply.CorrelationID
 						mu.Unlock()
 						break
+					}
+					if err == nil && res.code >= 500 {
+						refused.Add(1)
 					}
 					if err == nil && res.code < 500 {
 						t.Errorf("delivery of %s to server %d: %s; want 2xx, or 5xx while the database is down", ids[n], s, res)
@@ -187,6 +191,7 @@ func severalUnderFaults(t *testing.T, dbURL, done string, pgFault func() error) 
 	}
 	t.Log(done)
 	wg.Wait()
+	t.Logf("%d deliveries answered 5xx and were sent again", refused.Load())
 	if t.Failed() {
 		return
 	}
