@@ -85,7 +85,8 @@ type Options struct {
 	// is checked every HoldCheck (zero: 2 s): once it is lost (a database
 	// restart), Update fails with engine.ErrLocked until the lock is taken
 	// again, so a process that lost it never writes beside one that took
-	// it meanwhile.
+	// it meanwhile. Its connection goes to a primary whatever
+	// target_session_attrs the URL names, as the lead's and Listen's do.
 	Exclusive bool
 	HoldCheck time.Duration
 	// Shared is Exclusive's lock taken shared: any number of engines with
