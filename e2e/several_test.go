@@ -52,7 +52,40 @@ func TestSeveralServersUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pg.Stop() }) // after the servers' cleanups, registered later
-	cfg := fmt.Sprintf(severalConfig, pg.URL)
+	severalUnderFaults(t, pg.URL, "restarted PostgreSQL", func() error { return pg.Restart(ctx) })
+}
+
+// TestSeveralServersFailover is TestSeveralServersUnderFaults with a
+// failover for the database's fault: the servers' database_url names a
+// primary and its streaming standby (host=a,b), and mid-burst the primary
+// stops and the standby is promoted. Every server goes on, on the new
+// primary, without a restart; nothing acknowledged is lost.
+func TestSeveralServersFailover(t *testing.T) {
+	requireBinary(t)
+	ctx := context.Background()
+	primary, err := pgserver.Start(ctx, pgserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { primary.Stop() }) // a second Stop is harmless
+	standby, err := primary.StartStandby(ctx, pgserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { standby.Stop() })
+	url := fmt.Sprintf("host=%s,%s port=5432,5432 user=handoff dbname=postgres sslmode=disable", primary.Dir, standby.Dir)
+	severalUnderFaults(t, url, "failed over to the standby", func() error {
+		if err := primary.Stop(); err != nil {
+			return err
+		}
+		return standby.Promote(ctx)
+	})
+}
+
+// severalUnderFaults is the burst of TestSeveralServersUnderFaults on the
+// database at dbURL, with pgFault (told as done) for the database's fault.
+func severalUnderFaults(t *testing.T, dbURL, done string, pgFault func() error) {
+	cfg := fmt.Sprintf(severalConfig, dbURL)
 	servers := []*instance{startInstance(t, cfg), startInstance(t, cfg), startInstance(t, cfg)}
 
 	const (
@@ -63,6 +96,7 @@ func TestSeveralServersUnderFaults(t *testing.T) {
 	)
 	var (
 		next, answered atomic.Int64
+		refused        atomic.Int64 // deliveries answered 5xx (and sent again)
 		down           atomic.Int32 // the killed server, +1; 0 while all run
 		mu             sync.Mutex
 		status         = map[string]int{} // id → the code that finally answered it
@@ -96,6 +130,9 @@ func TestSeveralServersUnderFaults(t *testing.T) {
 						status[ids[n]], corr[ids[n]] = res.code, res.reply.CorrelationID
 						mu.Unlock()
 						break
+					}
+					if err == nil && res.code >= 500 {
+						refused.Add(1)
 					}
 					if err == nil && res.code < 500 {
 						t.Errorf("delivery of %s to server %d: %s; want 2xx, or 5xx while the database is down", ids[n], s, res)
@@ -149,11 +186,12 @@ func TestSeveralServersUnderFaults(t *testing.T) {
 	t.Logf("killed server %d while it ran the job of %s", victim, runningKey)
 
 	<-pgNow
-	if err := pg.Restart(ctx); err != nil {
+	if err := pgFault(); err != nil {
 		t.Fatal(err)
 	}
-	t.Log("restarted PostgreSQL")
+	t.Log(done)
 	wg.Wait()
+	t.Logf("%d deliveries answered 5xx and were sent again", refused.Load())
 	if t.Failed() {
 		return
 	}

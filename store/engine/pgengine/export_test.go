@@ -33,3 +33,9 @@ func (d *DB) LeadPID(ctx context.Context) (int, error) {
 	}
 	return *pid, nil
 }
+
+// PoolConns is how many connections d's pool holds, idle or in use.
+func (d *DB) PoolConns() int32 { return d.pool.Stat().TotalConns() }
+
+// HoldTries is how many times d's hold tried to take its lock again.
+func (d *DB) HoldTries() int64 { return d.hold.tries.Load() }

@@ -37,6 +37,8 @@ type hold struct {
 	gone atomic.Pointer[error]
 	quit chan struct{}
 	done chan struct{}
+	// tries counts the takes tried by watch (tests).
+	tries atomic.Int64
 }
 
 // takeHold takes the lock or fails with engine.ErrLocked when another
@@ -125,6 +127,7 @@ func (h *hold) watch() {
 			}
 		}
 		if h.conn == nil {
+			h.tries.Add(1)
 			if conn, err := h.take(ctx); err == nil {
 				h.conn = conn
 				h.gone.Store(nil)

@@ -85,7 +85,8 @@ type Options struct {
 	// is checked every HoldCheck (zero: 2 s): once it is lost (a database
 	// restart), Update fails with engine.ErrLocked until the lock is taken
 	// again, so a process that lost it never writes beside one that took
-	// it meanwhile.
+	// it meanwhile. Its connection goes to a primary whatever
+	// target_session_attrs the URL names, as the lead's and Listen's do.
 	Exclusive bool
 	HoldCheck time.Duration
 	// Shared is Exclusive's lock taken shared: any number of engines with
@@ -111,9 +112,9 @@ type DB struct {
 	schema  string
 	lockKey int64 // the writers' advisory lock of this schema
 	tempDir string
-	sql     sync.Map // table name → *statements
-	hold    *hold    // the lock of Options.Exclusive or Shared, or nil
-	cc      *pgx.ConnConfig
+	sql     sync.Map        // table name → *statements
+	hold    *hold           // the lock of Options.Exclusive or Shared, or nil
+	cc      *pgx.ConnConfig // the session locks' and Listen's: a primary only
 	notify  map[string]bool // Options.Notify's buckets
 	channel string          // the schema's channel (notify.go)
 	owner   string          // Owner, or "" unless Shared
@@ -155,7 +156,14 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgengine: connect: %w", err))
 	}
-	d := &DB{pool: pool, tempDir: o.TempDir, cc: cfg.ConnConfig, notify: map[string]bool{}}
+	// The connections of the engine's session locks (the hold, the lead)
+	// and of Listen go to a primary whatever the URL allows: a lock taken
+	// on a standby is not seen by the processes that look for it on the
+	// primary (Alive, another engine's hold or lead), so it would exclude
+	// nothing; and a standby's session hears no NOTIFY of the primary.
+	cc := cfg.ConnConfig.Copy()
+	cc.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsPrimary
+	d := &DB{pool: pool, tempDir: o.TempDir, cc: cc, notify: map[string]bool{}}
 	for _, name := range o.Notify {
 		d.notify[string(name)] = true
 	}
@@ -170,7 +178,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		d.owner = hex.EncodeToString(b[:])
 	}
 	if o.Exclusive || o.Shared {
-		h, err := takeHold(ctx, cfg.ConnConfig, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive, ownerKey(d.owner, d.schema), o.OnLost)
+		h, err := takeHold(ctx, cc, lockKey("exclusive", d.schema), d.schema, o.HoldCheck, !o.Exclusive, ownerKey(d.owner, d.schema), o.OnLost)
 		if err != nil {
 			pool.Close()
 			return nil, err
@@ -334,7 +342,7 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 		return br.Close()
 	}()
 	if err != nil {
-		t.err = classify(fmt.Errorf("pgengine: begin: %w", err))
+		t.err = onStandby(conn, classify(fmt.Errorf("pgengine: begin: %w", err)))
 		t.end(ctx, "rollback")
 		return nil, t.err
 	}
@@ -354,6 +362,26 @@ func classify(err error) error {
 		case "25006":
 			return &marked{err, engine.ErrReadOnlyNode}
 		}
+	}
+	return err
+}
+
+// onStandby marks err, a failure of a statement on conn, also
+// engine.ErrReadOnlyNode when conn's server is a standby: a write there
+// fails first at its BEGIN ... READ WRITE, with SQLSTATE 0A000 ("cannot
+// set transaction read-write mode during recovery"), not 25006, and a
+// connection kept in the pool after it would fail every write it is
+// given, for as long as it lives. The server says it is a standby in its
+// in_hot_standby parameter (reported since PostgreSQL 14, and again when
+// a promotion changes it); before 14, by that error's message.
+func onStandby(conn *pgxpool.Conn, err error) error {
+	var pe *pgconn.PgError
+	if errors.Is(err, engine.ErrReadOnlyNode) || !errors.As(err, &pe) {
+		return err
+	}
+	if (conn != nil && conn.Conn().PgConn().ParameterStatus("in_hot_standby") == "on") ||
+		(pe.Code == "0A000" && strings.Contains(pe.Message, "during recovery")) {
+		return &marked{err, engine.ErrReadOnlyNode}
 	}
 	return err
 }
@@ -419,6 +447,9 @@ type tx struct {
 func (t *tx) fail(err error) error {
 	if t.err == nil {
 		t.err = classify(err)
+		if t.write && t.conn != nil {
+			t.err = onStandby(t.conn, t.err)
+		}
 	}
 	return t.err
 }

@@ -6,6 +6,10 @@
 // the calling process ends however it ends: a watchdog shell waits on a
 // pipe that only the caller holds open.
 //
+// StartStandby makes a streaming-replication standby of a running server
+// and Promote makes it a primary: stopping the primary alone (its Stop)
+// and promoting its standby is a failover, which pgengine's tests run.
+//
 // pgtest starts its test server with it; the bench (bench/) starts the
 // server its PostgreSQL targets share.
 package pgserver
@@ -60,10 +64,15 @@ func (s *Server) URLFor(dbname string) string {
 	return fmt.Sprintf("host=%s user=handoff dbname=%s sslmode=disable", s.Dir, dbname)
 }
 
-// BinDir finds initdb and postgres: on PATH, else the newest of Debian's
-// /usr/lib/postgresql/<version>/bin.
+// BinDir finds initdb and postgres (and pg_basebackup beside them): the
+// folder of the initdb on PATH, its links followed (a link in
+// /usr/local/bin to Debian's folder, which has the other programs), else
+// the newest of Debian's /usr/lib/postgresql/<version>/bin.
 func BinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		return filepath.Dir(p), nil
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
@@ -113,28 +122,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(o.Dir, "handoff-pg-")
+	dir, cred, err := newDir(o.Dir)
 	if err != nil {
 		return nil, err
 	}
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		// initdb refuses root: the cluster is the postgres user's.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root and there is no postgres user to run the server as: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	}
 	// --no-sync: initdb's own files are scratch; the server itself runs
-	// with fsync on, as in production.
+	// with fsync on, as in production. --auth=trust writes a pg_hba.conf
+	// that also lets the superuser replicate over the socket (local
+	// replication all trust): what StartStandby's pg_basebackup needs.
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "handoff",
 		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
@@ -142,8 +137,85 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb in %s: %v: %s", dir, err, out)
 	}
+	return launch(ctx, bin, dir, cred, o.Settings)
+}
+
+// StartStandby makes a streaming-replication standby of s in a new
+// temporary folder (pg_basebackup -R from s's socket, as the same user),
+// with a socket of its own in that folder, and starts it as Start starts a
+// cluster, returning once it answers (read only, a hot standby). It
+// follows s until Promote; stopping s leaves it running.
+func (s *Server) StartStandby(ctx context.Context, o Options) (*Server, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, cred, err := newDir(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// -R writes standby.signal and primary_conninfo (s's socket); -X
+	// stream copies the WAL written during the copy; a fast checkpoint
+	// starts it at once.
+	bb := exec.CommandContext(ctx, filepath.Join(bin, "pg_basebackup"), "-D", filepath.Join(dir, "data"),
+		"-h", s.Dir, "-U", "handoff", "-R", "-X", "stream", "-c", "fast", "--no-sync")
+	bb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := bb.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pg_basebackup from %s into %s: %v: %s", s.Dir, dir, err, out)
+	}
+	return launch(ctx, bin, dir, cred, o.Settings)
+}
+
+// Promote makes a standby (StartStandby) a primary and returns once it
+// takes writes (pg_promote waits for the end of recovery, up to a minute).
+func (s *Server) Promote(ctx context.Context) error {
+	c, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		return fmt.Errorf("promote the standby in %s: %w", s.Dir, err)
+	}
+	defer c.Close(context.Background())
+	var done bool
+	if err := c.QueryRow(ctx, "select pg_promote(true, 60)").Scan(&done); err != nil {
+		return fmt.Errorf("promote the standby in %s: %w", s.Dir, err)
+	}
+	if !done {
+		return fmt.Errorf("the standby in %s was not promoted within 60 s: %s", s.Dir, s.Log())
+	}
+	return nil
+}
+
+// newDir makes a cluster's temporary folder under parent, owned by the
+// postgres user when the caller is root (initdb and postgres refuse
+// root), and the credential to run the cluster's programs with (nil: the
+// caller's own).
+func newDir(parent string) (string, *syscall.Credential, error) {
+	dir, err := os.MkdirTemp(parent, "handoff-pg-")
+	if err != nil {
+		return "", nil, err
+	}
+	if os.Geteuid() != 0 {
+		return dir, nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("running as root and there is no postgres user to run the server as: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// launch starts the watchdog on the cluster in dir and waits until its
+// server answers.
+func launch(ctx context.Context, bin, dir string, cred *syscall.Credential, settings []string) (*Server, error) {
 	args := []string{"-c", watchdog, "watchdog", bin, dir}
-	for _, s := range o.Settings {
+	for _, s := range settings {
 		args = append(args, "-c", s)
 	}
 	run := exec.Command("/bin/sh", args...)
@@ -220,7 +292,8 @@ func (s *Server) Restart(ctx context.Context) error {
 }
 
 // Stop shuts the server down (fast shutdown: open sessions are ended) and
-// removes its folder, waiting up to a minute for both.
+// removes its folder, waiting up to a minute for both. A primary's
+// standbys keep running (without a primary to follow, until Promote).
 func (s *Server) Stop() error {
 	s.stdin.Close()
 	select {
