@@ -452,7 +452,11 @@ func requireRoot(t *testing.T) {
 // show is in the README's "Container" section.
 func TestImageStartsOnAnEmptyVolume(t *testing.T) {
 	requireRoot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// A bound against a hang, not a measure: the image's build compiles
+	// the whole program afresh (-trimpath, no -race: nothing shared with
+	// the test builds running beside it), which took over 5 minutes on 2
+	// cores with three benchmarks beside it (killed at 302 s, 2026-12-03).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	img := buildImage(t, ctx)
 	if len(img.volumes) != 1 || img.volumes[0] != "/data" {
