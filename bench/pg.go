@@ -39,7 +39,9 @@ import (
 // three processes behind a round-robin reverse proxy the bench runs
 // in-process; and River (bench/river, its own module, built once per
 // run). After each run the bench counts, through pgx, that every
-// acknowledged event is in the database exactly once.
+// acknowledged event is in the database exactly once. With several
+// processes it then SIGKILLs the one that leads the scheduled work and
+// times until another logs that it leads (-failover).
 
 const (
 	targetRiver = "river"
@@ -136,10 +138,22 @@ type pgRun struct {
 	events  int     // accepted in the measured run
 	elapsed time.Duration
 	drafted int // drafts made (River: jobs completed) by the end of the run, -1: unknown
+	// writes is how many write transactions the cluster began over the
+	// measured run (transaction ids it gave out), -1: unknown.
+	writes int64
 	// failover is the time from the leader's SIGKILL to another process's
 	// "this server leads" line, lease the lease that line names; 0: not
 	// measured (one process, River, -failover=false).
 	failover, lease time.Duration
+}
+
+// writesPerEvent is the run's write transactions per accepted event,
+// "?" when unknown: below 1 when commits carry several events.
+func (r pgRun) writesPerEvent() string {
+	if r.writes < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.2f", float64(r.writes)/float64(max(r.events, 1)))
 }
 
 func (r pgRun) cpuPerEvent(cpu float64) float64 {
@@ -286,9 +300,9 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 			if r.failover > 0 {
 				moved = fmt.Sprintf("; leader SIGKILLed after it, another led %.2fs later (lease %v)", r.failover.Seconds(), r.lease)
 			}
-			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event, %s drafted meanwhile  (%s events stored once each%s)\n",
+			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event, %s write transactions/event, %s drafted meanwhile  (%s events stored once each%s)\n",
 				target, thousands(int64(r.s.rate)), r.elapsed.Seconds(), ms(r.s.p50), ms(r.s.p99), ms(r.s.max),
-				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), thousands(int64(r.drafted)), thousands(int64(cfg.warmup+1+r.events)), moved)
+				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), r.writesPerEvent(), thousands(int64(r.drafted)), thousands(int64(cfg.warmup+1+r.events)), moved)
 		}
 	}
 	for _, t := range targets {
@@ -348,7 +362,8 @@ func riverBinary(ctx context.Context, cfg pgConfig, dir string, out io.Writer) (
 }
 
 // notStarted is a process of a target that did not start: its log says
-// why (for a second handoff on one database today, the exclusive lock).
+// why (a second handoff on one database refused it before several
+// servers could share one).
 type notStarted struct {
 	which string
 	err   error
@@ -410,9 +425,14 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 	if err := checkDedup(ctx, client, url, demoChannel, tpl, round); err != nil {
 		return r, fmt.Errorf("contract check: %w%s", err, tails(children))
 	}
+	x0 := writeXID(ctx, dbURL)
 	cpu0, pg0 := childrenCPU(children), clusterCPU(clusterDir)
 	res := runLoad(ctx, client, url, tpl, 'm', round, cfg.n, cfg.c)
 	cpu1, pg1 := childrenCPU(children), clusterCPU(clusterDir)
+	r.writes = -1
+	if x1 := writeXID(ctx, dbURL); x0 >= 0 && x1 > x0 {
+		r.writes = x1 - x0 - 1 // less writeXID's own
+	}
 	r.drafted = draftedSoFar(ctx, dbURL, target)
 	if err := ctx.Err(); err != nil {
 		return r, fmt.Errorf("stopped after %d of %d requests: %w", res.sent, cfg.n, err)
@@ -570,6 +590,23 @@ func startProxy(children []*child, c int) (*proxy, error) {
 	return &proxy{ln: ln, srv: srv}, nil
 }
 
+// writeXID is the cluster's next transaction id, taken by a transaction
+// of its own: the difference of two is how many write transactions began
+// in between (the cluster's, but one target runs at a time), -1 when it
+// cannot be read.
+func writeXID(ctx context.Context, url string) int64 {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(context.Background())
+	var x int64
+	if err := conn.QueryRow(ctx, "select txid_current()").Scan(&x); err != nil {
+		return -1
+	}
+	return x
+}
+
 // draftedSoFar counts, while the target runs, the drafts it has made:
 // handoff's records in its drafts bucket, River's completed jobs. The
 // demo channel waits 10 s after a lead's last message before drafting
@@ -654,11 +691,11 @@ func countStored(ctx context.Context, url, target string, tpl bodyTemplate, cfg 
 func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[string][]pgRun, failed map[string]string) {
 	fmt.Fprintf(out, "\nmedian [spread] of %d rounds, %d connections\n", cfg.rounds, cfg.c)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\taccepted/s\tp50 ms\tp99 ms\tCPU µs/event\tPostgreSQL CPU µs/event")
+	fmt.Fprintln(tw, "target\taccepted/s\tp50 ms\tp99 ms\tCPU µs/event\tPostgreSQL CPU µs/event\twrite transactions/event")
 	for _, t := range targets {
 		runs := all[t]
 		if len(runs) == 0 {
-			fmt.Fprintf(tw, "%s\tnot measured: could not start\t\t\t\t\n", t)
+			fmt.Fprintf(tw, "%s\tnot measured: could not start\t\t\t\t\t\n", t)
 			continue
 		}
 		pick := func(f func(pgRun) float64) []float64 {
@@ -668,12 +705,13 @@ func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[strin
 			}
 			return xs
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t,
 			spread(pick(func(r pgRun) float64 { return r.s.rate }), "%.0f"),
 			spread(pick(func(r pgRun) float64 { return float64(r.s.p50) / 1e6 }), "%.1f"),
 			spread(pick(func(r pgRun) float64 { return float64(r.s.p99) / 1e6 }), "%.1f"),
 			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.cpu) }), "%.0f"),
-			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.pgCPU) }), "%.0f"))
+			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.pgCPU) }), "%.0f"),
+			spread(pick(func(r pgRun) float64 { return float64(r.writes) / float64(max(r.events, 1)) }), "%.2f"))
 	}
 	tw.Flush()
 
