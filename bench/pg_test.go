@@ -31,7 +31,7 @@ func TestParsePGFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.c != 64 || cfg.n != 20000 || cfg.rounds != 3 || fmt.Sprint(cfg.procs) != "[1 3]" || !cfg.river || cfg.sharedBuffers != "128MB" {
+	if cfg.c != 64 || cfg.n != 20000 || cfg.rounds != 3 || fmt.Sprint(cfg.procs) != "[1 3]" || !cfg.river || !cfg.failover || cfg.sharedBuffers != "128MB" {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	cfg, err = parsePGFlags([]string{"-procs", "3, 1,3", "-river=false"})
