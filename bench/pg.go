@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,7 +39,9 @@ import (
 // three processes behind a round-robin reverse proxy the bench runs
 // in-process; and River (bench/river, its own module, built once per
 // run). After each run the bench counts, through pgx, that every
-// acknowledged event is in the database exactly once.
+// acknowledged event is in the database exactly once. With several
+// processes it then SIGKILLs the one that leads the scheduled work and
+// times until another logs that it leads (-failover).
 
 const (
 	targetRiver = "river"
@@ -56,6 +61,7 @@ type pgConfig struct {
 	riverWorkers               int
 	sharedBuffers              string
 	keep                       bool
+	failover                   bool
 	timeout                    time.Duration
 }
 
@@ -78,6 +84,7 @@ func parsePGFlags(args []string) (pgConfig, error) {
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories, the PostgreSQL cluster's included: a short path on the disk to measure, that the postgres user can reach when the bench runs as root (default: $TMPDIR)")
 	fs.StringVar(&cfg.sharedBuffers, "shared-buffers", "128MB", "the cluster's shared_buffers")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (child logs); the cluster is always removed")
+	fs.BoolVar(&cfg.failover, "failover", true, "with more than one process, SIGKILL the leader after the measured run and time until another logs that it leads (about 6 s a round)")
 	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "upper bound for the whole run")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./bench pg [flags]\n\n")
@@ -131,6 +138,22 @@ type pgRun struct {
 	events  int     // accepted in the measured run
 	elapsed time.Duration
 	drafted int // drafts made (River: jobs completed) by the end of the run, -1: unknown
+	// writes is how many write transactions the cluster began over the
+	// measured run (transaction ids it gave out), -1: unknown.
+	writes int64
+	// failover is the time from the leader's SIGKILL to another process's
+	// "this server leads" line, lease the lease that line names; 0: not
+	// measured (one process, River, -failover=false).
+	failover, lease time.Duration
+}
+
+// writesPerEvent is the run's write transactions per accepted event,
+// "?" when unknown: below 1 when commits carry several events.
+func (r pgRun) writesPerEvent() string {
+	if r.writes < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.2f", float64(r.writes)/float64(max(r.events, 1)))
 }
 
 func (r pgRun) cpuPerEvent(cpu float64) float64 {
@@ -273,9 +296,13 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 				return fmt.Errorf("round %d, %s: %w", round, target, err)
 			}
 			all[target] = append(all[target], r)
-			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event, %s drafted meanwhile  (%s events stored once each)\n",
+			moved := ""
+			if r.failover > 0 {
+				moved = fmt.Sprintf("; leader SIGKILLed after it, another led %.2fs later (lease %v)", r.failover.Seconds(), r.lease)
+			}
+			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event, %s write transactions/event, %s drafted meanwhile  (%s events stored once each%s)\n",
 				target, thousands(int64(r.s.rate)), r.elapsed.Seconds(), ms(r.s.p50), ms(r.s.p99), ms(r.s.max),
-				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), thousands(int64(r.drafted)), thousands(int64(cfg.warmup+1+r.events)))
+				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), r.writesPerEvent(), thousands(int64(r.drafted)), thousands(int64(cfg.warmup+1+r.events)), moved)
 		}
 	}
 	for _, t := range targets {
@@ -335,7 +362,8 @@ func riverBinary(ctx context.Context, cfg pgConfig, dir string, out io.Writer) (
 }
 
 // notStarted is a process of a target that did not start: its log says
-// why (for a second handoff on one database today, the exclusive lock).
+// why (a second handoff on one database refused it before several
+// servers could share one).
 type notStarted struct {
 	which string
 	err   error
@@ -397,9 +425,14 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 	if err := checkDedup(ctx, client, url, demoChannel, tpl, round); err != nil {
 		return r, fmt.Errorf("contract check: %w%s", err, tails(children))
 	}
+	x0 := writeXID(ctx, dbURL)
 	cpu0, pg0 := childrenCPU(children), clusterCPU(clusterDir)
 	res := runLoad(ctx, client, url, tpl, 'm', round, cfg.n, cfg.c)
 	cpu1, pg1 := childrenCPU(children), clusterCPU(clusterDir)
+	r.writes = -1
+	if x1 := writeXID(ctx, dbURL); x0 >= 0 && x1 > x0 {
+		r.writes = x1 - x0 - 1 // less writeXID's own
+	}
 	r.drafted = draftedSoFar(ctx, dbURL, target)
 	if err := ctx.Err(); err != nil {
 		return r, fmt.Errorf("stopped after %d of %d requests: %w", res.sent, cfg.n, err)
@@ -418,7 +451,18 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 			r.s.errors, cfg.n, res.transportErrs, res.statuses, strings.Join(res.samples, "; "), tails(children))
 	}
 	client.CloseIdleConnections()
+	var killed *child
+	if cfg.failover && len(children) > 1 {
+		f, err := measureFailover(ctx, children)
+		if err != nil {
+			return r, fmt.Errorf("leader failover: %w%s", err, tails(children))
+		}
+		r.failover, r.lease, killed = f.took, f.lease, f.killed
+	}
 	for _, ch := range children {
+		if ch == killed {
+			continue
+		}
 		if err := ch.stop(); err != nil {
 			return r, fmt.Errorf("%w%s", err, ch.logTail())
 		}
@@ -546,6 +590,23 @@ func startProxy(children []*child, c int) (*proxy, error) {
 	return &proxy{ln: ln, srv: srv}, nil
 }
 
+// writeXID is the cluster's next transaction id, taken by a transaction
+// of its own: the difference of two is how many write transactions began
+// in between (the cluster's, but one target runs at a time), -1 when it
+// cannot be read.
+func writeXID(ctx context.Context, url string) int64 {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(context.Background())
+	var x int64
+	if err := conn.QueryRow(ctx, "select txid_current()").Scan(&x); err != nil {
+		return -1
+	}
+	return x
+}
+
 // draftedSoFar counts, while the target runs, the drafts it has made:
 // handoff's records in its drafts bucket, River's completed jobs. The
 // demo channel waits 10 s after a lead's last message before drafting
@@ -630,11 +691,11 @@ func countStored(ctx context.Context, url, target string, tpl bodyTemplate, cfg 
 func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[string][]pgRun, failed map[string]string) {
 	fmt.Fprintf(out, "\nmedian [spread] of %d rounds, %d connections\n", cfg.rounds, cfg.c)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\taccepted/s\tp50 ms\tp99 ms\tCPU µs/event\tPostgreSQL CPU µs/event")
+	fmt.Fprintln(tw, "target\taccepted/s\tp50 ms\tp99 ms\tCPU µs/event\tPostgreSQL CPU µs/event\twrite transactions/event")
 	for _, t := range targets {
 		runs := all[t]
 		if len(runs) == 0 {
-			fmt.Fprintf(tw, "%s\tnot measured: could not start\t\t\t\t\n", t)
+			fmt.Fprintf(tw, "%s\tnot measured: could not start\t\t\t\t\t\n", t)
 			continue
 		}
 		pick := func(f func(pgRun) float64) []float64 {
@@ -644,12 +705,13 @@ func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[strin
 			}
 			return xs
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t,
 			spread(pick(func(r pgRun) float64 { return r.s.rate }), "%.0f"),
 			spread(pick(func(r pgRun) float64 { return float64(r.s.p50) / 1e6 }), "%.1f"),
 			spread(pick(func(r pgRun) float64 { return float64(r.s.p99) / 1e6 }), "%.1f"),
 			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.cpu) }), "%.0f"),
-			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.pgCPU) }), "%.0f"))
+			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.pgCPU) }), "%.0f"),
+			spread(pick(func(r pgRun) float64 { return float64(r.writes) / float64(max(r.events, 1)) }), "%.2f"))
 	}
 	tw.Flush()
 
@@ -702,6 +764,34 @@ func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[strin
 			fmt.Fprintf(out, "  %d processes >= 1 process: %.2f x, %s\n", k, x, metText(x >= 1))
 		}
 	}
+	for _, k := range cfg.procs {
+		if k == 1 {
+			continue
+		}
+		t := handoffTarget(k)
+		var took []float64
+		lease := time.Duration(0)
+		for _, r := range all[t] {
+			if r.failover > 0 {
+				took = append(took, float64(r.failover))
+				lease = r.lease
+			}
+		}
+		switch {
+		case !cfg.failover:
+			fmt.Fprintf(out, "  leader failover within 2 x lease, %d processes: not measured (-failover=false)\n", k)
+		case len(took) == 0:
+			fmt.Fprintf(out, "  leader failover within 2 x lease, %d processes: not measured\n", k)
+		default:
+			secs := make([]float64, len(took))
+			for i, x := range took {
+				secs[i] = x / 1e9
+			}
+			d := durMedian(took)
+			fmt.Fprintf(out, "  leader failover within 2 x lease (%v), %d processes: %s s, %s\n",
+				2*lease, k, spread(secs, "%.2f"), metText(lease > 0 && d <= 2*lease))
+		}
+	}
 	fmt.Fprintln(out, "\nCPU: the target's processes' utime+stime over the measured run (the bench's proxy not included); PostgreSQL:")
 	fmt.Fprintln(out, "the cluster's (postmaster, backends, WAL writer, checkpointer) over the same run. Both per accepted event.")
 }
@@ -728,4 +818,115 @@ func pick99(xs []stats) []float64 {
 		out[i] = float64(s.p99)
 	}
 	return out
+}
+
+// leadMsg is the line a handoff server on a shared database logs when it
+// becomes the one that runs the scheduled work (app.shareWork), with the
+// lease (nanoseconds) within twice which the lead moves once it is gone.
+const leadMsg = "this server leads: it runs the scheduled work"
+
+// leadLine is one leadMsg line of a child's log.
+type leadLine struct {
+	at    time.Time
+	lease time.Duration
+}
+
+// leadLines reads the leadMsg lines the child has logged so far, oldest
+// first: its log file, where every line lands as the child writes it.
+func leadLines(ch *child) ([]leadLine, error) {
+	f, err := os.Open(ch.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []leadLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		b := sc.Bytes()
+		i := bytes.IndexByte(b, '{')
+		if i < 0 || !bytes.Contains(b, []byte(leadMsg)) {
+			continue
+		}
+		var rec struct {
+			Time  time.Time `json:"time"`
+			Msg   string    `json:"msg"`
+			Lease int64     `json:"lease"`
+		}
+		if json.Unmarshal(b[i:], &rec) != nil || rec.Msg != leadMsg {
+			continue
+		}
+		out = append(out, leadLine{at: rec.Time, lease: time.Duration(rec.Lease)})
+	}
+	return out, sc.Err()
+}
+
+// failover is one measured move of the lead.
+type failover struct {
+	took   time.Duration // from the leader's SIGKILL to another's leadMsg line
+	lease  time.Duration // the lease the killed leader's line named
+	killed *child
+}
+
+// leaderWait bounds the wait for the first leader: the first process
+// leads a lease after it took the lock, long before a measured run ends.
+const leaderWait = 30 * time.Second
+
+// measureFailover finds the leader of children (the one whose leadMsg
+// line is the latest), SIGKILLs it and waits for another to log leadMsg:
+// the time from the signal to that line's own time stamp (the children
+// and the bench share the clock), so the pause between two reads of the
+// logs does not count. The wait is bounded by 5 leases, at least
+// leaderWait.
+func measureFailover(ctx context.Context, children []*child) (failover, error) {
+	var f failover
+	counts := make([]int, len(children))
+	leader := -1
+	err := proc.Eventually(ctx, leaderWait, func() (bool, error) {
+		leader = -1
+		var last time.Time
+		for i, ch := range children {
+			ls, err := leadLines(ch)
+			if err != nil {
+				return false, err
+			}
+			counts[i] = len(ls)
+			if n := len(ls); n > 0 && ls[n-1].at.After(last) {
+				leader, last, f.lease = i, ls[n-1].at, ls[n-1].lease
+			}
+		}
+		return leader >= 0, nil
+	})
+	if err != nil {
+		return f, fmt.Errorf("no process logged %q: %w", leadMsg, err)
+	}
+	f.killed = children[leader]
+	t0 := time.Now()
+	if err := f.killed.Kill(); err != nil {
+		return f, fmt.Errorf("%s: %w", f.killed.name, err)
+	}
+	var by *child
+	err = proc.Eventually(ctx, max(leaderWait, 5*f.lease), func() (bool, error) {
+		for i, ch := range children {
+			if i == leader {
+				continue
+			}
+			ls, err := leadLines(ch)
+			if err != nil {
+				return false, err
+			}
+			if len(ls) > counts[i] {
+				f.took, by = ls[len(ls)-1].at.Sub(t0), ch
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return f, fmt.Errorf("no other process logged %q after %s was killed: %w", leadMsg, f.killed.name, err)
+	}
+	if f.took <= 0 {
+		return f, fmt.Errorf("%s logged %q %v before %s was killed: the lead had moved already", by.name, leadMsg, -f.took, f.killed.name)
+	}
+	return f, nil
 }
