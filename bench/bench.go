@@ -46,18 +46,44 @@ type fileSize struct {
 	size int64
 }
 
+// repoRoot is repo, or else the repository the working folder is in; its
+// error names the flag (prebuilt) that does without it.
+func repoRoot(repo, prebuilt string) (string, error) {
+	if repo != "" {
+		return repo, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	root, err := proc.Root(wd)
+	if err != nil {
+		return "", fmt.Errorf("%w; pass -repo or %s", err, prebuilt)
+	}
+	return root, nil
+}
+
+// scratch makes a run's temporary folder in dir (empty: $TMPDIR); done,
+// deferred, removes it, or with keep says where it was kept.
+func scratch(dir, prefix string, keep bool, out io.Writer) (path string, done func(), err error) {
+	path, err = os.MkdirTemp(dir, prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	if keep {
+		return path, func() { fmt.Fprintf(out, "\nkept %s\n", path) }, nil
+	}
+	return path, func() { os.RemoveAll(path) }, nil
+}
+
 // bench runs every round and prints the tables. Children and temporary
 // directories are cleaned up on every return path.
 func bench(ctx context.Context, cfg config, out io.Writer) error {
-	parent, err := os.MkdirTemp(cfg.dir, "handoff-bench-")
+	parent, done, err := scratch(cfg.dir, "handoff-bench-", cfg.keep, out)
 	if err != nil {
 		return err
 	}
-	if cfg.keep {
-		defer fmt.Fprintf(out, "\nkept %s\n", parent)
-	} else {
-		defer os.RemoveAll(parent)
-	}
+	defer done()
 	printMachine(out, cfg, parent)
 
 	bin, base := "", ""
@@ -384,15 +410,9 @@ func handoffBinary(ctx context.Context, cfg config, dir string, out io.Writer) (
 		}
 		return bin, nil
 	}
-	root := cfg.repo
-	if root == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		if root, err = proc.Root(wd); err != nil {
-			return "", fmt.Errorf("%w; pass -repo or -bin", err)
-		}
+	root, err := repoRoot(cfg.repo, "-bin")
+	if err != nil {
+		return "", err
 	}
 	bin := filepath.Join(dir, "handoff")
 	fmt.Fprintf(out, "building handoff from %s\n", root)

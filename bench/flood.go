@@ -118,13 +118,11 @@ func flood(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	parent, err := os.MkdirTemp(cfg.dir, "handoff-flood-")
+	parent, done, err := scratch(cfg.dir, "handoff-flood-", cfg.keep, out)
 	if err != nil {
 		return err
 	}
-	if !cfg.keep {
-		defer os.RemoveAll(parent)
-	}
+	defer done()
 	bin, err := handoffBinary(ctx, config{bin: cfg.bin, repo: cfg.repo}, parent, out)
 	if err != nil {
 		return err

@@ -145,15 +145,11 @@ func footprint(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	parent, err := os.MkdirTemp(cfg.dir, "handoff-footprint-")
+	parent, done, err := scratch(cfg.dir, "handoff-footprint-", cfg.keep && cfg.data == "", out)
 	if err != nil {
 		return err
 	}
-	if cfg.keep && cfg.data == "" {
-		defer fmt.Fprintf(out, "\nkept %s\n", parent)
-	} else {
-		defer os.RemoveAll(parent)
-	}
+	defer done()
 	work := cfg.data
 	if work == "" {
 		work = filepath.Join(parent, "fill")

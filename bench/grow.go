@@ -177,15 +177,11 @@ func grow(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	parent, err := os.MkdirTemp(cfg.dir, "handoff-grow-")
+	parent, done, err := scratch(cfg.dir, "handoff-grow-", cfg.keep, out)
 	if err != nil {
 		return err
 	}
-	if cfg.keep {
-		defer fmt.Fprintf(out, "\nkept %s\n", parent)
-	} else {
-		defer os.RemoveAll(parent)
-	}
+	defer done()
 	cache := cfg.data
 	if cache == "" {
 		cache = filepath.Join(parent, "fills")

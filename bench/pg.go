@@ -170,15 +170,11 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	parent, err := os.MkdirTemp(cfg.dir, "handoff-pg-bench-")
+	parent, done, err := scratch(cfg.dir, "handoff-pg-bench-", cfg.keep, out)
 	if err != nil {
 		return err
 	}
-	if cfg.keep {
-		defer fmt.Fprintf(out, "\nkept %s\n", parent)
-	} else {
-		defer os.RemoveAll(parent)
-	}
+	defer done()
 	printHost(out, parent)
 
 	bin, err := handoffBinary(ctx, config{bin: cfg.bin, repo: cfg.repo}, parent, out)
@@ -343,15 +339,9 @@ func riverBinary(ctx context.Context, cfg pgConfig, dir string, out io.Writer) (
 	if cfg.riverBin != "" {
 		return filepath.Abs(cfg.riverBin)
 	}
-	root := cfg.repo
-	if root == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", err
-		}
-		if root, err = proc.Root(wd); err != nil {
-			return "", fmt.Errorf("%w; pass -repo or -river-bin", err)
-		}
+	root, err := repoRoot(cfg.repo, "-river-bin")
+	if err != nil {
+		return "", err
 	}
 	bin := filepath.Join(dir, "river")
 	fmt.Fprintf(out, "building the River target from %s\n", filepath.Join(root, "bench", "river"))

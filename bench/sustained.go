@@ -186,15 +186,11 @@ func sustained(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	parent, err := os.MkdirTemp(cfg.dir, "handoff-sustained-")
+	parent, done, err := scratch(cfg.dir, "handoff-sustained-", cfg.keep, out)
 	if err != nil {
 		return err
 	}
-	if cfg.keep {
-		defer fmt.Fprintf(out, "\nkept %s\n", parent)
-	} else {
-		defer os.RemoveAll(parent)
-	}
+	defer done()
 	printHost(out, parent)
 	approval := "off: drafts wait for approval"
 	if cfg.autoApprove {
