@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/jsonbody"
-	"github.com/handoff/handoff/store/engine/pgengine"
 )
 
 // recordVersion is the version field of every JSON record this binary writes.
@@ -108,7 +107,7 @@ func (s *Store) UpdateIngest(ctx context.Context, es []*Encoded, fn func(tx *Tx)
 	if s.writes == nil {
 		return ErrReadOnly
 	}
-	if _, ok := s.eng.(*pgengine.DB); !ok {
+	if s.pg == nil {
 		return s.update(ctx, fn) // bbolt reads from memory: nothing to gain
 	}
 	reads := make([]readKey, 0, 3*len(es))

@@ -725,8 +725,8 @@ func ownerOf(execID string) string {
 // (pgengine's Owner): every execution it claims carries it. "" when no
 // other process shares the database.
 func (s *Store) Owner() string {
-	if db, ok := s.eng.(*pgengine.DB); ok && s.Shared() {
-		return db.Owner()
+	if s.Shared() {
+		return s.pg.Owner()
 	}
 	return ""
 }
@@ -762,15 +762,14 @@ func (s *Store) RunningOwners() (map[string]int, error) {
 // database (pgengine's Alive); every one of them on a store no other
 // process shares.
 func (s *Store) OwnersAlive(ctx context.Context, owners []string) (map[string]bool, error) {
-	db, ok := s.eng.(*pgengine.DB)
-	if !ok || !s.Shared() {
+	if !s.Shared() {
 		alive := map[string]bool{}
 		for _, o := range owners {
 			alive[o] = true
 		}
 		return alive, nil
 	}
-	return db.Alive(ctx, owners)
+	return s.pg.Alive(ctx, owners)
 }
 
 // Job returns one job by id.

@@ -36,6 +36,7 @@ func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s, err := openOn(db, "PostgreSQL schema "+db.Schema(), opts.ReadOnly)
 	if err == nil {
+		s.pg = db
 		opened.Store(s)
 	}
 	return s, err
@@ -65,7 +66,7 @@ func (s *Store) holdLost(err error) {
 // ("PostgreSQL schema NAME"), "" for a bbolt file: its backups are the
 // database's own, and what the store writes as one is a logical export.
 func (s *Store) Database() string {
-	if _, ok := s.eng.(*pgengine.DB); ok {
+	if s.pg != nil {
 		return s.path
 	}
 	return ""
@@ -75,8 +76,7 @@ func (s *Store) Database() string {
 // open beside this one (PostgreSQL): then a running job may be another
 // process's, and its start-up releases only the leases that ended.
 func (s *Store) Shared() bool {
-	db, ok := s.eng.(*pgengine.DB)
-	return ok && db.Shared() && s.writes != nil
+	return s.pg != nil && s.pg.Shared() && s.writes != nil
 }
 
 // ErrNoNotify is Listen on a database whose notifications do not reach
@@ -87,11 +87,10 @@ var ErrNoNotify = pgengine.ErrNoNotify
 // ready, until ctx ends (see pgengine's Listen); on a store no other
 // process shares it returns at once.
 func (s *Store) Listen(ctx context.Context, woke func()) error {
-	db, ok := s.eng.(*pgengine.DB)
-	if !ok || !s.Shared() {
+	if !s.Shared() {
 		return nil
 	}
-	return db.Listen(ctx, woke)
+	return s.pg.Listen(ctx, woke)
 }
 
 // LeadLease is how long the lead takes to move to another process once its
@@ -103,10 +102,9 @@ var LeadLease = pgengine.Lease(pgengine.LeadCheck)
 // time, fenced); a store no other process shares leads at once, for as
 // long as ctx lasts.
 func (s *Store) Lead(ctx context.Context, lead func(context.Context)) {
-	db, ok := s.eng.(*pgengine.DB)
-	if !ok || !s.Shared() {
+	if !s.Shared() {
 		lead(ctx)
 		return
 	}
-	db.Lead(ctx, 0, lead)
+	s.pg.Lead(ctx, 0, lead)
 }

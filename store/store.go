@@ -19,6 +19,7 @@ import (
 
 	"github.com/handoff/handoff/store/engine"
 	"github.com/handoff/handoff/store/engine/boltengine"
+	"github.com/handoff/handoff/store/engine/pgengine"
 )
 
 // Sentinel errors, checked with errors.Is.
@@ -68,6 +69,10 @@ type Store struct {
 	full atomic.Pointer[NoSpaceError]
 	// commits counts the rounds committed since the open (Commits).
 	commits atomic.Uint64
+	// pg is the engine when it is PostgreSQL's, set at open and never
+	// swapped (only a bbolt file is replaced, by a restore), so it is read
+	// without the gate that guards eng.
+	pg *pgengine.DB
 	// onLost is told when the hold on a shared database is lost (OnHoldLost).
 	lostMu sync.Mutex
 	onLost []func(error)
