@@ -403,6 +403,46 @@ const releaseEvery = 5 * time.Second
 // for jobs they committed, besides their notifications.
 const sharedPoll = time.Second
 
+// notifyEvery bounds how often the other servers' commits wake this
+// server's runner: each commit that makes a job ready notifies every
+// server, and each wake costs a look at the queue (a round trip or two),
+// so a burst of commits wakes it once at once and once more at the end
+// of the interval, not once a commit.
+const notifyEvery = 25 * time.Millisecond
+
+// coalesce returns a signal that calls fn at once, and then at most once
+// every interval for all the signals given meanwhile, until ctx ends: a
+// signal is never lost, only merged with the others of its interval. Its
+// goroutine joins wg.
+func coalesce(ctx context.Context, wg *sync.WaitGroup, every time.Duration, fn func()) func() {
+	pending := make(chan struct{}, 1)
+	wg.Go(func() {
+		pause := time.NewTimer(every)
+		pause.Stop()
+		defer pause.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-pending:
+			}
+			fn()
+			pause.Reset(every)
+			select {
+			case <-ctx.Done():
+				return
+			case <-pause.C:
+			}
+		}
+	})
+	return func() {
+		select {
+		case pending <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // poll is the runner's Options.Poll for st.
 func poll(st *store.Store) time.Duration {
 	if st.Shared() {
@@ -419,8 +459,9 @@ func poll(st *store.Store) time.Duration {
 // within store.LeadLease once its leader is gone.
 func (a *App) shareWork(ctx context.Context) {
 	a.log.Info("this server shares its database with the others on it", slog.String("owner", a.st.Owner()))
+	woke := coalesce(ctx, &a.bg, notifyEvery, a.runner.Wake)
 	a.bg.Go(func() {
-		if err := a.st.Listen(ctx, a.runner.Wake); err != nil {
+		if err := a.st.Listen(ctx, woke); err != nil {
 			a.log.Warn(err.Error(), slog.Duration("poll", sharedPoll))
 		}
 	})
