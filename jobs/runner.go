@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -299,15 +301,10 @@ func (r *Runner) ReleaseGone(ctx context.Context) error {
 		}
 	}
 	r.goneMu.Unlock()
+	// A released server runs nothing any more: the next call forgets it.
 	reaped, err := r.st.ReleaseOwners(ctx, r.opt.Now(), release)
 	if len(reaped) > 0 {
-		var names []string
-		for o := range release {
-			names = append(names, o)
-			r.goneMu.Lock()
-			delete(r.gone, o)
-			r.goneMu.Unlock()
-		}
+		names := slices.Sorted(maps.Keys(release))
 		r.opt.Logger.Warn("released the jobs of servers that no longer hold the database", "jobs", len(reaped), "servers", names)
 		r.logReapedDiscards(reaped)
 		r.Wake()
