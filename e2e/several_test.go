@@ -262,21 +262,26 @@ func severalUnderFaults(t *testing.T, dbURL, done string, pgFault func() error) 
 	if len(box.Messages) != total {
 		t.Errorf("the sandbox received %d messages; want %d, one per message", len(box.Messages), total)
 	}
-	// The killed server's job: an attempt of its own released before its
-	// lease could end (lease_expired), then completed by another server.
-	var attempts []string
-	for _, j := range final[runningKey].Jobs {
-		for _, a := range j.Attempts {
-			attempts = append(attempts, a.Outcome)
+	// The killed server's jobs: attempts of its own released before their
+	// leases could end (lease_expired), each job then completed by another
+	// execution (every job is completed, above). Not only the job seen
+	// running before the kill: that one may have finished in the moment
+	// between the look and the SIGKILL, while its server, busy with the
+	// burst's backlog, had taken others.
+	released := 0
+	for _, tl := range final {
+		for _, j := range tl.Jobs {
+			for _, a := range j.Attempts {
+				if a.Outcome == outcomeLeaseExpired && ownedBy(servers, victim, a.ExecutionID) {
+					released++
+				}
+			}
 		}
 	}
-	released := false
-	for _, o := range attempts {
-		released = released || o == outcomeLeaseExpired
+	if released == 0 {
+		t.Errorf("no attempt of the killed server %d was released (%s); it was running the job of %s just before the kill", victim, outcomeLeaseExpired, runningKey)
 	}
-	if !released {
-		t.Errorf("the job of %s, running on the killed server, has attempts %v; want one released (%s)", runningKey, attempts, outcomeLeaseExpired)
-	}
+	t.Logf("%d attempts of the killed server were released and run again elsewhere", released)
 	for _, s := range servers {
 		s.stopCleanly()
 	}
