@@ -109,10 +109,15 @@ func (p *SMTPCut) session(client net.Conn, upstream string) {
 						inData = false
 						dotSeen.Store(true)
 					} else if i >= 0 && i+5 > len(tail) {
+						// The client's side closes before the final dot goes
+						// up, so the server's answer, however quick, has no
+						// connection to come back on (closing both after the
+						// write let a fast "250" through now and then).
 						end := i + 5 - len(tail)
+						client.Close()
 						_, _ = server.Write(chunk[:end])
 						p.cuts.Add(1)
-						return // both closed by the defers: the answer never comes back
+						return
 					}
 				}
 				if len(seen) > 8 {
