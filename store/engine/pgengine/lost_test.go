@@ -19,15 +19,20 @@ import (
 )
 
 // cutter is a proxy in front of the test server that, once armed, cuts
-// the first connection that sends COMMIT: before passing it on ("before",
-// so the server never commits) or once the server has answered it
-// ("after": committed, the answer never delivered).
+// the first connection that sends a given key: a write transaction's
+// buffered writes go with its COMMIT in one batch, so that is the COMMIT
+// (whose text a connection's statement cache sends only once). It cuts
+// before passing it on ("before", so the server never commits) or once
+// the server has answered it ("after": committed, the answer never
+// delivered).
 type cutter struct {
 	ln    net.Listener
 	dial  func() (net.Conn, error)
-	armed atomic.Pointer[string]
+	armed atomic.Pointer[armed]
 	cut   chan struct{}
 }
+
+type armed struct{ mode, key string }
 
 func newCutter(t *testing.T) (*cutter, string) {
 	t.Helper()
@@ -95,9 +100,9 @@ func (c *cutter) serve(client net.Conn) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := client.Read(buf)
-		if n > 0 && bytes.Contains(buf[:n], []byte("commit\x00")) {
-			if mode := c.armed.Swap(nil); mode != nil {
-				if *mode == "before" {
+		if a := c.armed.Load(); n > 0 && a != nil && bytes.Contains(buf[:n], []byte(a.key)) {
+			if c.armed.CompareAndSwap(a, nil) {
+				if a.mode == "before" {
 					c.cut <- struct{}{}
 					return // both closed unforwarded: the server rolls back
 				}
@@ -115,7 +120,7 @@ func (c *cutter) serve(client net.Conn) {
 	}
 }
 
-func (c *cutter) arm(mode string) { c.armed.Store(&mode) }
+func (c *cutter) arm(mode, key string) { c.armed.Store(&armed{mode, key}) }
 
 // A connection lost after COMMIT reached the server but before its answer
 // came back: Update asks the server on another connection and reports the
@@ -152,7 +157,7 @@ func TestCommitAnswerLost(t *testing.T) {
 	if err := put("setup"); err != nil {
 		t.Fatal(err)
 	}
-	proxy.arm("after")
+	proxy.arm("after", "answer-lost")
 	if err := put("answer-lost"); err != nil {
 		t.Errorf("Update whose COMMIT was answered but the answer lost = %v; want nil (it committed)", err)
 	}
@@ -160,7 +165,7 @@ func TestCommitAnswerLost(t *testing.T) {
 	if v := get("answer-lost"); string(v) != "v" {
 		t.Errorf("answer-lost = %q; want the committed v", v)
 	}
-	proxy.arm("before")
+	proxy.arm("before", "never-sent")
 	if err := put("never-sent"); err == nil {
 		t.Error("Update whose COMMIT never reached the server = nil; want the failure")
 	} else {

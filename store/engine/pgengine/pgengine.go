@@ -49,6 +49,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -118,6 +119,10 @@ type DB struct {
 	notify  map[string]bool // Options.Notify's buckets
 	channel string          // the schema's channel (notify.go)
 	owner   string          // Owner, or "" unless Shared
+	// trips counts the round trips of transactions to the server (a
+	// statement, or a batch of them): what the tests of Prefetch and of
+	// the commit's batch count.
+	trips atomic.Int64
 }
 
 var (
@@ -284,12 +289,7 @@ func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 		t.end(ctx, "rollback")
 		return c, ferr
 	}
-	t.flushAll(ctx)
-	if t.err != nil {
-		t.end(ctx, "rollback")
-		return c, t.err
-	}
-	return c, t.end(ctx, "commit")
+	return c, t.commit(ctx)
 }
 
 // begin opens a transaction on a pooled connection: for a write, under the
@@ -312,6 +312,7 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 	}
 	b.Queue("select name, tbl from handoff_buckets")
 	err = func() error {
+		d.trips.Add(1)
 		br := conn.SendBatch(ctx, b)
 		defer br.Close()
 		if _, err := br.Exec(); err != nil {
@@ -441,6 +442,9 @@ type tx struct {
 	allocated int64 // the bytes of keys and values written
 	xid       int64 // a write's transaction id (txid_current)
 	notify    bool  // a bucket of Options.Notify was written
+	// wanting is the buckets whose want is not empty, in the order
+	// Prefetch was first given each.
+	wanting []*bucket
 }
 
 // fail records the transaction's first failure and returns it.
@@ -470,6 +474,7 @@ func (t *tx) end(ctx context.Context, how string) error {
 		conn.Release()
 		return nil
 	}
+	t.db.trips.Add(1)
 	tag, err := conn.Exec(ctx, how)
 	if err == nil && how == "commit" && tag.String() != "COMMIT" {
 		// A transaction aborted on the server answers COMMIT with ROLLBACK.
@@ -492,6 +497,68 @@ func (t *tx) end(ctx context.Context, how string) error {
 	}
 	conn.Release()
 	return nil
+}
+
+// commit sends the writes still buffered, the notification of a ready
+// job and COMMIT in one round trip, and gives the connection back. A
+// statement refused before the COMMIT leaves the transaction aborted on
+// the server, the COMMIT skipped: it is rolled back and its error
+// returned. No answer at all (the connection lost) may still be a commit:
+// the outcome is asked, as for a lone COMMIT.
+func (t *tx) commit(ctx context.Context) error {
+	b := &pgx.Batch{}
+	for _, bk := range t.buckets {
+		if len(bk.pending) > 0 {
+			bk.queueFlush(b)
+		}
+	}
+	if t.notify {
+		b.Queue("select pg_notify($1, '')", t.db.channel)
+		t.notify = false
+	}
+	writes := b.Len()
+	b.Queue("commit")
+	conn := t.conn
+	t.db.trips.Add(1)
+	br := conn.SendBatch(ctx, b)
+	var err error
+	for i := 0; i < writes && err == nil; i++ {
+		_, err = br.Exec()
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var pe *pgconn.PgError
+	switch {
+	case err == nil && tag.String() == "COMMIT":
+		t.conn = nil
+		conn.Release()
+		return nil
+	case err == nil:
+		// A transaction aborted on the server answers COMMIT with ROLLBACK.
+		t.conn = nil
+		conn.Release()
+		return fmt.Errorf("pgengine: the transaction was rolled back by the server (%s)", tag)
+	case errors.As(err, &pe):
+		// The server refused a write (or the COMMIT itself): nothing of
+		// the transaction committed.
+		t.fail(fmt.Errorf("pgengine: write: %w", err))
+		if conn.Conn().PgConn().TxStatus() == 'I' {
+			t.conn = nil
+			conn.Release()
+			return t.err
+		}
+		t.end(ctx, "rollback")
+		return t.err
+	}
+	t.conn = nil
+	conn.Conn().Close(ctx) // the pool drops a closed connection
+	conn.Release()
+	return t.db.outcome(ctx, t.xid, err)
 }
 
 // outcomeWait bounds how long outcome waits for a transaction the server
@@ -656,6 +723,7 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch, flushed []*bucket) {
 	if b.Len() == 0 || t.err != nil {
 		return
 	}
+	t.db.trips.Add(1)
 	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
 		t.fail(fmt.Errorf("pgengine: write: %w", err))
 		return
@@ -689,6 +757,10 @@ type bucket struct {
 	// whose batch is older reads again.
 	gen  uint64
 	dead bool // deleted in this transaction
+	// want is the keys Prefetch was given and has not read yet: they
+	// are read, with every other bucket's, at the transaction's next
+	// Get that asks the server.
+	want [][]byte
 }
 
 func (b *bucket) Get(key []byte) []byte {
@@ -705,7 +777,15 @@ func (b *bucket) Get(key []byte) []byte {
 	if v, ok := b.read[string(key)]; ok {
 		return v
 	}
+	if len(t.wanting) > 0 {
+		// What was prefetched is read now, this key with it: one round
+		// trip for every bucket's.
+		b.wants([][]byte{key})
+		t.readAhead()
+		return b.read[string(key)]
+	}
 	var v []byte
+	t.db.trips.Add(1)
 	err := t.conn.QueryRow(context.Background(), b.sql.get, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		b.remember(key, nil)
@@ -730,20 +810,97 @@ func (b *bucket) remember(key, v []byte) {
 	b.read[string(key)] = v
 }
 
-// Prefetch reads the keys of bucket name that this transaction has
-// neither written nor read yet, in one round trip, for the Gets that
-// follow (engine.Prefetcher). A bucket that does not exist, or a failed
-// transaction, reads nothing; a failed read fails the transaction as a
-// Get's would.
+// Prefetch declares keys of bucket name that the Gets to follow will
+// read (engine.Prefetcher): the transaction's next Get that must ask the
+// server reads them, and those of every other bucket declared, in one
+// round trip; keys written or read meanwhile are not read again. Under
+// the writers' lock no other writer commits meanwhile, so reading them
+// later reads what reading them now would. A bucket that does not exist,
+// or a failed transaction, reads nothing; a failed read fails the
+// transaction as a Get's would.
 func (t *tx) Prefetch(name []byte, keys [][]byte) {
 	b, ok := t.buckets[string(name)]
 	if !ok || b.dead || t.err != nil {
 		return
 	}
-	var want [][]byte
-	seen := map[string]bool{}
+	b.wants(keys)
+}
+
+// wants adds copies of keys to the keys b will read ahead.
+func (b *bucket) wants(keys [][]byte) {
 	for _, k := range keys {
-		if len(k) == 0 || seen[string(k)] {
+		if len(k) == 0 {
+			continue
+		}
+		if len(b.want) == 0 {
+			b.t.wanting = append(b.t.wanting, b)
+		}
+		b.want = append(b.want, bytes.Clone(k))
+	}
+}
+
+// readAhead reads every bucket's wanted keys that are neither written nor
+// read yet, in one batch of one query a bucket.
+func (t *tx) readAhead() {
+	wanting := t.wanting
+	t.wanting = nil
+	batch := &pgx.Batch{}
+	var asked []*bucket
+	var keys [][][]byte
+	for _, b := range wanting {
+		want := b.unread()
+		b.want = nil
+		if len(want) == 0 || b.dead {
+			continue
+		}
+		batch.Queue(b.sql.many, want)
+		asked, keys = append(asked, b), append(keys, want)
+	}
+	if t.err != nil || len(asked) == 0 {
+		return
+	}
+	t.db.trips.Add(1)
+	br := t.conn.SendBatch(context.Background(), batch)
+	defer br.Close()
+	for i, b := range asked {
+		rows, err := br.Query()
+		if err != nil {
+			t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+			return
+		}
+		found := map[string][]byte{}
+		for rows.Next() {
+			var k, v []byte
+			if err := rows.Scan(&k, &v); err != nil {
+				rows.Close()
+				t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+				return
+			}
+			if v == nil {
+				v = []byte{}
+			}
+			found[string(k)] = v
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+			return
+		}
+		for _, k := range keys[i] {
+			b.remember(k, found[string(k)])
+		}
+	}
+	if err := br.Close(); err != nil {
+		t.fail(fmt.Errorf("pgengine: read: %w", err))
+	}
+}
+
+// unread is b.want without repeats and without the keys written or read.
+func (b *bucket) unread() [][]byte {
+	var out [][]byte
+	seen := make(map[string]bool, len(b.want))
+	for _, k := range b.want {
+		if seen[string(k)] {
 			continue
 		}
 		seen[string(k)] = true
@@ -753,37 +910,9 @@ func (t *tx) Prefetch(name []byte, keys [][]byte) {
 		if _, ok := b.read[string(k)]; ok {
 			continue
 		}
-		want = append(want, k)
+		out = append(out, k)
 	}
-	if len(want) == 0 {
-		return
-	}
-	rows, err := t.conn.Query(context.Background(), b.sql.many, want)
-	if err != nil {
-		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
-		return
-	}
-	found := map[string][]byte{}
-	for rows.Next() {
-		var k, v []byte
-		if err := rows.Scan(&k, &v); err != nil {
-			rows.Close()
-			t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
-			return
-		}
-		if v == nil {
-			v = []byte{}
-		}
-		found[string(k)] = v
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
-		return
-	}
-	for _, k := range want {
-		b.remember(k, found[string(k)])
-	}
+	return out
 }
 
 // ErrKeyRequired and the others are the refusals of Put, as bbolt's.
@@ -889,6 +1018,7 @@ func (b *bucket) Stats() engine.BucketStats {
 		return engine.BucketStats{}
 	}
 	var n int64
+	t.db.trips.Add(1)
 	if err := t.conn.QueryRow(context.Background(), b.sql.count).Scan(&n); err != nil {
 		t.fail(fmt.Errorf("pgengine: count bucket %q: %w", b.name, err))
 		return engine.BucketStats{}
@@ -941,6 +1071,7 @@ func (c *cursor) fetch(query string, arg []byte, dir int, grow bool) ([]byte, []
 	if arg != nil {
 		args = append(args, arg)
 	}
+	t.db.trips.Add(1)
 	rows, err := t.conn.Query(context.Background(), query, args...)
 	if err != nil {
 		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -955,6 +956,84 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// TestRoundTrips counts what one write transaction asks of the server:
+// the keys prefetched in several buckets are read, with the first Get's,
+// in one round trip; later Gets of them in none; and the buffered writes
+// go with the COMMIT in one more.
+func TestRoundTrips(t *testing.T) {
+	db := open(t)
+	other := []byte("other")
+	if _, err := db.Update(func(tx engine.Tx) error {
+		o, err := tx.CreateBucketIfNotExists(other)
+		if err != nil {
+			return err
+		}
+		for _, k := range []string{"a", "b"} {
+			if err := tx.Bucket(bk).Put([]byte(k), []byte("in b "+k)); err != nil {
+				return err
+			}
+			if err := o.Put([]byte(k), []byte("in other "+k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var read, afterReads int64
+	before := db.Trips()
+	if _, err := db.Update(func(tx engine.Tx) error {
+		p := tx.(engine.Prefetcher)
+		p.Prefetch(bk, [][]byte{[]byte("a"), []byte("b")})
+		p.Prefetch(other, [][]byte{[]byte("a"), []byte("b"), []byte("absent")})
+		b, o := tx.Bucket(bk), tx.Bucket(other)
+		read = db.Trips()
+		want := map[string]string{}
+		got := map[string]string{}
+		for _, k := range []string{"a", "b", "c"} {
+			got["b/"+k] = string(b.Get([]byte(k)))
+			got["other/"+k] = string(o.Get([]byte(k)))
+		}
+		for _, k := range []string{"a", "b"} {
+			want["b/"+k], want["other/"+k] = "in b "+k, "in other "+k
+		}
+		want["b/c"], want["other/c"] = "", ""
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Gets after Prefetch = %v; want %v", got, want)
+		}
+		afterReads = db.Trips()
+		if err := b.Put([]byte("c"), []byte("new")); err != nil {
+			return err
+		}
+		return o.Delete([]byte("a"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The begin (lock, catalog); the prefetched keys with the first Get's
+	// ("a" of b); "c" of b, which was not prefetched; "c" of other, the
+	// same; then the writes with the COMMIT.
+	if n := read - before; n != 1 {
+		t.Errorf("the begin took %d round trips; want 1", n)
+	}
+	if n := afterReads - read; n != 3 {
+		t.Errorf("six Gets after prefetching two buckets took %d round trips; want 3 (the prefetch with the first, one for each key not prefetched)", n)
+	}
+	if n := db.Trips() - afterReads; n != 1 {
+		t.Errorf("the writes and the COMMIT took %d round trips; want 1", n)
+	}
+	if err := db.View(func(tx engine.Tx) error {
+		if v := tx.Bucket(bk).Get([]byte("c")); string(v) != "new" {
+			t.Errorf("after the commit b/c = %q; want new", v)
+		}
+		if v := tx.Bucket(other).Get([]byte("a")); v != nil {
+			t.Errorf("after the commit other/a = %q; want deleted", v)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Prefetch reads many keys in one go for the Gets that follow; a Get
 // answers what the transaction wrote since (Put, Delete) over what was
 // prefetched, and a key prefetched as absent reads absent until written.
@@ -981,9 +1060,13 @@ func TestPrefetch(t *testing.T) {
 		}
 		p.Prefetch(bk, [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("absent"), []byte("a"), nil})
 		p.Prefetch([]byte("no such bucket"), [][]byte{[]byte("a")})
-		// The rows change behind the transaction: a prefetched key answers
-		// what was read (no other writer commits under the writers' lock;
-		// this one is the test's, past the lock).
+		// The first Get reads what was prefetched; then the rows change
+		// behind the transaction: a prefetched key answers what was read
+		// (no other writer commits under the writers' lock; this one is
+		// the test's, past the lock).
+		if got := string(b.Get([]byte("b"))); got != "old b" {
+			t.Errorf("the first Get after Prefetch = %q; want old b", got)
+		}
 		pgtest.Exec(t, fmt.Sprintf("delete from %s.%s", db.Schema(), tableOf(t, db, string(bk))))
 		for k, want := range map[string]string{"a": "old a", "b": "old b", "c": "new c", "absent": ""} {
 			if got := string(b.Get([]byte(k))); got != want {
