@@ -80,6 +80,7 @@ type demo struct {
 	next   int               // numbers the test's own messages
 	claims map[string]string // key -> the last claim id
 	bulk   string            // the last bulk replay's id
+	pool   [][2]string       // drafted leads not yet used: draft id, event key
 }
 
 // api calls the demo with the token and decodes a JSON answer into out.
@@ -114,34 +115,55 @@ func (d *demo) draft() string {
 }
 
 // waiting is draft that also returns the event's key: a lead of its own,
-// waiting for a reply.
+// waiting for a reply. The demo drafts a lead after its 10 s quiet
+// period, so leads are made a batch at a time and waited for together.
 func (d *demo) waiting() (string, string) {
 	d.t.Helper()
-	d.next++
-	key := fmt.Sprintf("demo:readme-%d", d.next)
-	body := fmt.Sprintf(`{"id":"readme-%d","from":"+1555000%04d","name":"Ada","text":"Hi"}`, d.next, d.next)
-	if code := d.api("POST", "/hooks/demo", body, nil); code != http.StatusAccepted {
-		d.t.Fatalf("POST /hooks/demo: %d", code)
+	if len(d.pool) == 0 {
+		d.pool = d.leads(8)
 	}
-	var id string
+	l := d.pool[0]
+	d.pool = d.pool[1:]
+	return l[0], l[1]
+}
+
+// leads sends n messages, each from a lead of its own, and returns each
+// one's draft id and event key once the template drafter has written them.
+func (d *demo) leads(n int) [][2]string {
+	d.t.Helper()
+	out := make([][2]string, n)
+	for k := range out {
+		d.next++
+		out[k][1] = fmt.Sprintf("demo:readme-%d", d.next)
+		body := fmt.Sprintf(`{"id":"readme-%d","from":"+1555000%04d","name":"Ada","text":"Hi"}`, d.next, d.next)
+		if code := d.api("POST", "/hooks/demo", body, nil); code != http.StatusAccepted {
+			d.t.Fatalf("POST /hooks/demo: %d", code)
+		}
+	}
 	err := proc.Eventually(context.Background(), 30*time.Second, func() (bool, error) {
-		var tl struct {
-			Draft *struct {
-				ID string `json:"id"`
-			} `json:"draft"`
+		for k := range out {
+			if out[k][0] != "" {
+				continue
+			}
+			var tl struct {
+				Draft *struct {
+					ID string `json:"id"`
+				} `json:"draft"`
+			}
+			if code := d.api("GET", "/api/v1/events/"+out[k][1], "", &tl); code != http.StatusOK {
+				return false, fmt.Errorf("GET the timeline of %s: %d", out[k][1], code)
+			}
+			if tl.Draft == nil {
+				return false, nil
+			}
+			out[k][0] = tl.Draft.ID
 		}
-		if code := d.api("GET", "/api/v1/events/"+key, "", &tl); code != http.StatusOK {
-			return false, fmt.Errorf("GET the timeline of %s: %d", key, code)
-		}
-		if tl.Draft != nil {
-			id = tl.Draft.ID
-		}
-		return id != "", nil
+		return true, nil
 	})
 	if err != nil {
-		d.t.Fatalf("no draft for %s: %v", key, err)
+		d.t.Fatalf("no draft for every one of %d new leads: %v", n, err)
 	}
-	return id, key
+	return out
 }
 
 // approved approves a new draft and returns its id.

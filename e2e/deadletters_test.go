@@ -23,6 +23,7 @@ channels:
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     provider: stall
     auto_approve: true
+    coalesce: 0s # one message a lead: no turn to wait for
 providers:
   - {name: stall, kind: sandbox, timeout_after_accept: true, lookup: false}
 retry: {base_delay: 100ms, max_delay: 1s}

@@ -24,6 +24,7 @@ channels:
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     provider: slow
     auto_approve: true
+    coalesce: 0s # one message a lead: no turn to wait for
 providers:
   - {name: slow, kind: sandbox, delay: 2s}
 retry: {base_delay: 100ms, max_delay: 1s}
@@ -256,6 +257,7 @@ channels:
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     provider: accepts
     auto_approve: true
+    coalesce: 0s # one message a lead: no turn to wait for
 providers:
   - {name: accepts, kind: sandbox, timeout_after_accept: true}
 retry: {base_delay: 4s, max_delay: 4s}
@@ -371,6 +373,7 @@ channels:
   - name: demo
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     provider: fake
+    coalesce: 0s # one message a lead: no turn to wait for
 providers:
   - name: fake
     kind: http

@@ -35,6 +35,7 @@ channels:
     receipts: {items: /statuses/*, id: /statuses/*/id, status: /statuses/*/status}
     provider: out
     auto_approve: true
+    coalesce: 0s # one message a lead: no turn to wait for
 providers:
   - {name: out, kind: %s, api_base: "%s", timeout: 5s, %s}
 retry: {max_attempts: 10, base_delay: 50ms, max_delay: 200ms}
@@ -186,6 +187,7 @@ channels:
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     provider: mail
     auto_approve: true
+    coalesce: 0s # one message a lead: no turn to wait for
 providers:
   - {name: mail, kind: smtp, host: "%s", port: %s, tls: none, from: "Agency <hello@agency.example>",
      timeout: 5s, lookup_url: "%s", lookup_settle: 1s}
@@ -310,6 +312,7 @@ channels:
     preset: mailgun
     provider: mail
     auto_approve: true
+    coalesce: 0s # one message a lead: no turn to wait for
 providers:
   - {name: mail, kind: smtp, host: "%s", port: %s, tls: none, from: "Agency <hello@agency.example>", timeout: 5s}
 `, host, port))

@@ -209,6 +209,7 @@ channels:
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     provider: remote
     auto_approve: true
+    coalesce: 0s # one message a lead: no turn to wait for
 providers:
   - name: remote
     kind: http

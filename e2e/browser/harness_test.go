@@ -86,13 +86,22 @@ type server struct {
 }
 
 // startServer creates users, then starts `handoff serve` on a fresh data
-// folder (the zero-config demo: channel demo, template drafter, sandbox
-// provider) and waits until it listens and /readyz answers 200. It is
+// folder (the zero-config demo, channel demo, template drafter, sandbox
+// provider, without its quiet period: demoConfig) and waits until it listens and /readyz answers 200. It is
 // stopped with SIGTERM when the test ends.
 func startServer(t *testing.T, users ...user) *server {
 	t.Helper()
-	return startConfigured(t, "", users...)
+	return startConfigured(t, demoConfig, users...)
 }
+
+// demoConfig is the zero-config demo's channel without its quiet period:
+// each message drafted at once, so that no test waits 10 s for a turn
+// that is one message long.
+const demoConfig = `channels:
+  - name: demo
+    fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
+    coalesce: 0s
+`
 
 // startConfigured is startServer with the configuration file config ("":
 // the zero-config demo).

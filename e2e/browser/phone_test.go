@@ -98,10 +98,12 @@ const phoneConfig = `channels:
   - name: demo
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     provider: refuse
+    coalesce: 0s
   - name: stall
     fields: {message_id: /id, conversation_id: /conversation_id, contact: /from, name: /name, text: /text}
     provider: stall
     auto_approve: true
+    coalesce: 0s
 providers:
   - {name: refuse, kind: sandbox, fail: permanent}
   - {name: stall, kind: sandbox, timeout_after_accept: true, lookup: false}
