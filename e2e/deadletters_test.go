@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // stallConfig auto-approves every draft of the demo channel to a sandbox
@@ -108,16 +108,7 @@ func dxParked(t *testing.T, i *instance, key string, n int) dlvOutbox {
 // provider under the same reference, which refuses the repeat visibly.
 func TestDeadLetterReplayNeedsConfirmation(t *testing.T) {
 	inst := startInstance(t, stallConfig)
-	body, _ := json.Marshal(map[string]string{"id": "dx-1", "conversation_id": "+15550009999", "from": "+15550009999", "name": "Ada", "text": "hi"})
-	resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST /hooks/demo: %d, want 202", resp.StatusCode)
-	}
+	inst.mustPostBody(corpus.Message(1, "dx-1", "+15550009999", "+15550009999")) // the emoji text, pretty-printed
 	row := dxParked(t, inst, "demo:dx-1", 1)
 	if msgs := dxSandbox(t, inst, row.ID); len(msgs) != 1 || msgs[0].Repeats != 0 {
 		t.Fatalf("sandbox before any replay: %+v, want the one accepted message", msgs)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 	"github.com/handoff/handoff/testkit/standin"
 )
 
@@ -197,15 +198,7 @@ retry: {max_attempts: 10, base_delay: 50ms, max_delay: 200ms}
 	for k := range n {
 		id := fmt.Sprintf("pv-smtp-%02d", k)
 		events[k] = "demo:" + id
-		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": fmt.Sprintf("lead-%02d", k), "from": fmt.Sprintf("lead%02d@lead.example", k), "name": "Ada", "text": "hi"})
-		resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("POST /hooks/demo %s: %d", id, resp.StatusCode)
-		}
+		inst.mustPostBody(corpus.Message(10+k, id, fmt.Sprintf("lead-%02d", k), fmt.Sprintf("lead%02d@lead.example", k)))
 	}
 	testkit.Eventually(t, 30*time.Second, func() bool { return proxy.Holding() > 0 }, "an answer the proxy holds")
 	inst.kill()

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/handoff/handoff/proc"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // What lies below handoff's own retries can resend too: Go's http.Transport
@@ -218,7 +218,8 @@ providers:
 `, base, providerKeys, retry)
 }
 
-// rsPostHooks delivers n new messages, each from its own lead, and returns
+// rsPostHooks delivers n new messages of the corpus, each from its own
+// lead, and returns
 // their event keys.
 func rsPostHooks(t *testing.T, inst *instance, prefix string, n int) []string {
 	t.Helper()
@@ -227,16 +228,7 @@ func rsPostHooks(t *testing.T, inst *instance, prefix string, n int) []string {
 		id := fmt.Sprintf("%s-%02d", prefix, k)
 		conv := fmt.Sprintf("+1555060%04d", k)
 		keys[k] = "demo:" + id
-		body, _ := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "hi"})
-		resp, err := inst.client.Post(inst.cur().URL()+"/hooks/demo", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatalf("POST /hooks/demo %s: %v", id, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("POST /hooks/demo %s: %d, want 202", id, resp.StatusCode)
-		}
+		inst.mustPostBody(corpus.Message(k, id, conv, conv)) // mixed layouts and texts
 	}
 	return keys
 }

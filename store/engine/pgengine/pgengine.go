@@ -31,8 +31,10 @@
 //
 // Writes are buffered in the transaction and sent in one round trip of
 // set-based statements before the next read of the bucket that needs
-// them (a cursor, a count) and at commit; Get answers from the buffer
-// first, so a transaction always reads its own writes. Cursors fetch their
+// them (a cursor, a count), and at commit in one batch with the COMMIT;
+// Get answers from the buffer first, so a transaction always reads its
+// own writes. Keys declared by Prefetch, in any bucket, are read together
+// at the next Get that asks the server. Cursors fetch their
 // rows in growing batches, and one whose bucket was written since its last
 // batch reads again from the key it stands on.
 package pgengine
