@@ -547,13 +547,10 @@ func (t *tx) commit(ctx context.Context) error {
 		return fmt.Errorf("pgengine: the transaction was rolled back by the server (%s)", tag)
 	case errors.As(err, &pe):
 		// The server refused a write (or the COMMIT itself): nothing of
-		// the transaction committed.
+		// the transaction committed. The ROLLBACK ends it when a write
+		// was refused (after a refused COMMIT it is a no-op), and a
+		// standby's connection is closed instead (end).
 		t.fail(fmt.Errorf("pgengine: write: %w", err))
-		if conn.Conn().PgConn().TxStatus() == 'I' {
-			t.conn = nil
-			conn.Release()
-			return t.err
-		}
 		t.end(ctx, "rollback")
 		return t.err
 	}

@@ -1096,3 +1096,46 @@ func TestPrefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommitBatchRefused: a buffered write the server refuses in the
+// commit's batch (its table dropped behind the transaction) skips the
+// COMMIT: Update returns the refusal, nothing of the transaction is
+// kept, and the connection goes back to the pool usable.
+func TestCommitBatchRefused(t *testing.T) {
+	db := open(t)
+	gone := []byte("gone")
+	if _, err := db.Update(func(tx engine.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(gone)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tbl := tableOf(t, db, string(gone))
+	_, err := db.Update(func(tx engine.Tx) error {
+		if err := tx.Bucket(bk).Put([]byte("kept?"), []byte("no")); err != nil {
+			return err
+		}
+		if err := tx.Bucket(gone).Put([]byte("k"), []byte("v")); err != nil {
+			return err
+		}
+		pgtest.Exec(t, fmt.Sprintf("drop table %s.%s", db.Schema(), tbl))
+		return nil
+	})
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42P01" {
+		t.Fatalf("Update whose buffered write's table was dropped = %v; want the server's undefined_table (42P01)", err)
+	}
+	for range 3 { // more than the connections the pool has idle: each must be clean
+		if err := db.View(func(tx engine.Tx) error {
+			if v := tx.Bucket(bk).Get([]byte("kept?")); v != nil {
+				t.Errorf("a write of the refused transaction was kept: %q", v)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("a read after the refused commit: %v", err)
+		}
+		if _, err := db.Update(func(tx engine.Tx) error { return tx.Bucket(bk).Put([]byte("after"), []byte("ok")) }); err != nil {
+			t.Fatalf("a write after the refused commit: %v", err)
+		}
+	}
+}
