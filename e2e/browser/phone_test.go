@@ -27,6 +27,18 @@ const (
 	desktopWidth, desktopHeight = 1366, 900
 )
 
+// passes are the widths and colour schemes a page is held to the page
+// rules at: a phone, a desktop, and the phone in dark mode.
+var passes = []struct {
+	name          string
+	width, height int64
+	mobile, dark  bool
+}{
+	{"phone", phoneWidth, phoneHeight, true, false},
+	{"desktop", desktopWidth, desktopHeight, false, false},
+	{"phone-dark", phoneWidth, phoneHeight, true, true},
+}
+
 // axeSource is axe-core, vendored from npm (testdata/README.md): the
 // browser test injects it into each page it opens.
 //
@@ -175,15 +187,7 @@ func TestEveryPageFitsAPhone(t *testing.T) {
 		}
 	}
 
-	for _, pass := range []struct {
-		name          string
-		width, height int64
-		mobile, dark  bool
-	}{
-		{"phone", phoneWidth, phoneHeight, true, false},
-		{"desktop", desktopWidth, desktopHeight, false, false},
-		{"phone-dark", phoneWidth, phoneHeight, true, true},
-	} {
+	for _, pass := range passes {
 		b.viewport(pass.width, pass.height, pass.mobile, pass.dark)
 		for _, p := range pages {
 			b.checkPage(pass.name, int(pass.width), s.url+p)

@@ -36,15 +36,7 @@ func TestBackupsPageOnPostgres(t *testing.T) {
 
 	b := newBrowser(t)
 	b.login(s.url, admin, "/backups", "#backup-database")
-	for _, pass := range []struct {
-		name          string
-		width, height int64
-		mobile, dark  bool
-	}{
-		{"phone", phoneWidth, phoneHeight, true, false},
-		{"desktop", desktopWidth, desktopHeight, false, false},
-		{"phone-dark", phoneWidth, phoneHeight, true, true},
-	} {
+	for _, pass := range passes {
 		b.viewport(pass.width, pass.height, pass.mobile, pass.dark)
 		b.checkPage("postgres-"+pass.name, int(pass.width), s.url+"/backups")
 	}
