@@ -42,3 +42,23 @@ func (d *DB) HoldTries() int64 { return d.hold.tries.Load() }
 
 // Trips is how many round trips d's transactions have made to the server.
 func (d *DB) Trips() int64 { return d.trips.Load() }
+
+// ExecTx runs sql on the connection of the transaction et.
+func ExecTx(et any, sql string) error {
+	_, err := et.(*tx).conn.Exec(context.Background(), sql)
+	return err
+}
+
+// TableOf is the quoted name of bucket name's table in transaction et.
+func TableOf(et any, name []byte) string { return quoteIdent(et.(*tx).buckets[string(name)].tbl) }
+
+// SeqScans is how many sequential scans of bucket name's table the
+// connection of transaction et has counted and not yet reported.
+func SeqScans(et any, name []byte) (int64, error) {
+	t := et.(*tx)
+	var n int64
+	err := t.conn.QueryRow(context.Background(),
+		"select coalesce(sum(seq_scan), 0) from pg_stat_xact_user_tables where relid = $1::regclass",
+		TableOf(et, name)).Scan(&n)
+	return n, err
+}

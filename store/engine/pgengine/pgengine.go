@@ -306,17 +306,31 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 	b := &pgx.Batch{}
 	if write {
 		b.Queue("begin isolation level read committed read write")
+	} else {
+		b.Queue("begin isolation level repeatable read read only")
+	}
+	// Every statement of the engine reads a table by its key, so an index
+	// scan is always the plan. A statement's cached generic plan is kept
+	// for as long as its connection lives; one made while its table was
+	// small scanned the whole table: the dedup index's read of a round, a
+	// few µs, took 3–6 ms once the table held 80,000 keys, and grew with
+	// it. With sequential scans off no plan made early scans the table
+	// later. SET LOCAL, so that a pooler in transaction mode never carries
+	// it to another client.
+	b.Queue("set local enable_seqscan = off")
+	if write {
 		// The lock, then the transaction's id: what tells a commit's
 		// outcome when the connection is lost before its answer (outcome).
 		b.Queue("select pg_advisory_xact_lock($1), txid_current()", d.lockKey)
-	} else {
-		b.Queue("begin isolation level repeatable read read only")
 	}
 	b.Queue("select name, tbl from handoff_buckets")
 	err = func() error {
 		d.trips.Add(1)
 		br := conn.SendBatch(ctx, b)
 		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
