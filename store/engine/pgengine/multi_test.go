@@ -271,3 +271,68 @@ func TestHoldLostTold(t *testing.T) {
 	}
 	waitFor(t, "a takes its hold again", func() bool { return a.HolderPID() != 0 && alive() })
 }
+
+// A bucket another process creates or deletes is seen by this one's next
+// transaction, a bucket made again under the same name included: what a
+// cache of the catalog would have to keep true.
+func TestCatalogOfAnotherProcess(t *testing.T) {
+	a := openShared(t, pgtest.Schema(t))
+	b := openShared(t, a.Schema())
+	names := func(db *pgengine.DB) []string {
+		t.Helper()
+		var out []string
+		if err := db.View(func(tx engine.Tx) error {
+			return tx.ForEachBucket(func(name []byte) error {
+				out = append(out, string(name))
+				return nil
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got := names(b); len(got) != 0 {
+		t.Fatalf("buckets of a new schema = %q; want none", got)
+	}
+	for _, name := range []string{"one", "two", "three"} {
+		if err := put(a, []byte(name), "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := fmt.Sprint(names(b)), "[one three two]"; got != want {
+		t.Errorf("after three creates, the other process sees %s; want %s", got, want)
+	}
+	if err := b.View(func(tx engine.Tx) error {
+		if v := tx.Bucket([]byte("two")).Get([]byte("k")); string(v) != "v" {
+			t.Errorf("two/k read by the other process = %q; want v", v)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A delete and a create of the same name in one transaction: as many
+	// buckets as before, the same names, another table.
+	if _, err := a.Update(func(tx engine.Tx) error {
+		if err := tx.DeleteBucket([]byte("two")); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists([]byte("two"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.View(func(tx engine.Tx) error {
+		if v := tx.Bucket([]byte("two")).Get([]byte("k")); v != nil {
+			t.Errorf("two/k after two was made again = %q; want absent", v)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Update(func(tx engine.Tx) error { return tx.DeleteBucket([]byte("one")) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(names(a)), "[three two]"; got != want {
+		t.Errorf("after the other process deleted one, this one sees %s; want %s", got, want)
+	}
+}
