@@ -158,9 +158,15 @@ func SaveTx(tx *store.Tx, e Edit) (Saved, error) {
 // Current is the client's newest facts version; ok false when it has none.
 func Current(st *store.Store, client string) (v store.FactsVersion, ok bool, err error) {
 	err = st.View(func(tx *store.Tx) error {
-		v, err = tx.LatestFacts(client)
+		v, ok, err = CurrentIn(tx, client)
 		return err
 	})
+	return v, ok, err
+}
+
+// CurrentIn is Current inside tx.
+func CurrentIn(tx *store.Tx, client string) (store.FactsVersion, bool, error) {
+	v, err := tx.LatestFacts(client)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.FactsVersion{}, false, nil
 	}

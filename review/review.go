@@ -455,7 +455,7 @@ const autoApprover = "auto-approve"
 func (r *Review) Record(ctx context.Context, job store.Job, d *store.Draft, n int, now time.Time, then func(tx *store.Tx) error) (store.Draft, error) {
 	var out store.Draft
 	jobID := r.newID() // the delivery job an auto-approval enqueues
-	err := r.st.Update(ctx, func(tx *store.Tx) error {
+	err := r.st.UpdateSavingDraft(ctx, job, d, func(tx *store.Tx) error {
 		var err error
 		switch {
 		case d != nil:

@@ -2,7 +2,9 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -159,6 +161,48 @@ func DraftVersionID(eventID string, n int) string {
 	}
 	return fmt.Sprintf("%s-v%d", DraftID(eventID), n)
 }
+
+// UpdateSavingDraft is Update for fn, the save of d, the reply job drafted
+// (review.Record: the draft, the lead's move, the job's completion): on
+// PostgreSQL the round first reads, for every caller in it, the keys such
+// a save reads, one round trip for all of them instead of one for each of
+// its ~15 reads, made under the writers' lock while every other write
+// waits. d.ID, when set as DraftVersionID(the event's ID, version), names
+// the event's record and the draft's too. What fn reads and writes is as
+// with Update; a key read ahead and not needed costs nothing more.
+func (s *Store) UpdateSavingDraft(ctx context.Context, job Job, d *Draft, fn func(tx *Tx) error) error {
+	if s.writes == nil {
+		return ErrReadOnly
+	}
+	if s.pg == nil || d == nil {
+		return s.update(ctx, fn) // bbolt reads from memory: nothing to gain
+	}
+	lead := LeadKey(d.Channel, d.ConversationID)
+	reads := []readKey{
+		{bucketDraftsByEvent, []byte(d.EventKey)},
+		{bucketEventsByKey, []byte(d.EventKey)},
+		{bucketHandoffs, []byte(lead)},
+		{bucketJobs, []byte(job.ID)},
+		{bucketJobsUnique, uniqueKey(job.Kind, job.Key)},
+		{bucketMeta, draftCountKey(DraftPending)},
+		{bucketMeta, channelDraftCountKey(d.Channel, DraftPending)},
+		{bucketMeta, jobCountKey(job.Kind, JobRunning)},
+		{bucketMeta, jobCountKey(job.Kind, JobCompleted)},
+		{bucketMeta, draftStatsKey(d.CreatedAt.UTC().Format(time.DateOnly), d.Channel, d.PromptVersion, d.Currency)},
+	}
+	// The counts of the statuses a drafted lead moves through (leads'
+	// received → matched → owned).
+	for _, st := range []HandoffStatus{"received", "matched", "owned"} {
+		reads = append(reads, readKey{bucketMeta, leadCountKey(st, lead)})
+	}
+	if id, ok := strings.CutPrefix(d.ID, DraftID("")); ok && len(id) >= ulidLen {
+		reads = append(reads, readKey{bucketEvents, []byte(id[:ulidLen])}, readKey{bucketDrafts, []byte(d.ID)})
+	}
+	return s.updateReading(ctx, reads, fn)
+}
+
+// ulidLen is the length of a ULID's text, an event's ID.
+const ulidLen = 26
 
 // DraftByEvent returns the draft stored for an event key.
 func (s *Store) DraftByEvent(eventKey string) (Draft, error) {

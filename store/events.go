@@ -101,7 +101,7 @@ type Encoded struct {
 // UpdateIngest is Update for fn, the ingest of es (leads.RecordTx of
 // each): on PostgreSQL the round first reads, for every caller in it, the
 // keys an ingest reads (the event's dedup key, its lead, its draft job's
-// unique key), one round trip per bucket instead of one per read
+// unique key, the counts it moves), one round trip per bucket instead of one per read
 // (engine.Prefetcher). What fn reads and writes is as with Update.
 func (s *Store) UpdateIngest(ctx context.Context, es []*Encoded, fn func(tx *Tx) error) error {
 	if s.writes == nil {
@@ -110,12 +110,16 @@ func (s *Store) UpdateIngest(ctx context.Context, es []*Encoded, fn func(tx *Tx)
 	if s.pg == nil {
 		return s.update(ctx, fn) // bbolt reads from memory: nothing to gain
 	}
-	reads := make([]readKey, 0, 3*len(es))
+	reads := make([]readKey, 0, 5*len(es))
 	for _, e := range es {
+		lead := LeadKey(e.ev.Channel, e.ev.ConversationID)
 		reads = append(reads,
 			readKey{bucketEventsByKey, []byte(e.ev.Key)},
-			readKey{bucketHandoffs, []byte(LeadKey(e.ev.Channel, e.ev.ConversationID))},
-			readKey{bucketJobsUnique, uniqueKey(e.j.Kind, e.j.Key)})
+			readKey{bucketHandoffs, []byte(lead)},
+			readKey{bucketJobsUnique, uniqueKey(e.j.Kind, e.j.Key)},
+			// The counts it moves: its job's kind ready, a new lead's.
+			readKey{bucketMeta, jobCountKey(e.j.Kind, JobAvailable)},
+			readKey{bucketMeta, leadCountKey("received", lead)})
 	}
 	return s.updateReading(ctx, reads, fn)
 }
@@ -199,21 +203,27 @@ func (s *Store) EventByKey(key string) (Event, error) {
 func (s *Store) EventSize(key string) (int, error) {
 	n := 0
 	err := s.view(func(tx *Tx) error {
-		id := tx.bucket(bucketEventsByKey).Get([]byte(key))
-		if id == nil {
-			return ErrNotFound
-		}
-		v := tx.bucket(bucketEvents).Get(id)
-		if v == nil {
-			return ErrNotFound
-		}
-		n = len(v)
-		return nil
+		var err error
+		n, err = tx.EventSize(key)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: event %s: %w", key, err)
 	}
 	return n, nil
+}
+
+// EventSize is Store.EventSize inside tx.
+func (tx *Tx) EventSize(key string) (int, error) {
+	id := tx.bucket(bucketEventsByKey).Get([]byte(key))
+	if id == nil {
+		return 0, ErrNotFound
+	}
+	v := tx.bucket(bucketEvents).Get(id)
+	if v == nil {
+		return 0, ErrNotFound
+	}
+	return len(v), nil
 }
 
 // event reads the event with ULID id: ErrNotFound when there is none.
@@ -239,25 +249,33 @@ func convKey(lead, eventID string) []byte {
 func (s *Store) Conversation(lead, beforeID string, limit int) ([]Event, error) {
 	var out []Event
 	err := s.view(func(tx *Tx) error {
-		c := tx.bucket(bucketEventsByConv).Cursor()
-		prefix := append([]byte(lead), 0)
-		k, _ := c.Seek(convKey(lead, beforeID))
-		if k == nil {
-			k, _ = c.Last()
-		} else {
-			k, _ = c.Prev()
-		}
-		for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Prev() {
-			ev, err := tx.event(string(k[len(prefix):]))
-			if err != nil {
-				return err
-			}
-			out = append(out, ev)
-		}
-		return nil
+		var err error
+		out, err = tx.Conversation(lead, beforeID, limit)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: conversation %s: %w", lead, err)
+	}
+	return out, nil
+}
+
+// Conversation is Store.Conversation inside tx.
+func (tx *Tx) Conversation(lead, beforeID string, limit int) ([]Event, error) {
+	var out []Event
+	c := tx.bucket(bucketEventsByConv).Cursor()
+	prefix := append([]byte(lead), 0)
+	k, _ := c.Seek(convKey(lead, beforeID))
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix) && len(out) < limit; k, _ = c.Prev() {
+		ev, err := tx.event(string(k[len(prefix):]))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
 	}
 	slices.Reverse(out)
 	return out, nil

@@ -352,14 +352,24 @@ func (s *Store) Claim(ctx context.Context, now time.Time, lim ClaimLimits, lease
 		b := lim.budget()
 		heads := readyHeads(tx, b)
 		// Choose first, then write: a cursor does not survive writes to its bucket.
-		var ids, keys []string
+		var ids, keys, counts []string
+		kinds := map[string]bool{}
 		for h := pick(heads, b, limit); h != nil; h = pick(heads, b, limit) {
 			ids = append(ids, string(h.k[len(h.prefix)+8:]))
 			keys = append(keys, string(h.k))
-			b.take(string(h.prefix[:len(h.prefix)-1]))
+			kind := string(h.prefix[:len(h.prefix)-1])
+			b.take(kind)
 			h.next()
+			if !kinds[kind] {
+				// The counts a claim of the kind moves (moveJobCount).
+				kinds[kind] = true
+				for _, st := range []JobState{JobAvailable, JobRetryable, JobRunning} {
+					counts = append(counts, string(jobCountKey(kind, st)))
+				}
+			}
 		}
 		tx.prefetch(bucketJobs, ids)
+		tx.prefetch(bucketMeta, counts)
 		for i, id := range ids {
 			j, err := tx.Job(id)
 			if tx.skip(err, nil) {

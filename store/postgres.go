@@ -108,3 +108,13 @@ func (s *Store) Lead(ctx context.Context, lead func(context.Context)) {
 	}
 	s.pg.Lead(ctx, 0, lead)
 }
+
+// RoundTrips is how many round trips the store's transactions have made to
+// its PostgreSQL server (0 on a bbolt file): what the tests of the reads
+// ahead count.
+func (s *Store) RoundTrips() int64 {
+	if s.pg == nil {
+		return 0
+	}
+	return s.pg.Trips()
+}

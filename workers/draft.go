@@ -92,19 +92,12 @@ type DraftJob struct {
 // being drafted before it is snoozed.
 const DefaultBodyWait = 10 * time.Second
 
-// reserveBody takes the event's stored size from Bodies (at most all of
+// reserveBody takes the event's stored size n from Bodies (at most all of
 // it) before the event is read, and returns what gives it back. No room
 // within BodyWait is a Snooze, which costs no attempt.
-func (k *DraftJob) reserveBody(ctx context.Context, key string) (release func(), err error) {
+func (k *DraftJob) reserveBody(ctx context.Context, n int) (release func(), err error) {
 	if k.Bodies == nil {
 		return func() {}, nil
-	}
-	n, err := k.Store.EventSize(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &jobs.Discard{Err: err}
-	}
-	if err != nil {
-		return nil, err
 	}
 	want := min(max(int64(n), 1), k.BodiesSize)
 	wait := k.BodyWait
@@ -134,36 +127,84 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return err
 	}
-	if d, err := k.Store.DraftByEvent(job.Key); err == nil && d.Version >= p.RegenerateVersion {
+	// What the draft is made from is read in two snapshots, where it was
+	// six read transactions (each its own round trips on PostgreSQL):
+	// whether it is stored already, with the event's size, which
+	// reserveBody holds before the event is read into memory; then the
+	// event, its turn, the conversation before it and the client's facts.
+	var stored bool
+	size := 0
+	err = k.Store.View(func(tx *store.Tx) error {
+		d, err := tx.DraftByEvent(job.Key)
+		if err == nil && d.Version >= p.RegenerateVersion {
+			stored = true
+			return nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("draft for %s: %w", job.Key, err)
+		}
+		if k.Bodies != nil {
+			size, err = tx.EventSize(job.Key)
+			return err
+		}
+		return nil
+	})
+	switch {
+	case stored:
 		return k.record(ctx, job, nil, 0) // an attempt that stored it did not complete the job
-	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+	case errors.Is(err, store.ErrNotFound):
+		return &jobs.Discard{Err: fmt.Errorf("event %s: %w", job.Key, err)}
+	case err != nil:
 		return err
 	}
-	release, err := k.reserveBody(ctx, job.Key)
+	release, err := k.reserveBody(ctx, size)
 	if err != nil {
 		return err
 	}
 	defer release()
-	ev, err := k.Store.EventByKey(job.Key)
-	if errors.Is(err, store.ErrNotFound) {
-		return &jobs.Discard{Err: err}
-	}
-	if err != nil {
+	var (
+		ev       store.Event
+		missing  error
+		turn     store.Turn
+		history  []drafter.Message
+		fv       store.FactsVersion
+		hasFacts bool
+	)
+	err = k.Store.View(func(tx *store.Tx) error {
+		var err error
+		if ev, err = tx.EventByKey(job.Key); errors.Is(err, store.ErrNotFound) {
+			missing = fmt.Errorf("event %s: %w", job.Key, err)
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("event %s: %w", job.Key, err)
+		}
+		// The draft answers the lead's whole turn (leads/turns.go): every
+		// message since its last reply, read as it stands now that the job
+		// runs.
+		if turn, err = tx.TurnOf(job.Key); err != nil {
+			return fmt.Errorf("turn of %s: %w", job.Key, err)
+		}
+		if !turn.Current {
+			return nil
+		}
+		if history, err = k.history(tx, turn); err != nil {
+			return err
+		}
+		if k.Client != nil {
+			client := k.Client(ev.Channel)
+			if fv, hasFacts, err = facts.CurrentIn(tx, client); err != nil {
+				return fmt.Errorf("facts of client %s: %w", client, err)
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
 		return err
-	}
-	// The draft answers the lead's whole turn (leads/turns.go): every message
-	// since its last reply, read as it stands now that the job runs.
-	var turn store.Turn
-	err = k.Store.View(func(tx *store.Tx) (err error) { turn, err = tx.TurnOf(job.Key); return err })
-	if err != nil {
-		return fmt.Errorf("turn of %s: %w", job.Key, err)
-	}
-	if !turn.Current {
+	case missing != nil:
+		return &jobs.Discard{Err: missing}
+	case !turn.Current:
 		return k.record(ctx, job, nil, 0) // a newer message moved the turn to another draft
-	}
-	history, err := k.history(turn)
-	if err != nil {
-		return err
 	}
 	history, used := k.withinBudget(history)
 	in := turnInput(ev, turn.Events, history)
@@ -171,9 +212,9 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	// recorded decision is made again below on the drafter's validated fields.
 	hint := k.Router.Route(ev.Channel, in.Text, routingFields(drafter.Extract(in.Text), ev))
 	in.Owner, in.Instruction = hint.Owner, p.Instruction
-	factsText, err := k.facts(ev.Channel, &in)
-	if err != nil {
-		return err
+	factsText := ""
+	if hasFacts && len(fv.Entries) > 0 {
+		in.Facts, factsText = DrafterFacts(fv.Version, fv.Entries), fv.Text
 	}
 	client, err := k.holdBudget(ctx, job, ev.Channel)
 	if err != nil {
@@ -229,6 +270,8 @@ func (k *DraftJob) Run(ctx context.Context, job store.Job) error {
 	}
 	dec := k.Router.Route(ev.Channel, in.Text, routingFields(out.Fields, ev))
 	err = k.recordReleasing(ctx, job, client, &store.Draft{
+		// The ID SaveTx gives it, set now so the save reads it ahead.
+		ID:       store.DraftVersionID(ev.ID, max(p.RegenerateVersion, 1)),
 		EventKey: ev.Key, CorrelationID: ev.CorrelationID, Channel: ev.Channel,
 		ConversationID: ev.ConversationID, Text: out.Text, Drafter: out.Drafter,
 		Model: out.Model, Template: out.Template, PromptVersion: out.PromptVersion,
@@ -438,11 +481,12 @@ func routingFields(fields map[string]string, ev store.Event) map[string]string {
 // history is the lead's messages before the turn and the replies approved
 // for them that were sent (or are being sent), newest last, bounded; the
 // job then keeps the newest of it within the context budget.
-func (k *DraftJob) history(turn store.Turn) ([]drafter.Message, error) {
+func (k *DraftJob) history(tx *store.Tx, turn store.Turn) ([]drafter.Message, error) {
 	first := turn.Events[0]
-	earlier, err := k.Store.Conversation(store.LeadKey(first.Channel, first.ConversationID), first.ID, historyLimit)
+	lead := store.LeadKey(first.Channel, first.ConversationID)
+	earlier, err := tx.Conversation(lead, first.ID, historyLimit)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("conversation of %s: %w", lead, err)
 	}
 	var msgs []drafter.Message
 	for _, e := range earlier {
@@ -450,7 +494,7 @@ func (k *DraftJob) history(turn store.Turn) ([]drafter.Message, error) {
 			continue // minted before the turn's first message, recorded after it
 		}
 		msgs = append(msgs, drafter.Message{From: "customer", Text: e.Text})
-		d, err := k.Store.DraftByEvent(e.Key)
+		d, err := tx.DraftByEvent(e.Key)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -462,7 +506,7 @@ func (k *DraftJob) history(turn store.Turn) ([]drafter.Message, error) {
 				// Only a reply that went out, or may have, is part of
 				// the conversation: one whose send failed never reached
 				// the customer.
-				o, err := k.Store.OutboxRow(d.OutboxID)
+				o, err := tx.Outbox(d.OutboxID)
 				if err != nil && !errors.Is(err, store.ErrNotFound) {
 					return nil, err
 				}
@@ -498,24 +542,6 @@ func (k *DraftJob) guard(out drafter.Output, in drafter.Input, factsText string)
 	g := guardInput(in)
 	g.Facts = factsText
 	return k.Review.Guard(out.Text, g)
-}
-
-// facts gives in the channel's client's newest facts version and returns
-// its text ("" and nothing given when the client has none).
-func (k *DraftJob) facts(channel string, in *drafter.Input) (string, error) {
-	if k.Client == nil {
-		return "", nil
-	}
-	client := k.Client(channel)
-	v, ok, err := facts.Current(k.Store, client)
-	if err != nil {
-		return "", fmt.Errorf("facts of client %s: %w", client, err)
-	}
-	if !ok || len(v.Entries) == 0 {
-		return "", nil
-	}
-	in.Facts = DrafterFacts(v.Version, v.Entries)
-	return v.Text, nil
 }
 
 // DrafterFacts is a facts version as the drafter is given it.

@@ -42,7 +42,11 @@ func (k *DraftJob) PastInput(d store.Draft) (drafter.Input, review.GuardInput, e
 		events, own = append(events, ev), &ev
 	}
 	ev := *own
-	history, err := k.history(store.Turn{Events: events})
+	var history []drafter.Message
+	err := k.Store.View(func(tx *store.Tx) (err error) {
+		history, err = k.history(tx, store.Turn{Events: events})
+		return err
+	})
 	if err != nil {
 		return drafter.Input{}, review.GuardInput{}, err
 	}

@@ -208,6 +208,10 @@ func (d *DB) Close() error {
 	return nil
 }
 
+// Trips is how many round trips d's transactions have made to the server
+// (a statement, or a batch of them).
+func (d *DB) Trips() int64 { return d.trips.Load() }
+
 // lockKey is the advisory lock key of what (write, migrate) in schema:
 // advisory locks are per database, so two schemas of one database (the
 // tests') have locks of their own.
