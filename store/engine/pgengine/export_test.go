@@ -40,7 +40,6 @@ func (d *DB) PoolConns() int32 { return d.pool.Stat().TotalConns() }
 // HoldTries is how many times d's hold tried to take its lock again.
 func (d *DB) HoldTries() int64 { return d.hold.tries.Load() }
 
-
 // ExecTx runs sql on the connection of the transaction et.
 func ExecTx(et any, sql string) error {
 	_, err := et.(*tx).conn.Exec(context.Background(), sql)
