@@ -158,7 +158,8 @@ func TestHookAccepts(t *testing.T) {
 	mac := corpus.MessageAs("emoji", "crlf", "sig-1", "", "+15550001111")
 	std2 := corpus.MessageAs("arabic", "python", "sig-3", "", "+15550001112")
 	mac2 := corpus.MessageAs("long", "php", "sig-3", "", "+15550001112")
-	signed := map[string]corpus.Body{"signed:sig-1": std, "mac:sig-1": mac, "signed:sig-3": std2, "mac:sig-3": mac2}
+	sniffed := corpus.MessageAs("combining", "crlf", "a-3", "", "")
+	signed := map[string]corpus.Body{"signed:sig-1": std, "mac:sig-1": mac, "signed:sig-3": std2, "mac:sig-3": mac2, "demo:a-3": sniffed}
 	tests := []struct {
 		name, path, ctype, body string
 		header                  http.Header
@@ -167,6 +168,7 @@ func TestHookAccepts(t *testing.T) {
 		{"json", "/hooks/demo", "application/json", `{"id":"  a-1 ","from":"x"}`, nil, "demo:a-1"},
 		{"numeric id", "/hooks/demo", "application/json", `{"id":12345678901234567890}`, nil, "demo:12345678901234567890"},
 		{"json without content type", "/hooks/demo", "", `{"id":"a-2"}`, nil, "demo:a-2"},
+		{"pretty json with CRLF lines without content type", "/hooks/demo", "", string(sniffed.Raw), nil, "demo:a-3"},
 		{"twilio form", "/hooks/sms", "application/x-www-form-urlencoded", url.Values{"MessageSid": {"SM123"}, "From": {"+15551234567"}, "Body": {"Hi"}}.Encode(), nil, "sms:SM123"},
 		{"composite", "/hooks/comp", "application/json", `{"lead_id":42}`, http.Header{"X-Tenant": {"acme"}}, "comp:acme:42"},
 		{"standard webhooks", "/hooks/signed", "application/json", string(std.Raw), signStd(t, "msg_1", time.Now(), string(std.Raw)), "signed:sig-1"},
@@ -206,7 +208,7 @@ func TestHookAccepts(t *testing.T) {
 func TestHookRejects(t *testing.T) {
 	e := newTestEnv(t, testConfig())
 	// Something stored before, which no bad request may change.
-	if code, _ := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(`{"id":"keep"}`), nil); code != http.StatusAccepted {
+	if code, _ := hookCorpus(t, e, "demo", corpus.MessageAs("emoji", "pretty2", "keep", "", "")); code != http.StatusAccepted {
 		t.Fatalf("setup: got %d", code)
 	}
 	before, err := e.st.EventByKey("demo:keep")
@@ -288,9 +290,11 @@ func TestHookUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := serveOnce(srv, http.MethodPost, "/hooks/demo", `{"id":"x"}`, "")
-	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "could not be stored") {
-		t.Fatalf("got %d %s, want 503 naming the problem", rec.Code, rec.Body)
+	for _, b := range []corpus.Body{corpus.MessageAs("fish", "pretty4", "x", "", ""), corpus.MessageAs("emoji", "python", "y", "", "")} {
+		rec := serveOnce(srv, http.MethodPost, "/hooks/demo", string(b.Raw), "")
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "could not be stored") {
+			t.Fatalf("%s: got %d %s, want 503 naming the problem", b.Name(), rec.Code, rec.Body)
+		}
 	}
 }
 
@@ -314,7 +318,7 @@ func TestHookCompositeIDsDoNotCollide(t *testing.T) {
 		{"colon in the lead", "/hooks/tl", `{"tenant":"acme","lead":"eu:42"}`, 202, "tl:acme:eu%3A42"},
 		{"the first again", "/hooks/tl", `{"tenant":"acme:eu","lead":"42"}`, 200, "tl:acme%3Aeu:42"},
 		{"percent in a part", "/hooks/tl", `{"tenant":"100%","lead":"a%3Ab"}`, 202, "tl:100%25:a%253Ab"},
-		{"single source keeps its colons", "/hooks/demo", `{"id":"acme:eu:42"}`, 202, "demo:acme:eu:42"},
+		{"single source keeps its colons", "/hooks/demo", string(corpus.MessageAs("slashes", "pretty2", "acme:eu:42", "", "").Raw), 202, "demo:acme:eu:42"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
