@@ -38,19 +38,19 @@ func pendingCorpus(t *testing.T, e *testEnv, channel string, b corpus.Body) stor
 
 // withoutMembers is the demo body b without its top-level members keys,
 // written in b's own layout otherwise (the corpus always writes a demo
-// body's from and conversation_id): a message that names no contact, or
-// no conversation, as a sender that has none leaves the member out. Its
+// body's from, conversation_id and name): a message that names no
+// contact, conversation or name, as a sender that has none leaves the
+// member out. Its
 // Want says what the demo channel reads without them (the conversation
 // defaults to the contact, else to the message id).
 func withoutMembers(t *testing.T, b corpus.Body, keys ...string) corpus.Body {
 	t.Helper()
 	raw := string(b.Raw)
 	for _, k := range keys {
-		// The member and the separator before it (a demo body's id comes
-		// first, so every other member has one): the layout of the rest is
-		// untouched. The values the corpus writes here are ASCII and
-		// unescaped in every layout.
-		re := regexp.MustCompile(`,\s*"` + regexp.QuoteMeta(k) + `"\s*:\s*"[^"\\]*"`)
+		// The member (a string, escapes and all) and the separator before
+		// it (a demo body's id comes first, so every other member has
+		// one): the layout of the rest is untouched.
+		re := regexp.MustCompile(`,\s*"` + regexp.QuoteMeta(k) + `"\s*:\s*"(?:[^"\\]|\\.)*"`)
 		if n := len(re.FindAllStringIndex(raw, -1)); n != 1 {
 			t.Fatalf("%s: %d top-level %q members, want 1", b.Name(), n, k)
 		}
@@ -60,6 +60,10 @@ func withoutMembers(t *testing.T, b corpus.Body, keys ...string) corpus.Body {
 			b.Want.Contact = ""
 		case "conversation_id":
 			b.Want.Conversation = ""
+		case "name":
+			b.Want.Name = ""
+		case "text":
+			b.Want.Text = ""
 		}
 	}
 	var doc map[string]any
