@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"hash/fnv"
 	"html"
 	"io"
 	"net/http"
@@ -162,20 +163,28 @@ func loggedIn(t *testing.T, e *testEnv, name string, role store.Role, owner stri
 	return b
 }
 
-// pending records an event on channel and waits for its draft.
+// pending records an event on channel and waits for its draft. The
+// message is id from id@example.com (its conversation), named "Person
+// id", saying text, in a corpus body whose layout id picks (corpus.Message
+// with text replaced: pretty, CRLF, Python's, PHP's or Go's escapes ...).
 func pending(t *testing.T, e *testEnv, channel, id, text string) store.Draft {
 	t.Helper()
-	body := fmt.Sprintf(`{"id":%q,"from":"%s@example.com","name":"Person %s","text":%q}`, id, id, id, text)
-	if code, ans := e.do(t, http.MethodPost, "/hooks/"+channel, "application/json", []byte(body), nil); code != http.StatusAccepted {
-		t.Fatalf("hook: %d %v", code, ans)
+	return pendingCorpus(t, e, channel, demoMessage(t, id, id+"@example.com", "Person "+id, text))
+}
+
+// demoMessage is a demo-channel corpus body of message id from contact
+// (its conversation: the body has no conversation id), named name (none
+// when ""), saying text; id picks its layout, deterministically.
+func demoMessage(t *testing.T, id, contact, name, text string) corpus.Body {
+	t.Helper()
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	b := withoutMembers(t, corpus.Message(int(h.Sum32()%72), id, "", contact), "conversation_id")
+	if name == "" {
+		b = withoutMembers(t, b, "name")
+		return withMembers(t, b, "text", text)
 	}
-	var d store.Draft
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		var err error
-		d, err = e.st.DraftByEvent(channel + ":" + id)
-		return err == nil
-	}, "the draft of "+id)
-	return d
+	return withMembers(t, b, "name", name, "text", text)
 }
 
 // signingSecret is a Standard Webhooks secret: "whsec_" and base64.
