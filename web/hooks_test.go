@@ -314,6 +314,7 @@ func TestHookCompositeIDsDoNotCollide(t *testing.T) {
 		status           int
 		wantKey          string
 	}{
+		// Exact: these bodies are the id's parts and nothing else, the point of the rows.
 		{"colon in the tenant", "/hooks/tl", `{"tenant":"acme:eu","lead":"42"}`, 202, "tl:acme%3Aeu:42"},
 		{"colon in the lead", "/hooks/tl", `{"tenant":"acme","lead":"eu:42"}`, 202, "tl:acme:eu%3A42"},
 		{"the first again", "/hooks/tl", `{"tenant":"acme:eu","lead":"42"}`, 200, "tl:acme%3Aeu:42"},

@@ -169,17 +169,21 @@ func loggedIn(t *testing.T, e *testEnv, name string, role store.Role, owner stri
 // with text replaced: pretty, CRLF, Python's, PHP's or Go's escapes ...).
 func pending(t *testing.T, e *testEnv, channel, id, text string) store.Draft {
 	t.Helper()
-	return pendingCorpus(t, e, channel, demoMessage(t, id, id+"@example.com", "Person "+id, text))
+	return pendingCorpus(t, e, channel, demoMessage(t, id, "", id+"@example.com", "Person "+id, text))
 }
 
-// demoMessage is a demo-channel corpus body of message id from contact
-// (its conversation: the body has no conversation id), named name (none
-// when ""), saying text; id picks its layout, deterministically.
-func demoMessage(t *testing.T, id, contact, name, text string) corpus.Body {
+// demoMessage is a demo-channel corpus body of message id of conversation
+// conv (when "", the body has none: the conversation is the contact's)
+// from contact, named name (none when ""), saying text; id picks its
+// layout, deterministically.
+func demoMessage(t *testing.T, id, conv, contact, name, text string) corpus.Body {
 	t.Helper()
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	b := withoutMembers(t, corpus.Message(int(h.Sum32()%72), id, "", contact), "conversation_id")
+	b := corpus.Message(int(h.Sum32()%72), id, conv, contact)
+	if conv == "" {
+		b = withoutMembers(t, b, "conversation_id")
+	}
 	if name == "" {
 		b = withoutMembers(t, b, "name")
 		return withMembers(t, b, "text", text)
