@@ -180,7 +180,7 @@ func demoMessage(t *testing.T, id, conv, contact, name, text string) corpus.Body
 	t.Helper()
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	b := corpus.Message(int(h.Sum32()%72), id, conv, contact)
+	b := corpus.Message(int(h.Sum32()%uint32(len(corpus.Texts())*len(corpus.Layouts(corpus.Demo)))), id, conv, contact)
 	if conv == "" {
 		b = withoutMembers(t, b, "conversation_id")
 	}
