@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/handoff/handoff/proc"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 func TestMain(m *testing.M) {
@@ -129,15 +130,19 @@ func (d *demo) waiting() (string, string) {
 
 // leads sends n messages, each from a lead of its own, and returns each
 // one's draft id and event key once the template drafter has written them.
+// Each message is a corpus body (corpus.Message: consecutive ones differ
+// in layout and text), its conversation the contact's.
 func (d *demo) leads(n int) [][2]string {
 	d.t.Helper()
 	out := make([][2]string, n)
+	sent := make([]corpus.Body, n)
 	for k := range out {
 		d.next++
-		out[k][1] = fmt.Sprintf("demo:readme-%d", d.next)
-		body := fmt.Sprintf(`{"id":"readme-%d","from":"+1555000%04d","name":"Ada","text":"Hi"}`, d.next, d.next)
-		if code := d.api("POST", "/hooks/demo", body, nil); code != http.StatusAccepted {
-			d.t.Fatalf("POST /hooks/demo: %d", code)
+		from := fmt.Sprintf("+1555000%04d", d.next)
+		b := corpus.Message(d.next, fmt.Sprintf("readme-%d", d.next), from, from)
+		out[k][1], sent[k] = "demo:"+b.Want.MessageID, b
+		if code := d.api("POST", "/hooks/demo", string(b.Raw), nil); code != http.StatusAccepted {
+			d.t.Fatalf("POST /hooks/demo %s: %d", b.Name(), code)
 		}
 	}
 	err := proc.Eventually(context.Background(), 30*time.Second, func() (bool, error) {
@@ -146,12 +151,19 @@ func (d *demo) leads(n int) [][2]string {
 				continue
 			}
 			var tl struct {
+				Event struct {
+					Text string `json:"text"`
+					Name string `json:"name"`
+				} `json:"event"`
 				Draft *struct {
 					ID string `json:"id"`
 				} `json:"draft"`
 			}
 			if code := d.api("GET", "/api/v1/events/"+out[k][1], "", &tl); code != http.StatusOK {
 				return false, fmt.Errorf("GET the timeline of %s: %d", out[k][1], code)
+			}
+			if w := sent[k].Want; tl.Event.Text != w.Text || tl.Event.Name != w.Name {
+				return false, fmt.Errorf("the timeline of %s (%s) shows text %q and name %q, want %q and %q", out[k][1], sent[k].Name(), tl.Event.Text, tl.Event.Name, w.Text, w.Name)
 			}
 			if tl.Draft == nil {
 				return false, nil

@@ -5,11 +5,17 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // TestBodyStoredOnce: an event whose text is a string of its JSON body
 // keeps that text once on disk, and reads back exactly as recorded,
 // through every way an event is read, and through a duplicate's rewrite.
+// Besides the rows below, every text of the corpus in demo bodies of mixed
+// layouts: the text is kept once where the body holds it as the store
+// writes it (raw UTF-8, no \u or HTML escapes) and is long enough, and
+// reads back exactly in every case.
 func TestBodyStoredOnce(t *testing.T) {
 	st := openTest(t)
 	big := strings.Repeat("a kitchen, a hallway, \"quoted\", é ü 日本 \\ and a garden office; ", 16<<10) // about 1 MiB
@@ -18,10 +24,26 @@ func TestBodyStoredOnce(t *testing.T) {
 		body       string
 		once       bool
 	}{
+		// Exact on purpose: a size, a text escaped as a body, a text the body lacks.
 		{"1 MiB text in the body", big, `{"id":"m1","text":` + mustJSON(t, big) + `}`, true},
 		{"text written with \\u escapes", "hello there, this text is long enough to be worth a reference: ünïcödé!", `{"text":"hello there, this text is long enough to be worth a reference: \u00fcn\u00efc\u00f6d\u00e9!"}`, false},
 		{"text from elsewhere", strings.Repeat("not in the body ", 10), `{"id":"m3"}`, false},
-		{"short text", "hi", `{"text":"hi"}`, false},
+	}
+	for _, b := range corpus.Sample(corpus.Demo, 2*len(corpus.Texts())) {
+		// minTextRef: below it no reference is worth it.
+		once := len(b.Want.Text) >= minTextRef && strings.Contains(string(b.Raw), mustJSON(t, b.Want.Text))
+		tests = append(tests, struct {
+			name, text string
+			body       string
+			once       bool
+		}{b.Name(), b.Want.Text, string(b.Raw), once})
+	}
+	var onceSeen, notSeen bool
+	for _, tt := range tests[3:] {
+		onceSeen, notSeen = onceSeen || tt.once, notSeen || !tt.once
+	}
+	if !onceSeen || !notSeen {
+		t.Fatalf("the corpus rows keep the text once: %v, not: %v; want some of each", onceSeen, notSeen)
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,8 +64,19 @@ func TestBodyStoredOnce(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if once := len(raw) < len(tt.body)+len(tt.text); once != tt.once {
-				t.Errorf("stored %d bytes for a %d-byte body and %d-byte text: once = %v, want %v", len(raw), len(tt.body), len(tt.text), once, tt.once)
+			// Once: the record before the body refers to the text (text_at)
+			// and does not hold it.
+			var head map[string]json.RawMessage
+			if err := json.Unmarshal(raw[:max(bytes.IndexByte(raw, '\n'), 0)], &head); err != nil {
+				t.Fatalf("the stored record's head: %v", err)
+			}
+			_, at := head["text_at"]
+			_, text := head["text"]
+			if once := at && !text; once != tt.once {
+				t.Errorf("stored %d bytes for a %d-byte body and %d-byte text: once = %v (text_at %v, text %v), want %v", len(raw), len(tt.body), len(tt.text), once, at, text, tt.once)
+			}
+			if tt.once && len(raw) >= len(tt.body)+len(tt.text) && len(tt.text) > 1024 {
+				t.Errorf("stored %d bytes for a %d-byte body and %d-byte text: the text is not saved", len(raw), len(tt.body), len(tt.text))
 			}
 			if tt.once && len(raw) > len(tt.body)+1024 {
 				t.Errorf("stored %d bytes for a %d-byte body", len(raw), len(tt.body))
@@ -79,7 +112,8 @@ func TestBodyStoredOnce(t *testing.T) {
 }
 
 // TestTextRefDamage: a reference that points outside the body is damage,
-// reported by Check and by the read, never a wrong text.
+// reported by Check and by the read, never a wrong text. The records are
+// exact on purpose: each is one damaged stored form, byte for byte.
 func TestTextRefDamage(t *testing.T) {
 	for _, raw := range []string{
 		`{"id":"x","body":{"text":"hi"},"text_at":[8,40]}`,                      // schema 8

@@ -28,14 +28,11 @@ const leadContact = "+15550001234"
 func tokenHeader() http.Header { return http.Header{"Authorization": {"Bearer " + testToken}} }
 
 // sendLead posts one message for conversation conv to channel and returns
-// its correlation id.
+// its correlation id: from conv, named Ada, "Do you ship to Lisbon?", in a
+// corpus body whose layout id picks (demoMessage).
 func sendLead(t *testing.T, e *testEnv, channel, id, conv string) string {
 	t.Helper()
-	body, err := json.Marshal(map[string]string{"id": id, "conversation_id": conv, "from": conv, "name": "Ada", "text": "Do you ship to Lisbon?"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, ans := e.do(t, http.MethodPost, "/hooks/"+channel, "application/json", body, nil)
+	code, ans := hookCorpus(t, e, channel, demoMessage(t, id, conv, conv, "Ada", "Do you ship to Lisbon?"))
 	if code != http.StatusAccepted {
 		t.Fatalf("POST /hooks/%s %s: got %d %v, want 202", channel, id, code, ans)
 	}

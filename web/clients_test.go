@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 	"github.com/handoff/handoff/users"
 )
 
@@ -510,10 +510,17 @@ func TestClientErase(t *testing.T) {
 		t.Errorf("after the erase the contact's export still holds their words: %.1500s", b.String())
 	}
 	// The same webhook again is still known.
-	body := fmt.Sprintf(`{"id":"a-1","from":%q,"name":"Person a-1","text":"again"}`, acme.contact)
-	code, ans := e.do(t, http.MethodPost, "/hooks/web-a", "application/json", []byte(body), nil)
-	if code != http.StatusOK || ans["status"] != "duplicate" {
-		t.Errorf("the redelivered webhook after the erase: %d %v, want 200 duplicate", code, ans)
+	for _, m := range []corpus.Body{
+		corpus.MessageAs("fish", "pretty2", "a-1", "", acme.contact),
+		corpus.MessageAs("emoji", "python", "a-1", "", acme.contact),
+	} {
+		code, ans := hookCorpus(t, e, "web-a", m)
+		if code != http.StatusOK || ans["status"] != "duplicate" {
+			t.Errorf("the redelivered webhook (%s) after the erase: %d %v, want 200 duplicate", m.Name(), code, ans)
+		}
+	}
+	if ev, err := e.st.EventByKey("web-a:a-1"); err != nil || ev.Text != store.Erased {
+		t.Errorf("after the redelivery the erased event's text is %q (%v), want it erased still", ev.Text, err)
 	}
 	// The waiting lead of the same client and everything of bolt stay.
 	for _, k := range []string{acme.pendingKey, bolt.sentKey, bolt.pendingKey} {

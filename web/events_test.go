@@ -17,43 +17,58 @@ import (
 
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
+// TestEventTimeline: the timeline of an event (its id with a slash and a
+// space, its body a corpus message: pretty or compact, markup, emoji,
+// RTL) names it, its one draft job and the draft, which greets the sender
+// by the name the body gives.
 func TestEventTimeline(t *testing.T) {
 	e := newTestEnv(t, nil)
-	code, ans := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(`{"id":"a/b c","from":"+15550001234","name":"Ada","text":"hi"}`), nil)
-	if code != http.StatusAccepted {
-		t.Fatalf("got %d %v", code, ans)
-	}
-	key := "demo:a/b c"
-	path := "/api/v1/events/" + url.PathEscape(key)
 	auth := http.Header{"Authorization": {"Bearer " + testToken}}
-	var tl map[string]any
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		code, tl = e.do(t, http.MethodGet, path, "", nil, auth)
-		if code != http.StatusOK || tl["draft"] == nil {
-			return false
+	var path string
+	for i, b := range []corpus.Body{
+		corpus.MessageAs("fish", "pretty2", "a/b c", "", "+15550001234"),
+		corpus.MessageAs("emoji", "compact", "a/b c 2", "", "+15550001235"),
+		corpus.MessageAs("arabic", "python", "a/b c 3", "", "+15550001236"),
+	} {
+		code, ans := hookCorpus(t, e, "demo", b)
+		if code != http.StatusAccepted {
+			t.Fatalf("%s: got %d %v", b.Name(), code, ans)
 		}
-		jobs, _ := tl["jobs"].([]any)
-		return len(jobs) == 1 && jobs[0].(map[string]any)["state"] == "completed"
-	}, "the draft job to complete")
-	ev := tl["event"].(map[string]any)
-	if ev["key"] != key || ev["correlation_id"] != ans["correlation_id"] {
-		t.Errorf("event %v, want key %q and correlation %v", ev, key, ans["correlation_id"])
-	}
-	jobs := tl["jobs"].([]any)
-	if len(jobs) != 1 {
-		t.Fatalf("got %d jobs, want 1", len(jobs))
-	}
-	job := jobs[0].(map[string]any)
-	attempts := job["attempts"].([]any)
-	if job["kind"] != "draft" || job["state"] != "completed" || len(attempts) != 1 {
-		t.Errorf("job %v, want one completed draft attempt", job)
-	}
-	draft := tl["draft"].(map[string]any)
-	execID := attempts[0].(map[string]any)["execution_id"]
-	if draft["status"] != "pending_approval" || draft["execution_id"] != execID || draft["prompt_version"] != "v1" || !strings.Contains(draft["text"].(string), "Ada") {
-		t.Errorf("draft %v, want pending_approval by execution %v", draft, execID)
+		key := "demo:" + b.Want.MessageID
+		p := "/api/v1/events/" + url.PathEscape(key)
+		if i == 0 {
+			path = p
+		}
+		var tl map[string]any
+		testkit.Eventually(t, 10*time.Second, func() bool {
+			code, tl = e.do(t, http.MethodGet, p, "", nil, auth)
+			if code != http.StatusOK || tl["draft"] == nil {
+				return false
+			}
+			jobs, _ := tl["jobs"].([]any)
+			return len(jobs) == 1 && jobs[0].(map[string]any)["state"] == "completed"
+		}, "the draft job to complete")
+		ev := tl["event"].(map[string]any)
+		if ev["key"] != key || ev["correlation_id"] != ans["correlation_id"] || ev["text"] != b.Want.Text || ev["name"] != b.Want.Name {
+			t.Errorf("%s: event %v, want key %q, correlation %v, text %q and name %q", b.Name(), ev, key, ans["correlation_id"], b.Want.Text, b.Want.Name)
+		}
+		jobs := tl["jobs"].([]any)
+		if len(jobs) != 1 {
+			t.Fatalf("got %d jobs, want 1", len(jobs))
+		}
+		job := jobs[0].(map[string]any)
+		attempts := job["attempts"].([]any)
+		if job["kind"] != "draft" || job["state"] != "completed" || len(attempts) != 1 {
+			t.Errorf("%s: job %v, want one completed draft attempt", b.Name(), job)
+		}
+		draft := tl["draft"].(map[string]any)
+		execID := attempts[0].(map[string]any)["execution_id"]
+		if draft["status"] != "pending_approval" || draft["execution_id"] != execID || draft["prompt_version"] != "v1" || !strings.Contains(draft["text"].(string), b.Want.Name) {
+			t.Errorf("%s: draft %v, want pending_approval by execution %v, greeting %q", b.Name(), draft, execID, b.Want.Name)
+		}
 	}
 
 	tests := []struct {
@@ -122,7 +137,8 @@ func TestNoTokenConfigured(t *testing.T) {
 
 // TestEventTimelineUTF8: every answer is valid UTF-8, also for an event
 // recorded before JSON bodies had to be UTF-8, whose raw body holds other
-// bytes; a body that was UTF-8 is answered as it was received.
+// bytes; a body that was UTF-8 is answered as it was received (compacted,
+// as every json.RawMessage of an answer is).
 func TestEventTimelineUTF8(t *testing.T) {
 	e := newTestEnv(t, nil)
 	old := store.Event{
@@ -133,17 +149,32 @@ func TestEventTimelineUTF8(t *testing.T) {
 	if _, err := leads.RecordEvent(t.Context(), e.st, old, store.NewJob{ID: ulid.Make().String(), Kind: store.KindDraft, Key: old.Key, MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
-	fresh := `{"id":"new-1","text":"café ✓ \u00e9"}`
-	if code, ans := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(fresh), nil); code != http.StatusAccepted {
-		t.Fatalf("got %d %v", code, ans)
-	}
 	tests := []struct {
 		key      string
 		wantBody string
 		invalid  bool
 	}{
 		{"demo:old-1", "{\"id\":\"old-1\",\"text\":\"caf\uFFFD\",\"\uFFFD\":1}", true},
-		{"demo:new-1", fresh, false},
+	}
+	// Fresh bodies, UTF-8 as received: raw, or \u-escaped (Python's, PHP's
+	// \/ too), pretty or compact, with markup, emoji, RTL and combining
+	// marks. Each is answered as the same bytes, compacted with < > &
+	// escaped as every json.RawMessage is written (store.CanonicalJSON):
+	// no escape of the sender's is decoded, no character replaced.
+	for _, b := range []corpus.Body{
+		corpus.MessageAs("emoji", "python", "new-1", "", ""),
+		corpus.MessageAs("combining", "pretty2", "new-2", "", ""),
+		corpus.MessageAs("hebrew", "php", "new-3", "", ""),
+		corpus.MessageAs("fish", "compact", "new-4", "", ""),
+	} {
+		if code, ans := hookCorpus(t, e, "demo", b); code != http.StatusAccepted {
+			t.Fatalf("%s: got %d %v", b.Name(), code, ans)
+		}
+		tests = append(tests, struct {
+			key      string
+			wantBody string
+			invalid  bool
+		}{"demo:" + b.Want.MessageID, string(store.CanonicalJSON(b.Raw)), false})
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {

@@ -13,12 +13,12 @@ import (
 	"github.com/handoff/handoff/views"
 )
 
-// hookFrom posts a message of name from contact (its conversation) to channel
-// and waits for its event.
+// hookFrom posts a message of name (none when "") from contact (its
+// conversation) to channel, in a corpus body (demoMessage), and waits for
+// its event.
 func hookFrom(t *testing.T, e *testEnv, channel, id, contact, name, text string) {
 	t.Helper()
-	body := `{"id":"` + id + `","from":"` + contact + `","name":"` + name + `","text":"` + text + `"}`
-	if code, ans := e.do(t, http.MethodPost, "/hooks/"+channel, "application/json", []byte(body), nil); code != http.StatusAccepted {
+	if code, ans := hookCorpus(t, e, channel, demoMessage(t, id, "", contact, name, text)); code != http.StatusAccepted {
 		t.Fatalf("hook: %d %v", code, ans)
 	}
 	testkit.Eventually(t, 10*time.Second, func() bool {
@@ -60,7 +60,7 @@ func TestLeadListAndPage(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
 	hookFrom(t, e, "demo", "l-1", "+15550001111", "Zoë Müller", "first <b>question</b>")
-	hookFrom(t, e, "demo", "l-2", "+15550001111", "", `second\nline & <i>more</i>`)
+	hookFrom(t, e, "demo", "l-2", "+15550001111", "", "second\nline & <i>more</i>")
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	p := b.getOK("/handoffs")
 	for _, w := range []string{"Zoë Müller", html.EscapeString("second line & <i>more</i>"), "· owner ", "· <span title="} {

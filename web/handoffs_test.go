@@ -14,6 +14,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // whLead is a lead as GET /api/v1/handoffs and the event timeline show it.
@@ -108,16 +109,16 @@ func whEvent(t *testing.T, base, key string) (int, whTimeline) {
 }
 
 // whPost delivers one demo-channel webhook, which must be accepted.
-func whPost(t *testing.T, base, body string) {
+func whPost(t *testing.T, base string, b corpus.Body) {
 	t.Helper()
-	resp, err := http.Post(base+"/hooks/demo", "application/json", bytes.NewReader([]byte(body)))
+	resp, err := http.Post(base+"/hooks/demo", b.ContentType, bytes.NewReader(b.Raw))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("POST /hooks/demo %s = %d %s, want 202", body, resp.StatusCode, raw)
+		t.Fatalf("POST /hooks/demo %s = %d %s, want 202", b.Name(), resp.StatusCode, raw)
 	}
 }
 
@@ -154,15 +155,21 @@ func whServer(t *testing.T, e *testEnv, cfg *config.Config, now func() time.Time
 
 // whSetup makes three leads through the real webhook and drafting: two
 // stay received (no contact to identify them) and one is owned by sales.
+// Their bodies are corpus messages (pretty, Python's escapes, CRLF lines;
+// markup, emoji, Hebrew) with no conversation id, so that the lead is the
+// message id's, or the contact's.
 func whSetup(t *testing.T) (*testEnv, time.Time) {
 	t.Helper()
 	e := newTestEnv(t, nil)
-	whPost(t, e.url, `{"id":"r1","text":"hello there"}`)
-	whWaitDrafted(t, e.url, "demo:r1")
-	whPost(t, e.url, `{"id":"r2","text":"anyone?"}`)
-	whWaitDrafted(t, e.url, "demo:r2")
-	whPost(t, e.url, `{"id":"o1","from":"+15550001234","name":"Ada","text":"hi"}`)
-	whWaitDrafted(t, e.url, "demo:o1")
+	for _, b := range []corpus.Body{
+		withoutMembers(t, corpus.MessageAs("fish", "pretty2", "r1", "", ""), "from", "conversation_id"),
+		withoutMembers(t, corpus.MessageAs("emoji", "python", "r2", "", ""), "from", "conversation_id"),
+		withoutMembers(t, corpus.MessageAs("hebrew", "crlf", "o1", "", "+15550001234"), "conversation_id"),
+	} {
+		whPost(t, e.url, b)
+		whWaitDrafted(t, e.url, "demo:"+b.Want.MessageID)
+		wantStored(t, e, "demo", b)
+	}
 	return e, time.Now()
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/handoff/handoff/testkit/corpus"
 	"github.com/handoff/handoff/users"
 )
 
@@ -122,18 +123,25 @@ func TestMailgunTokenReplay(t *testing.T) {
 // TestHookRefusesControlCharactersInLeadFields: CR, LF or NUL inside the
 // contact or the conversation id (which name the lead and end up in logs,
 // email headers and keys) is refused with one sentence, as in the message
-// id, and nothing is stored; a form body's encoded CRLF likewise.
+// id, and nothing is stored; a form body's encoded CRLF likewise. The bad
+// values ride in corpus bodies (pretty, Python's \u escapes, Go's HTML
+// escapes, CRLF lines; markup, emoji, RTL texts), escaped as each layout
+// writes them.
 func TestHookRefusesControlCharactersInLeadFields(t *testing.T) {
 	e := newTestEnv(t, nil)
+	const contactBad, convBad = "the contact field /from contains control characters", "the conversation_id field /conversation_id contains control characters"
 	cases := []struct {
-		name, contentType, body, want string
+		name, contentType string
+		body              []byte
+		want              string
 	}{
-		{"LF in the contact", "application/json", `{"id":"c1","from":"ann@example.com\nBcc: all@example.com","text":"hi"}`, "the contact field /from contains control characters"},
-		{"CR in the contact", "application/json", `{"id":"c2","from":"ann@example.com\rX","text":"hi"}`, "the contact field /from contains control characters"},
-		{"NUL in the contact", "application/json", `{"id":"c3","from":"ann\u0000@example.com","text":"hi"}`, "the contact field /from contains control characters"},
-		{"CRLF in the conversation id", "application/json", `{"id":"c4","from":"ann@example.com","conversation_id":"t1\r\nt2","text":"hi"}`, "the conversation_id field /conversation_id contains control characters"},
-		{"NUL in the conversation id", "application/json", `{"id":"c5","from":"ann@example.com","conversation_id":"t1\u0000","text":"hi"}`, "the conversation_id field /conversation_id contains control characters"},
-		{"encoded CRLF in a form's contact", "application/x-www-form-urlencoded", url.Values{"id": {"c6"}, "from": {"ann@example.com\r\nBcc: x"}}.Encode(), "the contact field /from contains control characters"},
+		{"LF in the contact", "application/json", corpus.MessageAs("fish", "pretty2", "c1", "", "ann@example.com\nBcc: all@example.com").Raw, contactBad},
+		{"CR in the contact", "application/json", corpus.MessageAs("emoji", "python", "c2", "", "ann@example.com\rX").Raw, contactBad},
+		{"NUL in the contact", "application/json", corpus.MessageAs("arabic", "goescaped", "c3", "", "ann\u0000@example.com").Raw, contactBad},
+		{"CRLF in the conversation id", "application/json", corpus.MessageAs("hebrew", "crlf", "c4", "t1\r\nt2", "ann@example.com").Raw, convBad},
+		{"NUL in the conversation id", "application/json", corpus.MessageAs("slashes", "php", "c5", "t1\u0000", "ann@example.com").Raw, convBad},
+		// A form: the corpus's demo bodies are JSON, so this one is written here.
+		{"encoded CRLF in a form's contact", "application/x-www-form-urlencoded", []byte(url.Values{"id": {"c6"}, "from": {"ann@example.com\r\nBcc: x"}, "text": {corpus.TextNamed("fish").Body}}.Encode()), contactBad},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,7 +149,7 @@ func TestHookRefusesControlCharactersInLeadFields(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			code, ans := e.do(t, http.MethodPost, "/hooks/demo", tc.contentType, []byte(tc.body), nil)
+			code, ans := e.do(t, http.MethodPost, "/hooks/demo", tc.contentType, tc.body, nil)
 			if msg, _ := ans["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, tc.want) {
 				t.Errorf("got %d %v, want 400 saying %q", code, ans, tc.want)
 			}
@@ -154,9 +162,17 @@ func TestHookRefusesControlCharactersInLeadFields(t *testing.T) {
 			}
 		})
 	}
-	// A clean one on the same channel is recorded.
-	if code, ans := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(`{"id":"c7","from":"ann@example.com","conversation_id":"t1","text":"hi"}`), nil); code != http.StatusAccepted {
-		t.Errorf("a clean message: %d %v, want 202", code, ans)
+	// Clean ones on the same channel are recorded, exactly.
+	for i, b := range []corpus.Body{
+		corpus.MessageAs("fish", "pretty4", "c7", "t1", "ann@example.com"),
+		corpus.MessageAs("emoji", "compact", "c8", "t1", "ann@example.com"),
+		corpus.MessageAs("newlines", "crlf", "c9", "t1", "ann@example.com"),
+	} {
+		if code, ans := hookCorpus(t, e, "demo", b); code != http.StatusAccepted {
+			t.Errorf("clean message %d (%s): %d %v, want 202", i, b.Name(), code, ans)
+			continue
+		}
+		wantStored(t, e, "demo", b)
 	}
 }
 

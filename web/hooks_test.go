@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
+	"github.com/handoff/handoff/testkit/corpus"
 	"github.com/handoff/handoff/webhook"
 )
 
@@ -47,7 +49,8 @@ func testConfig() *config.Config {
 // TestDuplicateStorm sends 400 concurrent requests over 50 ids, 8 each and
 // interleaved, all released at once: exactly one accepted per id, every
 // duplicate names its id's first correlation id, and 50 events and 50 draft
-// jobs are stored.
+// jobs are stored. Each id's body is a corpus message of its own (layouts
+// and texts mixed, the retries byte for byte the first), stored exactly.
 func TestDuplicateStorm(t *testing.T) {
 	e := newTestEnv(t, nil)
 	const ids, copies = 50, 8
@@ -59,14 +62,19 @@ func TestDuplicateStorm(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: ids * copies}}
+	bodies := map[string]corpus.Body{}
+	for n := range ids {
+		id := fmt.Sprintf("storm-%02d", n)
+		bodies[id] = corpus.Message(n, id, "", fmt.Sprintf("+15550000%02d", n))
+	}
 	for i := range ids * copies {
 		id := fmt.Sprintf("storm-%02d", i%ids) // interleaved: 0..49, 0..49, ...
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			body := fmt.Sprintf(`{"id":%q,"from":"+15550000%s","text":"hello"}`, id, id[len(id)-2:])
-			resp, err := client.Post(e.url+"/hooks/demo", "application/json", strings.NewReader(body))
+			b := bodies[id]
+			resp, err := client.Post(e.url+"/hooks/demo", b.ContentType, bytes.NewReader(b.Raw))
 			if err != nil {
 				t.Error(err)
 				return
@@ -122,6 +130,9 @@ func TestDuplicateStorm(t *testing.T) {
 		if ev.CorrelationID != corr || ev.Duplicates != copies-1 {
 			t.Errorf("%s: stored correlation %s with %d duplicates, want %s with %d", id, ev.CorrelationID, ev.Duplicates, corr, copies-1)
 		}
+		if b := bodies[id]; ev.Text != b.Want.Text || ev.Name != b.Want.Name || string(ev.Body) != string(b.Raw) {
+			t.Errorf("%s (%s): stored text %q, name %q, body equal %v; want %q, %q and the body sent", id, b.Name(), ev.Text, ev.Name, string(ev.Body) == string(b.Raw), b.Want.Text, b.Want.Name)
+		}
 	}
 }
 
@@ -138,10 +149,17 @@ func signStd(t *testing.T, msgID string, ts time.Time, body string) http.Header 
 	}
 }
 
-// TestHookAccepts covers the ways a message id can be found.
+// TestHookAccepts covers the ways a message id can be found. The rows
+// about finding the id send exactly the bytes they are about; the signed
+// ones sign corpus bodies (pretty, CRLF, escaped; markup, emoji, RTL).
 func TestHookAccepts(t *testing.T) {
 	e := newTestEnv(t, testConfig())
-	body := `{"id":"sig-1","from":"+15550001111","text":"hi"}`
+	std := corpus.MessageAs("fish", "pretty2", "sig-1", "", "+15550001111")
+	mac := corpus.MessageAs("emoji", "crlf", "sig-1", "", "+15550001111")
+	std2 := corpus.MessageAs("arabic", "python", "sig-3", "", "+15550001112")
+	mac2 := corpus.MessageAs("long", "php", "sig-3", "", "+15550001112")
+	sniffed := corpus.MessageAs("combining", "crlf", "a-3", "", "")
+	signed := map[string]corpus.Body{"signed:sig-1": std, "mac:sig-1": mac, "signed:sig-3": std2, "mac:sig-3": mac2, "demo:a-3": sniffed}
 	tests := []struct {
 		name, path, ctype, body string
 		header                  http.Header
@@ -150,10 +168,13 @@ func TestHookAccepts(t *testing.T) {
 		{"json", "/hooks/demo", "application/json", `{"id":"  a-1 ","from":"x"}`, nil, "demo:a-1"},
 		{"numeric id", "/hooks/demo", "application/json", `{"id":12345678901234567890}`, nil, "demo:12345678901234567890"},
 		{"json without content type", "/hooks/demo", "", `{"id":"a-2"}`, nil, "demo:a-2"},
+		{"pretty json with CRLF lines without content type", "/hooks/demo", "", string(sniffed.Raw), nil, "demo:a-3"},
 		{"twilio form", "/hooks/sms", "application/x-www-form-urlencoded", url.Values{"MessageSid": {"SM123"}, "From": {"+15551234567"}, "Body": {"Hi"}}.Encode(), nil, "sms:SM123"},
 		{"composite", "/hooks/comp", "application/json", `{"lead_id":42}`, http.Header{"X-Tenant": {"acme"}}, "comp:acme:42"},
-		{"standard webhooks", "/hooks/signed", "application/json", body, signStd(t, "msg_1", time.Now(), body), "signed:sig-1"},
-		{"hmac", "/hooks/mac", "application/json", body, http.Header{"X-Signature": {hmacHex(testHMACSecret, body)}}, "mac:sig-1"},
+		{"standard webhooks", "/hooks/signed", "application/json", string(std.Raw), signStd(t, "msg_1", time.Now(), string(std.Raw)), "signed:sig-1"},
+		{"hmac", "/hooks/mac", "application/json", string(mac.Raw), http.Header{"X-Signature": {hmacHex(testHMACSecret, string(mac.Raw))}}, "mac:sig-1"},
+		{"standard webhooks, Python's escapes", "/hooks/signed", "application/json", string(std2.Raw), signStd(t, "msg_3", time.Now(), string(std2.Raw)), "signed:sig-3"},
+		{"hmac, PHP's escapes", "/hooks/mac", "application/json", string(mac2.Raw), http.Header{"X-Signature": {hmacHex(testHMACSecret, string(mac2.Raw))}}, "mac:sig-3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,6 +188,9 @@ func TestHookAccepts(t *testing.T) {
 			}
 			if ev.CorrelationID != ans["correlation_id"] {
 				t.Errorf("stored correlation %s, answered %v", ev.CorrelationID, ans["correlation_id"])
+			}
+			if b, ok := signed[tt.wantKey]; ok && (ev.Text != b.Want.Text || ev.Name != b.Want.Name || ev.ConversationID != b.Want.Conversation || string(ev.Body) != string(b.Raw)) {
+				t.Errorf("%s: stored text %q, name %q, conversation %q, body equal %v; want %+v and the body sent", b.Name(), ev.Text, ev.Name, ev.ConversationID, string(ev.Body) == string(b.Raw), b.Want)
 			}
 		})
 	}
@@ -184,14 +208,14 @@ func TestHookAccepts(t *testing.T) {
 func TestHookRejects(t *testing.T) {
 	e := newTestEnv(t, testConfig())
 	// Something stored before, which no bad request may change.
-	if code, _ := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(`{"id":"keep"}`), nil); code != http.StatusAccepted {
+	if code, _ := hookCorpus(t, e, "demo", corpus.MessageAs("emoji", "pretty2", "keep", "", "")); code != http.StatusAccepted {
 		t.Fatalf("setup: got %d", code)
 	}
 	before, err := e.st.EventByKey("demo:keep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := `{"id":"sig-2","text":"hi"}`
+	good := string(corpus.MessageAs("hebrew", "pretty4", "sig-2", "", "").Raw) // a real body, refused for its signature alone
 	stale := time.Now().Add(-10 * time.Minute)
 	tests := []struct {
 		name, path, ctype, body string
@@ -199,6 +223,8 @@ func TestHookRejects(t *testing.T) {
 		status                  int
 		want                    string // words the error sentence must contain
 	}{
+		// The bodies not taken from the corpus are exact on purpose: each is
+		// the one malformation (or size) its row names, and nothing else.
 		{"unknown channel", "/hooks/nope", "application/json", `{"id":"x"}`, nil, 404, `no channel named "nope"`},
 		{"xml body", "/hooks/demo", "application/xml", `<id>1</id>`, nil, 400, "neither JSON, form-encoded nor multipart"},
 		{"broken json", "/hooks/demo", "application/json", `{"id":`, nil, 400, "JSON"},
@@ -264,9 +290,11 @@ func TestHookUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := serveOnce(srv, http.MethodPost, "/hooks/demo", `{"id":"x"}`, "")
-	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "could not be stored") {
-		t.Fatalf("got %d %s, want 503 naming the problem", rec.Code, rec.Body)
+	for _, b := range []corpus.Body{corpus.MessageAs("fish", "pretty4", "x", "", ""), corpus.MessageAs("emoji", "python", "y", "", "")} {
+		rec := serveOnce(srv, http.MethodPost, "/hooks/demo", string(b.Raw), "")
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "could not be stored") {
+			t.Fatalf("%s: got %d %s, want 503 naming the problem", b.Name(), rec.Code, rec.Body)
+		}
 	}
 }
 
@@ -286,11 +314,12 @@ func TestHookCompositeIDsDoNotCollide(t *testing.T) {
 		status           int
 		wantKey          string
 	}{
+		// Exact: these bodies are the id's parts and nothing else, the point of the rows.
 		{"colon in the tenant", "/hooks/tl", `{"tenant":"acme:eu","lead":"42"}`, 202, "tl:acme%3Aeu:42"},
 		{"colon in the lead", "/hooks/tl", `{"tenant":"acme","lead":"eu:42"}`, 202, "tl:acme:eu%3A42"},
 		{"the first again", "/hooks/tl", `{"tenant":"acme:eu","lead":"42"}`, 200, "tl:acme%3Aeu:42"},
 		{"percent in a part", "/hooks/tl", `{"tenant":"100%","lead":"a%3Ab"}`, 202, "tl:100%25:a%253Ab"},
-		{"single source keeps its colons", "/hooks/demo", `{"id":"acme:eu:42"}`, 202, "demo:acme:eu:42"},
+		{"single source keeps its colons", "/hooks/demo", string(corpus.MessageAs("slashes", "pretty2", "acme:eu:42", "", "").Raw), 202, "demo:acme:eu:42"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // scrape reads /metrics through the router and parses it with
@@ -130,26 +131,37 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	}
 
 	const accepted = 5
-	for i := range accepted {
-		sendLead(t, e, "demo", fmt.Sprintf("m-%d", i), fmt.Sprintf("lead%d@example.com", i))
-	}
 	post := func(path, ct, body string, header http.Header, want int) {
 		t.Helper()
 		if code, ans := e.do(t, http.MethodPost, path, ct, []byte(body), header); code != want {
 			t.Fatalf("POST %s %.40q: got %d %v, want %d", path, body, code, ans, want)
 		}
 	}
-	dup := `{"id":"m-0","from":"lead0@example.com","text":"again"}`
-	post("/hooks/demo", "application/json", dup, nil, http.StatusOK)
-	post("/hooks/demo", "application/json", dup, nil, http.StatusOK)
-	post("/hooks/demo", "application/json", `{"id":"m-1","from":"lead1@example.com"}`, nil, http.StatusOK)
+	// The messages are corpus bodies (layouts and texts mixed), the
+	// duplicates too: a retry byte for byte, and the same ids re-serialized.
+	for i := range accepted {
+		lead := fmt.Sprintf("lead%d@example.com", i)
+		b := corpus.Message(i, fmt.Sprintf("m-%d", i), lead, lead)
+		post("/hooks/demo", b.ContentType, string(b.Raw), nil, http.StatusAccepted)
+		if i == 0 {
+			post("/hooks/demo", b.ContentType, string(b.Raw), nil, http.StatusOK)
+		}
+	}
+	for _, b := range []corpus.Body{
+		corpus.MessageAs("fish", "pretty2", "m-0", "lead0@example.com", "lead0@example.com"),
+		corpus.MessageAs("emoji", "python", "m-1", "lead1@example.com", "lead1@example.com"),
+	} {
+		post("/hooks/demo", b.ContentType, string(b.Raw), nil, http.StatusOK)
+	}
+	// The refused ones are exact on purpose: each the one fault it is counted by.
 	post("/hooks/demo", "application/json", `{not json`, nil, http.StatusBadRequest)
 	post("/hooks/demo", "image/png", "\x89PNG", nil, http.StatusBadRequest)
 	post("/hooks/demo", "application/json", `{"text":"no id"}`, nil, http.StatusBadRequest)
 	post("/hooks/demo", "application/json", `{"id":"big","text":"`+strings.Repeat("x", 1<<20)+`"}`, nil, http.StatusRequestEntityTooLarge)
 	post("/hooks/nope", "application/json", `{"id":"x"}`, nil, http.StatusNotFound)
 	post("/hooks/no-such-"+strings.Repeat("z", 40), "application/json", `{"id":"x"}`, nil, http.StatusNotFound)
-	post("/hooks/signed", "application/json", `{"id":"s1"}`, http.Header{"X-Signature": {hmacHex("wrong", `{"id":"s1"}`)}}, http.StatusUnauthorized)
+	forged := string(corpus.MessageAs("hebrew", "crlf", "s1", "", "").Raw)
+	post("/hooks/signed", "application/json", forged, http.Header{"X-Signature": {hmacHex("wrong", forged)}}, http.StatusUnauthorized)
 
 	// Every event drafted; two replies approved and sent.
 	var drafts []store.Draft

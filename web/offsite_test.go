@@ -19,6 +19,7 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // offsiteConfig is the demo with backups.target on the S3 server s.
@@ -256,11 +257,11 @@ func TestRestoreUpload(t *testing.T) {
 				default:
 				}
 				id := fmt.Sprintf("during-%d-%d", w, i)
-				body := fmt.Sprintf(`{"id":%q,"from":"x@example.com","text":"during"}`, id)
+				b := corpus.Message(3*i+w, id, "x@example.com", "x@example.com") // layouts and texts mixed; one conversation, as before
 				mu.Lock()
 				startedAfter := restored
 				mu.Unlock()
-				code, _ := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(body), nil)
+				code, _ := e.do(t, http.MethodPost, "/hooks/demo", b.ContentType, b.Raw, nil)
 				if code != http.StatusAccepted {
 					t.Errorf("webhook during the restore: %d", code)
 					return

@@ -14,6 +14,7 @@ import (
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 	"github.com/handoff/handoff/views"
 )
 
@@ -490,10 +491,14 @@ func TestTimelineRetryApprovalReconciliation(t *testing.T) {
 	e, _ := newEnv(t, dlConfig(model, nil), envOptions{})
 	key := "manual:t-1"
 	corr := sendLead(t, e, "manual", "t-1", leadContact)
-	body := `{"id":"t-1","conversation_id":"` + leadContact + `","from":"` + leadContact + `","text":"again"}`
-	for range 2 {
-		if code, ans := e.do(t, http.MethodPost, "/hooks/manual", "application/json", []byte(body), nil); code != http.StatusOK || ans["status"] != "duplicate" {
-			t.Fatalf("duplicate: %d %v", code, ans)
+	// The same message id again, twice, in other shapes (a sender that
+	// re-serialized it): duplicates all the same.
+	for _, b := range []corpus.Body{
+		corpus.MessageAs("fish", "pretty2", "t-1", leadContact, leadContact),
+		corpus.MessageAs("emoji", "python", "t-1", leadContact, leadContact),
+	} {
+		if code, ans := hookCorpus(t, e, "manual", b); code != http.StatusOK || ans["status"] != "duplicate" {
+			t.Fatalf("duplicate %s: %d %v", b.Name(), code, ans)
 		}
 	}
 	d := waitDraft(t, e, key)
@@ -617,17 +622,27 @@ func TestTimelineShowsDraftVersions(t *testing.T) {
 func TestTimelineFirstDuplicate(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
-	body := []byte(`{"id":"dup-1","from":"a@example.com","text":"hi"}`)
-	for i := range 3 {
-		code, ans := e.do(t, http.MethodPost, "/hooks/demo", "application/json", body, nil)
-		if want := map[bool]int{true: http.StatusAccepted, false: http.StatusOK}[i == 0]; code != want {
-			t.Fatalf("post %d: %d %v, want %d", i, code, ans, want)
+	// Each a corpus message sent three times byte for byte, as a
+	// provider's retries are.
+	for _, b := range []corpus.Body{
+		corpus.MessageAs("fish", "pretty4", "dup-1", "", "a@example.com"),
+		corpus.MessageAs("emoji", "goescaped", "dup-2", "", "b@example.com"),
+		corpus.MessageAs("long", "crlf", "dup-3", "", "c@example.com"),
+	} {
+		for i := range 3 {
+			code, ans := hookCorpus(t, e, "demo", b)
+			if want := map[bool]int{true: http.StatusAccepted, false: http.StatusOK}[i == 0]; code != want {
+				t.Fatalf("%s: post %d: %d %v, want %d", b.Name(), i, code, ans, want)
+			}
 		}
-	}
-	ev := apiGet(t, e, timelinePath("demo:dup-1"))["event"].(map[string]any)
-	first, errFirst := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["first_duplicate_at"]))
-	last, errLast := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["last_duplicate_at"]))
-	if ev["duplicates"] != float64(2) || errFirst != nil || errLast != nil || !first.Before(last) {
-		t.Errorf("event %v: want 2 duplicates with first_duplicate_at before last_duplicate_at", ev)
+		ev := apiGet(t, e, timelinePath("demo:"+b.Want.MessageID))["event"].(map[string]any)
+		first, errFirst := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["first_duplicate_at"]))
+		last, errLast := time.Parse(time.RFC3339Nano, fmt.Sprint(ev["last_duplicate_at"]))
+		if ev["duplicates"] != float64(2) || errFirst != nil || errLast != nil || !first.Before(last) {
+			t.Errorf("%s: event %v: want 2 duplicates with first_duplicate_at before last_duplicate_at", b.Name(), ev)
+		}
+		if ev["text"] != b.Want.Text {
+			t.Errorf("%s: the timeline's text is %q, want %q", b.Name(), ev["text"], b.Want.Text)
+		}
 	}
 }

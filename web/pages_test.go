@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"hash/fnv"
 	"html"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/handoff/handoff/static"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 	"github.com/handoff/handoff/users"
 	"github.com/handoff/handoff/views"
 )
@@ -161,20 +163,32 @@ func loggedIn(t *testing.T, e *testEnv, name string, role store.Role, owner stri
 	return b
 }
 
-// pending records an event on channel and waits for its draft.
+// pending records an event on channel and waits for its draft. The
+// message is id from id@example.com (its conversation), named "Person
+// id", saying text, in a corpus body whose layout id picks (corpus.Message
+// with text replaced: pretty, CRLF, Python's, PHP's or Go's escapes ...).
 func pending(t *testing.T, e *testEnv, channel, id, text string) store.Draft {
 	t.Helper()
-	body := fmt.Sprintf(`{"id":%q,"from":"%s@example.com","name":"Person %s","text":%q}`, id, id, id, text)
-	if code, ans := e.do(t, http.MethodPost, "/hooks/"+channel, "application/json", []byte(body), nil); code != http.StatusAccepted {
-		t.Fatalf("hook: %d %v", code, ans)
+	return pendingCorpus(t, e, channel, demoMessage(t, id, "", id+"@example.com", "Person "+id, text))
+}
+
+// demoMessage is a demo-channel corpus body of message id of conversation
+// conv (when "", the body has none: the conversation is the contact's)
+// from contact, named name (none when ""), saying text; id picks its
+// layout, deterministically.
+func demoMessage(t *testing.T, id, conv, contact, name, text string) corpus.Body {
+	t.Helper()
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	b := corpus.Message(int(h.Sum32()%uint32(len(corpus.Texts())*len(corpus.Layouts(corpus.Demo)))), id, conv, contact)
+	if conv == "" {
+		b = withoutMembers(t, b, "conversation_id")
 	}
-	var d store.Draft
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		var err error
-		d, err = e.st.DraftByEvent(channel + ":" + id)
-		return err == nil
-	}, "the draft of "+id)
-	return d
+	if name == "" {
+		b = withoutMembers(t, b, "name")
+		return withMembers(t, b, "text", text)
+	}
+	return withMembers(t, b, "name", name, "text", text)
 }
 
 // signingSecret is a Standard Webhooks secret: "whsec_" and base64.
@@ -339,42 +353,53 @@ func TestForbiddenPageIsHTML(t *testing.T) {
 	}
 }
 
+// TestCrossSiteAndCSRF: an approval posted cross-site, from a foreign
+// origin, or without the session's CSRF token is refused and leaves the
+// draft waiting; the same session's own post approves it. The drafts are
+// of corpus messages (pretty with markup, compact with emoji, RTL with
+// Python's escapes).
 func TestCrossSiteAndCSRF(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
-	d := pending(t, e, "demo", "x1", "hi")
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
-	path := "/drafts/" + d.ID + "/approve"
-	tests := []struct {
-		name   string
-		header http.Header
-		form   url.Values
-	}{
-		{"Sec-Fetch-Site cross-site", http.Header{"Sec-Fetch-Site": {"cross-site"}, "X-Csrf-Token": {b.csrf}}, url.Values{"csrf": {b.csrf}}},
-		{"foreign Origin", http.Header{"Origin": {"https://evil.example"}, "X-Csrf-Token": {b.csrf}}, url.Values{"csrf": {b.csrf}}},
-		{"no CSRF token", nil, url.Values{"action": {"approve"}}},
-		{"wrong CSRF token", http.Header{"X-Csrf-Token": {"not-the-token"}}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b.t = t
-			form := tt.form
-			if form == nil {
-				form = url.Values{}
-			}
-			if p := b.do(http.MethodPost, path, form, tt.header); p.code != http.StatusForbidden {
-				t.Errorf("got %d, want 403: %.200s", p.code, p.body)
-			}
-		})
-	}
-	b.t = t
-	got, err := e.st.Draft(d.ID)
-	if err != nil || got.Status != store.DraftPending || got.OutboxID != "" {
-		t.Fatalf("draft after refused posts: %+v %v, want still pending", got, err)
-	}
-	// The same session and token from this site are accepted.
-	if p := b.hx(path, url.Values{"action": {"approve"}}); p.code != http.StatusOK {
-		t.Fatalf("same-site approval: %d %.200s", p.code, p.body)
+	for _, m := range []corpus.Body{
+		corpus.MessageAs("fish", "pretty2", "x1", "", "x1@example.com"),
+		corpus.MessageAs("emoji", "compact", "x2", "", "x2@example.com"),
+		corpus.MessageAs("arabic", "python", "x3", "", "x3@example.com"),
+	} {
+		d := pendingCorpus(t, e, "demo", m)
+		path := "/drafts/" + d.ID + "/approve"
+		tests := []struct {
+			name   string
+			header http.Header
+			form   url.Values
+		}{
+			{"Sec-Fetch-Site cross-site", http.Header{"Sec-Fetch-Site": {"cross-site"}, "X-Csrf-Token": {b.csrf}}, url.Values{"csrf": {b.csrf}}},
+			{"foreign Origin", http.Header{"Origin": {"https://evil.example"}, "X-Csrf-Token": {b.csrf}}, url.Values{"csrf": {b.csrf}}},
+			{"no CSRF token", nil, url.Values{"action": {"approve"}}},
+			{"wrong CSRF token", http.Header{"X-Csrf-Token": {"not-the-token"}}, nil},
+		}
+		for _, tt := range tests {
+			t.Run(m.Name()+"/"+tt.name, func(t *testing.T) {
+				b.t = t
+				form := tt.form
+				if form == nil {
+					form = url.Values{}
+				}
+				if p := b.do(http.MethodPost, path, form, tt.header); p.code != http.StatusForbidden {
+					t.Errorf("got %d, want 403: %.200s", p.code, p.body)
+				}
+			})
+		}
+		b.t = t
+		got, err := e.st.Draft(d.ID)
+		if err != nil || got.Status != store.DraftPending || got.OutboxID != "" {
+			t.Fatalf("%s: draft after refused posts: %+v %v, want still pending", m.Name(), got, err)
+		}
+		// The same session and token from this site are accepted.
+		if p := b.hx(path, url.Values{"action": {"approve"}}); p.code != http.StatusOK {
+			t.Fatalf("%s: same-site approval: %d %.200s", m.Name(), p.code, p.body)
+		}
 	}
 }
 
@@ -963,10 +988,20 @@ func TestStaticFiles(t *testing.T) {
 	}
 }
 
+// TestHandoffsPage: the handoffs page lists each owned lead (of a corpus
+// message: pretty with markup, PHP's escapes with Hebrew), as stuck only
+// once it has been owned longer than stuck.owned, with its timeline link;
+// the overview lists it then too; bad filters are refused.
 func TestHandoffsPage(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
-	d := pending(t, e, "demo", "h1", "hi")
+	var ds []store.Draft
+	for _, m := range []corpus.Body{
+		corpus.MessageAs("fish", "pretty2", "h1", "", "h1@example.com"),
+		corpus.MessageAs("hebrew", "php", "h2", "", "h2@example.com"),
+	} {
+		ds = append(ds, pendingCorpus(t, e, "demo", m))
+	}
 	clk := &clock{t: time.Now().Add(time.Hour)} // an hour on: the owned lead is not yet stuck (4h)
 	srv, err := New(Deps{Config: e.cfg, Store: e.st, Jobs: e.runner, Logger: discardLogger(), Now: clk.Now})
 	if err != nil {
@@ -977,20 +1012,25 @@ func TestHandoffsPage(t *testing.T) {
 	addUser(t, e.st, "ann", store.RoleApprover, "", "right-password")
 	b := newBrowser(t, hs.URL)
 	b.login("ann", "right-password")
-	lead := store.LeadKey(d.Channel, d.ConversationID)
-	if p := b.get("/handoffs?status=owned"); !strings.Contains(p.body, lead) || strings.Contains(p.body, ">stuck</span>") {
-		t.Errorf("owned tab: %d, want the lead, not stuck: %.400s", p.code, p.body)
-	}
-	if p := b.getOK("/handoffs?stuck=true"); strings.Contains(p.body, lead) {
-		t.Error("a lead an hour in owned is listed as stuck")
+	for _, d := range ds {
+		lead := store.LeadKey(d.Channel, d.ConversationID)
+		if p := b.get("/handoffs?status=owned"); !strings.Contains(p.body, lead) || strings.Contains(p.body, ">stuck</span>") {
+			t.Errorf("owned tab: %d, want the lead %s, not stuck: %.400s", p.code, lead, p.body)
+		}
+		if p := b.getOK("/handoffs?stuck=true"); strings.Contains(p.body, lead) {
+			t.Errorf("a lead an hour in owned (%s) is listed as stuck", lead)
+		}
 	}
 	clk.Add(4 * time.Hour)
-	p := b.get("/handoffs?stuck=true")
-	if !strings.Contains(p.body, lead) || !strings.Contains(p.body, ">stuck</span>") || !strings.Contains(p.body, views.EventURL(d.EventKey)) {
-		t.Errorf("after 5h: the lead is not listed as stuck with its timeline link: %.500s", p.body)
-	}
-	if p := b.get("/"); !strings.Contains(p.body, lead) {
-		t.Error("the overview does not list the stuck lead")
+	for _, d := range ds {
+		lead := store.LeadKey(d.Channel, d.ConversationID)
+		p := b.get("/handoffs?stuck=true")
+		if !strings.Contains(p.body, lead) || !strings.Contains(p.body, ">stuck</span>") || !strings.Contains(p.body, views.EventURL(d.EventKey)) {
+			t.Errorf("after 5h: the lead %s is not listed as stuck with its timeline link: %.500s", lead, p.body)
+		}
+		if p := b.get("/"); !strings.Contains(p.body, lead) {
+			t.Errorf("the overview does not list the stuck lead %s", lead)
+		}
 	}
 	for _, bad := range []string{"/handoffs?status=lost", "/handoffs?stuck=maybe", "/handoffs?status=replied&stuck=true"} {
 		if p := b.get(bad); p.code != http.StatusBadRequest {

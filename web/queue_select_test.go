@@ -13,13 +13,14 @@ import (
 	"github.com/handoff/handoff/config"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
 // hookMessage posts one message to channel's hook.
-func hookMessage(t *testing.T, e *testEnv, channel, body string) {
+func hookMessage(t *testing.T, e *testEnv, channel string, b corpus.Body) {
 	t.Helper()
-	if code, ans := e.do(t, http.MethodPost, "/hooks/"+channel, "application/json", []byte(body), nil); code != http.StatusAccepted {
-		t.Fatalf("hook %s: %d %v", body, code, ans)
+	if code, ans := hookCorpus(t, e, channel, b); code != http.StatusAccepted {
+		t.Fatalf("hook %s: %d %v", b.Name(), code, ans)
 	}
 }
 
@@ -57,10 +58,10 @@ func approveSent(t *testing.T, e *testEnv, d store.Draft) string {
 func TestQueueCardConversation(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
-	hookMessage(t, e, "demo", `{"id":"c1","from":"ada@example.com","name":"Ada Lovelace","conversation_id":"w-0045","text":"Where is my refund?"}`)
+	hookMessage(t, e, "demo", demoMessage(t, "c1", "w-0045", "ada@example.com", "Ada Lovelace", "Where is my refund?"))
 	d1 := draftOf(t, e, "demo:c1")
 	approveSent(t, e, d1)
-	hookMessage(t, e, "demo", `{"id":"c2","from":"ada@example.com","conversation_id":"w-0045","text":"Any news on it?"}`)
+	hookMessage(t, e, "demo", demoMessage(t, "c2", "w-0045", "ada@example.com", "", "Any news on it?"))
 	d2 := draftOf(t, e, "demo:c2")
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	p := b.getOK("/drafts?id=" + d2.ID)
@@ -90,8 +91,8 @@ func TestQueueCardConversation(t *testing.T) {
 func TestSearchPage(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, twoClients())
-	hookMessage(t, e, "web-a", `{"id":"a1","from":"ada@acme.example","name":"Ada Lovelace","conversation_id":"w-0045","text":"I would like a refund"}`)
-	hookMessage(t, e, "web-b", `{"id":"b1","from":"king@bolt.example","name":"Ada King","conversation_id":"w-0046","text":"Refund, now"}`)
+	hookMessage(t, e, "web-a", demoMessage(t, "a1", "w-0045", "ada@acme.example", "Ada Lovelace", "I would like a refund"))
+	hookMessage(t, e, "web-b", demoMessage(t, "b1", "w-0046", "king@bolt.example", "Ada King", "Refund, now"))
 	draftOf(t, e, "web-a:a1")
 	draftOf(t, e, "web-b:b1")
 	ann := limitedUser(t, e, "ann", store.RoleApprover, "acme")

@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,25 +13,17 @@ import (
 	"github.com/handoff/handoff/leads"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
+	"github.com/handoff/handoff/testkit/corpus"
 )
 
-// turnHook posts message id of conversation conv to the demo channel, from
-// contact (none when empty), and returns the stored event.
-func turnHook(t *testing.T, e *testEnv, conv, id, contact, text string) store.Event {
+// turnHook posts the corpus body b to the demo channel and returns the
+// stored event, which must be what b's Want says.
+func turnHook(t *testing.T, e *testEnv, b corpus.Body) store.Event {
 	t.Helper()
-	from := ""
-	if contact != "" {
-		from = fmt.Sprintf(`"from":%q,`, contact)
+	if code, ans := hookCorpus(t, e, "demo", b); code != http.StatusAccepted {
+		t.Fatalf("hook %s: %d %v", b.Name(), code, ans)
 	}
-	body := fmt.Sprintf(`{"id":%q,"conversation_id":%q,%s"name":"Ada","text":%q}`, id, conv, from, text)
-	if code, ans := e.do(t, http.MethodPost, "/hooks/demo", "application/json", []byte(body), nil); code != http.StatusAccepted {
-		t.Fatalf("hook %s: %d %v", id, code, ans)
-	}
-	ev, err := e.st.EventByKey("demo:" + id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ev
+	return wantStored(t, e, "demo", b)
 }
 
 func turnDraft(t *testing.T, e *testEnv, key string) store.Draft {
@@ -50,9 +43,12 @@ func turnDraft(t *testing.T, e *testEnv, key string) store.Draft {
 func TestApproveSupersededNamesCurrent(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
-	e1 := turnHook(t, e, "c1", "m1", "ada@example.com", "can I book for Friday")
+	// Two messages of one customer, whose name has markup in it.
+	m1 := corpus.MessageAs("fish", "pretty2", "m1", "c1", "ada@example.com")
+	e1 := turnHook(t, e, m1)
 	d1 := turnDraft(t, e, e1.Key)
-	e2 := turnHook(t, e, "c1", "m2", "ada@example.com", "4 people")
+	e2 := turnHook(t, e, corpus.MessageAs("fish", "python", "m2", "c1", "ada@example.com"))
+	ada := html.EscapeString(m1.Want.Name)
 	code, ans := e.do(t, http.MethodPost, "/api/v1/drafts/"+d1.ID+"/approve", "", nil, tokenHeader())
 	if code != http.StatusConflict || ans["current_draft_id"] != store.DraftID(e2.ID) || ans["draft_id"] != d1.ID || !strings.Contains(fmt.Sprint(ans["error"]), store.DraftID(e2.ID)) {
 		t.Fatalf("approve the superseded draft = %d %v; want 409 naming %s", code, ans, store.DraftID(e2.ID))
@@ -67,10 +63,10 @@ func TestApproveSupersededNamesCurrent(t *testing.T) {
 	b := loggedIn(t, e, "ann", store.RoleApprover, "")
 	current := `id="card-next" class="button primary" href="/drafts?id=` + d2.ID + `"`
 	p := b.getOK("/drafts?id=" + d1.ID)
-	if !strings.Contains(p.body, "Ada wrote again, so this draft no longer answers the conversation. Their current draft waits for approval") || !strings.Contains(p.body, current) || strings.Contains(p.body, "superseded by d0") {
-		t.Errorf("the superseded draft's card does not name Ada or link %s: %.4000s", d2.ID, p.body)
+	if !strings.Contains(p.body, ada+" wrote again, so this draft no longer answers the conversation. Their current draft waits for approval") || !strings.Contains(p.body, current) || strings.Contains(p.body, "superseded by d0") {
+		t.Errorf("the superseded draft's card does not name %s or link %s: %.4000s", ada, d2.ID, p.body)
 	}
-	if p := b.hx("/drafts/"+d1.ID+"/approve", nil); p.code != http.StatusConflict || !strings.Contains(p.body, "Ada wrote again") || !strings.Contains(p.body, current) {
+	if p := b.hx("/drafts/"+d1.ID+"/approve", nil); p.code != http.StatusConflict || !strings.Contains(p.body, ada+" wrote again") || !strings.Contains(p.body, current) {
 		t.Errorf("approving the superseded draft from the queue: %d %.3000s", p.code, p.body)
 	}
 	if code, ans := e.do(t, http.MethodPost, "/api/v1/drafts/"+d2.ID+"/approve", "", nil, tokenHeader()); code != http.StatusOK || ans["outbox_id"] != "c1:"+d2.ID {
@@ -84,7 +80,7 @@ func TestApproveSupersededNamesCurrent(t *testing.T) {
 		t.Errorf("handoff_drafts = %v; want 1 superseded, 1 approved, none waiting", got)
 	}
 	p = b.getOK("/drafts?id=" + d1.ID)
-	if !strings.Contains(p.body, "Ada wrote again") || !strings.Contains(p.body, "it has been answered or closed since") {
+	if !strings.Contains(p.body, ada+" wrote again") || !strings.Contains(p.body, "it has been answered or closed since") {
 		t.Errorf("the superseded draft's card once the current one is approved: %.4000s", p.body)
 	}
 }
@@ -95,7 +91,7 @@ func TestApproveSupersededNamesCurrent(t *testing.T) {
 func TestReplyNeedsRecipientAndClose(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
-	ev := turnHook(t, e, "anon-1", "n1", "", "hello?")
+	ev := turnHook(t, e, withoutMembers(t, corpus.MessageAs("emoji", "pretty4", "n1", "anon-1", ""), "from"))
 	d := turnDraft(t, e, ev.Key)
 	code, ans := e.do(t, http.MethodPost, "/api/v1/drafts/"+d.ID+"/approve", "", nil, tokenHeader())
 	if code != http.StatusConflict || !strings.Contains(fmt.Sprint(ans["error"]), "without a contact") {
@@ -133,7 +129,7 @@ func TestReplyNeedsRecipientAndClose(t *testing.T) {
 func TestRejectThenReplyMyself(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, nil)
-	ev := turnHook(t, e, "c9", "r1", "ada@example.com", "do you open on Sunday?")
+	ev := turnHook(t, e, corpus.MessageAs("hebrew", "crlf", "r1", "c9", "ada@example.com"))
 	d := turnDraft(t, e, ev.Key)
 	if code, ans := e.do(t, http.MethodPost, "/api/v1/drafts/"+d.ID+"/reject", "application/json", []byte(`{"reason":"wrong"}`), tokenHeader()); code != http.StatusOK {
 		t.Fatalf("reject = %d %v", code, ans)
@@ -176,8 +172,8 @@ func TestQueueSaysDraftingFails(t *testing.T) {
 	cfg.Drafter = config.Drafter{Kind: "openai", BaseURL: model.URL, Model: "m", PromptVersion: "p1", Timeout: 5 * time.Second}
 	cfg.Retry.MaxAttempts = 2
 	e := newTestEnv(t, cfg)
-	turnHook(t, e, "c1", "f1", "ada@example.com", "hi")
-	turnHook(t, e, "c1", "f2", "ada@example.com", "anyone?")
+	turnHook(t, e, corpus.MessageAs("short", "pretty2", "f1", "c1", "ada@example.com"))
+	turnHook(t, e, corpus.MessageAs("slashes", "goescaped", "f2", "c1", "ada@example.com"))
 	h, err := e.st.Handoff(store.LeadKey("demo", "c1"))
 	if err != nil {
 		t.Fatal(err)
