@@ -285,6 +285,8 @@ func (h *readyHead) next() {
 // readyHeads places a cursor on the first ready job of every kind that b
 // leaves room for. It skips from one kind to the next with a seek, so it
 // costs a few page reads per kind however long each kind's backlog is.
+// A head's key stays valid while its cursor stands (every engine keeps a
+// cursor's slices for the transaction).
 func readyHeads(tx *Tx, b *budget) []*readyHead {
 	ready := tx.bucket(bucketJobsReady)
 	var heads []*readyHead
@@ -297,9 +299,12 @@ func readyHeads(tx *Tx, b *budget) []*readyHead {
 		}
 		prefix := bytes.Clone(k[:i+1])
 		if b.left(string(k[:i])) > 0 {
-			hc := ready.Cursor()
-			hk, _ := hc.Seek(prefix)
-			heads = append(heads, &readyHead{prefix: prefix, c: hc, k: hk})
+			// The walk stands on the kind's first job: its cursor becomes
+			// the kind's head and a new one walks on. On PostgreSQL each
+			// cursor's first read is a round trip, made under the writers'
+			// lock in a claim: one a kind, where a head of its own made two.
+			heads = append(heads, &readyHead{prefix: prefix, c: c, k: k})
+			c = ready.Cursor()
 		}
 		next := bytes.Clone(prefix)
 		next[len(next)-1] = 1 // just past every key of this kind

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/handoff/handoff/proc"
 	"github.com/handoff/handoff/store/engine/pgengine/pgtest"
 )
@@ -136,5 +138,37 @@ func TestReleaseOwners(t *testing.T) {
 	}
 	if err := b.Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A claim on PostgreSQL: its read transaction, then its write, reading
+// one cursor a kind of the ready index (the walk's cursor becomes the
+// kind's head) and, ahead, its jobs and the counts it moves. Every read
+// of the write is a round trip under the writers' lock, while every
+// other writer of the database waits.
+func TestClaimRoundTrips(t *testing.T) {
+	st, err := OpenURL(context.Background(), pgtest.URL(t)+" search_path="+pgtest.Schema(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, kind := range []string{"a", "b", "c"} {
+		for range 2 {
+			nj := NewJob{ID: ulid.Make().String(), Kind: kind, Key: ulid.Make().String(), MaxAttempts: 3}
+			if err := st.Update(context.Background(), func(tx *Tx) error { _, _, err := tx.Enqueue(nj, "corr", t0); return err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := st.RoundTrips()
+	got, err := st.Claim(context.Background(), t0.Add(time.Minute), AnyJobs(6), time.Minute)
+	if err != nil || len(got) != 6 {
+		t.Fatalf("Claim = %d jobs, %v; want 6", len(got), err)
+	}
+	// The View: its begin, the walk's first read, a read at each next
+	// kind and one past the last, its end; the write: its begin, the same
+	// four reads, the jobs and counts read ahead, the writes with the COMMIT.
+	if n := st.RoundTrips() - before; n != 6+7 {
+		t.Errorf("claiming 6 jobs of 3 kinds took %d round trips; want %d", n, 6+7)
 	}
 }
