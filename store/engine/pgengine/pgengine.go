@@ -28,6 +28,10 @@
 //     waits for it: PostgreSQL's readers take no lock a writer holds.
 //   - Keys order bytewise: bytea compares with memcmp, shorter first, as
 //     bytes.Compare does.
+//   - Every statement reads by key, so every transaction runs with
+//     sequential scans off (SET LOCAL, in the batch that begins it): a
+//     cached generic plan made while a table was small would scan the
+//     whole table for as long as its connection lives.
 //
 // Writes are buffered in the transaction and sent in one round trip of
 // set-based statements before the next read of the bucket that needs
