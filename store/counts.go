@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/handoff/handoff/store/engine"
 )
 
 // Counts kept in the meta bucket, moved in the same transaction as the
@@ -14,8 +17,18 @@ import (
 // draftCountKey names the count of drafts in one status.
 func draftCountKey(s DraftStatus) []byte { return []byte("count:drafts:" + string(s)) }
 
-// addCount adds delta to the count at key.
+// addCount adds delta to the count at key: on an engine.Adder without
+// reading it (PostgreSQL, whose writers would otherwise all conflict on
+// it).
 func addCount(tx *Tx, key []byte, delta int) error {
+	if a, ok := tx.bucket(bucketMeta).(engine.Adder); ok {
+		if err := a.Add(key, int64(delta)); errors.Is(err, engine.ErrBelowZero) {
+			return fmt.Errorf("count %q would go below zero", key)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	}
 	n := count(tx, key) + delta
 	if n < 0 {
 		return fmt.Errorf("count %q would go below zero", key)

@@ -27,7 +27,7 @@ func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
 			s.holdLost(err)
 		}
 	}
-	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, Notify: [][]byte{bucketJobsReady}, OnLost: onLost})
+	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, Optimistic: true, Notify: [][]byte{bucketJobsReady}, OnLost: onLost})
 	if errors.Is(err, engine.ErrLocked) {
 		return nil, fmt.Errorf("store: %w (is a handoff migrate running?)", err)
 	}

@@ -8,7 +8,10 @@
 // What an engine must guarantee (docs/architecture.md, "Storage engines"):
 //   - Update runs fn in one serializable write transaction: no other write
 //     is interleaved with it, and it sees every write committed before it.
-//     When fn returns an error every write fn made is rolled back.
+//     When fn returns an error every write fn made is rolled back. fn may
+//     run more than once (an engine that checks its reads at commit runs
+//     it again when one no longer holds); only the last run's writes, and
+//     its error, count.
 //   - Update returns nil only once the transaction is durable: a crash
 //     after Update returns loses nothing it wrote.
 //   - View runs fn in a read snapshot: every read of fn sees the same
@@ -113,6 +116,21 @@ type Tx interface {
 type Prefetcher interface {
 	Prefetch(bucket []byte, keys [][]byte)
 }
+
+// Adder is a Bucket that adds to a counter without reading it first: an
+// 8-byte big-endian count, absent (or of another length) read as zero.
+// PostgreSQL's, whose writers run side by side and check what each read
+// when it commits: a count every write moves would otherwise make every
+// pair of them conflict. A count it would take below zero is refused,
+// with ErrBelowZero, by Add or by the commit that runs the transaction's
+// function again (Update). An engine without it has the store read and
+// write the count itself.
+type Adder interface {
+	Add(key []byte, delta int64) error
+}
+
+// ErrBelowZero is an Add that would take a count below zero.
+var ErrBelowZero = errors.New("engine: the count would go below zero")
 
 // Bucket is an ordered map of keys to values inside one transaction.
 type Bucket interface {

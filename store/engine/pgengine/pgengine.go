@@ -47,6 +47,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -106,6 +107,18 @@ type Options struct {
 	// (pg_notify, sent on commit), which Listen hears. The store names its
 	// index of ready jobs.
 	Notify [][]byte
+	// Optimistic lets Update run fn before it takes the writers' lock:
+	// what fn reads is kept, and the batch that commits takes the lock,
+	// checks that every key read still holds what it held and that the
+	// catalog is the one the transaction began with, then writes and
+	// commits; a check that fails (another writer changed a key) rolls it
+	// back and fn runs again, holding the lock from its start. A cursor, a
+	// count, a bucket made or deleted take the lock (and check) first.
+	// Counts move without a read (engine.Adder). The lock is then held
+	// for the server's part of one batch instead of from the begin to the
+	// COMMIT's answer, through every client step between: what lets
+	// several processes' writes overlap. Shared stores set it.
+	Optimistic bool
 	// OnLost, when set, is told (on a goroutine of its own) each time the
 	// hold of Exclusive or Shared is found lost: from then on this
 	// process's owner lock is gone too, and other processes may give its
@@ -125,6 +138,10 @@ type DB struct {
 	notify  map[string]bool // Options.Notify's buckets
 	channel string          // the schema's channel (notify.go)
 	owner   string          // Owner, or "" unless Shared
+	// optimistic is Options.Optimistic; reruns counts the Updates whose
+	// fn ran again because a key it read had changed.
+	optimistic bool
+	reruns     atomic.Int64
 	// trips counts the round trips of transactions to the server (a
 	// statement, or a batch of them): what the tests of Prefetch and of
 	// the commit's batch count.
@@ -134,6 +151,7 @@ type DB struct {
 var (
 	_ engine.Engine     = (*DB)(nil)
 	_ engine.Prefetcher = (*tx)(nil)
+	_ engine.Adder      = (*bucket)(nil)
 )
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -174,7 +192,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	// nothing; and a standby's session hears no NOTIFY of the primary.
 	cc := cfg.ConnConfig.Copy()
 	cc.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsPrimary
-	d := &DB{pool: pool, tempDir: o.TempDir, cc: cc, notify: map[string]bool{}}
+	d := &DB{pool: pool, tempDir: o.TempDir, cc: cc, notify: map[string]bool{}, optimistic: o.Optimistic && !o.Exclusive}
 	for _, name := range o.Notify {
 		d.notify[string(name)] = true
 	}
@@ -233,7 +251,7 @@ var errReadOnly = errors.New("pgengine: a write in a read transaction")
 // lost) is View's error, whatever fn returned.
 func (d *DB) View(fn func(engine.Tx) error) error {
 	ctx := context.Background()
-	t, err := d.begin(ctx, false)
+	t, err := d.begin(ctx, false, false)
 	if err != nil {
 		return err
 	}
@@ -268,12 +286,33 @@ func (d *DB) View(fn func(engine.Tx) error) error {
 // returned nil, so nothing decided on a failed read commits.
 func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 	ctx := context.Background()
-	if d.hold != nil {
-		if err := d.hold.lost(); err != nil {
-			return engine.Commit{}, err
+	for optimistic := d.optimistic; ; optimistic = false {
+		if d.hold != nil {
+			if err := d.hold.lost(); err != nil {
+				return engine.Commit{}, err
+			}
 		}
+		c, err := d.update(ctx, fn, optimistic)
+		if optimistic && errors.Is(err, errStale) {
+			d.reruns.Add(1)
+			continue // again, under the lock from the start
+		}
+		return c, err
 	}
-	t, err := d.begin(ctx, true)
+}
+
+// Reruns is how many Updates ran their fn again because a key it read
+// had changed before the commit (Options.Optimistic).
+func (d *DB) Reruns() int64 { return d.reruns.Load() }
+
+// errStale is an optimistic transaction's read that no longer holds: a
+// key another writer changed, or the catalog. Update runs fn again.
+var errStale = errors.New("pgengine: a key read was changed by another writer before the commit")
+
+// update is one run of Update's fn: optimistic, it takes the writers'
+// lock only when it must (lockNow) or in its commit's batch.
+func (d *DB) update(ctx context.Context, fn func(engine.Tx) error, optimistic bool) (engine.Commit, error) {
+	t, err := d.begin(ctx, true, !optimistic)
 	if err != nil {
 		return engine.Commit{}, err
 	}
@@ -287,6 +326,11 @@ func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 		return fn(t)
 	}()
 	c := engine.Commit{Allocated: t.allocated}
+	if ferr != nil && t.err == nil {
+		// fn's error may come of reads that another writer has changed
+		// since: it is the answer only if they all still hold.
+		t.lockNow()
+	}
 	if t.err != nil {
 		// A read or write that failed inside fn fails the transaction,
 		// whatever fn made of it: fn decided on a read that did not
@@ -305,12 +349,12 @@ func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 // begin opens a transaction on a pooled connection: for a write, under the
 // writers' lock; either way it reads the catalog, which takes the
 // snapshot of a read.
-func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
+func (d *DB) begin(ctx context.Context, write, lock bool) (*tx, error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgengine: a connection: %w", err))
 	}
-	t := &tx{db: d, conn: conn, write: write, buckets: map[string]*bucket{}}
+	t := &tx{db: d, conn: conn, write: write, locked: write && lock, buckets: map[string]*bucket{}}
 	b := &pgx.Batch{}
 	if write {
 		b.Queue("begin isolation level read committed read write")
@@ -326,10 +370,13 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 	// later. SET LOCAL, so that a pooler in transaction mode never carries
 	// it to another client.
 	b.Queue("set local enable_seqscan = off")
-	if write {
+	switch {
+	case write && lock:
 		// The lock, then the transaction's id: what tells a commit's
 		// outcome when the connection is lost before its answer (outcome).
 		b.Queue("select pg_advisory_xact_lock($1), txid_current()", d.lockKey)
+	case write:
+		b.Queue("select null, txid_current()")
 	}
 	b.Queue("select name, tbl from handoff_buckets")
 	err = func() error {
@@ -359,6 +406,7 @@ func (d *DB) begin(ctx context.Context, write bool) (*tx, error) {
 				return err
 			}
 			t.buckets[string(name)] = t.newBucket(name, tbl)
+			t.tables = append(t.tables, tbl)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -428,6 +476,7 @@ func (e *noSpace) Is(target error) bool { return target == engine.ErrNoSpace }
 // statements are the SQL of one bucket's table, built once per table.
 type statements struct {
 	get, many, put, del, count       string
+	check, add, negative             string
 	first, last, from, after, before string
 }
 
@@ -437,16 +486,26 @@ func (d *DB) statementsOf(tbl string) *statements {
 	}
 	q := quoteIdent(tbl)
 	s := &statements{
-		get:    "select value from " + q + " where key = $1",
-		many:   "select key, value from " + q + " where key = any($1::bytea[])",
-		put:    "insert into " + q + " (key, value) select * from unnest($1::bytea[], $2::bytea[]) on conflict (key) do update set value = excluded.value",
-		del:    "delete from " + q + " where key = any($1::bytea[])",
-		count:  "select count(*) from " + q,
-		first:  "select key, value from " + q + " order by key limit $1",
-		last:   "select key, value from " + q + " order by key desc limit $1",
-		from:   "select key, value from " + q + " where key >= $2 order by key limit $1",
-		after:  "select key, value from " + q + " where key > $2 order by key limit $1",
-		before: "select key, value from " + q + " where key < $2 order by key desc limit $1",
+		get:   "select value from " + q + " where key = $1",
+		many:  "select key, value from " + q + " where key = any($1::bytea[])",
+		put:   "insert into " + q + " (key, value) select * from unnest($1::bytea[], $2::bytea[]) on conflict (key) do update set value = excluded.value",
+		del:   "delete from " + q + " where key = any($1::bytea[])",
+		count: "select count(*) from " + q,
+		// An optimistic transaction's read, checked (queueLock): $1 the
+		// keys, $2 what each read, $3 whether it was there.
+		check: "select 1 / (not exists (select 1 from unnest($1::bytea[], $2::bytea[], $3::bool[]) as w(k, v, p) left join " + q +
+			" as t on t.key = w.k where case when w.p then t.value is distinct from w.v else t.key is not null end))::int",
+		// Add's counts: 8 bytes big-endian, another length read as zero;
+		// then none of them below zero (its sign bit), else 22012.
+		add: "insert into " + q + " as t (key, value) select k, int8send(d) from unnest($1::bytea[], $2::int8[]) as a(k, d)" +
+			" on conflict (key) do update set value = int8send(case when length(t.value) = 8 then ('x' || encode(t.value, 'hex'))::bit(64)::bigint else 0 end" +
+			" + ('x' || encode(excluded.value, 'hex'))::bit(64)::bigint)",
+		negative: "select 1 / (not exists (select 1 from " + q + " where key = any($1::bytea[]) and length(value) = 8 and get_byte(value, 0) >= 128))::int",
+		first:    "select key, value from " + q + " order by key limit $1",
+		last:     "select key, value from " + q + " order by key desc limit $1",
+		from:     "select key, value from " + q + " where key >= $2 order by key limit $1",
+		after:    "select key, value from " + q + " where key > $2 order by key limit $1",
+		before:   "select key, value from " + q + " where key < $2 order by key desc limit $1",
 	}
 	d.sql.Store(tbl, s)
 	return s
@@ -469,6 +528,12 @@ type tx struct {
 	// wanting is the buckets whose want is not empty, in the order
 	// Prefetch was first given each.
 	wanting []*bucket
+	// locked: the writers' lock is held (from the begin, or since
+	// lockNow). Until then (Options.Optimistic) every key read is kept in
+	// its bucket's seen, and tables is the catalog's tables as begin read
+	// them: both are checked when the lock is taken.
+	locked bool
+	tables []string
 }
 
 // fail records the transaction's first failure and returns it.
@@ -523,6 +588,70 @@ func (t *tx) end(ctx context.Context, how string) error {
 	return nil
 }
 
+// lockNow takes the writers' lock of an optimistic transaction and checks
+// what it read so far (queueLock), in one round trip: a cursor, a count or
+// a bucket made or deleted reads and writes under it from then on, and an
+// error of fn is believed only if its reads still hold. False when the
+// transaction failed: t.err is errStale when a read no longer holds.
+func (t *tx) lockNow() bool {
+	if t.locked || t.err != nil {
+		return t.err == nil
+	}
+	b := &pgx.Batch{}
+	n := t.queueLock(b)
+	t.db.trips.Add(1)
+	br := t.conn.SendBatch(context.Background(), b)
+	var err error
+	for i := 0; i < n && err == nil; i++ {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.fail(staleOr(fmt.Errorf("pgengine: the writers' lock: %w", err)))
+		return false
+	}
+	return true
+}
+
+// queueLock adds to b the writers' lock and the checks of an optimistic
+// transaction's reads: the catalog has the tables begin read, and each
+// key read holds what it held (absent stays absent). A check that fails
+// divides by zero (SQLSTATE 22012, staleOr), which skips the rest of the
+// batch: nothing of it is written. It returns the statements queued;
+// from then on the transaction is locked, and reads keep nothing.
+func (t *tx) queueLock(b *pgx.Batch) int {
+	n := b.Len()
+	b.Queue("select pg_advisory_xact_lock($1)", t.db.lockKey)
+	b.Queue(`select 1 / ((select count(*) from handoff_buckets) = $2
+		and (select count(*) from handoff_buckets where tbl = any($1::text[])) = $2)::int`, t.tables, len(t.tables))
+	for _, bk := range t.buckets {
+		if len(bk.seen) == 0 {
+			continue
+		}
+		keys := make([][]byte, 0, len(bk.seen))
+		vals := make([][]byte, 0, len(bk.seen))
+		present := make([]bool, 0, len(bk.seen))
+		for k, v := range bk.seen {
+			keys, vals, present = append(keys, []byte(k)), append(vals, v), append(present, v != nil)
+		}
+		b.Queue(bk.sql.check, keys, vals, present)
+		bk.seen = nil
+	}
+	t.locked = true
+	return b.Len() - n
+}
+
+// staleOr is errStale for a check's division by zero, else err.
+func staleOr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "22012" {
+		return errStale
+	}
+	return err
+}
+
 // commit sends the writes still buffered, the notification of a ready
 // job and COMMIT in one round trip, and gives the connection back. A
 // statement refused before the COMMIT leaves the transaction aborted on
@@ -531,10 +660,11 @@ func (t *tx) end(ctx context.Context, how string) error {
 // the outcome is asked, as for a lone COMMIT.
 func (t *tx) commit(ctx context.Context) error {
 	b := &pgx.Batch{}
+	if !t.locked {
+		t.queueLock(b)
+	}
 	for _, bk := range t.buckets {
-		if len(bk.pending) > 0 {
-			bk.queueFlush(b)
-		}
+		bk.queueFlush(b)
 	}
 	if t.notify {
 		b.Queue("select pg_notify($1, '')", t.db.channel)
@@ -568,11 +698,12 @@ func (t *tx) commit(ctx context.Context) error {
 		conn.Release()
 		return fmt.Errorf("pgengine: the transaction was rolled back by the server (%s)", tag)
 	case errors.As(err, &pe):
-		// The server refused a write (or the COMMIT itself): nothing of
-		// the transaction committed. The ROLLBACK ends it when a write
+		// The server refused a write (or the COMMIT itself), or a check
+		// of an optimistic transaction's reads failed (errStale): nothing
+		// of the transaction committed. The ROLLBACK ends it when a write
 		// was refused (after a refused COMMIT it is a no-op), and a
 		// standby's connection is closed instead (end).
-		t.fail(fmt.Errorf("pgengine: write: %w", err))
+		t.fail(staleOr(fmt.Errorf("pgengine: write: %w", err)))
 		t.end(ctx, "rollback")
 		return t.err
 	}
@@ -653,7 +784,7 @@ func (t *tx) CreateBucketIfNotExists(name []byte) (engine.Bucket, error) {
 	if len(name) == 0 {
 		return nil, errors.New("pgengine: a bucket needs a name")
 	}
-	if t.err != nil {
+	if !t.lockNow() {
 		return nil, t.err
 	}
 	ctx := context.Background()
@@ -687,7 +818,7 @@ func (t *tx) DeleteBucket(name []byte) error {
 	if !t.write {
 		return errReadOnly
 	}
-	if t.err != nil {
+	if !t.lockNow() {
 		return t.err
 	}
 	bt := &pgx.Batch{}
@@ -727,8 +858,7 @@ func (t *tx) flushAll(ctx context.Context) {
 	b := &pgx.Batch{}
 	var flushed []*bucket
 	for _, bk := range t.buckets {
-		if len(bk.pending) > 0 {
-			bk.queueFlush(b)
+		if bk.queueFlush(b) {
 			flushed = append(flushed, bk)
 		}
 	}
@@ -750,7 +880,7 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch, flushed []*bucket) {
 		return
 	}
 	for _, bk := range flushed {
-		bk.pending = nil
+		bk.pending, bk.adds = nil, nil
 	}
 }
 
@@ -772,7 +902,8 @@ type bucket struct {
 	// value: absent), until a Put or Delete of the key: no other writer
 	// commits while a write transaction holds the writers' lock, and a
 	// read's snapshot never moves, so a key read once reads the same
-	// again until this transaction writes it.
+	// again until this transaction writes it; one read before an
+	// optimistic transaction took the lock is checked then (seen).
 	read map[string][]byte
 	// gen counts the writes to the bucket in this transaction: a cursor
 	// whose batch is older reads again.
@@ -782,6 +913,12 @@ type bucket struct {
 	// are read, with every other bucket's, at the transaction's next
 	// Get that asks the server.
 	want [][]byte
+	// seen is what the server answered for each key read before the
+	// writers' lock was taken (nil: absent), checked when it is
+	// (queueLock); adds is what Add added to each key not read, sent
+	// as a server-side sum with the writes.
+	seen map[string][]byte
+	adds map[string]int64
 }
 
 func (b *bucket) Get(key []byte) []byte {
@@ -790,6 +927,22 @@ func (b *bucket) Get(key []byte) []byte {
 			return nil
 		}
 		return p.value
+	}
+	if d, ok := b.adds[string(key)]; ok {
+		// A count added to unread: read it now (checked at the lock),
+		// and keep the sum as a write.
+		delete(b.adds, string(key))
+		n := counter(b.Get(key)) + d
+		if b.t.err != nil {
+			return nil
+		}
+		if n < 0 {
+			// Run again under the lock, where Add itself refuses it.
+			b.t.fail(errStale)
+			return nil
+		}
+		b.putCounter(key, n)
+		return b.pending[string(key)].value
 	}
 	t := b.t
 	if t.err != nil || b.dead || len(key) == 0 {
@@ -823,12 +976,21 @@ func (b *bucket) Get(key []byte) []byte {
 	return v
 }
 
-// remember keeps what the server answered for key (nil: absent).
+// remember keeps what the server answered for key (nil: absent), and,
+// before the writers' lock, what the commit checks.
 func (b *bucket) remember(key, v []byte) {
 	if b.read == nil {
 		b.read = map[string][]byte{}
 	}
 	b.read[string(key)] = v
+	if !b.t.locked && b.t.write {
+		if b.seen == nil {
+			b.seen = map[string][]byte{}
+		}
+		if _, ok := b.seen[string(key)]; !ok {
+			b.seen[string(key)] = v
+		}
+	}
 }
 
 // Prefetch declares keys of bucket name that the Gets to follow will
@@ -836,7 +998,8 @@ func (b *bucket) remember(key, v []byte) {
 // server reads them, and those of every other bucket declared, in one
 // round trip; keys written or read meanwhile are not read again. Under
 // the writers' lock no other writer commits meanwhile, so reading them
-// later reads what reading them now would. A bucket that does not exist,
+// later reads what reading them now would; before it (Optimistic), what
+// they read is checked when the lock is taken. A bucket that does not exist,
 // or a failed transaction, reads nothing; a failed read fails the
 // transaction as a Get's would.
 func (t *tx) Prefetch(name []byte, keys [][]byte) {
@@ -963,12 +1126,74 @@ func (b *bucket) Put(key, value []byte) error {
 	copy(v, value)
 	b.pending[string(key)] = pend{value: v}
 	delete(b.read, string(key))
+	delete(b.adds, string(key))
 	b.gen++
 	b.t.allocated += int64(len(key) + len(value))
 	if b.t.db.notify[string(b.name)] {
 		b.t.notify = true
 	}
 	return nil
+}
+
+// Add adds delta to the count at key (engine.Adder). Under the writers'
+// lock, or with the key already read or written, it reads and writes the
+// count here, refusing one below zero; before the lock it only keeps the
+// sum, which the commit's batch adds on the server, so two writers that
+// move one count never conflict. A sum the server finds below zero fails
+// that batch, and Update runs fn again under the lock, where this Add
+// refuses it.
+func (b *bucket) Add(key []byte, delta int64) error {
+	switch {
+	case !b.t.write:
+		return errReadOnly
+	case b.dead:
+		return fmt.Errorf("pgengine: bucket %q was deleted", b.name)
+	case len(key) == 0:
+		return ErrKeyRequired
+	case len(key) > MaxKeySize:
+		return fmt.Errorf("%w (%d bytes)", ErrKeyTooLarge, len(key))
+	case b.t.err != nil:
+		return b.t.err
+	}
+	_, written := b.pending[string(key)]
+	_, read := b.read[string(key)]
+	if b.t.locked || written || read {
+		n := counter(b.Get(key)) + delta
+		if b.t.err != nil {
+			return b.t.err
+		}
+		if n < 0 {
+			return engine.ErrBelowZero
+		}
+		b.putCounter(key, n)
+		return nil
+	}
+	if b.adds == nil {
+		b.adds = map[string]int64{}
+	}
+	b.adds[string(key)] += delta
+	b.gen++
+	b.t.allocated += int64(len(key) + 8)
+	if b.t.db.notify[string(b.name)] {
+		b.t.notify = true
+	}
+	return nil
+}
+
+// counter reads a count as the store writes it: 8 bytes big-endian,
+// anything else zero.
+func counter(v []byte) int64 {
+	if len(v) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
+
+// putCounter buffers the count n at key.
+func (b *bucket) putCounter(key []byte, n int64) {
+	v := make([]byte, 8)
+	binary.BigEndian.PutUint64(v, uint64(n))
+	b.Put(key, v)
 }
 
 func (b *bucket) Delete(key []byte) error {
@@ -987,13 +1212,15 @@ func (b *bucket) Delete(key []byte) error {
 	}
 	b.pending[string(key)] = pend{del: true}
 	delete(b.read, string(key))
+	delete(b.adds, string(key))
 	b.gen++
 	return nil
 }
 
 // queueFlush adds the bucket's buffered writes to batch: one upsert of
-// every put, one delete of every deleted key.
-func (b *bucket) queueFlush(batch *pgx.Batch) {
+// every put, one delete of every deleted key, and the sums of Add with
+// their check; it says whether there were any.
+func (b *bucket) queueFlush(batch *pgx.Batch) bool {
 	var pk, pv, dk [][]byte
 	for k, p := range b.pending {
 		if p.del {
@@ -1008,11 +1235,21 @@ func (b *bucket) queueFlush(batch *pgx.Batch) {
 	if len(dk) > 0 {
 		batch.Queue(b.sql.del, dk)
 	}
+	if len(b.adds) > 0 {
+		ak := make([][]byte, 0, len(b.adds))
+		ad := make([]int64, 0, len(b.adds))
+		for k, d := range b.adds {
+			ak, ad = append(ak, []byte(k)), append(ad, d)
+		}
+		batch.Queue(b.sql.add, ak, ad)
+		batch.Queue(b.sql.negative, ak)
+	}
+	return len(b.pending) > 0 || len(b.adds) > 0
 }
 
 // flush sends the bucket's buffered writes before a read that needs them.
 func (b *bucket) flush() {
-	if len(b.pending) == 0 {
+	if len(b.pending) == 0 && len(b.adds) == 0 {
 		return
 	}
 	batch := &pgx.Batch{}
@@ -1034,6 +1271,9 @@ func (b *bucket) ForEach(fn func(k, v []byte) error) error {
 
 func (b *bucket) Stats() engine.BucketStats {
 	t := b.t
+	if t.write {
+		t.lockNow()
+	}
 	b.flush()
 	if t.err != nil || b.dead {
 		return engine.BucketStats{}
@@ -1082,23 +1322,53 @@ func (c *cursor) fetch(query string, arg []byte, dir int, grow bool) ([]byte, []
 		c.n = firstBatch
 	}
 	c.rows, c.i, c.dir, c.more, c.cur = c.rows[:0:0], 0, dir, false, nil
-	b.flush()
-	if t.err != nil || b.dead {
-		c.off = dir
-		return nil, nil
-	}
-	c.gen = b.gen
 	args := []any{c.n}
 	if arg != nil {
 		args = append(args, arg)
 	}
-	t.db.trips.Add(1)
-	rows, err := t.conn.Query(context.Background(), query, args...)
-	if err != nil {
-		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
-		c.off = dir
-		return nil, nil
+	var rows pgx.Rows
+	var err error
+	var br pgx.BatchResults
+	if t.write && !t.locked && t.err == nil && !b.dead {
+		// A range is read under the writers' lock, never checked after:
+		// the lock, the checks of what was read, this bucket's writes and
+		// the read go in one round trip.
+		bt := &pgx.Batch{}
+		t.queueLock(bt)
+		b.queueFlush(bt)
+		n := bt.Len()
+		bt.Queue(query, args...)
+		t.db.trips.Add(1)
+		br = t.conn.SendBatch(context.Background(), bt)
+		for i := 0; i < n && err == nil; i++ {
+			_, err = br.Exec()
+		}
+		if err == nil {
+			b.pending, b.adds = nil, nil
+			rows, err = br.Query()
+		}
+		if err != nil {
+			br.Close()
+			t.fail(staleOr(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err)))
+			c.off = dir
+			return nil, nil
+		}
+		defer br.Close()
+	} else {
+		b.flush()
+		if t.err != nil || b.dead {
+			c.off = dir
+			return nil, nil
+		}
+		t.db.trips.Add(1)
+		rows, err = t.conn.Query(context.Background(), query, args...)
+		if err != nil {
+			t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
+			c.off = dir
+			return nil, nil
+		}
 	}
+	c.gen = b.gen
 	for rows.Next() {
 		var r row
 		if err := rows.Scan(&r.k, &r.v); err != nil {
@@ -1198,7 +1468,7 @@ func Flush(t engine.Tx) error {
 	if !ok {
 		return errors.New("pgengine: Flush of a transaction of another engine")
 	}
-	if pt.conn != nil {
+	if pt.conn != nil && (!pt.write || pt.lockNow()) {
 		pt.flushAll(context.Background())
 	}
 	return pt.err

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +28,25 @@ import (
 
 var bk = []byte("b")
 
-// open is a new engine with bucket b.
+// openLocked is a new engine with bucket b whose writes hold the
+// writers' lock from their begin (not Optimistic).
+func openLocked(t *testing.T) *pgengine.DB {
+	t.Helper()
+	db, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: pgtest.Schema(t), MaxConns: 8, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Update(func(tx engine.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bk)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// open is a new engine with bucket b (Optimistic, as pgtest's are).
 func open(t *testing.T) *pgengine.DB {
 	t.Helper()
 	db := pgtest.Open(t)
@@ -1038,7 +1057,10 @@ func TestRoundTrips(t *testing.T) {
 // answers what the transaction wrote since (Put, Delete) over what was
 // prefetched, and a key prefetched as absent reads absent until written.
 func TestPrefetch(t *testing.T) {
-	db := open(t)
+	// The rows are changed behind the transaction past the lock: what a
+	// locked transaction reads is what it read (an optimistic one runs
+	// again: TestOptimisticRerun).
+	db := openLocked(t)
 	if _, err := db.Update(func(tx engine.Tx) error {
 		for _, k := range []string{"a", "b", "c"} {
 			if err := tx.Bucket(bk).Put([]byte(k), []byte("old "+k)); err != nil {
@@ -1219,6 +1241,196 @@ func TestNoSequentialScans(t *testing.T) {
 			t.Errorf("View Get(d) = %q; want %q", got, "v d")
 		}
 		check(tx, "View")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openOptimistic opens one more optimistic engine on schema, as another
+// server process would.
+func openOptimistic(t *testing.T, schema string) *pgengine.DB {
+	t.Helper()
+	db, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: schema, MaxConns: 8, TempDir: t.TempDir(), Optimistic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Optimistic writers of two engines (two processes) move the same keys at
+// once: each read-modify-write of a shared counter and each Add of
+// another is kept, none twice; the writes whose reads another changed ran
+// again, and an absent key two of them read, then wrote, is written by
+// one and seen by the other (a dedup's check-then-write).
+func TestOptimisticWritersSideBySide(t *testing.T) {
+	a := open(t)
+	b := openOptimistic(t, a.Schema())
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	var firsts sync.Map // a dedup key → how many transactions found it absent and wrote it
+	for w := range workers {
+		db := a
+		if w%2 == 1 {
+			db = b
+		}
+		wg.Go(func() {
+			for i := range each {
+				dedup := fmt.Sprintf("dedup-%02d", i) // every worker tries each one
+				var created bool
+				_, err := db.Update(func(tx engine.Tx) error {
+					created = false
+					bt := tx.Bucket(bk)
+					n := u64(bt.Get([]byte("read")))
+					if err := bt.Put([]byte("read"), binary.BigEndian.AppendUint64(nil, n+1)); err != nil {
+						return err
+					}
+					if err := bt.(engine.Adder).Add([]byte("added"), 2); err != nil {
+						return err
+					}
+					if err := bt.(engine.Adder).Add([]byte("added"), -1); err != nil {
+						return err
+					}
+					if bt.Get([]byte(dedup)) == nil {
+						created = true
+						return bt.Put([]byte(dedup), []byte(fmt.Sprint(w)))
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if created {
+					v, _ := firsts.LoadOrStore(dedup, new(atomic.Int64))
+					v.(*atomic.Int64).Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := a.View(func(tx engine.Tx) error {
+		bt := tx.Bucket(bk)
+		if got := u64(bt.Get([]byte("read"))); got != workers*each {
+			t.Errorf("read = %d after %d read-modify-writes; want %d (one was lost)", got, workers*each, workers*each)
+		}
+		if got := u64(bt.Get([]byte("added"))); got != workers*each {
+			t.Errorf("added = %d after %d Adds of +2 and -1; want %d", got, workers*each, workers*each)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range each {
+		dedup := fmt.Sprintf("dedup-%02d", i)
+		v, ok := firsts.Load(dedup)
+		if !ok || v.(*atomic.Int64).Load() != 1 {
+			n := int64(0)
+			if ok {
+				n = v.(*atomic.Int64).Load()
+			}
+			t.Errorf("%s was found absent and written by %d transactions; want 1", dedup, n)
+		}
+	}
+	if a.Reruns()+b.Reruns() == 0 {
+		t.Error("no transaction ran again, though every one moved the same key: the reads were not checked")
+	}
+	t.Logf("%d transactions, %d ran again", workers*each, a.Reruns()+b.Reruns())
+}
+
+// A key changed behind an optimistic transaction after it read it: the
+// commit's check finds it, nothing of that run is written, and fn runs
+// again, under the lock, on what is there now.
+func TestOptimisticRerun(t *testing.T) {
+	db := open(t)
+	if _, err := db.Update(func(tx engine.Tx) error { return tx.Bucket(bk).Put([]byte("k"), []byte("old")) }); err != nil {
+		t.Fatal(err)
+	}
+	var runs []string
+	if _, err := db.Update(func(tx engine.Tx) error {
+		bt := tx.Bucket(bk)
+		got := string(bt.Get([]byte("k")))
+		runs = append(runs, got)
+		if len(runs) == 1 {
+			pgtest.Exec(t, fmt.Sprintf("update %s.%s set value = 'changed' where key = 'k'", db.Schema(), tableOf(t, db, string(bk))))
+		}
+		return bt.Put([]byte("copy"), []byte(got))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"old", "changed"}; !reflect.DeepEqual(runs, want) {
+		t.Errorf("fn read %q in its runs; want %q", runs, want)
+	}
+	if err := db.View(func(tx engine.Tx) error {
+		if got := string(tx.Bucket(bk).Get([]byte("copy"))); got != "changed" {
+			t.Errorf("copy = %q; want the value of the run that committed, changed", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if db.Reruns() != 1 {
+		t.Errorf("Reruns = %d; want 1", db.Reruns())
+	}
+}
+
+// Add below zero: refused by Add itself once the count is known (read,
+// written, or under the lock), else by the commit's check, after which
+// fn runs again and its Add refuses it; either way nothing is written.
+// A count of another length reads as zero, as the store's do.
+func TestAddBelowZero(t *testing.T) {
+	db := open(t)
+	if _, err := db.Update(func(tx engine.Tx) error {
+		bt := tx.Bucket(bk)
+		if err := bt.Put([]byte("one"), binary.BigEndian.AppendUint64(nil, 1)); err != nil {
+			return err
+		}
+		return bt.Put([]byte("odd"), []byte("xyz"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key   string
+		delta int64
+		read  bool
+	}{{"one", -2, false}, {"one", -2, true}, {"absent", -1, false}, {"odd", -1, false}} {
+		var runs int
+		_, err := db.Update(func(tx engine.Tx) error {
+			runs++
+			bt := tx.Bucket(bk)
+			if c.read {
+				bt.Get([]byte(c.key))
+			}
+			if err := bt.Put([]byte("side"), []byte("effect")); err != nil {
+				return err
+			}
+			return bt.(engine.Adder).Add([]byte(c.key), c.delta)
+		})
+		if !errors.Is(err, engine.ErrBelowZero) {
+			t.Errorf("Add(%s, %d), read first %v: %v; want ErrBelowZero", c.key, c.delta, c.read, err)
+		}
+		t.Logf("Add(%s, %d), read first %v: %d runs", c.key, c.delta, c.read, runs)
+	}
+	if err := db.View(func(tx engine.Tx) error {
+		bt := tx.Bucket(bk)
+		if v := bt.Get([]byte("side")); v != nil {
+			t.Errorf("side = %q; want nothing written by a refused Add's transaction", v)
+		}
+		if got := u64(bt.Get([]byte("one"))); got != 1 {
+			t.Errorf("one = %d; want 1", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Update(func(tx engine.Tx) error { return tx.Bucket(bk).(engine.Adder).Add([]byte("odd"), 5) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.View(func(tx engine.Tx) error {
+		if got := u64(tx.Bucket(bk).Get([]byte("odd"))); got != 5 {
+			t.Errorf("odd = %d after adding 5 to a value of another length; want 5", got)
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
