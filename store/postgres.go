@@ -13,8 +13,9 @@ import (
 
 // OpenURL opens the store on the PostgreSQL database at url (serve's
 // database_url) and migrates it, as Open does a file. Several processes
-// open one database at once (Shared): their writes take turns under the
-// engine's writers' lock, each commit that made a job ready notifies the
+// open one database at once (Shared): their writes commit in turn under the
+// engine's writers' lock, each checking there what it read (Optimistic),
+// each commit that made a job ready notifies the
 // others (Listen), and the periodic work runs on one of them (Lead). A
 // move (handoff migrate) holds the database exclusively: no server opens
 // it meanwhile, and it opens none a server has open. What only a bbolt

@@ -16,8 +16,19 @@
 //     few count keys of meta (store/counts.go), so concurrent writers would
 //     conflict on nearly every round and each conflict re-runs a round of
 //     up to 512 callers: a lock costs the same serialization without the
-//     wasted rounds. Narrower locks (claims FOR UPDATE SKIP LOCKED, counts
-//     spread over rows) are later extensions of the engine.
+//     wasted rounds.
+//   - Optimistic (Options.Optimistic; shared stores): fn runs before the
+//     lock is taken, and every key it reads is kept with what it read; the
+//     batch that commits takes the lock, checks each of those keys and the
+//     catalog still hold, writes and commits, so the lock is held only for
+//     the server's part of one batch. A check that fails rolls the run
+//     back, and fn runs again holding the lock from its begin. Its commit
+//     is therefore still serial: under the lock, every read fn decided on
+//     is what a transaction begun then would read. The count keys no
+//     longer make every pair of writers conflict: Add (engine.Adder) sends
+//     a server-side sum, checked not below zero, without reading the
+//     count. A cursor, a count, a bucket made or deleted take the lock
+//     (and check) first: a range read is never checked after.
 //   - Durable on return: every connection runs with synchronous_commit on,
 //     and Update returns once COMMIT did. A COMMIT left without an answer
 //     (the connection lost) is asked of the server by its transaction id
@@ -949,21 +960,21 @@ func (b *bucket) Get(key []byte) []byte {
 		return nil
 	}
 	if v, ok := b.read[string(key)]; ok {
-		return v
+		return b.see(key, v)
 	}
 	if len(t.wanting) > 0 {
 		// What was prefetched is read now, this key with it: one round
 		// trip for every bucket's.
 		b.wants([][]byte{key})
 		t.readAhead()
-		return b.read[string(key)]
+		return b.see(key, b.read[string(key)])
 	}
 	var v []byte
 	t.db.trips.Add(1)
 	err := t.conn.QueryRow(context.Background(), b.sql.get, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		b.remember(key, nil)
-		return nil
+		return b.see(key, nil)
 	}
 	if err != nil {
 		t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
@@ -973,17 +984,15 @@ func (b *bucket) Get(key []byte) []byte {
 		v = []byte{}
 	}
 	b.remember(key, v)
-	return v
+	return b.see(key, v)
 }
 
-// remember keeps what the server answered for key (nil: absent), and,
-// before the writers' lock, what the commit checks.
-func (b *bucket) remember(key, v []byte) {
-	if b.read == nil {
-		b.read = map[string][]byte{}
-	}
-	b.read[string(key)] = v
-	if !b.t.locked && b.t.write {
+// see keeps, before an optimistic transaction's lock, what its fn read of
+// key: what the lock's checks compare (queueLock). A key read ahead and
+// never asked for is not kept, so another writer's change of it is no
+// conflict. It returns v.
+func (b *bucket) see(key, v []byte) []byte {
+	if b.t.write && !b.t.locked {
 		if b.seen == nil {
 			b.seen = map[string][]byte{}
 		}
@@ -991,6 +1000,15 @@ func (b *bucket) remember(key, v []byte) {
 			b.seen[string(key)] = v
 		}
 	}
+	return v
+}
+
+// remember keeps what the server answered for key (nil: absent).
+func (b *bucket) remember(key, v []byte) {
+	if b.read == nil {
+		b.read = map[string][]byte{}
+	}
+	b.read[string(key)] = v
 }
 
 // Prefetch declares keys of bucket name that the Gets to follow will
@@ -1156,7 +1174,7 @@ func (b *bucket) Add(key []byte, delta int64) error {
 		return b.t.err
 	}
 	_, written := b.pending[string(key)]
-	_, read := b.read[string(key)]
+	_, read := b.seen[string(key)]
 	if b.t.locked || written || read {
 		n := counter(b.Get(key)) + delta
 		if b.t.err != nil {
