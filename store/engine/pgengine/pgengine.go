@@ -638,6 +638,13 @@ func (t *tx) queueLock(b *pgx.Batch) int {
 	b.Queue(`select 1 / ((select count(*) from handoff_buckets) = $2
 		and (select count(*) from handoff_buckets where tbl = any($1::text[])) = $2)::int`, t.tables, len(t.tables))
 	for _, bk := range t.buckets {
+		// A key read ahead and never asked for is not checked: forgotten,
+		// it is read again under the lock if fn asks for it after all.
+		for k := range bk.read {
+			if _, ok := bk.seen[k]; !ok {
+				delete(bk.read, k)
+			}
+		}
 		if len(bk.seen) == 0 {
 			continue
 		}

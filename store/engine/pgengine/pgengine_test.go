@@ -1436,3 +1436,42 @@ func TestAddBelowZero(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A key read ahead but not asked for before an optimistic transaction
+// takes the lock is not checked, so it must not answer from what was read
+// ahead afterwards: a Get under the lock reads what is there now. (A
+// count read ahead, changed by another process, then added to under the
+// lock, lost that process's move.)
+func TestOptimisticReadAheadForgottenAtLock(t *testing.T) {
+	db := open(t)
+	if _, err := db.Update(func(tx engine.Tx) error {
+		for _, k := range []string{"asked", "ahead"} {
+			if err := tx.Bucket(bk).Put([]byte(k), []byte("old")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var runs int
+	if _, err := db.Update(func(tx engine.Tx) error {
+		runs++
+		bt := tx.Bucket(bk)
+		tx.(engine.Prefetcher).Prefetch(bk, [][]byte{[]byte("asked"), []byte("ahead")})
+		bt.Get([]byte("asked")) // reads both
+		if runs == 1 {
+			pgtest.Exec(t, fmt.Sprintf("update %s.%s set value = 'changed' where key = 'ahead'", db.Schema(), tableOf(t, db, string(bk))))
+		}
+		bt.Cursor().First() // takes the lock
+		if got := string(bt.Get([]byte("ahead"))); got != "changed" {
+			t.Errorf("run %d: ahead under the lock = %q; want changed", runs, got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 1 {
+		t.Errorf("fn ran %d times; want 1 (the changed key was never asked for before the lock)", runs)
+	}
+}
