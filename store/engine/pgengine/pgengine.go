@@ -1130,7 +1130,8 @@ var (
 	ErrKeyTooLarge = fmt.Errorf("pgengine: the key is longer than the %d bytes a PostgreSQL index entry holds", MaxKeySize)
 )
 
-func (b *bucket) Put(key, value []byte) error {
+// writable is why key cannot be written into b now, or nil.
+func (b *bucket) writable(key []byte) error {
 	switch {
 	case !b.t.write:
 		return errReadOnly
@@ -1142,6 +1143,13 @@ func (b *bucket) Put(key, value []byte) error {
 		return fmt.Errorf("%w (%d bytes)", ErrKeyTooLarge, len(key))
 	case b.t.err != nil:
 		return b.t.err
+	}
+	return nil
+}
+
+func (b *bucket) Put(key, value []byte) error {
+	if err := b.writable(key); err != nil {
+		return err
 	}
 	if b.pending == nil {
 		b.pending = map[string]pend{}
@@ -1168,17 +1176,8 @@ func (b *bucket) Put(key, value []byte) error {
 // that batch, and Update runs fn again under the lock, where this Add
 // refuses it.
 func (b *bucket) Add(key []byte, delta int64) error {
-	switch {
-	case !b.t.write:
-		return errReadOnly
-	case b.dead:
-		return fmt.Errorf("pgengine: bucket %q was deleted", b.name)
-	case len(key) == 0:
-		return ErrKeyRequired
-	case len(key) > MaxKeySize:
-		return fmt.Errorf("%w (%d bytes)", ErrKeyTooLarge, len(key))
-	case b.t.err != nil:
-		return b.t.err
+	if err := b.writable(key); err != nil {
+		return err
 	}
 	_, written := b.pending[string(key)]
 	_, read := b.seen[string(key)]
