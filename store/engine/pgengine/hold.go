@@ -100,6 +100,9 @@ func (h *hold) lost() error {
 	return nil
 }
 
+// pingWait is the least time a hold's ping waits for its answer.
+const pingWait = 2 * time.Second
+
 // watch pings the lock's connection every check; a failed ping marks the
 // lock lost (before the next write asks) and each later check tries to
 // take it again.
@@ -113,7 +116,12 @@ func (h *hold) watch() {
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), h.check)
+		// A connection the server ended fails its ping at once; a slow
+		// answer is no loss. Bounded by the check alone (200 ms in tests),
+		// a ping on a loaded machine timed out, and the lock was given up
+		// while its session still held it (CI: a second exclusive Open
+		// beside the first, a write refused after a failover).
+		ctx, cancel := context.WithTimeout(context.Background(), max(h.check, pingWait))
 		h.mu.Lock()
 		if h.conn != nil {
 			if err := h.conn.Ping(ctx); err != nil {
