@@ -13,9 +13,9 @@ import (
 
 // OpenURL opens the store on the PostgreSQL database at url (serve's
 // database_url) and migrates it, as Open does a file. Several processes
-// open one database at once (Shared): their writes commit in turn under the
-// engine's writers' lock, each checking there what it read (Optimistic),
-// each commit that made a job ready notifies the
+// open one database at once (Shared): their writes take turns under the
+// engine's writers' lock (pgengine's Optimistic writers are not on yet:
+// issue 33's notes), each commit that made a job ready notifies the
 // others (Listen), and the periodic work runs on one of them (Lead). A
 // move (handoff migrate) holds the database exclusively: no server opens
 // it meanwhile, and it opens none a server has open. What only a bbolt
@@ -28,7 +28,7 @@ func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
 			s.holdLost(err)
 		}
 	}
-	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, Optimistic: true, Notify: [][]byte{bucketJobsReady}, OnLost: onLost})
+	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, Notify: [][]byte{bucketJobsReady}, OnLost: onLost})
 	if errors.Is(err, engine.ErrLocked) {
 		return nil, fmt.Errorf("store: %w (is a handoff migrate running?)", err)
 	}

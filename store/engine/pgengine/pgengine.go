@@ -128,7 +128,9 @@ type Options struct {
 	// Counts move without a read (engine.Adder). The lock is then held
 	// for the server's part of one batch instead of from the begin to the
 	// COMMIT's answer, through every client step between: what lets
-	// several processes' writes overlap. Shared stores set it.
+	// several processes' writes overlap. Not on in the store yet: with it,
+	// the several-servers fault test failed twice in about 20 runs,
+	// unexplained (issue 33's notes); the engine's own tests use it.
 	Optimistic bool
 	// OnLost, when set, is told (on a goroutine of its own) each time the
 	// hold of Exclusive or Shared is found lost: from then on this

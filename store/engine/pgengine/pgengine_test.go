@@ -46,7 +46,7 @@ func openLocked(t *testing.T) *pgengine.DB {
 	return db
 }
 
-// open is a new engine with bucket b (Optimistic, as pgtest's are).
+// open is a new engine with bucket b.
 func open(t *testing.T) *pgengine.DB {
 	t.Helper()
 	db := pgtest.Open(t)
@@ -1247,6 +1247,19 @@ func TestNoSequentialScans(t *testing.T) {
 	}
 }
 
+// openOptimisticBucket is a new optimistic engine with bucket b.
+func openOptimisticBucket(t *testing.T) *pgengine.DB {
+	t.Helper()
+	db := openOptimistic(t, pgtest.Schema(t))
+	if _, err := db.Update(func(tx engine.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bk)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // openOptimistic opens one more optimistic engine on schema, as another
 // server process would.
 func openOptimistic(t *testing.T, schema string) *pgengine.DB {
@@ -1265,7 +1278,7 @@ func openOptimistic(t *testing.T, schema string) *pgengine.DB {
 // again, and an absent key two of them read, then wrote, is written by
 // one and seen by the other (a dedup's check-then-write).
 func TestOptimisticWritersSideBySide(t *testing.T) {
-	a := open(t)
+	a := openOptimisticBucket(t)
 	b := openOptimistic(t, a.Schema())
 	const workers, each = 8, 25
 	var wg sync.WaitGroup
@@ -1343,7 +1356,7 @@ func TestOptimisticWritersSideBySide(t *testing.T) {
 // commit's check finds it, nothing of that run is written, and fn runs
 // again, under the lock, on what is there now.
 func TestOptimisticRerun(t *testing.T) {
-	db := open(t)
+	db := openOptimisticBucket(t)
 	if _, err := db.Update(func(tx engine.Tx) error { return tx.Bucket(bk).Put([]byte("k"), []byte("old")) }); err != nil {
 		t.Fatal(err)
 	}
@@ -1380,7 +1393,7 @@ func TestOptimisticRerun(t *testing.T) {
 // fn runs again and its Add refuses it; either way nothing is written.
 // A count of another length reads as zero, as the store's do.
 func TestAddBelowZero(t *testing.T) {
-	db := open(t)
+	db := openOptimisticBucket(t)
 	if _, err := db.Update(func(tx engine.Tx) error {
 		bt := tx.Bucket(bk)
 		if err := bt.Put([]byte("one"), binary.BigEndian.AppendUint64(nil, 1)); err != nil {
@@ -1443,7 +1456,7 @@ func TestAddBelowZero(t *testing.T) {
 // count read ahead, changed by another process, then added to under the
 // lock, lost that process's move.)
 func TestOptimisticReadAheadForgottenAtLock(t *testing.T) {
-	db := open(t)
+	db := openOptimisticBucket(t)
 	if _, err := db.Update(func(tx engine.Tx) error {
 		for _, k := range []string{"asked", "ahead"} {
 			if err := tx.Bucket(bk).Put([]byte(k), []byte("old")); err != nil {

@@ -80,7 +80,7 @@ func Schema(tb testing.TB) string {
 func Open(tb testing.TB) *pgengine.DB {
 	tb.Helper()
 	schema := Schema(tb)
-	db, err := pgengine.Open(context.Background(), URL(tb), pgengine.Options{Schema: schema, MaxConns: 8, TempDir: tb.TempDir(), Optimistic: true})
+	db, err := pgengine.Open(context.Background(), URL(tb), pgengine.Options{Schema: schema, MaxConns: 8, TempDir: tb.TempDir()})
 	if err != nil {
 		tb.Fatalf("open pgengine on schema %s: %v", schema, err)
 	}
