@@ -153,6 +153,17 @@ type Decision struct {
 // a random page each.
 func DraftID(eventID string) string { return "d" + eventID }
 
+// draftEventID is the ID of the event whose draft is id (DraftVersionID's
+// inverse); ok false for an ID of another form.
+func draftEventID(id string) (string, bool) {
+	const ulidLen = 26 // a ULID's text, an event's ID
+	ev, ok := strings.CutPrefix(id, DraftID(""))
+	if !ok || len(ev) < ulidLen || len(ev) > ulidLen && !strings.HasPrefix(ev[ulidLen:], "-v") {
+		return "", false
+	}
+	return ev[:ulidLen], true
+}
+
 // DraftVersionID names version n of the draft of the event with ULID
 // eventID (n <= 1: the first, DraftID).
 func DraftVersionID(eventID string, n int) string {
@@ -195,14 +206,11 @@ func (s *Store) UpdateSavingDraft(ctx context.Context, job Job, d *Draft, fn fun
 	for _, st := range []HandoffStatus{"received", "matched", "owned"} {
 		reads = append(reads, readKey{bucketMeta, leadCountKey(st, lead)})
 	}
-	if id, ok := strings.CutPrefix(d.ID, DraftID("")); ok && len(id) >= ulidLen {
-		reads = append(reads, readKey{bucketEvents, []byte(id[:ulidLen])}, readKey{bucketDrafts, []byte(d.ID)})
+	if ev, ok := draftEventID(d.ID); ok {
+		reads = append(reads, readKey{bucketEvents, []byte(ev)}, readKey{bucketDrafts, []byte(d.ID)})
 	}
 	return s.updateReading(ctx, reads, fn)
 }
-
-// ulidLen is the length of a ULID's text, an event's ID.
-const ulidLen = 26
 
 // DraftByEvent returns the draft stored for an event key.
 func (s *Store) DraftByEvent(eventKey string) (Draft, error) {

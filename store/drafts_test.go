@@ -304,3 +304,19 @@ func (s *Store) SaveDraftVersion(ctx context.Context, draft Draft, n int) (Draft
 	}
 	return out, created, nil
 }
+
+// draftEventID undoes DraftVersionID for every version, and refuses what
+// DraftVersionID never makes.
+func TestDraftEventID(t *testing.T) {
+	ev := "01M8YFBMBN5KCC251MVA1099F2"
+	for _, n := range []int{0, 1, 2, 17} {
+		if got, ok := draftEventID(DraftVersionID(ev, n)); !ok || got != ev {
+			t.Errorf("draftEventID(DraftVersionID(%s, %d)) = %q, %v; want %s", ev, n, got, ok, ev)
+		}
+	}
+	for _, id := range []string{"", "d", "x" + ev, "d" + ev[:20], "d" + ev + "x"} {
+		if got, ok := draftEventID(id); ok {
+			t.Errorf("draftEventID(%q) = %q; want no event", id, got)
+		}
+	}
+}

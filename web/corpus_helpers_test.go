@@ -7,12 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/handoff/handoff/store"
-	"github.com/handoff/handoff/testkit"
 	"github.com/handoff/handoff/testkit/corpus"
 )
 
@@ -30,14 +28,7 @@ func pendingCorpus(t *testing.T, e *testEnv, channel string, b corpus.Body) stor
 	if code, ans := hookCorpus(t, e, channel, b); code != http.StatusAccepted {
 		t.Fatalf("hook %s: %d %v", b.Name(), code, ans)
 	}
-	key := channel + ":" + b.Want.MessageID
-	var d store.Draft
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		var err error
-		d, err = e.st.DraftByEvent(key)
-		return err == nil
-	}, "the draft of "+key)
-	return d
+	return turnDraft(t, e, channel+":"+b.Want.MessageID)
 }
 
 // withoutMembers is the demo body b without its top-level members keys,

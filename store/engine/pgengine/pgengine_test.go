@@ -28,15 +28,38 @@ import (
 
 var bk = []byte("b")
 
+// open is a new engine with bucket b (pgtest's).
+func open(t *testing.T) *pgengine.DB { return withBucket(t, pgtest.Open(t)) }
+
 // openLocked is a new engine with bucket b whose writes hold the
 // writers' lock from their begin (not Optimistic).
 func openLocked(t *testing.T) *pgengine.DB {
+	return withBucket(t, openOn(t, pgtest.Schema(t), false))
+}
+
+// openOptimisticBucket is a new optimistic engine with bucket b.
+func openOptimisticBucket(t *testing.T) *pgengine.DB {
+	return withBucket(t, openOn(t, pgtest.Schema(t), true))
+}
+
+// openOptimistic opens one more optimistic engine on schema, as another
+// server process would.
+func openOptimistic(t *testing.T, schema string) *pgengine.DB { return openOn(t, schema, true) }
+
+// openOn opens an engine on schema, closed at the test's end.
+func openOn(t *testing.T, schema string, optimistic bool) *pgengine.DB {
 	t.Helper()
-	db, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: pgtest.Schema(t), MaxConns: 8, TempDir: t.TempDir()})
+	db, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: schema, MaxConns: 8, TempDir: t.TempDir(), Optimistic: optimistic})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// withBucket creates bucket b in db and returns db.
+func withBucket(t *testing.T, db *pgengine.DB) *pgengine.DB {
+	t.Helper()
 	if _, err := db.Update(func(tx engine.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bk)
 		return err
@@ -46,17 +69,20 @@ func openLocked(t *testing.T) *pgengine.DB {
 	return db
 }
 
-// open is a new engine with bucket b.
-func open(t *testing.T) *pgengine.DB {
+// seed writes the keys and values kv (key, value, key, value …) into
+// bucket b in one Update.
+func seed(t *testing.T, db *pgengine.DB, kv ...string) {
 	t.Helper()
-	db := pgtest.Open(t)
 	if _, err := db.Update(func(tx engine.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bk)
-		return err
+		for i := 0; i+1 < len(kv); i += 2 {
+			if err := tx.Bucket(bk).Put([]byte(kv[i]), []byte(kv[i+1])); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return db
 }
 
 func u64(v []byte) uint64 {
@@ -1061,16 +1087,7 @@ func TestPrefetch(t *testing.T) {
 	// locked transaction reads is what it read (an optimistic one runs
 	// again: TestOptimisticRerun).
 	db := openLocked(t)
-	if _, err := db.Update(func(tx engine.Tx) error {
-		for _, k := range []string{"a", "b", "c"} {
-			if err := tx.Bucket(bk).Put([]byte(k), []byte("old "+k)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	seed(t, db, "a", "old a", "b", "old b", "c", "old c")
 	if _, err := db.Update(func(tx engine.Tx) error {
 		b := tx.Bucket(bk)
 		if err := b.Put([]byte("c"), []byte("new c")); err != nil { // written before the prefetch
@@ -1247,31 +1264,6 @@ func TestNoSequentialScans(t *testing.T) {
 	}
 }
 
-// openOptimisticBucket is a new optimistic engine with bucket b.
-func openOptimisticBucket(t *testing.T) *pgengine.DB {
-	t.Helper()
-	db := openOptimistic(t, pgtest.Schema(t))
-	if _, err := db.Update(func(tx engine.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bk)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
-// openOptimistic opens one more optimistic engine on schema, as another
-// server process would.
-func openOptimistic(t *testing.T, schema string) *pgengine.DB {
-	t.Helper()
-	db, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: schema, MaxConns: 8, TempDir: t.TempDir(), Optimistic: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // Optimistic writers of two engines (two processes) move the same keys at
 // once: each read-modify-write of a shared counter and each Add of
 // another is kept, none twice; the writes whose reads another changed ran
@@ -1357,9 +1349,7 @@ func TestOptimisticWritersSideBySide(t *testing.T) {
 // again, under the lock, on what is there now.
 func TestOptimisticRerun(t *testing.T) {
 	db := openOptimisticBucket(t)
-	if _, err := db.Update(func(tx engine.Tx) error { return tx.Bucket(bk).Put([]byte("k"), []byte("old")) }); err != nil {
-		t.Fatal(err)
-	}
+	seed(t, db, "k", "old")
 	var runs []string
 	if _, err := db.Update(func(tx engine.Tx) error {
 		bt := tx.Bucket(bk)
@@ -1394,15 +1384,7 @@ func TestOptimisticRerun(t *testing.T) {
 // A count of another length reads as zero, as the store's do.
 func TestAddBelowZero(t *testing.T) {
 	db := openOptimisticBucket(t)
-	if _, err := db.Update(func(tx engine.Tx) error {
-		bt := tx.Bucket(bk)
-		if err := bt.Put([]byte("one"), binary.BigEndian.AppendUint64(nil, 1)); err != nil {
-			return err
-		}
-		return bt.Put([]byte("odd"), []byte("xyz"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	seed(t, db, "one", string(binary.BigEndian.AppendUint64(nil, 1)), "odd", "xyz")
 	for _, c := range []struct {
 		key   string
 		delta int64
@@ -1457,16 +1439,7 @@ func TestAddBelowZero(t *testing.T) {
 // lock, lost that process's move.)
 func TestOptimisticReadAheadForgottenAtLock(t *testing.T) {
 	db := openOptimisticBucket(t)
-	if _, err := db.Update(func(tx engine.Tx) error {
-		for _, k := range []string{"asked", "ahead"} {
-			if err := tx.Bucket(bk).Put([]byte(k), []byte("old")); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	seed(t, db, "asked", "old", "ahead", "old")
 	var runs int
 	if _, err := db.Update(func(tx engine.Tx) error {
 		runs++
