@@ -22,12 +22,11 @@ func draftCountKey(s DraftStatus) []byte { return []byte("count:drafts:" + strin
 // it).
 func addCount(tx *Tx, key []byte, delta int) error {
 	if a, ok := tx.bucket(bucketMeta).(engine.Adder); ok {
-		if err := a.Add(key, int64(delta)); errors.Is(err, engine.ErrBelowZero) {
+		err := a.Add(key, int64(delta))
+		if errors.Is(err, engine.ErrBelowZero) {
 			return fmt.Errorf("count %q would go below zero", key)
-		} else if err != nil {
-			return err
 		}
-		return nil
+		return err
 	}
 	n := count(tx, key) + delta
 	if n < 0 {
