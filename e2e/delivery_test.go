@@ -55,6 +55,28 @@ type dlvTimeline struct {
 	} `json:"handoff"`
 }
 
+// standing tells where the timeline's event stands, for a wait's failure:
+// its handoff, draft and outbox status, and each job with its attempts.
+func (tl dlvTimeline) standing() string {
+	var b strings.Builder
+	if tl.Handoff != nil {
+		fmt.Fprintf(&b, "handoff %s", tl.Handoff.Status)
+	}
+	if tl.Draft != nil {
+		fmt.Fprintf(&b, "; draft %s", tl.Draft.Status)
+	}
+	if tl.Outbox != nil {
+		fmt.Fprintf(&b, "; outbox %s %q", tl.Outbox.Status, tl.Outbox.Note)
+	}
+	for _, j := range tl.Jobs {
+		fmt.Fprintf(&b, "; job %s %s attempt %d/%d %q", j.Kind, j.State, j.Attempt, j.MaxAttempts, j.LastError)
+		for _, a := range j.Attempts {
+			fmt.Fprintf(&b, " [%s %s–%s %s %q]", a.ExecutionID, a.StartedAt, a.EndedAt, a.Outcome, a.Error)
+		}
+	}
+	return b.String()
+}
+
 // dlvSandboxMessage is one entry of GET /api/v1/sandbox/messages.
 type dlvSandboxMessage struct {
 	Ref     string `json:"client_ref"`

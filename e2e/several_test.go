@@ -205,6 +205,12 @@ func severalUnderFaults(t *testing.T, dbURL, done string, pgFault func() error) 
 		keys[n] = "demo:" + id
 	}
 	final := map[string]dlvTimeline{}
+	var stuck string // the first message not yet done, and where it stands
+	t.Cleanup(func() {
+		if t.Failed() && stuck != "" {
+			t.Logf("the first message not done: %s", stuck)
+		}
+	})
 	testkit.Eventually(t, 90*time.Second, func() bool {
 		for n, key := range keys {
 			if _, done := final[key]; done {
@@ -212,8 +218,10 @@ func severalUnderFaults(t *testing.T, dbURL, done string, pgFault func() error) 
 			}
 			var tl dlvTimeline
 			if code, err := dlvGet(servers[n%len(servers)], "/api/v1/events/"+url.PathEscape(key), &tl); err != nil || code != http.StatusOK {
+				stuck = fmt.Sprintf("%s: GET its timeline from server %d: %d %v", key, n%len(servers), code, err)
 				return false
 			}
+			stuck = fmt.Sprintf("%s: %s", key, tl.standing())
 			if tl.Outbox == nil || tl.Outbox.Status != "sent" {
 				if tl.Outbox != nil && (tl.Outbox.Status == "failed" || tl.Outbox.Status == "needs_reconciliation") {
 					t.Fatalf("reply of %s ended %s (%s); want sent", key, tl.Outbox.Status, tl.Outbox.Note)
@@ -227,6 +235,7 @@ func severalUnderFaults(t *testing.T, dbURL, done string, pgFault func() error) 
 			}
 			final[key] = tl
 		}
+		stuck = ""
 		return true
 	}, "every message drafted and its reply sent")
 
