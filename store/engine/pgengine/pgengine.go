@@ -717,7 +717,7 @@ func (t *tx) commit(ctx context.Context) error {
 		t.conn = nil
 		conn.Release()
 		return fmt.Errorf("pgengine: the transaction was rolled back by the server (%s)", tag)
-	case errors.As(err, &pe):
+	case errors.As(err, &pe) && !connectionEnded(pe):
 		// The server refused a write (or the COMMIT itself), or a check
 		// of an optimistic transaction's reads failed (errStale): nothing
 		// of the transaction committed. The ROLLBACK ends it when a write
@@ -733,8 +733,22 @@ func (t *tx) commit(ctx context.Context) error {
 	return t.db.outcome(ctx, t.xid, err)
 }
 
+// connectionEnded reports whether pe is the server ending the connection
+// (FATAL or PANIC: a shutdown's "terminating connection due to
+// administrator command", 57P01) rather than refusing a statement. Sent
+// in place of a pipelined batch's next answer, it says nothing of the
+// COMMIT before it, which may have committed: its outcome is asked.
+func connectionEnded(pe *pgconn.PgError) bool {
+	sev := pe.SeverityUnlocalized // Severity is in the server's lc_messages
+	if sev == "" {
+		sev = pe.Severity
+	}
+	return sev == "FATAL" || sev == "PANIC"
+}
+
 // outcomeWait bounds how long outcome waits for a transaction the server
-// still shows in progress (its backend not yet gone).
+// still shows in progress (its backend not yet gone), or for a server to
+// answer at all (a restart or a failover under way).
 const outcomeWait = 10 * time.Second
 
 // outcome is the fate of transaction xid, whose COMMIT got no answer
@@ -747,6 +761,11 @@ func (d *DB) outcome(ctx context.Context, xid int64, lost error) error {
 		var status *string
 		err := d.pool.QueryRow(ctx, "select txid_status($1)", xid).Scan(&status)
 		switch {
+		case err != nil && time.Now().Before(deadline):
+			// The server stopping or a failover under way: ask again, on
+			// the connection the pool makes next (the new primary's).
+			time.Sleep(100 * time.Millisecond)
+			continue
 		case err != nil:
 			return classify(fmt.Errorf("pgengine: commit: the connection was lost (%w) and the server cannot be asked whether transaction %d committed: %v", lost, xid, err))
 		case status != nil && *status == "committed":
