@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -174,5 +175,30 @@ func TestCommitAnswerLost(t *testing.T) {
 	<-proxy.cut
 	if v := get("never-sent"); v != nil {
 		t.Errorf("never-sent = %q; want absent", v)
+	}
+}
+
+// TestAnswered tells a server's refusal of a statement (nothing of the
+// transaction committed) from the server ending the connection, whose
+// error may stand in place of the answer to a COMMIT that committed
+// (a primary's shutdown under a pipelined batch): only the first is an
+// answer; the second and a connection that failed send the commit to
+// its outcome.
+func TestAnswered(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"unique violation", &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "23505"}, true},
+		{"read-only transaction", fmt.Errorf("write: %w", &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "25006"}), true},
+		{"shutdown", fmt.Errorf("write: %w", &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01"}), false},
+		{"shutdown, German server", &pgconn.PgError{Severity: "SCHWERWIEGEND", SeverityUnlocalized: "FATAL", Code: "57P01"}, false},
+		{"no unlocalized severity (before 9.6)", &pgconn.PgError{Severity: "PANIC", Code: "XX000"}, false},
+		{"connection reset", fmt.Errorf("write: %w", syscall.ECONNRESET), false},
+	} {
+		if got := pgengine.Answered(c.err); got != c.want {
+			t.Errorf("%s: answered(%v) = %v; want %v", c.name, c.err, got, c.want)
+		}
 	}
 }

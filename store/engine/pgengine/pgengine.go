@@ -706,7 +706,6 @@ func (t *tx) commit(ctx context.Context) error {
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	var pe *pgconn.PgError
 	switch {
 	case err == nil && tag.String() == "COMMIT":
 		t.conn = nil
@@ -717,7 +716,7 @@ func (t *tx) commit(ctx context.Context) error {
 		t.conn = nil
 		conn.Release()
 		return fmt.Errorf("pgengine: the transaction was rolled back by the server (%s)", tag)
-	case errors.As(err, &pe) && !connectionEnded(pe):
+	case answered(err):
 		// The server refused a write (or the COMMIT itself), or a check
 		// of an optimistic transaction's reads failed (errStale): nothing
 		// of the transaction committed. The ROLLBACK ends it when a write
@@ -746,6 +745,13 @@ func connectionEnded(pe *pgconn.PgError) bool {
 	return sev == "FATAL" || sev == "PANIC"
 }
 
+// answered reports whether err is a server's answer to a statement, not
+// a connection that failed or ended.
+func answered(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && !connectionEnded(pe)
+}
+
 // outcomeWait bounds how long outcome waits for a transaction the server
 // still shows in progress (its backend not yet gone), or for a server to
 // answer at all (a restart or a failover under way).
@@ -761,9 +767,10 @@ func (d *DB) outcome(ctx context.Context, xid int64, lost error) error {
 		var status *string
 		err := d.pool.QueryRow(ctx, "select txid_status($1)", xid).Scan(&status)
 		switch {
-		case err != nil && time.Now().Before(deadline):
-			// The server stopping or a failover under way: ask again, on
-			// the connection the pool makes next (the new primary's).
+		case err != nil && !answered(err) && time.Now().Before(deadline):
+			// No server answers (it is stopping, or a failover is under
+			// way): ask again, on the connection the pool makes next (the
+			// new primary's). A server's answer that is an error stays.
 			time.Sleep(100 * time.Millisecond)
 			continue
 		case err != nil:
