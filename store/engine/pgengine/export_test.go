@@ -62,3 +62,6 @@ func SeqScans(et any, name []byte) (int64, error) {
 
 // Answered is answered, for TestAnswered.
 var Answered = answered
+
+// FlushStmt is flushStmt: the statement a commit waits for the disk in.
+const FlushStmt = flushStmt

@@ -329,3 +329,150 @@ func TestReadOnlyNodeRefused(t *testing.T) {
 	// Its pool's connection to the stopped primary fails its first write.
 	waitFor(t, "a write of the holding engine after the promotion", func() bool { return putKept(held, "held-after") == nil })
 }
+
+// A crash of PostgreSQL (an immediate shutdown: WAL not yet written is
+// lost) under writers: every write whose Update returned nil is there
+// after the restart. A COMMIT ends the writers' lock before its WAL
+// reaches the disk, and Update waits for that flush after it; without
+// the wait, the commits acknowledged since the WAL was last written are
+// lost. The WAL writer's own flushes are put off (wal_writer_delay), so
+// that only the engine's flush can have made a commit durable.
+func TestCrashKeepsEveryCommit(t *testing.T) {
+	ctx := context.Background()
+	srv, err := pgserver.Start(ctx, pgserver.Options{Settings: []string{"wal_writer_delay=10000ms", "wal_writer_flush_after=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	db, err := pgengine.Open(ctx, srv.URL+" connect_timeout=5", pgengine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mu sync.Mutex
+	var acked []string
+	var crashed atomic.Bool
+	var afterCrash, failed atomic.Int32
+	var lastErr atomic.Pointer[error]
+	const writers = 4
+	stop := time.Now().Add(60 * time.Second)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop); i++ {
+				was := crashed.Load()
+				key := fmt.Sprintf("w%d-%06d", w, i)
+				if err := putKept(db, key); err != nil {
+					failed.Add(1)
+					lastErr.Store(&err)
+					// A sender's retry interval while the server restarts, not a
+					// wait for a condition.
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				acked = append(acked, key)
+				mu.Unlock()
+				if was {
+					afterCrash.Add(1)
+					return
+				}
+			}
+		})
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	waitFor(t, "writes before the crash", func() bool { return count() >= 200 })
+	if err := srv.Crash(ctx); err != nil {
+		t.Fatal(err)
+	}
+	crashed.Store(true)
+	waitFor(t, "every writer writes after the crash", func() bool { return afterCrash.Load() == writers })
+	wg.Wait()
+	got := keptKeys(t, db)
+	lost := 0
+	for _, k := range acked {
+		if !got[k] {
+			lost++
+			if lost <= 5 {
+				t.Errorf("write %s was acknowledged and is gone after the crash", k)
+			}
+		}
+	}
+	t.Logf("%d writes acknowledged, %d lost in the crash, %d failed", len(acked), lost, failed.Load())
+	if e := lastErr.Load(); e != nil {
+		t.Logf("the last write that failed: %v", *e)
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d acknowledged writes lost", lost, len(acked))
+	}
+}
+
+// A commit's flush to disk waits outside the writers' lock: while one
+// Update waits in its flush (made slow: every WAL flush of the server
+// waits 100 ms first, commit_delay), the lock is free, so another
+// process's writer could take it and commit meanwhile.
+func TestFlushAfterTheLock(t *testing.T) {
+	ctx := context.Background()
+	srv, err := pgserver.Start(ctx, pgserver.Options{Settings: []string{"commit_delay=100000", "commit_siblings=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	db, err := pgengine.Open(ctx, srv.URL, pgengine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	other, err := pgx.Connect(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	// flushing is the server process running the flush, and when it began
+	// it; 0 when none is.
+	flushing := func() (pid int, since time.Time) {
+		err := other.QueryRow(ctx, `select pid, query_start from pg_stat_activity
+			where state = 'active' and query = $1 and pid <> pg_backend_pid()`, pgengine.FlushStmt).Scan(&pid, &since)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return pid, since
+	}
+	// Each try writes a key and looks for its flush; the lock is tried
+	// while the flush is seen running before and after the try. A try
+	// whose flush ended before the second look proves nothing and is made
+	// again.
+	for try := 0; ; try++ {
+		if try == 20 {
+			t.Fatal("in 20 writes, the writers' lock was never tried while a flush ran")
+		}
+		done := make(chan error, 1)
+		go func() { done <- putKept(db, fmt.Sprintf("k%d", try)) }()
+		var pid int
+		var since time.Time
+		waitFor(t, "a commit's flush running", func() bool { pid, since = flushing(); return pid != 0 })
+		var free bool
+		if err := other.QueryRow(ctx, "select pg_try_advisory_lock($1)", db.WritersLock()).Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		if free {
+			if _, err := other.Exec(ctx, "select pg_advisory_unlock($1)", db.WritersLock()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pid2, since2 := flushing()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if pid2 != pid || !since2.Equal(since) {
+			continue // the flush ended before the second look
+		}
+		if !free {
+			t.Fatal("the writers' lock was held while its commit's flush ran")
+		}
+		break
+	}
+	if got := keptKeys(t, db); len(got) == 0 {
+		t.Error("no key written")
+	}
+}

@@ -23,6 +23,15 @@ var migrations = []string{
 	);
 	create sequence handoff_bucket_ids;
 	create table handoff_retired (tbl text primary key);`,
+	// 2: each write transaction's mark, written by its commit: after a
+	// crash of the server a transaction id can be given again, so a
+	// commit whose answer was lost is known by its mark (outcome). Marks
+	// older than markKept are deleted by later commits.
+	`create table handoff_commits (
+		mark bytea primary key,
+		at   timestamptz not null default now()
+	);
+	create index on handoff_commits (at);`,
 }
 
 // SchemaVersion is the engine schema this build writes.

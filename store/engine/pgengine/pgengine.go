@@ -7,7 +7,8 @@
 //   - Update is one READ COMMITTED transaction that first takes a
 //     transaction-scoped advisory lock, the writers' lock of the schema:
 //     every writer of the database waits for the one before it to commit
-//     or roll back (the lock is released after the commit is durable), and
+//     or roll back (the lock ends with the COMMIT, before it is on the
+//     disk: see Durable), and
 //     each statement's snapshot is then taken with no other write able to
 //     commit meanwhile, so the transaction runs as if alone: serial, not
 //     merely serializable. SERIALIZABLE with a retry on 40001 was the other
@@ -29,10 +30,14 @@
 //     a server-side sum, checked not below zero, without reading the
 //     count. A cursor, a count, a bucket made or deleted take the lock
 //     (and check) first: a range read is never checked after.
-//   - Durable on return: every connection runs with synchronous_commit on,
-//     and Update returns once COMMIT did. A COMMIT left without an answer
-//     (the connection lost) is asked of the server by its transaction id
-//     (outcome), so a committed write is never reported as failed.
+//   - Durable on return: a write's COMMIT does not wait for the disk
+//     (synchronous_commit off for the transaction), so the writers' lock
+//     ends at once; Update then waits, outside the lock, for a flush of
+//     the WAL past it (flushStmt, in the same batch), where several
+//     processes' flushes are one. A COMMIT or a flush left without an
+//     answer (the connection lost) is asked of the server by its
+//     transaction id and its mark (outcome), so a committed write is never
+//     reported as failed, nor one a crash of the server lost as committed.
 //   - View is a REPEATABLE READ READ ONLY transaction whose snapshot is
 //     taken at its start (its first statement reads the catalog), so a
 //     View opened while an Update runs sees the state before it, and never
@@ -151,6 +156,13 @@ type DB struct {
 	notify  map[string]bool // Options.Notify's buckets
 	channel string          // the schema's channel (notify.go)
 	owner   string          // Owner, or "" unless Shared
+	// flushAfter: a write's COMMIT does not wait for the disk, so the
+	// writers' lock ends before the flush, which commit then waits for
+	// (flushStmt); false where the server refuses flushStmt.
+	flushAfter bool
+	// pruned is when a commit of this process last deleted the old marks
+	// of handoff_commits (Unix ns).
+	pruned atomic.Int64
 	// optimistic is Options.Optimistic; reruns counts the Updates whose
 	// fn ran again because a key it read had changed.
 	optimistic bool
@@ -214,6 +226,15 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		return nil, err
 	}
 	d.channel = channelOf(d.schema)
+	// Commits flush after the writers' lock where the server lets this
+	// role write a logical message (every role may, by default); where
+	// it refuses, every COMMIT waits for the disk under the lock.
+	if _, err := pool.Exec(ctx, flushStmt); err == nil {
+		d.flushAfter = true
+	} else if !answered(err) {
+		pool.Close()
+		return nil, classify(fmt.Errorf("pgengine: connect: %w", err))
+	}
 	if o.Shared && !o.Exclusive {
 		var b [OwnerSize]byte
 		rand.Read(b[:])
@@ -232,6 +253,11 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 
 // Schema is the schema the engine's tables live in.
 func (d *DB) Schema() string { return d.schema }
+
+// WritersLock is the key of the schema's writers' lock, the advisory lock
+// every Update takes (as pg_locks shows it: classid the high 32 bits,
+// objid the low).
+func (d *DB) WritersLock() int64 { return d.lockKey }
 
 // Close closes every connection; no transaction may be running.
 func (d *DB) Close() error {
@@ -368,6 +394,10 @@ func (d *DB) begin(ctx context.Context, write, lock bool) (*tx, error) {
 		return nil, classify(fmt.Errorf("pgengine: a connection: %w", err))
 	}
 	t := &tx{db: d, conn: conn, write: write, locked: write && lock, buckets: map[string]*bucket{}}
+	if write {
+		t.mark = make([]byte, 16)
+		rand.Read(t.mark)
+	}
 	b := &pgx.Batch{}
 	if write {
 		b.Queue("begin isolation level read committed read write")
@@ -383,6 +413,14 @@ func (d *DB) begin(ctx context.Context, write, lock bool) (*tx, error) {
 	// later. SET LOCAL, so that a pooler in transaction mode never carries
 	// it to another client.
 	b.Queue("set local enable_seqscan = off")
+	if write && d.flushAfter {
+		// The COMMIT returns without waiting for its WAL to reach the
+		// disk, and so ends the writers' lock at once; commit then waits
+		// for the disk in a statement of its own (flushStmt), outside
+		// the lock, where the flushes of several processes' commits are
+		// one (the server's group commit).
+		b.Queue("set local synchronous_commit = off")
+	}
 	switch {
 	case write && lock:
 		// The lock, then the transaction's id: what tells a commit's
@@ -401,6 +439,11 @@ func (d *DB) begin(ctx context.Context, write, lock bool) (*tx, error) {
 		}
 		if _, err := br.Exec(); err != nil {
 			return err
+		}
+		if write && d.flushAfter {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
 		}
 		if write {
 			if err := br.QueryRow().Scan(nil, &t.xid); err != nil {
@@ -537,7 +580,11 @@ type tx struct {
 	err       error
 	allocated int64 // the bytes of keys and values written
 	xid       int64 // a write's transaction id (txid_current)
-	notify    bool  // a bucket of Options.Notify was written
+	// mark is a write's own random name, kept in handoff_commits by its
+	// commit: what tells it from another transaction given the same id
+	// after a crash (outcome).
+	mark   []byte
+	notify bool // a bucket of Options.Notify was written
 	// wanting is the buckets whose want is not empty, in the order
 	// Prefetch was first given each.
 	wanting []*bucket
@@ -593,7 +640,7 @@ func (t *tx) end(ctx context.Context, how string) error {
 			// No answer from the server: the commit may have happened.
 			// The store promises never to report a committed write as
 			// failed, so the outcome is asked on another connection.
-			return t.db.outcome(ctx, t.xid, err)
+			return t.db.outcome(ctx, t.xid, t.mark, err)
 		}
 		return classify(fmt.Errorf("pgengine: commit: %w", err))
 	}
@@ -673,11 +720,12 @@ func staleOr(err error) error {
 }
 
 // commit sends the writes still buffered, the notification of a ready
-// job and COMMIT in one round trip, and gives the connection back. A
-// statement refused before the COMMIT leaves the transaction aborted on
-// the server, the COMMIT skipped: it is rolled back and its error
-// returned. No answer at all (the connection lost) may still be a commit:
-// the outcome is asked, as for a lone COMMIT.
+// job, COMMIT and then (flushAfter) flushStmt in one round trip, and
+// gives the connection back. A statement refused before the COMMIT leaves
+// the transaction aborted on the server, the COMMIT skipped: it is rolled
+// back and its error returned. No answer at all (the connection lost) may
+// still be a commit, and so may a COMMIT answered whose flush was not: the
+// outcome is asked, as for a lone COMMIT.
 func (t *tx) commit(ctx context.Context) error {
 	b := &pgx.Batch{}
 	if !t.locked {
@@ -690,8 +738,15 @@ func (t *tx) commit(ctx context.Context) error {
 		b.Queue("select pg_notify($1, '')", t.db.channel)
 		t.notify = false
 	}
+	b.Queue("insert into handoff_commits (mark) values ($1)", t.mark)
+	if t.db.pruneMarks() {
+		b.Queue("delete from handoff_commits where at < now() - $1::interval", markKept)
+	}
 	writes := b.Len()
 	b.Queue("commit")
+	if t.db.flushAfter {
+		b.Queue(flushStmt)
+	}
 	conn := t.conn
 	t.db.trips.Add(1)
 	br := conn.SendBatch(ctx, b)
@@ -703,14 +758,25 @@ func (t *tx) commit(ctx context.Context) error {
 	if err == nil {
 		tag, err = br.Exec()
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	var flushed error
+	if err == nil && t.db.flushAfter {
+		_, flushed = br.Exec()
+	}
+	// The flush is its own transaction, after the COMMIT, which commits
+	// (and reaches the disk) when the batch ends: Close's answer.
+	if cerr := br.Close(); err == nil && flushed == nil {
+		flushed = cerr
 	}
 	switch {
-	case err == nil && tag.String() == "COMMIT":
+	case err == nil && tag.String() == "COMMIT" && flushed == nil:
 		t.conn = nil
 		conn.Release()
 		return nil
+	case err == nil && tag.String() == "COMMIT":
+		// Committed, and seen by other transactions, but not known to be
+		// on the disk: a crash of the server now would lose it. Whether
+		// it is there is asked, with a flush of its own (outcome).
+		err = flushed
 	case err == nil:
 		// A transaction aborted on the server answers COMMIT with ROLLBACK.
 		t.conn = nil
@@ -729,8 +795,18 @@ func (t *tx) commit(ctx context.Context) error {
 	t.conn = nil
 	conn.Conn().Close(ctx) // the pool drops a closed connection
 	conn.Release()
-	return t.db.outcome(ctx, t.xid, err)
+	return t.db.outcome(ctx, t.xid, t.mark, err)
 }
+
+// flushStmt makes a write transaction's COMMIT durable after the writers'
+// lock has ended (DB.flushAfter): run as a transaction of its own with
+// synchronous_commit on, it writes one WAL record (a transactional
+// logical message, which takes a transaction id, so its commit waits for
+// the disk, unlike a read's) and so returns only once the WAL up to its
+// own commit, and so up to every commit before it, is flushed. Logical
+// decoding, where there is any, sees a message of prefix "handoff" with
+// no content; no table is written.
+const flushStmt = "select pg_logical_emit_message(true, 'handoff', '')"
 
 // connectionEnded reports whether pe is the server ending the connection
 // (FATAL or PANIC: a shutdown's "terminating connection due to
@@ -757,15 +833,28 @@ func answered(err error) bool {
 // answer at all (a restart or a failover under way).
 const outcomeWait = 10 * time.Second
 
-// outcome is the fate of transaction xid, whose COMMIT got no answer
-// (lost): nil when the server says it committed; else the commit's error,
-// marked as not committed when the server says it aborted, and as
-// unknown when the server cannot be asked.
-func (d *DB) outcome(ctx context.Context, xid int64, lost error) error {
+// outcome is the fate of transaction xid, named mark, whose COMMIT got
+// no answer (lost), or whose flush did not: nil when the server says it
+// committed, and it is on the disk; else the commit's error, marked as
+// not committed when the server says it aborted, and as unknown when the
+// server cannot be asked.
+//
+// The id alone does not tell: after a crash of the server, a transaction
+// whose WAL was lost leaves its id to be given again, and txid_status
+// then answers for the transaction that got it next. Its mark in
+// handoff_commits, written by the same commit, is what says that it was
+// this one.
+func (d *DB) outcome(ctx context.Context, xid int64, mark []byte, lost error) error {
 	deadline := time.Now().Add(outcomeWait)
 	for {
 		var status *string
-		err := d.pool.QueryRow(ctx, "select txid_status($1)", xid).Scan(&status)
+		var marked bool
+		// Two statements, so that the mark is read in a snapshot taken
+		// after the status (a commit ending between them is seen).
+		b := &pgx.Batch{}
+		b.Queue("select txid_status($1)", xid).QueryRow(func(r pgx.Row) error { return r.Scan(&status) })
+		b.Queue("select exists (select 1 from handoff_commits where mark = $1)", mark).QueryRow(func(r pgx.Row) error { return r.Scan(&marked) })
+		err := d.pool.SendBatch(ctx, b).Close()
 		switch {
 		case err != nil && !answered(err) && time.Now().Before(deadline):
 			// No server answers (it is stopping, or a failover is under
@@ -773,13 +862,35 @@ func (d *DB) outcome(ctx context.Context, xid int64, lost error) error {
 			// new primary's). A server's answer that is an error stays.
 			time.Sleep(100 * time.Millisecond)
 			continue
+		case inFuture(err):
+			// The server never kept the id given to it: it restarted
+			// after a crash that lost the transaction's WAL, and so the
+			// transaction with it.
+			return fmt.Errorf("pgengine: commit: the connection was lost (%w), and transaction %d with it: the server restarted without it", lost, xid)
 		case err != nil:
 			return classify(fmt.Errorf("pgengine: commit: the connection was lost (%w) and the server cannot be asked whether transaction %d committed: %v", lost, xid, err))
-		case status != nil && *status == "committed":
-			return nil
 		case status != nil && *status == "in progress" && time.Now().Before(deadline):
 			time.Sleep(20 * time.Millisecond) // the server ends the lost connection's transaction shortly
 			continue
+		case status != nil && *status == "committed" && !marked:
+			// Another transaction's commit under the same id: this one's
+			// was lost with the server's WAL in a crash.
+			return fmt.Errorf("pgengine: commit: the connection was lost (%w), and transaction %d with it: the server restarted without it", lost, xid)
+		case status != nil && *status == "committed" && d.flushAfter:
+			// Committed, but perhaps not yet on the disk (a COMMIT of
+			// flushAfter): a flush of this connection's own, after the
+			// answer, makes it durable, since the WAL reaches the disk in
+			// order. Until it answers, the outcome is not known.
+			if _, err := d.pool.Exec(ctx, flushStmt); err != nil {
+				if !answered(err) && time.Now().Before(deadline) {
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				return classify(fmt.Errorf("pgengine: commit: the connection was lost (%w); transaction %d committed, but its flush to disk failed: %v", lost, xid, err))
+			}
+			return nil
+		case status != nil && *status == "committed":
+			return nil
 		case status != nil && *status == "aborted":
 			return fmt.Errorf("pgengine: commit: the connection was lost (%w); the server rolled transaction %d back", lost, xid)
 		}
@@ -789,6 +900,24 @@ func (d *DB) outcome(ctx context.Context, xid int64, lost error) error {
 		}
 		return fmt.Errorf("pgengine: commit: the connection was lost (%w); transaction %d is %s", lost, xid, what)
 	}
+}
+
+// inFuture reports whether err is txid_status's refusal of an id the
+// server has not given yet (22023, "transaction ID … is in the future").
+func inFuture(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "22023"
+}
+
+// markKept is how long a commit's mark is kept in handoff_commits: far
+// longer than an outcome is asked (outcomeWait). pruneMarks says whether
+// this commit deletes the older ones: one a minute of each process.
+const markKept = "10 minutes"
+
+func (d *DB) pruneMarks() bool {
+	now := time.Now().UnixNano()
+	last := d.pruned.Load()
+	return now-last > int64(time.Minute) && d.pruned.CompareAndSwap(last, now)
 }
 
 func (t *tx) newBucket(name []byte, tbl string) *bucket {

@@ -790,8 +790,8 @@ func TestBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db2.Close()
-	if n := countTables(t, db.Schema()); n != 2+3 { // two buckets; catalog, retired, version
-		t.Errorf("%d tables in the schema after the reopen; want 5 (the deleted bucket's dropped)", n)
+	if n := countTables(t, db.Schema()); n != 2+4 { // two buckets; catalog, retired, commits, version
+		t.Errorf("%d tables in the schema after the reopen; want 6 (the deleted bucket's dropped)", n)
 	}
 }
 

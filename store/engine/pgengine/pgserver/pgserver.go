@@ -93,7 +93,10 @@ func BinDir() (string, error) {
 // which happens at Stop or when the caller ends (exit, panic or SIGKILL):
 // then it stops the server (fast shutdown) and removes the folder. A
 // line "restart" stops the server (fast shutdown) and starts it again on
-// the same data, then writes "restarted" to its standard output.
+// the same data, then writes "restarted" to its standard output; a line
+// "crash" stops it as a crash would (immediate shutdown: SIGQUIT, no
+// checkpoint, WAL not yet written is lost, the next start recovers) and
+// starts it again, then writes "crashed".
 const watchdog = `bin=$1 dir=$2
 shift 2
 run() {
@@ -108,6 +111,11 @@ while read -r cmd; do
     wait "$pid"
     run "$@"
     echo restarted
+  elif [ "$cmd" = crash ]; then
+    kill -QUIT "$pid"
+    wait "$pid"
+    run "$@"
+    echo crashed
   fi
 done
 kill -INT "$pid" 2>/dev/null
@@ -281,15 +289,26 @@ func (s *Server) answer(ctx context.Context) error {
 // database restart or a failover ends them) and starts it again on the
 // same data, returning once it answers again. Not safe beside Stop or
 // another Restart.
-func (s *Server) Restart(ctx context.Context) error {
-	if _, err := io.WriteString(s.stdin, "restart\n"); err != nil {
-		return fmt.Errorf("restart the PostgreSQL server: %w", err)
+func (s *Server) Restart(ctx context.Context) error { return s.again(ctx, "restart", "restarted") }
+
+// again asks the watchdog to stop the server by cmd and start it again,
+// and waits for its answer done and then for the server to answer.
+func (s *Server) again(ctx context.Context, cmd, done string) error {
+	if _, err := io.WriteString(s.stdin, cmd+"\n"); err != nil {
+		return fmt.Errorf("%s the PostgreSQL server: %w", cmd, err)
 	}
-	if !s.said.Scan() || s.said.Text() != "restarted" {
-		return fmt.Errorf("the PostgreSQL server in %s did not restart: %s", s.Dir, s.Log())
+	if !s.said.Scan() || s.said.Text() != done {
+		return fmt.Errorf("the PostgreSQL server in %s did not start again after a %s: %s", s.Dir, cmd, s.Log())
 	}
 	return s.answer(ctx)
 }
+
+// Crash stops the server as a crash of PostgreSQL would (an immediate
+// shutdown: every process quits at once, what is not yet written to the
+// WAL files is lost, the next start replays the WAL) and starts it again
+// on the same data, returning once it answers again. Not safe beside
+// Stop, Restart or another Crash.
+func (s *Server) Crash(ctx context.Context) error { return s.again(ctx, "crash", "crashed") }
 
 // Stop shuts the server down (fast shutdown: open sessions are ended) and
 // removes its folder, waiting up to a minute for both. A primary's
