@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/handoff/handoff/proc"
@@ -170,5 +171,58 @@ func TestClaimRoundTrips(t *testing.T) {
 	// four reads, the jobs and counts read ahead, the writes with the COMMIT.
 	if n := st.RoundTrips() - before; n != 6+7 {
 		t.Errorf("claiming 6 jobs of 3 kinds took %d round trips; want %d", n, 6+7)
+	}
+}
+
+// A round whose begin waits for the writers' lock (another process's
+// round holds it) takes the writes that came meanwhile: three writers, the
+// first waiting for the lock and the other two queued behind it, commit in
+// one round once the lock is free, not two.
+func TestRoundTakesWritesThatCameDuringTheLock(t *testing.T) {
+	ctx := context.Background()
+	st, err := OpenURL(ctx, pgtest.URL(t)+" search_path="+pgtest.Schema(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	other, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	key := st.pg.WritersLock()
+	if _, err := other.Exec(ctx, "select pg_advisory_lock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 3)
+	write := func() {
+		nj := NewJob{ID: ulid.Make().String(), Kind: "a", Key: ulid.Make().String(), MaxAttempts: 3}
+		done <- st.Update(ctx, func(tx *Tx) error { _, _, err := tx.Enqueue(nj, "corr", t0); return err })
+	}
+	go write()
+	if err := proc.Eventually(ctx, 20*time.Second, func() (bool, error) {
+		var n int
+		err := other.QueryRow(ctx, `select count(*) from pg_locks where locktype = 'advisory' and not granted
+			and (classid::bigint << 32) | objid::bigint = $1`, key).Scan(&n)
+		return n == 1, err
+	}); err != nil {
+		t.Fatalf("the first write waiting for the writers' lock: %v", err)
+	}
+	go write()
+	go write()
+	if err := proc.Eventually(ctx, 20*time.Second, func() (bool, error) { return st.offering.Load() == 2, nil }); err != nil {
+		t.Fatalf("two writes queued behind it: %v", err)
+	}
+	before := st.Commits()
+	if _, err := other.Exec(ctx, "select pg_advisory_unlock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := st.Commits() - before; n != 1 {
+		t.Errorf("the three writes took %d rounds; want 1", n)
 	}
 }

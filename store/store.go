@@ -47,11 +47,13 @@ type Store struct {
 	eng engine.Engine
 	// file is the bbolt engine's own operations (the page walk, restore
 	// by rename); nil on an engine that is not a bbolt file.
-	file    *boltengine.DB
-	path    string
-	writes  chan *writeReq
-	quit    chan struct{}
-	stopped chan struct{}
+	file   *boltengine.DB
+	path   string
+	writes chan *writeReq
+	// offering counts the writes waiting to be taken by the committer.
+	offering atomic.Int64
+	quit     chan struct{}
+	stopped  chan struct{}
 	// deferred says the page walk was left out of the open (see
 	// Options.CheckPages): CheckPages is then still to run.
 	deferred bool
@@ -372,11 +374,15 @@ func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
 // before the first fn runs, instead of one per Get.
 func (s *Store) updateReading(ctx context.Context, reads []readKey, fn func(tx *Tx) error) error {
 	req := &writeReq{fn: fn, done: make(chan error, 1), reads: reads}
+	s.offering.Add(1)
 	select {
 	case s.writes <- req:
+		s.offering.Add(-1)
 	case <-s.stopped:
+		s.offering.Add(-1)
 		return ErrClosed
 	case <-ctx.Done():
+		s.offering.Add(-1)
 		return ctx.Err()
 	}
 	// Once handed over the write will be decided; wait for the decision even
@@ -397,19 +403,24 @@ func (s *Store) commitLoop() {
 		case <-s.quit:
 			return
 		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case r := <-s.writes:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
+		batch = s.takeWaiting(batch)
 		s.gate.enter()
 		s.commit(batch)
 		s.gate.exit()
 	}
+}
+
+// takeWaiting adds to batch the requests already waiting, up to maxBatch.
+func (s *Store) takeWaiting(batch []*writeReq) []*writeReq {
+	for len(batch) < maxBatch {
+		select {
+		case r := <-s.writes:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // errRollback aborts a round so that it can be run again without a failed caller.
@@ -425,6 +436,10 @@ func (s *Store) commit(batch []*writeReq) {
 		failed := -1
 		var failure error
 		c, err := s.eng.Update(func(btx engine.Tx) error {
+			// The engine may have waited to begin (PostgreSQL's writers'
+			// lock, held by another process's round): the callers that
+			// came meanwhile join this round rather than wait for the next.
+			batch = s.takeWaiting(batch)
 			tx := &Tx{tx: btx, seen: &s.seen, hooks: &s.hooks}
 			if p, ok := btx.(engine.Prefetcher); ok {
 				prefetch(p, batch)
