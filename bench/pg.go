@@ -60,6 +60,7 @@ type pgConfig struct {
 	drafting                   bool
 	riverWorkers               int
 	sharedBuffers              string
+	flushDelay                 time.Duration
 	keep                       bool
 	failover                   bool
 	timeout                    time.Duration
@@ -83,6 +84,7 @@ func parsePGFlags(args []string) (pgConfig, error) {
 	fs.StringVar(&cfg.repo, "repo", "", "repository root to build from (default: walk up from the working directory to go.mod)")
 	fs.StringVar(&cfg.dir, "dir", "", "parent of the temporary directories, the PostgreSQL cluster's included: a short path on the disk to measure, that the postgres user can reach when the bench runs as root (default: $TMPDIR)")
 	fs.StringVar(&cfg.sharedBuffers, "shared-buffers", "128MB", "the cluster's shared_buffers")
+	fs.DurationVar(&cfg.flushDelay, "flush-delay", 0, "stand in for a slower disk than this one: every WAL flush of the cluster waits this long first (commit_delay, commit_siblings=0), as a flush to a network volume takes 1-5 ms; 0 measures the disk as it is")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (child logs); the cluster is always removed")
 	fs.BoolVar(&cfg.failover, "failover", true, "with more than one process, SIGKILL the leader after the measured run and time until another logs that it leads (about 6 s a round)")
 	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "upper bound for the whole run")
@@ -107,6 +109,9 @@ func parsePGFlags(args []string) (pgConfig, error) {
 		return cfg, fmt.Errorf("-n must be between 1 and %d", maxSeq)
 	case cfg.warmup < 0 || cfg.warmup > maxSeq:
 		return cfg, fmt.Errorf("-warmup must be between 0 and %d", maxSeq)
+	case cfg.flushDelay < 0 || cfg.flushDelay > 100*time.Millisecond:
+		// commit_delay's own bounds: 0 to 100,000 µs.
+		return cfg, errors.New("-flush-delay must be between 0 and 100ms")
 	case cfg.c < 1 || cfg.c > 150:
 		// The cluster allows 200 connections; River's pool is -c plus 16.
 		return cfg, errors.New("-c must be between 1 and 150")
@@ -192,7 +197,11 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	srv, err := pgserver.Start(ctx, pgserver.Options{Dir: cfg.dir, Settings: []string{"shared_buffers=" + cfg.sharedBuffers}})
+	settings := []string{"shared_buffers=" + cfg.sharedBuffers}
+	if cfg.flushDelay > 0 {
+		settings = append(settings, fmt.Sprintf("commit_delay=%d", cfg.flushDelay.Microseconds()), "commit_siblings=0")
+	}
+	srv, err := pgserver.Start(ctx, pgserver.Options{Dir: cfg.dir, Settings: settings})
 	if err != nil {
 		return fmt.Errorf("starting PostgreSQL: %w", err)
 	}
@@ -206,7 +215,11 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 	if err := admin.QueryRow(ctx, "show server_version").Scan(&version); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "PostgreSQL %s in %s: shared_buffers=%s, fsync=on, synchronous_commit=on\n", version, srv.Dir, cfg.sharedBuffers)
+	delay := ""
+	if cfg.flushDelay > 0 {
+		delay = fmt.Sprintf(", every WAL flush delayed %v (commit_delay: a slower disk)", cfg.flushDelay)
+	}
+	fmt.Fprintf(out, "PostgreSQL %s in %s: shared_buffers=%s, fsync=on, synchronous_commit=on%s\n", version, srv.Dir, cfg.sharedBuffers, delay)
 
 	var targets []string
 	procsOf := map[string]int{}
