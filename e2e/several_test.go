@@ -55,6 +55,23 @@ func TestSeveralServersUnderFaults(t *testing.T) {
 	severalUnderFaults(t, pg.URL, "restarted PostgreSQL", func() error { return pg.Restart(ctx) })
 }
 
+// TestSeveralServersThroughACrash is TestSeveralServersUnderFaults with a
+// crash of PostgreSQL for the database's fault (an immediate shutdown:
+// what was not yet written to the WAL is lost, the next start replays
+// it): every commit a server acknowledged was on the disk, so nothing
+// acknowledged is lost, and a commit whose answer the crash cut is known
+// by its mark, not by a transaction id the restarted server gives again.
+func TestSeveralServersThroughACrash(t *testing.T) {
+	requireBinary(t)
+	ctx := context.Background()
+	pg, err := pgserver.Start(ctx, pgserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Stop() })
+	severalUnderFaults(t, pg.URL, "crashed PostgreSQL", func() error { return pg.Crash(ctx) })
+}
+
 // TestSeveralServersFailover is TestSeveralServersUnderFaults with a
 // failover for the database's fault: the servers' database_url names a
 // primary and its streaming standby (host=a,b), and mid-burst the primary
