@@ -65,3 +65,6 @@ var Answered = answered
 
 // FlushStmt is flushStmt: the statement a commit waits for the disk in.
 const FlushStmt = flushStmt
+
+// PruneDue makes d's next commit delete the old marks.
+func (d *DB) PruneDue() { d.pruned.Store(0) }

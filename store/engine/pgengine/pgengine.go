@@ -739,9 +739,6 @@ func (t *tx) commit(ctx context.Context) error {
 		t.notify = false
 	}
 	b.Queue("insert into handoff_commits (mark) values ($1)", t.mark)
-	if t.db.pruneMarks() {
-		b.Queue("delete from handoff_commits where at < now() - $1::interval", markKept)
-	}
 	writes := b.Len()
 	b.Queue("commit")
 	if t.db.flushAfter {
@@ -771,6 +768,7 @@ func (t *tx) commit(ctx context.Context) error {
 	case err == nil && tag.String() == "COMMIT" && flushed == nil:
 		t.conn = nil
 		conn.Release()
+		t.db.pruneMarks()
 		return nil
 	case err == nil && tag.String() == "COMMIT":
 		// Committed, and seen by other transactions, but not known to be
@@ -910,14 +908,24 @@ func inFuture(err error) bool {
 }
 
 // markKept is how long a commit's mark is kept in handoff_commits: far
-// longer than an outcome is asked (outcomeWait). pruneMarks says whether
-// this commit deletes the older ones: one a minute of each process.
+// longer than an outcome is asked (outcomeWait).
 const markKept = "10 minutes"
 
-func (d *DB) pruneMarks() bool {
+// pruneMarks deletes the marks older than markKept, at most once a minute
+// of each process, in a transaction of its own on a goroutine of its own:
+// the marks are no bucket, so their delete needs no writers' lock, and
+// holds none. A delete that fails is left to the next.
+func (d *DB) pruneMarks() {
 	now := time.Now().UnixNano()
 	last := d.pruned.Load()
-	return now-last > int64(time.Minute) && d.pruned.CompareAndSwap(last, now)
+	if now-last < int64(time.Minute) || !d.pruned.CompareAndSwap(last, now) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		d.pool.Exec(ctx, "delete from handoff_commits where at < now() - $1::interval", markKept)
+	}()
 }
 
 func (t *tx) newBucket(name []byte, tbl string) *bucket {

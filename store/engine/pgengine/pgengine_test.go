@@ -1461,3 +1461,43 @@ func TestOptimisticReadAheadForgottenAtLock(t *testing.T) {
 		t.Errorf("fn ran %d times; want 1 (the changed key was never asked for before the lock)", runs)
 	}
 }
+
+// A commit deletes, at most once a minute and off the writers' lock, the
+// marks of handoff_commits older than ten minutes; the newer stay, its own
+// among them.
+func TestMarksPruned(t *testing.T) {
+	db := pgtest.Open(t)
+	put := func() {
+		t.Helper()
+		if _, err := db.Update(func(tx engine.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("b"))
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("k"), []byte("v"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put()
+	marks := func(where string) int {
+		t.Helper()
+		conn, err := pgx.Connect(context.Background(), pgtest.URL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(context.Background(), fmt.Sprintf("select count(*) from %s.handoff_commits where %s", db.Schema(), where)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	pgtest.Exec(t, fmt.Sprintf(`insert into %s.handoff_commits (mark, at) values ('\x01', now() - interval '11 minutes'), ('\x02', now() - interval '9 minutes')`, db.Schema()))
+	db.PruneDue()
+	put()
+	waitFor(t, "the old mark deleted", func() bool { return marks("at < now() - interval '10 minutes'") == 0 })
+	if n := marks("at >= now() - interval '10 minutes'"); n != 3 {
+		t.Errorf("%d newer marks left; want 3 (the two commits' and the one of 9 minutes)", n)
+	}
+}
