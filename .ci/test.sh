@@ -80,6 +80,13 @@ if [ -z "${HANDOFF_TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null && 
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql >/dev/null
 fi
+# The engine behind a real PgBouncer, in session and in transaction mode
+# (store/engine/pgengine's TestPgBouncer, started by pgserver.StartBouncer).
+if ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
+  echo "== installing pgbouncer for the PostgreSQL engine's tests"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
+fi
 
 # The response schema's llama.cpp grammar (drafter/testdata/llamacpp):
 # node-llama-cpp converts schema.json to GBNF and llama.cpp's own parser

@@ -336,10 +336,17 @@ func TestReadOnlyNodeRefused(t *testing.T) {
 // reaches the disk, and Update waits for that flush after it; without
 // the wait, the commits acknowledged since the WAL was last written are
 // lost. The WAL writer's own flushes are put off (wal_writer_delay), so
-// that only the engine's flush can have made a commit durable.
+// that only the engine's flush can have made a commit durable; and so it
+// is when the server's own synchronous_commit is off.
 func TestCrashKeepsEveryCommit(t *testing.T) {
+	for _, def := range []string{"on", "off"} {
+		t.Run("synchronous_commit="+def, func(t *testing.T) { crashKeepsEveryCommit(t, def) })
+	}
+}
+
+func crashKeepsEveryCommit(t *testing.T, syncDefault string) {
 	ctx := context.Background()
-	srv, err := pgserver.Start(ctx, pgserver.Options{Settings: []string{"wal_writer_delay=10000ms", "wal_writer_flush_after=0"}})
+	srv, err := pgserver.Start(ctx, pgserver.Options{Settings: []string{"wal_writer_delay=10000ms", "wal_writer_flush_after=0", "synchronous_commit=" + syncDefault}})
 	if err != nil {
 		t.Fatal(err)
 	}

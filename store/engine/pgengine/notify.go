@@ -59,6 +59,55 @@ func (d *DB) Listen(ctx context.Context, woke func()) error {
 	}
 }
 
+// ErrNoSession is an Open with a hold (Options.Exclusive or Shared) whose
+// connection is no session of its own: a pooler in transaction mode hands
+// each of its transactions to any server connection, so the hold's and
+// the lead's session locks would stay with whichever server connection
+// took them, after this process is gone, and no other process would ever
+// run its jobs or lead.
+var ErrNoSession = errors.New("pgengine: database_url goes through a pooler in transaction mode (a LISTEN on a connection of this process's own did not hear its NOTIFY): the servers' locks need a session each; point database_url at PostgreSQL itself, or at a pooler in session mode")
+
+// proveSession checks that a connection made with cc keeps its session
+// from one statement to the next, as the hold and the lead need: it
+// listens on a channel of its own, notifies it from a second connection
+// and waits up to probeWait for the notification, which a pooler in
+// transaction mode does not deliver (the LISTEN stays on a server
+// connection that has gone back to the pooler's pool). Both connections
+// speak the simple protocol: a pooler in transaction mode also loses
+// prepared statements, which would fail the probe before it could say why.
+func proveSession(ctx context.Context, cc *pgx.ConnConfig) error {
+	cc = cc.Copy()
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	listener, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return classify(fmt.Errorf("pgengine: connect: %w", err))
+	}
+	defer listener.Close(context.Background())
+	notifier, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return classify(fmt.Errorf("pgengine: connect: %w", err))
+	}
+	defer notifier.Close(context.Background())
+	var b [8]byte
+	rand.Read(b[:])
+	channel := "handoff_session_" + hex.EncodeToString(b[:])
+	if _, err := listener.Exec(ctx, "listen "+quoteIdent(channel)); err != nil {
+		return classify(fmt.Errorf("pgengine: listen: %w", err))
+	}
+	if _, err := notifier.Exec(ctx, "select pg_notify($1, '')", channel); err != nil {
+		return classify(fmt.Errorf("pgengine: notify: %w", err))
+	}
+	wctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	if _, err := listener.WaitForNotification(wctx); err != nil {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			return ErrNoSession
+		}
+		return classify(fmt.Errorf("pgengine: listen: %w", err))
+	}
+	return nil
+}
+
 // listen is one connection's turn of Listen: it returns when the
 // connection fails or ctx ends.
 func (d *DB) listen(ctx context.Context, woke func()) error {

@@ -187,7 +187,10 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgengine: the database URL: %w", err)
 	}
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	// No synchronous_commit among the startup parameters: PgBouncer
+	// refuses every connection that sends one ("unsupported startup
+	// parameter"). A write sets it for itself (begin, flushStmt), so a
+	// server whose default is off still waits for the disk.
 	if !strings.Contains(url, "target_session_attrs") && os.Getenv("PGTARGETSESSIONATTRS") == "" {
 		// Writes need the primary: of a URL's hosts, connect to the one
 		// that takes writes, so that after a failover a new connection
@@ -217,6 +220,15 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	// nothing; and a standby's session hears no NOTIFY of the primary.
 	cc := cfg.ConnConfig.Copy()
 	cc.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsPrimary
+	if o.Exclusive || o.Shared {
+		// Before anything else is asked: behind a pooler in transaction
+		// mode the migration's prepared statements fail at random, which
+		// would say nothing of the cause.
+		if err := proveSession(ctx, cc); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
 	d := &DB{pool: pool, tempDir: o.TempDir, cc: cc, notify: map[string]bool{}, optimistic: o.Optimistic && !o.Exclusive}
 	for _, name := range o.Notify {
 		d.notify[string(name)] = true
@@ -413,13 +425,16 @@ func (d *DB) begin(ctx context.Context, write, lock bool) (*tx, error) {
 	// later. SET LOCAL, so that a pooler in transaction mode never carries
 	// it to another client.
 	b.Queue("set local enable_seqscan = off")
-	if write && d.flushAfter {
+	switch {
+	case write && d.flushAfter:
 		// The COMMIT returns without waiting for its WAL to reach the
 		// disk, and so ends the writers' lock at once; commit then waits
 		// for the disk in a statement of its own (flushStmt), outside
 		// the lock, where the flushes of several processes' commits are
 		// one (the server's group commit).
 		b.Queue("set local synchronous_commit = off")
+	case write:
+		b.Queue("set local synchronous_commit = on")
 	}
 	switch {
 	case write && lock:
@@ -440,7 +455,7 @@ func (d *DB) begin(ctx context.Context, write, lock bool) (*tx, error) {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		if write && d.flushAfter {
+		if write {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
@@ -798,13 +813,14 @@ func (t *tx) commit(ctx context.Context) error {
 
 // flushStmt makes a write transaction's COMMIT durable after the writers'
 // lock has ended (DB.flushAfter): run as a transaction of its own with
-// synchronous_commit on, it writes one WAL record (a transactional
-// logical message, which takes a transaction id, so its commit waits for
-// the disk, unlike a read's) and so returns only once the WAL up to its
-// own commit, and so up to every commit before it, is flushed. Logical
-// decoding, where there is any, sees a message of prefix "handoff" with
-// no content; no table is written.
-const flushStmt = "select pg_logical_emit_message(true, 'handoff', '')"
+// synchronous_commit on (set for it, whatever the server's default), it
+// writes one WAL record (a transactional logical message, which takes a
+// transaction id, so its commit waits for the disk, unlike a read's) and
+// so returns only once the WAL up to its own commit, and so up to every
+// commit before it, is flushed. Logical decoding, where there is any,
+// sees a message of prefix "handoff" with no content; no table is
+// written.
+const flushStmt = "select set_config('synchronous_commit', 'on', true), pg_logical_emit_message(true, 'handoff', '')"
 
 // connectionEnded reports whether pe is the server ending the connection
 // (FATAL or PANIC: a shutdown's "terminating connection due to

@@ -56,7 +56,8 @@ type Server struct {
 	stdin  io.WriteCloser
 	said   *bufio.Scanner // the watchdog's standard output
 	exited chan struct{}
-	err    error // the watchdog's exit, read after exited is closed
+	err    error               // the watchdog's exit, read after exited is closed
+	cred   *syscall.Credential // the server's programs run as (nil: the caller)
 }
 
 // URLFor is the URL of database dbname on s.
@@ -242,7 +243,7 @@ func launch(ctx context.Context, bin, dir string, cred *syscall.Credential, sett
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{Dir: dir, stdin: stdin, exited: make(chan struct{}), said: bufio.NewScanner(stdout)}
+	s := &Server{Dir: dir, stdin: stdin, exited: make(chan struct{}), said: bufio.NewScanner(stdout), cred: cred}
 	s.URL = s.URLFor("postgres")
 	go func() {
 		s.err = run.Wait()
@@ -258,29 +259,44 @@ func launch(ctx context.Context, bin, dir string, cred *syscall.Credential, sett
 // ctx; when it stops or does not answer, it is stopped and its log is the
 // error.
 func (s *Server) answer(ctx context.Context) error {
-	dir := s.Dir
+	err := answers(ctx, s.URL, s.exited, filepath.Join(s.Dir, "log"))
+	if errors.Is(err, errExited) {
+		return fmt.Errorf("the PostgreSQL server stopped at start (%v): %w", s.err, err)
+	}
+	if err != nil {
+		s.Stop()
+		return fmt.Errorf("the PostgreSQL server in %s: %w", s.Dir, err)
+	}
+	return nil
+}
+
+// errExited is answers' error for a program that stopped.
+var errExited = errors.New("it stopped")
+
+// answers waits until url answers a connection, within a minute or ctx,
+// or until exited is closed; its error (errExited, or not answering)
+// carries the program's log at logPath.
+func answers(ctx context.Context, url string, exited <-chan struct{}, logPath string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := pgx.Connect(cctx, s.URL)
+		c, err := pgx.Connect(cctx, url)
 		cancel()
 		if err == nil {
 			c.Close(context.Background())
 			return nil
 		}
 		select {
-		case <-s.exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "log"))
-			return fmt.Errorf("the PostgreSQL server stopped at start (%v): %s", s.err, log)
+		case <-exited:
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("%w: %s", errExited, log)
 		case <-ctx.Done():
-			s.Stop()
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond): // the next try of a condition with a deadline
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "log"))
-			s.Stop()
-			return fmt.Errorf("the PostgreSQL server in %s did not answer within 60 s: %v: %s", dir, err, log)
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("did not answer within 60 s: %v: %s", err, log)
 		}
 	}
 }
@@ -327,4 +343,83 @@ func (s *Server) Stop() error {
 func (s *Server) Log() string {
 	b, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
 	return string(b)
+}
+
+// ErrNoBouncer is returned by StartBouncer when no pgbouncer is found.
+var ErrNoBouncer = errors.New("no PgBouncer installed (apt-get install pgbouncer)")
+
+// Bouncer is a PgBouncer in front of a Server.
+type Bouncer struct {
+	// URL connects through it to the server's postgres database as the
+	// superuser handoff, in libpq's key=value form.
+	URL   string
+	stdin io.WriteCloser
+	done  chan struct{}
+}
+
+// bouncerWatchdog runs pgbouncer until its standard input closes (Stop,
+// or the caller ending however it ends), then stops it.
+const bouncerWatchdog = `"$1" "$2" >>"$3" 2>&1 &
+pid=$!
+cat >/dev/null
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"
+`
+
+// StartBouncer starts a PgBouncer in pool mode mode ("session" or
+// "transaction") in front of s, on a unix socket in s's folder at port,
+// any client let in (auth_type any: the socket folder is the server's
+// own), and returns once a connection through it answers.
+func (s *Server) StartBouncer(ctx context.Context, mode string, port int) (*Bouncer, error) {
+	bin, err := exec.LookPath("pgbouncer")
+	if err != nil {
+		bin = "/usr/sbin/pgbouncer"
+		if _, err := os.Stat(bin); err != nil {
+			return nil, ErrNoBouncer
+		}
+	}
+	name := fmt.Sprintf("pgbouncer-%d", port)
+	ini := filepath.Join(s.Dir, name+".ini")
+	conf := fmt.Sprintf(`[databases]
+postgres = host=%s port=5432 dbname=postgres user=handoff
+[pgbouncer]
+listen_addr =
+listen_port = %d
+unix_socket_dir = %s
+auth_type = any
+pool_mode = %s
+max_client_conn = 400
+default_pool_size = 40
+pidfile = %s
+`, s.Dir, port, s.Dir, mode, filepath.Join(s.Dir, name+".pid"))
+	if err := os.WriteFile(ini, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	run := exec.Command("/bin/sh", "-c", bouncerWatchdog, "watchdog", bin, ini, filepath.Join(s.Dir, name+".log"))
+	run.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true}
+	stdin, err := run.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := run.Start(); err != nil {
+		return nil, err
+	}
+	b := &Bouncer{URL: fmt.Sprintf("host=%s port=%d user=handoff dbname=postgres sslmode=disable", s.Dir, port), stdin: stdin, done: make(chan struct{})}
+	go func() { run.Wait(); close(b.done) }()
+	if err := answers(ctx, b.URL, b.done, filepath.Join(s.Dir, name+".log")); err != nil {
+		b.Stop()
+		return nil, fmt.Errorf("pgbouncer in %s: %w", s.Dir, err)
+	}
+	return b, nil
+}
+
+// Stop stops the bouncer and waits up to a minute for it.
+func (b *Bouncer) Stop() error {
+	b.stdin.Close()
+	select {
+	case <-b.done:
+		return nil
+	case <-time.After(time.Minute):
+		return errors.New("pgbouncer did not stop within a minute")
+	}
 }
