@@ -405,9 +405,10 @@ const sharedPoll = time.Second
 
 // notifyEvery bounds how often the other servers' commits wake this
 // server's runner: each commit that makes a job ready notifies every
-// server, and each wake costs a look at the queue (a round trip or two),
-// so a burst of commits wakes it once at once and once more at the end
-// of the interval, not once a commit.
+// server, and each wake for a job due now costs a look at the queue (a
+// round trip or two), so a burst of commits wakes it once at once and once
+// more at the end of the interval, not once a commit. A job due later
+// costs no look until it is due (Runner.WakeAt).
 const notifyEvery = 25 * time.Millisecond
 
 // coalesce returns a signal that calls fn at once, and then at most once
@@ -461,7 +462,14 @@ func (a *App) shareWork(ctx context.Context) {
 	a.log.Info("this server shares its database with the others on it", slog.String("owner", a.st.Owner()))
 	woke := coalesce(ctx, &a.bg, notifyEvery, a.runner.Wake)
 	a.bg.Go(func() {
-		if err := a.st.Listen(ctx, woke); err != nil {
+		err := a.st.Listen(ctx, func(at time.Time) {
+			if at.After(time.Now()) {
+				a.runner.WakeAt(at) // no look at the queue until then
+			} else {
+				woke()
+			}
+		})
+		if err != nil {
 			a.log.Warn(err.Error(), slog.Duration("poll", sharedPoll))
 		}
 	})

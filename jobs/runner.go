@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/handoff/handoff/store"
@@ -75,6 +76,11 @@ type Runner struct {
 	opt   Options
 	pools map[string]int // by kind; otherPool for jobs of kinds not in this binary
 	wake  chan struct{}
+	// soon is the earliest due time WakeAt was told of and the dispatcher
+	// has not yet slept until (Unix nanoseconds in Options.Now's clock, 0:
+	// none); resleep tells the dispatcher it moved.
+	soon    atomic.Int64
+	resleep chan struct{}
 
 	// life serializes Start and Stop: a Stop that overlaps a Start stops
 	// what that Start began, so nothing it claims outlives the Stop.
@@ -126,8 +132,11 @@ func NewRunner(st *store.Store, kinds map[string]Kind, opt Options) *Runner {
 			pools[name] = n
 		}
 	}
-	r := &Runner{st: st, kinds: kinds, opt: opt, pools: pools, wake: make(chan struct{}, 1), stops: map[string]context.CancelFunc{}}
+	r := &Runner{st: st, kinds: kinds, opt: opt, pools: pools, wake: make(chan struct{}, 1), resleep: make(chan struct{}, 1), stops: map[string]context.CancelFunc{}}
 	st.OnHoldLost(r.interrupt)
+	// A commit that made a job ready says when it is due: the runner
+	// sleeps until then rather than looking at the queue after each one.
+	st.HookDue(r.WakeAt)
 	return r
 }
 
@@ -180,6 +189,31 @@ func (r *Runner) limits(busy map[string]int) (store.ClaimLimits, bool) {
 func (r *Runner) Wake() {
 	select {
 	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// WakeAt tells the runner that a job is due at at (the store's DueHook,
+// and the other servers' notifications): once at has come it is Wake;
+// before then the runner only sleeps no later than at, without a look at
+// the queue now. It never blocks.
+func (r *Runner) WakeAt(at time.Time) {
+	if !at.After(r.opt.Now()) {
+		r.Wake()
+		return
+	}
+	t := at.UnixNano()
+	for {
+		old := r.soon.Load()
+		if old != 0 && old <= t {
+			return
+		}
+		if r.soon.CompareAndSwap(old, t) {
+			break
+		}
+	}
+	select {
+	case r.resleep <- struct{}{}:
 	default:
 	}
 }
@@ -401,6 +435,10 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// nextAt is the earliest due job the last look at the queue found for
+	// the pools with room (zero: none); look says it is to be read again.
+	var nextAt time.Time
+	look := true
 	for {
 		// Take back what finished meanwhile.
 	drain:
@@ -408,12 +446,18 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 			select {
 			case p := <-freed:
 				busy[p]--
-				wanted = true
+				wanted, look = true, true
 			case res := <-results:
 				handle(res)
+				look = true
 			default:
 				break drain
 			}
+		}
+		// A job WakeAt told of is due: the claim that follows finds it.
+		if soon := r.soon.Load(); soon != 0 && soon <= r.opt.Now().UnixNano() {
+			r.soon.CompareAndSwap(soon, 0)
+			wanted = true
 		}
 		if claimCtx.Err() != nil {
 			return
@@ -434,23 +478,40 @@ func (r *Runner) dispatch(ru *run, claimCtx, jobCtx context.Context) {
 		}
 		// Sleep until the next job a pool with room could take is due (a
 		// claim in flight wakes the loop when it returns); a job due
-		// already, committed after the claim read, makes it 1ms.
+		// already, committed after the claim read, makes it 1ms. The queue
+		// is looked at again only when something but WakeAt woke the loop:
+		// WakeAt says itself when its job is due.
 		wait := time.Hour
 		switch {
 		case time.Now().Before(retryAt):
 			wait = time.Until(retryAt)
 		case room && inFlight == 0:
-			if next, ok, err := r.st.NextRunAt(lim); err == nil && ok {
-				wait = max(next.Sub(r.opt.Now()), time.Millisecond)
+			if look {
+				next, ok, err := r.st.NextRunAt(lim)
+				if err == nil {
+					look, nextAt = false, time.Time{}
+					if ok {
+						nextAt = next
+					}
+				}
 			}
+			if !nextAt.IsZero() {
+				wait = max(nextAt.Sub(r.opt.Now()), time.Millisecond)
+			}
+		}
+		if soon := r.soon.Load(); soon != 0 {
+			wait = min(wait, max(time.Unix(0, soon).Sub(r.opt.Now()), time.Millisecond))
 		}
 		if r.opt.Poll > 0 {
 			wait = min(wait, r.opt.Poll)
 		}
 		timer.Reset(wait)
+		look = true
 		select {
 		case <-r.wake:
 			wanted = true
+		case <-r.resleep:
+			look = false
 		case <-timer.C:
 			wanted = true
 		case p := <-freed:

@@ -697,3 +697,35 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 		t.Errorf("the draft job after the restart has %d attempts; want 2, the released one and the one that drafted", len(j.Attempts))
 	}
 }
+
+// A job committed while the runner sleeps, due a little later, runs at its
+// time with no Wake: its commit told the runner when (store.HookDue and
+// WakeAt), and the runner slept until then.
+func TestRunnerWokenByTheCommitOfAJobDueLater(t *testing.T) {
+	st := openStore(t)
+	kind := &testkit.KindFunc{Fn: func(context.Context, int, store.Job) error { return nil }}
+	clock := testkit.NewClock(time.Now())
+	opt := testOptions()
+	opt.Now = clock.Now
+	startRunner(t, st, map[string]Kind{"test": kind}, opt)
+	// Start reaps and the dispatcher claims and looks at the empty queue;
+	// then it sleeps for an hour.
+	testkit.Eventually(t, 10*time.Second, func() bool { return clock.Reads() >= 2 }, "the runner to go to sleep")
+	now := clock.Now()
+	due := now.Add(150 * time.Millisecond)
+	var j store.Job
+	if err := st.Update(context.Background(), func(tx *store.Tx) (err error) {
+		j, _, err = tx.Enqueue(store.NewJob{ID: "01JTESTDUELATER00000000000", Kind: "test", Key: "web:fish & chips", MaxAttempts: 1, RunAt: due}, "c", now)
+		return err
+	}); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	if n := len(kind.Calls()); n != 0 {
+		t.Fatalf("the job ran %d times before it was due", n)
+	}
+	clock.Advance(time.Second)
+	got := testkit.WaitJob(t, st, j.ID, store.JobCompleted)
+	if at := got.Attempts[0].StartedAt; at.Before(due) {
+		t.Errorf("the job started at %s, before it was due at %s", at, due)
+	}
+}

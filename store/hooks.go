@@ -29,6 +29,46 @@ type hooks struct {
 	lead   atomic.Pointer[LeadHook]
 	outbox atomic.Pointer[OutboxHook]
 	job    atomic.Pointer[JobHook]
+	due    atomic.Pointer[DueHook]
+}
+
+// DueHook is told, after a commit, when the earliest of the jobs it made
+// ready is due (a job enqueued, retried or released), so that the runner
+// sleeps until then instead of looking at the queue after every commit.
+type DueHook func(at time.Time)
+
+// HookDue makes fn the hook of every commit that made a job ready in this
+// store (nil: none). It runs on the committer's goroutine: it must not
+// block.
+func (s *Store) HookDue(fn DueHook) {
+	if fn == nil {
+		s.hooks.due.Store(nil)
+		return
+	}
+	s.hooks.due.Store(&fn)
+}
+
+// jobReady notes in tx that j, just written, is ready: the commit tells
+// the DueHook, and the other processes on a shared database, of the
+// earliest.
+func (tx *Tx) jobReady(j *Job) {
+	if j == nil || !j.ready() {
+		return
+	}
+	if tx.due.IsZero() || j.RunAt.Before(tx.due) {
+		tx.due = j.RunAt
+	}
+}
+
+// dueSaid calls the DueHook with at, the earliest due of a commit's
+// ready jobs (zero: it made none ready).
+func (h *hooks) dueSaid(at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	if fn := h.due.Load(); fn != nil {
+		(*fn)(at)
+	}
 }
 
 // HookLeadMoves makes fn the hook of every lead move in this store (nil:

@@ -162,6 +162,7 @@ func insertJob(tx *Tx, j *Job, raw []byte) error {
 	if err != nil {
 		return err
 	}
+	tx.jobReady(j)
 	return moveJobCount(tx, nil, j)
 }
 
@@ -171,6 +172,7 @@ func putJob(tx *Tx, old, j *Job) error {
 	if err := jobsTable.put(tx, old, j); err != nil {
 		return err
 	}
+	tx.jobReady(j)
 	if err := moveJobCount(tx, old, j); err != nil {
 		return err
 	}

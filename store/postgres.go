@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/handoff/handoff/store/engine"
 	"github.com/handoff/handoff/store/engine/pgengine"
@@ -28,7 +31,7 @@ func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
 			s.holdLost(err)
 		}
 	}
-	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, Notify: [][]byte{bucketJobsReady}, OnLost: onLost})
+	db, err := pgengine.Open(ctx, url, pgengine.Options{Shared: !opts.ReadOnly, OnLost: onLost})
 	if errors.Is(err, engine.ErrLocked) {
 		return nil, fmt.Errorf("store: %w (is a handoff migrate running?)", err)
 	}
@@ -85,13 +88,44 @@ func (s *Store) Shared() bool {
 var ErrNoNotify = pgengine.ErrNoNotify
 
 // Listen calls woke after each commit of another process that made a job
-// ready, until ctx ends (see pgengine's Listen); on a store no other
-// process shares it returns at once.
-func (s *Store) Listen(ctx context.Context, woke func()) error {
+// ready, with when the earliest of them is due, until ctx ends (see
+// pgengine's Listen); at is zero when that is not known (a notification
+// may have been missed, or came from a server before due times were
+// told): then anything may be due. This store's own commits tell its
+// DueHook instead. On a store no other process shares it returns at once.
+func (s *Store) Listen(ctx context.Context, woke func(at time.Time)) error {
 	if !s.Shared() {
 		return nil
 	}
-	return s.pg.Listen(ctx, woke)
+	own := s.Owner()
+	return s.pg.Listen(ctx, func(payload string) {
+		at, owner, ok := parseNotice(payload)
+		switch {
+		case !ok:
+			woke(time.Time{})
+		case owner != own:
+			woke(at)
+		}
+	})
+}
+
+// notice is the payload of a commit's notification (engine.Notifier):
+// when the earliest job it made ready is due, in Unix milliseconds rounded
+// up (a runner woken then finds it due), a space, and this server's Owner,
+// so that it can tell its own.
+func (s *Store) notice(due time.Time) string {
+	return strconv.FormatInt(due.Add(time.Millisecond-1).UnixMilli(), 10) + " " + s.Owner()
+}
+
+// parseNotice reads a notice; ok is false for anything else (an empty
+// payload, a probe), which says only that something may be due.
+func parseNotice(p string) (at time.Time, owner string, ok bool) {
+	ms, owner, found := strings.Cut(p, " ")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !found || err != nil {
+		return time.Time{}, "", false
+	}
+	return time.UnixMilli(n), owner, true
 }
 
 // LeadLease is how long the lead takes to move to another process once its

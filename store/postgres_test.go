@@ -86,18 +86,8 @@ func TestOpenURL(t *testing.T) {
 // or was killed, mid-job) is released by another server at once, not at
 // its lease's end; a live server's jobs are not.
 func TestReleaseOwners(t *testing.T) {
-	url := pgtest.URL(t) + " search_path=" + pgtest.Schema(t)
 	ctx := context.Background()
-	a, err := OpenURL(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := OpenURL(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := twoServers(t)
 	if a.Owner() == "" || a.Owner() == b.Owner() {
 		t.Fatalf("owners %q and %q; want two names", a.Owner(), b.Owner())
 	}
@@ -225,4 +215,91 @@ func TestRoundTakesWritesThatCameDuringTheLock(t *testing.T) {
 	if n := st.Commits() - before; n != 1 {
 		t.Errorf("the three writes took %d rounds; want 1", n)
 	}
+}
+
+// A commit that makes a job ready tells, once it has committed, when the
+// earliest is due: this store's DueHook, and the other servers' Listen
+// (never this one's own), each with the job's RunAt (rounded up to the
+// millisecond on the wire). A write that rolled back tells nothing.
+func TestDueTold(t *testing.T) {
+	a, b := twoServers(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // the Listens end before the stores close (twoServers' cleanup)
+	hooked := make(chan time.Time, 16)
+	a.HookDue(func(at time.Time) { hooked <- at })
+	heardA, heardB := make(chan time.Time, 64), make(chan time.Time, 64)
+	for st, heard := range map[*Store]chan time.Time{a: heardA, b: heardB} {
+		go st.Listen(ctx, func(at time.Time) { heard <- at })
+	}
+	now := time.Now()
+	enqueue := func(key string, runAt time.Time, fail error) error {
+		return a.Update(ctx, func(tx *Tx) error {
+			for i, at := range []time.Time{runAt.Add(time.Minute), runAt} {
+				id := ulid.Make().String()
+				if _, _, err := tx.Enqueue(NewJob{ID: id, Kind: "test", Key: key + string(rune('0'+i)), MaxAttempts: 1, RunAt: at}, "c", now); err != nil {
+					return err
+				}
+			}
+			return fail
+		})
+	}
+	boom := errors.New("boom")
+	if err := enqueue("rolled back & gone", now, boom); !errors.Is(err, boom) {
+		t.Fatalf("a write that fails = %v; want %v", err, boom)
+	}
+	// B's Listen starts on its own: commit until B hears one.
+	var heard time.Time
+	deadline := time.After(30 * time.Second)
+	for i := 0; heard.IsZero(); i++ {
+		runAt := now.Add(time.Duration(i+1)*time.Hour + 1234567*time.Nanosecond)
+		if err := enqueue("fish & chips ✓ "+string(rune('a'+i%26)), runAt, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case at := <-hooked:
+			if !at.Equal(runAt) {
+				t.Fatalf("the DueHook was told %s; want the earliest RunAt %s", at, runAt)
+			}
+		case <-deadline:
+			t.Fatal("the DueHook was not told of a commit")
+		}
+		select {
+		case heard = <-heardB:
+			if heard.IsZero() {
+				heard = time.Time{} // a reconnect's "anything may be due": keep going
+				continue
+			}
+			if want := runAt.Truncate(time.Millisecond).Add(time.Millisecond); !heard.Equal(want) {
+				t.Fatalf("the other server heard %s; want %s (the earliest RunAt, rounded up)", heard, want)
+			}
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the other server heard no commit")
+		}
+	}
+	select {
+	case at := <-heardA:
+		if !at.IsZero() {
+			t.Errorf("a store's own Listen heard its own commit (%s)", at)
+		}
+	default:
+	}
+	if len(hooked) != 0 {
+		t.Errorf("the DueHook was told %d times more than there were commits", len(hooked))
+	}
+}
+
+// twoServers opens two stores on one new schema, as two servers would,
+// closed at the test's end.
+func twoServers(t *testing.T) (a, b *Store) {
+	t.Helper()
+	url := pgtest.URL(t) + " search_path=" + pgtest.Schema(t)
+	for _, st := range []**Store{&a, &b} {
+		var err error
+		if *st, err = OpenURL(context.Background(), url, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { (*st).Close() })
+	}
+	return a, b
 }

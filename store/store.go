@@ -306,6 +306,9 @@ type Tx struct {
 	tx    engine.Tx
 	seen  *seen  // the store's memory of unreadable records (Tx.skip)
 	hooks *hooks // the store's hooks (hooks.go); nil in a migration's Tx
+	// due is the earliest RunAt of the jobs this write made ready (zero:
+	// none), which the commit tells (Tx.jobReady).
+	due time.Time
 }
 
 // bucket is one of the buckets created at open (on bbolt with the fill
@@ -435,6 +438,7 @@ func (s *Store) commit(batch []*writeReq) {
 	for len(batch) > 0 {
 		failed := -1
 		var failure error
+		var due time.Time // the round's earliest job made ready
 		c, err := s.eng.Update(func(btx engine.Tx) error {
 			// The engine may have waited to begin (PostgreSQL's writers'
 			// lock, held by another process's round): the callers that
@@ -450,6 +454,10 @@ func (s *Store) commit(batch []*writeReq) {
 					return errRollback
 				}
 			}
+			due = tx.due
+			if n, ok := btx.(engine.Notifier); ok && !due.IsZero() {
+				n.Notify(s.notice(due))
+			}
 			return nil
 		})
 		// A caller failed, unless the engine failed the round itself (a
@@ -463,6 +471,9 @@ func (s *Store) commit(batch []*writeReq) {
 		if err != nil {
 			// The cause stays in the chain (errors.Is(err, syscall.ENOSPC)).
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if err == nil {
+			s.hooks.dueSaid(due)
 		}
 		for _, r := range batch {
 			r.done <- err

@@ -189,8 +189,7 @@ func (s *Server) receive(c *echo.Context, name string) ([]string, error) {
 	}
 	switch {
 	case created:
-		ans.Status = "accepted"
-		s.jobs.Wake()
+		ans.Status = "accepted" // the commit woke the runner (store.HookDue)
 	case len(recs) > 0:
 		ans.Status = "duplicate"
 	}

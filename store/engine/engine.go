@@ -117,6 +117,16 @@ type Prefetcher interface {
 	Prefetch(bucket []byte, keys [][]byte)
 }
 
+// Notifier is a write transaction that tells the other processes on its
+// database something once it commits, and nothing when it rolls back:
+// PostgreSQL's (NOTIFY, which their Listen hears). The store tells when
+// the earliest job a commit made ready is due, so that the other
+// processes' runners need not look at the queue after every commit. An
+// engine no other process opens beside this one has none.
+type Notifier interface {
+	Notify(payload string)
+}
+
 // Adder is a Bucket that adds to a counter without reading it first: an
 // 8-byte big-endian count, absent (or of another length) read as zero.
 // PostgreSQL's, whose writers run side by side and check what each read

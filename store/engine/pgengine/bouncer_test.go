@@ -39,7 +39,7 @@ func TestPgBouncer(t *testing.T) {
 	t.Cleanup(func() { transaction.Stop() })
 
 	t.Run("session", func(t *testing.T) {
-		db, err := pgengine.Open(ctx, session.URL, pgengine.Options{Shared: true, Notify: [][]byte{kept}})
+		db, err := pgengine.Open(ctx, session.URL, pgengine.Options{Shared: true})
 		if err != nil {
 			t.Fatalf("Open through PgBouncer in session mode: %v", err)
 		}
@@ -47,7 +47,7 @@ func TestPgBouncer(t *testing.T) {
 		lctx, cancel := context.WithCancel(ctx)
 		var woke atomic.Int32
 		listened := make(chan error, 1)
-		go func() { listened <- db.Listen(lctx, func() { woke.Add(1) }) }()
+		go func() { listened <- db.Listen(lctx, func(string) { woke.Add(1) }) }()
 		defer func() { cancel(); <-listened }()
 		for i, k := range []string{"fish & chips", "zoë", "שלום"} {
 			if err := putKept(db, k); err != nil {

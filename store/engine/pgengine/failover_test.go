@@ -49,6 +49,7 @@ func putKept(db *pgengine.DB, key string) error {
 		if err != nil {
 			return err
 		}
+		tx.(engine.Notifier).Notify("kept " + key)
 		return b.Put([]byte(key), []byte("reçu ✓ "+key))
 	})
 	return err
@@ -86,7 +87,7 @@ func keptKeys(t *testing.T, db *pgengine.DB) map[string]bool {
 func TestFailover(t *testing.T) {
 	ctx := context.Background()
 	primary, standby, urlOf := replicated(t)
-	db, err := pgengine.Open(ctx, urlOf(""), pgengine.Options{Shared: true, HoldCheck: 100 * time.Millisecond, Notify: [][]byte{kept}})
+	db, err := pgengine.Open(ctx, urlOf(""), pgengine.Options{Shared: true, HoldCheck: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestFailover(t *testing.T) {
 		db.Lead(bg, 100*time.Millisecond, func(lctx context.Context) { leads.Add(1); <-lctx.Done() })
 	})
 	bgDone.Go(func() {
-		if err := db.Listen(bg, func() { woken.Add(1) }); err != nil {
+		if err := db.Listen(bg, func(string) { woken.Add(1) }); err != nil {
 			t.Errorf("Listen: %v", err)
 		}
 	})

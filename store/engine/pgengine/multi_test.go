@@ -1,9 +1,11 @@
 package pgengine_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +25,7 @@ var ready = []byte("ready")
 func openShared(t *testing.T, schema string) *pgengine.DB {
 	t.Helper()
 	db, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{
-		Schema: schema, Shared: true, Notify: [][]byte{ready}, MaxConns: 4, HoldCheck: 200 * time.Millisecond})
+		Schema: schema, Shared: true, MaxConns: 4, HoldCheck: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,12 +33,16 @@ func openShared(t *testing.T, schema string) *pgengine.DB {
 	return db
 }
 
-// put writes one key into bucket name (created when absent).
+// put writes one key into bucket name (created when absent); into ready
+// it also notifies, with the key, as the store does of a job made ready.
 func put(db *pgengine.DB, name []byte, key string) error {
 	_, err := db.Update(func(tx engine.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(name)
 		if err != nil {
 			return err
+		}
+		if bytes.Equal(name, ready) {
+			tx.(engine.Notifier).Notify(key)
 		}
 		return b.Put([]byte(key), []byte("v"))
 	})
@@ -78,9 +84,9 @@ func TestSharedBesideShared(t *testing.T) {
 	}
 }
 
-// A commit that wrote into a bucket of Options.Notify notifies the
-// schema's channel once; one that wrote elsewhere, or rolled back, does
-// not.
+// A commit whose transaction called Notify notifies the schema's channel
+// once, with its payload (the last one given); one that did not, or
+// rolled back, does not.
 func TestNotifyOnCommit(t *testing.T) {
 	schema := pgtest.Schema(t)
 	a := openShared(t, schema)
@@ -102,6 +108,7 @@ func TestNotifyOnCommit(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		tx.(engine.Notifier).Notify("rolled back")
 		if err := b.Put([]byte("rolled back"), nil); err != nil {
 			return err
 		}
@@ -109,10 +116,16 @@ func TestNotifyOnCommit(t *testing.T) {
 	}); !errors.Is(err, boom) {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		if err := put(a, ready, fmt.Sprint("job", i)); err != nil {
-			t.Fatal(err)
-		}
+	// A payload as the store's, twice in one transaction: the last counts.
+	if _, err := a.Update(func(tx engine.Tx) error {
+		tx.(engine.Notifier).Notify("first")
+		tx.(engine.Notifier).Notify("1765000000000 fish & chips ✓ שלום")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(a, ready, "job 2"); err != nil {
+		t.Fatal(err)
 	}
 	pgtest.Exec(t, "select pg_notify($1, 'end')", a.Channel())
 	var got []string
@@ -128,8 +141,9 @@ func TestNotifyOnCommit(t *testing.T) {
 		}
 		got = append(got, n.Payload)
 	}
-	if len(got) != 2 {
-		t.Fatalf("notifications before the end = %q; want one for each of the 2 commits into %s", got, ready)
+	want := []string{"1765000000000 fish & chips ✓ שלום", "job 2"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("notifications before the end = %q; want %q", got, want)
 	}
 }
 
@@ -141,7 +155,7 @@ func TestListenHearsAnotherProcess(t *testing.T) {
 	woken := make(chan struct{}, 1)
 	listened := make(chan error, 1)
 	go func() {
-		listened <- b.Listen(ctx, func() {
+		listened <- b.Listen(ctx, func(string) {
 			select {
 			case woken <- struct{}{}:
 			default:

@@ -29,17 +29,17 @@ func channelOf(schema string) string {
 // probeWait bounds how long Listen waits for its own probe.
 const probeWait = 5 * time.Second
 
-// Listen calls woke after each commit, by any process, that wrote into a
-// bucket of Options.Notify, until ctx ends; it returns nil then. It
-// listens on a connection of its own: when that is lost it calls woke
-// once (a notification may have been missed meanwhile) and listens again
-// on a new one, retrying every second up to every ten until it can.
+// Listen calls woke with the payload of each commit's Notify, by any
+// process, until ctx ends; it returns nil then. It listens on a
+// connection of its own: when that is lost it calls woke("") once (a
+// notification may have been missed meanwhile) and listens again on a new
+// one, retrying every second up to every ten until it can.
 //
 // Each time it starts listening it proves that notifications arrive: it
 // notifies its channel from another connection and waits for that probe.
 // When the first probe does not come back it returns ErrNoNotify; a later
 // one (after a reconnect) is retried as a lost connection is.
-func (d *DB) Listen(ctx context.Context, woke func()) error {
+func (d *DB) Listen(ctx context.Context, woke func(payload string)) error {
 	backoff := time.Second
 	for first := true; ; first = false {
 		err := d.listen(ctx, woke)
@@ -49,7 +49,7 @@ func (d *DB) Listen(ctx context.Context, woke func()) error {
 		if errors.Is(err, ErrNoNotify) && first {
 			return err
 		}
-		woke()
+		woke("")
 		select {
 		case <-ctx.Done():
 			return nil
@@ -110,7 +110,7 @@ func proveSession(ctx context.Context, cc *pgx.ConnConfig) error {
 
 // listen is one connection's turn of Listen: it returns when the
 // connection fails or ctx ends.
-func (d *DB) listen(ctx context.Context, woke func()) error {
+func (d *DB) listen(ctx context.Context, woke func(string)) error {
 	conn, err := pgx.ConnectConfig(ctx, d.cc)
 	if err != nil {
 		return fmt.Errorf("pgengine: listen: connect: %w", err)
@@ -140,12 +140,13 @@ func (d *DB) listen(ctx context.Context, woke func()) error {
 		if n.Payload == probe {
 			break
 		}
-		woke() // a commit's, before the probe
+		woke(n.Payload) // a commit's, before the probe
 	}
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return fmt.Errorf("pgengine: listen: %w", err)
 		}
-		woke()
+		woke(n.Payload)
 	}
 }

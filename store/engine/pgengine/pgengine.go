@@ -118,11 +118,6 @@ type Options struct {
 	// and none opens while an Exclusive one holds it, nor it while any
 	// Shared one does. Lost and taken again as Exclusive's is.
 	Shared bool
-	// Notify names the buckets whose writes wake the other processes: a
-	// commit that put a key into one of them notifies the schema's channel
-	// (pg_notify, sent on commit), which Listen hears. The store names its
-	// index of ready jobs.
-	Notify [][]byte
 	// Optimistic lets Update run fn before it takes the writers' lock:
 	// what fn reads is kept, and the batch that commits takes the lock,
 	// checks that every key read still holds what it held and that the
@@ -153,7 +148,6 @@ type DB struct {
 	sql     sync.Map        // table name → *statements
 	hold    *hold           // the lock of Options.Exclusive or Shared, or nil
 	cc      *pgx.ConnConfig // the session locks' and Listen's: a primary only
-	notify  map[string]bool // Options.Notify's buckets
 	channel string          // the schema's channel (notify.go)
 	owner   string          // Owner, or "" unless Shared
 	// flushAfter: a write's COMMIT does not wait for the disk, so the
@@ -229,10 +223,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 			return nil, err
 		}
 	}
-	d := &DB{pool: pool, tempDir: o.TempDir, cc: cc, notify: map[string]bool{}, optimistic: o.Optimistic && !o.Exclusive}
-	for _, name := range o.Notify {
-		d.notify[string(name)] = true
-	}
+	d := &DB{pool: pool, tempDir: o.TempDir, cc: cc, optimistic: o.Optimistic && !o.Exclusive}
 	if err := d.migrate(ctx, o.Schema); err != nil {
 		pool.Close()
 		return nil, err
@@ -598,8 +589,11 @@ type tx struct {
 	// mark is a write's own random name, kept in handoff_commits by its
 	// commit: what tells it from another transaction given the same id
 	// after a crash (outcome).
-	mark   []byte
-	notify bool // a bucket of Options.Notify was written
+	mark []byte
+	// notice is what the transaction's Notify said (noticed: it did),
+	// sent to the schema's channel with its commit.
+	notice  string
+	noticed bool
 	// wanting is the buckets whose want is not empty, in the order
 	// Prefetch was first given each.
 	wanting []*bucket
@@ -749,9 +743,9 @@ func (t *tx) commit(ctx context.Context) error {
 	for _, bk := range t.buckets {
 		bk.queueFlush(b)
 	}
-	if t.notify {
-		b.Queue("select pg_notify($1, '')", t.db.channel)
-		t.notify = false
+	if t.noticed {
+		b.Queue("select pg_notify($1, $2)", t.db.channel, t.notice)
+		t.noticed = false
 	}
 	b.Queue("insert into handoff_commits (mark) values ($1)", t.mark)
 	writes := b.Len()
@@ -1049,10 +1043,18 @@ func (t *tx) ForEachBucket(fn func(name []byte) error) error {
 // Check is none: PostgreSQL checks its own pages (data checksums, amcheck).
 func (t *tx) Check() []error { return nil }
 
-// flushAll sends every bucket's buffered writes, and the notification of
-// a transaction that wrote into a bucket of Options.Notify, in one round
-// trip. PostgreSQL delivers the notification when the transaction
-// commits, and never when it rolls back.
+// Notify sends payload to every Listen on the schema's channel once the
+// transaction commits, and never when it rolls back (engine.Notifier): at
+// most one a transaction, the last one given.
+func (t *tx) Notify(payload string) {
+	if t.write {
+		t.notice, t.noticed = payload, true
+	}
+}
+
+// flushAll sends every bucket's buffered writes, and the transaction's
+// notification (Notify), in one round trip. PostgreSQL delivers the
+// notification when the transaction commits, and never when it rolls back.
 func (t *tx) flushAll(ctx context.Context) {
 	b := &pgx.Batch{}
 	var flushed []*bucket
@@ -1061,9 +1063,9 @@ func (t *tx) flushAll(ctx context.Context) {
 			flushed = append(flushed, bk)
 		}
 	}
-	if t.notify {
-		b.Queue("select pg_notify($1, '')", t.db.channel)
-		t.notify = false
+	if t.noticed {
+		b.Queue("select pg_notify($1, $2)", t.db.channel, t.notice)
+		t.noticed = false
 	}
 	t.send(ctx, b, flushed)
 }
@@ -1343,9 +1345,6 @@ func (b *bucket) Put(key, value []byte) error {
 	delete(b.adds, string(key))
 	b.gen++
 	b.t.allocated += int64(len(key) + len(value))
-	if b.t.db.notify[string(b.name)] {
-		b.t.notify = true
-	}
 	return nil
 }
 
@@ -1379,9 +1378,6 @@ func (b *bucket) Add(key []byte, delta int64) error {
 	b.adds[string(key)] += delta
 	b.gen++
 	b.t.allocated += int64(len(key) + 8)
-	if b.t.db.notify[string(b.name)] {
-		b.t.notify = true
-	}
 	return nil
 }
 
