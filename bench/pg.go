@@ -63,6 +63,7 @@ type pgConfig struct {
 	flushDelay                 time.Duration
 	keep                       bool
 	failover                   bool
+	proxyAll                   bool
 	timeout                    time.Duration
 }
 
@@ -86,6 +87,7 @@ func parsePGFlags(args []string) (pgConfig, error) {
 	fs.StringVar(&cfg.sharedBuffers, "shared-buffers", "128MB", "the cluster's shared_buffers")
 	fs.DurationVar(&cfg.flushDelay, "flush-delay", 0, "stand in for a slower disk than this one: every WAL flush of the cluster waits this long first (commit_delay, commit_siblings=0), as a flush to a network volume takes 1-5 ms; 0 measures the disk as it is")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (child logs); the cluster is always removed")
+	fs.BoolVar(&cfg.proxyAll, "proxy-all", false, "put the bench's round-robin proxy in front of one handoff process too, so that every handoff target pays its CPU on this machine's cores (default: one process is measured directly)")
 	fs.BoolVar(&cfg.failover, "failover", true, "with more than one process, SIGKILL the leader after the measured run and time until another logs that it leads (about 6 s a round)")
 	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Minute, "upper bound for the whole run")
 	fs.Usage = func() {
@@ -241,6 +243,9 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "load: %s unique events per run, %d connections, %d-byte bodies, %d warm-up requests, %d rounds, targets %s; drafting %s\n",
 		thousands(int64(cfg.n)), cfg.c, cfg.size, cfg.warmup, cfg.rounds, strings.Join(targets, ", "), drafting)
+	if cfg.proxyAll {
+		fmt.Fprintln(out, "proxy: every handoff target, one process too, behind the bench's round-robin proxy (-proxy-all)")
+	}
 
 	all := map[string][]pgRun{}
 	failed := map[string]string{} // a target that could not start → why
@@ -408,7 +413,7 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 		}
 	}
 	addr := children[0].addr
-	if len(children) > 1 {
+	if len(children) > 1 || cfg.proxyAll && strings.HasPrefix(target, targetHandoff) {
 		p, err := startProxy(children, cfg.c)
 		if err != nil {
 			return r, err
