@@ -413,7 +413,7 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 		}
 	}
 	addr := children[0].addr
-	if len(children) > 1 || cfg.proxyAll && strings.HasPrefix(target, targetHandoff) {
+	if len(children) > 1 || cfg.proxyAll && target != targetRiver {
 		p, err := startProxy(children, cfg.c)
 		if err != nil {
 			return r, err

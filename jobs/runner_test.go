@@ -698,20 +698,22 @@ func TestRunnerStopInterruptsDrafts(t *testing.T) {
 	}
 }
 
-// A job committed while the runner sleeps, due a little later, runs at its
-// time with no Wake: its commit told the runner when (store.HookDue and
-// WakeAt), and the runner slept until then.
+// A job committed while the runner sleeps, due before the job it sleeps
+// for, runs at its time with no Wake: its commit told the runner when
+// (store.HookDue and WakeAt). Without that the runner would sleep on, for
+// the hour until the other job.
 func TestRunnerWokenByTheCommitOfAJobDueLater(t *testing.T) {
 	st := openStore(t)
 	kind := &testkit.KindFunc{Fn: func(context.Context, int, store.Job) error { return nil }}
-	clock := testkit.NewClock(time.Now())
+	now := time.Now()
+	clock := testkit.NewClock(now)
+	testkit.Enqueue(t, st, "test", "web:an hour away", 1, now.Add(time.Hour))
 	opt := testOptions()
 	opt.Now = clock.Now
 	startRunner(t, st, map[string]Kind{"test": kind}, opt)
-	// Start reaps and the dispatcher claims and looks at the empty queue;
-	// then it sleeps for an hour.
-	testkit.Eventually(t, 10*time.Second, func() bool { return clock.Reads() >= 2 }, "the runner to go to sleep")
-	now := clock.Now()
+	// Start reads the clock to reap, the dispatcher to claim and, after
+	// its look at the queue, to set its timer for the job an hour away.
+	testkit.Eventually(t, 10*time.Second, func() bool { return clock.Reads() >= 3 }, "the runner to set its timer")
 	due := now.Add(150 * time.Millisecond)
 	var j store.Job
 	if err := st.Update(context.Background(), func(tx *store.Tx) (err error) {
@@ -721,7 +723,7 @@ func TestRunnerWokenByTheCommitOfAJobDueLater(t *testing.T) {
 		t.Fatalf("Enqueue: %v", err)
 	}
 	if n := len(kind.Calls()); n != 0 {
-		t.Fatalf("the job ran %d times before it was due", n)
+		t.Fatalf("a job ran %d times before it was due", n)
 	}
 	clock.Advance(time.Second)
 	got := testkit.WaitJob(t, st, j.ID, store.JobCompleted)

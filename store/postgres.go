@@ -113,8 +113,11 @@ func (s *Store) Listen(ctx context.Context, woke func(at time.Time)) error {
 // when the earliest job it made ready is due, in Unix milliseconds rounded
 // up (a runner woken then finds it due), a space, and this server's Owner,
 // so that it can tell its own.
-func (s *Store) notice(due time.Time) string {
-	return strconv.FormatInt(due.Add(time.Millisecond-1).UnixMilli(), 10) + " " + s.Owner()
+func (s *Store) notice(due time.Time) string { return encodeNotice(due, s.Owner()) }
+
+// encodeNotice is notice's form, which parseNotice reads.
+func encodeNotice(due time.Time, owner string) string {
+	return strconv.FormatInt(due.Add(time.Millisecond-1).UnixMilli(), 10) + " " + owner
 }
 
 // parseNotice reads a notice; ok is false for anything else (an empty
