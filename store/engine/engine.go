@@ -15,7 +15,9 @@
 //   - Update returns nil only once the transaction is durable: a crash
 //     after Update returns loses nothing it wrote.
 //   - View runs fn in a read snapshot: every read of fn sees the same
-//     committed state, however many writes commit meanwhile. A View may
+//     committed state, however many writes commit meanwhile. The snapshot
+//     is taken when View is called or at fn's first read at the latest
+//     (PostgreSQL's begins with that read, in its round trip). A View may
 //     be opened while an Update runs (Check does, from inside a round) and
 //     sees the state committed before that Update. A commit may wait for
 //     the reads open at that moment (bbolt's remap), so a View never waits

@@ -115,6 +115,9 @@ func Contract(t *testing.T, open func(t *testing.T) engine.Engine) {
 				_, err := e.Update(func(w engine.Tx) error { return w.Bucket(name).Put([]byte("a"), []byte("2")) })
 				wrote <- err
 			}()
+			// The snapshot is the one of the first read at the latest
+			// (PostgreSQL's begins with it): a key other than a.
+			tx.Bucket(name).Get([]byte("another"))
 			close(inside)
 			if err := <-wrote; err != nil {
 				return fmt.Errorf("a write beside an open read: %w", err)

@@ -42,17 +42,24 @@ func (d *DB) HoldTries() int64 { return d.hold.tries.Load() }
 
 // ExecTx runs sql on the connection of the transaction et.
 func ExecTx(et any, sql string) error {
-	_, err := et.(*tx).conn.Exec(context.Background(), sql)
+	t := et.(*tx)
+	if !t.ensure(context.Background()) {
+		return t.err
+	}
+	_, err := t.conn.Exec(context.Background(), sql)
 	return err
 }
 
 // TableOf is the quoted name of bucket name's table in transaction et.
-func TableOf(et any, name []byte) string { return quoteIdent(et.(*tx).buckets[string(name)].tbl) }
+func TableOf(et any, name []byte) string { return quoteIdent(et.(*tx).bucket(name).tbl) }
 
 // SeqScans is how many sequential scans of bucket name's table the
 // connection of transaction et has counted and not yet reported.
 func SeqScans(et any, name []byte) (int64, error) {
 	t := et.(*tx)
+	if !t.ensure(context.Background()) {
+		return 0, t.err
+	}
 	var n int64
 	err := t.conn.QueryRow(context.Background(),
 		"select coalesce(sum(seq_scan), 0) from pg_stat_xact_user_tables where relid = $1::regclass",
@@ -68,3 +75,7 @@ const FlushStmt = flushStmt
 
 // PruneDue makes d's next commit delete the old marks.
 func (d *DB) PruneDue() { d.pruned.Store(0) }
+
+// Migrations is migrations: the engine schema's versions, for
+// TestMigrationFromVersion2.
+var Migrations = migrations

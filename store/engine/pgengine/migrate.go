@@ -32,6 +32,17 @@ var migrations = []string{
 		at   timestamptz not null default now()
 	);
 	create index on handoff_commits (at);`,
+	// 3: the catalog's generation, moved by every change of
+	// handoff_buckets (a trigger, so that a process of an older build
+	// moves it too): a transaction checks the catalog its engine kept by
+	// this one row instead of reading the catalog (begin).
+	`create table handoff_catalog (id integer primary key check (id = 1), gen bigint not null);
+	insert into handoff_catalog (id, gen) values (1, 0);
+	create function handoff_catalog_changed() returns trigger language plpgsql
+		set search_path from current
+		as $$ begin update handoff_catalog set gen = gen + 1; return null; end $$;
+	create trigger handoff_catalog_changed after insert or update or delete or truncate on handoff_buckets
+		for each statement execute procedure handoff_catalog_changed();`,
 }
 
 // SchemaVersion is the engine schema this build writes.

@@ -165,6 +165,10 @@ type DB struct {
 	// statement, or a batch of them): what the tests of Prefetch and of
 	// the commit's batch count.
 	trips atomic.Int64
+	// cat is the catalog the last transaction that read it read, which
+	// the next ones check instead (begin); nil until one has, and again
+	// once a commit of this process made or deleted a bucket.
+	cat atomic.Pointer[catalog]
 }
 
 var (
@@ -328,16 +332,22 @@ func (d *DB) View(fn func(engine.Tx) error) error {
 // returned nil, so nothing decided on a failed read commits.
 func (d *DB) Update(fn func(engine.Tx) error) (engine.Commit, error) {
 	ctx := context.Background()
-	for optimistic := d.optimistic; ; optimistic = false {
+	optimistic := d.optimistic
+	for runs := 1; ; runs++ {
 		if d.hold != nil {
 			if err := d.hold.lost(); err != nil {
 				return engine.Commit{}, err
 			}
 		}
 		c, err := d.update(ctx, fn, optimistic)
-		if optimistic && errors.Is(err, errStale) {
+		switch {
+		case optimistic && errors.Is(err, errStale):
 			d.reruns.Add(1)
-			continue // again, under the lock from the start
+			optimistic = false // again, under the lock from the start
+			continue
+		case errors.Is(err, errCatalog) && runs < 3:
+			d.reruns.Add(1)
+			continue // again, on the catalog the failed begin read
 		}
 		return c, err
 	}
@@ -368,9 +378,10 @@ func (d *DB) update(ctx context.Context, fn func(engine.Tx) error, optimistic bo
 		return fn(t)
 	}()
 	c := engine.Commit{Allocated: t.allocated}
-	if ferr != nil && t.err == nil {
+	if ferr != nil && t.err == nil && t.begun {
 		// fn's error may come of reads that another writer has changed
-		// since: it is the answer only if they all still hold.
+		// since: it is the answer only if they all still hold (fn that
+		// read nothing began nothing).
 		t.lockNow()
 	}
 	if t.err != nil {
@@ -388,21 +399,63 @@ func (d *DB) update(ctx context.Context, fn func(engine.Tx) error, optimistic bo
 	return c, t.commit(ctx)
 }
 
-// begin opens a transaction on a pooled connection: for a write, under the
-// writers' lock; either way it reads the catalog, which takes the
-// snapshot of a read.
+// begin opens a transaction on a pooled connection. A read (or an
+// optimistic write) sends nothing yet when the DB keeps a catalog
+// (DB.cat): it begins on the server with its first statement, in the same
+// round trip (start), and hands out buckets from the catalog kept, which
+// that begin checks. Without one kept, it begins at once, reading the
+// catalog; and so does a write that takes the writers' lock, checking
+// the catalog kept: the lock is waited for before fn runs, so that the
+// store's round takes in the writes that came meanwhile (Store.commit)
+// instead of leaving them for the next round, and the next lock.
 func (d *DB) begin(ctx context.Context, write, lock bool) (*tx, error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, classify(fmt.Errorf("pgengine: a connection: %w", err))
 	}
-	t := &tx{db: d, conn: conn, write: write, locked: write && lock, buckets: map[string]*bucket{}}
+	t := &tx{db: d, conn: conn, write: write, locked: write && lock, buckets: map[string]*bucket{}, cat: d.cat.Load()}
 	if write {
 		t.mark = make([]byte, 16)
 		rand.Read(t.mark)
 	}
-	b := &pgx.Batch{}
-	if write {
+	if t.cat == nil || t.locked {
+		if _, err := t.start(ctx, nil); err != nil {
+			t.err = onStandby(conn, classify(err))
+			t.end(ctx, "rollback")
+			return nil, t.err
+		}
+	}
+	return t, nil
+}
+
+// catalog is the buckets and their tables as one transaction read them,
+// kept (DB.cat) for the transactions after it, which check it instead of
+// reading it again. It is never changed once made.
+type catalog struct {
+	tbl map[string]string // a bucket's name → its table
+	gen int64             // handoff_catalog's, read with it
+}
+
+// catalogCheck fails (divides by zero, SQLSTATE 22012) unless the
+// catalog's generation is still $1: every change of handoff_buckets moves
+// it, in the changing transaction (a trigger: engine schema 3).
+const catalogCheck = `select 1 / (gen = $1)::int from handoff_catalog where id = 1`
+
+// catalogRead is the catalog and its generation in one snapshot: the
+// generation's row has no table.
+const catalogRead = `select gen, null::bytea, null::text from handoff_catalog where id = 1
+	union all select null, name, tbl from handoff_buckets`
+
+// errCatalog is a bucket handed out to fn from the catalog kept that the
+// database's catalog, read as the transaction began, no longer has: fn
+// may have decided on it, so Update runs fn again; a View fails.
+var errCatalog = errors.New("pgengine: another process deleted a bucket as this transaction began; try again")
+
+// queueBegin adds to b what begins the transaction on the server: BEGIN,
+// its settings, a write's lock (unless optimistic) and id, and the
+// catalog, read (read) or checked against t.cat.
+func (t *tx) queueBegin(b *pgx.Batch, read bool) {
+	if t.write {
 		b.Queue("begin isolation level read committed read write")
 	} else {
 		b.Queue("begin isolation level repeatable read read only")
@@ -413,75 +466,208 @@ func (d *DB) begin(ctx context.Context, write, lock bool) (*tx, error) {
 	// small scanned the whole table: the dedup index's read of a round, a
 	// few µs, took 3–6 ms once the table held 80,000 keys, and grew with
 	// it. With sequential scans off no plan made early scans the table
-	// later. SET LOCAL, so that a pooler in transaction mode never carries
-	// it to another client.
-	b.Queue("set local enable_seqscan = off")
+	// later. SET LOCAL (set_config's true), so that a pooler in
+	// transaction mode never carries it to another client. JIT off too: a
+	// plan whose only way is a scan so turned off is costed past
+	// jit_above_cost, and compiling it took 8–22 ms for a one-row read.
+	b.Queue("select set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)")
 	switch {
-	case write && d.flushAfter:
+	case t.write && t.db.flushAfter:
 		// The COMMIT returns without waiting for its WAL to reach the
 		// disk, and so ends the writers' lock at once; commit then waits
 		// for the disk in a statement of its own (flushStmt), outside
 		// the lock, where the flushes of several processes' commits are
 		// one (the server's group commit).
 		b.Queue("set local synchronous_commit = off")
-	case write:
+	case t.write:
 		b.Queue("set local synchronous_commit = on")
 	}
 	switch {
-	case write && lock:
+	case t.write && t.locked:
 		// The lock, then the transaction's id: what tells a commit's
 		// outcome when the connection is lost before its answer (outcome).
-		b.Queue("select pg_advisory_xact_lock($1), txid_current()", d.lockKey)
-	case write:
+		b.Queue("select pg_advisory_xact_lock($1), txid_current()", t.db.lockKey)
+	case t.write:
 		b.Queue("select null, txid_current()")
 	}
-	b.Queue("select name, tbl from handoff_buckets")
-	err = func() error {
-		d.trips.Add(1)
-		br := conn.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		if write {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		if write {
-			if err := br.QueryRow().Scan(nil, &t.xid); err != nil {
-				return err
-			}
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var name []byte
-			var tbl string
-			if err := rows.Scan(&name, &tbl); err != nil {
-				rows.Close()
-				return err
-			}
-			t.buckets[string(name)] = t.newBucket(name, tbl)
-			t.tables = append(t.tables, tbl)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
-	if err != nil {
-		t.err = onStandby(conn, classify(fmt.Errorf("pgengine: begin: %w", err)))
-		t.end(ctx, "rollback")
-		return nil, t.err
+	if read {
+		b.Queue(catalogRead)
+	} else {
+		b.Queue(catalogCheck, t.cat.gen)
 	}
-	return t, nil
+}
+
+// readBegin reads queueBegin's answers from br: a catalog read becomes
+// t.cat and the DB's, and the buckets handed out before it are pointed at
+// its tables. A check that fails is errStaleCatalog.
+func (t *tx) readBegin(br pgx.BatchResults, read bool) error {
+	n := 2
+	if t.write {
+		n = 3
+	}
+	for i := 0; i < n; i++ {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	if t.write {
+		if err := br.QueryRow().Scan(nil, &t.xid); err != nil {
+			return err
+		}
+	}
+	if !read {
+		_, err := br.Exec()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "22012" {
+			return errStaleCatalog
+		}
+		return err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	cat := &catalog{tbl: map[string]string{}}
+	for rows.Next() {
+		var gen *int64
+		var name []byte
+		var tbl *string
+		if err := rows.Scan(&gen, &name, &tbl); err != nil {
+			rows.Close()
+			return err
+		}
+		if tbl != nil {
+			cat.tbl[string(name)] = *tbl
+		} else if gen != nil {
+			cat.gen = *gen
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	t.cat = cat
+	t.db.cat.Store(cat)
+	for name, b := range t.buckets {
+		tbl, ok := cat.tbl[name]
+		if !ok {
+			return fmt.Errorf("%w (bucket %q)", errCatalog, name)
+		}
+		if tbl != b.tbl {
+			// Deleted and made again since the catalog was kept.
+			b.tbl, b.sql = tbl, t.db.statementsOf(tbl)
+		}
+	}
+	return nil
+}
+
+// errStaleCatalog is the begin's check of the catalog kept failing:
+// another process made or deleted a bucket since it was read.
+var errStaleCatalog = errors.New("pgengine: the catalog kept is not the database's")
+
+// start begins the transaction on the server in one round trip with what
+// build queues (nil: nothing), and returns the answers at build's first,
+// for the caller to read and close (nil when build is). The begin checks
+// the catalog the buckets were handed out from; where another process
+// made or deleted a bucket since it was kept, the transaction is rolled
+// back and begun again reading the catalog, and build queues again, on
+// the buckets pointed at their tables.
+func (t *tx) start(ctx context.Context, build func(*pgx.Batch)) (pgx.BatchResults, error) {
+	t.sent = true
+	if t.cat != nil {
+		b := &pgx.Batch{}
+		t.queueBegin(b, false)
+		if build != nil {
+			build(b)
+		}
+		t.db.trips.Add(1)
+		br := t.conn.SendBatch(ctx, b)
+		err := t.readBegin(br, false)
+		if err == nil {
+			t.begun = true
+			if build == nil {
+				return nil, br.Close()
+			}
+			return br, nil
+		}
+		br.Close()
+		if !errors.Is(err, errStaleCatalog) {
+			return nil, fmt.Errorf("pgengine: begin: %w", err)
+		}
+		t.db.trips.Add(1)
+		if _, err := t.conn.Exec(ctx, "rollback"); err != nil {
+			return nil, fmt.Errorf("pgengine: begin again: %w", err)
+		}
+	}
+	b := &pgx.Batch{}
+	t.queueBegin(b, true)
+	t.db.trips.Add(1)
+	br := t.conn.SendBatch(ctx, b)
+	err := t.readBegin(br, true)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if errors.Is(err, errCatalog) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("pgengine: begin: %w", err)
+	}
+	t.begun = true
+	if build == nil {
+		return nil, nil
+	}
+	b = &pgx.Batch{}
+	build(b)
+	t.db.trips.Add(1)
+	return t.conn.SendBatch(ctx, b), nil
+}
+
+// sendBatch sends what build queues, beginning the transaction with it
+// when it has not begun on the server (start), and returns its answers;
+// build may be called twice (start).
+func (t *tx) sendBatch(ctx context.Context, build func(*pgx.Batch)) (pgx.BatchResults, error) {
+	if !t.begun {
+		return t.start(ctx, build)
+	}
+	b := &pgx.Batch{}
+	build(b)
+	t.db.trips.Add(1)
+	return t.conn.SendBatch(ctx, b), nil
+}
+
+// queryRow runs the one statement q gives (asked again if start begins
+// again) and scans its one row into dest, beginning the transaction with
+// it when it has not begun.
+func (t *tx) queryRow(ctx context.Context, q func() (string, []any), dest ...any) error {
+	if t.begun {
+		sql, args := q()
+		t.db.trips.Add(1)
+		return t.conn.QueryRow(ctx, sql, args...).Scan(dest...)
+	}
+	br, err := t.start(ctx, func(b *pgx.Batch) {
+		sql, args := q()
+		b.Queue(sql, args...)
+	})
+	if err != nil {
+		return err
+	}
+	err = br.QueryRow().Scan(dest...)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ensure begins the transaction on the server when it has not begun,
+// and says whether it stands.
+func (t *tx) ensure(ctx context.Context) bool {
+	if t.err == nil && !t.begun {
+		if _, err := t.start(ctx, nil); err != nil {
+			t.fail(err)
+		}
+	}
+	return t.err == nil
 }
 
 // classify marks err engine.ErrNoSpace when PostgreSQL said disk_full
@@ -578,8 +764,19 @@ type tx struct {
 	db    *DB
 	conn  *pgxpool.Conn // nil once ended
 	write bool
-	// buckets is the catalog as this transaction sees it, by name.
+	// buckets is the buckets handed out (or made, or deleted: dead) in
+	// this transaction, by name; cat is the catalog the others are handed
+	// out from: the DB's kept one, checked by the transaction's begin, or
+	// the one that begin read.
 	buckets map[string]*bucket
+	cat     *catalog
+	// sent: the transaction's begin was sent to the server; begun: it
+	// was answered, with the catalog checked or read. Until then no
+	// statement has run, and no lock is held.
+	sent, begun bool
+	// remade: a bucket was made or deleted, so the DB's catalog is
+	// dropped once this commits.
+	remade bool
 	// err is the first statement that failed: the transaction is then
 	// aborted on the server, every later operation fails, and Update and
 	// View return it.
@@ -599,10 +796,9 @@ type tx struct {
 	wanting []*bucket
 	// locked: the writers' lock is held (from the begin, or since
 	// lockNow). Until then (Options.Optimistic) every key read is kept in
-	// its bucket's seen, and tables is the catalog's tables as begin read
-	// them: both are checked when the lock is taken.
+	// its bucket's seen, and it and the catalog are checked when the lock
+	// is taken.
 	locked bool
-	tables []string
 }
 
 // fail records the transaction's first failure and returns it.
@@ -622,6 +818,11 @@ func (t *tx) end(ctx context.Context, how string) error {
 	conn := t.conn
 	t.conn = nil
 	if conn == nil {
+		return nil
+	}
+	if !t.sent {
+		// Nothing ran on the server: there is nothing to end.
+		conn.Release()
 		return nil
 	}
 	if errors.Is(t.err, engine.ErrReadOnlyNode) {
@@ -664,18 +865,18 @@ func (t *tx) end(ctx context.Context, how string) error {
 // transaction failed: t.err is errStale when a read no longer holds.
 func (t *tx) lockNow() bool {
 	if t.locked || t.err != nil {
-		return t.err == nil
+		// A lock taken from the begin is held once the begin is sent.
+		return t.ensure(context.Background())
 	}
-	b := &pgx.Batch{}
-	n := t.queueLock(b)
-	t.db.trips.Add(1)
-	br := t.conn.SendBatch(context.Background(), b)
-	var err error
+	var n int
+	br, err := t.sendBatch(context.Background(), func(b *pgx.Batch) { n = t.queueLock(b) })
 	for i := 0; i < n && err == nil; i++ {
 		_, err = br.Exec()
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	if br != nil {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		t.fail(staleOr(fmt.Errorf("pgengine: the writers' lock: %w", err)))
@@ -693,8 +894,7 @@ func (t *tx) lockNow() bool {
 func (t *tx) queueLock(b *pgx.Batch) int {
 	n := b.Len()
 	b.Queue("select pg_advisory_xact_lock($1)", t.db.lockKey)
-	b.Queue(`select 1 / ((select count(*) from handoff_buckets) = $2
-		and (select count(*) from handoff_buckets where tbl = any($1::text[])) = $2)::int`, t.tables, len(t.tables))
+	b.Queue(catalogCheck, t.cat.gen)
 	for _, bk := range t.buckets {
 		// A key read ahead and never asked for is not checked: forgotten,
 		// it is read again under the lock if fn asks for it after all.
@@ -736,6 +936,12 @@ func staleOr(err error) error {
 // still be a commit, and so may a COMMIT answered whose flush was not: the
 // outcome is asked, as for a lone COMMIT.
 func (t *tx) commit(ctx context.Context) error {
+	// A write that read nothing begins now, in a round trip of its own:
+	// its id must be known before its COMMIT is sent (outcome).
+	if !t.ensure(ctx) {
+		t.end(ctx, "rollback")
+		return t.err
+	}
 	b := &pgx.Batch{}
 	if !t.locked {
 		t.queueLock(b)
@@ -778,6 +984,9 @@ func (t *tx) commit(ctx context.Context) error {
 		t.conn = nil
 		conn.Release()
 		t.db.pruneMarks()
+		if t.remade {
+			t.db.cat.Store(nil)
+		}
 		return nil
 	case err == nil && tag.String() == "COMMIT":
 		// Committed, and seen by other transactions, but not known to be
@@ -943,10 +1152,38 @@ func (t *tx) newBucket(name []byte, tbl string) *bucket {
 }
 
 func (t *tx) Bucket(name []byte) engine.Bucket {
-	b, ok := t.buckets[string(name)]
+	if b := t.bucket(name); b != nil {
+		return b
+	}
+	return nil
+}
+
+// bucket is the bucket name in t, or nil: handed out from the catalog
+// kept, which the begin checks. One the catalog kept does not name may
+// have been made since by another process: the transaction begins first,
+// so that its answer is the snapshot's.
+func (t *tx) bucket(name []byte) *bucket {
+	if b, ok := t.buckets[string(name)]; ok {
+		if b.dead {
+			return nil
+		}
+		return b
+	}
+	tbl, ok := t.cat.tbl[string(name)]
+	if !ok && !t.begun {
+		if !t.ensure(context.Background()) {
+			return nil
+		}
+		if b, ok := t.buckets[string(name)]; ok {
+			return b
+		}
+		tbl, ok = t.cat.tbl[string(name)]
+	}
 	if !ok {
 		return nil
 	}
+	b := t.newBucket(name, tbl)
+	t.buckets[string(name)] = b
 	return b
 }
 
@@ -968,8 +1205,11 @@ func tableName(id int64, name []byte) string {
 }
 
 func (t *tx) CreateBucketIfNotExists(name []byte) (engine.Bucket, error) {
-	if b, ok := t.buckets[string(name)]; ok {
+	if b := t.bucket(name); b != nil {
 		return b, nil
+	}
+	if t.err != nil {
+		return nil, t.err
 	}
 	if !t.write {
 		return nil, errReadOnly
@@ -979,6 +1219,9 @@ func (t *tx) CreateBucketIfNotExists(name []byte) (engine.Bucket, error) {
 	}
 	if !t.lockNow() {
 		return nil, t.err
+	}
+	if b := t.bucket(name); b != nil {
+		return b, nil // made by another writer before the lock (Optimistic)
 	}
 	ctx := context.Background()
 	var id int64
@@ -995,6 +1238,7 @@ func (t *tx) CreateBucketIfNotExists(name []byte) (engine.Bucket, error) {
 	}
 	bk := t.newBucket(name, tbl)
 	t.buckets[string(name)] = bk
+	t.remade = true
 	return bk, nil
 }
 
@@ -1004,8 +1248,11 @@ func (t *tx) CreateBucketIfNotExists(name []byte) (engine.Bucket, error) {
 // dropped by the next Open (store/engine/pgengine/migrate.go). Reads whose
 // snapshot is older still see the bucket and its keys.
 func (t *tx) DeleteBucket(name []byte) error {
-	b, ok := t.buckets[string(name)]
-	if !ok {
+	b := t.bucket(name)
+	if b == nil {
+		if t.err != nil {
+			return t.err
+		}
 		return fmt.Errorf("pgengine: delete bucket %q: no such bucket", name)
 	}
 	if !t.write {
@@ -1021,15 +1268,25 @@ func (t *tx) DeleteBucket(name []byte) error {
 		return t.fail(fmt.Errorf("pgengine: delete bucket %q: %w", name, err))
 	}
 	b.pending, b.read = nil, nil
-	b.dead = true
-	delete(t.buckets, string(name))
+	b.dead = true // kept in t.buckets, so that t.cat hands it out no more
+	t.remade = true
 	return nil
 }
 
 func (t *tx) ForEachBucket(fn func(name []byte) error) error {
-	names := make([][]byte, 0, len(t.buckets))
+	if !t.ensure(context.Background()) {
+		return t.err
+	}
+	names := make([][]byte, 0, len(t.cat.tbl))
+	for name := range t.cat.tbl {
+		if _, ok := t.buckets[name]; !ok {
+			names = append(names, []byte(name))
+		}
+	}
 	for _, b := range t.buckets {
-		names = append(names, b.name)
+		if !b.dead {
+			names = append(names, b.name)
+		}
 	}
 	sort.Slice(names, func(i, j int) bool { return bytes.Compare(names[i], names[j]) < 0 })
 	for _, n := range names {
@@ -1056,27 +1313,44 @@ func (t *tx) Notify(payload string) {
 // notification (Notify), in one round trip. PostgreSQL delivers the
 // notification when the transaction commits, and never when it rolls back.
 func (t *tx) flushAll(ctx context.Context) {
-	b := &pgx.Batch{}
 	var flushed []*bucket
 	for _, bk := range t.buckets {
-		if bk.queueFlush(b) {
+		if len(bk.pending) > 0 || len(bk.adds) > 0 {
 			flushed = append(flushed, bk)
 		}
 	}
-	if t.noticed {
-		b.Queue("select pg_notify($1, $2)", t.db.channel, t.notice)
-		t.noticed = false
-	}
-	t.send(ctx, b, flushed)
-}
-
-// send runs the flush batch b of the buckets flushed.
-func (t *tx) send(ctx context.Context, b *pgx.Batch, flushed []*bucket) {
-	if b.Len() == 0 || t.err != nil {
+	notice := t.noticed
+	if len(flushed) == 0 && !notice {
 		return
 	}
-	t.db.trips.Add(1)
-	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+	t.send(ctx, flushed, func(b *pgx.Batch) {
+		if notice {
+			b.Queue("select pg_notify($1, $2)", t.db.channel, t.notice)
+		}
+	})
+	if t.err == nil {
+		t.noticed = false
+	}
+}
+
+// send sends the buffered writes of the buckets flushed, and what more
+// queues (nil: nothing), in one round trip.
+func (t *tx) send(ctx context.Context, flushed []*bucket, more func(*pgx.Batch)) {
+	if t.err != nil {
+		return
+	}
+	br, err := t.sendBatch(ctx, func(b *pgx.Batch) {
+		for _, bk := range flushed {
+			bk.queueFlush(b)
+		}
+		if more != nil {
+			more(b)
+		}
+	})
+	if err == nil {
+		err = br.Close()
+	}
+	if err != nil {
 		t.fail(fmt.Errorf("pgengine: write: %w", err))
 		return
 	}
@@ -1160,8 +1434,7 @@ func (b *bucket) Get(key []byte) []byte {
 		return b.see(key, b.read[string(key)])
 	}
 	var v []byte
-	t.db.trips.Add(1)
-	err := t.conn.QueryRow(context.Background(), b.sql.get, key).Scan(&v)
+	err := t.queryRow(context.Background(), func() (string, []any) { return b.sql.get, []any{key} }, &v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		b.remember(key, nil)
 		return b.see(key, nil)
@@ -1211,8 +1484,8 @@ func (b *bucket) remember(key, v []byte) {
 // or a failed transaction, reads nothing; a failed read fails the
 // transaction as a Get's would.
 func (t *tx) Prefetch(name []byte, keys [][]byte) {
-	b, ok := t.buckets[string(name)]
-	if !ok || b.dead || t.err != nil {
+	b := t.bucket(name)
+	if b == nil || t.err != nil {
 		return
 	}
 	b.wants(keys)
@@ -1236,7 +1509,6 @@ func (b *bucket) wants(keys [][]byte) {
 func (t *tx) readAhead() {
 	wanting := t.wanting
 	t.wanting = nil
-	batch := &pgx.Batch{}
 	var asked []*bucket
 	var keys [][][]byte
 	for _, b := range wanting {
@@ -1245,14 +1517,20 @@ func (t *tx) readAhead() {
 		if len(want) == 0 || b.dead {
 			continue
 		}
-		batch.Queue(b.sql.many, want)
 		asked, keys = append(asked, b), append(keys, want)
 	}
 	if t.err != nil || len(asked) == 0 {
 		return
 	}
-	t.db.trips.Add(1)
-	br := t.conn.SendBatch(context.Background(), batch)
+	br, err := t.sendBatch(context.Background(), func(batch *pgx.Batch) {
+		for i, b := range asked {
+			batch.Queue(b.sql.many, keys[i])
+		}
+	})
+	if err != nil {
+		t.fail(fmt.Errorf("pgengine: read: %w", err))
+		return
+	}
 	defer br.Close()
 	for i, b := range asked {
 		rows, err := br.Query()
@@ -1453,9 +1731,7 @@ func (b *bucket) flush() {
 	if len(b.pending) == 0 && len(b.adds) == 0 {
 		return
 	}
-	batch := &pgx.Batch{}
-	b.queueFlush(batch)
-	b.t.send(context.Background(), batch, []*bucket{b})
+	b.t.send(context.Background(), []*bucket{b}, nil)
 }
 
 func (b *bucket) Cursor() engine.Cursor { return &cursor{b: b} }
@@ -1480,8 +1756,7 @@ func (b *bucket) Stats() engine.BucketStats {
 		return engine.BucketStats{}
 	}
 	var n int64
-	t.db.trips.Add(1)
-	if err := t.conn.QueryRow(context.Background(), b.sql.count).Scan(&n); err != nil {
+	if err := t.queryRow(context.Background(), func() (string, []any) { return b.sql.count, nil }, &n); err != nil {
 		t.fail(fmt.Errorf("pgengine: count bucket %q: %w", b.name, err))
 		return engine.BucketStats{}
 	}
@@ -1513,9 +1788,17 @@ type cursor struct {
 
 type row struct{ k, v []byte }
 
-// fetch reads a batch by query with arg (nil: none) in direction dir and
-// lands on its first row.
-func (c *cursor) fetch(query string, arg []byte, dir int, grow bool) ([]byte, []byte) {
+// The statements of a cursor's reads, chosen from a bucket's when sent:
+// a transaction that begins again points its buckets at new tables (start).
+func firstOf(s *statements) string  { return s.first }
+func lastOf(s *statements) string   { return s.last }
+func fromOf(s *statements) string   { return s.from }
+func afterOf(s *statements) string  { return s.after }
+func beforeOf(s *statements) string { return s.before }
+
+// fetch reads a batch by the statement query picks with arg (nil: none)
+// in direction dir and lands on its first row.
+func (c *cursor) fetch(query func(*statements) string, arg []byte, dir int, grow bool) ([]byte, []byte) {
 	b, t := c.b, c.b.t
 	if grow && c.n < maxBatch {
 		c.n *= 2
@@ -1534,13 +1817,13 @@ func (c *cursor) fetch(query string, arg []byte, dir int, grow bool) ([]byte, []
 		// A range is read under the writers' lock, never checked after:
 		// the lock, the checks of what was read, this bucket's writes and
 		// the read go in one round trip.
-		bt := &pgx.Batch{}
-		t.queueLock(bt)
-		b.queueFlush(bt)
-		n := bt.Len()
-		bt.Queue(query, args...)
-		t.db.trips.Add(1)
-		br = t.conn.SendBatch(context.Background(), bt)
+		var n int
+		br, err = t.sendBatch(context.Background(), func(bt *pgx.Batch) {
+			t.queueLock(bt)
+			b.queueFlush(bt)
+			n = bt.Len()
+			bt.Queue(query(b.sql), args...)
+		})
 		for i := 0; i < n && err == nil; i++ {
 			_, err = br.Exec()
 		}
@@ -1549,7 +1832,9 @@ func (c *cursor) fetch(query string, arg []byte, dir int, grow bool) ([]byte, []
 			rows, err = br.Query()
 		}
 		if err != nil {
-			br.Close()
+			if br != nil {
+				br.Close()
+			}
 			t.fail(staleOr(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err)))
 			c.off = dir
 			return nil, nil
@@ -1561,8 +1846,13 @@ func (c *cursor) fetch(query string, arg []byte, dir int, grow bool) ([]byte, []
 			c.off = dir
 			return nil, nil
 		}
-		t.db.trips.Add(1)
-		rows, err = t.conn.Query(context.Background(), query, args...)
+		if t.begun {
+			t.db.trips.Add(1)
+			rows, err = t.conn.Query(context.Background(), query(b.sql), args...)
+		} else if br, err = t.start(context.Background(), func(bt *pgx.Batch) { bt.Queue(query(b.sql), args...) }); err == nil {
+			defer br.Close()
+			rows, err = br.Query()
+		}
 		if err != nil {
 			t.fail(fmt.Errorf("pgengine: read bucket %q: %w", b.name, err))
 			c.off = dir
@@ -1604,14 +1894,14 @@ func (c *cursor) land() ([]byte, []byte) {
 	return r.k, r.v
 }
 
-func (c *cursor) First() ([]byte, []byte) { return c.fetch(c.b.sql.first, nil, +1, false) }
-func (c *cursor) Last() ([]byte, []byte)  { return c.fetch(c.b.sql.last, nil, -1, false) }
+func (c *cursor) First() ([]byte, []byte) { return c.fetch(firstOf, nil, +1, false) }
+func (c *cursor) Last() ([]byte, []byte)  { return c.fetch(lastOf, nil, -1, false) }
 
 func (c *cursor) Seek(key []byte) ([]byte, []byte) {
 	if key == nil {
 		key = []byte{}
 	}
-	return c.fetch(c.b.sql.from, key, +1, false)
+	return c.fetch(fromOf, key, +1, false)
 }
 
 // fresh says the batch read ahead still stands: no write to the bucket since.
@@ -1634,7 +1924,7 @@ func (c *cursor) Next() ([]byte, []byte) {
 			return c.land()
 		}
 	}
-	return c.fetch(c.b.sql.after, c.cur, +1, c.dir == +1)
+	return c.fetch(afterOf, c.cur, +1, c.dir == +1)
 }
 
 func (c *cursor) Prev() ([]byte, []byte) {
@@ -1654,7 +1944,7 @@ func (c *cursor) Prev() ([]byte, []byte) {
 			return c.land()
 		}
 	}
-	return c.fetch(c.b.sql.before, c.cur, -1, c.dir == -1)
+	return c.fetch(beforeOf, c.cur, -1, c.dir == -1)
 }
 
 // quoteIdent is name as an SQL identifier.

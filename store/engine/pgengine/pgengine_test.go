@@ -29,7 +29,7 @@ import (
 var bk = []byte("b")
 
 // open is a new engine with bucket b (pgtest's).
-func open(t *testing.T) *pgengine.DB { return withBucket(t, pgtest.Open(t)) }
+func open(t testing.TB) *pgengine.DB { return withBucket(t, pgtest.Open(t)) }
 
 // openLocked is a new engine with bucket b whose writes hold the
 // writers' lock from their begin (not Optimistic).
@@ -58,7 +58,7 @@ func openOn(t *testing.T, schema string, optimistic bool) *pgengine.DB {
 }
 
 // withBucket creates bucket b in db and returns db.
-func withBucket(t *testing.T, db *pgengine.DB) *pgengine.DB {
+func withBucket(t testing.TB, db *pgengine.DB) *pgengine.DB {
 	t.Helper()
 	if _, err := db.Update(func(tx engine.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(bk)
@@ -790,8 +790,8 @@ func TestBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db2.Close()
-	if n := countTables(t, db.Schema()); n != 2+4 { // two buckets; catalog, retired, commits, version
-		t.Errorf("%d tables in the schema after the reopen; want 6 (the deleted bucket's dropped)", n)
+	if n := countTables(t, db.Schema()); n != 2+5 { // two buckets; catalog, its generation, retired, commits, version
+		t.Errorf("%d tables in the schema after the reopen; want 7 (the deleted bucket's dropped)", n)
 	}
 }
 
@@ -837,6 +837,52 @@ func TestMigrations(t *testing.T) {
 	_, err := pgengine.Open(context.Background(), pgtest.URL(t), pgengine.Options{Schema: schema})
 	if err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Errorf("Open of a newer engine schema = %v; want a refusal naming it newer", err)
+	}
+}
+
+// A schema made by a build of engine version 2, with a bucket, opens at
+// version 3 with the bucket's keys; and a bucket that a process of that
+// older build makes afterwards (its catalog rows and table, as it writes
+// them, knowing nothing of the generation) is found by the newer one's
+// transactions, which check the catalog they kept: the trigger moved it.
+func TestMigrationFromVersion2(t *testing.T) {
+	schema := pgtest.Schema(t)
+	q := pgx.Identifier{schema}.Sanitize()
+	pgtest.Exec(t, fmt.Sprintf("begin; set local search_path = %s; create table handoff_engine (version integer not null); insert into handoff_engine values (2); %s; %s; commit",
+		q, pgengine.Migrations[0], pgengine.Migrations[1]))
+	old := func(n int, name, value string) {
+		pgtest.Exec(t, fmt.Sprintf(`begin; set local search_path = %s;
+			create table kv%[2]d_%[3]s (key bytea primary key, value bytea not null);
+			insert into handoff_buckets (name, tbl) values ('%[3]s', 'kv%[2]d_%[3]s');
+			insert into kv%[2]d_%[3]s values ('k', '%[4]s');
+			commit`, q, n, name, value))
+	}
+	old(1, "before", "fish & chips")
+	db := openOn(t, schema, false)
+	read := func(name string) string {
+		t.Helper()
+		var v string
+		if err := db.View(func(tx engine.Tx) error {
+			if b := tx.Bucket([]byte(name)); b != nil {
+				v = string(b.Get([]byte("k")))
+			} else {
+				v = "no bucket"
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := read("before"); v != "fish & chips" {
+		t.Errorf("the bucket of version 2 reads %q after the migration; want fish & chips", v)
+	}
+	if v := read("after"); v != "no bucket" {
+		t.Errorf("a bucket not made yet reads %q", v)
+	}
+	old(2, "after", "שלום ✓")
+	if v := read("after"); v != "שלום ✓" {
+		t.Errorf("a bucket an older build made beside this one reads %q; want שלום ✓", v)
 	}
 }
 
@@ -1001,10 +1047,110 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// TestCatalogKept: a transaction hands out buckets from the catalog its
+// engine kept, which its begin checks; another process's buckets made,
+// made again and deleted since are each found: a bucket the kept catalog
+// does not name is looked for in the database, one made again is read
+// and written in its new table, and one deleted for good fails the View
+// that was handed it, and runs an optimistic Update again without it (a
+// write under the lock from its begin checks the catalog before fn runs).
+func TestCatalogKept(t *testing.T) {
+	schema := pgtest.Schema(t)
+	a := withBucket(t, openOn(t, schema, false))
+	b := openOn(t, schema, false)
+	ao := openOn(t, schema, true)
+	x, k := []byte("x"), []byte("k")
+	remake := func(value string, keep bool) {
+		t.Helper()
+		if _, err := b.Update(func(tx engine.Tx) error {
+			if tx.Bucket(x) != nil {
+				if err := tx.DeleteBucket(x); err != nil {
+					return err
+				}
+			}
+			if !keep {
+				return nil
+			}
+			bx, err := tx.CreateBucketIfNotExists(x)
+			if err != nil {
+				return err
+			}
+			return bx.Put(k, []byte(value))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(db *pgengine.DB) (string, error) {
+		var v string
+		err := db.View(func(tx engine.Tx) error {
+			if bx := tx.Bucket(x); bx != nil {
+				v = string(bx.Get(k))
+			} else {
+				v = "no bucket"
+			}
+			return nil
+		})
+		return v, err
+	}
+	if v, err := read(a); err != nil || v != "no bucket" {
+		t.Fatalf("before x is made, a reads %q, %v", v, err)
+	}
+	remake("made", true)
+	if v, err := read(a); err != nil || v != "made" {
+		t.Fatalf("x made by another process after a kept its catalog: a reads %q, %v; want made", v, err)
+	}
+	remake("made again", true)
+	if v, err := read(a); err != nil || v != "made again" {
+		t.Fatalf("x made again by another process: a reads %q, %v; want made again", v, err)
+	}
+	if v, err := read(ao); err != nil || v != "made again" {
+		t.Fatalf("the optimistic engine reads %q, %v; want made again", v, err)
+	}
+	for _, w := range []struct {
+		db   *pgengine.DB
+		what string
+	}{{ao, "an optimistic write"}, {a, "a write under the lock"}} {
+		remake("made once more", true)
+		if _, err := w.db.Update(func(tx engine.Tx) error { return tx.Bucket(x).Put(k, []byte(w.what)) }); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := read(b); err != nil || v != w.what {
+			t.Fatalf("%s of x made again by another process: b reads %q, %v", w.what, v, err)
+		}
+	}
+	remake("", false)
+	if v, err := read(a); err == nil || !strings.Contains(err.Error(), "deleted a bucket") {
+		t.Fatalf("x deleted for good by another process: a's View read %q, %v; want it to fail, saying a bucket was deleted", v, err)
+	}
+	if v, err := read(a); err != nil || v != "no bucket" {
+		t.Fatalf("after x was deleted, a reads %q, %v; want no bucket", v, err)
+	}
+	remake("made once more", true)
+	if v, err := read(ao); err != nil || v != "made once more" {
+		t.Fatalf("a reads %q, %v; want made once more", v, err)
+	}
+	remake("", false)
+	var runs []bool
+	if _, err := ao.Update(func(tx engine.Tx) error {
+		bx := tx.Bucket(x)
+		runs = append(runs, bx != nil)
+		if bx != nil {
+			bx.Get(k)
+		}
+		return tx.Bucket(bk).Put(k, []byte("after x"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(runs, []bool{true, false}) {
+		t.Errorf("an Update handed x deleted for good by another process ran with x %v; want [true false] (run again without it)", runs)
+	}
+}
+
 // TestRoundTrips counts what one write transaction asks of the server:
-// the keys prefetched in several buckets are read, with the first Get's,
-// in one round trip; later Gets of them in none; and the buffered writes
-// go with the COMMIT in one more.
+// its begin one, the writers' lock and the check of the catalog kept; the
+// keys prefetched in several buckets are read, with the first Get's, in
+// one round trip; later Gets of them in none; and the buffered writes go
+// with the COMMIT in one more. A View that reads nothing asks nothing.
 func TestRoundTrips(t *testing.T) {
 	db := open(t)
 	other := []byte("other")
@@ -1025,8 +1171,34 @@ func TestRoundTrips(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var read, afterReads int64
+	// Made a bucket: the commit dropped the catalog kept, which the next
+	// transaction reads (in a round trip of its own) and keeps again.
 	before := db.Trips()
+	if err := db.View(func(tx engine.Tx) error {
+		if tx.Bucket(other) == nil {
+			t.Error("the bucket just made is not there")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.Trips() - before; n != 2 {
+		t.Errorf("a View after a bucket was made took %d round trips; want 2 (the catalog read with the begin, the end)", n)
+	}
+	before = db.Trips()
+	if err := db.View(func(tx engine.Tx) error {
+		if tx.Bucket(other) == nil {
+			t.Error("the catalog kept does not have the bucket")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.Trips() - before; n != 0 {
+		t.Errorf("a View that reads nothing took %d round trips; want 0", n)
+	}
+	var read, afterReads int64
+	before = db.Trips()
 	if _, err := db.Update(func(tx engine.Tx) error {
 		p := tx.(engine.Prefetcher)
 		p.Prefetch(bk, [][]byte{[]byte("a"), []byte("b")})
@@ -1054,9 +1226,9 @@ func TestRoundTrips(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// The begin (lock, catalog); the prefetched keys with the first Get's
-	// ("a" of b); "c" of b, which was not prefetched; "c" of other, the
-	// same; then the writes with the COMMIT.
+	// The begin (the lock, the catalog's check); the prefetched keys with
+	// the first Get's ("a" of b); "c" of b, which was not prefetched; "c"
+	// of other, the same; then the writes with the COMMIT.
 	if n := read - before; n != 1 {
 		t.Errorf("the begin took %d round trips; want 1", n)
 	}
