@@ -14,6 +14,7 @@ import (
 	"net/http/httputil"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,12 +140,16 @@ func handoffTarget(k int) string {
 
 // pgRun is one target's measured run in one round.
 type pgRun struct {
-	s       stats
-	cpu     float64 // the target's processes' CPU seconds over the run, -1: unknown
-	pgCPU   float64 // the cluster's CPU seconds over the run, -1: unknown
-	events  int     // accepted in the measured run
-	elapsed time.Duration
-	drafted int // drafts made (River: jobs completed) by the end of the run, -1: unknown
+	s     stats
+	cpu   float64 // the target's processes' CPU seconds over the run, -1: unknown
+	pgCPU float64 // the cluster's CPU seconds over the run, -1: unknown
+	// benchCPU is the bench's own CPU seconds over the run: the load it
+	// sends and, before several processes (or -proxy-all), its proxy;
+	// -1: unknown.
+	benchCPU float64
+	events   int // accepted in the measured run
+	elapsed  time.Duration
+	drafted  int // drafts made (River: jobs completed) by the end of the run, -1: unknown
 	// writes is how many write transactions the cluster began over the
 	// measured run (transaction ids it gave out), -1: unknown.
 	writes int64
@@ -161,6 +166,53 @@ func (r pgRun) writesPerEvent() string {
 		return "?"
 	}
 	return fmt.Sprintf("%.2f", float64(r.writes)/float64(max(r.events, 1)))
+}
+
+// ceiling is the events/s that several processes (runs many) could reach
+// on this machine's cores at best, were each event to cost them and
+// PostgreSQL no more CPU than it costs one process (runs one), with the
+// bench's own CPU as it was beside them (the load, and the proxy that
+// one process measured directly does without): the cores over that sum,
+// from the medians. 0 when a CPU is unknown.
+func ceiling(one, many []pgRun) float64 {
+	per := func(runs []pgRun, f func(pgRun) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, r := range runs {
+			xs[i] = f(r)
+			if xs[i] < 0 {
+				return -1
+			}
+		}
+		return median(xs)
+	}
+	if len(one) == 0 || len(many) == 0 {
+		return 0
+	}
+	cpu := per(one, func(r pgRun) float64 { return r.cpuPerEvent(r.cpu) })
+	pg := per(one, func(r pgRun) float64 { return r.cpuPerEvent(r.pgCPU) })
+	bench := per(many, func(r pgRun) float64 { return r.cpuPerEvent(r.benchCPU) })
+	if cpu < 0 || pg < 0 || bench < 0 || cpu+pg+bench == 0 {
+		return 0
+	}
+	return float64(runtime.NumCPU()) * 1e6 / (cpu + pg + bench)
+}
+
+func pickRates(runs []pgRun) []float64 {
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = r.s.rate
+	}
+	return xs
+}
+
+// busy is the share of the machine's cores the target, PostgreSQL and
+// the bench used over the run, -1 when one is unknown: near 1, the run
+// was bound by CPU, and events/s is the cores over the CPU an event costs.
+func (r pgRun) busy() float64 {
+	if r.cpu < 0 || r.pgCPU < 0 || r.benchCPU < 0 || r.elapsed <= 0 {
+		return -1
+	}
+	return (r.cpu + r.pgCPU + r.benchCPU) / r.elapsed.Seconds() / float64(runtime.NumCPU())
 }
 
 func (r pgRun) cpuPerEvent(cpu float64) float64 {
@@ -314,9 +366,9 @@ func pgBench(ctx context.Context, args []string, out io.Writer) error {
 			if r.failover > 0 {
 				moved = fmt.Sprintf("; leader SIGKILLed after it, another led %.2fs later (lease %v)", r.failover.Seconds(), r.lease)
 			}
-			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event, %s write transactions/event, %s drafted meanwhile  (%s events stored once each%s)\n",
+			fmt.Fprintf(out, "  %-11s %7s/s (%.1fs)  p50 %-7s p99 %-7s max %-7s  CPU %s µs/event, PostgreSQL %s µs/event, bench %s µs/event, cores %s busy, %s write transactions/event, %s drafted meanwhile  (%s events stored once each%s)\n",
 				target, thousands(int64(r.s.rate)), r.elapsed.Seconds(), ms(r.s.p50), ms(r.s.p99), ms(r.s.max),
-				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), r.writesPerEvent(), thousands(int64(r.drafted)), thousands(int64(cfg.warmup+1+r.events)), moved)
+				cpuText(r.cpuPerEvent(r.cpu)), cpuText(r.cpuPerEvent(r.pgCPU)), cpuText(r.cpuPerEvent(r.benchCPU)), busyText(r.busy()), r.writesPerEvent(), thousands(int64(r.drafted)), thousands(int64(cfg.warmup+1+r.events)), moved)
 		}
 	}
 	for _, t := range targets {
@@ -343,6 +395,13 @@ func loadAverage() string {
 // (the longest), so no draft is due during the run.
 func pgConfigFile() string {
 	return "channels:\n  - name: demo\n    fields: {message_id: /id, conversation_id: /conversation_id}\n    provider: sandbox\n    coalesce: 1h\n"
+}
+
+func busyText(b float64) string {
+	if b < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f%%", 100*b)
 }
 
 func cpuText(us float64) string {
@@ -434,9 +493,9 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 		return r, fmt.Errorf("contract check: %w%s", err, tails(children))
 	}
 	x0 := writeXID(ctx, dbURL)
-	cpu0, pg0 := childrenCPU(children), clusterCPU(clusterDir)
+	cpu0, pg0, b0 := childrenCPU(children), clusterCPU(clusterDir), cpuSeconds(os.Getpid())
 	res := runLoad(ctx, client, url, tpl, 'm', round, cfg.n, cfg.c)
-	cpu1, pg1 := childrenCPU(children), clusterCPU(clusterDir)
+	cpu1, pg1, b1 := childrenCPU(children), clusterCPU(clusterDir), cpuSeconds(os.Getpid())
 	r.writes = -1
 	if x1 := writeXID(ctx, dbURL); x0 >= 0 && x1 > x0 {
 		r.writes = x1 - x0 - 1 // less writeXID's own
@@ -447,7 +506,10 @@ func pgMeasure(ctx context.Context, cfg pgConfig, tpl bodyTemplate, target strin
 	}
 	r.s = summarize(target, res, cfg.n)
 	r.events, r.elapsed = res.accepted(), res.elapsed
-	r.cpu, r.pgCPU = -1, -1
+	r.cpu, r.pgCPU, r.benchCPU = -1, -1, -1
+	if b0 >= 0 && b1 >= 0 {
+		r.benchCPU = b1 - b0
+	}
 	if cpu0 >= 0 && cpu1 >= 0 {
 		r.cpu = cpu1 - cpu0
 	}
@@ -699,11 +761,11 @@ func countStored(ctx context.Context, url, target string, tpl bodyTemplate, cfg 
 func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[string][]pgRun, failed map[string]string) {
 	fmt.Fprintf(out, "\nmedian [spread] of %d rounds, %d connections\n", cfg.rounds, cfg.c)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\taccepted/s\tp50 ms\tp99 ms\tCPU µs/event\tPostgreSQL CPU µs/event\twrite transactions/event")
+	fmt.Fprintln(tw, "target\taccepted/s\tp50 ms\tp99 ms\tCPU µs/event\tPostgreSQL CPU µs/event\tbench CPU µs/event\tcores busy %\twrite transactions/event")
 	for _, t := range targets {
 		runs := all[t]
 		if len(runs) == 0 {
-			fmt.Fprintf(tw, "%s\tnot measured: could not start\t\t\t\t\t\n", t)
+			fmt.Fprintf(tw, "%s\tnot measured: could not start\t\t\t\t\t\t\t\n", t)
 			continue
 		}
 		pick := func(f func(pgRun) float64) []float64 {
@@ -713,12 +775,14 @@ func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[strin
 			}
 			return xs
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t,
 			spread(pick(func(r pgRun) float64 { return r.s.rate }), "%.0f"),
 			spread(pick(func(r pgRun) float64 { return float64(r.s.p50) / 1e6 }), "%.1f"),
 			spread(pick(func(r pgRun) float64 { return float64(r.s.p99) / 1e6 }), "%.1f"),
 			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.cpu) }), "%.0f"),
 			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.pgCPU) }), "%.0f"),
+			spread(pick(func(r pgRun) float64 { return r.cpuPerEvent(r.benchCPU) }), "%.0f"),
+			spread(pick(func(r pgRun) float64 { return 100 * r.busy() }), "%.0f"),
 			spread(pick(func(r pgRun) float64 { return float64(r.writes) / float64(max(r.events, 1)) }), "%.2f"))
 	}
 	tw.Flush()
@@ -770,6 +834,12 @@ func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[strin
 		default:
 			x := ratioMedian(statsOf[t], statsOf[targetHandoff])
 			fmt.Fprintf(out, "  %d processes >= 1 process: %.2f x, %s\n", k, x, metText(x >= 1))
+			if b := ceiling(all[targetHandoff], all[t]); b > 0 {
+				one := median(pickRates(all[targetHandoff]))
+				fmt.Fprintf(out, "    at most %.0f/s (%.2f x) on these %d cores, were the %d processes to cost no more an event than 1:\n"+
+					"    the cores over 1 process's CPU and PostgreSQL's an event, and the bench's with its proxy in front of %d\n",
+					b, b/one, runtime.NumCPU(), k, k)
+			}
 		}
 	}
 	for _, k := range cfg.procs {
@@ -801,7 +871,9 @@ func printPGSummary(out io.Writer, cfg pgConfig, targets []string, all map[strin
 		}
 	}
 	fmt.Fprintln(out, "\nCPU: the target's processes' utime+stime over the measured run (the bench's proxy not included); PostgreSQL:")
-	fmt.Fprintln(out, "the cluster's (postmaster, backends, WAL writer, checkpointer) over the same run. Both per accepted event.")
+	fmt.Fprintln(out, "the cluster's (postmaster, backends, WAL writer, checkpointer) over the same run; bench: this process's own (the")
+	fmt.Fprintln(out, "load it sends, and its proxy where one stands in front). All per accepted event. Cores busy: the three together")
+	fmt.Fprintln(out, "over the run's wall time and the machine's cores; near 100 %, events/s is the cores over their sum per event.")
 }
 
 func metText(ok bool) string {
