@@ -267,7 +267,9 @@ func message(n int, tx Text, layout string, id, conversation, from string) Body 
 	set("id", id)
 	set("conversation_id", conversation)
 	set("from", from)
-	want.MessageID = id
+	if id != "" {
+		want.MessageID = id
+	}
 	if conversation != "" {
 		want.Conversation = conversation
 	}

@@ -251,4 +251,15 @@ func TestMessage(t *testing.T) {
 	if len(seen) != len(corpus.Layouts(corpus.Demo))*len(corpus.Texts()) {
 		t.Errorf("72 messages cover %d layout × text pairs, want all %d", len(seen), len(corpus.Layouts(corpus.Demo))*len(corpus.Texts()))
 	}
+	// "" keeps the corpus's own ids, and Want says them.
+	for n := range 9 {
+		b := corpus.Message(n, "", "", "")
+		var doc map[string]any
+		if err := json.Unmarshal(b.Raw, &doc); err != nil {
+			t.Fatalf("%s: %v", b.Name(), err)
+		}
+		if doc["id"] == "" || doc["id"] != b.Want.MessageID || doc["from"] != b.Want.Contact || doc["conversation_id"] != b.Want.Conversation {
+			t.Errorf("%s with the corpus's own ids: %s, want %+v", b.Name(), b.Raw, b.Want)
+		}
+	}
 }
