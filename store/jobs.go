@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -450,8 +451,12 @@ type Result struct {
 // lease was taken from this execution (it expired and the job was reaped).
 func (s *Store) FinishJob(ctx context.Context, id, execID string, now time.Time, r Result) (Job, error) {
 	// A kind that completed its job in its own transaction (review.Record,
-	// delivery.FinishTx) left nothing to record: that is a read, not a
-	// commit round. A completion by execID is final, so the read is exact.
+	// delivery.FinishTx) left nothing to record: the job as that commit
+	// wrote it (kept by this process, ended), else a read, never a commit
+	// round. A completion by execID is final, so either is exact.
+	if j, ok := s.ended.take(id, execID); ok && r.Outcome == OutcomeCompleted {
+		return j, nil // committed by this process, in the kind's transaction
+	}
 	if r.Outcome == OutcomeCompleted {
 		if j, err := s.Job(id); err == nil && j.State == JobCompleted && completedBy(j, execID) {
 			return j, nil
@@ -510,7 +515,57 @@ func completeJob(tx *Tx, id, execID string, now time.Time) error {
 	if err := releaseLease(tx, &j, execID); err != nil {
 		return err
 	}
-	return endAttempt(tx, &j, now, OutcomeCompleted, false, "", "", time.Time{})
+	if err := endAttempt(tx, &j, now, OutcomeCompleted, false, "", "", time.Time{}); err != nil {
+		return err
+	}
+	tx.completed = append(tx.completed, endedJob{execID, j})
+	return nil
+}
+
+// ended is the jobs that kinds completed in their own committed
+// transactions (CompleteJob), by execution, until the runner's FinishJob
+// takes each: what spares it a read of the job it would find completed.
+// A completion by an execution is final, so what is kept stays true; at
+// most maxEnded are kept, and past that FinishJob reads the job instead.
+type ended struct {
+	mu   sync.Mutex
+	jobs map[string]Job // execution id → the job as its completion wrote it
+}
+
+const maxEnded = 4096
+
+// endedJob is a job as execution exec's completion wrote it.
+type endedJob struct {
+	exec string
+	job  Job
+}
+
+// keep remembers the jobs a commit completed.
+func (e *ended) keep(jobs []endedJob) {
+	if len(jobs) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.jobs == nil {
+		e.jobs = map[string]Job{}
+	}
+	for _, j := range jobs {
+		if len(e.jobs) < maxEnded {
+			e.jobs[j.exec] = j.job
+		}
+	}
+}
+
+// take is, and forgets, job id as execution execID's completion wrote it.
+func (e *ended) take(id, execID string) (Job, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j, ok := e.jobs[execID]
+	if ok {
+		delete(e.jobs, execID)
+	}
+	return j, ok && j.ID == id
 }
 
 // releaseLease proves that execution execID holds j's lease, else

@@ -323,3 +323,60 @@ func twoServers(t *testing.T) (a, b *Store) {
 	}
 	return a, b
 }
+
+// A job its kind completed in its own transaction (CompleteJob) is
+// finished from what that commit wrote, kept by the process: no read of
+// it. Another process, which kept nothing, reads it (2 round trips: the
+// read with its begin, the end), and never writes.
+func TestFinishKeptJob(t *testing.T) {
+	url := pgtest.URL(t) + " search_path=" + pgtest.Schema(t)
+	st, err := OpenURL(context.Background(), url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	claimed := func() Job {
+		t.Helper()
+		nj := NewJob{ID: ulid.Make().String(), Kind: "k", Key: ulid.Make().String(), MaxAttempts: 3}
+		if err := st.Update(ctx, func(tx *Tx) error { _, _, err := tx.Enqueue(nj, "corr", t0); return err }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.Claim(ctx, t0.Add(time.Minute), AnyJobs(1), time.Minute)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Claim = %d jobs, %v", len(got), err)
+		}
+		if err := st.Update(ctx, func(tx *Tx) error { return tx.CompleteJob(got[0].ID, got[0].ExecutionID, t0.Add(2*time.Minute)) }); err != nil {
+			t.Fatal(err)
+		}
+		return got[0]
+	}
+	j := claimed()
+	before := st.RoundTrips()
+	fin, err := st.FinishJob(ctx, j.ID, j.ExecutionID, t0.Add(3*time.Minute), Result{Outcome: OutcomeCompleted})
+	if err != nil || fin.State != JobCompleted || !completedBy(fin, j.ExecutionID) {
+		t.Fatalf("FinishJob = %s %+v, %v; want the job completed by %s", fin.State, fin.Attempts, err, j.ExecutionID)
+	}
+	if n := st.RoundTrips() - before; n != 0 {
+		t.Errorf("finishing a job its kind completed took %d round trips; want 0", n)
+	}
+	stored, err := st.Job(j.ID)
+	if err != nil || stored.State != fin.State || len(stored.Attempts) != len(fin.Attempts) || !stored.UpdatedAt.Equal(fin.UpdatedAt) {
+		t.Errorf("FinishJob answered %s %v, but the job stored is %s %v (%v)", fin.State, fin.UpdatedAt, stored.State, stored.UpdatedAt, err)
+	}
+
+	other, err := OpenURL(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	j = claimed()
+	before = other.RoundTrips()
+	fin, err = other.FinishJob(ctx, j.ID, j.ExecutionID, t0.Add(3*time.Minute), Result{Outcome: OutcomeCompleted})
+	if err != nil || fin.State != JobCompleted || !completedBy(fin, j.ExecutionID) {
+		t.Fatalf("another process's FinishJob = %s, %v; want completed", fin.State, err)
+	}
+	if n := other.RoundTrips() - before; n != 2 {
+		t.Errorf("another process finishing a job completed elsewhere took %d round trips; want 2 (a read)", n)
+	}
+}

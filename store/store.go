@@ -64,6 +64,7 @@ type Store struct {
 	gate   gate  // every transaction passes it; Replace shuts it to swap the file (gate.go)
 	seen   seen  // the unreadable records known (unreadable.go)
 	hooks  hooks // told of moves inside their transactions (hooks.go)
+	ended  ended // jobs completed by their kinds, until FinishJob (jobs.go)
 	mmap   int   // Options.MmapSize, for the reopen after a Replace
 
 	// full is the last commit that failed for lack of disk space, until a
@@ -309,6 +310,9 @@ type Tx struct {
 	// due is the earliest RunAt of the jobs this write made ready (zero:
 	// none), which the commit tells (Tx.jobReady).
 	due time.Time
+	// completed is the jobs this write completed for the kind that ran
+	// them (CompleteJob), kept by the commit for FinishJob (Store.ended).
+	completed []endedJob
 }
 
 // bucket is one of the buckets created at open (on bbolt with the fill
@@ -439,6 +443,7 @@ func (s *Store) commit(batch []*writeReq) {
 		failed := -1
 		var failure error
 		var due time.Time // the round's earliest job made ready
+		var completed []endedJob
 		c, err := s.eng.Update(func(btx engine.Tx) error {
 			// The engine may have waited to begin (PostgreSQL's writers'
 			// lock, held by another process's round): the callers that
@@ -454,7 +459,7 @@ func (s *Store) commit(batch []*writeReq) {
 					return errRollback
 				}
 			}
-			due = tx.due
+			due, completed = tx.due, tx.completed
 			if n, ok := btx.(engine.Notifier); ok && !due.IsZero() {
 				n.Notify(s.notice(due))
 			}
@@ -474,6 +479,7 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		if err == nil {
 			s.hooks.dueSaid(due)
+			s.ended.keep(completed)
 		}
 		for _, r := range batch {
 			r.done <- err
