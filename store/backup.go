@@ -782,6 +782,7 @@ func (s *Store) reopen() error {
 	<-ns.stopped
 	s.eng, s.file = ns.eng, ns.file
 	s.damage.Store(nil)
+	s.ended.forget() // completions of the file replaced
 	return nil
 }
 

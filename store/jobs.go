@@ -557,6 +557,13 @@ func (e *ended) keep(jobs []endedJob) {
 	}
 }
 
+// forget drops every job kept.
+func (e *ended) forget() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.jobs = nil
+}
+
 // take is, and forgets, job id as execution execID's completion wrote it.
 func (e *ended) take(id, execID string) (Job, bool) {
 	e.mu.Lock()
