@@ -16,6 +16,7 @@ import (
 	"github.com/handoff/handoff/delivery"
 	"github.com/handoff/handoff/intake"
 	"github.com/handoff/handoff/jobs"
+	"github.com/handoff/handoff/provider"
 	"github.com/handoff/handoff/review"
 	"github.com/handoff/handoff/store"
 	"github.com/handoff/handoff/testkit"
@@ -53,6 +54,7 @@ func newBed(t *testing.T, m config.CRM) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
+	senders["sandbox"] = sandbox{} // the web channel's replies, when the runner sends them
 	st.HookLeadMoves(crm.Hook(cfg))
 	st.HookOutboxMoves(crm.Written()) // a write on the record moves its lead: matched, owned
 	return &bed{t: t, st: st, cfg: cfg, senders: senders, logs: logs}
@@ -117,13 +119,23 @@ func (b *bed) draft(ev store.Event, owner string) store.Draft {
 	return d
 }
 
-// reply approves d and records its reply as sent (the lead: replied).
+// reply approves d and records its reply as sent (the lead: replied):
+// by the runner when it runs (its delivery job is due at the approval's
+// commit, so a send of the bed's own beside it would race it for the row),
+// else by the bed, as a delivery job would.
 func (b *bed) reply(d store.Draft) {
 	b.t.Helper()
 	ctx, now := context.Background(), time.Now()
 	ap, err := review.New(b.st, b.cfg).Approve(ctx, d.ID, store.Decision{By: "tester", At: now})
 	if err != nil {
 		b.t.Fatalf("Approve(%s): %v", d.ID, err)
+	}
+	if b.runner != nil {
+		testkit.Eventually(b.t, 30*time.Second, func() bool {
+			o, err := b.st.OutboxRow(ap.Outbox.ID)
+			return err == nil && o.Status == store.OutboxSent
+		}, "the reply to be sent")
+		return
 	}
 	ob, exec := delivery.New(b.st, b.cfg), ulid.Make().String()
 	if _, _, err := ob.Claim(ctx, ap.Outbox.ID, exec, now); err != nil {
@@ -134,6 +146,15 @@ func (b *bed) reply(d store.Draft) {
 	}
 	b.wake()
 }
+
+// sandbox is the web channel's provider in the bed: every reply sent.
+type sandbox struct{}
+
+func (sandbox) Send(context.Context, provider.Message) (string, error) { return "sandbox-1", nil }
+func (sandbox) Lookup(context.Context, string, string) (string, bool, error) {
+	return "", false, nil
+}
+func (sandbox) Capabilities() provider.Capabilities { return provider.Capabilities{} }
 
 // wake wakes the runner, as web does after a commit that queues work.
 func (b *bed) wake() {
