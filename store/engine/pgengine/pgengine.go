@@ -438,8 +438,9 @@ type catalog struct {
 
 // catalogCheck fails (divides by zero, SQLSTATE 22012) unless the
 // catalog's generation is still $1: every change of handoff_buckets moves
-// it, in the changing transaction (a trigger: engine schema 3).
-const catalogCheck = `select 1 / (gen = $1)::int from handoff_catalog where id = 1`
+// it, in the changing transaction (a trigger: engine schema 3). Without
+// its row it fails too, so that a catalog kept is then never trusted.
+const catalogCheck = `select 1 / coalesce((select (gen = $1)::int from handoff_catalog where id = 1), 0)`
 
 // catalogRead is the catalog and its generation in one snapshot: the
 // generation's row has no table.

@@ -886,6 +886,42 @@ func TestMigrationFromVersion2(t *testing.T) {
 	}
 }
 
+// A catalog whose generation row is gone (deleted by hand) is never
+// trusted: every begin reads the catalog, and a bucket made since is found.
+func TestCatalogWithoutItsGeneration(t *testing.T) {
+	schema := pgtest.Schema(t)
+	a := withBucket(t, openOn(t, schema, false))
+	b := openOn(t, schema, false)
+	q := pgx.Identifier{schema}.Sanitize()
+	if err := a.View(func(tx engine.Tx) error { tx.Bucket(bk).Get([]byte("k")); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Exec(t, "delete from "+q+".handoff_catalog")
+	if _, err := b.Update(func(tx engine.Tx) error {
+		x, err := tx.CreateBucketIfNotExists([]byte("x"))
+		if err != nil {
+			return err
+		}
+		return x.Put([]byte("k"), []byte("fish & chips"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		var v []byte
+		if err := a.View(func(tx engine.Tx) error {
+			if x := tx.Bucket([]byte("x")); x != nil {
+				v = bytes.Clone(x.Get([]byte("k")))
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if string(v) != "fish & chips" {
+			t.Errorf("a bucket made while the generation row was gone reads %q; want fish & chips", v)
+		}
+	}
+}
+
 // Snapshot writes a bbolt file with every bucket and key, which bbolt opens.
 func TestSnapshotIsABboltFile(t *testing.T) {
 	db := open(t)
