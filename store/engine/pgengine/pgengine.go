@@ -609,9 +609,6 @@ func (t *tx) start(ctx context.Context, build func(*pgx.Batch)) (pgx.BatchResult
 		err = cerr
 	}
 	if err != nil {
-		if errors.Is(err, errCatalog) {
-			return nil, err
-		}
 		return nil, fmt.Errorf("pgengine: begin: %w", err)
 	}
 	t.begun = true
@@ -1316,7 +1313,7 @@ func (t *tx) Notify(payload string) {
 func (t *tx) flushAll(ctx context.Context) {
 	var flushed []*bucket
 	for _, bk := range t.buckets {
-		if len(bk.pending) > 0 || len(bk.adds) > 0 {
+		if bk.unsent() {
 			flushed = append(flushed, bk)
 		}
 	}
@@ -1697,10 +1694,13 @@ func (b *bucket) Delete(key []byte) error {
 	return nil
 }
 
+// unsent says whether the bucket holds buffered writes (queueFlush's).
+func (b *bucket) unsent() bool { return len(b.pending) > 0 || len(b.adds) > 0 }
+
 // queueFlush adds the bucket's buffered writes to batch: one upsert of
 // every put, one delete of every deleted key, and the sums of Add with
-// their check; it says whether there were any.
-func (b *bucket) queueFlush(batch *pgx.Batch) bool {
+// their check.
+func (b *bucket) queueFlush(batch *pgx.Batch) {
 	var pk, pv, dk [][]byte
 	for k, p := range b.pending {
 		if p.del {
@@ -1724,12 +1724,11 @@ func (b *bucket) queueFlush(batch *pgx.Batch) bool {
 		batch.Queue(b.sql.add, ak, ad)
 		batch.Queue(b.sql.negative, ak)
 	}
-	return len(b.pending) > 0 || len(b.adds) > 0
 }
 
 // flush sends the bucket's buffered writes before a read that needs them.
 func (b *bucket) flush() {
-	if len(b.pending) == 0 && len(b.adds) == 0 {
+	if !b.unsent() {
 		return
 	}
 	b.t.send(context.Background(), []*bucket{b}, nil)
